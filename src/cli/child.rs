@@ -1,0 +1,112 @@
+/*!
+Running COMMAND under a primitive: the shell's conventions for what can go wrong.
+
+The child's exit status passes through, a child killed by signal N gives 128+N, a command that
+is not found gives 127 and one that cannot be executed 126. While it runs, INT, TERM, HUP and
+QUIT sent to fsync are forwarded to it (the wait core's handlers do that once the child is
+registered), and fsync waits for it to exit before releasing anything.
+*/
+
+use std::{
+    ffi::OsString,
+    os::unix::process::ExitStatusExt,
+    process::{Child, Command},
+};
+
+use fsync::wait;
+use nix::libc;
+
+use super::{Exit, Failure};
+
+/// A command line to run.
+pub struct Job<'a> {
+    pub argv: &'a [OsString],
+    pub env: Vec<(String, String)>,
+}
+
+impl Job<'_> {
+    /// The command line as one string, for holder records and messages.
+    pub fn display(&self) -> String {
+        self.argv
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Start the command; `started` learns its pid (to record it) before we wait for it.
+    pub fn run(&self, started: impl FnOnce(u32)) -> Result<Exit, Failure> {
+        let mut child = self.spawn()?;
+        let pid = child.id();
+        // A signal that arrived while we were starting it is forwarded now.
+        if let Some(sig) = wait::set_child(Some(pid as i32)) {
+            // SAFETY: signalling our own child, which we have not reaped.
+            unsafe { libc::kill(pid as i32, sig) };
+        }
+        started(pid);
+        let status = wait_for_exit(&mut child);
+        Ok(match (status.code(), status.signal()) {
+            (Some(code), _) => Exit(code as u8),
+            (None, Some(sig)) => Exit::signal(sig),
+            _ => Exit::INTERNAL,
+        })
+    }
+
+    fn spawn(&self) -> Result<Child, Failure> {
+        let program = &self.argv[0];
+        let mut cmd = Command::new(program);
+        cmd.args(&self.argv[1..])
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd.spawn().map_err(|e| {
+            let (exit, cause) = match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    (Exit::COMMAND_NOT_FOUND, "command not found".to_string())
+                }
+                std::io::ErrorKind::PermissionDenied => (
+                    Exit::CANNOT_EXECUTE,
+                    "cannot execute: permission denied".to_string(),
+                ),
+                _ => (
+                    Exit::CANNOT_EXECUTE,
+                    format!("cannot execute: {}", describe(&e)),
+                ),
+            };
+            Failure::Exec {
+                program: program.to_string_lossy().into_owned(),
+                exit,
+                cause,
+            }
+        })
+    }
+}
+
+/// Wait for the child to exit without reaping it first, unregister it (so no signal is ever
+/// forwarded to a recycled pid), then reap it.
+fn wait_for_exit(child: &mut Child) -> std::process::ExitStatus {
+    let pid = child.id() as libc::id_t;
+    loop {
+        // SAFETY: waitid on our own child with a zeroed siginfo buffer we own.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let rc =
+            unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if rc == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    wait::set_child(None);
+    loop {
+        match child.wait() {
+            Ok(status) => return status,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // ECHILD cannot happen for a child we own; report it as a failure of the child.
+            Err(_) => return std::process::ExitStatus::from_raw((Exit::INTERNAL.0 as i32) << 8),
+        }
+    }
+}
+
+fn describe(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => nix::errno::Errno::from_raw(code).desc().to_lowercase(),
+        None => e.to_string(),
+    }
+}

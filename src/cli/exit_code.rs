@@ -1,0 +1,96 @@
+/*!
+Exit codes: the one table, used by `main` and rendered into every man page's EXIT STATUS.
+
+The values follow ../shared/CONTRACT.md; operational errors use the BSD `sysexits.h` codes so
+that scripts can tell a missing directory from a permission problem, and never 0, 1 or 75.
+*/
+
+use fsync::ErrorKind;
+
+/// A process exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit(pub u8);
+
+impl Exit {
+    pub const OK: Exit = Exit(0);
+    /// Predicate verbs: held, not empty, not signalled.
+    pub const NO: Exit = Exit(1);
+    pub const USAGE: Exit = Exit(2);
+    pub const NOT_FOUND: Exit = Exit(66);
+    pub const UNAVAILABLE: Exit = Exit(69);
+    pub const INTERNAL: Exit = Exit(70);
+    pub const OS: Exit = Exit(71);
+    pub const IO: Exit = Exit(74);
+    /// The default for `-E`: the wait gave up.
+    pub const CONFLICT: Exit = Exit(75);
+    pub const NO_PERMISSION: Exit = Exit(77);
+    pub const CANNOT_EXECUTE: Exit = Exit(126);
+    pub const COMMAND_NOT_FOUND: Exit = Exit(127);
+
+    /// A child killed by signal `n` (or a wait cancelled by it), as the shell reports it.
+    pub fn signal(n: i32) -> Exit {
+        Exit((128 + n).clamp(0, 255) as u8)
+    }
+
+    /// The exit status for a library error.
+    pub fn of_error(kind: ErrorKind) -> Exit {
+        match kind {
+            ErrorKind::NotFound => Exit::NOT_FOUND,
+            ErrorKind::PermissionDenied => Exit::NO_PERMISSION,
+            ErrorKind::Io => Exit::IO,
+            ErrorKind::Unavailable => Exit::UNAVAILABLE,
+            ErrorKind::Invalid => Exit::USAGE,
+            ErrorKind::Os => Exit::OS,
+        }
+    }
+}
+
+/// The EXIT STATUS table of the man pages: (code, meaning).
+#[cfg_attr(not(test), allow(dead_code))] // rendered into the man pages by the generator
+pub const TABLE: &[(&str, &str)] = &[
+    ("the command's own", "run and join verbs exit with the status of COMMAND; a command killed by signal N gives 128+N"),
+    ("0", "success; for predicate verbs (status, empty): free, empty or signalled"),
+    ("1", "predicate verbs: held, not empty or not signalled"),
+    ("2", "usage error: unknown option, bad duration, range or number"),
+    ("66", "a path does not exist, its parent directory is missing, or it is of the wrong kind (a directory where a file is needed, a dangling symbolic link)"),
+    ("69", "the request cannot be carried out: the file system has no locking, or waiting would deadlock (a nested acquisition of a lock an enclosing --close run did not pass down)"),
+    ("70", "internal error (a bug; please report it)"),
+    ("71", "another operating-system error"),
+    ("74", "an I/O error of the file system (EIO, no space, quota exceeded)"),
+    ("75", "the timeout (or --no-wait) expired before the lock, slot, event or message was had; change it with -E/--conflict-exit-code"),
+    ("77", "permission denied, or a read-only file system where fsync must write"),
+    ("126", "COMMAND was found but could not be executed"),
+    ("127", "COMMAND was not found"),
+    ("128+N", "fsync was interrupted by signal N (INT, TERM, HUP or QUIT) while waiting"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operational_errors_never_collide_with_predicates_or_conflict() {
+        for kind in [
+            ErrorKind::NotFound,
+            ErrorKind::PermissionDenied,
+            ErrorKind::Io,
+            ErrorKind::Unavailable,
+            ErrorKind::Os,
+        ] {
+            let code = Exit::of_error(kind).0;
+            assert!(![0, 1, 75].contains(&code), "{kind:?} -> {code}");
+        }
+        assert_eq!(Exit::signal(9), Exit(137));
+        assert_eq!(Exit::signal(15), Exit(143));
+    }
+
+    #[test]
+    fn every_exit_constant_is_documented() {
+        for code in [0, 1, 2, 66, 69, 70, 71, 74, 75, 77, 126, 127] {
+            assert!(
+                TABLE.iter().any(|(c, _)| *c == code.to_string()),
+                "{code} missing from TABLE"
+            );
+        }
+    }
+}

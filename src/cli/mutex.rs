@@ -1,0 +1,354 @@
+/*!
+`fsync mutex`: run a command under an exclusive lock, lock a descriptor a script holds, report
+and watch a lock. The protocol is in the library's `mutex` module.
+*/
+
+use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
+
+use clap::{Args, Subcommand};
+use fsync::{
+    mutex::{self, Status, HELD_ENV},
+    Mutex, Outcome,
+};
+use serde_json::json;
+
+use super::{
+    child::Job,
+    report::{self, Progress},
+    Exit, Failure, WaitArgs,
+};
+
+const MUTEX_ABOUT: &str = "Exclusive locks: run a command while holding a lock file";
+
+const MUTEX_LONG: &str = "\
+Exclusive locks on a file. `fsync mutex run LOCK -- COMMAND` runs COMMAND while holding LOCK, \
+so that two cron jobs, CI steps or scripts never touch the resource LOCK stands for at once.
+
+The lock is a flock(2) lock, the same as util-linux flock(1), Perl's and Python's flock take, \
+so fsync and those tools exclude each other on the same file. The lock file is created if \
+missing and never truncated or written; who holds it is recorded in a separate file \
+.NAME.fsync beside it, where the directory is writable. A lock file an administrator created \
+read-only, in a directory users cannot write, works too.";
+
+#[derive(Debug, Args)]
+#[command(about = MUTEX_ABOUT, long_about = MUTEX_LONG)]
+pub struct MutexCommand {
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    Run(RunArgs),
+    Lock(LockArgs),
+    Unlock(UnlockArgs),
+    Status(StatusArgs),
+    Watch(WatchArgs),
+}
+
+const RUN_LONG: &str = "\
+Run COMMAND while holding LOCK exclusively, and exit with COMMAND's exit status.
+
+While COMMAND runs, INT, TERM, HUP and QUIT sent to fsync are forwarded to it, and the lock is \
+released only after it has exited. The lock is passed down to COMMAND (as flock(1) does): it \
+stays held while COMMAND, or anything it left running with the lock inherited, runs, even if \
+fsync itself is killed. --close does not pass it down.
+
+COMMAND sees FSYNC_FENCE, a fencing token greater than that of every earlier holder of LOCK: a \
+resource that remembers the largest token it has seen can reject a stale holder.
+
+Nesting: `fsync mutex run LOCK` started anywhere inside COMMAND's process tree on the same LOCK \
+runs at once (the lock is already held for it). Under --close a nested attempt fails at once \
+with exit status 69 instead of waiting for ever.";
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # A cron job that must never overlap with itself; skip this run if the last one is still busy
+  fsync mutex run -n /var/lock/backup.lck -- /usr/local/bin/backup
+
+  # Wait at most 5 minutes for the deploy lock, and tell which exit status means 'gave up'
+  fsync mutex run -t 5m -E 99 /srv/app/deploy.lck -- ./deploy.sh
+
+  # Seed 002's page counter, safe under any number of concurrent runs
+  fsync mutex run counter.sem -- sh -c 'n=$(cat counter.dat); echo $((n+1)) > counter.dat'
+
+  # A lock file that should not outlive its last user
+  fsync mutex run --delete /tmp/job.lck -- make";
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Run COMMAND while holding LOCK exclusively",
+    long_about = RUN_LONG,
+    after_long_help = RUN_EXAMPLES
+)]
+struct RunArgs {
+    /// The lock file: created if missing, never truncated
+    #[arg(value_name = "LOCK")]
+    lock: PathBuf,
+
+    #[command(flatten)]
+    wait: WaitArgs,
+
+    /// Remove LOCK (and its holder record) on release; racing acquirers never end up holding
+    /// two different files of the same name
+    #[arg(long)]
+    delete: bool,
+
+    /// Do not pass the lock down to COMMAND's processes (flock -o)
+    #[arg(short = 'o', long)]
+    close: bool,
+
+    /// The command to run, and its arguments (after `--`)
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    command: Vec<OsString>,
+}
+
+const LOCK_EXAMPLES: &str = "\
+Examples:
+  # Hold a lock for the rest of a shell script (released when the script exits)
+  exec 9>>/var/lock/mytool.lck
+  fsync mutex lock --fd 9 -t 30s || { echo 'busy' >&2; exit 1; }
+
+  # Several readers may share it
+  exec 8</etc/app.conf
+  fsync mutex lock --fd 8 --shared";
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Lock a descriptor the calling shell already has open",
+    long_about = "Lock file descriptor N, which fsync inherits from the calling shell, for \
+                  scripts of the form `exec 9>>/var/lock/x; fsync mutex lock --fd 9`. The lock \
+                  belongs to the shell's open file, so it stays held after fsync exits, until \
+                  the shell closes descriptor N or runs `fsync mutex unlock --fd N`.",
+    after_long_help = LOCK_EXAMPLES
+)]
+struct LockArgs {
+    /// The open file descriptor to lock
+    #[arg(long, value_name = "N")]
+    fd: i32,
+
+    /// Take a shared lock instead of an exclusive one
+    #[arg(short = 's', long)]
+    shared: bool,
+
+    #[command(flatten)]
+    wait: WaitArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Release the lock held through a descriptor",
+    after_long_help = "Examples:\n  exec 9>>/var/lock/mytool.lck\n  fsync mutex lock --fd 9\n  \
+                       ... critical work ...\n  fsync mutex unlock --fd 9"
+)]
+struct UnlockArgs {
+    /// The open file descriptor to unlock
+    #[arg(long, value_name = "N")]
+    fd: i32,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Tell whether LOCK is held (exit 1) or free (exit 0), and by whom",
+    long_about = "Tell whether LOCK is held (exit status 1) or free (0), and who holds it: pid, \
+                  host, command and since when, where that can be known. On a local file system \
+                  the lock is not touched (the kernel's lock table is read); on a network file \
+                  system it is tested with a non-blocking lock that is released at once. A \
+                  missing LOCK is free.",
+    after_long_help = "Examples:\n  fsync mutex status /var/lock/backup.lck && echo free\n  \
+                       fsync mutex status --json /var/lock/backup.lck | jq .holder.pid"
+)]
+struct StatusArgs {
+    #[arg(value_name = "LOCK")]
+    lock: PathBuf,
+
+    /// One JSON object: {\"path\", \"state\": \"free\"|\"held\", \"holder\", \"fence\"}
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Print a line each time LOCK is acquired or released",
+    long_about = "Print a line each time LOCK is acquired or released: a timestamp, `acquired` \
+                  or `released`, and the holder where known; if LOCK is held when the watch \
+                  starts, an `acquired` line comes first. Changes made by fsync are seen at once; \
+                  those of other tools (flock(1)) within the --poll interval. Runs until \
+                  interrupted or until --timeout, then exits 0.",
+    after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
+                       fsync mutex watch --json -t 1h /var/lock/backup.lck >> lock-history.jsonl"
+)]
+struct WatchArgs {
+    #[arg(value_name = "LOCK")]
+    lock: PathBuf,
+
+    /// One JSON object per line: {\"time\", \"event\", \"path\", \"holder\"}
+    #[arg(long)]
+    json: bool,
+
+    /// Stop watching after DUR
+    #[arg(short = 't', long, value_name = "DUR", value_parser = super::parse_duration)]
+    timeout: Option<Duration>,
+
+    /// Re-check interval for changes made by tools other than fsync
+    #[arg(long, value_name = "DUR", value_parser = super::parse_poll, default_value = "50ms")]
+    poll: Duration,
+}
+
+pub fn run(cmd: MutexCommand) -> super::Outcome {
+    match cmd.verb {
+        Verb::Run(a) => run_command(a),
+        Verb::Lock(a) => lock_fd(a),
+        Verb::Unlock(a) => {
+            mutex::unlock_fd(a.fd)?;
+            Ok(Exit::OK)
+        }
+        Verb::Status(a) => status(a),
+        Verb::Watch(a) => watch(a),
+    }
+}
+
+fn run_command(a: RunArgs) -> super::Outcome {
+    let mutex = Mutex::new(&a.lock)
+        .delete_on_release(a.delete)
+        .poll_interval(a.wait.poll);
+    let mut progress = Progress::new(a.wait.verbose);
+    let outcome = mutex.acquire_with(a.wait.timeout(), |waited| {
+        progress.waiting(waited, || describe(&a.lock));
+    })?;
+    let mut guard = match outcome {
+        Outcome::Acquired(g) => g,
+        Outcome::TimedOut => {
+            progress.done(|| format!("gave up waiting for {}", a.lock.display()));
+            return Ok(Exit(a.wait.conflict_exit_code));
+        }
+        Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
+    };
+    progress.done(|| match guard.is_nested() {
+        true => format!(
+            "{} is already held for us by an enclosing fsync",
+            a.lock.display()
+        ),
+        false => format!("acquired {} (fence {})", a.lock.display(), guard.fence()),
+    });
+    let job = Job {
+        argv: &a.command,
+        env: vec![
+            ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
+            (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
+        ],
+    };
+    let exit = job.run(|pid| {
+        if !guard.is_nested() {
+            guard.set_child(pid, job.display());
+        }
+    })?;
+    guard.release()?;
+    Ok(exit)
+}
+
+/// "LOCK, held by pid 12 on host: cmd, since ..." for `-v`.
+fn describe(lock: &std::path::Path) -> String {
+    match mutex::status(lock) {
+        Ok(Status {
+            held: true,
+            holder: Some(h),
+            ..
+        }) => {
+            format!("{}, held by {}", lock.display(), report::holder_text(&h))
+        }
+        _ => lock.display().to_string(),
+    }
+}
+
+fn lock_fd(a: LockArgs) -> super::Outcome {
+    match mutex::lock_fd(a.fd, a.shared, a.wait.timeout(), a.wait.poll)? {
+        Outcome::Acquired(()) => Ok(Exit::OK),
+        Outcome::TimedOut => Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::Interrupted(sig) => Ok(Exit::signal(sig)),
+    }
+}
+
+fn status_json(lock: &std::path::Path, st: &Status) -> serde_json::Value {
+    json!({
+        "path": report::path_text(lock),
+        "state": if st.held { "held" } else { "free" },
+        "holder": st.holder.as_ref().map(report::holder_json),
+        "fence": st.fence,
+    })
+}
+
+fn status(a: StatusArgs) -> super::Outcome {
+    let st = mutex::status(&a.lock)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(out, "{}", status_json(&a.lock, &st))?;
+    } else {
+        match (&st.held, &st.holder) {
+            (false, _) => writeln!(out, "{}: free", a.lock.display())?,
+            (true, Some(h)) => writeln!(
+                out,
+                "{}: held by {}",
+                a.lock.display(),
+                report::holder_text(h)
+            )?,
+            (true, None) => writeln!(out, "{}: held (holder unknown)", a.lock.display())?,
+        }
+    }
+    Ok(if st.held { Exit::NO } else { Exit::OK })
+}
+
+fn watch(a: WatchArgs) -> super::Outcome {
+    let start = std::time::Instant::now();
+    let mut seen = Status {
+        held: false,
+        holder: None,
+        fence: None,
+    };
+    let mut current = mutex::status(&a.lock)?;
+    loop {
+        // A change of holder without a visible gap is a release followed by an acquisition.
+        if seen.held && (!current.held || current.holder != seen.holder) {
+            print_event(&a, "released", &seen)?;
+        }
+        if current.held && (!seen.held || current.holder != seen.holder) {
+            print_event(&a, "acquired", &current)?;
+        }
+        seen = current;
+        let remaining = a.timeout.map(|t| t.saturating_sub(start.elapsed()));
+        if remaining == Some(Duration::ZERO) {
+            return Ok(Exit::OK);
+        }
+        current = match mutex::wait_for_change(&a.lock, &seen, remaining, a.poll)? {
+            Outcome::Acquired(st) => st,
+            Outcome::TimedOut => return Ok(Exit::OK),
+            Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
+        };
+    }
+}
+
+fn print_event(a: &WatchArgs, event: &str, st: &Status) -> Result<(), Failure> {
+    let now = report::timestamp(std::time::SystemTime::now());
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let line = json!({
+            "time": now,
+            "event": event,
+            "path": report::path_text(&a.lock),
+            "holder": st.holder.as_ref().map(report::holder_json),
+        });
+        writeln!(out, "{line}")?;
+    } else {
+        match &st.holder {
+            Some(h) => writeln!(out, "{now} {event} {}", report::holder_text(h))?,
+            None => writeln!(out, "{now} {event}")?,
+        }
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,126 @@
+/*!
+The library's one error type.
+
+Every failure a user can see names the path it concerns and the cause in words, because the
+command-line tool prints it as one `fsync: PATH: cause` line. The coarse [`ErrorKind`] is what
+the CLI turns into an exit code (in exactly one place, `cli::exit_code`); the library never picks
+exit codes and never prints.
+*/
+
+use std::{fmt, io, path::Path, path::PathBuf};
+
+/// What kind of failure this is, independent of the wording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The path, a parent directory or a command does not exist or is of the wrong kind.
+    NotFound,
+    /// Permission denied, or a read-only file system where we must write.
+    PermissionDenied,
+    /// An I/O error of the device or file system (EIO, ENOSPC, EDQUOT).
+    Io,
+    /// The request cannot be carried out here: no locking on this file system, or waiting
+    /// would deadlock (a nested acquisition of a lock that was not passed down).
+    Unavailable,
+    /// The request itself is malformed (a bad range, a bad slot count on disk).
+    Invalid,
+    /// Any other operating-system error.
+    Os,
+}
+
+/// A failure concerning one path.
+#[derive(Debug)]
+pub struct Error {
+    path: PathBuf,
+    message: String,
+    kind: ErrorKind,
+    errno: Option<i32>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A failure of `what` ("cannot open lock file") with an operating-system error.
+    pub fn io(path: &Path, what: &str, err: io::Error) -> Error {
+        let errno = err.raw_os_error();
+        let cause = match errno {
+            Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
+            None => err.to_string(),
+        };
+        Error {
+            path: path.to_path_buf(),
+            message: format!("{what}: {}", lowercase_first(&cause)),
+            kind: errno.map_or(ErrorKind::Os, kind_of_errno),
+            errno,
+        }
+    }
+
+    /// A failure described entirely in words.
+    pub fn new(path: &Path, kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            path: path.to_path_buf(),
+            message: message.into(),
+            kind,
+            errno: None,
+        }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The operating-system error number behind this error, if there was one.
+    pub fn errno(&self) -> Option<i32> {
+        self.errno
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn kind_of_errno(code: i32) -> ErrorKind {
+    use nix::libc::*;
+    match code {
+        ENOENT | ENOTDIR | EISDIR | ELOOP | ENAMETOOLONG | ENXIO => ErrorKind::NotFound,
+        EACCES | EPERM | EROFS => ErrorKind::PermissionDenied,
+        EIO | ENOSPC | EDQUOT | EFBIG => ErrorKind::Io,
+        ENOLCK | EOPNOTSUPP | ENOSYS | EDEADLK => ErrorKind::Unavailable,
+        EINVAL => ErrorKind::Invalid,
+        _ => ErrorKind::Os,
+    }
+}
+
+fn lowercase_first(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) if !s.starts_with("I/O") => c.to_lowercase().chain(chars).collect(),
+        _ => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_name_path_and_cause() {
+        let e = Error::io(
+            Path::new("/x/l"),
+            "cannot open",
+            io::Error::from_raw_os_error(13),
+        );
+        assert_eq!(e.to_string(), "/x/l: cannot open: permission denied");
+        assert_eq!(e.kind(), ErrorKind::PermissionDenied);
+        let e = Error::io(Path::new("/x"), "write", io::Error::from_raw_os_error(5));
+        assert_eq!(e.to_string(), "/x: write: I/O error");
+        assert_eq!(e.kind(), ErrorKind::Io);
+    }
+}

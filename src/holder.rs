@@ -1,0 +1,234 @@
+/*!
+Holder records: who holds a lock, kept in a small file beside it.
+
+The lock file itself is never written (it may be someone's data, or a file other tools truncate),
+so each lock `DIR/NAME` has a record file `DIR/.NAME.fsync` that only fsync creates and writes,
+and only while holding the lock. It carries the fencing token, so it survives releases; `--delete`
+removes it with the lock.
+
+Format (text, one `key value` per line, `end` last so that a torn read is detected):
+
+```text
+fsync-holder 1
+fence 17
+state held            (or: released)
+pid 1234              (the process that took the lock)
+child 1235            (the command it runs, if any)
+host build-3
+since 1795430012345678    (microseconds since the Unix epoch)
+command make -j4
+end
+```
+
+Safety in shared directories (`/tmp`): the record is opened with `O_NOFOLLOW`, must be a regular
+file with one link, and is written only if it already starts with the magic line or we created it
+ourselves just now; otherwise holder reporting is skipped, never forced.
+*/
+
+use std::{
+    fmt::Write as _,
+    fs::File,
+    io::Read,
+    os::unix::{
+        ffi::OsStrExt,
+        fs::{FileExt, MetadataExt, OpenOptionsExt},
+    },
+    path::{Path, PathBuf},
+};
+
+use nix::libc;
+
+const MAGIC: &str = "fsync-holder 1";
+
+/// Who holds (or last held) a lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: u32,
+    pub child: Option<u32>,
+    pub host: String,
+    pub since_us: u64,
+    pub command: String,
+}
+
+/// The content of a record file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Record {
+    pub fence: u64,
+    /// `Some` while held, `None` once released.
+    pub holder: Option<Holder>,
+}
+
+/// The record file that belongs to a lock path.
+pub fn record_path(lock: &Path) -> PathBuf {
+    let name = lock.file_name().map(|n| n.as_bytes()).unwrap_or(b"lock");
+    let mut file = b".".to_vec();
+    file.extend_from_slice(name);
+    file.extend_from_slice(b".fsync");
+    lock.with_file_name(std::ffi::OsStr::from_bytes(&file))
+}
+
+/// An open record file we are allowed to write.
+#[derive(Debug)]
+pub struct RecordFile {
+    file: File,
+    pub path: PathBuf,
+}
+
+impl RecordFile {
+    /// Open (or create) the record of `lock` for writing; `None` where we may not or cannot
+    /// (a read-only directory, a file someone else put there).
+    pub fn open(lock: &Path) -> Option<RecordFile> {
+        let path = record_path(lock);
+        let flags = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK;
+        let created = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(flags)
+            .open(&path);
+        let file = match created {
+            Ok(f) => {
+                crate::platform::fs::set_mode(&f, 0o644);
+                let _ = f.write_all_at(format!("{MAGIC}\nend\n").as_bytes(), 0);
+                f
+            }
+            Err(_) => {
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .custom_flags(flags)
+                    .open(&path)
+                    .ok()?;
+                let meta = f.metadata().ok()?;
+                if !meta.is_file() || meta.nlink() != 1 {
+                    return None;
+                }
+                let mut head = [0u8; MAGIC.len()];
+                let n = f.read_at(&mut head, 0).ok()?;
+                let ours = n == head.len() && head == MAGIC.as_bytes();
+                // Empty: another fsync created it a moment ago and has not written it yet.
+                let fresh = n == 0 && meta.uid() == nix::unistd::geteuid().as_raw();
+                if !ours && !fresh {
+                    return None;
+                }
+                f
+            }
+        };
+        Some(RecordFile { file, path })
+    }
+
+    pub fn read(&self) -> Record {
+        read_from(&self.file).unwrap_or_default()
+    }
+
+    pub fn write(&self, rec: &Record) {
+        let text = render(rec);
+        // Best effort: a failure to report the holder must not fail the lock.
+        if self.file.write_all_at(text.as_bytes(), 0).is_ok() {
+            let _ = self.file.set_len(text.len() as u64);
+        }
+    }
+}
+
+/// Read the record of `lock` without creating anything; `None` if absent or unreadable.
+pub fn read(lock: &Path) -> Option<Record> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(record_path(lock))
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    read_from(&file)
+}
+
+fn read_from(mut file: &File) -> Option<Record> {
+    let mut text = String::new();
+    (&mut file).take(64 * 1024).read_to_string(&mut text).ok()?;
+    parse(&text)
+}
+
+fn render(rec: &Record) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{MAGIC}\nfence {}", rec.fence);
+    match &rec.holder {
+        None => out.push_str("state released\n"),
+        Some(h) => {
+            let _ = writeln!(out, "state held\npid {}", h.pid);
+            if let Some(c) = h.child {
+                let _ = writeln!(out, "child {c}");
+            }
+            let one_line = |s: &str| s.replace(['\n', '\r'], " ");
+            let _ = writeln!(out, "host {}\nsince {}", one_line(&h.host), h.since_us);
+            let _ = writeln!(out, "command {}", one_line(&h.command));
+        }
+    }
+    out.push_str("end\n");
+    out
+}
+
+fn parse(text: &str) -> Option<Record> {
+    let mut lines = text.lines();
+    if lines.next()? != MAGIC || !text.ends_with("end\n") {
+        return None;
+    }
+    let mut rec = Record::default();
+    let mut holder = Holder::default();
+    let mut held = false;
+    for line in lines {
+        let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+        match key {
+            "fence" => rec.fence = value.parse().ok()?,
+            "state" => held = value == "held",
+            "pid" => holder.pid = value.parse().ok()?,
+            "child" => holder.child = value.parse().ok(),
+            "host" => holder.host = value.to_string(),
+            "since" => holder.since_us = value.parse().ok()?,
+            "command" => holder.command = value.to_string(),
+            _ => {}
+        }
+    }
+    rec.holder = held.then_some(holder);
+    Some(rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips_and_torn_records_are_rejected() {
+        let rec = Record {
+            fence: 42,
+            holder: Some(Holder {
+                pid: 7,
+                child: Some(8),
+                host: "h".into(),
+                since_us: 99,
+                command: "echo a\nb".into(),
+            }),
+        };
+        let text = render(&rec);
+        let back = parse(&text).unwrap();
+        assert_eq!(back.fence, 42);
+        assert_eq!(back.holder.as_ref().unwrap().command, "echo a b");
+        assert!(parse(&text[..text.len() - 2]).is_none());
+        assert_eq!(
+            record_path(Path::new("/a/b.lck")),
+            Path::new("/a/.b.lck.fsync")
+        );
+    }
+
+    #[test]
+    fn never_writes_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let lock = dir.path().join("l");
+        std::os::unix::fs::symlink(&victim, record_path(&lock)).unwrap();
+        assert!(RecordFile::open(&lock).is_none());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    }
+}

@@ -1,0 +1,17 @@
+/*!
+`fsync`: synchronise processes through the file system.
+
+Each primitive is one module with its on-disk protocol written in its docs; they share the wait
+core ([`wait`]) and the platform layer ([`platform`]). The `fsync` command-line tool is a thin
+layer over this library.
+*/
+
+pub mod error;
+pub mod holder;
+pub mod mutex;
+pub mod platform;
+pub mod wait;
+
+pub use error::{Error, ErrorKind, Result};
+pub use mutex::{Mutex, MutexGuard};
+pub use wait::Outcome;

@@ -1,0 +1,692 @@
+/*!
+The mutex: an exclusive lock on a file (seed 000's mutex and critical section, seed 002's
+semaphore file).
+
+# Protocol on disk
+
+A mutex `L` is the file `L` plus, where the directory is writable, the holder record
+`DIR/.NAME.fsync` (see [`crate::holder`]). To acquire:
+
+1. **open** `L`: create if missing (mode 0666 less umask), never truncate; read-write, else
+   read-only (module [`crate::platform::fs`]);
+2. **lock** it with `flock(LOCK_EX)` (interoperates with `flock(1)`, Perl, Python);
+3. **verify** that `L` still names the locked inode and that it still has links; if not (a
+   holder with `--delete` unlinked it between our open and our lock), close and go to 1. This
+   is what keeps racing acquirers from holding locks on two different files of one name;
+4. **record**: read the fence from the record, write `fence = old + 1` (or the current time in
+   microseconds when there is no record yet, so tokens still grow after `--delete`), `state held`,
+   pid, host, command, time.
+
+To release: write `state released` (keeping the fence); with `--delete` instead unlink the
+record and then `L` while still holding the lock; then close `L` (the kernel drops the lock).
+
+Nesting: a process that passes a held lock down to a command (`fsync mutex run`) adds
+`DEV:INO:FD:PID` to the environment variable `FSYNC_MUTEX_HELD` (`;`-separated), with `FD`
+the inherited descriptor, or `-` when it was not passed down (`--close`). An acquisition of the
+same device and inode inside that tree succeeds at once if `FD` still refers to that inode and a
+non-blocking `flock(FD, LOCK_EX)` succeeds (so the inherited description really holds it); with
+`-`, if the lock is busy and that `PID` is alive, it fails at once instead of deadlocking.
+*/
+
+use std::{
+    fs::File,
+    os::{
+        fd::{AsRawFd, BorrowedFd, RawFd},
+        unix::fs::MetadataExt,
+    },
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use crate::{
+    error::{Error, ErrorKind, Result},
+    holder::{self, Holder, Record, RecordFile},
+    platform::{
+        fs::{self as pfs, Access},
+        lock::{self, Mode},
+        procinfo,
+    },
+    wait::{self, Outcome, Wait},
+};
+
+/// The environment variable through which nested acquisitions find an ancestor's lock.
+pub const HELD_ENV: &str = "FSYNC_MUTEX_HELD";
+
+/// Default re-check interval on network file systems.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(50);
+
+/// A file-based mutex; cheap to create, holds nothing until acquired.
+///
+/// ```
+/// use std::time::Duration;
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("counter.lck");
+/// let mutex = fsync::Mutex::new(&path);
+/// let guard = mutex.acquire(Some(Duration::from_secs(5)))?.expect("nobody else holds it");
+/// // ... work on the shared resource ...
+/// assert!(mutex.try_acquire()?.is_none()); // held: a second acquisition would wait
+/// drop(guard); // released
+/// assert!(mutex.try_acquire()?.is_some());
+/// # Ok::<(), fsync::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Mutex {
+    path: PathBuf,
+    delete: bool,
+    poll: Duration,
+}
+
+impl Mutex {
+    pub fn new(path: impl AsRef<Path>) -> Mutex {
+        Mutex {
+            path: path.as_ref().to_path_buf(),
+            delete: false,
+            poll: DEFAULT_POLL,
+        }
+    }
+
+    /// Remove the lock file (and its record) on release.
+    pub fn delete_on_release(mut self, yes: bool) -> Mutex {
+        self.delete = yes;
+        self
+    }
+
+    /// How often to re-check where other hosts cannot wake us (network file systems).
+    pub fn poll_interval(mut self, every: Duration) -> Mutex {
+        self.poll = every;
+        self
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Take the lock if it is free right now.
+    pub fn try_acquire(&self) -> Result<Option<MutexGuard>> {
+        self.acquire(Some(Duration::ZERO))
+    }
+
+    /// Wait up to `timeout` (`None`: for ever) for the lock; `Ok(None)` if it did not come.
+    pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<MutexGuard>> {
+        Ok(match self.acquire_with(timeout, |_| {})? {
+            Outcome::Acquired(g) => Some(g),
+            Outcome::TimedOut | Outcome::Interrupted(_) => None,
+        })
+    }
+
+    /// Like [`acquire`](Self::acquire), reporting which of deadline and cancellation ended an
+    /// unsuccessful wait, and calling `progress` with the time waited about once a second.
+    pub fn acquire_with(
+        &self,
+        timeout: Option<Duration>,
+        progress: impl FnMut(Duration),
+    ) -> Result<Outcome<MutexGuard>> {
+        match self.ancestor()? {
+            Ancestor::PassedDown(guard) => return Ok(Outcome::Acquired(guard)),
+            Ancestor::Closed(pid) => {
+                if let Outcome::Acquired(g) = self.wait(Some(Duration::ZERO), |_| {})? {
+                    return Ok(Outcome::Acquired(g));
+                }
+                if procinfo::pid_alive(pid) {
+                    return Err(Error::new(
+                        &self.path,
+                        ErrorKind::Unavailable,
+                        format!(
+                            "already held by an enclosing `fsync mutex run --close` (pid {pid}) \
+                             that did not pass it down; waiting here would deadlock"
+                        ),
+                    ));
+                }
+            }
+            Ancestor::None => {}
+        }
+        self.wait(timeout, progress)
+    }
+
+    fn wait(
+        &self,
+        timeout: Option<Duration>,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<MutexGuard>> {
+        let first = self.open()?;
+        let network = pfs::fs_kind(&first.0).network;
+        let mut open = Some(first);
+        // The attempt closure speaks io::Error to the wait core; the real error waits here.
+        let mut error: Option<Error> = None;
+        let spec = Wait {
+            timeout,
+            poll: network.then_some(self.poll),
+            progress: Some(Duration::from_secs(1)),
+        };
+        let outcome = wait::wait_for(spec, &mut progress, |block| {
+            let (file, access) = match open.take() {
+                Some(f) => f,
+                None => match self.open() {
+                    Ok(f) => f,
+                    Err(e) => {
+                        error = Some(e);
+                        return Err(std::io::Error::other("open failed"));
+                    }
+                },
+            };
+            match lock::flock(&file, Mode::Exclusive, block) {
+                Ok(true) => {}
+                Ok(false) => {
+                    open = Some((file, access));
+                    return Ok(None);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                    open = Some((file, access));
+                    return Err(e);
+                }
+                Err(e) => {
+                    error = Some(lock_error(&self.path, e, network, access));
+                    return Err(std::io::Error::other("lock failed"));
+                }
+            }
+            match same_file(&self.path, &file) {
+                Ok(true) => Ok(Some(file)),
+                Ok(false) => Ok(None), // unlinked under us: reopen and lock again
+                Err(e) => {
+                    error = Some(e);
+                    Err(std::io::Error::other("stat failed"))
+                }
+            }
+        });
+        let file = match outcome {
+            Ok(Outcome::Acquired(f)) => f,
+            Ok(Outcome::TimedOut) => return Ok(Outcome::TimedOut),
+            Ok(Outcome::Interrupted(s)) => return Ok(Outcome::Interrupted(s)),
+            Err(e) => {
+                return Err(
+                    error.unwrap_or_else(|| Error::io(&self.path, "cannot wait for lock", e))
+                )
+            }
+        };
+        Ok(Outcome::Acquired(MutexGuard::new(self, file)))
+    }
+
+    fn open(&self) -> Result<(File, Access)> {
+        pfs::open_lock_file(&self.path)
+    }
+
+    /// Whether an ancestor process holds this same lock (see the module docs on nesting).
+    fn ancestor(&self) -> Result<Ancestor> {
+        let Ok(value) = std::env::var(HELD_ENV) else {
+            return Ok(Ancestor::None);
+        };
+        let Ok(meta) = std::fs::metadata(&self.path) else {
+            return Ok(Ancestor::None);
+        };
+        for entry in value.split(';') {
+            let Some(e) = HeldEntry::parse(entry) else {
+                continue;
+            };
+            if (e.dev, e.ino) != (meta.dev(), meta.ino()) {
+                continue;
+            }
+            let Some(fd) = e.fd else {
+                return Ok(Ancestor::Closed(e.pid));
+            };
+            if fd_holds(fd, e.dev, e.ino) {
+                return Ok(Ancestor::PassedDown(MutexGuard::nested(self, fd)));
+            }
+        }
+        Ok(Ancestor::None)
+    }
+}
+
+enum Ancestor {
+    None,
+    PassedDown(MutexGuard),
+    Closed(u32),
+}
+
+/// One `DEV:INO:FD:PID` entry of [`HELD_ENV`].
+struct HeldEntry {
+    dev: u64,
+    ino: u64,
+    fd: Option<RawFd>,
+    pid: u32,
+}
+
+impl HeldEntry {
+    fn parse(s: &str) -> Option<HeldEntry> {
+        let mut it = s.split(':');
+        let dev = it.next()?.parse().ok()?;
+        let ino = it.next()?.parse().ok()?;
+        let fd = match it.next()? {
+            "-" => None,
+            n => Some(n.parse().ok()?),
+        };
+        let pid = it.next()?.parse().ok()?;
+        Some(HeldEntry { dev, ino, fd, pid })
+    }
+}
+
+/// Does descriptor `fd` (inherited) refer to this inode and hold an exclusive lock on it?
+fn fd_holds(fd: RawFd, dev: u64, ino: u64) -> bool {
+    let Ok(st) = nix::sys::stat::fstat(fd) else {
+        return false;
+    };
+    if (st.st_dev, st.st_ino) != (dev, ino) {
+        return false;
+    }
+    // SAFETY: the descriptor is open (fstat succeeded) and we only borrow it for the call.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    matches!(lock::flock(&borrowed, Mode::Exclusive, false), Ok(true))
+}
+
+/// Does `path` still name the inode `file` has open, with at least one link?
+fn same_file(path: &Path, file: &File) -> Result<bool> {
+    let held = file
+        .metadata()
+        .map_err(|e| Error::io(path, "cannot stat lock file", e))?;
+    if held.nlink() == 0 {
+        return Ok(false);
+    }
+    match std::fs::metadata(path) {
+        Ok(now) => Ok((now.dev(), now.ino()) == (held.dev(), held.ino())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(path, "cannot stat lock file", e)),
+    }
+}
+
+fn lock_error(path: &Path, e: std::io::Error, network: bool, access: Access) -> Error {
+    if network && access == Access::ReadOnly && e.raw_os_error() == Some(nix::libc::EBADF) {
+        return Error::new(
+            path,
+            ErrorKind::PermissionDenied,
+            "an exclusive lock on this network file system needs write access to the lock file",
+        );
+    }
+    if matches!(
+        e.raw_os_error(),
+        Some(nix::libc::ENOLCK | nix::libc::EOPNOTSUPP)
+    ) {
+        return Error::io(path, "this file system does not support locks", e);
+    }
+    Error::io(path, "cannot lock", e)
+}
+
+/// Proof of holding a [`Mutex`]; releases it when dropped.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct MutexGuard {
+    path: PathBuf,
+    /// `None` for a nested acquisition: the ancestor's descriptor holds the lock.
+    file: Option<File>,
+    nested_fd: Option<RawFd>,
+    delete: bool,
+    fence: u64,
+    record: Option<RecordFile>,
+    holder: Holder,
+}
+
+impl MutexGuard {
+    fn new(mutex: &Mutex, file: File) -> MutexGuard {
+        let record = RecordFile::open(&mutex.path);
+        let old = record.as_ref().map(|r| r.read().fence).unwrap_or(0);
+        let now = procinfo::now_micros();
+        let fence = if old > 0 { old + 1 } else { now };
+        let pid = std::process::id();
+        let holder = Holder {
+            pid,
+            child: None,
+            host: procinfo::hostname(),
+            since_us: now,
+            command: procinfo::cmdline(pid).unwrap_or_default(),
+        };
+        let guard = MutexGuard {
+            path: mutex.path.clone(),
+            file: Some(file),
+            nested_fd: None,
+            delete: mutex.delete,
+            fence,
+            record,
+            holder,
+        };
+        guard.write_record();
+        guard
+    }
+
+    fn nested(mutex: &Mutex, fd: RawFd) -> MutexGuard {
+        let fence = std::env::var("FSYNC_FENCE")
+            .ok()
+            .and_then(|f| f.parse().ok())
+            .unwrap_or(0);
+        MutexGuard {
+            path: mutex.path.clone(),
+            file: None,
+            nested_fd: Some(fd),
+            delete: false,
+            fence,
+            record: None,
+            holder: Holder::default(),
+        }
+    }
+
+    /// The fencing token: greater than that of every earlier holder of this lock.
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether this acquisition was satisfied by an ancestor's lock (nesting).
+    pub fn is_nested(&self) -> bool {
+        self.file.is_none()
+    }
+
+    /// The descriptor that holds the lock.
+    pub fn raw_fd(&self) -> RawFd {
+        self.file
+            .as_ref()
+            .map(|f| f.as_raw_fd())
+            .or(self.nested_fd)
+            .unwrap_or(-1)
+    }
+
+    /// Let the lock survive `exec` into children (`true`), as `flock(1)` does, so that it stays
+    /// held while they run even if this process dies; and return the value of
+    /// [`HELD_ENV`] the children need for nesting.
+    pub fn pass_down(&self, inherit: bool) -> Result<String> {
+        let fd = self.raw_fd();
+        if self.is_nested() {
+            return Ok(std::env::var(HELD_ENV).unwrap_or_default());
+        }
+        if let Some(file) = &self.file {
+            lock::set_inheritable(file, inherit)
+                .map_err(|e| Error::io(&self.path, "cannot pass lock down", e))?;
+        }
+        let st = nix::sys::stat::fstat(fd)
+            .map_err(|e| Error::io(&self.path, "cannot stat lock file", std::io::Error::from(e)))?;
+        let fd_text = if inherit {
+            fd.to_string()
+        } else {
+            "-".to_string()
+        };
+        let own = format!(
+            "{}:{}:{}:{}",
+            st.st_dev,
+            st.st_ino,
+            fd_text,
+            std::process::id()
+        );
+        Ok(match std::env::var(HELD_ENV) {
+            Ok(prev) if !prev.is_empty() => format!("{prev};{own}"),
+            _ => own,
+        })
+    }
+
+    /// Record the command that runs under the lock, for status reports.
+    pub fn set_child(&mut self, pid: u32, command: String) {
+        self.holder.child = Some(pid);
+        self.holder.command = command;
+        self.write_record();
+    }
+
+    fn write_record(&self) {
+        if let Some(r) = &self.record {
+            r.write(&Record {
+                fence: self.fence,
+                holder: Some(self.holder.clone()),
+            });
+        }
+    }
+
+    /// Release now, reporting failures (dropping the guard releases too, silently).
+    pub fn release(mut self) -> Result<()> {
+        self.release_inner()
+    }
+
+    fn release_inner(&mut self) -> Result<()> {
+        let Some(file) = self.file.take() else {
+            return Ok(());
+        };
+        let mut result = Ok(());
+        if self.delete {
+            if let Some(r) = self.record.take() {
+                let _ = std::fs::remove_file(&r.path);
+            }
+            // Unlink only the file we hold: if the path now names another inode, leave it.
+            if matches!(same_file(&self.path, &file), Ok(true)) {
+                if let Err(e) = std::fs::remove_file(&self.path) {
+                    result = Err(Error::io(&self.path, "cannot delete lock file", e));
+                }
+            }
+        } else if let Some(r) = &self.record {
+            r.write(&Record {
+                fence: self.fence,
+                holder: None,
+            });
+        }
+        drop(file);
+        result
+    }
+}
+
+impl Drop for MutexGuard {
+    fn drop(&mut self) {
+        let _ = self.release_inner();
+    }
+}
+
+/// What `status` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub held: bool,
+    /// Who holds it, where that can be known.
+    pub holder: Option<Holder>,
+    /// The last fencing token handed out, if recorded.
+    pub fence: Option<u64>,
+}
+
+/// Is the mutex at `path` held, and by whom? Never creates the lock file, and on a local file
+/// system never touches the lock (it reads `/proc/locks`); on a network file system it probes
+/// with a non-blocking lock, released at once.
+pub fn status(path: &Path) -> Result<Status> {
+    let Some(file) = pfs::open_if_exists(path)? else {
+        return Ok(Status {
+            held: false,
+            holder: None,
+            fence: None,
+        });
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(path, "cannot stat", e))?;
+    let kernel = if pfs::fs_kind(&file).network {
+        None
+    } else {
+        procinfo::flock_holders(meta.dev(), meta.ino())
+    };
+    let (held, kernel_pid) = match &kernel {
+        Some(list) => (!list.is_empty(), list.first().and_then(|l| l.pid)),
+        None => (probe(path, &file)?, None),
+    };
+    let record = holder::read(path);
+    let fence = record.as_ref().map(|r| r.fence).filter(|&f| f > 0);
+    if !held {
+        return Ok(Status {
+            held,
+            holder: None,
+            fence,
+        });
+    }
+    let host = procinfo::hostname();
+    let recorded = record.and_then(|r| r.holder).filter(|h| {
+        if h.host != host {
+            return true; // another host: we cannot check, trust the record
+        }
+        let alive = procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive);
+        alive && kernel_pid.is_none_or(|k| k == h.pid)
+    });
+    let holder = recorded.or_else(|| {
+        kernel_pid.map(|pid| Holder {
+            pid,
+            child: None,
+            host,
+            since_us: 0,
+            command: procinfo::cmdline(pid).unwrap_or_default(),
+        })
+    });
+    Ok(Status {
+        held,
+        holder,
+        fence,
+    })
+}
+
+fn probe(path: &Path, file: &File) -> Result<bool> {
+    let attempt = match lock::flock(file, Mode::Exclusive, false) {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EBADF) => {
+            lock::flock(file, Mode::Shared, false)
+        }
+        other => other,
+    };
+    match attempt {
+        Ok(true) => {
+            let _ = lock::unlock(file);
+            Ok(false)
+        }
+        Ok(false) => Ok(true),
+        Err(e) => Err(Error::io(path, "cannot test lock", e)),
+    }
+}
+
+/// Lock a descriptor the caller already has open (`exec 9>>lock; fsync mutex lock --fd 9`).
+/// The lock belongs to the open file description, so it outlives this process.
+pub fn lock_fd(
+    fd: RawFd,
+    shared: bool,
+    timeout: Option<Duration>,
+    poll: Duration,
+) -> Result<Outcome<()>> {
+    let path = fd_path(fd);
+    nix::sys::stat::fstat(fd)
+        .map_err(|_| Error::new(&path, ErrorKind::NotFound, "not an open file descriptor"))?;
+    // SAFETY: fstat proved the descriptor open; it stays open for this call (the caller's).
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let network = pfs::fs_kind_of_path(Path::new(&format!("/proc/self/fd/{fd}"))).network;
+    let mode = if shared {
+        Mode::Shared
+    } else {
+        Mode::Exclusive
+    };
+    let spec = Wait {
+        timeout,
+        poll: network.then_some(poll),
+        progress: None,
+    };
+    wait::wait_for(
+        spec,
+        |_| {},
+        |block| Ok(lock::flock(&borrowed, mode, block)?.then_some(())),
+    )
+    .map_err(|e| lock_error(&path, e, network, Access::ReadWrite))
+}
+
+/// Release the lock held through a descriptor.
+pub fn unlock_fd(fd: RawFd) -> Result<()> {
+    let path = fd_path(fd);
+    nix::sys::stat::fstat(fd)
+        .map_err(|_| Error::new(&path, ErrorKind::NotFound, "not an open file descriptor"))?;
+    // SAFETY: as in lock_fd.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    lock::unlock(&borrowed).map_err(|e| Error::io(&path, "cannot unlock", e))
+}
+
+/// A name for a descriptor in messages: the file it refers to, or `fd N`.
+fn fd_path(fd: RawFd) -> PathBuf {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .map(|p| PathBuf::from(format!("fd {fd} ({})", p.display())))
+        .unwrap_or_else(|_| PathBuf::from(format!("fd {fd}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fences_grow_and_status_sees_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let m = Mutex::new(&path);
+        let g1 = m.try_acquire().unwrap().unwrap();
+        let f1 = g1.fence();
+        let st = status(&path).unwrap();
+        assert!(st.held);
+        assert_eq!(st.holder.unwrap().pid, std::process::id());
+        drop(g1);
+        assert!(!status(&path).unwrap().held);
+        let g2 = m.try_acquire().unwrap().unwrap();
+        assert_eq!(g2.fence(), f1 + 1);
+    }
+
+    #[test]
+    fn delete_on_release_removes_lock_and_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let g = Mutex::new(&path)
+            .delete_on_release(true)
+            .try_acquire()
+            .unwrap()
+            .unwrap();
+        assert!(path.exists() && holder::record_path(&path).exists());
+        g.release().unwrap();
+        assert!(!path.exists() && !holder::record_path(&path).exists());
+    }
+
+    #[test]
+    fn held_entries_parse() {
+        let e = HeldEntry::parse("2049:77:5:123").unwrap();
+        assert_eq!((e.dev, e.ino, e.fd, e.pid), (2049, 77, Some(5), 123));
+        assert!(HeldEntry::parse("2049:77:-:9").unwrap().fd.is_none());
+        assert!(HeldEntry::parse("junk").is_none());
+    }
+}
+
+/// Block until the status of the mutex at `path` differs from `seen` (a holder came or went),
+/// the timeout passes, or a cancellation signal arrives. fsync holders write their record and
+/// close the lock file after writing, which wakes us at once through inotify; other tools
+/// (`flock(1)`) leave no trace we can be notified of, so this also re-checks every `poll`.
+pub fn wait_for_change(
+    path: &Path,
+    seen: &Status,
+    timeout: Option<Duration>,
+    poll: Duration,
+) -> Result<Outcome<Status>> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let watch = crate::platform::notify::DirWatch::new(dir)
+        .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
+    let mut error = None;
+    let spec = Wait {
+        timeout,
+        poll: Some(poll),
+        progress: None,
+    };
+    let outcome = wait::wait_for(
+        spec,
+        |_| {},
+        |block| {
+            if block {
+                watch.wait()?;
+                return Ok(None);
+            }
+            match status(path) {
+                Ok(now) => Ok((now != *seen).then_some(now)),
+                Err(e) => {
+                    error = Some(e);
+                    Err(std::io::Error::other("status failed"))
+                }
+            }
+        },
+    );
+    outcome.map_err(|e| error.unwrap_or_else(|| Error::io(path, "cannot watch", e)))
+}

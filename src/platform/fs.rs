@@ -1,0 +1,284 @@
+/*!
+Opening lock files and classifying file systems.
+
+Lock files are opened the way util-linux `flock(1)` opens them: created if missing, never
+truncated (a lock file may be someone's data, or Perl's `open ">"` semaphore file), `O_NOCTTY`,
+close-on-exec (the mutex clears that flag on purpose when it passes a lock down to a child).
+Read-write is tried first because NFS needs write access for exclusive locks; read-only follows
+so that a lock file an administrator created read-only, in a directory users cannot write, still
+works (seed 000). A symbolic link is followed to an existing file but never used to create one:
+a dangling link in a shared directory must not make us create a file somewhere else.
+*/
+
+use std::{
+    ffi::CString,
+    fs::File,
+    io,
+    os::unix::{ffi::OsStrExt, fs::OpenOptionsExt, fs::PermissionsExt},
+    path::Path,
+};
+
+use crate::error::{Error, ErrorKind, Result};
+use nix::libc;
+
+/// Whether we could open the file for writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    ReadWrite,
+    ReadOnly,
+}
+
+/// Open (creating if missing) a lock file, per the module docs.
+pub fn open_lock_file(path: &Path) -> Result<(File, Access)> {
+    let rw_create = open(path, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW);
+    let (file, access) = match rw_create {
+        Ok(f) => (f, Access::ReadWrite),
+        Err(e) => match e.raw_os_error() {
+            // A symbolic link: follow it, but only to a file that exists.
+            Some(libc::ELOOP) => open_existing(path, true)?,
+            Some(libc::EACCES | libc::EPERM | libc::EROFS) => match open_existing(path, false) {
+                Ok(x) => x,
+                Err(e2) if e2.errno() == Some(libc::ENOENT) => {
+                    return Err(Error::io(path, "cannot create lock file", e))
+                }
+                Err(e2) => return Err(e2),
+            },
+            _ => return Err(explain_open_error(path, "cannot create lock file", e)),
+        },
+    };
+    check_regular(path, &file)?;
+    Ok((file, access))
+}
+
+/// Open an existing file without creating it; `follow` permits a final symbolic link.
+fn open_existing(path: &Path, follow: bool) -> Result<(File, Access)> {
+    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+    match open(path, libc::O_RDWR | nofollow) {
+        Ok(f) => Ok((f, Access::ReadWrite)),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EACCES | libc::EPERM | libc::EROFS)
+            ) =>
+        {
+            open(path, libc::O_RDONLY | nofollow)
+                .map(|f| (f, Access::ReadOnly))
+                .map_err(|e| explain_open_error(path, "cannot open lock file", e))
+        }
+        Err(e) if follow && e.raw_os_error() == Some(libc::ENOENT) => Err(Error::new(
+            path,
+            ErrorKind::NotFound,
+            "is a dangling symbolic link; not creating its target",
+        )),
+        Err(e) => Err(explain_open_error(path, "cannot open lock file", e)),
+    }
+}
+
+/// Open an existing file read-only without creating it (status and watch verbs); `None` if
+/// the file does not exist.
+pub fn open_if_exists(path: &Path) -> Result<Option<File>> {
+    match open(path, libc::O_RDONLY) {
+        Ok(f) => {
+            check_regular(path, &f)?;
+            Ok(Some(f))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            check_parent(path)?;
+            Ok(None)
+        }
+        Err(e) => Err(explain_open_error(path, "cannot open", e)),
+    }
+}
+
+fn open(path: &Path, flags: libc::c_int) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(flags & libc::O_ACCMODE == libc::O_RDWR)
+        .create(flags & libc::O_CREAT != 0)
+        .mode(0o666)
+        // O_NONBLOCK so that a FIFO at the path cannot hang us; it changes nothing for locks.
+        .custom_flags(
+            (flags & !(libc::O_ACCMODE | libc::O_CREAT)) | libc::O_NOCTTY | libc::O_NONBLOCK,
+        )
+        .open(path)
+}
+
+fn check_regular(path: &Path, file: &File) -> Result<()> {
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(path, "cannot stat", e))?;
+    if meta.is_dir() {
+        return Err(Error::new(
+            path,
+            ErrorKind::NotFound,
+            "is a directory, not a lock file",
+        ));
+    }
+    if !meta.is_file() {
+        return Err(Error::new(
+            path,
+            ErrorKind::NotFound,
+            "is not a regular file",
+        ));
+    }
+    Ok(())
+}
+
+/// Turn the errors of `open(2)` into the words a user needs: which part of the path is wrong.
+pub fn explain_open_error(path: &Path, what: &str, e: io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => match check_parent(path) {
+            Err(parent_err) => parent_err,
+            Ok(()) => Error::io(path, what, e),
+        },
+        Some(libc::EISDIR) => {
+            Error::new(path, ErrorKind::NotFound, "is a directory, not a lock file")
+        }
+        Some(libc::ENOTDIR) => Error::new(
+            path,
+            ErrorKind::NotFound,
+            "a component of the path is not a directory",
+        ),
+        _ => Error::io(path, what, e),
+    }
+}
+
+/// A missing *parent* directory is an error (the contract): say so in those words.
+pub fn check_parent(path: &Path) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => return Ok(()),
+    };
+    match std::fs::metadata(parent) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(Error::new(
+            path,
+            ErrorKind::NotFound,
+            format!("parent {} is not a directory", parent.display()),
+        )),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(Error::new(
+            path,
+            ErrorKind::NotFound,
+            format!("parent directory {} does not exist", parent.display()),
+        )),
+        Err(e) => Err(Error::io(parent, "cannot examine parent directory", e)),
+    }
+}
+
+/// The kind of file system a path lies on, for choosing how to wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsKind {
+    /// A short name: `ext4`, `tmpfs`, `nfs`, `fuse`, ...
+    pub name: &'static str,
+    /// Other hosts may share this file system: their releases cannot be seen by change
+    /// notification and a blocked lock call may not be woken promptly, so waits also poll.
+    pub network: bool,
+}
+
+/// Classify the file system of `file` by its `statfs` magic number.
+pub fn fs_kind(file: &File) -> FsKind {
+    use std::os::fd::AsRawFd;
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs writes into the buffer we own; the descriptor is open.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut buf) } != 0 {
+        return FsKind {
+            name: "unknown",
+            network: false,
+        };
+    }
+    classify(buf.f_type as i64)
+}
+
+/// Classify the file system that holds `path` (or its parent, if it does not exist yet).
+pub fn fs_kind_of_path(path: &Path) -> FsKind {
+    let probe = if path.exists() {
+        path
+    } else {
+        path.parent().unwrap_or(Path::new("."))
+    };
+    let probe = if probe.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        probe
+    };
+    let Ok(c) = CString::new(probe.as_os_str().as_bytes()) else {
+        return FsKind {
+            name: "unknown",
+            network: false,
+        };
+    };
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a buffer we own.
+    if unsafe { libc::statfs(c.as_ptr(), &mut buf) } != 0 {
+        return FsKind {
+            name: "unknown",
+            network: false,
+        };
+    }
+    classify(buf.f_type as i64)
+}
+
+fn classify(magic: i64) -> FsKind {
+    let (name, network) = match magic as u32 {
+        0x6969 => ("nfs", true),
+        0x517b => ("smb", true),
+        0xff53_4d42 => ("cifs", true),
+        0xfe53_4d42 => ("smb2", true),
+        0x6573_5546 => ("fuse", true), // GlusterFS, sshfs, ...: assume shared
+        0x00c3_6400 => ("ceph", true),
+        0x5346_414f => ("afs", true),
+        0x0102_1997 => ("9p", true),
+        0x0116_1970 => ("gfs2", true),
+        0x7461_636f => ("ocfs2", true),
+        0x0bd0_0bd0 => ("lustre", true),
+        0x4750_4653 => ("gpfs", true),
+        0xef53 => ("ext4", false),
+        0x0102_1994 => ("tmpfs", false),
+        0x5846_5342 => ("xfs", false),
+        0x9123_683e => ("btrfs", false),
+        0x794c_7630 => ("overlayfs", false),
+        0x2fc1_2fc1 => ("zfs", false),
+        0xf2f5_2010 => ("f2fs", false),
+        _ => ("local", false),
+    };
+    FsKind { name, network }
+}
+
+/// Make a file we created readable by everyone who can use the lock, whatever the umask.
+pub fn set_mode(file: &File, mode: u32) {
+    let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_magics_are_network() {
+        assert!(classify(0x6969).network);
+        assert!(classify(0x6573_5546).network);
+        assert!(!classify(0x0102_1994).network);
+    }
+
+    #[test]
+    fn open_never_truncates_and_refuses_dangling_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("data");
+        std::fs::write(&p, b"keep me").unwrap();
+        let (_f, access) = open_lock_file(&p).unwrap();
+        assert_eq!(access, Access::ReadWrite);
+        assert_eq!(std::fs::read(&p).unwrap(), b"keep me");
+
+        let link = dir.path().join("link");
+        let target = dir.path().join("nowhere");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = open_lock_file(&link).unwrap_err();
+        assert!(err.to_string().contains("dangling"), "{err}");
+        assert!(!target.exists());
+
+        let missing = dir.path().join("no/such/dir/l");
+        let err = open_lock_file(&missing).unwrap_err();
+        assert!(err.to_string().contains("parent directory"), "{err}");
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+    }
+}

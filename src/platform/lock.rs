@@ -1,0 +1,78 @@
+/*!
+Whole-file advisory locks with `flock(2)`.
+
+`flock` locks belong to the open file description, are released by the kernel (or the file
+server) when the last descriptor of it closes, including at process death, and are what util-linux
+`flock(1)`, Perl's and Python's `flock` take: using the same call is what makes `fsync mutex` and
+those tools exclude each other. A blocking call returns `ErrorKind::Interrupted` when a signal
+arrives, which is how the wait core imposes deadlines and cancellation on it.
+
+Byte-range (OFD) locks live in a different module of their own protocol: never both kinds on one
+file, because NFS and FUSE emulate `flock` as a whole-file POSIX lock and the two collide there.
+*/
+
+use std::{io, os::fd::AsRawFd};
+
+use nix::libc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Shared,
+    Exclusive,
+}
+
+/// Try to take the lock. `Ok(true)`: held; `Ok(false)`: someone else holds it (only when not
+/// blocking); `Err` with `Interrupted` when a blocking call was interrupted by a signal.
+pub fn flock(fd: &impl AsRawFd, mode: Mode, block: bool) -> io::Result<bool> {
+    let mut op = match mode {
+        Mode::Shared => libc::LOCK_SH,
+        Mode::Exclusive => libc::LOCK_EX,
+    };
+    if !block {
+        op |= libc::LOCK_NB;
+    }
+    // SAFETY: flock on a descriptor the caller keeps open.
+    if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if !block && err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Ok(false);
+    }
+    Err(err)
+}
+
+/// Release a lock explicitly (closing the last descriptor does it too).
+pub fn unlock(fd: &impl AsRawFd) -> io::Result<()> {
+    loop {
+        // SAFETY: as above.
+        if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_UN) } == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Let (or stop) a descriptor survive `exec`, to pass a lock down to a child on purpose.
+pub fn set_inheritable(fd: &impl AsRawFd, inherit: bool) -> io::Result<()> {
+    let raw = fd.as_raw_fd();
+    // SAFETY: fcntl flag manipulation on an open descriptor.
+    unsafe {
+        let flags = libc::fcntl(raw, libc::F_GETFD);
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let flags = if inherit {
+            flags & !libc::FD_CLOEXEC
+        } else {
+            flags | libc::FD_CLOEXEC
+        };
+        if libc::fcntl(raw, libc::F_SETFD, flags) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

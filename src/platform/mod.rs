@@ -1,0 +1,21 @@
+/*!
+The platform layer: the only place that talks to the operating system directly.
+
+Everything above it (the wait core, the primitives) is written against these functions, so a port
+to another Unix means reimplementing this folder with the same contract:
+
+- [`fs`]: opening lock files (create if missing, never truncate, close-on-exec, read-write where
+  allowed and read-only otherwise, never creating through a symbolic link), what kind of file
+  system a path is on (local, or network where other hosts cannot wake us).
+- [`lock`]: whole-file locks with `flock(2)`, so that util-linux `flock(1)`, Perl and Python
+  `flock` and `fsync` exclude each other on the same file; a blocking call can be interrupted by a
+  signal (the wait core relies on `EINTR`).
+- [`notify`]: blocking until a directory changes (inotify), local changes only.
+- [`procinfo`]: who we are (pid, host, command line), the clock, and which process holds a
+  `flock` lock on a local file (from `/proc/locks`), for status reports.
+*/
+
+pub mod fs;
+pub mod lock;
+pub mod notify;
+pub mod procinfo;

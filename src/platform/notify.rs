@@ -1,0 +1,40 @@
+/*!
+Change notification with inotify: block until something changes in a directory.
+
+It only sees changes made through this machine's kernel; on network file systems other hosts'
+changes are invisible, which is why the wait core also polls there.
+*/
+
+use std::{io, path::Path};
+
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+
+/// A watch on one directory for entries being created, removed, renamed, written or closed
+/// after writing (not opened or read, so that checking a file does not wake us).
+pub struct DirWatch {
+    inotify: Inotify,
+}
+
+impl DirWatch {
+    pub fn new(dir: &Path) -> io::Result<DirWatch> {
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(io::Error::from)?;
+        let mask = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_MODIFY
+            | AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_ATTRIB
+            | AddWatchFlags::IN_DELETE_SELF;
+        inotify.add_watch(dir, mask).map_err(io::Error::from)?;
+        Ok(DirWatch { inotify })
+    }
+
+    /// Block until at least one change (`Interrupted` if a signal came first).
+    pub fn wait(&self) -> io::Result<()> {
+        self.inotify
+            .read_events()
+            .map(|_| ())
+            .map_err(io::Error::from)
+    }
+}

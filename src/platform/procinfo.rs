@@ -1,0 +1,116 @@
+/*!
+Who we are and who holds a lock: pid, host name, command line, wall-clock time, and the holders
+of `flock` locks on local files as the kernel lists them in `/proc/locks`.
+*/
+
+use std::{
+    ffi::OsString,
+    os::unix::ffi::OsStringExt,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+/// This machine's host name (as other hosts sharing the directory will see it in reports).
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// Microseconds since the Unix epoch.
+pub fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// Whether a process with this pid exists on this host.
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
+        Ok(()) => true,
+        Err(e) => e == nix::errno::Errno::EPERM,
+    }
+}
+
+/// The command line of a local process, its arguments joined by spaces.
+pub fn cmdline(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let words: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            OsString::from_vec(w.to_vec())
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+/// A `flock` lock the kernel reports on a local file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelLock {
+    pub pid: Option<u32>,
+    pub exclusive: bool,
+}
+
+/// The `flock` locks held (not waited for) on the file with this device and inode, from
+/// `/proc/locks`. `None` if the kernel does not tell us (no procfs).
+pub fn flock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    Some(parse_proc_locks(&text, dev, ino))
+}
+
+fn parse_proc_locks(text: &str, dev: u64, ino: u64) -> Vec<KernelLock> {
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    let want = format!("{major:02x}:{minor:02x}:{ino}");
+    let mut out = Vec::new();
+    for line in text.lines() {
+        // "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF"; waiters are "1: -> FLOCK ...".
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 6 || fields[1] != "FLOCK" || fields[5] != want {
+            continue;
+        }
+        let pid = fields[4]
+            .parse::<i64>()
+            .ok()
+            .filter(|&p| p > 0)
+            .map(|p| p as u32);
+        out.push(KernelLock {
+            pid,
+            exclusive: fields[3] == "WRITE",
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_holders_and_skips_waiters() {
+        let dev = nix::sys::stat::makedev(0, 0x2a);
+        let text = "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF\n\
+                    1: -> FLOCK  ADVISORY  WRITE 99 00:2a:5678 0 EOF\n\
+                    2: POSIX  ADVISORY  WRITE 7 00:2a:5678 0 EOF\n\
+                    3: FLOCK  ADVISORY  READ -1 00:2a:5678 0 EOF\n";
+        let got = parse_proc_locks(text, dev, 5678);
+        assert_eq!(
+            got,
+            vec![
+                KernelLock {
+                    pid: Some(1234),
+                    exclusive: true
+                },
+                KernelLock {
+                    pid: None,
+                    exclusive: false
+                }
+            ]
+        );
+    }
+}

@@ -1,0 +1,360 @@
+/*!
+The wait core: every primitive that waits (for a lock, a slot, an event, a message) waits here.
+
+One loop owns the three things every wait needs: a deadline, cancellation by a signal (INT,
+TERM, HUP, QUIT, once the CLI has called [`install_cancel_handlers`]), and an [`Outcome`] that
+says which of them ended the wait. The primitive supplies one *attempt* function:
+
+- `attempt(false)` must not block: it checks once (a non-blocking lock, a directory scan);
+- `attempt(true)` may block in the kernel (a blocking `flock`, a read of an inotify descriptor)
+  until the thing happens (`Some`) or may have happened (`None`: the core re-checks with
+  `attempt(false)`), so on a local file system a release wakes the waiter at once.
+
+A blocking call is ended by a signal: a per-thread POSIX timer sends [`wake_signal`] to the
+waiting thread at the deadline (and on network file systems every `poll` interval, because a
+release on another host may not wake a blocked call); its handler does nothing and is installed
+without `SA_RESTART`, so the call returns `EINTR` and the loop re-checks. The timer keeps firing
+every few milliseconds after it first expires, which closes the window in which a signal arrives
+just before the thread enters the blocking call. Cancellation handlers fire that same timer.
+*/
+
+use std::{
+    io, ptr,
+    sync::{
+        atomic::{AtomicI32, AtomicPtr, Ordering},
+        Once,
+    },
+    time::{Duration, Instant},
+};
+
+use nix::libc;
+
+/// How a wait ended.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Outcome<T> {
+    /// The thing waited for was had.
+    Acquired(T),
+    /// The deadline passed first.
+    TimedOut,
+    /// A cancellation signal (its number) arrived first.
+    Interrupted(i32),
+}
+
+/// The parameters of one wait.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Wait {
+    /// Give up after this long; `None` waits forever, zero tries once.
+    pub timeout: Option<Duration>,
+    /// Re-check at least this often even if nothing wakes us (network file systems).
+    pub poll: Option<Duration>,
+    /// Call the progress callback when the wait starts blocking and then this often (`-v`).
+    pub progress: Option<Duration>,
+}
+
+/// How soon a missed timer signal is repeated; bounds timeout inaccuracy in the worst case.
+const RETRY: Duration = Duration::from_millis(5);
+
+/// Wait until `attempt` succeeds, the deadline passes, or a cancellation signal arrives.
+pub fn wait_for<T>(
+    spec: Wait,
+    mut progress: impl FnMut(Duration),
+    mut attempt: impl FnMut(bool) -> io::Result<Option<T>>,
+) -> io::Result<Outcome<T>> {
+    let start = Instant::now();
+    if let Some(sig) = cancelled() {
+        return Ok(Outcome::Interrupted(sig));
+    }
+    if let Some(v) = attempt(false)? {
+        return Ok(Outcome::Acquired(v));
+    }
+    let deadline = spec.timeout.map(|t| start + t);
+    if spec.timeout == Some(Duration::ZERO) {
+        return Ok(Outcome::TimedOut);
+    }
+    let timer = WakeTimer::new()?;
+    if spec.progress.is_some() {
+        progress(start.elapsed()); // say at once what we wait for
+    }
+    let mut next_progress = spec.progress.map(|p| start + p);
+    loop {
+        if let Some(sig) = cancelled() {
+            return Ok(Outcome::Interrupted(sig));
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| d <= now) {
+            return Ok(Outcome::TimedOut);
+        }
+        if let Some(p) = next_progress.filter(|&p| p <= now) {
+            progress(now - start);
+            next_progress = spec.progress.map(|step| p.max(now) + step);
+        }
+        let next = [deadline, spec.poll.map(|p| now + p), next_progress]
+            .into_iter()
+            .flatten()
+            .min();
+        timer.arm(next.map(|t| t.saturating_duration_since(now)))?;
+        match attempt(true) {
+            Ok(Some(v)) => return Ok(Outcome::Acquired(v)),
+            // Something may have changed, or a poll tick, the deadline or a cancellation
+            // interrupted the call: re-check without blocking (polling sees other hosts so).
+            Ok(None) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        if cancelled().is_none() {
+            if let Some(v) = attempt(false)? {
+                return Ok(Outcome::Acquired(v));
+            }
+        }
+    }
+}
+
+/// Sleep up to `d`, ending early (with `Interrupted`) on a cancellation signal. For verbs that
+/// must re-check on a schedule (watching a lock held by tools that do not notify us).
+pub fn sleep(d: Duration) -> Outcome<()> {
+    match wait_for(
+        Wait {
+            timeout: Some(d),
+            ..Wait::default()
+        },
+        |_| {},
+        |block| {
+            if block {
+                // SAFETY: pause() blocks until any signal handler runs.
+                unsafe { libc::pause() };
+                Err(io::Error::from(io::ErrorKind::Interrupted))
+            } else {
+                Ok(None::<()>)
+            }
+        },
+    ) {
+        Ok(Outcome::Interrupted(s)) => Outcome::Interrupted(s),
+        _ => Outcome::Acquired(()),
+    }
+}
+
+/// The signal that interrupts blocking calls at deadlines and poll ticks. A real-time signal,
+/// so that a program using the library keeps SIGALRM for itself.
+pub fn wake_signal() -> i32 {
+    libc::SIGRTMIN() + 5
+}
+
+static CANCELLED: AtomicI32 = AtomicI32::new(0);
+static CHILD: AtomicI32 = AtomicI32::new(0);
+static ACTIVE_TIMER: AtomicPtr<libc::c_void> = AtomicPtr::new(ptr::null_mut());
+static CANCEL_INSTALLED: Once = Once::new();
+
+/// The cancellation signal received so far, if any.
+pub fn cancelled() -> Option<i32> {
+    match CANCELLED.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// The signals that cancel a wait and are forwarded to a running child.
+pub const CANCEL_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// Make INT, TERM, HUP and QUIT cancel waits (outcome `Interrupted`) instead of killing the
+/// process, and forward them to the child registered with [`set_child`] while one runs.
+/// For programs (the CLI), not libraries: it replaces the process's handlers.
+pub fn install_cancel_handlers() {
+    CANCEL_INSTALLED.call_once(|| {
+        for sig in CANCEL_SIGNALS {
+            install(sig, on_cancel as *const () as usize, libc::SA_SIGINFO);
+        }
+    });
+}
+
+/// Register the running child (`Some(pid)`) to which cancellation signals are forwarded, or
+/// none. Returns a signal that arrived before the child was registered, to be forwarded by
+/// the caller.
+pub fn set_child(pid: Option<i32>) -> Option<i32> {
+    CHILD.store(pid.unwrap_or(0), Ordering::SeqCst);
+    if pid.is_some() {
+        return match CANCELLED.swap(0, Ordering::SeqCst) {
+            0 => None,
+            s => Some(s),
+        };
+    }
+    None
+}
+
+extern "C" fn on_cancel(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let child = CHILD.load(Ordering::SeqCst);
+    if child > 0 {
+        // A signal the terminal sent (si_code > 0: from the kernel) reached the child already,
+        // since it shares our process group; forward only what a process sent to us.
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+        let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
+        if !from_kernel {
+            // SAFETY: kill is async-signal-safe.
+            unsafe { libc::kill(child, sig) };
+        }
+        return;
+    }
+    CANCELLED.store(sig, Ordering::SeqCst);
+    let timer = ACTIVE_TIMER.load(Ordering::SeqCst);
+    if !timer.is_null() {
+        // SAFETY: timer_settime is async-signal-safe; the timer stays alive while registered.
+        unsafe {
+            libc::timer_settime(
+                timer,
+                0,
+                &spec(Some(Duration::from_nanos(1))),
+                ptr::null_mut(),
+            )
+        };
+    }
+}
+
+extern "C" fn on_wake(_: libc::c_int) {}
+
+fn install(sig: i32, handler: usize, flags: i32) {
+    // SAFETY: a zeroed sigaction with a valid handler and an empty mask; no SA_RESTART, so
+    // blocking calls return EINTR.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler;
+        sa.sa_flags = flags;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, ptr::null_mut());
+    }
+}
+
+fn spec(first: Option<Duration>) -> libc::itimerspec {
+    let ts = |d: Duration| libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    };
+    match first {
+        // it_value zero would disarm the timer: fire "now" as 1 ns.
+        Some(d) => libc::itimerspec {
+            it_value: ts(d.max(Duration::from_nanos(1))),
+            it_interval: ts(RETRY),
+        },
+        None => libc::itimerspec {
+            it_value: ts(Duration::ZERO),
+            it_interval: ts(Duration::ZERO),
+        },
+    }
+}
+
+/// A POSIX timer that signals the current thread; deleted (with any pending signal) on drop.
+struct WakeTimer {
+    id: libc::timer_t,
+    registered: bool,
+}
+
+impl WakeTimer {
+    fn new() -> io::Result<WakeTimer> {
+        static WAKE_INSTALLED: Once = Once::new();
+        WAKE_INSTALLED.call_once(|| install(wake_signal(), on_wake as *const () as usize, 0));
+        // SAFETY: a zeroed sigevent filled in for SIGEV_THREAD_ID delivery to this thread.
+        let id = unsafe {
+            let mut sev: libc::sigevent = std::mem::zeroed();
+            sev.sigev_notify = libc::SIGEV_THREAD_ID;
+            sev.sigev_signo = wake_signal();
+            sev.sigev_notify_thread_id = libc::gettid();
+            let mut id: libc::timer_t = ptr::null_mut();
+            if libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut id) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            id
+        };
+        let registered = CANCEL_INSTALLED.is_completed()
+            && ACTIVE_TIMER
+                .compare_exchange(ptr::null_mut(), id, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok();
+        Ok(WakeTimer { id, registered })
+    }
+
+    /// Fire after `after` (then every few ms until re-armed), or never.
+    fn arm(&self, after: Option<Duration>) -> io::Result<()> {
+        // SAFETY: the timer is alive for the lifetime of self.
+        if unsafe { libc::timer_settime(self.id, 0, &spec(after), ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WakeTimer {
+    fn drop(&mut self) {
+        if self.registered {
+            ACTIVE_TIMER.store(ptr::null_mut(), Ordering::SeqCst);
+        }
+        // SAFETY: deleting our own timer; Linux also discards its pending signal.
+        unsafe { libc::timer_delete(self.id) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_timeout_tries_once() {
+        let mut calls = 0;
+        let out = wait_for(
+            Wait {
+                timeout: Some(Duration::ZERO),
+                ..Wait::default()
+            },
+            |_| {},
+            |b| {
+                assert!(!b);
+                calls += 1;
+                Ok(None::<()>)
+            },
+        )
+        .unwrap();
+        assert_eq!(out, Outcome::TimedOut);
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn deadline_interrupts_a_blocking_attempt() {
+        let out = wait_for(
+            Wait {
+                timeout: Some(Duration::from_millis(30)),
+                ..Wait::default()
+            },
+            |_| {},
+            |b| {
+                if b {
+                    // SAFETY: pause returns when the wake signal's handler has run.
+                    unsafe { libc::pause() };
+                    return Err(io::Error::from(io::ErrorKind::Interrupted));
+                }
+                Ok(None::<()>)
+            },
+        )
+        .unwrap();
+        assert_eq!(out, Outcome::TimedOut);
+    }
+
+    #[test]
+    fn polling_rechecks_until_success() {
+        let mut checks = 0;
+        let out = wait_for(
+            Wait {
+                poll: Some(Duration::from_millis(1)),
+                ..Wait::default()
+            },
+            |_| {},
+            |b| {
+                if b {
+                    // SAFETY: as above.
+                    unsafe { libc::pause() };
+                    return Err(io::Error::from(io::ErrorKind::Interrupted));
+                }
+                checks += 1;
+                Ok((checks == 3).then_some(checks))
+            },
+        )
+        .unwrap();
+        assert_eq!(out, Outcome::Acquired(3));
+    }
+}
