@@ -606,6 +606,48 @@ fn fd_path(fd: RawFd) -> PathBuf {
         .unwrap_or_else(|_| PathBuf::from(format!("fd {fd}")))
 }
 
+/// Block until the status of the mutex at `path` differs from `seen` (a holder came or went),
+/// the timeout passes, or a cancellation signal arrives. fsync holders write their record and
+/// close the lock file after writing, which wakes us at once through inotify; other tools
+/// (`flock(1)`) leave no trace we can be notified of, so this also re-checks every `poll`.
+pub fn wait_for_change(
+    path: &Path,
+    seen: &Status,
+    timeout: Option<Duration>,
+    poll: Duration,
+) -> Result<Outcome<Status>> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let watch = crate::platform::notify::DirWatch::new(dir)
+        .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
+    let mut error = None;
+    let spec = Wait {
+        timeout,
+        poll: Some(poll),
+        progress: None,
+    };
+    let outcome = wait::wait_for(
+        spec,
+        |_| {},
+        |block| {
+            if block {
+                watch.wait()?;
+                return Ok(None);
+            }
+            match status(path) {
+                Ok(now) => Ok((now != *seen).then_some(now)),
+                Err(e) => {
+                    error = Some(e);
+                    Err(std::io::Error::other("status failed"))
+                }
+            }
+        },
+    );
+    outcome.map_err(|e| error.unwrap_or_else(|| Error::io(path, "cannot watch", e)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -647,46 +689,4 @@ mod tests {
         assert!(HeldEntry::parse("2049:77:-:9").unwrap().fd.is_none());
         assert!(HeldEntry::parse("junk").is_none());
     }
-}
-
-/// Block until the status of the mutex at `path` differs from `seen` (a holder came or went),
-/// the timeout passes, or a cancellation signal arrives. fsync holders write their record and
-/// close the lock file after writing, which wakes us at once through inotify; other tools
-/// (`flock(1)`) leave no trace we can be notified of, so this also re-checks every `poll`.
-pub fn wait_for_change(
-    path: &Path,
-    seen: &Status,
-    timeout: Option<Duration>,
-    poll: Duration,
-) -> Result<Outcome<Status>> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let watch = crate::platform::notify::DirWatch::new(dir)
-        .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
-    let mut error = None;
-    let spec = Wait {
-        timeout,
-        poll: Some(poll),
-        progress: None,
-    };
-    let outcome = wait::wait_for(
-        spec,
-        |_| {},
-        |block| {
-            if block {
-                watch.wait()?;
-                return Ok(None);
-            }
-            match status(path) {
-                Ok(now) => Ok((now != *seen).then_some(now)),
-                Err(e) => {
-                    error = Some(e);
-                    Err(std::io::Error::other("status failed"))
-                }
-            }
-        },
-    );
-    outcome.map_err(|e| error.unwrap_or_else(|| Error::io(path, "cannot watch", e)))
 }
