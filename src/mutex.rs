@@ -13,9 +13,9 @@ A mutex `L` is the file `L` plus, where the directory is writable, the holder re
 3. **verify** that `L` still names the locked inode and that it still has links; if not (a
    holder with `--delete` unlinked it between our open and our lock), close and go to 1. This
    is what keeps racing acquirers from holding locks on two different files of one name;
-4. **record**: read the fence from the record, write `fence = old + 1` (or the current time in
-   microseconds when there is no record yet, so tokens still grow after `--delete`), `state held`,
-   pid, host, command, time.
+4. **record**: read the fence from the record, write `fence = max(old + 1, now)` with `now` the
+   current time in microseconds since the epoch (so tokens still grow where no record survives:
+   `--delete`, a read-only directory), `state held`, pid, host, command, time.
 
 To release: write `state released` (keeping the fence); with `--delete` instead unlink the
 record and then `L` while still holding the lock; then close `L` (the kernel drops the lock).
@@ -328,7 +328,9 @@ impl MutexGuard {
         let record = RecordFile::open(&mutex.path);
         let old = record.as_ref().map(|r| r.read().fence).unwrap_or(0);
         let now = procinfo::now_micros();
-        let fence = if old > 0 { old + 1 } else { now };
+        // Greater than the last recorded token, and never behind the clock: tokens keep
+        // growing where no record could be kept (read-only directory, --delete).
+        let fence = (old + 1).max(now);
         let pid = std::process::id();
         let holder = Holder {
             pid,
@@ -665,7 +667,7 @@ mod tests {
         drop(g1);
         assert!(!status(&path).unwrap().held);
         let g2 = m.try_acquire().unwrap().unwrap();
-        assert_eq!(g2.fence(), f1 + 1);
+        assert!(g2.fence() > f1);
     }
 
     #[test]

@@ -68,7 +68,8 @@ pub fn wait_for<T>(
     if let Some(v) = attempt(false)? {
         return Ok(Outcome::Acquired(v));
     }
-    let deadline = spec.timeout.map(|t| start + t);
+    // A timeout too large to represent is no timeout at all.
+    let deadline = spec.timeout.and_then(|t| start.checked_add(t));
     if spec.timeout == Some(Duration::ZERO) {
         return Ok(Outcome::TimedOut);
     }

@@ -7,6 +7,8 @@ Each subcommand module turns its arguments into plain calls of the library, and 
 
 mod child;
 mod exit_code;
+#[cfg(test)]
+mod generate;
 mod mutex;
 mod report;
 

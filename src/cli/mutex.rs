@@ -260,7 +260,7 @@ fn describe(lock: &std::path::Path) -> String {
             holder: Some(h),
             ..
         }) => {
-            format!("{}, held by {}", lock.display(), report::holder_text(&h))
+            format!("{} (held by {})", lock.display(), report::holder_brief(&h))
         }
         _ => lock.display().to_string(),
     }

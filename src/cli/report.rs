@@ -40,6 +40,18 @@ pub fn holder_text(h: &Holder) -> String {
     s
 }
 
+/// "pid 1234 on host: sleep 10", for the `-v` line that already says how long.
+pub fn holder_brief(h: &Holder) -> String {
+    let mut s = format!("pid {}", h.child.unwrap_or(h.pid));
+    if !h.host.is_empty() {
+        s += &format!(" on {}", h.host);
+    }
+    if !h.command.is_empty() {
+        s += &format!(": {}", h.command);
+    }
+    s
+}
+
 pub fn holder_json(h: &Holder) -> Value {
     json!({
         "pid": h.pid,

@@ -1,0 +1,1 @@
+//! Placeholder: man pages and completions generator (being written).
