@@ -1,0 +1,80 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_fsync_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_fsync_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_fsync_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_fsync_using_subcommand
+    set -l cmd (__fish_fsync_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c fsync -n "__fish_fsync_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_needs_command" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_needs_command" -f -a "mutex" -d 'Exclusive locks: run a command while holding a lock file'
+complete -c fsync -n "__fish_fsync_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "run" -d 'Run COMMAND while holding LOCK exclusively'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "unlock" -d 'Release the lock held through a descriptor'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "watch" -d 'Print a line each time LOCK is acquired or released'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l delete -d 'Remove LOCK (and its holder record) on release; racing acquirers never end up holding two different files of the same name'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s o -l close -d 'Do not pass the lock down to COMMAND\'s processes (flock -o)'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -l fd -d 'The open file descriptor to lock' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s s -l shared -d 'Take a shared lock instead of an exclusive one'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -l fd -d 'The open file descriptor to unlock' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {\\"path\\", \\"state\\": \\"free\\"|\\"held\\", \\"holder\\", \\"fence\\"}'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s t -l timeout -d 'Stop watching after DUR' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l poll -d 'Re-check interval for changes made by tools other than fsync' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l json -d 'One JSON object per line: {\\"time\\", \\"event\\", \\"path\\", \\"holder\\"}'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run COMMAND while holding LOCK exclusively'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "unlock" -d 'Release the lock held through a descriptor'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "watch" -d 'Print a line each time LOCK is acquired or released'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex help" -f -a "mutex" -d 'Exclusive locks: run a command while holding a lock file'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "run" -d 'Run COMMAND while holding LOCK exclusively'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "unlock" -d 'Release the lock held through a descriptor'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "watch" -d 'Print a line each time LOCK is acquired or released'
