@@ -21,7 +21,7 @@ use super::{
 const MUTEX_ABOUT: &str = "Exclusive locks: run a command while holding a lock file";
 
 const MUTEX_LONG: &str = "\
-Exclusive locks on a file. `fsync mutex run LOCK -- COMMAND` runs COMMAND while holding LOCK, \
+Exclusive locks on a file. 'fsync mutex run LOCK -- COMMAND' runs COMMAND while holding LOCK, \
 so that two cron jobs, CI steps or scripts never touch the resource LOCK stands for at once.
 
 The lock is a flock(2) lock, the same as util-linux flock(1), Perl's and Python's flock take, \
@@ -57,7 +57,7 @@ fsync itself is killed. --close does not pass it down.
 COMMAND sees FSYNC_FENCE, a fencing token greater than that of every earlier holder of LOCK: a \
 resource that remembers the largest token it has seen can reject a stale holder.
 
-Nesting: `fsync mutex run LOCK` started anywhere inside COMMAND's process tree on the same LOCK \
+Nesting: 'fsync mutex run LOCK' started anywhere inside COMMAND's process tree on the same LOCK \
 runs at once (the lock is already held for it). Under --close a nested attempt fails at once \
 with exit status 69 instead of waiting for ever.";
 
@@ -98,7 +98,7 @@ struct RunArgs {
     #[arg(short = 'o', long)]
     close: bool,
 
-    /// The command to run, and its arguments (after `--`)
+    /// The command to run, and its arguments (after '--')
     #[arg(
         value_name = "COMMAND",
         required = true,
@@ -122,9 +122,9 @@ Examples:
 #[command(
     about = "Lock a descriptor the calling shell already has open",
     long_about = "Lock file descriptor N, which fsync inherits from the calling shell, for \
-                  scripts of the form `exec 9>>/var/lock/x; fsync mutex lock --fd 9`. The lock \
+                  scripts of the form 'exec 9>>/var/lock/x; fsync mutex lock --fd 9'. The lock \
                   belongs to the shell's open file, so it stays held after fsync exits, until \
-                  the shell closes descriptor N or runs `fsync mutex unlock --fd N`.",
+                  the shell closes descriptor N or runs 'fsync mutex unlock --fd N'.",
     after_long_help = LOCK_EXAMPLES
 )]
 struct LockArgs {
@@ -175,9 +175,9 @@ struct StatusArgs {
 #[derive(Debug, Args)]
 #[command(
     about = "Print a line each time LOCK is acquired or released",
-    long_about = "Print a line each time LOCK is acquired or released: a timestamp, `acquired` \
-                  or `released`, and the holder where known; if LOCK is held when the watch \
-                  starts, an `acquired` line comes first. Changes made by fsync are seen at once; \
+    long_about = "Print a line each time LOCK is acquired or released: a timestamp, 'acquired' \
+                  or 'released', and the holder where known; if LOCK is held when the watch \
+                  starts, an 'acquired' line comes first. Changes made by fsync are seen at once; \
                   those of other tools (flock(1)) within the --poll interval. Runs until \
                   interrupted or until --timeout, then exits 0.",
     after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
