@@ -28,7 +28,6 @@ ourselves just now; otherwise holder reporting is skipped, never forced.
 use std::{
     fmt::Write as _,
     fs::File,
-    io::Read,
     os::unix::{
         ffi::OsStrExt,
         fs::{FileExt, MetadataExt, OpenOptionsExt},
@@ -144,13 +143,31 @@ pub fn read(lock: &Path) -> Option<Record> {
     read_from(&file)
 }
 
-fn read_from(mut file: &File) -> Option<Record> {
-    let mut text = String::new();
-    (&mut file).take(64 * 1024).read_to_string(&mut text).ok()?;
-    parse(&text)
+/// Read a record from an open file.
+///
+/// The holder rewrites its record in place (`pwrite`, then truncate), so a read can catch it
+/// half-way: a record counts only when two reads in a row agree, and parsing stops at the
+/// first `end` line (a shorter record written over a longer one leaves a stale tail).
+pub fn read_from(file: &File) -> Option<Record> {
+    let read = || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let n = file.read_at(&mut buf, 0).ok()?;
+        buf.truncate(n);
+        String::from_utf8(buf).ok()
+    };
+    let mut last = read()?;
+    for _ in 0..5 {
+        let again = read()?;
+        if again == last {
+            return parse(&again);
+        }
+        last = again;
+    }
+    None
 }
 
-fn render(rec: &Record) -> String {
+/// The record as text (the format in the module docs).
+pub fn render(rec: &Record) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{MAGIC}\nfence {}", rec.fence);
     match &rec.holder {
@@ -169,15 +186,19 @@ fn render(rec: &Record) -> String {
     out
 }
 
-fn parse(text: &str) -> Option<Record> {
+/// Parse a record; `None` if it is not one or is torn.
+pub fn parse(text: &str) -> Option<Record> {
     let mut lines = text.lines();
-    if lines.next()? != MAGIC || !text.ends_with("end\n") {
+    if lines.next()? != MAGIC {
         return None;
     }
+    let lines: Vec<&str> = lines.collect();
+    let end = lines.iter().position(|&l| l == "end")?;
+    let lines = &lines[..end];
     let mut rec = Record::default();
     let mut holder = Holder::default();
     let mut held = false;
-    for line in lines {
+    for line in lines.iter().copied() {
         let (key, value) = line.split_once(' ').unwrap_or((line, ""));
         match key {
             "fence" => rec.fence = value.parse().ok()?,

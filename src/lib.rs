@@ -7,11 +7,15 @@ layer over this library.
 */
 
 pub mod error;
+pub mod group;
 pub mod holder;
 pub mod mutex;
 pub mod platform;
+pub mod swmr;
 pub mod wait;
 
 pub use error::{Error, ErrorKind, Result};
+pub use group::{Group, Membership};
 pub use mutex::{Mutex, MutexGuard};
+pub use swmr::{Swmr, SwmrGuard};
 pub use wait::Outcome;

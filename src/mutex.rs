@@ -25,7 +25,8 @@ Nesting: a process that passes a held lock down to a command (`fsync mutex run`)
 the inherited descriptor, or `-` when it was not passed down (`--close`). An acquisition of the
 same device and inode inside that tree succeeds at once if `FD` still refers to that inode and a
 non-blocking `flock(FD, LOCK_EX)` succeeds (so the inherited description really holds it); with
-`-`, if the lock is busy and that `PID` is alive, it fails at once instead of deadlocking.
+`-` (or an `FD` that no longer holds it), if the lock is busy and that `PID` is alive, it fails
+at once instead of deadlocking.
 */
 
 use std::{
@@ -132,8 +133,9 @@ impl Mutex {
                         &self.path,
                         ErrorKind::Unavailable,
                         format!(
-                            "already held by an enclosing `fsync mutex run --close` (pid {pid}) \
-                             that did not pass it down; waiting here would deadlock"
+                            "already held by an enclosing `fsync mutex run` (pid {pid}) that did not \
+                             pass it down (--close, or its descriptor was closed); waiting here \
+                             would deadlock"
                         ),
                     ));
                 }
@@ -225,11 +227,13 @@ impl Mutex {
             if (e.dev, e.ino) != (meta.dev(), meta.ino()) {
                 continue;
             }
-            let Some(fd) = e.fd else {
-                return Ok(Ancestor::Closed(e.pid));
-            };
-            if fd_holds(fd, e.dev, e.ino) {
-                return Ok(Ancestor::PassedDown(MutexGuard::nested(self, fd)));
+            match e.fd {
+                Some(fd) if fd_holds(fd, e.dev, e.ino) => {
+                    return Ok(Ancestor::PassedDown(MutexGuard::nested(self, fd)))
+                }
+                // Not passed down (--close), or the descriptor was closed on the way down:
+                // waiting could be waiting for ourselves.
+                _ => return Ok(Ancestor::Closed(e.pid)),
             }
         }
         Ok(Ancestor::None)
@@ -421,6 +425,12 @@ impl MutexGuard {
             Ok(prev) if !prev.is_empty() => format!("{prev};{own}"),
             _ => own,
         })
+    }
+
+    /// Decide at release time whether the lock file goes (compound primitives that learn only
+    /// while holding the lock whether they were the last user).
+    pub fn set_delete_on_release(&mut self, yes: bool) {
+        self.delete = yes && !self.is_nested();
     }
 
     /// Record the command that runs under the lock, for status reports.

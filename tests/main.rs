@@ -1,1 +1,10 @@
+/*!
+The integration tests: one test binary (`autotests = false` in Cargo.toml) that runs the real
+`fsync` executable as separate processes, the way users and their scripts do.
 
+`harness` holds the temp directory, the command builder and the `Holder`; one module per
+primitive holds its tests.
+*/
+
+mod harness;
+mod mutex;

@@ -8,8 +8,12 @@ registered), and fsync waits for it to exit before releasing anything.
 */
 
 use std::{
-    ffi::OsString,
-    os::unix::process::ExitStatusExt,
+    ffi::{OsStr, OsString},
+    os::unix::{
+        ffi::OsStrExt,
+        process::{CommandExt, ExitStatusExt},
+    },
+    path::PathBuf,
     process::{Child, Command},
 };
 
@@ -54,8 +58,9 @@ impl Job<'_> {
 
     fn spawn(&self) -> Result<Child, Failure> {
         let program = &self.argv[0];
-        let mut cmd = Command::new(program);
-        cmd.args(&self.argv[1..])
+        let mut cmd = Command::new(resolve(program)?);
+        cmd.arg0(program)
+            .args(&self.argv[1..])
             .envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd.spawn().map_err(|e| {
             let (exit, cause) = match e.kind() {
@@ -102,6 +107,44 @@ fn wait_for_exit(child: &mut Child) -> std::process::ExitStatus {
             Err(_) => return std::process::ExitStatus::from_raw((Exit::INTERNAL.0 as i32) << 8),
         }
     }
+}
+
+/// Find a command on PATH the way the shell does: the first executable regular file wins; a
+/// match that is not executable means 126, none at all 127 (whatever directories on PATH we
+/// could not search, which `execvp` would report as "permission denied").
+fn resolve(program: &OsStr) -> Result<PathBuf, Failure> {
+    let fail = |exit, cause: &str| Failure::Exec {
+        program: program.to_string_lossy().into_owned(),
+        exit,
+        cause: cause.to_string(),
+    };
+    if program.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(program));
+    }
+    if program.is_empty() {
+        return Err(fail(Exit::COMMAND_NOT_FOUND, "command not found"));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut not_executable = false;
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let candidate = dir.join(program);
+        if !candidate.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK).is_ok() {
+            return Ok(candidate);
+        }
+        not_executable = true;
+    }
+    Err(match not_executable {
+        true => fail(Exit::CANNOT_EXECUTE, "cannot execute: permission denied"),
+        false => fail(Exit::COMMAND_NOT_FOUND, "command not found"),
+    })
 }
 
 fn describe(e: &std::io::Error) -> String {

@@ -9,8 +9,10 @@ mod child;
 mod exit_code;
 #[cfg(test)]
 mod generate;
+mod group;
 mod mutex;
 mod report;
+mod swmr;
 
 use std::{fmt, process::ExitCode, time::Duration};
 
@@ -48,6 +50,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Mutex(mutex::MutexCommand),
+    Group(group::GroupCommand),
+    Swmr(swmr::SwmrCommand),
 }
 
 /// The options every waiting verb shares.
@@ -188,6 +192,8 @@ pub fn main() -> ExitCode {
     fsync::wait::install_cancel_handlers();
     let result = match cli.command {
         Command::Mutex(cmd) => mutex::run(cmd),
+        Command::Group(cmd) => group::run(cmd),
+        Command::Swmr(cmd) => swmr::run(cmd),
     };
     match result {
         Ok(exit) => ExitCode::from(exit.0),

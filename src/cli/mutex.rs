@@ -312,11 +312,15 @@ fn watch(a: WatchArgs) -> super::Outcome {
     };
     let mut current = mutex::status(&a.lock)?;
     loop {
-        // A change of holder without a visible gap is a release followed by an acquisition.
-        if seen.held && (!current.held || current.holder != seen.holder) {
+        // A new holder without a visible gap is a release followed by an acquisition. The
+        // record of one holding fills in as it goes (kernel pid, then command, then child), so
+        // a holding is told apart by its pid.
+        let pid = |st: &Status| st.holder.as_ref().map(|h| h.pid);
+        let changed = seen.held != current.held || pid(&seen) != pid(&current);
+        if seen.held && changed {
             print_event(&a, "released", &seen)?;
         }
-        if current.held && (!seen.held || current.holder != seen.holder) {
+        if current.held && changed {
             print_event(&a, "acquired", &current)?;
         }
         seen = current;

@@ -1,0 +1,265 @@
+/*!
+`fsync group`: join a pool of processes while a command runs; ask whether it is empty, wait
+for it to empty, list and watch its members. The protocol is in the library's `group` module.
+*/
+
+use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
+
+use clap::{Args, Subcommand};
+use fsync::{group, Group, Outcome};
+use serde_json::json;
+
+use super::{
+    child::Job,
+    report::{self, Progress},
+    Exit, WaitArgs,
+};
+
+const GROUP_LONG: &str = "\
+A group is a pool of processes: each joins while its command runs, and anyone can ask whether \
+the group is empty, wait until it is, or list its members. The typical use: application \
+instances join 'app.grp'; a maintenance script waits until the group is empty first.
+
+GROUP is a directory (created if missing) holding a gate file every member holds a shared lock \
+on, and one registration file per member. A member that dies, even by SIGKILL, has left at once: \
+the kernel drops its locks, and its registration is removed by whoever lists the group next.";
+
+#[derive(Debug, Args)]
+#[command(about = "Pools of processes: join while a command runs; is the group empty?", long_about = GROUP_LONG)]
+pub struct GroupCommand {
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    Join(JoinArgs),
+    Empty(EmptyArgs),
+    WaitEmpty(WaitEmptyArgs),
+    Members(MembersArgs),
+    Watch(WatchArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Be a member of GROUP while COMMAND runs",
+    long_about = "Be a member of GROUP while COMMAND runs, and exit with COMMAND's exit status. \
+                  COMMAND sees FSYNC_GROUP_FIRST=1 if the group was empty when it joined, else \
+                  0. With -v fsync says on stderr when it was the first to join and the last to \
+                  leave. Signals are forwarded to COMMAND as with 'fsync mutex run'.",
+    after_long_help = "Examples:\n  \
+        # Each application instance is a member while it runs\n  \
+        fsync group join /srv/app/app.grp -- ./app-server\n\n  \
+        # Initialise shared state only in the first instance\n  \
+        fsync group join app.grp -- sh -c '[ \"$FSYNC_GROUP_FIRST\" = 1 ] && ./init; exec ./app'\n\n  \
+        # Leave no files behind when the last member goes\n  \
+        fsync group join --delete /tmp/batch.grp -- ./worker"
+)]
+struct JoinArgs {
+    /// The group directory: created if missing
+    #[arg(value_name = "GROUP")]
+    group: PathBuf,
+
+    #[command(flatten)]
+    wait: WaitArgs,
+
+    /// Remove the group's files when the last member leaves
+    #[arg(long)]
+    delete: bool,
+
+    /// The command to run as a member, and its arguments (after `--`)
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Exit 0 if GROUP is empty, 1 if it has members",
+    long_about = "Exit 0 if GROUP is empty (or does not exist), 1 if it has members. On a local \
+                  file system this reads the kernel's lock table and disturbs no one.",
+    after_long_help = "Examples:\n  \
+        # Maintenance only when no instance runs\n  \
+        fsync group empty /srv/app/app.grp && ./maintenance.sh"
+)]
+struct EmptyArgs {
+    #[arg(value_name = "GROUP")]
+    group: PathBuf,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Wait until GROUP is empty",
+    long_about = "Wait until GROUP is empty: exit 0 when the last member has left, or the \
+                  conflict exit code (75) when --timeout expires first. On a local file system \
+                  the kernel wakes us when the last member leaves; on a network file system \
+                  fsync re-checks every --poll interval.",
+    after_long_help = "Examples:\n  \
+        # Wait up to 10 minutes for running instances to finish, then upgrade\n  \
+        fsync group wait-empty -t 10m /srv/app/app.grp && ./upgrade.sh"
+)]
+struct WaitEmptyArgs {
+    #[arg(value_name = "GROUP")]
+    group: PathBuf,
+
+    #[command(flatten)]
+    wait: WaitArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "List the live members of GROUP",
+    long_about = "List the live members of GROUP (pid, host, command, since), oldest first, and \
+                  their count. Members that died never appear.",
+    after_long_help = "Examples:\n  \
+        fsync group members /srv/app/app.grp\n  \
+        fsync group members --json app.grp | jq '.count'"
+)]
+struct MembersArgs {
+    #[arg(value_name = "GROUP")]
+    group: PathBuf,
+
+    /// One JSON object: {\"path\", \"count\", \"members\": [{\"pid\", \"host\", \"command\", \"since\"}]}
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Print 'empty' / 'not-empty' each time GROUP changes",
+    long_about = "Print a line with a timestamp and 'empty' or 'not-empty' for the current state \
+                  of GROUP, then one each time it changes, until interrupted or --timeout \
+                  (exit 0).",
+    after_long_help = "Examples:\n  \
+        fsync group watch /srv/app/app.grp\n  \
+        fsync group watch --json -t 1h app.grp >> app-usage.jsonl"
+)]
+struct WatchArgs {
+    #[arg(value_name = "GROUP")]
+    group: PathBuf,
+
+    /// One JSON object per line: {\"time\", \"event\": \"empty\"|\"not-empty\", \"path\"}
+    #[arg(long)]
+    json: bool,
+
+    /// Stop watching after DUR
+    #[arg(short = 't', long, value_name = "DUR", value_parser = super::parse_duration)]
+    timeout: Option<Duration>,
+
+    /// Re-check interval on network file systems
+    #[arg(long, value_name = "DUR", value_parser = super::parse_poll, default_value = "50ms")]
+    poll: Duration,
+}
+
+pub fn run(cmd: GroupCommand) -> super::Outcome {
+    match cmd.verb {
+        Verb::Join(a) => join(a),
+        Verb::Empty(a) => Ok(if group::is_empty(&a.group)? {
+            Exit::OK
+        } else {
+            Exit::NO
+        }),
+        Verb::WaitEmpty(a) => {
+            let mut progress = Progress::new(a.wait.verbose);
+            progress.waiting(Duration::ZERO, || {
+                format!("{} to be empty", a.group.display())
+            });
+            match group::wait_empty(&a.group, a.wait.timeout(), a.wait.poll)? {
+                Outcome::Acquired(()) => Ok(Exit::OK),
+                Outcome::TimedOut => Ok(Exit(a.wait.conflict_exit_code)),
+                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
+            }
+        }
+        Verb::Members(a) => members(a),
+        Verb::Watch(a) => watch(a),
+    }
+}
+
+fn join(a: JoinArgs) -> super::Outcome {
+    let group = Group::new(&a.group)
+        .delete_when_empty(a.delete)
+        .poll_interval(a.wait.poll);
+    let mut progress = Progress::new(a.wait.verbose);
+    let mut member = match group.join_with(a.wait.timeout(), |waited| {
+        progress.waiting(waited, || format!("{} to let us join", a.group.display()))
+    })? {
+        Outcome::Acquired(m) => m,
+        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
+    };
+    let first = member.first();
+    progress.done(|| match first {
+        true => format!("joined {} as its first member", a.group.display()),
+        false => format!("joined {}", a.group.display()),
+    });
+    let job = Job {
+        argv: &a.command,
+        env: vec![(
+            "FSYNC_GROUP_FIRST".to_string(),
+            if first { "1" } else { "0" }.to_string(),
+        )],
+    };
+    let exit = job.run(|pid| member.set_child(pid, job.display()))?;
+    let last = member.leave()?;
+    progress.done(|| match last {
+        true => format!("left {} as its last member", a.group.display()),
+        false => format!("left {}", a.group.display()),
+    });
+    Ok(exit)
+}
+
+fn members(a: MembersArgs) -> super::Outcome {
+    let list = group::members(&a.group)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let members: Vec<_> = list.iter().map(report::holder_json).collect();
+        let line =
+            json!({ "path": report::path_text(&a.group), "count": list.len(), "members": members });
+        writeln!(out, "{line}")?;
+    } else {
+        for h in &list {
+            writeln!(out, "{}", report::holder_text(h))?;
+        }
+        writeln!(
+            out,
+            "{} member{}",
+            list.len(),
+            if list.len() == 1 { "" } else { "s" }
+        )?;
+    }
+    Ok(Exit::OK)
+}
+
+fn watch(a: WatchArgs) -> super::Outcome {
+    let start = std::time::Instant::now();
+    let mut empty = group::is_empty(&a.group)?;
+    loop {
+        let event = if empty { "empty" } else { "not-empty" };
+        let now = report::timestamp(std::time::SystemTime::now());
+        let mut out = std::io::stdout().lock();
+        if a.json {
+            writeln!(
+                out,
+                "{}",
+                json!({ "time": now, "event": event, "path": report::path_text(&a.group) })
+            )?;
+        } else {
+            writeln!(out, "{now} {event}")?;
+        }
+        out.flush()?;
+        drop(out);
+        let remaining = a.timeout.map(|t| t.saturating_sub(start.elapsed()));
+        if remaining == Some(Duration::ZERO) {
+            return Ok(Exit::OK);
+        }
+        match group::wait_for_state(&a.group, !empty, remaining, a.poll)? {
+            Outcome::Acquired(()) => empty = !empty,
+            Outcome::TimedOut => return Ok(Exit::OK),
+            Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
+        }
+    }
+}

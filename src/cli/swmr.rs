@@ -1,0 +1,152 @@
+/*!
+`fsync swmr`: run a command as a reader or as the writer of a reader/writer lock; report it.
+The protocol (and why writers are not starved) is in the library's `swmr` module.
+*/
+
+use std::{ffi::OsString, io::Write, path::PathBuf};
+
+use clap::{Args, Subcommand};
+use fsync::{platform::lock::Mode, swmr, Outcome, Swmr};
+use serde_json::json;
+
+use super::{
+    child::Job,
+    report::{self, Progress},
+    Exit, WaitArgs,
+};
+
+const SWMR_LONG: &str = "\
+A reader/writer lock: any number of readers at once, or one writer alone. Once a writer waits, \
+readers that arrive after it queue behind it, so a stream of overlapping readers cannot starve \
+it (util-linux 'flock -s' readers can); it gets in as soon as the readers already inside leave.
+
+Readers hold a shared flock(2) lock on LOCK and the writer an exclusive one, so 'flock -s LOCK' \
+and 'flock -x LOCK' interoperate with them (but 'flock -s' readers do not queue behind a waiting \
+writer). The queue is the file .NAME.turnstile beside LOCK. There is no read-to-write upgrade: \
+flock(2) converts by dropping the shared lock first, so an upgrade could not be atomic.";
+
+#[derive(Debug, Args)]
+#[command(about = "Reader/writer locks that never starve the writer", long_about = SWMR_LONG)]
+pub struct SwmrCommand {
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    Read(RunArgs),
+    Write(RunArgs),
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Run COMMAND holding LOCK as a reader (read) or as the writer (write)",
+    long_about = "Run COMMAND while holding LOCK, shared with other readers ('read') or alone \
+                  ('write'), and exit with COMMAND's exit status. Signals are forwarded to \
+                  COMMAND as with 'fsync mutex run'.",
+    after_long_help = "Examples:\n  \
+        # Many report jobs may read the database at once\n  \
+        fsync swmr read /srv/db/db.lck -- ./report.sh\n\n  \
+        # The nightly import waits for readers inside to finish, and new readers wait for it\n  \
+        fsync swmr write -t 30m /srv/db/db.lck -- ./import.sh"
+)]
+struct RunArgs {
+    /// The lock file: created if missing, never truncated
+    #[arg(value_name = "LOCK")]
+    lock: PathBuf,
+
+    #[command(flatten)]
+    wait: WaitArgs,
+
+    /// The command to run, and its arguments (after `--`)
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Show readers, writer and waiting writers; exit 0 if free, 1 if held",
+    long_about = "Show how many readers hold LOCK, whether a writer does (and who), and how many \
+                  writers wait. Exit 0 if nobody holds it, 1 if someone does. On a network file \
+                  system readers and waiting writers cannot be counted and show as unknown.",
+    after_long_help = "Examples:\n  \
+        fsync swmr status /srv/db/db.lck\n  \
+        fsync swmr status --json /srv/db/db.lck | jq .readers"
+)]
+struct StatusArgs {
+    #[arg(value_name = "LOCK")]
+    lock: PathBuf,
+
+    /// One JSON object: {\"path\", \"readers\", \"writer\", \"waiting_writers\"}
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: SwmrCommand) -> super::Outcome {
+    match cmd.verb {
+        Verb::Read(a) => run_locked(a, Mode::Shared),
+        Verb::Write(a) => run_locked(a, Mode::Exclusive),
+        Verb::Status(a) => status(a),
+    }
+}
+
+fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
+    let role = if mode == Mode::Exclusive {
+        "writer"
+    } else {
+        "reader"
+    };
+    let lock = Swmr::new(&a.lock).poll_interval(a.wait.poll);
+    let mut progress = Progress::new(a.wait.verbose);
+    let guard = match lock.acquire(mode, a.wait.timeout(), |waited| {
+        progress.waiting(waited, || format!("{} as a {role}", a.lock.display()))
+    })? {
+        Outcome::Acquired(g) => g,
+        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
+    };
+    progress.done(|| format!("acquired {} as a {role}", a.lock.display()));
+    let exit = Job {
+        argv: &a.command,
+        env: Vec::new(),
+    }
+    .run(|_| {})?;
+    drop(guard);
+    Ok(exit)
+}
+
+fn status(a: StatusArgs) -> super::Outcome {
+    let st = swmr::status(&a.lock)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let line = json!({
+            "path": report::path_text(&a.lock),
+            "readers": st.readers,
+            "writer": st.writer_holder.as_ref().map(report::holder_json).unwrap_or(json!(st.writer)),
+            "waiting_writers": st.waiting_writers,
+        });
+        writeln!(out, "{line}")?;
+    } else {
+        let count = |n: Option<usize>| n.map_or("unknown".to_string(), |n| n.to_string());
+        let writer = match (&st.writer, &st.writer_holder) {
+            (false, _) => "none".to_string(),
+            (true, Some(h)) => report::holder_brief(h),
+            (true, None) => "yes".to_string(),
+        };
+        writeln!(
+            out,
+            "{}: readers {}, writer {}, waiting writers {}",
+            a.lock.display(),
+            count(st.readers),
+            writer,
+            count(st.waiting_writers)
+        )?;
+    }
+    Ok(if st.held() { Exit::NO } else { Exit::OK })
+}

@@ -1,0 +1,547 @@
+/*!
+The group: a pool of processes that join and leave; others ask whether it is empty (seed 000's
+TGpFileGroup, made countable and crash-safe).
+
+# Protocol on disk
+
+A group `G` is a directory (created if missing) holding:
+
+- `G/gate`: every member holds a **shared** `flock` on it for as long as it is a member. The
+  kernel (or file server) drops it when a member dies, so a crashed member has left at once.
+- `G/join.lock`: a mutex (see [`crate::mutex`], with its unlink-safe acquisition) that
+  serialises the join and leave steps which must know whether they are first or last, and the
+  lock probes of observers on network file systems.
+- `G/members/HOST.PID.STAMP`: one registration per member, in the holder record format of
+  [`crate::holder`] (pid, host, command, since). The member holds an **exclusive** `flock` on
+  it; a registration nobody has locked belongs to a dead member and is removed by whoever sees
+  it. A registration is written as `members/.tmp-NAME`, locked, then renamed into place, so a
+  visible registration is always locked while its member lives.
+
+**Is anyone in?** On a local file system: the kernel's lock table (`/proc/locks`) lists a
+shared lock on `gate`: a passive read that disturbs no one. On a network file system: under
+`join.lock`, a non-blocking exclusive lock on `gate` fails (it is released at once if it
+succeeds); holding `join.lock` keeps two observers' probes from colliding.
+
+**join**: (1) create `G`, `G/members`; (2) acquire `join.lock`; (3) *first* = nobody is in;
+(4) take the shared lock on `gate`; (5) register; (6) release `join.lock`.
+
+**leave**: (1) acquire `join.lock`; (2) unlink the registration and close it; (3) close `gate`
+(dropping the shared lock); (4) *last* = nobody is in; (5) with `--delete` and *last*: remove
+`gate`, reap `members/` and remove it, release `join.lock` deleting it, and remove `G` if it is
+empty (a joiner that already waits on the old `join.lock` re-creates everything: the mutex's
+acquisition notices the unlinked file and retries).
+
+**wait-empty**: on a local file system, a blocking exclusive `flock` on `gate` returns when the
+last shared lock goes (kernel wake-up; Linux `flock` does not hold back new shared lockers for a
+waiting exclusive one, so members can still join meanwhile); it is released at once and the
+answer is confirmed by the passive check. On network file systems it polls the probe.
+*/
+
+use std::{
+    fs::File,
+    io::Write,
+    os::unix::fs::OpenOptionsExt,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use nix::libc;
+
+use crate::{
+    error::{Error, ErrorKind, Result},
+    holder::{self, Holder, Record},
+    mutex::{Mutex, MutexGuard, DEFAULT_POLL},
+    platform::{
+        fs as pfs,
+        lock::{self, Mode},
+        notify::DirWatch,
+        procinfo,
+    },
+    wait::{self, Outcome, Wait},
+};
+
+/// A group of processes at a directory path.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("app.grp");
+/// let group = fsync::Group::new(&path);
+/// assert!(fsync::group::is_empty(&path)?);
+/// let member = group.join(None)?.expect("joins at once");
+/// assert!(member.first());
+/// assert!(!fsync::group::is_empty(&path)?);
+/// assert!(member.leave()?); // we were the last to leave
+/// assert!(fsync::group::is_empty(&path)?);
+/// # Ok::<(), fsync::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Group {
+    dir: PathBuf,
+    delete: bool,
+    poll: Duration,
+}
+
+struct Paths {
+    dir: PathBuf,
+    gate: PathBuf,
+    join: PathBuf,
+    members: PathBuf,
+}
+
+fn paths(dir: &Path) -> Paths {
+    Paths {
+        dir: dir.to_path_buf(),
+        gate: dir.join("gate"),
+        join: dir.join("join.lock"),
+        members: dir.join("members"),
+    }
+}
+
+impl Group {
+    pub fn new(path: impl AsRef<Path>) -> Group {
+        Group {
+            dir: path.as_ref().to_path_buf(),
+            delete: false,
+            poll: DEFAULT_POLL,
+        }
+    }
+
+    /// Remove the group's files when the last member leaves.
+    pub fn delete_when_empty(mut self, yes: bool) -> Group {
+        self.delete = yes;
+        self
+    }
+
+    /// Re-check interval on network file systems.
+    pub fn poll_interval(mut self, every: Duration) -> Group {
+        self.poll = every;
+        self
+    }
+
+    /// Join, waiting up to `timeout` for the join step; `Ok(None)` if it did not come.
+    pub fn join(&self, timeout: Option<Duration>) -> Result<Option<Membership>> {
+        Ok(match self.join_with(timeout, |_| {})? {
+            Outcome::Acquired(m) => Some(m),
+            _ => None,
+        })
+    }
+
+    /// Join, reporting how an unsuccessful wait ended.
+    pub fn join_with(
+        &self,
+        timeout: Option<Duration>,
+        progress: impl FnMut(Duration),
+    ) -> Result<Outcome<Membership>> {
+        let p = paths(&self.dir);
+        ensure_dirs(&p)?;
+        let serial = match Mutex::new(&p.join)
+            .poll_interval(self.poll)
+            .acquire_with(timeout, progress)?
+        {
+            Outcome::Acquired(g) => g,
+            Outcome::TimedOut => return Ok(Outcome::TimedOut),
+            Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
+        };
+        let (gate, _) = pfs::open_lock_file(&p.gate)?;
+        let first = !has_members(&p, &gate, Some(&serial))?;
+        // Only a momentary exclusive probe can stand in the way; wait for it in the kernel.
+        let got = wait::wait_for(
+            Wait {
+                timeout: None,
+                poll: Some(self.poll),
+                progress: None,
+            },
+            |_| {},
+            |block| Ok(lock::flock(&gate, Mode::Shared, block)?.then_some(())),
+        )
+        .map_err(|e| Error::io(&p.gate, "cannot lock", e))?;
+        if let Outcome::Interrupted(s) = got {
+            return Ok(Outcome::Interrupted(s));
+        }
+        let registration = register(&p.members)?;
+        drop(serial);
+        Ok(Outcome::Acquired(Membership {
+            group: self.clone(),
+            gate: Some(gate),
+            registration: Some(registration),
+            first,
+        }))
+    }
+}
+
+/// Proof of membership; leaving happens on drop, or explicitly with [`Membership::leave`].
+#[must_use = "the process leaves the group as soon as the membership is dropped"]
+#[derive(Debug)]
+pub struct Membership {
+    group: Group,
+    gate: Option<File>,
+    registration: Option<Registration>,
+    first: bool,
+}
+
+#[derive(Debug)]
+struct Registration {
+    path: PathBuf,
+    file: File,
+    holder: Holder,
+}
+
+impl Membership {
+    /// Whether the group was empty when we joined.
+    pub fn first(&self) -> bool {
+        self.first
+    }
+
+    /// Record the command that runs as the member, for `members`.
+    pub fn set_child(&mut self, pid: u32, command: String) {
+        if let Some(r) = &mut self.registration {
+            r.holder.child = Some(pid);
+            r.holder.command = command;
+            write_registration(&r.file, &r.holder);
+        }
+    }
+
+    /// Leave; `true` if we were the last member.
+    pub fn leave(mut self) -> Result<bool> {
+        self.leave_inner()
+    }
+
+    fn leave_inner(&mut self) -> Result<bool> {
+        let Some(gate) = self.gate.take() else {
+            return Ok(false);
+        };
+        let p = paths(&self.group.dir);
+        let serial = Mutex::new(&p.join)
+            .poll_interval(self.group.poll)
+            .acquire(None)?;
+        if let Some(r) = self.registration.take() {
+            let _ = std::fs::remove_file(&r.path);
+        }
+        drop(gate);
+        let Some(mut serial) = serial else {
+            return Ok(false);
+        };
+        let reopened = pfs::open_if_exists(&p.gate)?;
+        let last = match &reopened {
+            Some(g) => !has_members(&p, g, Some(&serial))?,
+            None => true,
+        };
+        if last && self.group.delete {
+            let _ = std::fs::remove_file(&p.gate);
+            reap(&p.members);
+            let _ = std::fs::remove_dir(&p.members);
+            serial.set_delete_on_release(true);
+            serial.release()?;
+            let _ = std::fs::remove_dir(&p.dir); // fails harmlessly if a joiner is back
+        }
+        Ok(last)
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        let _ = self.leave_inner();
+    }
+}
+
+fn ensure_dirs(p: &Paths) -> Result<()> {
+    for dir in [&p.dir, &p.members] {
+        match std::fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if !dir.is_dir() {
+                    return Err(Error::new(
+                        dir,
+                        ErrorKind::NotFound,
+                        "exists and is not a directory",
+                    ));
+                }
+            }
+            Err(e) => {
+                return Err(pfs::explain_open_error(
+                    dir,
+                    "cannot create group directory",
+                    e,
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Does anyone hold a shared lock on the gate? See the module docs.
+fn has_members(p: &Paths, gate: &File, serial: Option<&MutexGuard>) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    if !pfs::fs_kind(gate).network {
+        let meta = gate
+            .metadata()
+            .map_err(|e| Error::io(&p.gate, "cannot stat", e))?;
+        if let Some(locks) = procinfo::flock_holders(meta.dev(), meta.ino()) {
+            return Ok(locks.iter().any(|l| !l.exclusive));
+        }
+    }
+    let _own;
+    if serial.is_none() {
+        _own = Mutex::new(&p.join).acquire(None)?;
+    }
+    match lock::flock(gate, Mode::Exclusive, false) {
+        Ok(true) => {
+            let _ = lock::unlock(gate);
+            Ok(false)
+        }
+        Ok(false) => Ok(true),
+        Err(e) => Err(Error::io(&p.gate, "cannot test lock", e)),
+    }
+}
+
+fn register(members: &Path) -> Result<Registration> {
+    let pid = std::process::id();
+    let host = procinfo::hostname();
+    let since_us = procinfo::now_micros();
+    let name = format!("{}.{pid}.{since_us:x}", host.replace(['/', '.'], "_"));
+    let tmp = members.join(format!(".tmp-{name}"));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .map_err(|e| Error::io(&tmp, "cannot register member", e))?;
+    if !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::new(
+            &tmp,
+            ErrorKind::Os,
+            "cannot lock own registration",
+        ));
+    }
+    let holder = Holder {
+        pid,
+        child: None,
+        host,
+        since_us,
+        command: procinfo::cmdline(pid).unwrap_or_default(),
+    };
+    write_registration(&file, &holder);
+    let path = members.join(&name);
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, "cannot register member", e))?;
+    Ok(Registration { path, file, holder })
+}
+
+fn write_registration(mut file: &File, holder: &Holder) {
+    let text = holder::render(&Record {
+        fence: 0,
+        holder: Some(holder.clone()),
+    });
+    use std::os::unix::fs::FileExt;
+    if file.write_all_at(text.as_bytes(), 0).is_ok() {
+        let _ = file.set_len(text.len() as u64);
+        let _ = file.flush();
+    }
+}
+
+/// Registrations nobody holds belong to dead members: remove them (best effort, as any reader
+/// may). Temporary names are left for a minute, since their member may be between create and lock.
+fn reap(members: &Path) {
+    let Ok(entries) = std::fs::read_dir(members) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if let Some(false) = registration_alive(&path) {
+            let stale_tmp = entry.file_name().to_string_lossy().starts_with(".tmp-")
+                && entry
+                    .metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok())
+                    .is_some_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(60));
+            if stale_tmp || !entry.file_name().to_string_lossy().starts_with('.') {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
+
+/// `Some(true)` if a member holds this registration, `Some(false)` if nobody does.
+fn registration_alive(path: &Path) -> Option<bool> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    match lock::flock(&file, Mode::Shared, false) {
+        Ok(true) => Some(false),
+        Ok(false) => Some(true),
+        Err(_) => None,
+    }
+}
+
+/// Is the group at `path` empty? A missing group is empty. Creates nothing.
+pub fn is_empty(path: &Path) -> Result<bool> {
+    let p = paths(path);
+    check_dir(path)?;
+    let Some(gate) = open_existing_gate(&p)? else {
+        return Ok(true);
+    };
+    Ok(!has_members(&p, &gate, None)?)
+}
+
+fn check_dir(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(Error::new(
+            path,
+            ErrorKind::NotFound,
+            "is not a group directory",
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => pfs::check_parent(path),
+        Err(e) => Err(Error::io(path, "cannot examine", e)),
+    }
+}
+
+fn open_existing_gate(p: &Paths) -> Result<Option<File>> {
+    // Read-write where we may (NFS needs it for the exclusive probe), read-only otherwise.
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&p.gate)
+    {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(_) => pfs::open_if_exists(&p.gate),
+    }
+}
+
+/// The live members of the group at `path`, oldest first. Dead members never appear; their
+/// registrations are removed on the way where we may.
+pub fn members(path: &Path) -> Result<Vec<Holder>> {
+    check_dir(path)?;
+    let p = paths(path);
+    let entries = match std::fs::read_dir(&p.members) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&p.members, "cannot list members", e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(&path)
+        else {
+            continue;
+        };
+        match lock::flock(&file, Mode::Shared, false) {
+            Ok(true) => {
+                let _ = std::fs::remove_file(&path); // dead member
+            }
+            Ok(false) => {
+                if let Some(h) = holder::read_from(&file).and_then(|r| r.holder) {
+                    out.push(h);
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    out.sort_by_key(|h| (h.since_us, h.pid));
+    Ok(out)
+}
+
+/// Block until the group at `path` is empty (kernel wake-up on a local file system).
+pub fn wait_empty(path: &Path, timeout: Option<Duration>, poll: Duration) -> Result<Outcome<()>> {
+    wait_for_state(path, true, timeout, poll)
+}
+
+/// Block until the group's emptiness is `want_empty`. Used by `wait-empty` and `watch`.
+pub fn wait_for_state(
+    path: &Path,
+    want_empty: bool,
+    timeout: Option<Duration>,
+    poll: Duration,
+) -> Result<Outcome<()>> {
+    check_dir(path)?;
+    let p = paths(path);
+    if !want_empty {
+        ensure_dirs(&p)?; // a joiner's registration is what wakes us
+    }
+    let gate = match open_existing_gate(&p)? {
+        Some(g) => g,
+        None if want_empty => return Ok(Outcome::Acquired(())),
+        None => pfs::open_lock_file(&p.gate)?.0,
+    };
+    let network = pfs::fs_kind(&gate).network;
+    let watch = if want_empty || network {
+        None
+    } else {
+        Some(
+            DirWatch::new(&p.members)
+                .map_err(|e| Error::io(&p.members, "cannot watch directory", e))?,
+        )
+    };
+    let mut error = None;
+    let spec = Wait {
+        timeout,
+        poll: network.then_some(poll),
+        progress: None,
+    };
+    let outcome = wait::wait_for(
+        spec,
+        |_| {},
+        |block| {
+            if block {
+                if let Some(w) = &watch {
+                    w.wait()?;
+                } else if !network && lock::flock(&gate, Mode::Exclusive, true)? {
+                    lock::unlock(&gate)?;
+                }
+                return Ok(None);
+            }
+            match has_members(&p, &gate, None) {
+                Ok(has) => Ok((has != want_empty).then_some(())),
+                Err(e) => {
+                    error = Some(e);
+                    Err(std::io::Error::other("check failed"))
+                }
+            }
+        },
+    );
+    outcome.map_err(|e| error.unwrap_or_else(|| Error::io(path, "cannot wait", e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_and_last_and_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g");
+        let group = Group::new(&path).delete_when_empty(true);
+        let a = group.join(None).unwrap().unwrap();
+        let b = group.join(None).unwrap().unwrap();
+        assert!(a.first() && !b.first());
+        assert_eq!(members(&path).unwrap().len(), 2);
+        assert!(!a.leave().unwrap());
+        assert!(!is_empty(&path).unwrap());
+        assert!(b.leave().unwrap());
+        assert!(is_empty(&path).unwrap());
+        assert!(!path.exists(), "deleted with the last member");
+    }
+
+    #[test]
+    fn dead_registrations_are_reaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g");
+        ensure_dirs(&paths(&path)).unwrap();
+        let ghost = path.join("members/ghost.1.1");
+        std::fs::write(&ghost, holder::render(&Record::default())).unwrap();
+        assert!(members(&path).unwrap().is_empty());
+        assert!(!ghost.exists());
+    }
+}

@@ -1,0 +1,321 @@
+/*!
+The single-writer-multiple-reader lock (seed 000's SWMR guard, seed 001's reader/writer lock)
+that never starves a writer.
+
+# Protocol on disk
+
+A lock `DIR/NAME` is three files:
+
+- `NAME` itself: readers hold a **shared** `flock`, the writer an **exclusive** one, exactly as
+  `flock -s` and `flock -x` would, so those tools interoperate on it;
+- `DIR/.NAME.turnstile`: everyone who enters takes it **exclusively** and keeps it only while
+  waiting for `NAME`, releasing it as soon as `NAME` is had;
+- `DIR/.NAME.writers`: a writer holds a **shared** lock on it from arrival until it has `NAME`,
+  so that `status` can count waiting writers.
+
+Reader: turnstile (exclusive) -> `NAME` (shared) -> release turnstile -> read -> release `NAME`.
+Writer: `.writers` (shared) -> turnstile (exclusive) -> `NAME` (exclusive) -> release turnstile
+and `.writers` -> write -> release `NAME`.
+
+Why writers are not starved: Linux `flock` grants a shared lock to a newcomer even while an
+exclusive request waits, which is how `flock -s` readers starve `flock -x`. Here a waiting writer
+holds the turnstile, so newly arriving readers queue on the turnstile instead of joining the
+readers inside; the writer gets `NAME` as soon as the readers already inside leave. Readers hold
+the turnstile only for the instant it takes to get their shared lock, so readers do not exclude
+each other. Crashes at any step release everything (all three are kernel locks).
+
+Readers using `flock -s` directly bypass the turnstile and can still starve a writer; a read-only
+directory where the turnstile cannot be created (and does not exist) degrades to plain
+`flock` semantics. There is no read-to-write upgrade: `flock` converts by dropping the shared lock
+first, which is not atomic, so we offer none rather than a silent one.
+*/
+
+use std::{
+    fs::File,
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use crate::{
+    error::{Error, ErrorKind, Result},
+    holder::{record_path, Holder},
+    mutex::DEFAULT_POLL,
+    platform::{
+        fs as pfs,
+        lock::{self, Mode},
+        procinfo,
+    },
+    wait::{self, Outcome, Wait},
+};
+
+/// A reader/writer lock at a path.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("db.lck");
+/// let lock = fsync::Swmr::new(&path);
+/// let r1 = lock.read(None)?.unwrap();
+/// let r2 = lock.read(None)?.unwrap(); // readers share
+/// assert!(lock.write(Some(std::time::Duration::ZERO))?.is_none()); // the writer waits
+/// drop((r1, r2));
+/// assert!(lock.write(Some(std::time::Duration::ZERO))?.is_some());
+/// # Ok::<(), fsync::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Swmr {
+    path: PathBuf,
+    poll: Duration,
+}
+
+/// Proof of holding a [`Swmr`] lock for reading or writing; released on drop.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct SwmrGuard {
+    _file: File,
+    mode: Mode,
+}
+
+impl SwmrGuard {
+    pub fn is_writer(&self) -> bool {
+        self.mode == Mode::Exclusive
+    }
+}
+
+fn side_file(path: &Path, suffix: &str) -> PathBuf {
+    let base = record_path(path); // DIR/.NAME.fsync
+    let name = base
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    base.with_file_name(name.trim_end_matches(".fsync").to_string() + suffix)
+}
+
+impl Swmr {
+    pub fn new(path: impl AsRef<Path>) -> Swmr {
+        Swmr {
+            path: path.as_ref().to_path_buf(),
+            poll: DEFAULT_POLL,
+        }
+    }
+
+    pub fn poll_interval(mut self, every: Duration) -> Swmr {
+        self.poll = every;
+        self
+    }
+
+    /// Take a shared (reader) lock, waiting up to `timeout`.
+    pub fn read(&self, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
+        Ok(into_option(self.acquire(Mode::Shared, timeout, |_| {})?))
+    }
+
+    /// Take the exclusive (writer) lock, waiting up to `timeout`.
+    pub fn write(&self, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
+        Ok(into_option(self.acquire(
+            Mode::Exclusive,
+            timeout,
+            |_| {},
+        )?))
+    }
+
+    /// Acquire in `mode`, following the protocol in the module docs.
+    pub fn acquire(
+        &self,
+        mode: Mode,
+        timeout: Option<Duration>,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<SwmrGuard>> {
+        let start = Instant::now();
+        let (file, access) = pfs::open_lock_file(&self.path)?;
+        let network = pfs::fs_kind(&file).network;
+        if network && mode == Mode::Exclusive && access == pfs::Access::ReadOnly {
+            return Err(Error::new(
+                &self.path,
+                ErrorKind::PermissionDenied,
+                "an exclusive lock on this network file system needs write access to the lock file",
+            ));
+        }
+        let _writers = match mode {
+            Mode::Exclusive => optional_side(&side_file(&self.path, ".writers"))?,
+            Mode::Shared => None,
+        };
+        if let Some(w) = &_writers {
+            let _ = self.step(w, Mode::Shared, None, start, network, &mut progress)?;
+        }
+        let turnstile = optional_side(&side_file(&self.path, ".turnstile"))?;
+        if let Some(t) = &turnstile {
+            match self.step(t, Mode::Exclusive, timeout, start, network, &mut progress)? {
+                Outcome::Acquired(()) => {}
+                Outcome::TimedOut => return Ok(Outcome::TimedOut),
+                Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
+            }
+        }
+        let got = self.step(&file, mode, timeout, start, network, &mut progress)?;
+        drop(turnstile); // others may queue again
+        Ok(match got {
+            Outcome::Acquired(()) => Outcome::Acquired(SwmrGuard { _file: file, mode }),
+            Outcome::TimedOut => Outcome::TimedOut,
+            Outcome::Interrupted(s) => Outcome::Interrupted(s),
+        })
+    }
+
+    fn step(
+        &self,
+        file: &File,
+        mode: Mode,
+        timeout: Option<Duration>,
+        start: Instant,
+        network: bool,
+        progress: &mut impl FnMut(Duration),
+    ) -> Result<Outcome<()>> {
+        let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
+        let spec = Wait {
+            timeout: remaining,
+            poll: network.then_some(self.poll),
+            progress: Some(Duration::from_secs(1)),
+        };
+        wait::wait_for(
+            spec,
+            |w| progress(start.elapsed().max(w)),
+            |block| Ok(lock::flock(file, mode, block)?.then_some(())),
+        )
+        .map_err(|e| Error::io(&self.path, "cannot lock", e))
+    }
+}
+
+fn into_option(o: Outcome<SwmrGuard>) -> Option<SwmrGuard> {
+    match o {
+        Outcome::Acquired(g) => Some(g),
+        _ => None,
+    }
+}
+
+/// Open (creating) a side file; `None` where it cannot exist (read-only directory).
+fn optional_side(path: &Path) -> Result<Option<File>> {
+    match pfs::open_lock_file(path) {
+        Ok((f, _)) => Ok(Some(f)),
+        Err(e) if matches!(e.kind(), ErrorKind::PermissionDenied) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// What `status` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwmrStatus {
+    /// Readers inside (`None` where it cannot be counted: network file systems).
+    pub readers: Option<usize>,
+    /// Whether a writer is inside, and who where known.
+    pub writer: bool,
+    pub writer_holder: Option<Holder>,
+    /// Writers waiting (fsync writers; `None` where it cannot be counted).
+    pub waiting_writers: Option<usize>,
+}
+
+/// Readers, writer and waiting writers of the lock at `path`. Creates nothing; on a local file
+/// system reads the kernel's lock table only.
+pub fn status(path: &Path) -> Result<SwmrStatus> {
+    let none = SwmrStatus {
+        readers: Some(0),
+        writer: false,
+        writer_holder: None,
+        waiting_writers: Some(0),
+    };
+    let Some(file) = pfs::open_if_exists(path)? else {
+        return Ok(none);
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(path, "cannot stat", e))?;
+    if !pfs::fs_kind(&file).network {
+        if let Some(locks) = procinfo::flock_holders(meta.dev(), meta.ino()) {
+            let readers = locks.iter().filter(|l| !l.exclusive).count();
+            let writer = locks.iter().find(|l| l.exclusive);
+            let waiting = std::fs::metadata(side_file(path, ".writers"))
+                .ok()
+                .and_then(|m| procinfo::flock_holders(m.dev(), m.ino()))
+                .map_or(0, |l| l.iter().filter(|l| !l.exclusive).count());
+            let writer_holder = writer.and_then(|w| w.pid).map(|pid| Holder {
+                pid,
+                host: procinfo::hostname(),
+                command: procinfo::cmdline(pid).unwrap_or_default(),
+                ..Holder::default()
+            });
+            return Ok(SwmrStatus {
+                readers: Some(readers),
+                writer: writer.is_some(),
+                writer_holder,
+                waiting_writers: Some(waiting),
+            });
+        }
+    }
+    // Network: probes released at once. An exclusive one succeeds only if nobody is inside
+    // (it needs write access on NFS); a shared one fails only while a writer is inside. Readers
+    // cannot be counted.
+    let probe = |f: &File, mode| match lock::flock(f, mode, false) {
+        Ok(true) => {
+            let _ = lock::unlock(f);
+            Ok(true)
+        }
+        Ok(false) => Ok(false),
+        Err(e) => Err(Error::io(path, "cannot test lock", e)),
+    };
+    if let Ok(rw) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+    {
+        if probe(&rw, Mode::Exclusive)? {
+            return Ok(SwmrStatus {
+                readers: Some(0),
+                writer: false,
+                writer_holder: None,
+                waiting_writers: None,
+            });
+        }
+    }
+    let writer = !probe(&file, Mode::Shared)?;
+    Ok(SwmrStatus {
+        readers: if writer { Some(0) } else { None },
+        writer,
+        writer_holder: None,
+        waiting_writers: None,
+    })
+}
+
+impl SwmrStatus {
+    /// Whether anyone holds the lock (unknown reader counts on network file systems mean
+    /// "at least one").
+    pub fn held(&self) -> bool {
+        self.writer || self.readers != Some(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_writer_holds_back_new_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let lock = Swmr::new(&path);
+        let reader = lock.read(None).unwrap().unwrap();
+        // A writer that is waiting holds the turnstile: simulate by holding it ourselves.
+        let (t, _) = pfs::open_lock_file(&side_file(&path, ".turnstile")).unwrap();
+        assert!(lock::flock(&t, Mode::Exclusive, false).unwrap());
+        assert!(
+            lock.read(Some(Duration::ZERO)).unwrap().is_none(),
+            "new reader queues"
+        );
+        drop(t);
+        assert!(lock.read(Some(Duration::ZERO)).unwrap().is_some());
+        let st = status(&path).unwrap();
+        assert_eq!(st.readers, Some(1));
+        assert!(!st.writer);
+        drop(reader);
+        assert_eq!(
+            side_file(&path, ".turnstile"),
+            dir.path().join(".l.turnstile")
+        );
+    }
+}

@@ -1,0 +1,584 @@
+/*!
+A small harness for running `fsync` as separate processes (after ripgrep's `tests/util.rs` and
+just's `tests/test.rs`).
+
+- [`TestDir`]: a temporary directory per test; commands run inside it.
+- [`Cmd`]: a builder for one process (`fsync`, `sh -c`, `flock`, ...). [`Cmd::run`] waits for it
+  under a deadline, so a deadlock fails the test instead of hanging it, and returns an
+  [`Output`] whose `#[track_caller]` assertions show command, status, stdout and stderr.
+- [`Holder`]: a running process we talk to line by line. [`Cmd::hold`] returns once it has
+  printed `acquired`, so a test contends only when the lock is really held. Tests synchronise on
+  what processes say, never on sleeps; holders keep the lock until their stdin is closed.
+*/
+
+use std::{
+    ffi::OsStr,
+    io::{BufRead, BufReader, Read, Write},
+    os::unix::{
+        fs::{MetadataExt, PermissionsExt},
+        process::ExitStatusExt,
+    },
+    path::{Path, PathBuf},
+    process::{Child, ChildStdin, Command, ExitStatus, Stdio},
+    sync::mpsc::{self, Receiver, RecvTimeoutError},
+    thread,
+    time::{Duration, Instant},
+};
+
+use nix::{
+    sys::signal::{self, Signal},
+    unistd::Pid,
+};
+
+/// The longest any one process may run before the test fails instead of hanging.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The longest we wait for one expected line from a running process.
+const LINE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What a holder runs under the lock: say so, then hold until stdin is closed.
+pub const HOLD: &str = "echo acquired; read x || true";
+
+/// The `fsync` executable under test.
+pub fn fsync_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_fsync"))
+}
+
+/// Fail (not skip) when a tool the test needs is missing: CI installs them (`.ci/run`).
+#[track_caller]
+pub fn require(tool: &str, package: &str) {
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(tool)).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
+        })
+    });
+    assert!(
+        on_path,
+        "this test needs `{tool}` (package {package}), which is not on PATH; \
+         .ci/run installs it, or: apt-get install {package}"
+    );
+}
+
+/// Tests that act as another user need root; without it they print why and pass.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// A temporary directory for one test, removed when the test ends.
+pub struct TestDir {
+    dir: tempfile::TempDir,
+}
+
+impl TestDir {
+    pub fn new() -> TestDir {
+        let dir = tempfile::Builder::new()
+            .prefix("fsync-test.")
+            .tempdir()
+            .expect("cannot create a temporary directory");
+        TestDir { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `name` inside the directory, as a string for command lines.
+    pub fn arg(&self, name: &str) -> String {
+        self.join(name)
+            .to_str()
+            .expect("UTF-8 temp dir")
+            .to_string()
+    }
+
+    pub fn write(&self, name: &str, content: &str) {
+        std::fs::write(self.join(name), content).expect("cannot write test file");
+    }
+
+    #[track_caller]
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.join(name))
+            .unwrap_or_else(|e| panic!("cannot read {name}: {e}"))
+    }
+
+    /// `fsync ARGS...`, run in this directory.
+    pub fn fsync<I, S>(&self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.cmd(fsync_bin()).args(args)
+    }
+
+    /// `sh -c SCRIPT`, with `$FSYNC` naming the executable under test.
+    pub fn sh(&self, script: &str) -> Cmd {
+        self.cmd("sh").args(["-c", script])
+    }
+
+    /// Any program, run in this directory.
+    pub fn cmd(&self, program: impl AsRef<OsStr>) -> Cmd {
+        Cmd::new(program.as_ref(), self.path())
+    }
+
+    /// `fsync mutex run LOCK -- sh -c HOLD`, once it holds LOCK.
+    #[track_caller]
+    pub fn hold(&self, lock: &str) -> Holder {
+        self.fsync(["mutex", "run", lock, "--", "sh", "-c", HOLD])
+            .hold()
+    }
+
+    /// Let other users (`nobody`) into the directory, and check they can reach it and the
+    /// executable under test: every directory above them must be searchable by others.
+    #[track_caller]
+    pub fn open_to_others(&self) {
+        std::fs::set_permissions(self.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod temp dir");
+        for path in [self.path(), fsync_bin()] {
+            for dir in path.ancestors().skip(1) {
+                let mode = std::fs::metadata(dir).map(|m| m.mode()).unwrap_or(0);
+                assert!(
+                    mode & 0o001 != 0,
+                    "{} is not searchable by other users (mode {:o}), so `nobody` cannot reach \
+                     {}; run the tests from a tree (and TMPDIR) other users can reach",
+                    dir.display(),
+                    mode & 0o7777,
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+/// A process to run: a builder, in the style of `std::process::Command`.
+pub struct Cmd {
+    command: Command,
+    shown: String,
+}
+
+impl Cmd {
+    fn new(program: &OsStr, dir: &Path) -> Cmd {
+        let mut command = Command::new(program);
+        command
+            .current_dir(dir)
+            .env("FSYNC", fsync_bin())
+            // The tests may themselves run under an fsync lock: start every process afresh.
+            .env_remove("FSYNC_MUTEX_HELD")
+            .env_remove("FSYNC_FENCE");
+        Cmd {
+            command,
+            shown: program.to_string_lossy().into_owned(),
+        }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
+        let arg = arg.as_ref();
+        self.shown.push(' ');
+        self.shown.push_str(&shell_word(arg));
+        self.command.arg(arg);
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        for a in args {
+            self = self.arg(a);
+        }
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Cmd {
+        self.command.env(key, value);
+        self
+    }
+
+    /// Run to completion (stdin empty) and collect the output; fail if it takes longer than
+    /// [`DEADLINE`].
+    #[track_caller]
+    pub fn run(mut self) -> Output {
+        let start = Instant::now();
+        let child = self
+            .command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", self.shown));
+        let pid = child.id();
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(DEADLINE) {
+            Ok(Ok(out)) => Output {
+                shown: self.shown,
+                status: out.status,
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+                elapsed: start.elapsed(),
+            },
+            Ok(Err(e)) => panic!("cannot wait for `{}`: {e}", self.shown),
+            Err(_) => {
+                kill(pid, Signal::SIGKILL);
+                panic!(
+                    "`{}` did not finish within {DEADLINE:?} (a deadlock?)",
+                    self.shown
+                )
+            }
+        }
+    }
+
+    /// Start it, with stdin, stdout and stderr connected to us.
+    #[track_caller]
+    pub fn start(mut self) -> Holder {
+        let mut child = self
+            .command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", self.shown));
+        Holder {
+            stdin: child.stdin.take(),
+            stdout: lines(child.stdout.take().expect("piped stdout")),
+            stderr: lines(child.stderr.take().expect("piped stderr")),
+            shown: self.shown,
+            pid: child.id(),
+            child: Some(child),
+            status: None,
+            log: String::new(),
+            start: Instant::now(),
+        }
+    }
+
+    /// Start it and return once it has printed `acquired`.
+    #[track_caller]
+    pub fn hold(self) -> Holder {
+        let mut holder = self.start();
+        holder.expect("acquired");
+        holder
+    }
+}
+
+/// A word of a command line as a shell would need it, for messages.
+fn shell_word(arg: &OsStr) -> String {
+    let s = arg.to_string_lossy();
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The lines of a pipe, as they come, from a thread that ends at end of file.
+fn lines(pipe: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).split(b'\n') {
+            let Ok(line) = line else { break };
+            if tx
+                .send(String::from_utf8_lossy(&line).into_owned())
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn kill(pid: u32, sig: Signal) {
+    let _ = signal::kill(Pid::from_raw(pid as i32), sig);
+}
+
+/// A running process (a lock holder, a watcher, a worker) we read from line by line.
+pub struct Holder {
+    shown: String,
+    pid: u32,
+    /// `None` once it has exited and been reaped (`status`).
+    child: Option<Child>,
+    status: Option<ExitStatus>,
+    stdin: Option<ChildStdin>,
+    stdout: Receiver<String>,
+    stderr: Receiver<String>,
+    /// Every line read so far, for failure messages.
+    log: String,
+    start: Instant,
+}
+
+impl Holder {
+    /// The pid of the process we started (not of the command it runs).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The next line on its stdout.
+    #[track_caller]
+    pub fn line(&mut self) -> String {
+        self.next(false)
+    }
+
+    /// The next line on its stderr.
+    #[track_caller]
+    pub fn stderr_line(&mut self) -> String {
+        self.next(true)
+    }
+
+    /// Assert that the next line on its stdout is `want`.
+    #[track_caller]
+    pub fn expect(&mut self, want: &str) {
+        let got = self.line();
+        assert_eq!(got, want, "`{}` printed an unexpected line", self.shown);
+    }
+
+    #[track_caller]
+    fn next(&mut self, stderr: bool) -> String {
+        let (rx, name) = match stderr {
+            false => (&self.stdout, "stdout"),
+            true => (&self.stderr, "stderr"),
+        };
+        let got = rx.recv_timeout(LINE_DEADLINE);
+        match got {
+            Ok(line) => {
+                self.log.push_str(&format!("{name}: {line}\n"));
+                line
+            }
+            Err(RecvTimeoutError::Timeout) => panic!(
+                "`{}` printed no line on {name} within {LINE_DEADLINE:?}\n{}",
+                self.shown,
+                self.drain_log()
+            ),
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = (self.child.as_mut())
+                    .and_then(|c| c.try_wait().ok().flatten())
+                    .or(self.status);
+                panic!(
+                    "`{}` closed its {name} (exit: {status:?}) before the expected line\n{}",
+                    self.shown,
+                    self.drain_log()
+                )
+            }
+        }
+    }
+
+    /// What it said so far, and whatever is waiting to be read, for failure messages.
+    fn drain_log(&self) -> String {
+        let mut log = self.log.clone();
+        for line in self.stdout.try_iter() {
+            log.push_str(&format!("stdout: {line}\n"));
+        }
+        for line in self.stderr.try_iter() {
+            log.push_str(&format!("stderr: {line}\n"));
+        }
+        log
+    }
+
+    /// Write a line to its stdin.
+    #[track_caller]
+    pub fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("cannot write to `{}`: {e}", self.shown));
+    }
+
+    /// Send a signal to the process we started (only that one).
+    pub fn signal(&self, sig: Signal) {
+        kill(self.pid(), sig);
+    }
+
+    /// Wait until the process we started has exited (not its descendants), with its stdin
+    /// still open.
+    #[track_caller]
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        if let Some(status) = self.status {
+            return status;
+        }
+        let mut child = self.child.take().expect("running");
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        let status = match rx.recv_timeout(DEADLINE) {
+            Ok(Ok(status)) => status,
+            Ok(Err(e)) => panic!("cannot wait for `{}`: {e}", self.shown),
+            Err(_) => {
+                kill(self.pid, Signal::SIGKILL);
+                panic!(
+                    "`{}` did not exit within {DEADLINE:?}\n{}",
+                    self.shown,
+                    self.drain_log()
+                )
+            }
+        };
+        self.status = Some(status);
+        status
+    }
+
+    /// Close its stdin (a holder releases), wait until it has exited and its output has
+    /// ended (so have all its descendants that shared it), and return what it printed that
+    /// was not read yet.
+    #[track_caller]
+    pub fn finish(mut self) -> Output {
+        drop(self.stdin.take());
+        let status = self.wait_exit();
+        let deadline = Instant::now() + DEADLINE;
+        let rest = |rx: &Receiver<String>| {
+            let mut text = String::new();
+            loop {
+                match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(line) => {
+                        text.push_str(&line);
+                        text.push('\n');
+                    }
+                    Err(RecvTimeoutError::Disconnected) => return Some(text),
+                    Err(RecvTimeoutError::Timeout) => return None,
+                }
+            }
+        };
+        let (Some(stdout), Some(stderr)) = (rest(&self.stdout), rest(&self.stderr)) else {
+            panic!(
+                "`{}` exited ({status:?}) but something it started still holds its output open",
+                self.shown
+            )
+        };
+        Output {
+            shown: std::mem::take(&mut self.shown),
+            status,
+            stdout,
+            stderr,
+            elapsed: self.start.elapsed(),
+        }
+    }
+}
+
+impl Drop for Holder {
+    /// A test that failed half-way: release, then ask it to stop, then make it.
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        for sig in [None, Some(Signal::SIGTERM), Some(Signal::SIGKILL)] {
+            if let Some(sig) = sig {
+                kill(child.id(), sig);
+            }
+            let until = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < until {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(10)); // cleanup, not synchronisation
+            }
+        }
+        let _ = child.wait();
+    }
+}
+
+/// What a finished process did.
+pub struct Output {
+    shown: String,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    /// From start to exit.
+    pub elapsed: Duration,
+}
+
+impl Output {
+    fn context(&self) -> String {
+        format!(
+            "command: {}\nstatus:  {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.shown, self.status, self.stdout, self.stderr
+        )
+    }
+
+    /// Assert the exit code.
+    #[track_caller]
+    pub fn code(&self, want: i32) -> &Output {
+        assert_eq!(
+            self.status.code(),
+            Some(want),
+            "unexpected exit status\n{}",
+            self.context()
+        );
+        self
+    }
+
+    /// Assert that it was killed by `sig`.
+    #[track_caller]
+    pub fn killed_by(&self, sig: Signal) -> &Output {
+        assert_eq!(
+            self.status.signal(),
+            Some(sig as i32),
+            "expected death by {sig}\n{}",
+            self.context()
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn stdout(&self, want: &str) -> &Output {
+        assert_eq!(self.stdout, want, "unexpected stdout\n{}", self.context());
+        self
+    }
+
+    #[track_caller]
+    pub fn stdout_has(&self, part: &str) -> &Output {
+        assert!(
+            self.stdout.contains(part),
+            "stdout lacks {part:?}\n{}",
+            self.context()
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn stderr(&self, want: &str) -> &Output {
+        assert_eq!(self.stderr, want, "unexpected stderr\n{}", self.context());
+        self
+    }
+
+    #[track_caller]
+    pub fn stderr_has(&self, part: &str) -> &Output {
+        assert!(
+            self.stderr.contains(part),
+            "stderr lacks {part:?}\n{}",
+            self.context()
+        );
+        self
+    }
+
+    /// The CONTRACT's error form: exactly one line on stderr, starting `fsync: `, naming `path`.
+    #[track_caller]
+    pub fn error_naming(&self, path: &str) -> &Output {
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert!(
+            lines.len() == 1 && lines[0].starts_with("fsync: ") && lines[0].contains(path),
+            "expected one line `fsync: ...{path}...` on stderr\n{}",
+            self.context()
+        );
+        self
+    }
+
+    /// An operational error: any exit code but 0, 1 and 75 (and not a signal), and the
+    /// CONTRACT's error form naming `path`.
+    #[track_caller]
+    pub fn operational_error(&self, path: &str) -> &Output {
+        let code = self.status.code();
+        assert!(
+            code.is_some_and(|c| ![0, 1, 75].contains(&c)),
+            "expected an operational error (not 0, 1 or 75)\n{}",
+            self.context()
+        );
+        self.error_naming(path)
+    }
+}
