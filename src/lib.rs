@@ -6,16 +6,22 @@ core ([`wait`]) and the platform layer ([`platform`]). The `fsync` command-line 
 layer over this library.
 */
 
+pub mod bus;
 pub mod error;
+pub mod event;
 pub mod group;
 pub mod holder;
+pub mod msg;
 pub mod mutex;
 pub mod platform;
 pub mod swmr;
 pub mod wait;
 
+pub use bus::Bus;
 pub use error::{Error, ErrorKind, Result};
+pub use event::Event;
 pub use group::{Group, Membership};
+pub use msg::{Mailbox, Received};
 pub use mutex::{Mutex, MutexGuard};
 pub use swmr::{Swmr, SwmrGuard};
 pub use wait::Outcome;

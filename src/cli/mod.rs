@@ -5,12 +5,16 @@ Each subcommand module turns its arguments into plain calls of the library, and 
 [`Exit`] or a [`Failure`]; [`main`] is the one place that prints failures and picks exit codes.
 */
 
+mod bus;
 mod child;
+mod event;
 mod exit_code;
 #[cfg(test)]
 mod generate;
 mod group;
+mod msg;
 mod mutex;
+mod payload;
 mod report;
 mod swmr;
 
@@ -51,6 +55,9 @@ pub struct Cli {
 pub enum Command {
     Mutex(mutex::MutexCommand),
     Group(group::GroupCommand),
+    Event(event::EventCommand),
+    Msg(msg::MsgCommand),
+    Bus(bus::BusCommand),
     Swmr(swmr::SwmrCommand),
 }
 
@@ -194,6 +201,9 @@ pub fn main() -> ExitCode {
         Command::Mutex(cmd) => mutex::run(cmd),
         Command::Group(cmd) => group::run(cmd),
         Command::Swmr(cmd) => swmr::run(cmd),
+        Command::Event(cmd) => event::run(cmd),
+        Command::Msg(cmd) => msg::run(cmd),
+        Command::Bus(cmd) => bus::run(cmd),
     };
     match result {
         Ok(exit) => ExitCode::from(exit.0),

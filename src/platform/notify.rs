@@ -38,3 +38,36 @@ impl DirWatch {
             .map_err(io::Error::from)
     }
 }
+
+impl DirWatch {
+    /// Also watch a second directory with the same descriptor.
+    pub fn add(&self, dir: &Path) -> io::Result<()> {
+        let mask = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_CLOSE_WRITE;
+        self.inotify
+            .add_watch(dir, mask)
+            .map(drop)
+            .map_err(io::Error::from)
+    }
+
+    /// Block until a change or until `limit` passes, for the rare waits whose end no file
+    /// system event announces (a process dying while it holds a lock).
+    pub fn wait_timeout(&self, limit: std::time::Duration) -> io::Result<()> {
+        use std::os::fd::AsFd;
+        let mut fds = [nix::poll::PollFd::new(
+            self.inotify.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let ms = nix::poll::PollTimeout::try_from(limit.as_millis().min(60_000) as i32)
+            .unwrap_or(nix::poll::PollTimeout::MAX);
+        match nix::poll::poll(&mut fds, ms) {
+            Ok(n) if n > 0 => self.wait(),
+            Ok(_) => Ok(()),
+            Err(nix::errno::Errno::EINTR) => Ok(()),
+            Err(e) => Err(io::Error::from(e)),
+        }
+    }
+}

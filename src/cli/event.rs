@@ -1,0 +1,107 @@
+/*!
+`fsync event`: set, clear, test and wait for an event file. The protocol (and why one signal
+wakes exactly one `--reset` waiter) is in the library's `event` module.
+*/
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use fsync::{Event, Outcome};
+
+use super::{report::Progress, Exit, WaitArgs};
+
+const EVENT_LONG: &str = "\
+An event is set while the file EVENT exists (so it survives the crash of whoever set it). \
+'wait' returns once it is set; 'wait --reset' also clears it, and one signal wakes exactly one \
+of any number of --reset waiters, on one machine or several. On a local file system waiters are \
+woken by inotify at once; on a network file system they re-check every --poll interval.";
+
+#[derive(Debug, Args)]
+#[command(about = "Events: signal, wait (optionally auto-resetting), reset, status", long_about = EVENT_LONG)]
+pub struct EventCommand {
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Args)]
+struct PathArg {
+    /// The event file
+    #[arg(value_name = "EVENT")]
+    event: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    #[command(
+        about = "Set EVENT (exit 0 whether or not it was set already)",
+        after_long_help = "Examples:\n  # Tell the waiting job the data is ready\n  fsync event signal /shared/data.ready"
+    )]
+    Signal(PathArg),
+    #[command(
+        about = "Wait until EVENT is set (exit 0), or the timeout (75)",
+        long_about = "Wait until EVENT is set: exit 0, or the conflict exit code (75) when \
+                      --timeout expires first. Without --reset every waiter wakes and the event \
+                      stays set (this needs only read access); with --reset the waiter that wakes \
+                      clears it, and one signal wakes exactly one --reset waiter.",
+        after_long_help = "Examples:\n  # Ping-pong: each ping wakes exactly one worker\n  \
+            fsync event wait --reset /shared/ping && ./handle-one\n\n  \
+            # Wait at most a minute for the data\n  fsync event wait -t 1m /shared/data.ready"
+    )]
+    Wait(WaitCmd),
+    #[command(
+        about = "Clear EVENT (exit 0 whether or not it was set)",
+        after_long_help = "Examples:\n  fsync event reset /shared/data.ready"
+    )]
+    Reset(PathArg),
+    #[command(
+        about = "Exit 0 if EVENT is set, 1 if not",
+        after_long_help = "Examples:\n  fsync event status /shared/data.ready && echo ready"
+    )]
+    Status(PathArg),
+}
+
+#[derive(Debug, Args)]
+struct WaitCmd {
+    #[command(flatten)]
+    path: PathArg,
+
+    /// Consume the event: one signal wakes exactly one --reset waiter
+    #[arg(long)]
+    reset: bool,
+
+    #[command(flatten)]
+    wait: WaitArgs,
+}
+
+pub fn run(cmd: EventCommand) -> super::Outcome {
+    match cmd.verb {
+        Verb::Signal(a) => Event::new(&a.event)
+            .signal()
+            .map(|()| Exit::OK)
+            .map_err(Into::into),
+        Verb::Reset(a) => Event::new(&a.event)
+            .reset()
+            .map(|()| Exit::OK)
+            .map_err(Into::into),
+        Verb::Status(a) => Ok(if Event::new(&a.event).is_set()? {
+            Exit::OK
+        } else {
+            Exit::NO
+        }),
+        Verb::Wait(a) => {
+            let event = Event::new(&a.path.event).poll_interval(a.wait.poll);
+            let mut progress = Progress::new(a.wait.verbose);
+            progress.waiting(std::time::Duration::ZERO, || {
+                format!("event {}", a.path.event.display())
+            });
+            match event.wait_with(a.wait.timeout(), a.reset)? {
+                Outcome::Acquired(()) => {
+                    progress.done(|| format!("{} is set", a.path.event.display()));
+                    Ok(Exit::OK)
+                }
+                Outcome::TimedOut => Ok(Exit(a.wait.conflict_exit_code)),
+                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
+            }
+        }
+    }
+}

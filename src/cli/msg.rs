@@ -1,0 +1,180 @@
+/*!
+`fsync msg`: post durable messages, send synchronous ones, receive, list. The protocol (states
+by rename, exactly-once claims, sender liveness) is in the library's `msg` module.
+*/
+
+use std::{io::Write, path::PathBuf};
+
+use clap::{Args, Subcommand};
+use fsync::{Mailbox, Outcome};
+use serde_json::json;
+
+use super::{
+    payload::{output_error, DataArg},
+    report::{self, Progress},
+    Exit, WaitArgs,
+};
+
+const MSG_LONG: &str = "\
+A mailbox BOX is a directory of queued messages (created if missing). Each message goes to \
+exactly one receiver, however many compete, in the order queued. 'post' queues durably and \
+returns; 'send' returns only once a receiver has taken the message, and a message whose sender \
+gave up (timeout) or died is never delivered.
+
+Delivery is exactly once, with one exception: a receiver killed after writing the payload out \
+but before removing the message leaves it to be delivered again (at least once for crashed \
+receivers). A receiver killed earlier loses nothing: its claim returns to the queue.";
+
+#[derive(Debug, Args)]
+#[command(about = "Mailboxes: durable and synchronous messages, received exactly once", long_about = MSG_LONG)]
+pub struct MsgCommand {
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Args)]
+struct BoxArg {
+    /// The mailbox directory: created if missing
+    #[arg(value_name = "BOX")]
+    mailbox: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    #[command(
+        about = "Send a message and wait until a receiver has taken it",
+        long_about = "Queue a message and wait until a receiver has taken it (exit 0). On \
+                      timeout (exit 75) or a signal the message is withdrawn and never delivered; \
+                      if fsync is killed, receivers discard it.",
+        after_long_help = "Examples:\n  # Hand a job to a worker; fail if none takes it within 30s\n  \
+            fsync msg send -t 30s /shared/jobs --data 'rebuild index'\n\n  \
+            # Binary payloads from standard input\n  fsync msg send /shared/jobs < job.tar"
+    )]
+    Send(SendArgs),
+    #[command(
+        about = "Queue a message durably and return at once",
+        long_about = "Queue a message durably: when 'post' exits 0 the whole message is on disk \
+                      (file and directory flushed) and will be received exactly once, whatever \
+                      crashes later.",
+        after_long_help = "Examples:\n  fsync msg post /shared/jobs --data 'rebuild index'\n  \
+            tar c data | fsync msg post /shared/backups"
+    )]
+    Post(PostArgs),
+    #[command(
+        about = "Take the oldest message and write its payload to standard output",
+        long_about = "Take the oldest message and write its payload, byte for byte, to standard \
+                      output; exit 75 if none came before --timeout (-n: do not wait). See the \
+                      description of 'fsync msg' for the delivery guarantee.",
+        after_long_help = "Examples:\n  # A worker loop\n  \
+            while fsync msg recv /shared/jobs > job; do ./run-job job; done\n\n  \
+            # Take one if there is one\n  fsync msg recv -n /shared/jobs"
+    )]
+    Recv(RecvArgs),
+    #[command(
+        about = "List the queued messages with their sizes and ages",
+        after_long_help = "Examples:\n  fsync msg list /shared/jobs\n  fsync msg list --json /shared/jobs | jq .count"
+    )]
+    List(ListArgs),
+}
+
+#[derive(Debug, Args)]
+struct SendArgs {
+    #[command(flatten)]
+    mailbox: BoxArg,
+    #[command(flatten)]
+    data: DataArg,
+    #[command(flatten)]
+    wait: WaitArgs,
+}
+
+#[derive(Debug, Args)]
+struct PostArgs {
+    #[command(flatten)]
+    mailbox: BoxArg,
+    #[command(flatten)]
+    data: DataArg,
+}
+
+#[derive(Debug, Args)]
+struct RecvArgs {
+    #[command(flatten)]
+    mailbox: BoxArg,
+    #[command(flatten)]
+    wait: WaitArgs,
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    #[command(flatten)]
+    mailbox: BoxArg,
+    /// One JSON object: {\"path\", \"count\", \"messages\": [{\"name\", \"size\", \"age_ms\", \"sync\"}]}
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: MsgCommand) -> super::Outcome {
+    match cmd.verb {
+        Verb::Post(a) => {
+            Mailbox::new(&a.mailbox.mailbox).post(&mut a.data.reader())?;
+            Ok(Exit::OK)
+        }
+        Verb::Send(a) => {
+            let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
+            let mut progress = Progress::new(a.wait.verbose);
+            progress.waiting(std::time::Duration::ZERO, || {
+                format!("a receiver on {}", a.mailbox.mailbox.display())
+            });
+            match mailbox.send(&mut a.data.reader(), a.wait.timeout())? {
+                Outcome::Acquired(()) => Ok(Exit::OK),
+                Outcome::TimedOut => {
+                    progress.done(|| "no receiver took it: withdrawn".to_string());
+                    Ok(Exit(a.wait.conflict_exit_code))
+                }
+                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
+            }
+        }
+        Verb::Recv(a) => {
+            let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
+            match mailbox.recv_with(a.wait.timeout())? {
+                Outcome::Acquired(mut msg) => {
+                    msg.copy_to(&mut std::io::stdout().lock())
+                        .map_err(output_error)?;
+                    msg.finish()?;
+                    Ok(Exit::OK)
+                }
+                Outcome::TimedOut => Ok(Exit(a.wait.conflict_exit_code)),
+                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
+            }
+        }
+        Verb::List(a) => {
+            let list = Mailbox::new(&a.mailbox.mailbox).list()?;
+            let mut out = std::io::stdout().lock();
+            if a.json {
+                let messages: Vec<_> = list
+                    .iter()
+                    .map(|m| json!({"name": m.name, "size": m.size, "age_ms": m.age.as_millis() as u64, "sync": m.sync}))
+                    .collect();
+                let line = json!({"path": report::path_text(&a.mailbox.mailbox), "count": list.len(), "messages": messages});
+                writeln!(out, "{line}")?;
+            } else {
+                for m in &list {
+                    let kind = if m.sync { " (waiting sender)" } else { "" };
+                    writeln!(
+                        out,
+                        "{}  {} bytes  {} old{kind}",
+                        m.name,
+                        m.size,
+                        report::short_duration(m.age)
+                    )?;
+                }
+                writeln!(
+                    out,
+                    "{} message{}",
+                    list.len(),
+                    if list.len() == 1 { "" } else { "s" }
+                )?;
+            }
+            Ok(Exit::OK)
+        }
+    }
+}

@@ -1,0 +1,207 @@
+/*!
+The event (seed 000's TGpFileEvent): set by one process, awaited by others.
+
+# Protocol on disk
+
+An event `E` is signalled exactly when the file `E` exists (seed 000), so a signal survives the
+crash of whoever sent it and needs no process to keep it.
+
+- **signal**: create `E` (`O_CREAT`, no truncation; already there is fine);
+- **reset**: unlink `E` (already gone is fine);
+- **wait**: return once `E` exists; needs only read access to the directory;
+- **wait with reset (auto-reset)**: return once *we* unlinked `E`. `unlink` is one atomic
+  file-system operation that exactly one of any number of competitors wins (on one host or
+  several, the file server decides), so one signal wakes exactly one `--reset` waiter ("each Ping
+  will always trigger exactly one Pong"); the losers go back to waiting.
+
+Waking: on a local file system waiters block in `read(2)` on an inotify descriptor watching the
+directory, so a signal wakes them at once. inotify never sees another host's changes, so on
+network file systems the wait core also re-checks every `poll` interval.
+*/
+
+use std::{
+    io,
+    os::unix::fs::OpenOptionsExt,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use nix::libc;
+
+use crate::{
+    error::{Error, ErrorKind, Result},
+    mutex::DEFAULT_POLL,
+    platform::{fs as pfs, notify::DirWatch},
+    wait::{self, Outcome, Wait},
+};
+
+/// A file-system event at a path.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("ping");
+/// let ping = fsync::Event::new(&path);
+/// assert!(!ping.is_set()?);
+/// ping.signal()?;
+/// assert!(ping.wait(Some(std::time::Duration::ZERO), true)?); // consumed it
+/// assert!(!ping.is_set()?);
+/// # Ok::<(), fsync::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Event {
+    path: PathBuf,
+    poll: Duration,
+}
+
+impl Event {
+    pub fn new(path: impl AsRef<Path>) -> Event {
+        Event {
+            path: path.as_ref().to_path_buf(),
+            poll: DEFAULT_POLL,
+        }
+    }
+
+    pub fn poll_interval(mut self, every: Duration) -> Event {
+        self.poll = every;
+        self
+    }
+
+    /// Set the event (a no-op if it is set).
+    pub fn signal(&self) -> Result<()> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&self.path)
+            .map(drop)
+            .or_else(|e| match e.raw_os_error() {
+                // A symbolic link or a file we may not write: it exists, so the event is set.
+                Some(libc::ELOOP | libc::EACCES) if self.is_set()? => Ok(()),
+                _ => Err(pfs::explain_open_error(
+                    &self.path,
+                    "cannot signal event",
+                    e,
+                )),
+            })
+    }
+
+    /// Clear the event (a no-op if it is clear).
+    pub fn reset(&self) -> Result<()> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => pfs::check_parent(&self.path),
+            Err(e) => Err(pfs::explain_open_error(&self.path, "cannot reset event", e)),
+        }
+    }
+
+    pub fn is_set(&self) -> Result<bool> {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.is_dir() => Err(Error::new(
+                &self.path,
+                ErrorKind::NotFound,
+                "is a directory, not an event",
+            )),
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                pfs::check_parent(&self.path).map(|()| false)
+            }
+            Err(e) => Err(pfs::explain_open_error(
+                &self.path,
+                "cannot examine event",
+                e,
+            )),
+        }
+    }
+
+    /// Wait up to `timeout` for the event; with `reset`, consume it. `Ok(false)` on timeout.
+    pub fn wait(&self, timeout: Option<Duration>, reset: bool) -> Result<bool> {
+        Ok(matches!(
+            self.wait_with(timeout, reset)?,
+            Outcome::Acquired(())
+        ))
+    }
+
+    /// Like [`wait`](Self::wait), telling a timeout from a cancellation.
+    pub fn wait_with(&self, timeout: Option<Duration>, reset: bool) -> Result<Outcome<()>> {
+        pfs::check_parent(&self.path)?;
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let network = pfs::fs_kind_of_path(dir).network;
+        // Watch before the first check, so a signal between the two is not missed.
+        let watch = DirWatch::new(dir).map_err(|e| Error::io(dir, "cannot watch directory", e))?;
+        let mut error = None;
+        let spec = Wait {
+            timeout,
+            poll: network.then_some(self.poll),
+            progress: None,
+        };
+        let outcome = wait::wait_for(
+            spec,
+            |_| {},
+            |block| {
+                if block {
+                    watch.wait()?;
+                    return Ok(None);
+                }
+                let got = if reset { self.consume() } else { self.is_set() };
+                match got {
+                    Ok(true) => Ok(Some(())),
+                    Ok(false) => Ok(None),
+                    Err(e) => {
+                        error = Some(e);
+                        Err(io::Error::other("check failed"))
+                    }
+                }
+            },
+        );
+        outcome.map_err(|e| error.unwrap_or_else(|| Error::io(&self.path, "cannot wait", e)))
+    }
+
+    /// Take the signal if it is there: the unlink that only one waiter can win.
+    fn consume(&self) -> Result<bool> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(pfs::explain_open_error(&self.path, "cannot reset event", e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_signal_wakes_one_resetting_waiter() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Event::new(dir.path().join("e"));
+        e.signal().unwrap();
+        e.signal().unwrap(); // still one signal
+        assert!(
+            e.wait(Some(Duration::ZERO), false).unwrap(),
+            "plain wait leaves it set"
+        );
+        assert!(e.wait(Some(Duration::ZERO), true).unwrap());
+        assert!(!e.wait(Some(Duration::ZERO), true).unwrap());
+        e.reset().unwrap();
+    }
+
+    #[test]
+    fn a_waiter_wakes_on_a_signal_from_another_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e");
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                Event::new(path)
+                    .wait(Some(Duration::from_secs(20)), true)
+                    .unwrap()
+            })
+        };
+        Event::new(&path).signal().unwrap();
+        assert!(waiter.join().unwrap());
+    }
+}
