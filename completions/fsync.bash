@@ -25,6 +25,9 @@ _fsync() {
             fsync,group)
                 cmd="fsync__subcmd__group"
                 ;;
+            fsync,grouplock)
+                cmd="fsync__subcmd__grouplock"
+                ;;
             fsync,help)
                 cmd="fsync__subcmd__help"
                 ;;
@@ -33,6 +36,9 @@ _fsync() {
                 ;;
             fsync,mutex)
                 cmd="fsync__subcmd__mutex"
+                ;;
+            fsync,sem)
+                cmd="fsync__subcmd__sem"
                 ;;
             fsync,swmr)
                 cmd="fsync__subcmd__swmr"
@@ -145,6 +151,24 @@ _fsync() {
             fsync__subcmd__group__subcmd__help,watch)
                 cmd="fsync__subcmd__group__subcmd__help__subcmd__watch"
                 ;;
+            fsync__subcmd__grouplock,help)
+                cmd="fsync__subcmd__grouplock__subcmd__help"
+                ;;
+            fsync__subcmd__grouplock,run)
+                cmd="fsync__subcmd__grouplock__subcmd__run"
+                ;;
+            fsync__subcmd__grouplock,status)
+                cmd="fsync__subcmd__grouplock__subcmd__status"
+                ;;
+            fsync__subcmd__grouplock__subcmd__help,help)
+                cmd="fsync__subcmd__grouplock__subcmd__help__subcmd__help"
+                ;;
+            fsync__subcmd__grouplock__subcmd__help,run)
+                cmd="fsync__subcmd__grouplock__subcmd__help__subcmd__run"
+                ;;
+            fsync__subcmd__grouplock__subcmd__help,status)
+                cmd="fsync__subcmd__grouplock__subcmd__help__subcmd__status"
+                ;;
             fsync__subcmd__help,bus)
                 cmd="fsync__subcmd__help__subcmd__bus"
                 ;;
@@ -154,6 +178,9 @@ _fsync() {
             fsync__subcmd__help,group)
                 cmd="fsync__subcmd__help__subcmd__group"
                 ;;
+            fsync__subcmd__help,grouplock)
+                cmd="fsync__subcmd__help__subcmd__grouplock"
+                ;;
             fsync__subcmd__help,help)
                 cmd="fsync__subcmd__help__subcmd__help"
                 ;;
@@ -162,6 +189,9 @@ _fsync() {
                 ;;
             fsync__subcmd__help,mutex)
                 cmd="fsync__subcmd__help__subcmd__mutex"
+                ;;
+            fsync__subcmd__help,sem)
+                cmd="fsync__subcmd__help__subcmd__sem"
                 ;;
             fsync__subcmd__help,swmr)
                 cmd="fsync__subcmd__help__subcmd__swmr"
@@ -211,6 +241,12 @@ _fsync() {
             fsync__subcmd__help__subcmd__group,watch)
                 cmd="fsync__subcmd__help__subcmd__group__subcmd__watch"
                 ;;
+            fsync__subcmd__help__subcmd__grouplock,run)
+                cmd="fsync__subcmd__help__subcmd__grouplock__subcmd__run"
+                ;;
+            fsync__subcmd__help__subcmd__grouplock,status)
+                cmd="fsync__subcmd__help__subcmd__grouplock__subcmd__status"
+                ;;
             fsync__subcmd__help__subcmd__msg,list)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__list"
                 ;;
@@ -237,6 +273,12 @@ _fsync() {
                 ;;
             fsync__subcmd__help__subcmd__mutex,watch)
                 cmd="fsync__subcmd__help__subcmd__mutex__subcmd__watch"
+                ;;
+            fsync__subcmd__help__subcmd__sem,run)
+                cmd="fsync__subcmd__help__subcmd__sem__subcmd__run"
+                ;;
+            fsync__subcmd__help__subcmd__sem,status)
+                cmd="fsync__subcmd__help__subcmd__sem__subcmd__status"
                 ;;
             fsync__subcmd__help__subcmd__swmr,read)
                 cmd="fsync__subcmd__help__subcmd__swmr__subcmd__read"
@@ -313,6 +355,24 @@ _fsync() {
             fsync__subcmd__mutex__subcmd__help,watch)
                 cmd="fsync__subcmd__mutex__subcmd__help__subcmd__watch"
                 ;;
+            fsync__subcmd__sem,help)
+                cmd="fsync__subcmd__sem__subcmd__help"
+                ;;
+            fsync__subcmd__sem,run)
+                cmd="fsync__subcmd__sem__subcmd__run"
+                ;;
+            fsync__subcmd__sem,status)
+                cmd="fsync__subcmd__sem__subcmd__status"
+                ;;
+            fsync__subcmd__sem__subcmd__help,help)
+                cmd="fsync__subcmd__sem__subcmd__help__subcmd__help"
+                ;;
+            fsync__subcmd__sem__subcmd__help,run)
+                cmd="fsync__subcmd__sem__subcmd__help__subcmd__run"
+                ;;
+            fsync__subcmd__sem__subcmd__help,status)
+                cmd="fsync__subcmd__sem__subcmd__help__subcmd__status"
+                ;;
             fsync__subcmd__swmr,help)
                 cmd="fsync__subcmd__swmr__subcmd__help"
                 ;;
@@ -344,7 +404,7 @@ _fsync() {
 
     case "${cmd}" in
         fsync)
-            opts="-h -V --help --version mutex group event msg bus swmr help"
+            opts="-h -V --help --version mutex group event msg bus swmr sem grouplock help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1031,8 +1091,138 @@ _fsync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fsync__subcmd__grouplock)
+            opts="-h -V --help --version run status help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__grouplock__subcmd__help)
+            opts="run status help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__grouplock__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__grouplock__subcmd__help__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__grouplock__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__grouplock__subcmd__run)
+            opts="-t -n -E -v -h -V --group --max --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --group)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__grouplock__subcmd__status)
+            opts="-h -V --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fsync__subcmd__help)
-            opts="mutex group event msg bus swmr help"
+            opts="mutex group event msg bus swmr sem grouplock help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1297,6 +1487,48 @@ _fsync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fsync__subcmd__help__subcmd__grouplock)
+            opts="run status"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__grouplock__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__grouplock__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fsync__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1452,6 +1684,48 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__mutex__subcmd__watch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__sem)
+            opts="run status"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__sem__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__sem__subcmd__status)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1886,7 +2160,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__run)
-            opts="-t -n -E -v -o -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --delete --close --help --version"
+            opts="-t -n -E -v -o -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --delete --close --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1913,6 +2187,10 @@ _fsync() {
                     return 0
                     ;;
                 --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --range)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1974,6 +2252,132 @@ _fsync() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__sem)
+            opts="-h -V --help --version run status help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__sem__subcmd__help)
+            opts="run status help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__sem__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__sem__subcmd__help__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__sem__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__sem__subcmd__run)
+            opts="-t -n -E -v -h -V --slots --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --slots)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__sem__subcmd__status)
+            opts="-h -V --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;
@@ -2066,7 +2470,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__read)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2093,6 +2497,10 @@ _fsync() {
                     return 0
                     ;;
                 --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --range)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2118,7 +2526,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__write)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2145,6 +2553,10 @@ _fsync() {
                     return 0
                     ;;
                 --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --range)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -32,6 +32,8 @@ complete -c fsync -n "__fish_fsync_needs_command" -f -a "event" -d 'Events: sign
 complete -c fsync -n "__fish_fsync_needs_command" -f -a "msg" -d 'Mailboxes: durable and synchronous messages, received exactly once'
 complete -c fsync -n "__fish_fsync_needs_command" -f -a "bus" -d 'Message bus: named participants on a shared directory'
 complete -c fsync -n "__fish_fsync_needs_command" -f -a "swmr" -d 'Reader/writer locks that never starve the writer'
+complete -c fsync -n "__fish_fsync_needs_command" -f -a "sem" -d 'Counting semaphores: at most N holders at once, crash-safe'
+complete -c fsync -n "__fish_fsync_needs_command" -f -a "grouplock" -d 'Group locks: one group at a time, any number of its members'
 complete -c fsync -n "__fish_fsync_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -s V -l version -d 'Print version'
@@ -44,6 +46,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_s
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l range -d 'Lock only LEN bytes of LOCK from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets; bytes past the end of the file are fine) with an OFD byte-range lock: disjoint ranges do not exclude each other. No holder record, fence or nesting' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l delete -d 'Remove LOCK (and its holder record) on release; racing acquirers never end up holding two different files of the same name'
@@ -223,6 +226,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand swmr; and not __fish_seen_su
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -l range -d 'Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets) with OFD byte-range locks; disjoint ranges do not exclude each other' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -230,6 +234,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcom
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -l range -d 'Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets) with OFD byte-range locks; disjoint ranges do not exclude each other' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -241,13 +246,54 @@ complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcom
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from help" -f -a "write" -d 'Run COMMAND holding LOCK as a reader (read) or as the writer (write)'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from help" -f -a "status" -d 'Show readers, writer and waiting writers; exit 0 if free, 1 if held'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr help" -f -a "mutex" -d 'Exclusive locks: run a command while holding a lock file'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr help" -f -a "group" -d 'Pools of processes: join while a command runs; is the group empty?'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr help" -f -a "event" -d 'Events: signal, wait (optionally auto-resetting), reset, status'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr help" -f -a "msg" -d 'Mailboxes: durable and synchronous messages, received exactly once'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr help" -f -a "bus" -d 'Message bus: named participants on a shared directory'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr help" -f -a "swmr" -d 'Reader/writer locks that never starve the writer'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and not __fish_seen_subcommand_from run status help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and not __fish_seen_subcommand_from run status help" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and not __fish_seen_subcommand_from run status help" -f -a "run" -d 'Run COMMAND while holding one of N slots of SEM'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and not __fish_seen_subcommand_from run status help" -f -a "status" -d 'Show slots, holders and waiters; exit 0 if a slot is free, 1 if all are held'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and not __fish_seen_subcommand_from run status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -l slots -d 'How many may hold it at once (fixed when SEM is created)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {\\"path\\", \\"slots\\", \\"held\\": [{\\"slot\\", \\"holder\\"}], \\"waiters\\"}'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run COMMAND while holding one of N slots of SEM'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from help" -f -a "status" -d 'Show slots, holders and waiters; exit 0 if a slot is free, 1 if all are held'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_seen_subcommand_from run status help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_seen_subcommand_from run status help" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_seen_subcommand_from run status help" -f -a "run" -d 'Run COMMAND inside LOCK as a member of group NAME'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_seen_subcommand_from run status help" -f -a "status" -d 'Show which group is inside and how many wait; exit 0 if none is inside, 1 if one is'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_seen_subcommand_from run status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l group -d 'The group this process belongs to' -r
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l max -d 'At most M members of the group inside at once (fixed per group when first used)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {\\"path\\", \\"inside\\": [{\\"group\\", \\"count\\"}], \\"waiting\\"}'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run COMMAND inside LOCK as a member of group NAME'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from help" -f -a "status" -d 'Show which group is inside and how many wait; exit 0 if none is inside, 1 if one is'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock help" -f -a "mutex" -d 'Exclusive locks: run a command while holding a lock file'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock help" -f -a "group" -d 'Pools of processes: join while a command runs; is the group empty?'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock help" -f -a "event" -d 'Events: signal, wait (optionally auto-resetting), reset, status'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock help" -f -a "msg" -d 'Mailboxes: durable and synchronous messages, received exactly once'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock help" -f -a "bus" -d 'Message bus: named participants on a shared directory'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock help" -f -a "swmr" -d 'Reader/writer locks that never starve the writer'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock help" -f -a "sem" -d 'Counting semaphores: at most N holders at once, crash-safe'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock help" -f -a "grouplock" -d 'Group locks: one group at a time, any number of its members'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "run" -d 'Run COMMAND while holding LOCK exclusively'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "unlock" -d 'Release the lock held through a descriptor'
@@ -275,3 +321,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcom
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from swmr" -f -a "read" -d 'Run COMMAND holding LOCK as a reader (read) or as the writer (write)'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from swmr" -f -a "write" -d 'Run COMMAND holding LOCK as a reader (read) or as the writer (write)'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from swmr" -f -a "status" -d 'Show readers, writer and waiting writers; exit 0 if free, 1 if held'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from sem" -f -a "run" -d 'Run COMMAND while holding one of N slots of SEM'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from sem" -f -a "status" -d 'Show slots, holders and waiters; exit 0 if a slot is free, 1 if all are held'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from grouplock" -f -a "run" -d 'Run COMMAND inside LOCK as a member of group NAME'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from grouplock" -f -a "status" -d 'Show which group is inside and how many wait; exit 0 if none is inside, 1 if one is'

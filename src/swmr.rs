@@ -28,6 +28,10 @@ Readers using `flock -s` directly bypass the turnstile and can still starve a wr
 directory where the turnstile cannot be created (and does not exist) degrades to plain
 `flock` semantics. There is no read-to-write upgrade: `flock` converts by dropping the shared lock
 first, which is not atomic, so we offer none rather than a silent one.
+
+With a byte range ([`crate::range`]), readers and the writer take OFD locks on that range of
+`NAME` instead of `flock` (never both kinds on one file); the turnstile is still whole-file, so
+a waiting writer holds back new readers of every range.
 */
 
 use std::{
@@ -46,6 +50,7 @@ use crate::{
         lock::{self, Mode},
         procinfo,
     },
+    range::{ByteRange, RangeLock},
     wait::{self, Outcome, Wait},
 };
 
@@ -66,19 +71,26 @@ use crate::{
 pub struct Swmr {
     path: PathBuf,
     poll: Duration,
+    range: Option<ByteRange>,
 }
 
 /// Proof of holding a [`Swmr`] lock for reading or writing; released on drop.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct SwmrGuard {
-    _file: File,
+    file: File,
     mode: Mode,
 }
 
 impl SwmrGuard {
     pub fn is_writer(&self) -> bool {
         self.mode == Mode::Exclusive
+    }
+
+    /// Let the lock survive `exec` into children, as the mutex does.
+    pub fn pass_down(&self) -> Result<()> {
+        lock::set_inheritable(&self.file, true)
+            .map_err(|e| Error::io(Path::new("lock"), "cannot pass down", e))
     }
 }
 
@@ -96,7 +108,15 @@ impl Swmr {
         Swmr {
             path: path.as_ref().to_path_buf(),
             poll: DEFAULT_POLL,
+            range: None,
         }
+    }
+
+    /// Lock only this byte range of the file, with OFD locks (see [`crate::range`]); readers
+    /// and writers of disjoint ranges do not exclude each other.
+    pub fn range(mut self, range: Option<ByteRange>) -> Swmr {
+        self.range = range;
+        self
     }
 
     pub fn poll_interval(mut self, every: Duration) -> Swmr {
@@ -150,10 +170,21 @@ impl Swmr {
                 Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
             }
         }
-        let got = self.step(&file, mode, timeout, start, network, &mut progress)?;
+        let got = match self.range {
+            None => self.step(&file, mode, timeout, start, network, &mut progress)?,
+            Some(r) => RangeLock::new(&self.path, r)
+                .poll_interval(self.poll)
+                .lock_file(
+                    &file,
+                    access,
+                    mode,
+                    timeout.map(|t| t.saturating_sub(start.elapsed())),
+                    |w| progress(start.elapsed().max(w)),
+                )?,
+        };
         drop(turnstile); // others may queue again
         Ok(match got {
-            Outcome::Acquired(()) => Outcome::Acquired(SwmrGuard { _file: file, mode }),
+            Outcome::Acquired(()) => Outcome::Acquired(SwmrGuard { file, mode }),
             Outcome::TimedOut => Outcome::TimedOut,
             Outcome::Interrupted(s) => Outcome::Interrupted(s),
         })

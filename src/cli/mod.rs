@@ -12,10 +12,12 @@ mod exit_code;
 #[cfg(test)]
 mod generate;
 mod group;
+mod grouplock;
 mod msg;
 mod mutex;
 mod payload;
 mod report;
+mod sem;
 mod swmr;
 
 use std::{fmt, process::ExitCode, time::Duration};
@@ -59,6 +61,8 @@ pub enum Command {
     Msg(msg::MsgCommand),
     Bus(bus::BusCommand),
     Swmr(swmr::SwmrCommand),
+    Sem(sem::SemCommand),
+    Grouplock(grouplock::GroupLockCommand),
 }
 
 /// The options every waiting verb shares.
@@ -201,6 +205,8 @@ pub fn main() -> ExitCode {
         Command::Mutex(cmd) => mutex::run(cmd),
         Command::Group(cmd) => group::run(cmd),
         Command::Swmr(cmd) => swmr::run(cmd),
+        Command::Sem(cmd) => sem::run(cmd),
+        Command::Grouplock(cmd) => grouplock::run(cmd),
         Command::Event(cmd) => event::run(cmd),
         Command::Msg(cmd) => msg::run(cmd),
         Command::Bus(cmd) => bus::run(cmd),

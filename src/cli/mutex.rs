@@ -73,7 +73,10 @@ Examples:
   fsync mutex run counter.sem -- sh -c 'n=$(cat counter.dat); echo $((n+1)) > counter.dat'
 
   # A lock file that should not outlive its last user
-  fsync mutex run --delete /tmp/job.lck -- make";
+  fsync mutex run --delete /tmp/job.lck -- make
+
+  # Byte 7 of a shared file as a lock of its own (seed 004): disjoint ranges run together
+  fsync mutex run --range 7 /shared/table.lck -- ./update-row 7";
 
 #[derive(Debug, Args)]
 #[command(
@@ -97,6 +100,12 @@ struct RunArgs {
     /// Do not pass the lock down to COMMAND's processes (flock -o)
     #[arg(short = 'o', long)]
     close: bool,
+
+    /// Lock only LEN bytes of LOCK from START (decimal or 0x hex; LEN 1 if absent, 0 to the end
+    /// of all offsets; bytes past the end of the file are fine) with an OFD byte-range lock:
+    /// disjoint ranges do not exclude each other. No holder record, fence or nesting.
+    #[arg(long, value_name = "START[:LEN]", value_parser = fsync::range::ByteRange::parse, conflicts_with = "delete")]
+    range: Option<fsync::range::ByteRange>,
 
     /// The command to run, and its arguments (after '--')
     #[arg(
@@ -214,6 +223,9 @@ pub fn run(cmd: MutexCommand) -> super::Outcome {
 }
 
 fn run_command(a: RunArgs) -> super::Outcome {
+    if let Some(range) = a.range {
+        return run_range(&a, range);
+    }
     let mutex = Mutex::new(&a.lock)
         .delete_on_release(a.delete)
         .poll_interval(a.wait.poll);
@@ -249,6 +261,29 @@ fn run_command(a: RunArgs) -> super::Outcome {
         }
     })?;
     guard.release()?;
+    Ok(exit)
+}
+
+/// `run --range`: an OFD lock on a byte range instead of the whole-file protocol.
+fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
+    let lock = fsync::range::RangeLock::new(&a.lock, range).poll_interval(a.wait.poll);
+    let mut progress = Progress::new(a.wait.verbose);
+    let mode = fsync::platform::lock::Mode::Exclusive;
+    let guard = match lock.acquire_with(mode, a.wait.timeout(), |waited| {
+        progress.waiting(waited, || format!("bytes {range} of {}", a.lock.display()))
+    })? {
+        Outcome::Acquired(g) => g,
+        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
+    };
+    progress.done(|| format!("acquired bytes {range} of {}", a.lock.display()));
+    guard.pass_down(!a.close)?;
+    let exit = Job {
+        argv: &a.command,
+        env: Vec::new(),
+    }
+    .run(|_| {})?;
+    drop(guard);
     Ok(exit)
 }
 

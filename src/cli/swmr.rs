@@ -59,6 +59,11 @@ struct RunArgs {
     #[command(flatten)]
     wait: WaitArgs,
 
+    /// Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all
+    /// offsets) with OFD byte-range locks; disjoint ranges do not exclude each other
+    #[arg(long, value_name = "START[:LEN]", value_parser = fsync::range::ByteRange::parse)]
+    range: Option<fsync::range::ByteRange>,
+
     /// The command to run, and its arguments (after `--`)
     #[arg(
         value_name = "COMMAND",
@@ -102,7 +107,7 @@ fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
     } else {
         "reader"
     };
-    let lock = Swmr::new(&a.lock).poll_interval(a.wait.poll);
+    let lock = Swmr::new(&a.lock).poll_interval(a.wait.poll).range(a.range);
     let mut progress = Progress::new(a.wait.verbose);
     let guard = match lock.acquire(mode, a.wait.timeout(), |waited| {
         progress.waiting(waited, || format!("{} as a {role}", a.lock.display()))

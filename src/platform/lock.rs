@@ -76,3 +76,38 @@ pub fn set_inheritable(fd: &impl AsRawFd, inherit: bool) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Try to take an open-file-description (OFD) byte-range lock on `len` bytes from `start`
+/// (`len` 0: to the end of all offsets), as `fcntl(F_OFD_SETLK[W])`. Same results as [`flock`].
+/// Bytes past the end of the file can be locked; the file is never changed.
+pub fn ofd_lock(
+    fd: &impl AsRawFd,
+    mode: Mode,
+    start: u64,
+    len: u64,
+    block: bool,
+) -> io::Result<bool> {
+    // SAFETY: a zeroed flock with the fields fcntl reads filled in; l_pid must be 0 for OFD.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = match mode {
+        Mode::Shared => libc::F_RDLCK,
+        Mode::Exclusive => libc::F_WRLCK,
+    } as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = i64::try_from(start).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    fl.l_len = i64::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    let cmd = if block {
+        libc::F_OFD_SETLKW
+    } else {
+        libc::F_OFD_SETLK
+    };
+    // SAFETY: fcntl with a valid flock struct on a descriptor the caller keeps open.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), cmd, &fl) } == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if !block && matches!(err.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) {
+        return Ok(false);
+    }
+    Err(err)
+}

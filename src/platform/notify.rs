@@ -71,3 +71,16 @@ impl DirWatch {
         }
     }
 }
+
+impl DirWatch {
+    /// A watch for files in `dir` being closed (after writing or not). A process's open files
+    /// are closed when it exits, however it dies, so this sees lock holders go away.
+    pub fn closes(dir: &Path) -> io::Result<DirWatch> {
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(io::Error::from)?;
+        let mask = AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_CLOSE_NOWRITE
+            | AddWatchFlags::IN_DELETE_SELF;
+        inotify.add_watch(dir, mask).map_err(io::Error::from)?;
+        Ok(DirWatch { inotify })
+    }
+}

@@ -65,8 +65,7 @@ pub fn flock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
 }
 
 fn parse_proc_locks(text: &str, dev: u64, ino: u64) -> Vec<KernelLock> {
-    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
-    let want = format!("{major:02x}:{minor:02x}:{ino}");
+    let want = proc_locks_key(dev, ino);
     let mut out = Vec::new();
     for line in text.lines() {
         // "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF"; waiters are "1: -> FLOCK ...".
@@ -85,6 +84,27 @@ fn parse_proc_locks(text: &str, dev: u64, ino: u64) -> Vec<KernelLock> {
         });
     }
     out
+}
+
+/// How many processes wait (blocked) for a `flock` lock on this local file, from `/proc/locks`
+/// ("->" lines). `None` if the kernel does not tell us.
+pub fn flock_waiters(dev: u64, ino: u64) -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    let want = proc_locks_key(dev, ino);
+    Some(
+        text.lines()
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() >= 7 && f[1] == "->" && f[2] == "FLOCK" && f[6] == want
+            })
+            .count(),
+    )
+}
+
+/// How `/proc/locks` names a file: `MAJOR:MINOR:INODE`, the device numbers in hex.
+fn proc_locks_key(dev: u64, ino: u64) -> String {
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    format!("{major:02x}:{minor:02x}:{ino}")
 }
 
 #[cfg(test)]

@@ -1,0 +1,175 @@
+/*!
+`fsync grouplock`: run a command as a member of one group of a group lock (seed 001). The
+protocol (turnstile, one shared lock per group) is in the library's `grouplock` module.
+*/
+
+use std::{ffi::OsString, io::Write, path::PathBuf};
+
+use clap::{Args, Subcommand};
+use fsync::{grouplock, GroupLock, Outcome};
+use serde_json::json;
+
+use super::{
+    child::Job,
+    report::{self, Progress},
+    Exit, WaitArgs,
+};
+
+const GROUPLOCK_LONG: &str = "\
+Asche's group lock: processes belong to named groups; any number of processes of one group (or \
+at most --max M) may be inside together, but never two groups at once. Once a process of another \
+group waits, newcomers of the group inside queue behind it, so the waiting group goes in as soon \
+as the current one drains: no group is starved.
+
+LOCK is a directory (created if missing). Group names are letters, digits, '_' and '-'.";
+
+#[derive(Debug, Args)]
+#[command(about = "Group locks: one group at a time, any number of its members", long_about = GROUPLOCK_LONG)]
+pub struct GroupLockCommand {
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    Run(RunArgs),
+    Status(StatusArgs),
+}
+
+fn parse_group(s: &str) -> Result<String, String> {
+    fsync::bus::check_name(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.replace("participant", "group"))
+}
+
+fn parse_max(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=fsync::sem::MAX_SLOTS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "invalid --max '{s}': must be a whole number from 1 to {}",
+            fsync::sem::MAX_SLOTS
+        )),
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Run COMMAND inside LOCK as a member of group NAME",
+    long_about = "Run COMMAND inside LOCK as a member of group NAME, and exit with COMMAND's exit \
+                  status. With --max M at most M members of NAME are inside at once (COMMAND sees \
+                  its slot in FSYNC_SLOT). Signals are forwarded as with 'fsync mutex run'.",
+    after_long_help = "Examples:\n  \
+        # Many builds may read the cache together; the cleaner runs alone\n  \
+        fsync grouplock run /shared/cache.glock --group build -- make\n  \
+        fsync grouplock run /shared/cache.glock --group clean -- ./prune-cache\n\n  \
+        # At most 2 uploaders at once, never while downloads run\n  \
+        fsync grouplock run xfer.glock --group up --max 2 -- ./upload"
+)]
+struct RunArgs {
+    /// The group lock directory: created if missing
+    #[arg(value_name = "LOCK")]
+    lock: PathBuf,
+
+    /// The group this process belongs to
+    #[arg(long, value_name = "NAME", value_parser = parse_group)]
+    group: String,
+
+    /// At most M members of the group inside at once (fixed per group when first used)
+    #[arg(long, value_name = "M", value_parser = parse_max)]
+    max: Option<usize>,
+
+    #[command(flatten)]
+    wait: WaitArgs,
+
+    /// The command to run, and its arguments (after `--`)
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Show which group is inside and how many wait; exit 0 if none is inside, 1 if one is",
+    after_long_help = "Examples:\n  fsync grouplock status /shared/cache.glock"
+)]
+struct StatusArgs {
+    #[arg(value_name = "LOCK")]
+    lock: PathBuf,
+
+    /// One JSON object: {\"path\", \"inside\": [{\"group\", \"count\"}], \"waiting\"}
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: GroupLockCommand) -> super::Outcome {
+    match cmd.verb {
+        Verb::Run(a) => run_command(a),
+        Verb::Status(a) => status(a),
+    }
+}
+
+fn run_command(a: RunArgs) -> super::Outcome {
+    let lock = GroupLock::new(&a.lock).poll_interval(a.wait.poll);
+    let mut progress = Progress::new(a.wait.verbose);
+    let guard = match lock.enter_with(&a.group, a.max, a.wait.timeout(), |waited| {
+        progress.waiting(waited, || {
+            format!("{} as group {}", a.lock.display(), a.group)
+        })
+    })? {
+        Outcome::Acquired(g) => g,
+        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
+    };
+    progress.done(|| format!("inside {} as group {}", a.lock.display(), a.group));
+    guard.pass_down()?;
+    let mut env = vec![("FSYNC_GROUP".to_string(), a.group.clone())];
+    if let Some(slot) = guard.slot() {
+        env.push(("FSYNC_SLOT".to_string(), slot.to_string()));
+    }
+    let exit = Job {
+        argv: &a.command,
+        env,
+    }
+    .run(|_| {})?;
+    drop(guard);
+    Ok(exit)
+}
+
+fn status(a: StatusArgs) -> super::Outcome {
+    let st = grouplock::status(&a.lock)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let inside: Vec<_> = st
+            .inside
+            .iter()
+            .map(|(g, n)| json!({"group": g, "count": n}))
+            .collect();
+        writeln!(
+            out,
+            "{}",
+            json!({"path": report::path_text(&a.lock), "inside": inside, "waiting": st.waiting})
+        )?;
+    } else {
+        let waiting = st.waiting.map_or("unknown".to_string(), |w| w.to_string());
+        match st.inside.first() {
+            None => writeln!(out, "{}: free, {waiting} waiting", a.lock.display())?,
+            Some((g, n)) => {
+                let n = n.map_or("some".to_string(), |n| n.to_string());
+                writeln!(
+                    out,
+                    "{}: group {g} inside ({n}), {waiting} waiting",
+                    a.lock.display()
+                )?
+            }
+        }
+    }
+    Ok(if st.inside.is_empty() {
+        Exit::OK
+    } else {
+        Exit::NO
+    })
+}

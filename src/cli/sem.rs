@@ -1,0 +1,165 @@
+/*!
+`fsync sem`: run a command holding one of N slots of a counting semaphore; report it. The
+protocol (one lock file per slot, a waiting line, wake-ups on close) is in the library's `sem`
+module.
+*/
+
+use std::{ffi::OsString, io::Write, path::PathBuf};
+
+use clap::{Args, Subcommand};
+use fsync::{sem, Outcome, Semaphore};
+use serde_json::json;
+
+use super::{
+    child::Job,
+    report::{self, Progress},
+    Exit, WaitArgs,
+};
+
+const SEM_LONG: &str = "\
+A counting semaphore: at most N processes hold it at once, across all machines that share the \
+directory. Each holder holds one slot, and COMMAND learns which in FSYNC_SLOT (0 to N-1), to pick \
+a device, port or build directory by it. A slot whose holder dies, even by SIGKILL, is free \
+again at once, and the longest waiter gets it without delay (waiters are served roughly in \
+arrival order).
+
+SEM is a directory (created if missing) that records N when it is created; using it later with \
+another --slots is an error (exit 2).";
+
+#[derive(Debug, Args)]
+#[command(about = "Counting semaphores: at most N holders at once, crash-safe", long_about = SEM_LONG)]
+pub struct SemCommand {
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    Run(RunArgs),
+    Status(StatusArgs),
+}
+
+fn parse_slots(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=sem::MAX_SLOTS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "invalid slot count '{s}': must be a whole number from 1 to {}",
+            sem::MAX_SLOTS
+        )),
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Run COMMAND while holding one of N slots of SEM",
+    long_about = "Run COMMAND while holding one of the N slots of SEM, and exit with COMMAND's \
+                  exit status. COMMAND sees FSYNC_SLOT, the slot it holds. Signals are forwarded \
+                  and the slot is passed down to COMMAND as with 'fsync mutex run'.",
+    after_long_help = "Examples:\n  \
+        # At most 4 compile jobs at once on this build farm\n  \
+        fsync sem run /shared/cc.sem --slots 4 -- make -C \"$dir\"\n\n  \
+        # Give each holder its own GPU\n  \
+        fsync sem run gpu.sem --slots 2 -- sh -c 'CUDA_VISIBLE_DEVICES=$FSYNC_SLOT ./train'"
+)]
+struct RunArgs {
+    /// The semaphore directory: created if missing
+    #[arg(value_name = "SEM")]
+    sem: PathBuf,
+
+    /// How many may hold it at once (fixed when SEM is created)
+    #[arg(long, value_name = "N", value_parser = parse_slots)]
+    slots: usize,
+
+    #[command(flatten)]
+    wait: WaitArgs,
+
+    /// The command to run, and its arguments (after `--`)
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Show slots, holders and waiters; exit 0 if a slot is free, 1 if all are held",
+    after_long_help = "Examples:\n  fsync sem status /shared/cc.sem\n  fsync sem status --json /shared/cc.sem | jq .waiters"
+)]
+struct StatusArgs {
+    #[arg(value_name = "SEM")]
+    sem: PathBuf,
+
+    /// One JSON object: {\"path\", \"slots\", \"held\": [{\"slot\", \"holder\"}], \"waiters\"}
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: SemCommand) -> super::Outcome {
+    match cmd.verb {
+        Verb::Run(a) => run_command(a),
+        Verb::Status(a) => status(a),
+    }
+}
+
+fn run_command(a: RunArgs) -> super::Outcome {
+    let sem = Semaphore::new(&a.sem, a.slots).poll_interval(a.wait.poll);
+    let mut progress = Progress::new(a.wait.verbose);
+    let mut guard = match sem.acquire_with(a.wait.timeout(), |waited| {
+        progress.waiting(waited, || format!("a slot of {}", a.sem.display()))
+    })? {
+        Outcome::Acquired(g) => g,
+        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
+    };
+    progress.done(|| format!("acquired slot {} of {}", guard.slot(), a.sem.display()));
+    guard.pass_down()?;
+    let job = Job {
+        argv: &a.command,
+        env: vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())],
+    };
+    let exit = job.run(|pid| guard.set_child(pid, job.display()))?;
+    drop(guard);
+    Ok(exit)
+}
+
+fn status(a: StatusArgs) -> super::Outcome {
+    let st = sem::status(&a.sem)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let held: Vec<_> = st
+            .held
+            .iter()
+            .map(|s| json!({"slot": s.slot, "holder": s.holder.as_ref().map(report::holder_json)}))
+            .collect();
+        writeln!(
+            out,
+            "{}",
+            json!({"path": report::path_text(&a.sem), "slots": st.slots, "held": held, "waiters": st.waiters})
+        )?;
+    } else {
+        match st.slots {
+            None => writeln!(out, "{}: not created yet (all slots free)", a.sem.display())?,
+            Some(n) => {
+                let waiters = st.waiters.map_or("unknown".to_string(), |w| w.to_string());
+                writeln!(
+                    out,
+                    "{}: {} of {n} slots held, {waiters} waiting",
+                    a.sem.display(),
+                    st.held.len()
+                )?;
+                for s in &st.held {
+                    let who = s
+                        .holder
+                        .as_ref()
+                        .map_or("unknown holder".to_string(), report::holder_text);
+                    writeln!(out, "  slot {}: {who}", s.slot)?;
+                }
+            }
+        }
+    }
+    let full = st.slots.is_some_and(|n| st.held.len() >= n);
+    Ok(if full { Exit::NO } else { Exit::OK })
+}

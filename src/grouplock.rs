@@ -1,0 +1,281 @@
+/*!
+Asche's group lock (seed 001): any number (or at most M) of processes of one group inside
+together, never two groups at once, and no group starved by newcomers of the group inside.
+
+# Protocol on disk
+
+A group lock `L` is a directory (created if missing) holding:
+
+- `L/turnstile`: taken **exclusively** by every process on its way in, and kept only until it
+  is inside (as in [`crate::swmr`]);
+- `L/group.NAME`: every member of group `NAME` inside holds a **shared** `flock` on it;
+- `L/max.NAME/`: with `--max M`, a semaphore of M slots ([`crate::sem`]) the members of `NAME`
+  hold one slot of while inside.
+
+Enter as group `G`: (1) lock the turnstile; (2) for every other `group.H` in `L`, take an
+exclusive lock (blocking: it is granted once the last member of `H` has left) and release it at
+once; (3) take the shared lock on `group.G`; (4) with `--max`, take a slot of `max.G`; (5) release
+the turnstile. Leave: release everything (the kernel does it if we die).
+
+Never two groups: a process of `G` is only inside after its step (2) saw every other group file
+without shared holders while it held the turnstile, and nobody else can take a shared lock on a
+group file without passing the turnstile. No starvation: a process of `H` that waits in step (2)
+holds the turnstile, so newcomers of `G` queue behind it; it gets in as soon as the members of
+`G` inside leave.
+*/
+
+use std::{
+    fs::File,
+    io,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use crate::{
+    bus::check_name,
+    error::{Error, ErrorKind, Result},
+    mutex::DEFAULT_POLL,
+    platform::{
+        fs as pfs,
+        lock::{self, Mode},
+        procinfo,
+    },
+    sem::{Semaphore, SlotGuard},
+    wait::{self, Outcome, Wait},
+};
+
+/// A group lock at a directory path.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("repo.glock");
+/// let lock = fsync::GroupLock::new(&path);
+/// let r1 = lock.enter("readers", None, None)?.unwrap();
+/// let r2 = lock.enter("readers", None, None)?.unwrap(); // one group shares
+/// assert!(lock.enter("gc", None, Some(std::time::Duration::ZERO))?.is_none()); // another waits
+/// drop((r1, r2));
+/// assert!(lock.enter("gc", None, Some(std::time::Duration::ZERO))?.is_some());
+/// # Ok::<(), fsync::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct GroupLock {
+    dir: PathBuf,
+    poll: Duration,
+}
+
+/// Proof of being inside; leaving happens on drop.
+#[must_use = "the process leaves as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct GroupGuard {
+    _member: File,
+    slot: Option<SlotGuard>,
+}
+
+impl GroupGuard {
+    /// The `--max` slot held, if any.
+    pub fn slot(&self) -> Option<usize> {
+        self.slot.as_ref().map(SlotGuard::slot)
+    }
+
+    /// Let the membership survive `exec` into children, as the mutex does.
+    pub fn pass_down(&self) -> Result<()> {
+        lock::set_inheritable(&self._member, true)
+            .map_err(|e| Error::io(Path::new("group"), "cannot pass down", e))?;
+        self.slot.as_ref().map_or(Ok(()), SlotGuard::pass_down)
+    }
+}
+
+impl GroupLock {
+    pub fn new(path: impl AsRef<Path>) -> GroupLock {
+        GroupLock {
+            dir: path.as_ref().to_path_buf(),
+            poll: DEFAULT_POLL,
+        }
+    }
+
+    pub fn poll_interval(mut self, every: Duration) -> GroupLock {
+        self.poll = every;
+        self
+    }
+
+    /// Enter as a member of `group` (at most `max` of it at once), waiting up to `timeout`.
+    pub fn enter(
+        &self,
+        group: &str,
+        max: Option<usize>,
+        timeout: Option<Duration>,
+    ) -> Result<Option<GroupGuard>> {
+        Ok(match self.enter_with(group, max, timeout, |_| {})? {
+            Outcome::Acquired(g) => Some(g),
+            _ => None,
+        })
+    }
+
+    pub fn enter_with(
+        &self,
+        group: &str,
+        max: Option<usize>,
+        timeout: Option<Duration>,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<GroupGuard>> {
+        check_name(group).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
+        let start = Instant::now();
+        make_dir(&self.dir)?;
+        let turnstile_path = self.dir.join("turnstile");
+        let (turnstile, _) = pfs::open_lock_file(&turnstile_path)?;
+        let network = pfs::fs_kind(&turnstile).network;
+        let mut step = |file: &File, mode: Mode, path: &Path| -> Result<Outcome<()>> {
+            let spec = Wait {
+                timeout: timeout.map(|t| t.saturating_sub(start.elapsed())),
+                poll: network.then_some(self.poll),
+                progress: Some(Duration::from_secs(1)),
+            };
+            wait::wait_for(
+                spec,
+                |w| progress(w.max(start.elapsed())),
+                |block| Ok(lock::flock(file, mode, block)?.then_some(())),
+            )
+            .map_err(|e| Error::io(path, "cannot lock", e))
+        };
+        macro_rules! check {
+            ($outcome:expr) => {
+                match $outcome {
+                    Outcome::Acquired(v) => v,
+                    Outcome::TimedOut => return Ok(Outcome::TimedOut),
+                    Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
+                }
+            };
+        }
+        check!(step(&turnstile, Mode::Exclusive, &turnstile_path)?);
+        for other in self.groups()?.into_iter().filter(|g| g != group) {
+            let path = self.dir.join(format!("group.{other}"));
+            let (file, _) = pfs::open_lock_file(&path)?;
+            check!(step(&file, Mode::Exclusive, &path)?); // granted once that group is empty
+        }
+        let own = self.dir.join(format!("group.{group}"));
+        let (member, _) = pfs::open_lock_file(&own)?;
+        check!(step(&member, Mode::Shared, &own)?);
+        let slot = match max {
+            Some(m) => {
+                let sem = Semaphore::new(self.dir.join(format!("max.{group}")), m)
+                    .poll_interval(self.poll);
+                let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
+                Some(check!(sem.acquire_with(remaining, |w| progress(
+                    w.max(start.elapsed())
+                ))?))
+            }
+            None => None,
+        };
+        drop(turnstile);
+        Ok(Outcome::Acquired(GroupGuard {
+            _member: member,
+            slot,
+        }))
+    }
+
+    /// The groups that have been inside (each has its `group.NAME` file).
+    fn groups(&self) -> Result<Vec<String>> {
+        let entries =
+            std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, "cannot list", e))?;
+        Ok(entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter_map(|n| n.strip_prefix("group.").map(str::to_string))
+            .filter(|n| check_name(n).is_ok())
+            .collect())
+    }
+}
+
+fn make_dir(dir: &Path) -> Result<()> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Error::new(
+            dir,
+            ErrorKind::NotFound,
+            "exists and is not a directory",
+        )),
+        Err(e) => Err(pfs::explain_open_error(dir, "cannot create group lock", e)),
+    }
+}
+
+/// Which groups are inside and how many of each, and how many wait (local file systems; on
+/// network file systems the counts are `None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupLockStatus {
+    pub inside: Vec<(String, Option<usize>)>,
+    pub waiting: Option<usize>,
+}
+
+pub fn status(dir: &Path) -> Result<GroupLockStatus> {
+    use std::os::unix::fs::MetadataExt;
+    if !dir.exists() {
+        pfs::check_parent(dir)?;
+        return Ok(GroupLockStatus {
+            inside: Vec::new(),
+            waiting: Some(0),
+        });
+    }
+    let lock = GroupLock::new(dir);
+    let network = pfs::fs_kind_of_path(dir).network;
+    let mut inside = Vec::new();
+    for g in lock.groups()? {
+        let path = dir.join(format!("group.{g}"));
+        let Some(file) = pfs::open_if_exists(&path)? else {
+            continue;
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(&path, "cannot stat", e))?;
+        let count = if network {
+            None
+        } else {
+            procinfo::flock_holders(meta.dev(), meta.ino())
+        };
+        match count {
+            Some(list) => {
+                let n = list.iter().filter(|l| !l.exclusive).count();
+                if n > 0 {
+                    inside.push((g, Some(n)));
+                }
+            }
+            None => {
+                // Probe: an exclusive lock fails while members are inside (or one is checking).
+                if let Ok(false) = lock::flock(&file, Mode::Exclusive, false) {
+                    inside.push((g, None));
+                } else {
+                    let _ = lock::unlock(&file);
+                }
+            }
+        }
+    }
+    let waiting = match std::fs::metadata(dir.join("turnstile")) {
+        Ok(m) if !network => procinfo::flock_holders(m.dev(), m.ino())
+            .zip(procinfo::flock_waiters(m.dev(), m.ino()))
+            .map(|(h, w)| h.len() + w),
+        Ok(_) => None,
+        Err(_) => Some(0),
+    };
+    inside.sort();
+    Ok(GroupLockStatus { inside, waiting })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_limits_a_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = GroupLock::new(dir.path().join("g"));
+        let a = lock.enter("x", Some(2), None).unwrap().unwrap();
+        let b = lock.enter("x", Some(2), None).unwrap().unwrap();
+        assert!(lock
+            .enter("x", Some(2), Some(Duration::ZERO))
+            .unwrap()
+            .is_none());
+        assert_ne!(a.slot(), b.slot());
+        let st = status(&dir.path().join("g")).unwrap();
+        assert_eq!(st.inside, vec![("x".to_string(), Some(2))]);
+    }
+}

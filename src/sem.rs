@@ -1,0 +1,444 @@
+/*!
+The counting semaphore that survives crashes (seed 000's "ultimate challenge").
+
+# Protocol on disk
+
+A semaphore `S` with `N` slots is a directory (created if missing) holding:
+
+- `S/slots`: `N` in decimal. Created once, atomically: written under a temporary name and
+  `link(2)`ed into place, which fails if another creator was first (then its `N` is read). A
+  later acquisition with another `N` is refused.
+- `S/slot.0` ... `S/slot.N-1`: a holder holds an **exclusive** `flock` on one of them. The kernel
+  (or file server) releases it when the holder dies, so a slot of a dead holder is free at once.
+  `S/.slot.I.fsync` records who holds slot `I` (the holder record of [`crate::holder`]).
+- `S/queue`: waiters line up on an **exclusive** `flock` of it; only its holder (the head of the
+  line) looks for a free slot, so slots go to waiters roughly in arrival order.
+
+Acquire: (1) lock `queue` (blocking); (2) try a non-blocking `flock` on every slot, starting after
+the slot taken last; (3) if none is free, block until a file in `S` is *closed* (inotify
+`IN_CLOSE_*`) and go to (2). Every holder has its slot file open, and the kernel closes it when
+the holder releases it or exits, however it dies, so the head waiter wakes at once; it keeps its
+own descriptors of the slot files open while it waits, so it does not wake itself. (4) Release
+`queue`. On network file systems, where inotify cannot see other hosts, (3) also re-checks every
+`poll` interval.
+*/
+
+use std::{
+    fs::File,
+    io,
+    os::unix::fs::{MetadataExt, OpenOptionsExt},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use nix::libc;
+
+use crate::{
+    error::{Error, ErrorKind, Result},
+    holder::{self, Holder, Record, RecordFile},
+    mutex::DEFAULT_POLL,
+    platform::{
+        fs as pfs,
+        lock::{self, Mode},
+        notify::DirWatch,
+        procinfo,
+    },
+    wait::{self, Outcome, Wait},
+};
+
+/// A counting semaphore at a directory path.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("build.sem");
+/// let sem = fsync::Semaphore::new(&path, 2);
+/// let a = sem.acquire(None)?.unwrap();
+/// let b = sem.acquire(None)?.unwrap();
+/// assert_ne!(a.slot(), b.slot());
+/// assert!(sem.acquire(Some(std::time::Duration::ZERO))?.is_none()); // both slots taken
+/// drop(a);
+/// assert!(sem.acquire(Some(std::time::Duration::ZERO))?.is_some());
+/// # Ok::<(), fsync::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Semaphore {
+    dir: PathBuf,
+    slots: usize,
+    poll: Duration,
+}
+
+/// The largest number of slots (one lock file each).
+pub const MAX_SLOTS: usize = 4096;
+
+fn slot_path(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("slot.{i}"))
+}
+
+impl Semaphore {
+    pub fn new(path: impl AsRef<Path>, slots: usize) -> Semaphore {
+        Semaphore {
+            dir: path.as_ref().to_path_buf(),
+            slots,
+            poll: DEFAULT_POLL,
+        }
+    }
+
+    pub fn poll_interval(mut self, every: Duration) -> Semaphore {
+        self.poll = every;
+        self
+    }
+
+    /// Take a slot, waiting up to `timeout`.
+    pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<SlotGuard>> {
+        Ok(match self.acquire_with(timeout, |_| {})? {
+            Outcome::Acquired(g) => Some(g),
+            _ => None,
+        })
+    }
+
+    /// Like [`acquire`](Self::acquire), telling a timeout from a cancellation.
+    pub fn acquire_with(
+        &self,
+        timeout: Option<Duration>,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<SlotGuard>> {
+        let start = Instant::now();
+        self.setup()?;
+        let (queue, _) = pfs::open_lock_file(&self.dir.join("queue"))?;
+        let network = pfs::fs_kind(&queue).network;
+        let remaining = || timeout.map(|t| t.saturating_sub(start.elapsed()));
+        let spec = |timeout| Wait {
+            timeout,
+            poll: network.then_some(self.poll),
+            progress: Some(Duration::from_secs(1)),
+        };
+        let in_line = wait::wait_for(spec(remaining()), &mut progress, |block| {
+            Ok(lock::flock(&queue, Mode::Exclusive, block)?.then_some(()))
+        })
+        .map_err(|e| Error::io(&self.dir.join("queue"), "cannot lock", e))?;
+        match in_line {
+            Outcome::Acquired(()) => {}
+            Outcome::TimedOut => return Ok(Outcome::TimedOut),
+            Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
+        }
+        // Head of the line: watch for closes first, then look, so no release is missed.
+        let watch = DirWatch::closes(&self.dir)
+            .map_err(|e| Error::io(&self.dir, "cannot watch directory", e))?;
+        let mut files = Vec::with_capacity(self.slots);
+        for i in 0..self.slots {
+            files.push(Some(pfs::open_lock_file(&slot_path(&self.dir, i))?.0));
+        }
+        let first = (procinfo::now_micros() as usize) % self.slots;
+        let mut error = None;
+        let got = wait::wait_for(
+            spec(remaining()),
+            |w| progress(w.max(start.elapsed())),
+            |block| {
+                if block {
+                    watch.wait()?;
+                    return Ok(None);
+                }
+                for k in 0..self.slots {
+                    let i = (first + k) % self.slots;
+                    match files[i]
+                        .as_ref()
+                        .map(|f| lock::flock(f, Mode::Exclusive, false))
+                    {
+                        Some(Ok(true)) => return Ok(Some(i)),
+                        Some(Ok(false)) | None => {}
+                        Some(Err(e)) => {
+                            error = Some(Error::io(&slot_path(&self.dir, i), "cannot lock", e));
+                            return Err(io::Error::other("lock failed"));
+                        }
+                    }
+                }
+                Ok(None)
+            },
+        );
+        let got =
+            got.map_err(|e| error.unwrap_or_else(|| Error::io(&self.dir, "cannot wait", e)))?;
+        drop(queue); // the next in line may look now
+        Ok(match got {
+            Outcome::Acquired(i) => {
+                let file = files[i].take().expect("the slot we locked");
+                Outcome::Acquired(SlotGuard::new(&self.dir, i, file))
+            }
+            Outcome::TimedOut => Outcome::TimedOut,
+            Outcome::Interrupted(s) => Outcome::Interrupted(s),
+        })
+    }
+
+    /// Create the directory and record `N`, or check `N` against the recorded one.
+    fn setup(&self) -> Result<()> {
+        if self.slots == 0 || self.slots > MAX_SLOTS {
+            return Err(Error::new(
+                &self.dir,
+                ErrorKind::Invalid,
+                format!("slots must be 1 to {MAX_SLOTS}"),
+            ));
+        }
+        match std::fs::create_dir(&self.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && self.dir.is_dir() => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(Error::new(
+                    &self.dir,
+                    ErrorKind::NotFound,
+                    "exists and is not a directory",
+                ))
+            }
+            Err(e) => {
+                return Err(pfs::explain_open_error(
+                    &self.dir,
+                    "cannot create semaphore",
+                    e,
+                ))
+            }
+        }
+        let recorded = match recorded_slots(&self.dir)? {
+            Some(n) => n,
+            None => record_slots(&self.dir, self.slots)?,
+        };
+        if recorded != self.slots {
+            return Err(Error::new(
+                &self.dir,
+                ErrorKind::Invalid,
+                format!("was created with --slots {recorded}, not {}", self.slots),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The `N` a semaphore was created with, if it was.
+pub fn recorded_slots(dir: &Path) -> Result<Option<usize>> {
+    let path = dir.join("slots");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::new(&path, ErrorKind::Invalid, "does not hold a slot count")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(&path, "cannot read", e)),
+    }
+}
+
+fn record_slots(dir: &Path, n: usize) -> Result<usize> {
+    let tmp = dir.join(format!(
+        ".slots.{}.{}",
+        std::process::id(),
+        procinfo::now_micros()
+    ));
+    let write = || -> io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
+        io::Write::write_all(&mut f, format!("{n}\n").as_bytes())?;
+        f.sync_all()
+    };
+    let result = write().and_then(|()| std::fs::hard_link(&tmp, dir.join("slots")));
+    let _ = std::fs::remove_file(&tmp);
+    match result {
+        Ok(()) => Ok(n),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(recorded_slots(dir)?.unwrap_or(n)),
+        Err(e) => Err(Error::io(&dir.join("slots"), "cannot create", e)),
+    }
+}
+
+/// Proof of holding one slot; released on drop.
+#[must_use = "the slot is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct SlotGuard {
+    slot: usize,
+    file: File,
+    record: Option<RecordFile>,
+    holder: Holder,
+}
+
+impl SlotGuard {
+    fn new(dir: &Path, slot: usize, file: File) -> SlotGuard {
+        let pid = std::process::id();
+        let holder = Holder {
+            pid,
+            child: None,
+            host: procinfo::hostname(),
+            since_us: procinfo::now_micros(),
+            command: procinfo::cmdline(pid).unwrap_or_default(),
+        };
+        let guard = SlotGuard {
+            slot,
+            file,
+            record: RecordFile::open(&slot_path(dir, slot)),
+            holder,
+        };
+        guard.write_record();
+        guard
+    }
+
+    /// Which slot (0 to N-1) is ours: for allocating devices, ports or directories by slot.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// Let the slot survive `exec` into children, as the mutex does.
+    pub fn pass_down(&self) -> Result<()> {
+        lock::set_inheritable(&self.file, true)
+            .map_err(|e| Error::io(Path::new("slot"), "cannot pass down", e))
+    }
+
+    pub fn set_child(&mut self, pid: u32, command: String) {
+        self.holder.child = Some(pid);
+        self.holder.command = command;
+        self.write_record();
+    }
+
+    fn write_record(&self) {
+        if let Some(r) = &self.record {
+            r.write(&Record {
+                fence: 0,
+                holder: Some(self.holder.clone()),
+            });
+        }
+    }
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        if let Some(r) = &self.record {
+            r.write(&Record {
+                fence: 0,
+                holder: None,
+            });
+        }
+    }
+}
+
+/// One slot as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotStatus {
+    pub slot: usize,
+    pub held: bool,
+    pub holder: Option<Holder>,
+}
+
+/// What `status` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SemStatus {
+    /// `None` if the semaphore was never created.
+    pub slots: Option<usize>,
+    pub held: Vec<SlotStatus>,
+    /// Processes waiting for a slot (`None` where it cannot be counted: network file systems).
+    pub waiters: Option<usize>,
+}
+
+/// Slots, holders and waiters. Creates nothing; on a local file system it reads the kernel's
+/// lock table and does not touch the locks.
+pub fn status(dir: &Path) -> Result<SemStatus> {
+    if !dir.exists() {
+        pfs::check_parent(dir)?;
+        return Ok(SemStatus {
+            slots: None,
+            held: Vec::new(),
+            waiters: Some(0),
+        });
+    }
+    let Some(n) = recorded_slots(dir)? else {
+        return Ok(SemStatus {
+            slots: None,
+            held: Vec::new(),
+            waiters: Some(0),
+        });
+    };
+    let mut held = Vec::new();
+    for i in 0..n {
+        let path = slot_path(dir, i);
+        let Some(file) = pfs::open_if_exists(&path)? else {
+            continue;
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(&path, "cannot stat", e))?;
+        let kernel = (!pfs::fs_kind(&file).network)
+            .then(|| procinfo::flock_holders(meta.dev(), meta.ino()))
+            .flatten();
+        let (is_held, kernel_pid) = match kernel {
+            Some(list) => (!list.is_empty(), list.first().and_then(|l| l.pid)),
+            None => match lock::flock(&file, Mode::Shared, false) {
+                Ok(true) => {
+                    let _ = lock::unlock(&file);
+                    (false, None)
+                }
+                _ => (true, None),
+            },
+        };
+        if !is_held {
+            continue;
+        }
+        let recorded = holder::read(&path).and_then(|r| r.holder);
+        let holder = recorded.or_else(|| {
+            kernel_pid.map(|pid| Holder {
+                pid,
+                host: procinfo::hostname(),
+                command: procinfo::cmdline(pid).unwrap_or_default(),
+                ..Holder::default()
+            })
+        });
+        held.push(SlotStatus {
+            slot: i,
+            held: true,
+            holder,
+        });
+    }
+    let waiters = match (
+        pfs::fs_kind_of_path(dir).network,
+        std::fs::metadata(dir.join("queue")),
+    ) {
+        (true, _) => None,
+        (false, Err(_)) => Some(0),
+        (false, Ok(m)) => procinfo::flock_holders(m.dev(), m.ino())
+            .zip(procinfo::flock_waiters(m.dev(), m.ino()))
+            .map(|(holders, blocked)| holders.len() + blocked),
+    };
+    Ok(SemStatus {
+        slots: Some(n),
+        held,
+        waiters,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mismatched_slot_counts_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let _a = Semaphore::new(&path, 3).acquire(None).unwrap().unwrap();
+        let err = Semaphore::new(&path, 4).acquire(None).unwrap_err();
+        assert!(err.to_string().contains("--slots 3"), "{err}");
+        assert_eq!(status(&path).unwrap().held.len(), 1);
+    }
+
+    #[test]
+    fn a_waiter_gets_a_released_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let sem = Semaphore::new(&path, 1);
+        let held = sem.acquire(None).unwrap().unwrap();
+        let waiter = {
+            let sem = sem.clone();
+            std::thread::spawn(move || {
+                sem.acquire(Some(Duration::from_secs(20)))
+                    .unwrap()
+                    .map(|g| g.slot())
+            })
+        };
+        drop(held);
+        assert_eq!(waiter.join().unwrap(), Some(0));
+    }
+}
