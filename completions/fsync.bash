@@ -19,6 +19,9 @@ _fsync() {
             fsync,bus)
                 cmd="fsync__subcmd__bus"
                 ;;
+            fsync,doctor)
+                cmd="fsync__subcmd__doctor"
+                ;;
             fsync,event)
                 cmd="fsync__subcmd__event"
                 ;;
@@ -171,6 +174,9 @@ _fsync() {
                 ;;
             fsync__subcmd__help,bus)
                 cmd="fsync__subcmd__help__subcmd__bus"
+                ;;
+            fsync__subcmd__help,doctor)
+                cmd="fsync__subcmd__help__subcmd__doctor"
                 ;;
             fsync__subcmd__help,event)
                 cmd="fsync__subcmd__help__subcmd__event"
@@ -404,7 +410,7 @@ _fsync() {
 
     case "${cmd}" in
         fsync)
-            opts="-h -V --help --version mutex group event msg bus swmr sem grouplock help"
+            opts="-h -V --help --version mutex group event msg bus swmr sem grouplock doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -664,6 +670,20 @@ _fsync() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__doctor)
+            opts="-h -V --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;
@@ -1222,7 +1242,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help)
-            opts="mutex group event msg bus swmr sem grouplock help"
+            opts="mutex group event msg bus swmr sem grouplock doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1322,6 +1342,20 @@ _fsync() {
         fsync__subcmd__help__subcmd__bus__subcmd__send)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__doctor)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

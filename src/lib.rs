@@ -7,6 +7,7 @@ layer over this library.
 */
 
 pub mod bus;
+pub mod doctor;
 pub mod error;
 pub mod event;
 pub mod group;

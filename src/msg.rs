@@ -631,6 +631,7 @@ fn withdraw(l: &Layout, name: &str, stem: &str, watch: &DirWatch) -> Result<bool
                 // The receiver converts it in microseconds; its death shows in no event.
                 watch
                     .wait_timeout(Duration::from_millis(10))
+                    .map(drop)
                     .map_err(|e| Error::io(&l.claimed, "cannot wait", e))?;
             }
         }

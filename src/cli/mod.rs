@@ -7,6 +7,7 @@ Each subcommand module turns its arguments into plain calls of the library, and 
 
 mod bus;
 mod child;
+mod doctor;
 mod event;
 mod exit_code;
 #[cfg(test)]
@@ -63,6 +64,7 @@ pub enum Command {
     Swmr(swmr::SwmrCommand),
     Sem(sem::SemCommand),
     Grouplock(grouplock::GroupLockCommand),
+    Doctor(doctor::DoctorArgs),
 }
 
 /// The options every waiting verb shares.
@@ -207,6 +209,7 @@ pub fn main() -> ExitCode {
         Command::Swmr(cmd) => swmr::run(cmd),
         Command::Sem(cmd) => sem::run(cmd),
         Command::Grouplock(cmd) => grouplock::run(cmd),
+        Command::Doctor(a) => doctor::run(a),
         Command::Event(cmd) => event::run(cmd),
         Command::Msg(cmd) => msg::run(cmd),
         Command::Bus(cmd) => bus::run(cmd),

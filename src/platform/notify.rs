@@ -54,8 +54,9 @@ impl DirWatch {
     }
 
     /// Block until a change or until `limit` passes, for the rare waits whose end no file
-    /// system event announces (a process dying while it holds a lock).
-    pub fn wait_timeout(&self, limit: std::time::Duration) -> io::Result<()> {
+    /// system event announces (a process dying while it holds a lock). `true` if something
+    /// changed.
+    pub fn wait_timeout(&self, limit: std::time::Duration) -> io::Result<bool> {
         use std::os::fd::AsFd;
         let mut fds = [nix::poll::PollFd::new(
             self.inotify.as_fd(),
@@ -64,9 +65,9 @@ impl DirWatch {
         let ms = nix::poll::PollTimeout::try_from(limit.as_millis().min(60_000) as i32)
             .unwrap_or(nix::poll::PollTimeout::MAX);
         match nix::poll::poll(&mut fds, ms) {
-            Ok(n) if n > 0 => self.wait(),
-            Ok(_) => Ok(()),
-            Err(nix::errno::Errno::EINTR) => Ok(()),
+            Ok(n) if n > 0 => self.wait().map(|()| true),
+            Ok(_) => Ok(false),
+            Err(nix::errno::Errno::EINTR) => Ok(false),
             Err(e) => Err(io::Error::from(e)),
         }
     }

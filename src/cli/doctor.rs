@@ -1,0 +1,90 @@
+/*!
+`fsync doctor PATH`: what the file system under PATH can do, and how fsync will wait there.
+*/
+
+use std::{io::Write, path::PathBuf};
+
+use clap::Args;
+use fsync::doctor::{self, Check};
+use serde_json::json;
+
+use super::{report, Exit};
+
+#[derive(Debug, Args)]
+#[command(
+    about = "Check what PATH's file system supports and how fsync will wait there",
+    long_about = "Check the file system of the directory PATH (or of the file PATH's directory): \
+                  its type, whether whole-file flock(2) locks and OFD byte-range locks exclude \
+                  each other, whether rename is atomic and link refuses an existing name, whether \
+                  change notification (inotify) reports changes, and the resulting mode: kernel \
+                  wake-ups on local file systems, polling where other hosts cannot wake us. It \
+                  creates and removes scratch files named .fsync-doctor.PID.* in the directory. \
+                  Exit 0 if every check passed, 1 if one failed.",
+    after_long_help = "Examples:\n  # Before putting locks on a shared directory\n  fsync doctor /mnt/shared/locks\n  \
+                       fsync doctor --json /mnt/shared/locks | jq .mode"
+)]
+pub struct DoctorArgs {
+    /// The directory (or a file in it) to examine
+    #[arg(value_name = "PATH")]
+    path: PathBuf,
+
+    /// One JSON object with every check and the mode
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: DoctorArgs) -> super::Outcome {
+    let r = doctor::examine(&a.path)?;
+    let checks = [
+        ("whole-file locks (flock)", &r.flock),
+        ("byte-range locks (OFD)", &r.byte_range),
+        ("atomic rename", &r.rename),
+        ("exclusive link", &r.link),
+        ("change notification (inotify)", &r.notify),
+    ];
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let result = |c: &Check| match c {
+            Check::Works => json!(true),
+            Check::Fails(why) => json!(why),
+        };
+        let line = json!({
+            "path": report::path_text(&r.dir),
+            "fs_type": r.fs_type,
+            "network": r.network,
+            "flock": result(&r.flock),
+            "byte_range": result(&r.byte_range),
+            "rename": result(&r.rename),
+            "link": result(&r.link),
+            "notify": result(&r.notify),
+            "mode": r.mode(),
+        });
+        writeln!(out, "{line}")?;
+    } else {
+        let kind = if r.network { "network" } else { "local" };
+        writeln!(
+            out,
+            "{}: {} ({kind} file system)",
+            r.dir.display(),
+            r.fs_type
+        )?;
+        for (name, c) in checks {
+            match c {
+                Check::Works => writeln!(out, "  {name:32} works")?,
+                Check::Fails(why) => writeln!(out, "  {name:32} FAILS: {why}")?,
+            }
+        }
+        writeln!(out, "  mode: {}", r.mode())?;
+        if r.network {
+            writeln!(
+                out,
+                "  note: inotify only sees this host's changes on a shared file system"
+            )?;
+        }
+    }
+    Ok(if checks.iter().all(|(_, c)| c.works()) {
+        Exit::OK
+    } else {
+        Exit::NO
+    })
+}
