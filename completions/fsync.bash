@@ -2194,7 +2194,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__run)
-            opts="-t -n -E -v -o -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --delete --close --range --help --version"
+            opts="-t -n -E -v -o -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2222,6 +2222,10 @@ _fsync() {
                     ;;
                 --poll)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
                     return 0
                     ;;
                 --range)

@@ -281,6 +281,16 @@ fn fd_holds(fd: RawFd, dev: u64, ino: u64) -> bool {
     matches!(lock::flock(&borrowed, Mode::Exclusive, false), Ok(true))
 }
 
+/// [`MutexGuard::still_held`] for a raw descriptor (one that stays open meanwhile).
+pub fn fd_still_held(fd: RawFd) -> bool {
+    if nix::sys::stat::fstat(fd).is_err() {
+        return false;
+    }
+    // SAFETY: fstat proved the descriptor open; we only borrow it for the call.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    matches!(lock::flock(&borrowed, Mode::Exclusive, false), Ok(true))
+}
+
 /// Does `path` still name the inode `file` has open, with at least one link?
 fn same_file(path: &Path, file: &File) -> Result<bool> {
     let held = file
@@ -370,6 +380,20 @@ impl MutexGuard {
             record: None,
             holder: Holder::default(),
         }
+    }
+
+    /// Whether the lock file lies on a network file system, where a living holder can lose
+    /// its lock (partition, expired lease) and should check with [`still_held`](Self::still_held).
+    pub fn on_network(&self) -> bool {
+        self.file.as_ref().is_some_and(|f| pfs::fs_kind(f).network)
+    }
+
+    /// Whether the lock is still ours: the descriptor still works, and a non-blocking
+    /// re-lock of our own open file description succeeds (a no-op while we hold it; it fails
+    /// once another holder has it, and the file server answers EBADFD/EIO/ESTALE to a client
+    /// whose locks it has dropped). A nested guard answers for its ancestor's descriptor.
+    pub fn still_held(&self) -> bool {
+        fd_still_held(self.raw_fd())
     }
 
     /// The fencing token: greater than that of every earlier holder of this lock.

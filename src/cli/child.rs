@@ -40,6 +40,17 @@ impl Job<'_> {
 
     /// Start the command; `started` learns its pid (to record it) before we wait for it.
     pub fn run(&self, started: impl FnOnce(u32)) -> Result<Exit, Failure> {
+        self.run_guarded(started, None)
+    }
+
+    /// Like [`run`](Self::run), checking every `guard.every` that the lock is still ours and
+    /// acting on a loss as `guard.on_lost` says (network file systems, where a partition or an
+    /// expired lease can take a lock away from a living holder).
+    pub fn run_guarded(
+        &self,
+        started: impl FnOnce(u32),
+        guard: Option<LossGuard<'_>>,
+    ) -> Result<Exit, Failure> {
         let mut child = self.spawn()?;
         let pid = child.id();
         // A signal that arrived while we were starting it is forwarded now.
@@ -48,7 +59,14 @@ impl Job<'_> {
             unsafe { libc::kill(pid as i32, sig) };
         }
         started(pid);
+        let lost = match guard {
+            Some(g) => watch_lock(pid, g),
+            None => false,
+        };
         let status = wait_for_exit(&mut child);
+        if lost {
+            return Ok(Exit::LOCK_LOST);
+        }
         Ok(match (status.code(), status.signal()) {
             (Some(code), _) => Exit(code as u8),
             (None, Some(sig)) => Exit::signal(sig),
@@ -83,6 +101,85 @@ impl Job<'_> {
             }
         })
     }
+}
+
+/// What to do when the lock is lost while the command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnLost {
+    /// Send TERM, then KILL after a grace period, and exit with status 76
+    Term,
+    /// Send KILL at once and exit with status 76
+    Kill,
+    /// Only say so on stderr; the command goes on
+    Ignore,
+}
+
+/// How long a command has to stop after TERM when its lock was lost.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Checking a lock while its command runs.
+pub struct LossGuard<'a> {
+    pub every: std::time::Duration,
+    pub still_held: Box<dyn FnMut() -> bool + 'a>,
+    pub on_lost: OnLost,
+    pub what: String,
+}
+
+/// Until the child exits (seen on a pidfd, so no exit is noticed late), check the lock every
+/// `guard.every`; on a loss say so and act. Returns whether the lock was lost and the command
+/// stopped for it.
+fn watch_lock(pid: u32, mut guard: LossGuard<'_>) -> bool {
+    // SAFETY: pidfd_open on our own, unreaped child; the descriptor is closed below.
+    let pidfd =
+        unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) } as libc::c_int;
+    if pidfd < 0 {
+        return false; // an old kernel: no checking, as on a local file system
+    }
+    let exited = |timeout: std::time::Duration| {
+        let mut fds = [libc::pollfd {
+            fd: pidfd,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: poll on one descriptor we own.
+        let n = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                1,
+                timeout.as_millis().min(i32::MAX as u128) as i32,
+            )
+        };
+        n > 0
+    };
+    let mut lost = false;
+    while !exited(guard.every) {
+        if (guard.still_held)() {
+            continue;
+        }
+        eprintln!("fsync: {}: the lock was lost while the command ran (network partition or expired lease?)", guard.what);
+        match guard.on_lost {
+            OnLost::Ignore => {
+                // Say it once, then just wait for the command.
+                exited(std::time::Duration::MAX);
+                break;
+            }
+            OnLost::Term => {
+                // SAFETY: signalling our own, unreaped child.
+                unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+                if !exited(GRACE) {
+                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                }
+            }
+            OnLost::Kill => unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+            },
+        }
+        lost = true;
+        break;
+    }
+    // SAFETY: closing the pidfd we opened.
+    unsafe { libc::close(pidfd) };
+    lost
 }
 
 /// Wait for the child to exit without reaping it first, unregister it (so no signal is ever

@@ -21,6 +21,8 @@ impl Exit {
     pub const INTERNAL: Exit = Exit(70);
     pub const OS: Exit = Exit(71);
     pub const IO: Exit = Exit(74);
+    /// The lock was lost while the command ran, and the command was stopped (`--on-lost`).
+    pub const LOCK_LOST: Exit = Exit(76);
     /// The default for `-E`: the wait gave up.
     pub const CONFLICT: Exit = Exit(75);
     pub const NO_PERMISSION: Exit = Exit(77);
@@ -58,6 +60,7 @@ pub const TABLE: &[(&str, &str)] = &[
     ("71", "another operating-system error"),
     ("74", "an I/O error of the file system (EIO, no space, quota exceeded)"),
     ("75", "the timeout (or --no-wait) expired before the lock, slot, event or message was had; change it with -E/--conflict-exit-code"),
+    ("76", "the lock was lost while COMMAND ran (network file systems: a partition or expired lease) and COMMAND was stopped, as --on-lost term (the default) or kill says"),
     ("77", "permission denied, or a read-only file system where fsync must write"),
     ("126", "COMMAND was found but could not be executed"),
     ("127", "COMMAND was not found"),
@@ -86,7 +89,7 @@ mod tests {
 
     #[test]
     fn every_exit_constant_is_documented() {
-        for code in [0, 1, 2, 66, 69, 70, 71, 74, 75, 77, 126, 127] {
+        for code in [0, 1, 2, 66, 69, 70, 71, 74, 75, 76, 77, 126, 127] {
             assert!(
                 TABLE.iter().any(|(c, _)| *c == code.to_string()),
                 "{code} missing from TABLE"

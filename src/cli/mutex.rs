@@ -13,7 +13,7 @@ use fsync::{
 use serde_json::json;
 
 use super::{
-    child::Job,
+    child::{Job, LossGuard, OnLost},
     report::{self, Progress},
     Exit, Failure, WaitArgs,
 };
@@ -100,6 +100,12 @@ struct RunArgs {
     /// Do not pass the lock down to COMMAND's processes (flock -o)
     #[arg(short = 'o', long)]
     close: bool,
+
+    /// On a network file system, what to do if the lock is lost while COMMAND runs (it is
+    /// checked every second): stop COMMAND with TERM (KILL after 10s) or KILL and exit 76, or
+    /// only say so
+    #[arg(long, value_enum, value_name = "ACTION", default_value = "term")]
+    on_lost: OnLost,
 
     /// Lock only LEN bytes of LOCK from START (decimal or 0x hex; LEN 1 if absent, 0 to the end
     /// of all offsets; bytes past the end of the file are fine) with an OFD byte-range lock:
@@ -255,11 +261,21 @@ fn run_command(a: RunArgs) -> super::Outcome {
             (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
         ],
     };
-    let exit = job.run(|pid| {
-        if !guard.is_nested() {
-            guard.set_child(pid, job.display());
-        }
-    })?;
+    let fd = guard.raw_fd();
+    let loss_guard = guard.on_network().then(|| LossGuard {
+        every: std::time::Duration::from_secs(1),
+        still_held: Box::new(move || mutex::fd_still_held(fd)),
+        on_lost: a.on_lost,
+        what: a.lock.display().to_string(),
+    });
+    let exit = job.run_guarded(
+        |pid| {
+            if !guard.is_nested() {
+                guard.set_child(pid, job.display());
+            }
+        },
+        loss_guard,
+    )?;
     guard.release()?;
     Ok(exit)
 }
