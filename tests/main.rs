@@ -6,5 +6,6 @@ The integration tests: one test binary (`autotests = false` in Cargo.toml) that 
 primitive holds its tests.
 */
 
+mod chaos;
 mod harness;
 mod mutex;

@@ -1,0 +1,470 @@
+/*!
+Chaos: many real processes loop acquire -> work -> release on one primitive while a killer
+SIGKILLs random holders, waiters, and `fsync` processes whose command still runs; an independent
+witness (an `O_APPEND` log of enter/leave marks written by the commands themselves, replayed
+here) counts violations: two mutex holders, more than N in a semaphore, a writer with anyone,
+two groups inside. Messages: posters and receivers killed at random instants; every message whose
+post returned 0 is received, none partial, duplicates only from killed receivers.
+
+Scale: `FSYNC_CHAOS=N` critical sections per primitive (default 120, which CI runs; the full
+run is `FSYNC_CHAOS=10000 cargo test --release --test integration chaos -- --test-threads 1`).
+
+How a kill stays observable: the killer first stops the victim's whole process group (the
+`fsync` process and its command) with SIGSTOP, waits until every member is stopped, writes
+`K pid...` to the log, and only then sends SIGKILL. A stopped holder still holds its lock, so
+the `K` mark always precedes the release its death causes, and the replay knows who left.
+*/
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    fs::OpenOptions,
+    io::{Read, Write},
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use nix::{
+    sys::signal::{kill, killpg, Signal},
+    unistd::Pid,
+};
+
+use crate::harness::{fsync_bin, TestDir};
+
+fn scale() -> usize {
+    std::env::var("FSYNC_CHAOS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120)
+}
+
+/// A tiny deterministic generator (no dependency, reproducible per seed).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The process-group ids of the iterations running now.
+type Running = Arc<Mutex<HashSet<i32>>>;
+
+/// Members of process group `pgid`, from /proc.
+fn group_members(pgid: i32) -> Vec<(i32, char)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[2].parse::<i32>() == Ok(pgid) {
+            out.push((pid, fields[0].chars().next().unwrap_or('?')));
+        }
+    }
+    out
+}
+
+/// Stop the group, wait until all of it is stopped, log `K pids`, then kill it.
+fn freeze_and_kill(pgid: i32, log: &Path) {
+    if killpg(Pid::from_raw(pgid), Signal::SIGSTOP).is_err() {
+        return; // already gone
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let members = loop {
+        let m = group_members(pgid);
+        if m.iter()
+            .all(|&(_, state)| matches!(state, 'T' | 't' | 'Z' | 'X'))
+            || Instant::now() > deadline
+        {
+            break m;
+        }
+        thread::yield_now();
+    };
+    let pids: Vec<String> = members.iter().map(|(p, _)| p.to_string()).collect();
+    append(log, &format!("K {}\n", pids.join(" ")));
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGCONT);
+}
+
+fn append(log: &Path, line: &str) {
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .expect("open log");
+    f.write_all(line.as_bytes()).expect("append log");
+}
+
+/// One chaos run: `workers` threads start `fsync` iterations built by `command(i, rng)` until
+/// `sections` leave marks are in the log; a killer acts after every few completions.
+fn chaos(
+    t: &TestDir,
+    sections: usize,
+    workers: usize,
+    command: impl Fn(usize, &mut Rng) -> Vec<String> + Sync,
+) -> String {
+    let log = t.join("log");
+    append(&log, "");
+    let running: Running = Arc::default();
+    let done = AtomicBool::new(false);
+    let completed = AtomicUsize::new(0);
+    let kills = AtomicUsize::new(0);
+    let leaves = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with('-'))
+            .count()
+    };
+    thread::scope(|s| {
+        for w in 0..workers {
+            let (running, done, completed, command, log) =
+                (&running, &done, &completed, &command, &log);
+            s.spawn(move || {
+                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (w as u64 + 1));
+                let mut i = 0;
+                while !done.load(Ordering::SeqCst) {
+                    let args = command(w * 1_000_000 + i, &mut rng);
+                    i += 1;
+                    let mut cmd = Command::new(fsync_bin());
+                    cmd.args(&args)
+                        .current_dir(log.parent().unwrap())
+                        .env("LOG", log)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::piped())
+                        .process_group(0);
+                    let mut child = cmd.spawn().expect("spawn fsync");
+                    let pgid = child.id() as i32;
+                    running.lock().unwrap().insert(pgid);
+                    let mut err = String::new();
+                    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+                    let status = child.wait().expect("wait");
+                    running.lock().unwrap().remove(&pgid);
+                    // Killed ones die by signal; everything else must have succeeded.
+                    if status.code().is_some() {
+                        assert!(status.success(), "fsync {args:?} failed: {status}: {err}");
+                    }
+                    completed.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        // The killer: after every few completed iterations, one victim, chosen at random.
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let mut next_kill = 3;
+        while leaves() < sections {
+            assert!(Instant::now() < deadline, "chaos run made no progress");
+            if completed.load(Ordering::SeqCst) < next_kill {
+                thread::sleep(Duration::from_millis(2)); // waiting for progress to observe
+                continue;
+            }
+            next_kill += 2 + rng.below(4);
+            let victims: Vec<i32> = running.lock().unwrap().iter().copied().collect();
+            if victims.is_empty() {
+                continue;
+            }
+            let pgid = victims[rng.below(victims.len())];
+            if rng.below(3) == 0 {
+                // Kill only fsync: its command keeps the lock and finishes on its own.
+                let _ = kill(Pid::from_raw(pgid), Signal::SIGKILL);
+            } else {
+                freeze_and_kill(pgid, &log);
+            }
+            kills.fetch_add(1, Ordering::SeqCst);
+        }
+        done.store(true, Ordering::SeqCst);
+    });
+    // Stragglers (commands whose fsync was killed) finish their marks before we replay.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('+'))
+        .count()
+        > std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('+') && !l.is_empty())
+            .count()
+        && Instant::now() < deadline
+    {
+        thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!(
+        "chaos: {} sections, {} kills",
+        leaves(),
+        kills.load(Ordering::SeqCst)
+    );
+    assert!(kills.load(Ordering::SeqCst) > 0, "the killer never struck");
+    std::fs::read_to_string(&log).unwrap()
+}
+
+/// Replay the log; `ok(inside)` judges each state after an entry. Returns the violations.
+fn replay(log: &str, ok: impl Fn(&HashMap<String, String>) -> bool) -> Vec<String> {
+    let mut inside: HashMap<String, String> = HashMap::new();
+    let mut violations = Vec::new();
+    for line in log.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.first() {
+            Some(&"+") => {
+                inside.insert(words[2].to_string(), words[1].to_string());
+                if !ok(&inside) {
+                    violations.push(format!("{line}  with inside: {inside:?}"));
+                }
+            }
+            Some(&"-") => {
+                inside.remove(words[2]);
+            }
+            Some(&"K") => {
+                for p in &words[1..] {
+                    inside.remove(*p);
+                }
+            }
+            _ => {}
+        }
+    }
+    violations
+}
+
+fn marks(role: &str) -> String {
+    format!("echo \"+ {role} $$\" >> \"$LOG\"; echo \"- {role} $$\" >> \"$LOG\"")
+}
+
+fn args(parts: &[&str], script: String) -> Vec<String> {
+    let mut v: Vec<String> = parts.iter().map(|s| s.to_string()).collect();
+    v.extend(["--".to_string(), "sh".to_string(), "-c".to_string(), script]);
+    v
+}
+
+#[test]
+fn chaos_mutex_never_two_holders() {
+    let t = TestDir::new();
+    let log = chaos(&t, scale(), 4, |_, _| {
+        args(&["mutex", "run", "L"], marks("M"))
+    });
+    let v = replay(&log, |inside| inside.len() <= 1);
+    assert!(
+        v.is_empty(),
+        "{} violations, first: {:?}",
+        v.len(),
+        &v[..v.len().min(3)]
+    );
+}
+
+#[test]
+fn chaos_semaphore_never_more_than_n() {
+    let t = TestDir::new();
+    let log = chaos(&t, scale(), 5, |_, _| {
+        args(&["sem", "run", "S", "--slots", "2"], marks("S"))
+    });
+    let v = replay(&log, |inside| inside.len() <= 2);
+    assert!(
+        v.is_empty(),
+        "{} violations, first: {:?}",
+        v.len(),
+        &v[..v.len().min(3)]
+    );
+}
+
+#[test]
+fn chaos_swmr_writer_alone() {
+    let t = TestDir::new();
+    let log = chaos(&t, scale(), 4, |_, rng| match rng.below(3) {
+        0 => args(&["swmr", "write", "L"], marks("W")),
+        _ => args(&["swmr", "read", "L"], marks("R")),
+    });
+    let v = replay(&log, |inside| {
+        !inside.values().any(|r| r == "W") || inside.len() == 1
+    });
+    assert!(
+        v.is_empty(),
+        "{} violations, first: {:?}",
+        v.len(),
+        &v[..v.len().min(3)]
+    );
+}
+
+#[test]
+fn chaos_grouplock_one_group_at_a_time() {
+    let t = TestDir::new();
+    let log = chaos(&t, scale(), 4, |_, rng| {
+        let g = if rng.below(2) == 0 { "A" } else { "B" };
+        args(&["grouplock", "run", "G", "--group", g], marks(g))
+    });
+    let v = replay(&log, |inside| {
+        inside.values().collect::<HashSet<_>>().len() <= 1
+    });
+    assert!(
+        v.is_empty(),
+        "{} violations, first: {:?}",
+        v.len(),
+        &v[..v.len().min(3)]
+    );
+}
+
+/// A payload that proves itself whole: its id, then filler, then the id again.
+fn payload(id: usize) -> Vec<u8> {
+    let mut p = format!("begin {id}\n").into_bytes();
+    p.extend(std::iter::repeat_n(b'x', 1000 + (id * 7919) % 150_000));
+    p.extend(format!("\nend {id}\n").into_bytes());
+    p
+}
+
+fn parse_payload(p: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(p).ok()?;
+    let id: usize = text
+        .strip_prefix("begin ")?
+        .split('\n')
+        .next()?
+        .parse()
+        .ok()?;
+    (p == payload(id).as_slice()).then_some(id)
+}
+
+#[test]
+fn chaos_messages_survive_killed_posters_and_receivers() {
+    let t = TestDir::new();
+    let n = (scale() / 2).max(40);
+    let mailbox: PathBuf = t.join("box");
+    let posted: Mutex<BTreeMap<usize, bool>> = Mutex::default(); // id -> post returned 0
+    let received: Mutex<Vec<Vec<u8>>> = Mutex::default();
+    let killed_receivers = AtomicUsize::new(0);
+    let posting_done = AtomicBool::new(false);
+    let mut rng = Rng(77);
+    thread::scope(|s| {
+        // Receivers: two loops taking messages; a third of them are killed mid-transfer.
+        for r in 0..2 {
+            let (mailbox, received, killed, posting_done) =
+                (&mailbox, &received, &killed_receivers, &posting_done);
+            s.spawn(move || {
+                let mut rng = Rng(1000 + r);
+                loop {
+                    let mut child = Command::new(fsync_bin())
+                        .args(["msg", "recv", "-t", "1s"])
+                        .arg(mailbox)
+                        .stdout(Stdio::piped())
+                        .spawn()
+                        .expect("spawn recv");
+                    let mut out = child.stdout.take().unwrap();
+                    let kill_after = (rng.below(3) == 0).then(|| 1 + rng.below(40_000));
+                    let mut data = Vec::new();
+                    let mut buf = [0u8; 8192];
+                    let mut was_killed = false;
+                    loop {
+                        let k = out.read(&mut buf).unwrap_or(0);
+                        if k == 0 {
+                            break;
+                        }
+                        data.extend_from_slice(&buf[..k]);
+                        if !was_killed && kill_after.is_some_and(|at| data.len() >= at) {
+                            let _ = child.kill(); // what it wrote before dying stays in the pipe
+                            was_killed = true;
+                        }
+                    }
+                    let status = child.wait().unwrap();
+                    if was_killed {
+                        killed.fetch_add(1, Ordering::SeqCst);
+                        // Whole: it was delivered (and may come again); partial: it returns.
+                        if parse_payload(&data).is_some() {
+                            received.lock().unwrap().push(data);
+                        }
+                        continue;
+                    }
+                    match status.code() {
+                        Some(0) => received.lock().unwrap().push(data),
+                        Some(75) if posting_done.load(Ordering::SeqCst) => break,
+                        Some(75) => {}
+                        other => panic!("recv failed: {other:?}"),
+                    }
+                }
+            });
+        }
+        // Posters: one process per message; some killed at a random instant of the post.
+        for id in 0..n {
+            let mut child = Command::new(fsync_bin())
+                .args(["msg", "post"])
+                .arg(&mailbox)
+                .stdin(Stdio::piped())
+                .spawn()
+                .expect("spawn post");
+            let data = payload(id);
+            let mut stdin = child.stdin.take().unwrap();
+            let cut = (rng.below(4) == 0).then(|| rng.below(data.len()));
+            match cut {
+                Some(at) => {
+                    let _ = stdin.write_all(&data[..at]);
+                    let _ = child.kill(); // dies mid-payload
+                }
+                None => {
+                    stdin.write_all(&data).unwrap();
+                }
+            }
+            drop(stdin);
+            let status = child.wait().unwrap();
+            posted.lock().unwrap().insert(id, status.success());
+        }
+        posting_done.store(true, Ordering::SeqCst);
+    });
+    // Whatever is left (claims of killed receivers return to the queue) is drained now.
+    loop {
+        let out = Command::new(fsync_bin())
+            .args(["msg", "recv", "-n"])
+            .arg(&mailbox)
+            .output()
+            .unwrap();
+        match out.status.code() {
+            Some(0) => received.lock().unwrap().push(out.stdout),
+            Some(75) => break,
+            other => panic!("drain failed: {other:?}"),
+        }
+    }
+    let posted = posted.into_inner().unwrap();
+    let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
+    for p in received.into_inner().unwrap() {
+        let id = parse_payload(&p)
+            .unwrap_or_else(|| panic!("a partial or foreign message of {} bytes", p.len()));
+        *counts.entry(id).or_default() += 1;
+    }
+    for (id, ok) in &posted {
+        if *ok {
+            assert!(
+                counts.contains_key(id),
+                "message {id} was posted (exit 0) but never received"
+            );
+        }
+    }
+    let duplicates: usize = counts.values().map(|c| c - 1).sum();
+    let killed = killed_receivers.load(Ordering::SeqCst);
+    assert!(
+        duplicates <= killed,
+        "{duplicates} duplicates but only {killed} receivers were killed"
+    );
+    eprintln!(
+        "messages: {} posted ok, {} received, {duplicates} duplicates, {killed} receivers killed",
+        posted.values().filter(|&&ok| ok).count(),
+        counts.len()
+    );
+}
