@@ -22,8 +22,10 @@ shared lock on `gate`: a passive read that disturbs no one. On a network file sy
 `join.lock`, a non-blocking exclusive lock on `gate` fails (it is released at once if it
 succeeds); holding `join.lock` keeps two observers' probes from colliding.
 
-**join**: (1) create `G`, `G/members`; (2) acquire `join.lock`; (3) *first* = nobody is in;
-(4) take the shared lock on `gate`; (5) register; (6) release `join.lock`.
+**join**: (1) create `G`, `G/members`; (2) acquire `join.lock` (if `G` vanished meanwhile, a
+last member leaving with `--delete`, start over); re-create `G/members` if it is gone; (3)
+*first* = nobody is in; (4) take the shared lock on `gate`; (5) register; (6) release
+`join.lock`.
 
 **leave**: (1) acquire `join.lock`; (2) unlink the registration and close it; (3) close `gate`
 (dropping the shared lock); (4) *last* = nobody is in; (5) with `--delete` and *last*: remove
@@ -130,18 +132,33 @@ impl Group {
     pub fn join_with(
         &self,
         timeout: Option<Duration>,
-        progress: impl FnMut(Duration),
+        mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<Membership>> {
         let p = paths(&self.dir);
-        ensure_dirs(&p)?;
-        let serial = match Mutex::new(&p.join)
-            .poll_interval(self.poll)
-            .acquire_with(timeout, progress)?
-        {
+        let start = std::time::Instant::now();
+        // A last member leaving with --delete may remove the directory under us at any point
+        // until we hold join.lock: then start over (bounded, to never spin for ever).
+        let mut attempts = 0;
+        let acquired = loop {
+            attempts += 1;
+            let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            let got = ensure_dirs(&p).and_then(|()| {
+                Mutex::new(&p.join)
+                    .poll_interval(self.poll)
+                    .acquire_with(remaining, &mut progress)
+            });
+            match got {
+                Err(e) if e.kind() == ErrorKind::NotFound && attempts < 1000 => continue,
+                Err(e) => return Err(e),
+                Ok(outcome) => break outcome,
+            }
+        };
+        let serial = match acquired {
             Outcome::Acquired(g) => g,
             Outcome::TimedOut => return Ok(Outcome::TimedOut),
             Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
         };
+        ensure_dirs(&p)?; // the last leaver may have removed `members` before we got join.lock
         let (gate, _) = pfs::open_lock_file(&p.gate)?;
         let first = !has_members(&p, &gate, Some(&serial))?;
         // Only a momentary exclusive probe can stand in the way; wait for it in the kernel.

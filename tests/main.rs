@@ -7,5 +7,6 @@ primitive holds its tests.
 */
 
 mod chaos;
+mod group_swmr;
 mod harness;
 mod mutex;

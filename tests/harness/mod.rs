@@ -395,6 +395,22 @@ impl Holder {
         kill(self.pid(), sig);
     }
 
+    /// Whether the process we started is still running (it is reaped if it has exited).
+    pub fn running(&mut self) -> bool {
+        if self.status.is_some() {
+            return false;
+        }
+        match self.child.as_mut().map(|c| c.try_wait()) {
+            Some(Ok(Some(status))) => {
+                self.status = Some(status);
+                self.child = None;
+                false
+            }
+            Some(Ok(None)) => true,
+            _ => false,
+        }
+    }
+
     /// Wait until the process we started has exited (not its descendants), with its stdin
     /// still open.
     #[track_caller]
@@ -581,4 +597,30 @@ impl Output {
         );
         self.error_naming(path)
     }
+}
+
+/// Wait (observing, not timing) until `cond` holds; fail after [`DEADLINE`].
+#[track_caller]
+pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !cond() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Whether process `pid` has ended (gone, or a zombie whose files are closed).
+pub fn dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rfind(')')
+            .is_some_and(|i| stat[i + 2..].starts_with(['Z', 'X'])),
+    }
+}
+
+/// Parse one JSON document (a `--json` line).
+#[track_caller]
+pub fn json_of(text: &str) -> serde_json::Value {
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
