@@ -7,6 +7,7 @@ primitive holds its tests.
 */
 
 mod chaos;
+mod event_msg_bus;
 mod group_swmr;
 mod harness;
 mod mutex;

@@ -219,6 +219,7 @@ impl Cmd {
                 shown: self.shown,
                 status: out.status,
                 stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stdout_bytes: out.stdout,
                 stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
                 elapsed: start.elapsed(),
             },
@@ -469,6 +470,7 @@ impl Holder {
         Output {
             shown: std::mem::take(&mut self.shown),
             status,
+            stdout_bytes: stdout.clone().into_bytes(),
             stdout,
             stderr,
             elapsed: self.start.elapsed(),
@@ -504,6 +506,8 @@ pub struct Output {
     shown: String,
     pub status: ExitStatus,
     pub stdout: String,
+    /// Standard output byte for byte (`run` only; from a `Holder`, its lines).
+    pub stdout_bytes: Vec<u8>,
     pub stderr: String,
     /// From start to exit.
     pub elapsed: Duration,
