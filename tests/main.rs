@@ -11,3 +11,4 @@ mod event_msg_bus;
 mod group_swmr;
 mod harness;
 mod mutex;
+mod sem_grouplock_range;
