@@ -338,7 +338,7 @@ fn register(members: &Path) -> Result<Registration> {
         child: None,
         host,
         since_us,
-        command: procinfo::cmdline(pid).unwrap_or_default(),
+        command: procinfo::own_cmdline(),
     };
     write_registration(&file, &holder);
     let path = members.join(&name);

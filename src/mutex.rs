@@ -351,7 +351,7 @@ impl MutexGuard {
             child: None,
             host: procinfo::hostname(),
             since_us: now,
-            command: procinfo::cmdline(pid).unwrap_or_default(),
+            command: procinfo::own_cmdline(),
         };
         let guard = MutexGuard {
             path: mutex.path.clone(),

@@ -267,7 +267,7 @@ impl SlotGuard {
             child: None,
             host: procinfo::hostname(),
             since_us: procinfo::now_micros(),
-            command: procinfo::cmdline(pid).unwrap_or_default(),
+            command: procinfo::own_cmdline(),
         };
         let guard = SlotGuard {
             slot,

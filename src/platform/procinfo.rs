@@ -10,11 +10,23 @@ use std::{
 };
 
 /// This machine's host name (as other hosts sharing the directory will see it in reports).
+/// Read once per process: holders record it on every acquisition.
 pub fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "unknown".to_string())
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        nix::unistd::gethostname()
+            .ok()
+            .and_then(|h| h.into_string().ok())
+            .unwrap_or_else(|| "unknown".to_string())
+    })
+    .clone()
+}
+
+/// This process's own command line, read once.
+pub fn own_cmdline() -> String {
+    static OWN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| cmdline(std::process::id()).unwrap_or_default())
+        .clone()
 }
 
 /// Microseconds since the Unix epoch.
