@@ -205,7 +205,7 @@ impl Mutex {
                 )
             }
         };
-        Ok(Outcome::Acquired(MutexGuard::new(self, file)))
+        Ok(Outcome::Acquired(MutexGuard::new(self, file, network)))
     }
 
     fn open(&self) -> Result<(File, Access)> {
@@ -335,10 +335,11 @@ pub struct MutexGuard {
     fence: u64,
     record: Option<RecordFile>,
     holder: Holder,
+    network: bool,
 }
 
 impl MutexGuard {
-    fn new(mutex: &Mutex, file: File) -> MutexGuard {
+    fn new(mutex: &Mutex, file: File, network: bool) -> MutexGuard {
         let record = RecordFile::open(&mutex.path);
         let old = record.as_ref().map(|r| r.read().fence).unwrap_or(0);
         let now = procinfo::now_micros();
@@ -361,6 +362,7 @@ impl MutexGuard {
             fence,
             record,
             holder,
+            network,
         };
         guard.write_record();
         guard
@@ -379,13 +381,14 @@ impl MutexGuard {
             fence,
             record: None,
             holder: Holder::default(),
+            network: false,
         }
     }
 
     /// Whether the lock file lies on a network file system, where a living holder can lose
     /// its lock (partition, expired lease) and should check with [`still_held`](Self::still_held).
     pub fn on_network(&self) -> bool {
-        self.file.as_ref().is_some_and(|f| pfs::fs_kind(f).network)
+        self.network
     }
 
     /// Whether the lock is still ours: the descriptor still works, and a non-blocking
