@@ -104,24 +104,7 @@ impl Bus {
 
     pub fn connect(&self, name: &str) -> Result<()> {
         let dir = self.member_dir(name)?;
-        match std::fs::create_dir(&self.dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && self.dir.is_dir() => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(Error::new(
-                    &self.dir,
-                    ErrorKind::NotFound,
-                    "exists and is not a directory",
-                ))
-            }
-            Err(e) => {
-                return Err(pfs::explain_open_error(
-                    &self.dir,
-                    "cannot create bus directory",
-                    e,
-                ))
-            }
-        }
+        pfs::ensure_dir(&self.dir, "cannot create bus directory")?;
         let hidden = self.dir.join(format!(".{name}"));
         if hidden.exists() {
             std::fs::remove_dir_all(&hidden).map_err(|e| Error::io(&hidden, "cannot remove", e))?;

@@ -32,7 +32,7 @@ use crate::{
     error::{Error, ErrorKind, Result},
     mutex::DEFAULT_POLL,
     platform::{fs as pfs, notify::DirWatch},
-    wait::{self, Outcome, Wait},
+    wait::{self, Outcome},
 };
 
 /// A file-system event at a path.
@@ -125,39 +125,19 @@ impl Event {
     /// Like [`wait`](Self::wait), telling a timeout from a cancellation.
     pub fn wait_with(&self, timeout: Option<Duration>, reset: bool) -> Result<Outcome<()>> {
         pfs::check_parent(&self.path)?;
-        let dir = match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
+        let dir = pfs::parent_dir(&self.path);
         let network = pfs::fs_kind_of_path(dir).network;
         // Watch before the first check, so a signal between the two is not missed.
         let watch = DirWatch::new(dir).map_err(|e| Error::io(dir, "cannot watch directory", e))?;
-        let mut error = None;
-        let spec = Wait {
-            timeout,
-            poll: network.then_some(self.poll),
-            progress: None,
-        };
-        let outcome = wait::wait_for(
-            spec,
-            |_| {},
-            |block| {
-                if block {
-                    watch.wait()?;
-                    return Ok(None);
-                }
-                let got = if reset { self.consume() } else { self.is_set() };
-                match got {
-                    Ok(true) => Ok(Some(())),
-                    Ok(false) => Ok(None),
-                    Err(e) => {
-                        error = Some(e);
-                        Err(io::Error::other("check failed"))
-                    }
-                }
-            },
-        );
-        outcome.map_err(|e| error.unwrap_or_else(|| Error::io(&self.path, "cannot wait", e)))
+        let poll = network.then_some(self.poll);
+        wait::watch_until(timeout, poll, &watch, &self.path, || {
+            let got = if reset {
+                self.consume()?
+            } else {
+                self.is_set()?
+            };
+            Ok(got.then_some(()))
+        })
     }
 
     /// Take the signal if it is there: the unlink that only one waiter can win.

@@ -262,28 +262,8 @@ impl Drop for Membership {
 }
 
 fn ensure_dirs(p: &Paths) -> Result<()> {
-    for dir in [&p.dir, &p.members] {
-        match std::fs::create_dir(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                if !dir.is_dir() {
-                    return Err(Error::new(
-                        dir,
-                        ErrorKind::NotFound,
-                        "exists and is not a directory",
-                    ));
-                }
-            }
-            Err(e) => {
-                return Err(pfs::explain_open_error(
-                    dir,
-                    "cannot create group directory",
-                    e,
-                ))
-            }
-        }
-    }
-    Ok(())
+    pfs::ensure_dir(&p.dir, "cannot create group directory")?;
+    pfs::ensure_dir(&p.members, "cannot create group directory")
 }
 
 /// Does anyone hold a shared lock on the gate? See the module docs.

@@ -26,7 +26,6 @@ holds the turnstile, so newcomers of `G` queue behind it; it gets in as soon as 
 
 use std::{
     fs::File,
-    io,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -120,7 +119,7 @@ impl GroupLock {
     ) -> Result<Outcome<GroupGuard>> {
         check_name(group).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
         let start = Instant::now();
-        make_dir(&self.dir)?;
+        pfs::ensure_dir(&self.dir, "cannot create group lock")?;
         let turnstile_path = self.dir.join("turnstile");
         let (turnstile, _) = pfs::open_lock_file(&turnstile_path)?;
         let network = pfs::fs_kind(&turnstile).network;
@@ -183,19 +182,6 @@ impl GroupLock {
             .filter_map(|n| n.strip_prefix("group.").map(str::to_string))
             .filter(|n| check_name(n).is_ok())
             .collect())
-    }
-}
-
-fn make_dir(dir: &Path) -> Result<()> {
-    match std::fs::create_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Error::new(
-            dir,
-            ErrorKind::NotFound,
-            "exists and is not a directory",
-        )),
-        Err(e) => Err(pfs::explain_open_error(dir, "cannot create group lock", e)),
     }
 }
 

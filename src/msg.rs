@@ -64,7 +64,7 @@ use crate::{
         notify::DirWatch,
         procinfo,
     },
-    wait::{self, Outcome, Wait},
+    wait::{self, Outcome},
 };
 
 /// A mailbox directory.
@@ -220,12 +220,12 @@ impl Mailbox {
     fn layout(&self) -> Result<Layout> {
         let l = Layout::new(&self.dir);
         if self.create {
-            make_dir(&l.dir)?;
+            pfs::ensure_dir(&l.dir, "cannot create mailbox directory")?;
         } else if !l.dir.is_dir() {
             return Err(Error::new(&l.dir, ErrorKind::NotFound, "no such mailbox"));
         }
         for d in [&l.tmp, &l.q, &l.claimed, &l.recv, &l.senders] {
-            make_dir(d)?;
+            pfs::ensure_dir(d, "cannot create mailbox directory")?;
         }
         Ok(l)
     }
@@ -266,32 +266,10 @@ impl Mailbox {
         let parsed = MessageName::parse(&name).expect("we made it");
         let stem = parsed.stem();
         let network = pfs::fs_kind_of_path(&l.q).network;
-        let mut error = None;
-        let spec = Wait {
-            timeout,
-            poll: network.then_some(self.poll),
-            progress: None,
-        };
-        let outcome = wait::wait_for(
-            spec,
-            |_| {},
-            |block| {
-                if block {
-                    watch.wait()?;
-                    return Ok(None);
-                }
-                match send_state(&l, &name, &stem) {
-                    Ok(SendState::Taken) => Ok(Some(())),
-                    Ok(_) => Ok(None),
-                    Err(e) => {
-                        error = Some(e);
-                        Err(io::Error::other("state check failed"))
-                    }
-                }
-            },
-        );
-        let outcome =
-            outcome.map_err(|e| error.unwrap_or_else(|| Error::io(&l.q, "cannot wait", e)))?;
+        let poll = network.then_some(self.poll);
+        let outcome = wait::watch_until(timeout, poll, &watch, &l.q, || {
+            Ok(matches!(send_state(&l, &name, &stem)?, SendState::Taken).then_some(()))
+        })?;
         let result = match outcome {
             Outcome::Acquired(()) => Outcome::Acquired(()),
             gave_up => match withdraw(&l, &name, &stem, &watch)? {
@@ -319,36 +297,15 @@ impl Mailbox {
         let watch = DirWatch::new(&l.q).map_err(|e| Error::io(&l.q, "cannot watch", e))?;
         let network = pfs::fs_kind_of_path(&l.q).network;
         let mut me = Some(me);
-        let mut error = None;
-        let spec = Wait {
-            timeout,
-            poll: network.then_some(self.poll),
-            progress: None,
-        };
-        let outcome = wait::wait_for(
-            spec,
-            |_| {},
-            |block| {
-                if block {
-                    watch.wait()?;
-                    return Ok(None);
-                }
-                match try_claim(&l, &rid) {
-                    Ok(Some((file, claimed, from))) => Ok(Some(Received {
-                        file,
-                        claimed,
-                        from,
-                        _me: me.take().expect("once"),
-                    })),
-                    Ok(None) => Ok(None),
-                    Err(e) => {
-                        error = Some(e);
-                        Err(io::Error::other("claim failed"))
-                    }
-                }
-            },
-        );
-        outcome.map_err(|e| error.unwrap_or_else(|| Error::io(&l.q, "cannot wait", e)))
+        let poll = network.then_some(self.poll);
+        wait::watch_until(timeout, poll, &watch, &l.q, || {
+            Ok(try_claim(&l, &rid)?.map(|(file, claimed, from)| Received {
+                file,
+                claimed,
+                from,
+                _me: me.take().expect("once"),
+            }))
+        })
     }
 
     /// The queued messages, oldest first (synchronous ones whose sender is gone are left out).
@@ -379,25 +336,6 @@ impl Mailbox {
             });
         }
         Ok(out)
-    }
-}
-
-fn make_dir(dir: &Path) -> Result<()> {
-    match std::fs::create_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match dir.is_dir() {
-            true => Ok(()),
-            false => Err(Error::new(
-                dir,
-                ErrorKind::NotFound,
-                "exists and is not a directory",
-            )),
-        },
-        Err(e) => Err(pfs::explain_open_error(
-            dir,
-            "cannot create mailbox directory",
-            e,
-        )),
     }
 }
 

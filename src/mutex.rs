@@ -655,36 +655,13 @@ pub fn wait_for_change(
     timeout: Option<Duration>,
     poll: Duration,
 ) -> Result<Outcome<Status>> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let dir = pfs::parent_dir(path);
     let watch = crate::platform::notify::DirWatch::new(dir)
         .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
-    let mut error = None;
-    let spec = Wait {
-        timeout,
-        poll: Some(poll),
-        progress: None,
-    };
-    let outcome = wait::wait_for(
-        spec,
-        |_| {},
-        |block| {
-            if block {
-                watch.wait()?;
-                return Ok(None);
-            }
-            match status(path) {
-                Ok(now) => Ok((now != *seen).then_some(now)),
-                Err(e) => {
-                    error = Some(e);
-                    Err(std::io::Error::other("status failed"))
-                }
-            }
-        },
-    );
-    outcome.map_err(|e| error.unwrap_or_else(|| Error::io(path, "cannot watch", e)))
+    wait::watch_until(timeout, Some(poll), &watch, path, || {
+        let now = status(path)?;
+        Ok((now != *seen).then_some(now))
+    })
 }
 
 #[cfg(test)]

@@ -177,24 +177,7 @@ impl Semaphore {
                 format!("slots must be 1 to {MAX_SLOTS}"),
             ));
         }
-        match std::fs::create_dir(&self.dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && self.dir.is_dir() => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(Error::new(
-                    &self.dir,
-                    ErrorKind::NotFound,
-                    "exists and is not a directory",
-                ))
-            }
-            Err(e) => {
-                return Err(pfs::explain_open_error(
-                    &self.dir,
-                    "cannot create semaphore",
-                    e,
-                ))
-            }
-        }
+        pfs::ensure_dir(&self.dir, "cannot create semaphore")?;
         let recorded = match recorded_slots(&self.dir)? {
             Some(n) => n,
             None => record_slots(&self.dir, self.slots)?,

@@ -111,6 +111,40 @@ pub fn wait_for<T>(
     }
 }
 
+/// Wait until `check` finds what we wait for, blocking in `watch` (change notification) between
+/// checks: the common shape of the waits on files appearing and disappearing (events, messages,
+/// lock holders). `poll` re-checks where notification cannot see other hosts. Errors of `check`
+/// come back as they are; errors of waiting itself name `what`.
+pub fn watch_until<T>(
+    timeout: Option<Duration>,
+    poll: Option<Duration>,
+    watch: &crate::platform::notify::DirWatch,
+    what: &std::path::Path,
+    mut check: impl FnMut() -> crate::Result<Option<T>>,
+) -> crate::Result<Outcome<T>> {
+    let mut error = None;
+    let spec = Wait {
+        timeout,
+        poll,
+        progress: None,
+    };
+    let outcome = wait_for(
+        spec,
+        |_| {},
+        |block| {
+            if block {
+                watch.wait()?;
+                return Ok(None);
+            }
+            check().map_err(|e| {
+                error = Some(e);
+                io::Error::other("check failed")
+            })
+        },
+    );
+    outcome.map_err(|e| error.unwrap_or_else(|| crate::Error::io(what, "cannot wait", e)))
+}
+
 /// Sleep up to `d`, ending early (with `Interrupted`) on a cancellation signal. For verbs that
 /// must re-check on a schedule (watching a lock held by tools that do not notify us).
 pub fn sleep(d: Duration) -> Outcome<()> {

@@ -143,6 +143,31 @@ pub fn explain_open_error(path: &Path, what: &str, e: io::Error) -> Error {
     }
 }
 
+/// The directory a path lies in (`.` for a bare name).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Create a directory a primitive owns if it is missing; an existing non-directory, or a
+/// missing parent, is an error in the contract's words.
+pub fn ensure_dir(dir: &Path, what: &str) -> Result<()> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => match dir.is_dir() {
+            true => Ok(()),
+            false => Err(Error::new(
+                dir,
+                ErrorKind::NotFound,
+                "exists and is not a directory",
+            )),
+        },
+        Err(e) => Err(explain_open_error(dir, what, e)),
+    }
+}
+
 /// A missing *parent* directory is an error (the contract): say so in those words.
 pub fn check_parent(path: &Path) -> Result<()> {
     let parent = match path.parent() {
