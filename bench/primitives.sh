@@ -61,3 +61,11 @@ for _ in $(seq 100); do
     echo $(( $(cat got) - $(cat released) ))
 done > sem.txt
 report "sem hand-over (command end -> next command)" sem.txt
+
+# msg durable throughput: 200 posts from one sender, then 4 senders x 50 at once
+t0=$(now); for i in $(seq 200); do "$F" msg post T1 --data "m$i"; done; t1=$(now)
+echo "msg post throughput, 1 sender:   $(( 200 * 1000000 / (t1 - t0) )) messages/s"
+t0=$(now)
+for k in 1 2 3 4; do (for i in $(seq 50); do "$F" msg post T4 --data "s$k-$i"; done) & done; wait
+t1=$(now)
+echo "msg post throughput, 4 senders:  $(( 200 * 1000000 / (t1 - t0) )) messages/s"
