@@ -11,4 +11,5 @@ mod event_msg_bus;
 mod group_swmr;
 mod harness;
 mod mutex;
+mod netfs;
 mod sem_grouplock_range;

@@ -1,0 +1,291 @@
+//! Across machines: every primitive with its participants split over two client "hosts" of a
+//! real GlusterFS file system (`../shared/netfs`: `/mnt/fsbed/a` and `/mnt/fsbed/b` are the same
+//! directory seen through two clients in their own network namespaces), and lock-loss detection
+//! when one host is cut off.
+//!
+//! These run only when `FSYNC_NETFS=1` (`.ci/run` sets the bed up, runs them, and tears it
+//! down); otherwise each says it was skipped and passes.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use crate::harness::{fsync_bin, json_of, Holder, TestDir};
+
+/// The two views of one fresh directory on the bed, or `None` (skip) without the bed.
+fn bed(name: &str) -> Option<(PathBuf, PathBuf, TestDir)> {
+    if std::env::var("FSYNC_NETFS").as_deref() != Ok("1") {
+        eprintln!("skipped: set FSYNC_NETFS=1 with ../shared/netfs set up (as .ci/run does)");
+        return None;
+    }
+    let dir = format!("{name}.{}", std::process::id());
+    let a = PathBuf::from("/mnt/fsbed/a").join(&dir);
+    std::fs::create_dir_all(&a).expect("the bed is mounted at /mnt/fsbed/a");
+    let b = PathBuf::from("/mnt/fsbed/b").join(&dir);
+    assert!(b.is_dir(), "host b does not see host a's directory");
+    Some((a, b, TestDir::new()))
+}
+
+fn s(p: &std::path::Path, name: &str) -> String {
+    p.join(name).to_string_lossy().into_owned()
+}
+
+#[test]
+fn netfs_mutex_counter_is_exact_across_hosts() {
+    let Some((a, b, t)) = bed("mutex") else {
+        return;
+    };
+    std::fs::write(a.join("counter"), "0\n").unwrap();
+    let procs: Vec<Holder> = [&a, &a, &b, &b]
+        .iter()
+        .map(|host| {
+            let (lock, counter) = (s(host, "L"), s(host, "counter"));
+            t.sh(&format!(
+                "for i in $(seq 40); do \"$FSYNC\" mutex run {lock} -- sh -c 'n=$(cat {counter}); echo $((n+1)) > {counter}' || exit 1; done"
+            ))
+            .start()
+        })
+        .collect();
+    for p in procs {
+        p.finish().code(0);
+    }
+    assert_eq!(
+        std::fs::read_to_string(b.join("counter")).unwrap().trim(),
+        "160"
+    );
+}
+
+#[test]
+fn netfs_event_wakes_across_hosts_by_polling() {
+    let Some((a, b, t)) = bed("event") else {
+        return;
+    };
+    let waiter = t
+        .fsync(["event", "wait", "--reset", "-t", "20s", &s(&b, "E")])
+        .start();
+    t.fsync(["event", "signal", &s(&a, "E")]).run().code(0);
+    waiter.finish().code(0);
+    t.fsync(["event", "status", &s(&a, "E")]).run().code(1);
+}
+
+#[test]
+fn netfs_messages_exactly_once_across_hosts() {
+    let Some((a, b, t)) = bed("msg") else { return };
+    for i in 0..30 {
+        let host = if i % 2 == 0 { &a } else { &b };
+        t.fsync(["msg", "post", &s(host, "B"), "--data", &format!("m{i}")])
+            .run()
+            .code(0);
+    }
+    let receivers: Vec<Holder> = [&a, &b]
+        .iter()
+        .map(|host| {
+            t.sh(&format!(
+                "while \"$FSYNC\" msg recv -t 2s {}; do echo; done; true",
+                s(host, "B")
+            ))
+            .start()
+        })
+        .collect();
+    let mut all = Vec::new();
+    for r in receivers {
+        all.extend(
+            r.finish()
+                .stdout
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_string),
+        );
+    }
+    assert_eq!(all.len(), 30, "{all:?}");
+    assert_eq!(all.iter().collect::<BTreeSet<_>>().len(), 30);
+    // Order: posts alternated hosts one after the other; one receiver's share stays in order.
+    let sender = t
+        .fsync(["msg", "send", "-t", "20s", &s(&a, "S"), "--data", "sync"])
+        .start();
+    t.fsync(["msg", "recv", "-t", "20s", &s(&b, "S")])
+        .run()
+        .code(0)
+        .stdout("sync");
+    sender.finish().code(0);
+}
+
+#[test]
+fn netfs_sem_group_swmr_grouplock_across_hosts() {
+    let Some((a, b, t)) = bed("prims") else {
+        return;
+    };
+    let hold = "echo acquired; read x || true";
+    // sem: one slot each side, a third is refused
+    let s1 = t
+        .fsync([
+            "sem",
+            "run",
+            &s(&a, "S"),
+            "--slots",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            hold,
+        ])
+        .hold();
+    let s2 = t
+        .fsync([
+            "sem",
+            "run",
+            &s(&b, "S"),
+            "--slots",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            hold,
+        ])
+        .hold();
+    t.fsync([
+        "sem",
+        "run",
+        "-n",
+        &s(&a, "S"),
+        "--slots",
+        "2",
+        "--",
+        "true",
+    ])
+    .run()
+    .code(75);
+    s1.finish().code(0);
+    t.fsync([
+        "sem",
+        "run",
+        "-n",
+        &s(&b, "S"),
+        "--slots",
+        "2",
+        "--",
+        "true",
+    ])
+    .run()
+    .code(0);
+    s2.finish().code(0);
+    // group: a member on a is seen on b
+    let m = t
+        .fsync(["group", "join", &s(&a, "G"), "--", "sh", "-c", hold])
+        .hold();
+    t.fsync(["group", "empty", &s(&b, "G")]).run().code(1);
+    assert_eq!(
+        json_of(
+            &t.fsync(["group", "members", "--json", &s(&b, "G")])
+                .run()
+                .code(0)
+                .stdout
+        )["count"],
+        1
+    );
+    m.finish().code(0);
+    t.fsync(["group", "empty", &s(&b, "G")]).run().code(0);
+    // swmr: a reader on a keeps a writer on b out
+    let r = t
+        .fsync(["swmr", "read", &s(&a, "W"), "--", "sh", "-c", hold])
+        .hold();
+    t.fsync(["swmr", "read", "-n", &s(&b, "W"), "--", "true"])
+        .run()
+        .code(0);
+    t.fsync(["swmr", "write", "-n", &s(&b, "W"), "--", "true"])
+        .run()
+        .code(75);
+    r.finish().code(0);
+    // grouplock: group x on a keeps group y on b out
+    let g = t
+        .fsync([
+            "grouplock",
+            "run",
+            &s(&a, "GL"),
+            "--group",
+            "x",
+            "--",
+            "sh",
+            "-c",
+            hold,
+        ])
+        .hold();
+    t.fsync([
+        "grouplock",
+        "run",
+        "-n",
+        &s(&b, "GL"),
+        "--group",
+        "y",
+        "--",
+        "true",
+    ])
+    .run()
+    .code(75);
+    t.fsync([
+        "grouplock",
+        "run",
+        "-n",
+        &s(&b, "GL"),
+        "--group",
+        "x",
+        "--",
+        "true",
+    ])
+    .run()
+    .code(0);
+    g.finish().code(0);
+}
+
+/// Cut host a off while it holds a lock: after the file system's timeout the other side gets
+/// the lock, and host a's fsync notices the loss, says so and stops its command (exit 76).
+/// Named to run last (tests run in name order with one thread), since the cut unmounts host a.
+#[test]
+fn netfs_zz_lock_loss_is_detected_and_the_command_stopped() {
+    let Some((a, b, t)) = bed("loss") else { return };
+    let mut holder = t
+        .fsync([
+            "mutex",
+            "run",
+            &s(&a, "L"),
+            "--",
+            "sh",
+            "-c",
+            "echo acquired; sleep 120",
+        ])
+        .hold();
+    let cut = |state: &str| {
+        let ok = std::process::Command::new("ip")
+            .args(["-n", "fsbed-a", "link", "set", "eth0", state])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "cannot set host a's link {state}");
+    };
+    cut("down");
+    // The other side gets the lock once the server has given up on host a (~10 s).
+    let other = std::process::Command::new(fsync_bin())
+        .args(["mutex", "run", "-t", "60s"])
+        .arg(b.join("L"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let status = holder.wait_exit();
+    cut("up");
+    assert_eq!(other.status.code(), Some(0), "host b never got the lock");
+    assert_eq!(
+        status.code(),
+        Some(76),
+        "host a did not stop its command on the loss"
+    );
+    let err = holder.stderr_line();
+    assert!(err.contains("lock was lost"), "{err}");
+    heal();
+}
+
+/// Re-mount host a (its client gives up after the cut), as the bed's set-up does.
+fn heal() {
+    let setup = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/netfs/setup.sh");
+    let ok = std::process::Command::new(setup)
+        .stdout(std::process::Stdio::null())
+        .status();
+    assert!(ok.is_ok_and(|s| s.success()), "could not re-mount the bed");
+}
