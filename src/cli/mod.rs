@@ -29,6 +29,35 @@ pub use exit_code::Exit;
 
 const ABOUT: &str = "Synchronise processes through the file system";
 
+const NOTES: &str = "\
+Network file systems (NFS, SMB/CIFS, FUSE such as GlusterFS or sshfs, Ceph; found with statfs, \
+see 'fsync doctor'): whole-file and byte-range locks, exclusive create, link and rename work \
+across hosts, so every primitive keeps its promises there. What does not cross hosts is change \
+notification: inotify never sees another host's changes, so waits for events, messages, \
+semaphore slots and watches re-check every --poll interval (50ms by default); lock waits block in \
+the lock call, which the file server wakes. Measured between two clients of GlusterFS \
+(bench/netfs.sh): a mutex hand-over in 6 ms, an event wake-up in 19 ms and a message in 47 ms \
+(p50).
+
+A host cut off from the server keeps believing it holds its locks, while the server gives them \
+to others after its timeout (10 s on that bed): 'fsync mutex run' checks its lock every second \
+there and stops its command (exit 76; see --on-lost), 18 s after the cut on the bed. Use \
+FSYNC_FENCE to let the protected resource reject a stale holder. The locks of a client whose \
+process dies go at once; those of a machine that vanishes, after the server's timeout.
+
+Mount options: on NFS never 'nolock' or 'local_lock' (locks would stay on one host), and \
+'lookupcache=positive' (or 'noac') so that new and removed files are seen promptly; an exclusive \
+lock needs write access to the lock file. On GlusterFS turn client caching off (entry and \
+attribute timeouts 0, stat-prefetch, quick-read, io-cache, open-behind and write-behind off), as \
+../shared/netfs/setup.sh does: with the defaults, stale caches lose updates made under a lock. \
+Do not mix whole-file and byte-range locks on one file (--range): NFS and FUSE emulate flock(2) \
+with a whole-file POSIX lock, and the two collide.
+
+Shared directories such as /tmp: fsync never writes through, truncates or deletes via another \
+user's symbolic link (its own files are opened with O_NOFOLLOW, and a symbolic link is followed \
+only to lock a file that already exists), never writes into a file it did not create, and \
+creates holder records 0644 and message payloads 0640.";
+
 const LONG_ABOUT: &str = "\
 Synchronise processes through the file system: locks, groups, events and messages that work \
 between shell scripts, cron jobs and CI steps on one machine, and between machines that share \
@@ -45,6 +74,7 @@ hosts cannot wake it.";
     version,
     about = ABOUT,
     long_about = LONG_ABOUT,
+    after_long_help = NOTES,
     infer_long_args = true,
     propagate_version = true,
     max_term_width = 100
