@@ -236,6 +236,66 @@ fn netfs_sem_group_swmr_grouplock_across_hosts() {
     g.finish().code(0);
 }
 
+/// Host a's file system client crashes while a holds a lock and a counter update is half-way:
+/// host b gets the lock, and the counter written under the lock is whole.
+#[test]
+fn netfs_zy_client_crash_frees_the_lock_and_corrupts_nothing() {
+    let Some((a, b, t)) = bed("crash") else {
+        return;
+    };
+    std::fs::write(a.join("counter"), "41\n").unwrap();
+    let counter = s(&a, "counter");
+    let mut holder = t
+        .fsync([
+            "mutex",
+            "run",
+            &s(&a, "L"),
+            "--",
+            "sh",
+            "-c",
+            &format!("echo acquired; sleep 120; echo 0 > {counter}"),
+        ])
+        .hold();
+    let children = format!("/proc/{0}/task/{0}/children", holder.pid());
+    let command: i32 = std::fs::read_to_string(children)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let pid = std::fs::read_to_string("/tmp/fsbed-state/client-a.pid")
+        .expect("the bed's client pid file");
+    let ok = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "cannot kill host a's client");
+    let bump = format!("n=$(cat {0}); echo $((n+1)) > {0}", s(&b, "counter"));
+    t.fsync([
+        "mutex",
+        "run",
+        "-t",
+        "60s",
+        &s(&b, "L"),
+        "--",
+        "sh",
+        "-c",
+        &bump,
+    ])
+    .run()
+    .code(0);
+    assert_eq!(
+        std::fs::read_to_string(b.join("counter")).unwrap().trim(),
+        "42"
+    );
+    holder.signal(nix::sys::signal::Signal::SIGKILL);
+    holder.wait_exit();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(command),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    heal();
+}
+
 /// Cut host a off while it holds a lock: after the file system's timeout the other side gets
 /// the lock, and host a's fsync notices the loss, says so and stops its command (exit 76).
 /// Named to run last (tests run in name order with one thread), since the cut unmounts host a.
