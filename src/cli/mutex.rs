@@ -237,7 +237,9 @@ fn run_command(a: RunArgs) -> super::Outcome {
         .poll_interval(a.wait.poll);
     let mut progress = Progress::new(a.wait.verbose);
     let outcome = mutex.acquire_with(a.wait.timeout(), |waited| {
-        progress.waiting(waited, || describe(&a.lock));
+        progress.waiting(waited, || {
+            describe(&a.lock) + &mode_note(&a.lock, a.wait.poll)
+        });
     })?;
     let mut guard = match outcome {
         Outcome::Acquired(g) => g,
@@ -301,6 +303,19 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
     .run(|_| {})?;
     drop(guard);
     Ok(exit)
+}
+
+/// How we wait where that is not the kernel alone: "; nfs: re-checking every 50ms".
+fn mode_note(lock: &std::path::Path, poll: std::time::Duration) -> String {
+    let kind = fsync::platform::fs::fs_kind_of_path(lock);
+    match kind.network {
+        true => format!(
+            " [{} network file system: also re-checking every {}]",
+            kind.name,
+            humantime::format_duration(poll)
+        ),
+        false => String::new(),
+    }
 }
 
 /// "LOCK, held by pid 12 on host: cmd, since ..." for `-v`.
