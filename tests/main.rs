@@ -6,8 +6,10 @@ The integration tests: one test binary (`autotests = false` in Cargo.toml) that 
 primitive holds its tests.
 */
 
+mod bad_input;
 mod chaos;
 mod event_msg_bus;
+mod faults;
 mod group_swmr;
 mod harness;
 mod mutex;

@@ -17,6 +17,8 @@ use std::{
     process::{Child, Command},
 };
 
+use std::io::Write as _;
+
 use fsync::wait;
 use nix::libc;
 
@@ -156,7 +158,11 @@ fn watch_lock(pid: u32, mut guard: LossGuard<'_>) -> bool {
         if (guard.still_held)() {
             continue;
         }
-        eprintln!("fsync: {}: the lock was lost while the command ran (network partition or expired lease?)", guard.what);
+        let _ = writeln!(
+            std::io::stderr(),
+            "fsync: {}: the lock was lost while the command ran (network partition or expired lease?)",
+            guard.what
+        );
         match guard.on_lost {
             OnLost::Ignore => {
                 // Say it once, then just wait for the command.

@@ -21,7 +21,7 @@ mod report;
 mod sem;
 mod swmr;
 
-use std::{fmt, process::ExitCode, time::Duration};
+use std::{fmt, io::Write, process::ExitCode, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -218,7 +218,8 @@ pub type Outcome = Result<Exit, Failure>;
 
 pub fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("fsync: internal error: {info}");
+        // Never panic again here, even if stderr is gone.
+        let _ = writeln!(std::io::stderr(), "fsync: internal error: {info}");
         std::process::exit(Exit::INTERNAL.0.into());
     }));
     let cli = match Cli::try_parse() {
@@ -248,7 +249,7 @@ pub fn main() -> ExitCode {
         Ok(exit) => ExitCode::from(exit.0),
         Err(Failure::BrokenPipe) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("fsync: {failure}");
+            let _ = writeln!(std::io::stderr(), "fsync: {failure}");
             ExitCode::from(failure.exit().0)
         }
     }

@@ -31,15 +31,19 @@ pub fn flock(fd: &impl AsRawFd, mode: Mode, block: bool) -> io::Result<bool> {
     if !block {
         op |= libc::LOCK_NB;
     }
-    // SAFETY: flock on a descriptor the caller keeps open.
-    if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
-        return Ok(true);
+    loop {
+        // SAFETY: flock on a descriptor the caller keeps open.
+        if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EWOULDBLOCK) if !block => return Ok(false),
+            // A non-blocking call has nothing to wait for: a signal just means "again".
+            Some(libc::EINTR) if !block => continue,
+            _ => return Err(err),
+        }
     }
-    let err = io::Error::last_os_error();
-    if !block && err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        return Ok(false);
-    }
-    Err(err)
 }
 
 /// Release a lock explicitly (closing the last descriptor does it too).
@@ -101,13 +105,16 @@ pub fn ofd_lock(
     } else {
         libc::F_OFD_SETLK
     };
-    // SAFETY: fcntl with a valid flock struct on a descriptor the caller keeps open.
-    if unsafe { libc::fcntl(fd.as_raw_fd(), cmd, &fl) } == 0 {
-        return Ok(true);
+    loop {
+        // SAFETY: fcntl with a valid flock struct on a descriptor the caller keeps open.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), cmd, &fl) } == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN | libc::EACCES) if !block => return Ok(false),
+            Some(libc::EINTR) if !block => continue,
+            _ => return Err(err),
+        }
     }
-    let err = io::Error::last_os_error();
-    if !block && matches!(err.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) {
-        return Ok(false);
-    }
-    Err(err)
 }

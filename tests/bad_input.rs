@@ -1,0 +1,292 @@
+//! Bad input, every verb: the table below is the record of what each gives (exit status, and a
+//! part of the one `fsync: ` line that must name the path and the cause). Usage errors are
+//! clap's (exit 2, `error: ...`). Nothing panics (exit 70) and nothing hangs (the harness's
+//! deadline).
+
+use std::{ffi::OsStr, os::unix::ffi::OsStrExt};
+
+use crate::harness::TestDir;
+
+/// (arguments, exit status, part of stderr)
+const TABLE: &[(&[&str], i32, &str)] = &[
+    // missing parent directory
+    (
+        &["mutex", "run", "no/dir/L", "--", "true"],
+        66,
+        "parent directory no/dir does not exist",
+    ),
+    (&["mutex", "status", "no/dir/L"], 66, "parent directory"),
+    (
+        &["mutex", "watch", "-t", "0", "no/dir/L"],
+        66,
+        "parent directory",
+    ),
+    (
+        &["group", "join", "no/dir/G", "--", "true"],
+        66,
+        "parent directory",
+    ),
+    (&["group", "empty", "no/dir/G"], 66, "parent directory"),
+    (&["event", "signal", "no/dir/E"], 66, "parent directory"),
+    (
+        &["event", "wait", "-t", "0", "no/dir/E"],
+        66,
+        "parent directory",
+    ),
+    (
+        &["msg", "post", "no/dir/B", "--data", "x"],
+        66,
+        "parent directory",
+    ),
+    (&["msg", "recv", "-n", "no/dir/B"], 66, "parent directory"),
+    (
+        &["bus", "connect", "no/dir/BUS", "a"],
+        66,
+        "parent directory",
+    ),
+    (
+        &["swmr", "read", "no/dir/L", "--", "true"],
+        66,
+        "parent directory",
+    ),
+    (
+        &["sem", "run", "no/dir/S", "--slots", "2", "--", "true"],
+        66,
+        "parent directory",
+    ),
+    (
+        &[
+            "grouplock",
+            "run",
+            "no/dir/GL",
+            "--group",
+            "a",
+            "--",
+            "true",
+        ],
+        66,
+        "parent directory",
+    ),
+    (&["doctor", "no/dir/x"], 66, "parent directory"),
+    // a path of the wrong kind: a directory where a file is needed, and the reverse
+    (&["mutex", "run", "dir", "--", "true"], 66, "is a directory"),
+    (
+        &["swmr", "write", "dir", "--", "true"],
+        66,
+        "is a directory",
+    ),
+    (&["event", "status", "dir"], 66, "is a directory"),
+    (
+        &["group", "join", "file", "--", "true"],
+        66,
+        "not a directory",
+    ),
+    (
+        &["msg", "post", "file", "--data", "x"],
+        66,
+        "not a directory",
+    ),
+    (
+        &["sem", "run", "file", "--slots", "1", "--", "true"],
+        66,
+        "not a directory",
+    ),
+    (
+        &["mutex", "run", "file/L", "--", "true"],
+        66,
+        "not a directory",
+    ),
+    // symbolic links: dangling, and a loop
+    (
+        &["mutex", "run", "dangling", "--", "true"],
+        66,
+        "dangling symbolic link",
+    ),
+    (&["mutex", "run", "loop", "--", "true"], 66, "loop"),
+    // invalid values
+    (
+        &["mutex", "run", "-t", "soon", "L", "--", "true"],
+        2,
+        "invalid duration",
+    ),
+    (
+        &["mutex", "run", "-t", "-1", "L", "--", "true"],
+        2,
+        "unexpected argument '-1'",
+    ),
+    (
+        &["mutex", "run", "-t=-1", "L", "--", "true"],
+        2,
+        "invalid duration",
+    ),
+    (
+        &["mutex", "run", "--poll", "0", "L", "--", "true"],
+        2,
+        "poll",
+    ),
+    (&["mutex", "run", "-E", "256", "L", "--", "true"], 2, "256"),
+    (
+        &["mutex", "run", "-E", "x", "L", "--", "true"],
+        2,
+        "invalid",
+    ),
+    (
+        &["mutex", "run", "--range", "1:x", "L", "--", "true"],
+        2,
+        "invalid range",
+    ),
+    (
+        &[
+            "mutex",
+            "run",
+            "--range",
+            "0x8000000000000000",
+            "L",
+            "--",
+            "true",
+        ],
+        2,
+        "invalid range",
+    ),
+    (
+        &["sem", "run", "S", "--slots", "0", "--", "true"],
+        2,
+        "slot count",
+    ),
+    (
+        &["sem", "run", "S", "--slots", "99999", "--", "true"],
+        2,
+        "slot count",
+    ),
+    (
+        &["grouplock", "run", "GL", "--group", "a b", "--", "true"],
+        2,
+        "invalid",
+    ),
+    (
+        &[
+            "grouplock",
+            "run",
+            "GL",
+            "--group",
+            "x",
+            "--max",
+            "0",
+            "--",
+            "true",
+        ],
+        2,
+        "--max",
+    ),
+    (
+        &["bus", "connect", "BUS", "../up"],
+        2,
+        "invalid participant name",
+    ),
+    (
+        &["mutex", "lock", "--fd", "99"],
+        66,
+        "not an open file descriptor",
+    ),
+    (
+        &["mutex", "unlock", "--fd=-5"],
+        66,
+        "not an open file descriptor",
+    ),
+    // commands
+    (&["mutex", "run", "L"], 2, "COMMAND"),
+    (
+        &["mutex", "run", "L", "--", "no-such-command-4711"],
+        127,
+        "command not found",
+    ),
+    (
+        &["mutex", "run", "L", "--", "./file"],
+        126,
+        "cannot execute",
+    ),
+    (&["mutex", "frobnicate", "L"], 2, "unrecognized subcommand"),
+];
+
+#[test]
+fn bad_input_gives_the_contract_error_form() {
+    let t = TestDir::new();
+    std::fs::create_dir(t.join("dir")).unwrap();
+    t.write("file", "");
+    std::os::unix::fs::symlink(t.join("nowhere"), t.join("dangling")).unwrap();
+    std::os::unix::fs::symlink(t.join("loop"), t.join("loop")).unwrap();
+    let mut wrong = Vec::new();
+    for (args, want, part) in TABLE {
+        let out = t.fsync(args.iter()).run();
+        let code = out.status.code();
+        let err = out.stderr.trim_end();
+        let form = match *want {
+            2 => err.starts_with("error: "),
+            _ => err.lines().count() == 1 && err.starts_with("fsync: "),
+        };
+        if code != Some(*want) || !form || !err.contains(part) {
+            wrong.push(format!(
+                "fsync {}: exit {code:?} (want {want}), stderr {err:?} (want {part:?})",
+                args.join(" ")
+            ));
+        }
+    }
+    assert!(
+        !t.join("nowhere").exists(),
+        "a dangling link's target was created"
+    );
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn odd_names_work() {
+    let t = TestDir::new();
+    for name in ["with space", "new\nline", "ünïcødé ✓", "-dash"] {
+        let path = t.join(name);
+        t.fsync([
+            OsStr::new("mutex"),
+            OsStr::new("run"),
+            path.as_os_str(),
+            OsStr::new("--"),
+            OsStr::new("true"),
+        ])
+        .run()
+        .code(0);
+        t.fsync([
+            OsStr::new("msg"),
+            OsStr::new("post"),
+            t.join(&format!("box {name}")).as_os_str(),
+            OsStr::new(&format!("--data={name}")),
+        ])
+        .run()
+        .code(0);
+    }
+    let invalid = t.path().join(OsStr::from_bytes(b"bad\xff\xfeutf8"));
+    t.fsync([
+        OsStr::new("mutex"),
+        OsStr::new("run"),
+        invalid.as_os_str(),
+        OsStr::new("--"),
+        OsStr::new("true"),
+    ])
+    .run()
+    .code(0);
+    t.fsync([
+        OsStr::new("event"),
+        OsStr::new("signal"),
+        invalid.as_os_str(),
+    ])
+    .run()
+    .code(0);
+    t.fsync([
+        OsStr::new("event"),
+        OsStr::new("wait"),
+        OsStr::new("-n"),
+        invalid.as_os_str(),
+    ])
+    .run()
+    .code(0);
+    // An empty, a binary and a large payload through one mailbox
+    t.fsync(["msg", "post", "P", "--data", ""]).run().code(0);
+    t.fsync(["msg", "recv", "-n", "P"]).run().code(0).stdout("");
+}
