@@ -74,7 +74,11 @@ impl Rng {
 }
 
 fn mark(log: &Path, line: &str) {
-    let mut f = std::fs::OpenOptions::new().append(true).custom_flags(0).open(log).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .custom_flags(0)
+        .open(log)
+        .unwrap();
     f.write_all(line.as_bytes()).unwrap();
 }
 
@@ -83,17 +87,31 @@ fn worker(variant: Variant, group: &str, dir: &Path, loops: usize, seed: u64) {
     let log = dir.join("log");
     let lock = dir.join("lock");
     let mut rng = Rng(seed);
-    let (mut aces, mut total, mut min, mut max) = (0usize, Duration::ZERO, Duration::MAX, Duration::ZERO);
+    let (mut aces, mut total, mut min, mut max) =
+        (0usize, Duration::ZERO, Duration::MAX, Duration::ZERO);
     for _ in 0..loops {
         std::thread::sleep(rng.ms(10));
         let start = Instant::now();
         let claim = |t: Option<Duration>| -> Option<Box<dyn std::any::Any>> {
             match variant {
-                Variant::Mutex => Mutex::new(&lock).acquire(t).unwrap().map(|g| Box::new(g) as _),
-                Variant::GroupLock => GroupLock::new(&lock).enter(group, None, t).unwrap().map(|g| Box::new(g) as _),
-                Variant::GroupLockMax2 => GroupLock::new(&lock).enter(group, Some(2), t).unwrap().map(|g| Box::new(g) as _),
+                Variant::Mutex => Mutex::new(&lock)
+                    .acquire(t)
+                    .unwrap()
+                    .map(|g| Box::new(g) as _),
+                Variant::GroupLock => GroupLock::new(&lock)
+                    .enter(group, None, t)
+                    .unwrap()
+                    .map(|g| Box::new(g) as _),
+                Variant::GroupLockMax2 => GroupLock::new(&lock)
+                    .enter(group, Some(2), t)
+                    .unwrap()
+                    .map(|g| Box::new(g) as _),
                 Variant::Swmr => {
-                    let mode = if group == "A" { Mode::Shared } else { Mode::Exclusive };
+                    let mode = if group == "A" {
+                        Mode::Shared
+                    } else {
+                        Mode::Exclusive
+                    };
                     let outcome = Swmr::new(&lock).acquire(mode, t, |_| {}).unwrap();
                     match outcome {
                         fsync::Outcome::Acquired(g) => Some(Box::new(g) as _),
@@ -119,7 +137,12 @@ fn worker(variant: Variant, group: &str, dir: &Path, loops: usize, seed: u64) {
         mark(&log, &format!("- {group} {pid}\n"));
         drop(guard);
     }
-    println!("{loops} {aces} {} {} {}", total.as_micros(), min.as_micros(), max.as_micros());
+    println!(
+        "{loops} {aces} {} {} {}",
+        total.as_micros(),
+        min.as_micros(),
+        max.as_micros()
+    );
 }
 
 /// Replay the log: goofups are states the variant forbids.
@@ -154,7 +177,13 @@ fn goofups(log: &str, variant: Variant) -> usize {
 fn main() {
     if let Ok(spec) = std::env::var(ROLE) {
         let parts: Vec<&str> = spec.split(',').collect();
-        worker(Variant::parse(parts[0]), parts[1], Path::new(parts[2]), parts[3].parse().unwrap(), parts[4].parse().unwrap());
+        worker(
+            Variant::parse(parts[0]),
+            parts[1],
+            Path::new(parts[2]),
+            parts[3].parse().unwrap(),
+            parts[4].parse().unwrap(),
+        );
         return;
     }
     let smoke = !std::env::args().any(|a| a == "--bench");
@@ -163,19 +192,35 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(if smoke { 20 } else { 200 });
     let exe = std::env::current_exe().unwrap();
-    println!("LOCKTEST across processes: 2 groups x 3 processes x {loops} loops, hold and think 0-10 ms");
+    println!(
+        "LOCKTEST across processes: 2 groups x 3 processes x {loops} loops, hold and think 0-10 ms"
+    );
     println!(
         "{:26} {:5} {:>6} {:>5} {:>9} {:>8} {:>8} {:>8}",
         "variant", "group", "claims", "aces", "avg ms", "min ms", "max ms", "goofups"
     );
-    for variant in [Variant::Mutex, Variant::GroupLock, Variant::GroupLockMax2, Variant::Swmr] {
+    for variant in [
+        Variant::Mutex,
+        Variant::GroupLock,
+        Variant::GroupLockMax2,
+        Variant::Swmr,
+    ] {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("log"), "").unwrap();
         let workers: Vec<(&str, std::process::Child)> = (0..6)
             .map(|i| {
                 let group = if i < 3 { "A" } else { "B" };
-                let spec = format!("{},{group},{},{loops},{}", variant.key(), dir.path().display(), 0x9e37_79b9 + i as u64 * 7919);
-                let child = Command::new(&exe).env(ROLE, spec).stdout(Stdio::piped()).spawn().unwrap();
+                let spec = format!(
+                    "{},{group},{},{loops},{}",
+                    variant.key(),
+                    dir.path().display(),
+                    0x9e37_79b9 + i as u64 * 7919
+                );
+                let child = Command::new(&exe)
+                    .env(ROLE, spec)
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap();
                 (group, child)
             })
             .collect();
@@ -183,7 +228,11 @@ fn main() {
         for (group, child) in workers {
             let out = child.wait_with_output().unwrap();
             assert!(out.status.success(), "worker failed");
-            let f: Vec<u128> = String::from_utf8(out.stdout).unwrap().split_whitespace().map(|x| x.parse().unwrap()).collect();
+            let f: Vec<u128> = String::from_utf8(out.stdout)
+                .unwrap()
+                .split_whitespace()
+                .map(|x| x.parse().unwrap())
+                .collect();
             let e = per_group.entry(group).or_insert((0, 0, 0, u128::MAX, 0));
             e.0 += f[0] as usize;
             e.1 += f[1] as usize;
