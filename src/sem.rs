@@ -67,8 +67,9 @@ pub struct Semaphore {
     poll: Duration,
 }
 
-/// The largest number of slots (one lock file each).
-pub const MAX_SLOTS: usize = 4096;
+/// The largest number of slots: one lock file each, which the head waiter keeps open while it
+/// waits, so this stays well inside the usual limit of 1024 open files.
+pub const MAX_SLOTS: usize = 512;
 
 fn slot_path(dir: &Path, i: usize) -> PathBuf {
     dir.join(format!("slot.{i}"))
