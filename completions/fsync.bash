@@ -1182,7 +1182,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__grouplock__subcmd__run)
-            opts="-t -n -E -v -h -V --group --max --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-t -n -E -v -h -V --group --max --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1218,6 +1218,10 @@ _fsync() {
                     ;;
                 --poll)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -2368,7 +2372,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__sem__subcmd__run)
-            opts="-t -n -E -v -h -V --slots --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-t -n -E -v -h -V --slots --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2400,6 +2404,10 @@ _fsync() {
                     ;;
                 --poll)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -2508,7 +2516,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__read)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --range --help --version"
+            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2536,6 +2544,10 @@ _fsync() {
                     ;;
                 --poll)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
                     return 0
                     ;;
                 --range)
@@ -2564,7 +2576,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__write)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --range --help --version"
+            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2592,6 +2604,10 @@ _fsync() {
                     ;;
                 --poll)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
                     return 0
                     ;;
                 --range)

@@ -71,6 +71,12 @@ pub struct GroupGuard {
 }
 
 impl GroupGuard {
+    /// The descriptor of our shared lock on the group's file, for lock-loss checks.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self._member.as_raw_fd()
+    }
+
     /// The `--max` slot held, if any.
     pub fn slot(&self) -> Option<usize> {
         self.slot.as_ref().map(SlotGuard::slot)

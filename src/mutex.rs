@@ -283,12 +283,7 @@ fn fd_holds(fd: RawFd, dev: u64, ino: u64) -> bool {
 
 /// [`MutexGuard::still_held`] for a raw descriptor (one that stays open meanwhile).
 pub fn fd_still_held(fd: RawFd) -> bool {
-    if nix::sys::stat::fstat(fd).is_err() {
-        return false;
-    }
-    // SAFETY: fstat proved the descriptor open; we only borrow it for the call.
-    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-    matches!(lock::flock(&borrowed, Mode::Exclusive, false), Ok(true))
+    lock::still_held(fd, Mode::Exclusive)
 }
 
 /// Does `path` still name the inode `file` has open, with at least one link?

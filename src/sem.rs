@@ -263,6 +263,12 @@ impl SlotGuard {
         guard
     }
 
+    /// The descriptor that holds the slot (exclusively), for lock-loss checks.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.file.as_raw_fd()
+    }
+
     /// Which slot (0 to N-1) is ours: for allocating devices, ports or directories by slot.
     pub fn slot(&self) -> usize {
         self.slot

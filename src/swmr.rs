@@ -87,6 +87,12 @@ impl SwmrGuard {
         self.mode == Mode::Exclusive
     }
 
+    /// The descriptor that holds the lock, and in which mode (for lock-loss checks).
+    pub fn raw_fd(&self) -> (std::os::fd::RawFd, Mode) {
+        use std::os::fd::AsRawFd;
+        (self.file.as_raw_fd(), self.mode)
+    }
+
     /// Let the lock survive `exec` into children, as the mutex does.
     pub fn pass_down(&self) -> Result<()> {
         lock::set_inheritable(&self.file, true)

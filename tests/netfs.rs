@@ -107,6 +107,38 @@ fn netfs_messages_exactly_once_across_hosts() {
         .code(0)
         .stdout("sync");
     sender.finish().code(0);
+    // bus: participants on both hosts; a broadcast from a reaches b's participant once
+    t.fsync(["bus", "connect", &s(&a, "BUS"), "left"])
+        .run()
+        .code(0);
+    t.fsync(["bus", "connect", &s(&b, "BUS"), "right"])
+        .run()
+        .code(0);
+    t.fsync([
+        "bus",
+        "broadcast",
+        &s(&a, "BUS"),
+        "--from",
+        "left",
+        "--data",
+        "hi",
+    ])
+    .run()
+    .code(0);
+    let v = json_of(
+        &t.fsync(["bus", "recv", "--json", "-t", "20s", &s(&b, "BUS"), "right"])
+            .run()
+            .code(0)
+            .stdout,
+    );
+    assert_eq!(
+        (v["from"].as_str(), v["data"].as_str()),
+        (Some("left"), Some("hi")),
+        "{v}"
+    );
+    t.fsync(["bus", "recv", "-n", &s(&b, "BUS"), "left"])
+        .run()
+        .code(75);
 }
 
 #[test]

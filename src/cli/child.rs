@@ -127,6 +127,36 @@ pub struct LossGuard<'a> {
     pub what: String,
 }
 
+/// The `--on-lost` option of the verbs that run a command under a lock.
+#[derive(Debug, clap::Args)]
+pub struct LossArgs {
+    /// On a network file system, what to do if the lock is lost while COMMAND runs (it is
+    /// checked every second): stop COMMAND with TERM (KILL after 10s) or KILL and exit 76, or
+    /// only say so
+    #[arg(long, value_enum, value_name = "ACTION", default_value = "term")]
+    pub on_lost: OnLost,
+}
+
+impl LossArgs {
+    /// A check of the lock held through `fd` in `mode`, where `lock` lies on a network file
+    /// system (elsewhere a living holder cannot lose its lock, and nothing is checked).
+    pub fn guard(
+        &self,
+        lock: &std::path::Path,
+        fd: std::os::fd::RawFd,
+        mode: fsync::platform::lock::Mode,
+    ) -> Option<LossGuard<'static>> {
+        fsync::platform::fs::fs_kind_of_path(lock)
+            .network
+            .then(|| LossGuard {
+                every: std::time::Duration::from_secs(1),
+                still_held: Box::new(move || fsync::platform::lock::still_held(fd, mode)),
+                on_lost: self.on_lost,
+                what: lock.display().to_string(),
+            })
+    }
+}
+
 /// Until the child exits (seen on a pidfd, so no exit is noticed late), check the lock every
 /// `guard.every`; on a loss say so and act. Returns whether the lock was lost and the command
 /// stopped for it.

@@ -10,7 +10,7 @@ use fsync::{grouplock, GroupLock, Outcome};
 use serde_json::json;
 
 use super::{
-    child::Job,
+    child::{Job, LossArgs},
     report::{self, Progress},
     Exit, WaitArgs,
 };
@@ -81,6 +81,9 @@ struct RunArgs {
     #[command(flatten)]
     wait: WaitArgs,
 
+    #[command(flatten)]
+    loss: LossArgs,
+
     /// The command to run, and its arguments (after `--`)
     #[arg(
         value_name = "COMMAND",
@@ -130,11 +133,14 @@ fn run_command(a: RunArgs) -> super::Outcome {
     if let Some(slot) = guard.slot() {
         env.push(("FSYNC_SLOT".to_string(), slot.to_string()));
     }
+    let loss_guard = a
+        .loss
+        .guard(&a.lock, guard.raw_fd(), fsync::platform::lock::Mode::Shared);
     let exit = Job {
         argv: &a.command,
         env,
     }
-    .run(|_| {})?;
+    .run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
 }

@@ -8,12 +8,13 @@ use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
 use clap::{Args, Subcommand};
 use fsync::{
     mutex::{self, Status, HELD_ENV},
+    platform::lock::Mode,
     Mutex, Outcome,
 };
 use serde_json::json;
 
 use super::{
-    child::{Job, LossGuard, OnLost},
+    child::{Job, LossArgs},
     report::{self, Progress},
     Exit, Failure, WaitArgs,
 };
@@ -101,11 +102,8 @@ struct RunArgs {
     #[arg(short = 'o', long)]
     close: bool,
 
-    /// On a network file system, what to do if the lock is lost while COMMAND runs (it is
-    /// checked every second): stop COMMAND with TERM (KILL after 10s) or KILL and exit 76, or
-    /// only say so
-    #[arg(long, value_enum, value_name = "ACTION", default_value = "term")]
-    on_lost: OnLost,
+    #[command(flatten)]
+    loss: LossArgs,
 
     /// Lock only LEN bytes of LOCK from START (decimal or 0x hex; LEN 1 if absent, 0 to the end
     /// of all offsets; bytes past the end of the file are fine) with an OFD byte-range lock:
@@ -263,13 +261,7 @@ fn run_command(a: RunArgs) -> super::Outcome {
             (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
         ],
     };
-    let fd = guard.raw_fd();
-    let loss_guard = guard.on_network().then(|| LossGuard {
-        every: std::time::Duration::from_secs(1),
-        still_held: Box::new(move || mutex::fd_still_held(fd)),
-        on_lost: a.on_lost,
-        what: a.lock.display().to_string(),
-    });
+    let loss_guard = a.loss.guard(&a.lock, guard.raw_fd(), Mode::Exclusive);
     let exit = job.run_guarded(
         |pid| {
             if !guard.is_nested() {

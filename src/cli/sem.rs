@@ -11,7 +11,7 @@ use fsync::{sem, Outcome, Semaphore};
 use serde_json::json;
 
 use super::{
-    child::Job,
+    child::{Job, LossArgs},
     report::{self, Progress},
     Exit, WaitArgs,
 };
@@ -73,6 +73,9 @@ struct RunArgs {
     #[command(flatten)]
     wait: WaitArgs,
 
+    #[command(flatten)]
+    loss: LossArgs,
+
     /// The command to run, and its arguments (after `--`)
     #[arg(
         value_name = "COMMAND",
@@ -120,7 +123,12 @@ fn run_command(a: RunArgs) -> super::Outcome {
         argv: &a.command,
         env: vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())],
     };
-    let exit = job.run(|pid| guard.set_child(pid, job.display()))?;
+    let loss_guard = a.loss.guard(
+        &a.sem,
+        guard.raw_fd(),
+        fsync::platform::lock::Mode::Exclusive,
+    );
+    let exit = job.run_guarded(|pid| guard.set_child(pid, job.display()), loss_guard)?;
     drop(guard);
     Ok(exit)
 }

@@ -10,7 +10,7 @@ use fsync::{platform::lock::Mode, swmr, Outcome, Swmr};
 use serde_json::json;
 
 use super::{
-    child::Job,
+    child::{Job, LossArgs},
     report::{self, Progress},
     Exit, WaitArgs,
 };
@@ -58,6 +58,9 @@ struct RunArgs {
 
     #[command(flatten)]
     wait: WaitArgs,
+
+    #[command(flatten)]
+    loss: LossArgs,
 
     /// Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all
     /// offsets) with OFD byte-range locks; disjoint ranges do not exclude each other
@@ -117,11 +120,16 @@ fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
         Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
     };
     progress.done(|| format!("acquired {} as a {role}", a.lock.display()));
+    let (fd, held_mode) = guard.raw_fd();
+    let loss_guard = match a.range {
+        None => a.loss.guard(&a.lock, fd, held_mode),
+        Some(_) => None, // byte ranges are not re-checked (yet)
+    };
     let exit = Job {
         argv: &a.command,
         env: Vec::new(),
     }
-    .run(|_| {})?;
+    .run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
 }

@@ -118,3 +118,16 @@ pub fn ofd_lock(
         }
     }
 }
+
+/// Whether the lock held through descriptor `fd` in `mode` is still ours: the descriptor still
+/// works, and a non-blocking re-lock of our own open file description succeeds (a no-op while we
+/// hold it; it fails once another holder has it, and a file server that dropped our locks
+/// answers EBADFD, EIO or ESTALE). For lock-loss detection on network file systems.
+pub fn still_held(fd: std::os::fd::RawFd, mode: Mode) -> bool {
+    if nix::sys::stat::fstat(fd).is_err() {
+        return false;
+    }
+    // SAFETY: fstat proved the descriptor open; we only borrow it for the call.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    matches!(flock(&borrowed, mode, false), Ok(true))
+}
