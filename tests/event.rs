@@ -23,7 +23,11 @@ fn waiter(cmd: Cmd) -> Holder {
 
 /// How many of `waiters` have exited (they are reaped as they go).
 fn exited(waiters: &mut [Holder]) -> usize {
-    waiters.iter_mut().filter(|w| !w.running()).count()
+    waiters
+        .iter_mut()
+        .map(|w| !w.running())
+        .filter(|&gone| gone)
+        .count()
 }
 
 #[track_caller]
@@ -65,9 +69,10 @@ fn one_signal_wakes_exactly_one_resetting_waiter() {
     );
 
     t.fsync(["event", "signal", "E"]).run().code(0).stdout("");
-    eventually("a second --reset waiter woke after the second signal", || {
-        exited(&mut waiters) >= 2
-    });
+    eventually(
+        "a second --reset waiter woke after the second signal",
+        || exited(&mut waiters) >= 2,
+    );
     assert_eq!(status(&t, "E"), 1, "the second signal was not consumed");
     // Give an extra wake-up the chance to show: a 300 ms wait that must time out (a payload,
     // not a synchronisation), then count again.
@@ -86,7 +91,11 @@ fn one_signal_wakes_exactly_one_resetting_waiter() {
             w.signal(Signal::SIGKILL);
             w.wait_exit();
         } else {
-            assert_eq!(w.wait_exit().code(), Some(0), "a woken waiter did not exit 0");
+            assert_eq!(
+                w.wait_exit().code(),
+                Some(0),
+                "a woken waiter did not exit 0"
+            );
         }
     }
     assert_eq!(still_waiting, 2);
@@ -216,9 +225,7 @@ fn waiting_needs_only_read_access() {
     assert_eq!(status(&t, &event), 0, "nobody's wait changed the event");
 
     // Already set: at once, as nobody too.
-    as_nobody(&t, ["event", "wait", "-n", &event])
-        .run()
-        .code(0);
+    as_nobody(&t, ["event", "wait", "-n", &event]).run().code(0);
     as_nobody(&t, ["event", "status", &event]).run().code(0);
     t.fsync(["event", "reset", &event]).run().code(0);
     as_nobody(&t, ["event", "wait", "-t", "300ms", &event])

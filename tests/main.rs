@@ -7,11 +7,13 @@ primitive holds its tests.
 */
 
 mod bad_input;
+mod bus;
 mod chaos;
-mod event_msg_bus;
+mod event;
 mod faults;
 mod group_swmr;
 mod harness;
+mod msg;
 mod mutex;
 mod netfs;
 mod sem_grouplock_range;

@@ -1,0 +1,446 @@
+//! `fsync msg`: exactly-once delivery among competing receivers, FIFO order, binary and empty
+//! payloads, synchronous sends (returned only after pickup; withdrawn on timeout; discarded when
+//! the sender is killed), recovery of a message whose receiver was killed mid-delivery, and
+//! `list`.
+//!
+//! The tests look into the mailbox directory only where the documented protocol (src/msg.rs)
+//! names a state: `q/` (queued) and `claimed/` (being received).
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    io::Read,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+use crate::harness::{eventually, fsync_bin, json_of, Cmd, TestDir};
+
+#[track_caller]
+fn post(t: &TestDir, mailbox: &str, data: &str) {
+    t.fsync(["msg", "post", mailbox, "--data", data])
+        .run()
+        .code(0)
+        .stdout("");
+}
+
+/// `fsync msg recv -n BOX`: the payload, or `None` on 75.
+#[track_caller]
+fn recv_now(t: &TestDir, mailbox: &str) -> Option<Vec<u8>> {
+    let out = t.fsync(["msg", "recv", "-n", mailbox]).run();
+    match out.status.code() {
+        Some(0) => Some(out.stdout_bytes),
+        Some(75) => None,
+        _ => {
+            out.code(0);
+            unreachable!()
+        }
+    }
+}
+
+/// Receive with `-n` until the mailbox is empty: the payloads in the order received.
+#[track_caller]
+fn drain(t: &TestDir, mailbox: &str) -> Vec<Vec<u8>> {
+    std::iter::from_fn(|| recv_now(t, mailbox)).collect()
+}
+
+#[track_caller]
+fn drain_text(t: &TestDir, mailbox: &str) -> Vec<String> {
+    drain(t, mailbox)
+        .into_iter()
+        .map(|p| String::from_utf8(p).expect("a UTF-8 payload came back as something else"))
+        .collect()
+}
+
+#[track_caller]
+fn list(t: &TestDir, mailbox: &str) -> Value {
+    let out = t.fsync(["msg", "list", "--json", mailbox]).run();
+    out.code(0);
+    assert_eq!(
+        out.stdout.lines().count(),
+        1,
+        "not one line: {}",
+        out.stdout
+    );
+    json_of(&out.stdout)
+}
+
+/// The entries of a state directory of the mailbox (`q`, `claimed`), or none if it is missing.
+fn entries(dir: &Path) -> Vec<String> {
+    match std::fs::read_dir(dir) {
+        Err(_) => Vec::new(),
+        Ok(d) => d
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+    }
+}
+
+/// `n` pseudo-random bytes (xorshift, seeded from the clock; the seed is in failure messages)
+/// with at least one NUL.
+fn random_bytes(n: usize) -> (u64, Vec<u8>) {
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    let mut x = seed;
+    let mut bytes: Vec<u8> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    bytes[n / 2] = 0;
+    bytes[n - 1] = 0;
+    bytes[0] = 0xff;
+    (seed, bytes)
+}
+
+/// `fsync msg VERB BOX < FILE` (a binary payload on standard input).
+fn from_file(t: &TestDir, verb: &str, mailbox: &str, file: &str) -> Cmd {
+    t.sh("exec \"$FSYNC\" msg \"$1\" \"$2\" < \"$3\"")
+        .args(["sh", verb, mailbox, file])
+}
+
+#[test]
+fn each_of_60_messages_goes_to_exactly_one_of_3_competing_receivers() {
+    let t = TestDir::new();
+    let sent: BTreeSet<String> = (0..60).map(|i| format!("m{i:02}")).collect();
+    for m in &sent {
+        post(&t, "B", m);
+    }
+    let got: Vec<Vec<String>> = std::thread::scope(|s| {
+        let receivers: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let out = t.fsync(["msg", "recv", "-t", "2s", "B"]).run();
+                        match out.status.code() {
+                            Some(0) => mine.push(out.stdout.clone()),
+                            _ => {
+                                out.code(75).stdout("");
+                                return mine;
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        receivers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let all: Vec<&String> = got.iter().flatten().collect();
+    let unique: BTreeSet<String> = all.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        all.len(),
+        unique.len(),
+        "a message was received twice: {got:?}"
+    );
+    assert_eq!(unique, sent, "received other than the 60 messages: {got:?}");
+    // Each receiver's share came out in queue order.
+    for mine in &got {
+        let mut sorted = mine.clone();
+        sorted.sort();
+        assert_eq!(mine, &sorted, "a receiver got messages out of order");
+    }
+    assert_eq!(list(&t, "B")["count"], 0);
+    assert_eq!(recv_now(&t, "B"), None);
+}
+
+#[test]
+fn messages_come_out_in_the_order_posted() {
+    let t = TestDir::new();
+    let sent: Vec<String> = (1..=20).map(|i| format!("m{i}")).collect();
+    for m in &sent {
+        post(&t, "B", m);
+    }
+    // m10 sorts before m2 by name: the order must be the queue's, not the payloads'.
+    assert_eq!(drain_text(&t, "B"), sent);
+    t.fsync(["msg", "recv", "-n", "B"])
+        .run()
+        .code(75)
+        .stdout("");
+}
+
+#[test]
+fn binary_and_empty_payloads_arrive_byte_for_byte() {
+    let t = TestDir::new();
+    let (seed, binary) = random_bytes(100_000);
+    std::fs::write(t.join("binary"), &binary).unwrap();
+    std::fs::write(t.join("empty"), b"").unwrap();
+
+    // post: binary and empty from stdin, empty from --data.
+    from_file(&t, "post", "B", "binary").run().code(0);
+    from_file(&t, "post", "B", "empty").run().code(0);
+    t.fsync(["msg", "post", "B", "--data", ""]).run().code(0);
+    let l = list(&t, "B");
+    let sizes: Vec<u64> = (l["messages"].as_array().unwrap().iter())
+        .map(|m| m["size"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [100_000, 0, 0], "{l}");
+    let got = drain(&t, "B");
+    assert_eq!(got.len(), 3, "not three messages back");
+    assert!(
+        got[0] == binary,
+        "the 100 kB binary payload changed through post/recv (seed {seed}): got {} bytes",
+        got[0].len()
+    );
+    assert!(
+        got[1].is_empty(),
+        "the empty payload came back as {:?}",
+        got[1]
+    );
+    assert!(
+        got[2].is_empty(),
+        "the empty payload came back as {:?}",
+        got[2]
+    );
+
+    // send: each blocks until a (blocking) receiver takes it.
+    for (file, want) in [("binary", &binary), ("empty", &Vec::new())] {
+        let sender = from_file(&t, "send", "B", file).start();
+        let out = t.fsync(["msg", "recv", "B"]).run();
+        out.code(0);
+        assert!(
+            out.stdout_bytes == *want,
+            "the {file} payload changed through send/recv (seed {seed}): got {} bytes",
+            out.stdout_bytes.len()
+        );
+        sender.finish().code(0);
+    }
+    let sender = t.fsync(["msg", "send", "B", "--data", ""]).start();
+    t.fsync(["msg", "recv", "B"]).run().code(0).stdout("");
+    sender.finish().code(0);
+    assert_eq!(recv_now(&t, "B"), None);
+}
+
+#[test]
+fn send_returns_only_after_a_receiver_took_the_message() {
+    let t = TestDir::new();
+    let mut sender = t.fsync(["msg", "send", "B", "--data", "X"]).start();
+    eventually("the synchronous message is listed", || {
+        list(&t, "B")["count"] == 1
+    });
+    let l = list(&t, "B");
+    assert_eq!(l["messages"][0]["sync"], true, "{l}");
+    assert_eq!(l["messages"][0]["size"], 1, "{l}");
+    assert!(
+        sender.running(),
+        "send returned while its message was still queued"
+    );
+    t.fsync(["msg", "recv", "B"]).run().code(0).stdout("X");
+    sender.finish().code(0).stdout("");
+    assert_eq!(list(&t, "B")["count"], 0);
+    assert_eq!(recv_now(&t, "B"), None, "the sent message came twice");
+}
+
+#[test]
+fn a_timed_out_send_is_never_delivered() {
+    let t = TestDir::new();
+    let out = t
+        .fsync(["msg", "send", "-t", "300ms", "B", "--data", "late"])
+        .run();
+    out.code(75).stdout("");
+    assert!(
+        out.elapsed.as_millis() >= 250,
+        "send -t 300ms gave up after {:?}",
+        out.elapsed
+    );
+    t.fsync(["msg", "recv", "-n", "B"])
+        .run()
+        .code(75)
+        .stdout("");
+    assert_eq!(list(&t, "B")["count"], 0, "the withdrawn message is listed");
+    assert_eq!(entries(&t.join("B/q")), Vec::<String>::new());
+    assert_eq!(entries(&t.join("B/claimed")), Vec::<String>::new());
+    // -E applies to send too.
+    t.fsync(["msg", "send", "-n", "-E", "9", "B", "--data", "late"])
+        .run()
+        .code(9);
+    post(&t, "B", "later");
+    assert_eq!(
+        drain_text(&t, "B"),
+        ["later"],
+        "a withdrawn message came back"
+    );
+}
+
+#[test]
+fn a_killed_senders_message_is_never_received() {
+    let t = TestDir::new();
+    let mut sender = t.fsync(["msg", "send", "B", "--data", "dead"]).start();
+    eventually("the synchronous message is listed", || {
+        list(&t, "B")["count"] == 1
+    });
+    assert_eq!(list(&t, "B")["messages"][0]["sync"], true);
+    sender.signal(Signal::SIGKILL);
+    assert_eq!(sender.wait_exit().code(), None, "the sender was not killed");
+    t.fsync(["msg", "recv", "-n", "B"])
+        .run()
+        .code(75)
+        .stdout("");
+    assert_eq!(
+        list(&t, "B")["count"],
+        0,
+        "the dead sender's message is listed"
+    );
+    post(&t, "B", "alive");
+    t.fsync(["msg", "recv", "-n", "B"])
+        .run()
+        .code(0)
+        .stdout("alive");
+    assert_eq!(recv_now(&t, "B"), None);
+}
+
+/// A child killed (and reaped) when dropped, so a failing test leaves none behind.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_receiver_killed_mid_delivery_loses_nothing() {
+    let t = TestDir::new();
+    let (seed, big) = random_bytes(1 << 20); // far more than a pipe holds
+    std::fs::write(t.join("big"), &big).unwrap();
+    from_file(&t, "post", "B", "big").run().code(0);
+
+    // A receiver whose stdout we read a little of and then leave: it blocks in write(2)
+    // mid-payload, after its claim.
+    let mut stuck = Reaped(
+        Command::new(fsync_bin())
+            .args(["msg", "recv", "B"])
+            .current_dir(t.path())
+            .env_remove("FSYNC_MUTEX_HELD")
+            .env_remove("FSYNC_FENCE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start fsync msg recv"),
+    );
+    let mut pipe = stuck.0.stdout.take().unwrap();
+    let mut head = vec![0u8; 4096];
+    pipe.read_exact(&mut head)
+        .expect("the receiver wrote nothing");
+    assert!(
+        head == big[..4096],
+        "the payload starts wrong (seed {seed})"
+    );
+    assert_eq!(
+        entries(&t.join("B/q")),
+        Vec::<String>::new(),
+        "the message is still queued while being delivered"
+    );
+    assert_eq!(
+        entries(&t.join("B/claimed")).len(),
+        1,
+        "the message being delivered is not in claimed/"
+    );
+    assert!(
+        stuck.0.try_wait().unwrap().is_none(),
+        "the receiver exited with 1 MiB unread"
+    );
+    stuck.0.kill().unwrap(); // SIGKILL, mid-payload
+    stuck.0.wait().unwrap();
+    drop(pipe);
+
+    let out = t.fsync(["msg", "recv", "-n", "B"]).run();
+    out.code(0);
+    assert!(
+        out.stdout_bytes == big,
+        "the recovered payload differs (seed {seed}): {} bytes instead of {}",
+        out.stdout_bytes.len(),
+        big.len()
+    );
+    assert_eq!(recv_now(&t, "B").map(|p| p.len()), None, "delivered twice");
+    assert_eq!(entries(&t.join("B/claimed")), Vec::<String>::new());
+}
+
+#[test]
+fn four_concurrent_posters_each_message_once_in_per_sender_order() {
+    let t = TestDir::new();
+    std::thread::scope(|s| {
+        for k in 0..4 {
+            let t = &t;
+            s.spawn(move || {
+                for i in 0..25 {
+                    post(t, "B", &format!("sender{k}-{i}"));
+                }
+            });
+        }
+    });
+    assert_eq!(list(&t, "B")["count"], 100);
+    let got = drain_text(&t, "B");
+    let unique: BTreeSet<&String> = got.iter().collect();
+    assert_eq!(got.len(), 100, "not 100 messages: {got:?}");
+    assert_eq!(unique.len(), 100, "duplicates: {got:?}");
+    let mut per_sender: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for m in &got {
+        let (k, i) = m
+            .strip_prefix("sender")
+            .and_then(|r| r.split_once('-'))
+            .unwrap_or_else(|| panic!("a payload not sent: {m:?}"));
+        per_sender
+            .entry(k.parse().unwrap())
+            .or_default()
+            .push(i.parse().unwrap());
+    }
+    for k in 0..4 {
+        assert_eq!(
+            per_sender.get(&k),
+            Some(&(0..25).collect::<Vec<_>>()),
+            "sender {k}'s messages lost, doubled or out of order: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn list_counts_and_sizes_and_a_missing_parent_is_an_error() {
+    let t = TestDir::new();
+    let l = list(&t, "B");
+    assert_eq!(l["count"], 0, "{l}");
+    assert_eq!(l["messages"], serde_json::json!([]), "{l}");
+
+    post(&t, "B", "");
+    post(&t, "B", "hello");
+    post(&t, "B", &"x".repeat(1000));
+    let l = list(&t, "B");
+    assert_eq!(l["count"], 3, "{l}");
+    let msgs = l["messages"].as_array().unwrap();
+    let sizes: Vec<u64> = msgs.iter().map(|m| m["size"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, [0, 5, 1000], "{l}");
+    for m in msgs {
+        assert_eq!(m["sync"], false, "{l}");
+        assert!(m["age_ms"].is_u64(), "{l}");
+        assert!(m["name"].is_string(), "{l}");
+    }
+    let text = t.fsync(["msg", "list", "B"]).run();
+    text.code(0).stdout_has("3 message");
+    // list does not take anything.
+    assert_eq!(drain(&t, "B").len(), 3);
+    assert_eq!(list(&t, "B")["count"], 0);
+
+    let missing = t.arg("no/such/B");
+    t.fsync(["msg", "post", &missing, "--data", "x"])
+        .run()
+        .code(66)
+        .error_naming(&missing);
+    for verb in [
+        &["msg", "send", "-n", &missing, "--data", "x"][..],
+        &["msg", "recv", "-n", &missing],
+        &["msg", "list", &missing],
+    ] {
+        t.fsync(verb).run().operational_error(&missing);
+    }
+    assert!(!t.join("no").exists(), "a missing parent was created");
+}
