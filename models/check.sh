@@ -21,7 +21,7 @@ run() { # $1 model, $2 extra define, $3 ltl name
 }
 printf '%-16s %-22s %10s %8s %s\n' model property states errors verdict
 for spec in "mutex_delete.pml:" "swmr.pml:no_writer_starvation" "msg_send.pml:" \
-            "grouplock.pml:no_group_starvation" "event.pml:" "sem.pml:" "group.pml:"; do
+            "grouplock.pml:no_group_starvation" "event.pml:" "sem.pml:" "group.pml:" "msg_queue.pml:"; do
     model=${spec%%:*}; ltl=${spec#*:}
     read -r e s <<<"$(run "$model" "" "$ltl")"
     verdict=ok; [ "$e" = 0 ] || { verdict="FAILS"; status=1; }
