@@ -34,7 +34,7 @@ pub struct MsgCommand {
 
 #[derive(Debug, Args)]
 struct BoxArg {
-    /// The mailbox directory: created if missing
+    /// The mailbox directory (post, send and recv create it if missing; list never does)
     #[arg(value_name = "BOX")]
     mailbox: PathBuf,
 }
