@@ -16,7 +16,7 @@ use std::{
     io::{BufRead, BufReader, Read, Write},
     os::unix::{
         fs::{MetadataExt, PermissionsExt},
-        process::ExitStatusExt,
+        process::{CommandExt, ExitStatusExt},
     },
     path::{Path, PathBuf},
     process::{Child, ChildStdin, Command, ExitStatus, Stdio},
@@ -194,6 +194,14 @@ impl Cmd {
 
     pub fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Cmd {
         self.command.env(key, value);
+        self
+    }
+
+    /// Start it as the leader of a process group of its own, so that
+    /// [`Holder::kill_process_group`] reaches it and everything it starts (an `fsync` and
+    /// the command it runs).
+    pub fn own_process_group(mut self) -> Cmd {
+        self.command.process_group(0);
         self
     }
 
@@ -412,6 +420,34 @@ impl Holder {
         }
     }
 
+    /// SIGKILL the process group this holder leads (see [`Cmd::own_process_group`]): the
+    /// process we started and all it started. Returns once the process we started is reaped
+    /// (and died of the SIGKILL) and every other process of the group has died, with the pids
+    /// that were in the group.
+    #[track_caller]
+    pub fn kill_process_group(&mut self) -> Vec<u32> {
+        let pgid = self.pid;
+        assert_eq!(
+            process_group_of(pgid),
+            Some(pgid),
+            "`{}` does not lead a process group (use Cmd::own_process_group)",
+            self.shown
+        );
+        let pids = process_group(pgid);
+        let _ = signal::killpg(Pid::from_raw(pgid as i32), Signal::SIGKILL);
+        let status = self.wait_exit();
+        assert_eq!(
+            status.signal(),
+            Some(Signal::SIGKILL as i32),
+            "`{}` ended otherwise than by our SIGKILL: {status:?}",
+            self.shown
+        );
+        eventually("every process of the killed group died", || {
+            process_group(pgid).is_empty()
+        });
+        pids
+    }
+
     /// Wait until the process we started has exited (not its descendants), with its stdin
     /// still open.
     #[track_caller]
@@ -627,4 +663,118 @@ pub fn dead(pid: u32) -> bool {
 #[track_caller]
 pub fn json_of(text: &str) -> serde_json::Value {
     serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// The live processes (not zombies) of process group `pgid`, from `/proc`.
+pub fn process_group(pgid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| !dead(pid) && process_group_of(pid) == Some(pgid))
+        .collect()
+}
+
+/// The process group of `pid` (field 5 of `/proc/PID/stat`), if it still exists.
+fn process_group_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// One `flock(2)` lock, or one blocked request for it, on a file, as the kernel lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flock {
+    /// The process that took (or waits for) it; a lock passed down to a child keeps the pid of
+    /// the process that took it.
+    pub pid: u32,
+    pub exclusive: bool,
+    /// A request that blocks (`->` in `/proc/locks`) rather than a lock held.
+    pub waiting: bool,
+}
+
+/// The `flock` locks held on, and requests blocked for, the local file `path`, read from the
+/// kernel's lock table (`/proc/locks`): a witness independent of `fsync`.
+#[track_caller]
+pub fn flocks_on(path: &Path) -> Vec<Flock> {
+    let meta =
+        std::fs::metadata(path).unwrap_or_else(|e| panic!("cannot stat {}: {e}", path.display()));
+    let (major, minor) = (
+        nix::sys::stat::major(meta.dev()),
+        nix::sys::stat::minor(meta.dev()),
+    );
+    let table = std::fs::read_to_string("/proc/locks").expect("cannot read /proc/locks");
+    let mut out = Vec::new();
+    for line in table.lines() {
+        // "1: FLOCK  ADVISORY  WRITE 1234 fe:00:5678 0 EOF"; blocked: "1: -> FLOCK ...".
+        let mut fields: Vec<&str> = line.split_whitespace().skip(1).collect();
+        let waiting = fields.first() == Some(&"->");
+        if waiting {
+            fields.remove(0);
+        }
+        if fields.len() < 5 || fields[0] != "FLOCK" {
+            continue;
+        }
+        let id: Vec<&str> = fields[4].split(':').collect();
+        let same_file = id.len() == 3
+            && u64::from_str_radix(id[0], 16) == Ok(major)
+            && u64::from_str_radix(id[1], 16) == Ok(minor)
+            && id[2].parse::<u64>() == Ok(meta.ino());
+        if let (true, Ok(pid)) = (same_file, fields[3].parse::<u32>()) {
+            out.push(Flock {
+                pid,
+                exclusive: fields[2] == "WRITE",
+                waiting,
+            });
+        }
+    }
+    out
+}
+
+/// A tiny pseudo-random generator (xorshift), seeded from `FSYNC_TEST_SEED` if set, else from
+/// the clock; tests print the seed when they fail, so a failure can be replayed.
+pub struct Rng {
+    seed: u64,
+    state: u64,
+}
+
+impl Rng {
+    pub fn from_env() -> Rng {
+        let seed = std::env::var("FSYNC_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            })
+            .max(1);
+        Rng { seed, state: seed }
+    }
+
+    /// The seed, to replay a run with `FSYNC_TEST_SEED`.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        (self.state % n as u64) as usize
+    }
+
+    /// `k` distinct indices out of `0..n`, in increasing order.
+    pub fn subset(&mut self, n: usize, k: usize) -> Vec<usize> {
+        let mut all: Vec<usize> = (0..n).collect();
+        for i in 0..k {
+            let j = i + self.below(n - i);
+            all.swap(i, j);
+        }
+        let mut picked = all[..k].to_vec();
+        picked.sort();
+        picked
+    }
 }

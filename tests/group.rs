@@ -1,0 +1,426 @@
+/*!
+`fsync group`, end to end (issue 3): membership and `FSYNC_GROUP_FIRST`, `empty`, `members`,
+`wait-empty`, `watch`, `--delete`, members killed by SIGKILL (alone and at random among
+others), and bad input.
+
+Every member runs in a process group of its own, so a SIGKILL reaches both the `fsync` and the
+command it runs (which inherits the member's locks): a crash test kills both, as a crash of
+the whole job would. The tests synchronise on what processes print and on processes being
+reaped, never on sleeps.
+*/
+
+use std::{collections::BTreeSet, time::Duration};
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+use crate::harness::{eventually, json_of, Cmd, Holder, Rng, TestDir};
+
+/// A member's command: says `acquired`, then its own pid and `FSYNC_GROUP_FIRST`, and stays
+/// a member until its stdin is closed.
+const MEMBER: &str = "echo acquired; echo \"$$ $FSYNC_GROUP_FIRST\"; read x || true";
+
+/// A member that is in the group.
+struct Member {
+    holder: Holder,
+    /// The pid of the command (`sh`) that `fsync group join` runs.
+    child: u32,
+    /// What the command saw in `FSYNC_GROUP_FIRST`.
+    first: String,
+}
+
+impl Member {
+    /// The pid of the `fsync group join` process.
+    fn pid(&self) -> u32 {
+        self.holder.pid()
+    }
+}
+
+/// `fsync group join [OPTIONS] GROUP -- sh -c MEMBER`, in a process group of its own.
+fn join_cmd(t: &TestDir, group: &str, options: &[&str]) -> Cmd {
+    t.fsync(["group", "join"])
+        .args(options)
+        .args([group, "--", "sh", "-c", MEMBER])
+        .own_process_group()
+}
+
+/// Wait until a started member says it is in, and read what its command saw.
+#[track_caller]
+fn admitted(mut holder: Holder) -> Member {
+    holder.expect("acquired");
+    let line = holder.line();
+    let (child, first) = line
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("unexpected line from a member: {line:?}"));
+    Member {
+        child: child.parse().expect("the command's pid"),
+        first: first.to_string(),
+        holder,
+    }
+}
+
+/// A member of `group`, once it is in.
+#[track_caller]
+fn join(t: &TestDir, group: &str, options: &[&str]) -> Member {
+    admitted(join_cmd(t, group, options).start())
+}
+
+/// `members --json GROUP`, once every member it lists shows its command's pid.
+///
+/// `fsync group join` registers before it starts the command and records the command's pid
+/// (`child_pid`, with the command line) only once the command has started, so a listing taken
+/// just as a member's command starts can show `"child_pid": null` and fsync's own command line
+/// for that member. That window is waited out here (observing, not sleeping); everything else
+/// is checked on the first listing that has no such member.
+#[track_caller]
+fn members_json(t: &TestDir, group: &str) -> Value {
+    let mut v = Value::Null;
+    eventually("members lists the pid of every member's command", || {
+        let out = t.fsync(["group", "members", "--json", group]).run();
+        v = json_of(&out.code(0).stdout);
+        v["members"]
+            .as_array()
+            .is_some_and(|m| m.iter().all(|m| !m["child_pid"].is_null()))
+    });
+    assert_eq!(
+        v["count"].as_u64(),
+        v["members"].as_array().map(|m| m.len() as u64),
+        "count and the list disagree: {v}"
+    );
+    v
+}
+
+/// The (fsync pid, command pid) of every member `members --json` lists, sorted.
+#[track_caller]
+fn listed(v: &Value) -> Vec<(u32, u32)> {
+    let pid = |m: &Value, key: &str| {
+        m[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("member without a numeric {key:?}: {v}")) as u32
+    };
+    let mut out: Vec<(u32, u32)> = v["members"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no member list: {v}"))
+        .iter()
+        .map(|m| (pid(m, "pid"), pid(m, "child_pid")))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The (fsync pid, command pid) of these members, sorted.
+fn pids_of<'a>(members: impl IntoIterator<Item = &'a Member>) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = members.into_iter().map(|m| (m.pid(), m.child)).collect();
+    out.sort();
+    out
+}
+
+/// The registration files in `GROUP/members` (names not starting with a dot).
+fn registrations(t: &TestDir, group: &str) -> BTreeSet<String> {
+    std::fs::read_dir(t.join(group).join("members"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[track_caller]
+fn empty(t: &TestDir, group: &str, want: i32) {
+    t.fsync(["group", "empty", group]).run().code(want);
+}
+
+#[test]
+fn group_join_empty_members_first_and_last() {
+    let t = TestDir::new();
+    empty(&t, "G", 0); // a group that does not exist yet is empty
+
+    let a = join(&t, "G", &["-v"]);
+    assert_eq!(
+        a.first, "1",
+        "the first member saw FSYNC_GROUP_FIRST={}",
+        a.first
+    );
+    empty(&t, "G", 1);
+    let v = members_json(&t, "G");
+    assert_eq!(v["count"], 1, "{v}");
+    assert_eq!(
+        listed(&v),
+        pids_of([&a]),
+        "pid is fsync's, child_pid the command's: {v}"
+    );
+    let m = &v["members"][0];
+    let command = m["command"].as_str().unwrap_or_default();
+    assert!(
+        command.starts_with("sh") && command.contains(MEMBER),
+        "members shows the wrong command: {v}"
+    );
+    let host = nix::unistd::gethostname().expect("hostname");
+    assert_eq!(m["host"], host.to_string_lossy().as_ref(), "{v}");
+    assert!(
+        m["since"].as_str().is_some_and(|s| !s.is_empty()),
+        "no `since`: {v}"
+    );
+
+    let b = join(&t, "G", &["-v"]);
+    assert_eq!(
+        b.first, "0",
+        "a second concurrent member saw FSYNC_GROUP_FIRST={}",
+        b.first
+    );
+    let v = members_json(&t, "G");
+    assert_eq!(listed(&v), pids_of([&a, &b]), "{v}");
+
+    // The first to leave is not the last: it says it was first, not last.
+    let out = a.holder.finish();
+    out.code(0).stderr_has("first member");
+    assert!(
+        !out.stderr.contains("last member"),
+        "a member that left while another was in said it was the last:\n{}",
+        out.stderr
+    );
+    empty(&t, "G", 1);
+    let v = members_json(&t, "G");
+    assert_eq!(listed(&v), pids_of([&b]), "{v}");
+
+    let out = b.holder.finish();
+    out.code(0).stderr_has("last member");
+    assert!(
+        !out.stderr.contains("first member"),
+        "the second member said it was first:\n{}",
+        out.stderr
+    );
+    empty(&t, "G", 0);
+    let v = members_json(&t, "G");
+    assert_eq!(v["count"], 0, "{v}");
+
+    // Whoever joins an empty group again is first.
+    assert_eq!(join(&t, "G", &[]).first, "1");
+}
+
+#[test]
+fn group_sigkilled_member_has_left_at_once() {
+    let t = TestDir::new();
+    let mut m = join(&t, "G", &[]);
+    let before = registrations(&t, "G");
+    assert_eq!(before.len(), 1, "one member, registrations {before:?}");
+
+    let killed = m.holder.kill_process_group();
+    assert!(
+        killed.contains(&m.child),
+        "the member's command {} was not in its process group {killed:?}",
+        m.child
+    );
+    // Both are dead and reaped: the group is empty now, with no cleanup by anyone.
+    empty(&t, "G", 0);
+    let v = members_json(&t, "G");
+    assert_eq!(v["count"], 0, "a dead member is listed: {v}");
+    let after = registrations(&t, "G");
+    assert!(
+        before.is_disjoint(&after),
+        "the dead member's registration {before:?} is still there after `members`: {after:?}"
+    );
+    // The next member is the first again.
+    let next = join(&t, "G", &[]);
+    assert_eq!(next.first, "1", "the dead member still counted as in");
+    let v = members_json(&t, "G");
+    assert_eq!(listed(&v), pids_of([&next]), "{v}");
+}
+
+#[test]
+fn group_counts_stay_exact_while_members_are_killed_at_random() {
+    const N: usize = 12;
+    const KILLED: usize = 5;
+    let t = TestDir::new();
+    let mut rng = Rng::from_env();
+    let seed = rng.seed();
+
+    let started: Vec<Holder> = (0..N).map(|_| join_cmd(&t, "G", &[]).start()).collect();
+    let mut members: Vec<Member> = started.into_iter().map(admitted).collect();
+    let firsts = members.iter().filter(|m| m.first == "1").count();
+    assert_eq!(
+        firsts, 1,
+        "{firsts} of {N} concurrent joiners saw FSYNC_GROUP_FIRST=1"
+    );
+    let v = members_json(&t, "G");
+    assert_eq!(listed(&v), pids_of(&members), "{v}");
+
+    let victims = rng.subset(N, KILLED);
+    for &i in &victims {
+        members[i].holder.kill_process_group();
+    }
+    let survivors: Vec<Member> = members
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !victims.contains(i))
+        .map(|(_, m)| m)
+        .collect();
+
+    let v = members_json(&t, "G");
+    assert_eq!(
+        v["count"],
+        N - KILLED,
+        "killed {victims:?} (FSYNC_TEST_SEED={seed}): {v}"
+    );
+    assert_eq!(
+        listed(&v),
+        pids_of(&survivors),
+        "killed {victims:?} (FSYNC_TEST_SEED={seed}): members must list exactly the survivors"
+    );
+    assert_eq!(
+        registrations(&t, "G").len(),
+        N - KILLED,
+        "dead members' registrations remain after `members` (FSYNC_TEST_SEED={seed})"
+    );
+    empty(&t, "G", 1);
+
+    for m in survivors {
+        m.holder.finish().code(0);
+    }
+    let v = members_json(&t, "G");
+    assert_eq!(v["count"], 0, "{v}");
+    empty(&t, "G", 0);
+}
+
+#[test]
+fn group_wait_empty_returns_when_the_last_member_leaves() {
+    let t = TestDir::new();
+    // A group that does not exist is empty: no wait.
+    let out = t.fsync(["group", "wait-empty", "missing"]).run();
+    out.code(0);
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "wait-empty on a missing group took {:?}",
+        out.elapsed
+    );
+
+    let a = join(&t, "G", &[]);
+    let b = join(&t, "G", &[]);
+    t.fsync(["group", "wait-empty", "-t", "300ms", "G"])
+        .run()
+        .code(75);
+
+    let mut waiter = t.fsync(["group", "wait-empty", "-v", "G"]).start();
+    let said = waiter.stderr_line();
+    assert!(said.contains("waiting"), "wait-empty -v said {said:?}");
+    a.holder.finish().code(0);
+    empty(&t, "G", 1);
+    assert!(
+        waiter.running(),
+        "wait-empty returned while a member was still in"
+    );
+    b.holder.finish().code(0);
+    waiter.finish().code(0);
+    empty(&t, "G", 0);
+}
+
+#[test]
+fn group_watch_reports_each_change() {
+    let t = TestDir::new();
+    // With --timeout and no change: one line for the current state, then exit 0.
+    let out = t.fsync(["group", "watch", "-t", "300ms", "G0"]).run();
+    out.code(0);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines.len() == 1 && lines[0].ends_with(" empty"),
+        "watch printed {:?}",
+        out.stdout
+    );
+
+    let mut watch = t
+        .fsync(["group", "watch", "--json", "-t", "50s", "G"])
+        .start();
+    let mut next_event = |want: &str| {
+        let line = watch.line();
+        let v = json_of(&line);
+        assert_eq!(v["event"], want, "{line}");
+        assert_eq!(v["path"], "G", "{line}");
+        assert!(v["time"].as_str().is_some_and(|s| !s.is_empty()), "{line}");
+    };
+    next_event("empty");
+    let m = join(&t, "G", &[]);
+    next_event("not-empty");
+    m.holder.finish().code(0);
+    next_event("empty");
+    // Interrupted: 128+2, as fsync(1) documents, and nothing more than the changes.
+    watch.signal(Signal::SIGINT);
+    let out = watch.finish();
+    out.code(130);
+    assert_eq!(out.stdout, "", "watch printed more than the changes");
+    assert_eq!(out.stderr, "", "watch complained");
+}
+
+#[test]
+fn group_delete_removes_the_group_and_survives_racing_joiners() {
+    let t = TestDir::new();
+    let m = join(&t, "G", &["--delete"]);
+    assert!(t.join("G").is_dir());
+    m.holder.finish().code(0).stderr("");
+    assert!(
+        !t.join("G").exists(),
+        "the last member left with --delete, the group is still there"
+    );
+
+    // A member that is not the last leaves the group in place.
+    let a = join(&t, "G", &["--delete"]);
+    let b = join(&t, "G", &["--delete"]);
+    a.holder.finish().code(0);
+    assert!(
+        t.join("G").is_dir(),
+        "--delete removed a group with a member in"
+    );
+    let v = members_json(&t, "G");
+    assert_eq!(listed(&v), pids_of([&b]), "{v}");
+    b.holder.finish().code(0);
+    assert!(!t.join("G").exists());
+
+    // 4 processes x 20 joins, each leaving with --delete while others join.
+    let script = "i=0; while [ $i -lt 20 ]; do i=$((i+1)); \
+                  \"$FSYNC\" group join --delete G -- true \
+                  || { echo \"join $i exited $?\" >&2; exit 1; }; done";
+    let racers: Vec<Holder> = (0..4).map(|_| t.sh(script).start()).collect();
+    for r in racers {
+        r.finish().code(0).stdout("").stderr("");
+    }
+    assert!(
+        !t.join("G").exists(),
+        "the last leaver with --delete left the group behind"
+    );
+}
+
+#[test]
+fn group_bad_input() {
+    let t = TestDir::new();
+    // A missing parent directory: EX_NOINPUT, one line naming the path; the command never runs.
+    t.fsync(["group", "join", "no/such/G", "--", "sh", "-c", "echo ran"])
+        .run()
+        .code(66)
+        .stdout("")
+        .error_naming("no/such/G");
+    for verb in ["empty", "members", "wait-empty"] {
+        t.fsync(["group", verb, "no/such/G"])
+            .run()
+            .code(66)
+            .error_naming("no/such/G");
+    }
+    assert!(!t.join("no").exists());
+
+    // GROUP is a regular file: an operational error, and the file is left alone.
+    t.write("file", "data\n");
+    t.fsync(["group", "join", "file", "--", "sh", "-c", "echo ran"])
+        .run()
+        .stdout("")
+        .operational_error("file");
+    for verb in ["empty", "members", "wait-empty"] {
+        t.fsync(["group", verb, "file"])
+            .run()
+            .operational_error("file");
+    }
+    t.fsync(["group", "watch", "-t", "1s", "file"])
+        .run()
+        .operational_error("file");
+    assert_eq!(t.read("file"), "data\n");
+}

@@ -1,0 +1,404 @@
+/*!
+`fsync swmr`, end to end (issue 3): readers and writers checked by an independent witness (an
+O_APPEND log of enter/leave marks), a writer that a stream of overlapping readers cannot
+starve, interop with flock(1), holders killed by SIGKILL, and `status`.
+
+Waiting is observed, not slept on: holders say `acquired`, and that a writer is queued is read
+from the kernel's lock table (`/proc/locks`), which `fsync` does not write. Sleeps appear only
+as the work a reader does while it holds the lock.
+*/
+
+use std::{collections::HashMap, fs::OpenOptions, io::Write, path::Path};
+
+use serde_json::Value;
+
+use crate::harness::{eventually, flocks_on, json_of, require, Cmd, Holder, TestDir, HOLD};
+
+/// `fsync swmr read|write [OPTIONS] L -- sh -c HOLD`, in a process group of its own.
+fn holder_cmd(t: &TestDir, verb: &str, options: &[&str]) -> Cmd {
+    t.fsync(["swmr", verb])
+        .args(options)
+        .args(["L", "--", "sh", "-c", HOLD])
+        .own_process_group()
+}
+
+/// A reader or the writer of `L`, once it is inside.
+#[track_caller]
+fn hold(t: &TestDir, verb: &str) -> Holder {
+    holder_cmd(t, verb, &[]).hold()
+}
+
+#[track_caller]
+fn status_json(t: &TestDir, want_code: i32) -> Value {
+    json_of(
+        &t.fsync(["swmr", "status", "--json", "L"])
+            .run()
+            .code(want_code)
+            .stdout,
+    )
+}
+
+/// Whether process `pid` is blocked in an exclusive `flock` on `L` (a writer that waits).
+fn waits_to_write(t: &TestDir, pid: u32) -> bool {
+    flocks_on(&t.join("L"))
+        .iter()
+        .any(|l| l.pid == pid && l.exclusive && l.waiting)
+}
+
+/// Append a line to the log, as the marks are (O_APPEND).
+fn append(path: &Path, line: &str) {
+    let mut log = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .expect("open log");
+    log.write_all(format!("{line}\n").as_bytes())
+        .expect("append to log");
+}
+
+/// One line of a witness log: `R+ ID`, `R- ID`, `W+ ID`, `W- ID` (or another mark).
+struct Mark<'a> {
+    kind: &'a str,
+    id: &'a str,
+}
+
+fn marks(log: &str) -> Vec<Mark<'_>> {
+    log.lines()
+        .map(|line| {
+            let (kind, id) = line.split_once(' ').unwrap_or((line, ""));
+            Mark { kind, id }
+        })
+        .collect()
+}
+
+/// Check the enter/leave marks of a log (other lines are ignored): every holder enters once and
+/// then leaves once, no enter/leave mark of anyone else comes between a writer's `W+` and its
+/// `W-`, and no reader is inside while a writer is. Returns (reader turns, writer turns).
+#[track_caller]
+fn check_exclusion(log: &str) -> (usize, usize) {
+    let turns: Vec<(usize, Mark)> = marks(log)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m.kind, "R+" | "R-" | "W+" | "W-"))
+        .collect();
+    let mut open: HashMap<&str, (&str, usize)> = HashMap::new(); // id -> (kind, index in turns)
+    let (mut readers, mut writers) = (0, 0);
+    for (i, (line, m)) in turns.iter().enumerate() {
+        let line = line + 1;
+        match m.kind {
+            "R+" | "W+" => {
+                assert!(
+                    open.insert(m.id, (m.kind, i)).is_none(),
+                    "line {line}: {} entered twice:\n{log}",
+                    m.id
+                );
+            }
+            _ => {
+                let want = if m.kind == "R-" { "R+" } else { "W+" };
+                let Some((kind, start)) = open.remove(m.id).filter(|(k, _)| *k == want) else {
+                    panic!("line {line}: {} left without entering:\n{log}", m.id)
+                };
+                if kind == "W+" {
+                    writers += 1;
+                    assert_eq!(
+                        start + 1,
+                        i,
+                        "line {line}: others entered or left during writer {}'s turn:\n{log}",
+                        m.id
+                    );
+                } else {
+                    readers += 1;
+                }
+            }
+        }
+        // A writer inside with anyone else: the mark that made it so is the overlap.
+        let writer_in = open.values().any(|(k, _)| *k == "W+");
+        assert!(
+            !writer_in || open.len() == 1,
+            "line {line}: a writer is not alone ({:?}):\n{log}",
+            open.keys().collect::<Vec<_>>()
+        );
+    }
+    assert!(
+        open.is_empty(),
+        "never left: {:?}\n{log}",
+        open.keys().collect::<Vec<_>>()
+    );
+    (readers, writers)
+}
+
+#[test]
+fn swmr_stress_a_writer_is_never_inside_with_anyone() {
+    let t = TestDir::new();
+    // Each holder marks its turn with a unique id ("r2.17": reader process 2, turn 17; unlike
+    // `$$`, never reused) and works 10 ms in between, so that turns have room to overlap:
+    // readers do share (typically ~100 of the 150 reader turns find another reader inside),
+    // and a writer let in beside anyone would show.
+    let turn = |verb: &str, mark: &str, who: &str, times: u32| {
+        format!(
+            "i=0; while [ $i -lt {times} ]; do i=$((i+1)); \
+             \"$FSYNC\" swmr {verb} L -- sh -c \
+             'echo \"{mark}+ $1\" >> log; sleep 0.01; echo \"{mark}- $1\" >> log' sh \"{who}.$i\" \
+             || {{ echo \"turn $i exited $?\" >&2; exit 1; }}; done"
+        )
+    };
+    let scripts = [
+        turn("read", "R", "r1", 50),
+        turn("read", "R", "r2", 50),
+        turn("read", "R", "r3", 50),
+        turn("write", "W", "w1", 30),
+        turn("write", "W", "w2", 30),
+    ];
+    let running: Vec<Holder> = scripts.iter().map(|s| t.sh(s).start()).collect();
+    for p in running {
+        p.finish().code(0).stderr("");
+    }
+    let log = t.read("log");
+    assert_eq!(
+        check_exclusion(&log),
+        (150, 60),
+        "(reader turns, writer turns)"
+    );
+}
+
+/// A stream of overlapping readers (each inside for 200 ms, a new one every 50 ms, for about
+/// 3 s) and a writer that arrives while readers are inside. With util-linux `flock -s` readers
+/// and a `flock -x` writer (or Python fasteners) the writer would wait for the whole stream to
+/// end, since Linux grants new shared locks while an exclusive request waits. Here a reader that
+/// arrives after the writer queued must wait for the writer's turn to end, and the writer gets
+/// in once the readers already inside have left.
+#[test]
+fn swmr_a_stream_of_readers_does_not_starve_a_waiting_writer() {
+    const STREAM: u32 = 60;
+    let t = TestDir::new();
+    let log = t.join("log");
+    // A reader already inside, which keeps the writer waiting until we have seen it queue.
+    let first = t
+        .fsync([
+            "swmr",
+            "read",
+            "L",
+            "--",
+            "sh",
+            "-c",
+            "echo 'R+ r0' >> log; echo acquired; read x || true; echo 'R- r0' >> log",
+        ])
+        .hold();
+    // `S n` is logged before reader n starts, so a reader whose `S` follows the writer's
+    // arrival in the log arrived after it.
+    let stream = t
+        .sh(&format!(
+            "pids=; i=0; while [ $i -lt {STREAM} ]; do i=$((i+1)); echo \"S r$i\" >> log; \
+             \"$FSYNC\" swmr read L -- sh -c \
+             'echo \"R+ $1\" >> log; sleep 0.2; echo \"R- $1\" >> log' sh \"r$i\" & \
+             pids=\"$pids $!\"; sleep 0.05; done; \
+             for p in $pids; do wait $p || {{ echo \"a reader exited $?\" >&2; exit 1; }}; done"
+        ))
+        .start();
+    eventually("stream readers are inside", || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("R+ r2\n"))
+    });
+
+    let writer = t
+        .fsync([
+            "swmr",
+            "write",
+            "L",
+            "--",
+            "sh",
+            "-c",
+            "echo 'W+ w' >> log; echo 'W- w' >> log",
+        ])
+        .start();
+    let writer_pid = writer.pid();
+    eventually("the writer waits for L", || waits_to_write(&t, writer_pid));
+    append(&log, "WQ"); // from here on, the writer is queued
+    eventually("3 readers arrived after the writer", || {
+        std::fs::read_to_string(&log).is_ok_and(|l| {
+            l.split_once("WQ\n")
+                .is_some_and(|(_, after)| after.matches("S r").count() >= 3)
+        })
+    });
+    first.finish().code(0);
+    writer.finish().code(0).stderr("");
+    stream.finish().code(0).stderr("");
+
+    let text = t.read("log");
+    check_exclusion(&text);
+    let marks = marks(&text);
+    let at = |kind: &str, id: &str| {
+        marks
+            .iter()
+            .position(|m| m.kind == kind && m.id == id)
+            .unwrap_or_else(|| panic!("no `{kind} {id}` in the log:\n{text}"))
+    };
+    let (queued, w_in, w_out) = (at("WQ", ""), at("W+", "w"), at("W-", "w"));
+    // The readers inside when the writer queued all left before it entered...
+    let inside: Vec<&str> = marks[..queued]
+        .iter()
+        .filter(|m| {
+            m.kind == "R+"
+                && !marks[..queued]
+                    .iter()
+                    .any(|n| n.kind == "R-" && n.id == m.id)
+        })
+        .map(|m| m.id)
+        .collect();
+    assert!(inside.contains(&"r0"), "{text}");
+    for id in &inside {
+        assert!(
+            at("R-", id) < w_in,
+            "reader {id} was inside when the writer queued and still inside when it entered:\n{text}"
+        );
+    }
+    // ...and every reader that arrived after it queued entered only after its turn: the
+    // writer got in while the stream went on, not after it.
+    let later: Vec<&str> = marks[queued..]
+        .iter()
+        .filter(|m| m.kind == "S")
+        .map(|m| m.id)
+        .collect();
+    assert!(later.len() >= 3, "{text}");
+    for id in &later {
+        assert!(
+            at("R+", id) > w_out,
+            "reader {id} arrived after the writer queued but entered before the writer left:\n{text}"
+        );
+    }
+    let last_reader = marks.iter().rposition(|m| m.kind == "R+").unwrap();
+    assert!(
+        w_out < last_reader,
+        "the writer waited for the whole stream:\n{text}"
+    );
+}
+
+#[test]
+fn swmr_interoperates_with_flock() {
+    require("flock", "util-linux");
+    let t = TestDir::new();
+    let flock_hold = |mode: &str| t.cmd("flock").args([mode, "L", "sh", "-c", HOLD]).hold();
+    let try_swmr = |verb: &str, want: i32| {
+        t.fsync(["swmr", verb, "-n", "L", "--", "true"])
+            .run()
+            .code(want);
+    };
+    let try_flock = |mode: &str, want: i32| {
+        t.cmd("flock")
+            .args(["-n", mode, "L", "true"])
+            .run()
+            .code(want);
+    };
+
+    // A `flock -s` reader: fsync readers share with it, the fsync writer cannot get in.
+    let shared = flock_hold("-s");
+    try_swmr("read", 0);
+    try_swmr("write", 75);
+    shared.finish().code(0);
+
+    // A `flock -x` writer excludes fsync readers (and writers).
+    let exclusive = flock_hold("-x");
+    try_swmr("read", 75);
+    try_swmr("write", 75);
+    exclusive.finish().code(0);
+
+    // An fsync writer excludes `flock -s` and `flock -x`.
+    let writer = hold(&t, "write");
+    try_flock("-s", 1);
+    try_flock("-x", 1);
+    writer.finish().code(0);
+
+    // An fsync reader shares with `flock -s` and excludes `flock -x`.
+    let reader = hold(&t, "read");
+    try_flock("-s", 0);
+    try_flock("-x", 1);
+    reader.finish().code(0);
+
+    try_flock("-x", 0);
+}
+
+#[test]
+fn swmr_sigkilled_readers_and_writers_hold_nothing() {
+    let t = TestDir::new();
+    let free = |t: &TestDir| {
+        t.fsync(["swmr", "status", "L"]).run().code(0);
+        t.fsync(["swmr", "write", "-n", "L", "--", "true"])
+            .run()
+            .code(0);
+    };
+
+    // A reader killed while inside.
+    let mut reader = hold(&t, "read");
+    t.fsync(["swmr", "write", "-n", "L", "--", "true"])
+        .run()
+        .code(75);
+    reader.kill_process_group();
+    free(&t);
+
+    // A writer killed while inside.
+    let mut writer = hold(&t, "write");
+    t.fsync(["swmr", "read", "-n", "L", "--", "true"])
+        .run()
+        .code(75);
+    writer.kill_process_group();
+    free(&t);
+
+    // A writer killed while it waits behind a reader (queued: new readers wait for it).
+    let reader = hold(&t, "read");
+    let mut waiting = holder_cmd(&t, "write", &[]).start();
+    let pid = waiting.pid();
+    eventually("the writer waits for L", || waits_to_write(&t, pid));
+    waiting.kill_process_group();
+    assert_eq!(
+        status_json(&t, 1)["waiting_writers"],
+        0,
+        "a killed writer still counts as waiting"
+    );
+    t.fsync(["swmr", "read", "-n", "L", "--", "true"])
+        .run()
+        .code(0);
+    reader.finish().code(0);
+    free(&t);
+}
+
+#[test]
+fn swmr_status_counts_readers_the_writer_and_waiting_writers() {
+    let t = TestDir::new();
+    let v = status_json(&t, 0);
+    assert_eq!(
+        (&v["readers"], &v["writer"], &v["waiting_writers"]),
+        (&0.into(), &false.into(), &0.into()),
+        "{v}"
+    );
+
+    let r1 = hold(&t, "read");
+    let r2 = hold(&t, "read");
+    let v = status_json(&t, 1);
+    assert_eq!(v["path"], "L", "{v}");
+    assert_eq!(v["readers"], 2, "{v}");
+    assert_eq!(v["writer"], false, "{v}");
+    assert_eq!(v["waiting_writers"], 0, "{v}");
+
+    let mut writer = holder_cmd(&t, "write", &[]).start();
+    let pid = writer.pid();
+    eventually("the writer waits for L", || waits_to_write(&t, pid));
+    let v = status_json(&t, 1);
+    assert_eq!(v["readers"], 2, "{v}");
+    assert_eq!(v["waiting_writers"], 1, "{v}");
+    assert_eq!(v["writer"], false, "a waiting writer shows as inside: {v}");
+
+    r1.finish().code(0);
+    r2.finish().code(0);
+    writer.expect("acquired");
+    let v = status_json(&t, 1);
+    assert_eq!(v["readers"], 0, "{v}");
+    assert_eq!(v["waiting_writers"], 0, "{v}");
+    assert_eq!(v["writer"]["pid"], pid, "the writer inside: {v}");
+
+    writer.finish().code(0);
+    let v = status_json(&t, 0);
+    assert_eq!(
+        (&v["readers"], &v["writer"], &v["waiting_writers"]),
+        (&0.into(), &false.into(), &0.into()),
+        "{v}"
+    );
+}
