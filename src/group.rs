@@ -210,9 +210,10 @@ impl Membership {
     }
 
     /// Record the command that runs as the member, for `members`.
-    pub fn set_child(&mut self, pid: u32, command: String) {
+    /// (Call it with `None` just before starting the command, and again with its pid.)
+    pub fn set_child(&mut self, pid: Option<u32>, command: String) {
         if let Some(r) = &mut self.registration {
-            r.holder.child = Some(pid);
+            r.holder.child = pid;
             r.holder.command = command;
             write_registration(&r.file, &r.holder);
         }

@@ -456,8 +456,10 @@ impl MutexGuard {
     }
 
     /// Record the command that runs under the lock, for status reports.
-    pub fn set_child(&mut self, pid: u32, command: String) {
-        self.holder.child = Some(pid);
+    /// (Call it with `None` just before starting the command, so that reports never show a
+    /// running command as ours, and again with its pid.)
+    pub fn set_child(&mut self, pid: Option<u32>, command: String) {
+        self.holder.child = pid;
         self.holder.command = command;
         self.write_record();
     }

@@ -280,8 +280,10 @@ impl SlotGuard {
             .map_err(|e| Error::io(Path::new("slot"), "cannot pass down", e))
     }
 
-    pub fn set_child(&mut self, pid: u32, command: String) {
-        self.holder.child = Some(pid);
+    /// (Call it with `None` just before starting the command, so that reports never show a
+    /// running command as ours, and again with its pid.)
+    pub fn set_child(&mut self, pid: Option<u32>, command: String) {
+        self.holder.child = pid;
         self.holder.command = command;
         self.write_record();
     }

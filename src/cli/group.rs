@@ -203,7 +203,8 @@ fn join(a: JoinArgs) -> super::Outcome {
             if first { "1" } else { "0" }.to_string(),
         )],
     };
-    let exit = job.run(|pid| member.set_child(pid, job.display()))?;
+    member.set_child(None, job.display());
+    let exit = job.run(|pid| member.set_child(Some(pid), job.display()))?;
     let last = member.leave()?;
     progress.done(|| match last {
         true => format!("left {} as its last member", a.group.display()),

@@ -262,10 +262,13 @@ fn run_command(a: RunArgs) -> super::Outcome {
         ],
     };
     let loss_guard = a.loss.guard(&a.lock, guard.raw_fd(), Mode::Exclusive);
+    if !guard.is_nested() {
+        guard.set_child(None, job.display());
+    }
     let exit = job.run_guarded(
         |pid| {
             if !guard.is_nested() {
-                guard.set_child(pid, job.display());
+                guard.set_child(Some(pid), job.display());
             }
         },
         loss_guard,

@@ -128,7 +128,8 @@ fn run_command(a: RunArgs) -> super::Outcome {
         guard.raw_fd(),
         fsync::platform::lock::Mode::Exclusive,
     );
-    let exit = job.run_guarded(|pid| guard.set_child(pid, job.display()), loss_guard)?;
+    guard.set_child(None, job.display());
+    let exit = job.run_guarded(|pid| guard.set_child(Some(pid), job.display()), loss_guard)?;
     drop(guard);
     Ok(exit)
 }
