@@ -41,7 +41,6 @@ answer is confirmed by the passive check. On network file systems it polls the p
 
 use std::{
     fs::File,
-    io::Write,
     os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
     time::Duration,
@@ -51,7 +50,7 @@ use nix::libc;
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::{self, Holder, Record},
+    holder::{self, Holder, Record, Registration},
     mutex::{Mutex, MutexGuard, DEFAULT_POLL},
     platform::{
         fs as pfs,
@@ -192,14 +191,13 @@ impl Group {
 pub struct Membership {
     group: Group,
     gate: Option<File>,
-    registration: Option<Registration>,
+    registration: Option<Member>,
     first: bool,
 }
 
 #[derive(Debug)]
-struct Registration {
-    path: PathBuf,
-    file: File,
+struct Member {
+    reg: Registration,
     holder: Holder,
 }
 
@@ -215,7 +213,7 @@ impl Membership {
         if let Some(r) = &mut self.registration {
             r.holder.child = pid;
             r.holder.command = command;
-            write_registration(&r.file, &r.holder);
+            r.reg.rewrite(render_holder(&r.holder).as_bytes());
         }
     }
 
@@ -232,9 +230,7 @@ impl Membership {
         let serial = Mutex::new(&p.join)
             .poll_interval(self.group.poll)
             .acquire(None)?;
-        if let Some(r) = self.registration.take() {
-            let _ = std::fs::remove_file(&r.path);
-        }
+        drop(self.registration.take()); // unlinks the registration
         drop(gate);
         let Some(mut serial) = serial else {
             return Ok(false);
@@ -292,28 +288,11 @@ fn has_members(p: &Paths, gate: &File, serial: Option<&MutexGuard>) -> Result<bo
     }
 }
 
-fn register(members: &Path) -> Result<Registration> {
+fn register(members: &Path) -> Result<Member> {
     let pid = std::process::id();
     let host = procinfo::hostname();
     let since_us = procinfo::now_micros();
     let name = format!("{}.{pid}.{since_us:x}", host.replace(['/', '.'], "_"));
-    let tmp = members.join(format!(".tmp-{name}"));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(|e| Error::io(&tmp, "cannot register member", e))?;
-    if !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::new(
-            &tmp,
-            ErrorKind::Os,
-            "cannot lock own registration",
-        ));
-    }
     let holder = Holder {
         pid,
         child: None,
@@ -321,22 +300,15 @@ fn register(members: &Path) -> Result<Registration> {
         since_us,
         command: procinfo::own_cmdline(),
     };
-    write_registration(&file, &holder);
-    let path = members.join(&name);
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, "cannot register member", e))?;
-    Ok(Registration { path, file, holder })
+    let reg = Registration::create(members, &name, render_holder(&holder).as_bytes())?;
+    Ok(Member { reg, holder })
 }
 
-fn write_registration(mut file: &File, holder: &Holder) {
-    let text = holder::render(&Record {
+fn render_holder(holder: &Holder) -> String {
+    holder::render(&Record {
         fence: 0,
         holder: Some(holder.clone()),
-    });
-    use std::os::unix::fs::FileExt;
-    if file.write_all_at(text.as_bytes(), 0).is_ok() {
-        let _ = file.set_len(text.len() as u64);
-        let _ = file.flush();
-    }
+    })
 }
 
 /// Registrations nobody holds belong to dead members: remove them (best effort, as any reader

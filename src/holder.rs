@@ -137,6 +137,62 @@ impl RecordFile {
     }
 }
 
+/// A registration: a file that says "I am here" for as long as its owner lives (group members,
+/// mailbox receivers, synchronous senders). Created under a temporary name `.tmp-ID`, locked
+/// exclusively, given its content, then renamed to `ID`: so a visible registration is always
+/// locked while its owner lives, and one nobody has locked belongs to a dead owner. Dropping
+/// it unlinks it (the kernel drops the lock when the owner dies instead).
+#[derive(Debug)]
+pub struct Registration {
+    pub path: PathBuf,
+    file: File,
+}
+
+impl Registration {
+    pub fn create(dir: &Path, id: &str, content: &[u8]) -> crate::Result<Registration> {
+        use crate::{platform::lock, Error, ErrorKind};
+        let tmp = dir.join(format!(".tmp-{id}"));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .map_err(|e| crate::platform::fs::explain_open_error(&tmp, "cannot register", e))?;
+        if !matches!(lock::flock(&file, lock::Mode::Exclusive, false), Ok(true)) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Error::new(
+                &tmp,
+                ErrorKind::Os,
+                "cannot lock own registration",
+            ));
+        }
+        if !content.is_empty() {
+            let _ = file.write_all_at(content, 0);
+        }
+        let path = dir.join(id);
+        if let Err(e) = std::fs::rename(&tmp, &path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Error::io(&path, "cannot register", e));
+        }
+        Ok(Registration { path, file })
+    }
+
+    /// Replace the content (the owner is the only writer).
+    pub fn rewrite(&self, content: &[u8]) {
+        if self.file.write_all_at(content, 0).is_ok() {
+            let _ = self.file.set_len(content.len() as u64);
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// Read the record of `lock` without creating anything; `None` if absent or unreadable.
 pub fn read(lock: &Path) -> Option<Record> {
     let file = std::fs::OpenOptions::new()

@@ -57,6 +57,7 @@ use nix::libc;
 
 use crate::{
     error::{Error, ErrorKind, Result},
+    holder::Registration,
     mutex::DEFAULT_POLL,
     platform::{
         fs as pfs,
@@ -257,7 +258,7 @@ impl Mailbox {
             from: None,
             sync: true,
         };
-        let sender = Registration::create(&l.senders, &name.uniq)?;
+        let sender = Registration::create(&l.senders, &name.uniq, b"")?;
         let watch = DirWatch::new(&l.q).map_err(|e| Error::io(&l.q, "cannot watch", e))?;
         watch
             .add(&l.claimed)
@@ -293,7 +294,7 @@ impl Mailbox {
     pub fn recv_with(&self, timeout: Option<Duration>) -> Result<Outcome<Received>> {
         let l = self.layout()?;
         let rid = uniq();
-        let me = Registration::create(&l.recv, &rid)?;
+        let me = Registration::create(&l.recv, &rid, b"")?;
         let watch = DirWatch::new(&l.q).map_err(|e| Error::io(&l.q, "cannot watch", e))?;
         let network = pfs::fs_kind_of_path(&l.q).network;
         let mut me = Some(me);
@@ -395,44 +396,6 @@ fn with_seq(l: &Layout, f: impl FnOnce(u64) -> Result<()>) -> Result<()> {
         .and_then(|_| file.set_len(text.len() as u64))
         .map_err(|e| Error::io(&l.seq, "cannot write", e))?;
     f(next) // the lock goes with `file`
-}
-
-/// A registration file held exclusively while its owner lives (receivers, sync senders):
-/// created under a temporary name, locked, then renamed into place.
-#[derive(Debug)]
-struct Registration {
-    path: PathBuf,
-    _file: File,
-}
-
-impl Registration {
-    fn create(dir: &Path, id: &str) -> Result<Registration> {
-        let tmp = dir.join(format!(".tmp-{id}"));
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
-            .map_err(|e| pfs::explain_open_error(&tmp, "cannot register", e))?;
-        if !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Error::new(
-                &tmp,
-                ErrorKind::Os,
-                "cannot lock own registration",
-            ));
-        }
-        let path = dir.join(id);
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, "cannot register", e))?;
-        Ok(Registration { path, _file: file })
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
 }
 
 /// Is the registration `dir/id` held by a living process? Missing means no.
