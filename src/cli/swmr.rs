@@ -120,6 +120,8 @@ fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
         Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
     };
     progress.done(|| format!("acquired {} as a {role}", a.lock.display()));
+    // Passed down as flock(1) does: the lock stays held while COMMAND runs, even if we die.
+    guard.pass_down()?;
     let (fd, held_mode) = guard.raw_fd();
     let loss_guard = match a.range {
         None => a.loss.guard(&a.lock, fd, held_mode),
