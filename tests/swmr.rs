@@ -402,3 +402,23 @@ fn swmr_status_counts_readers_the_writer_and_waiting_writers() {
         "{v}"
     );
 }
+
+/// Regression (found by the chaos suite at scale): the lock was not passed down to the
+/// command, so killing a reader's `fsync` let a writer in while the reader's command still ran.
+#[test]
+fn swmr_lock_stays_held_by_the_command_when_fsync_is_killed() {
+    let t = TestDir::new();
+    for role in ["read", "write"] {
+        let mut holder = t.fsync(["swmr", role, "L", "--", "sh", "-c", HOLD]).hold();
+        holder.signal(nix::sys::signal::Signal::SIGKILL);
+        holder.wait_exit();
+        // The command (sh, reading its stdin) lives on and must still hold the lock.
+        t.fsync(["swmr", "write", "-n", "L", "--", "true"])
+            .run()
+            .code(75);
+        holder.finish(); // closes its stdin: the command ends
+        t.fsync(["swmr", "write", "-n", "L", "--", "true"])
+            .run()
+            .code(0);
+    }
+}
