@@ -31,8 +31,15 @@ pub struct Report {
     pub dir: PathBuf,
     pub fs_type: &'static str,
     pub network: bool,
+    /// The FUSE subtype (`glusterfs`, `sshfs`, ...) or the mount's type from mountinfo.
+    pub mount_type: Option<String>,
+    /// Mount options that defeat locking across hosts (`nolock`, `local_lock=...`).
+    pub warnings: Vec<String>,
     pub flock: Check,
     pub byte_range: Check,
+    /// Whether a whole-file flock and a byte-range lock on one file exclude each other (they
+    /// do on NFS and FUSE, which emulate flock with POSIX locks; never mix them there).
+    pub kinds_collide: bool,
     pub rename: Check,
     pub link: Check,
     pub notify: Check,
@@ -129,6 +136,18 @@ pub fn examine(path: &Path) -> Result<Report> {
         }),
         "a conflicting byte range was granted",
     );
+    // On fresh open file descriptions: a whole-file flock, then a byte-range lock.
+    let d = scratch(".d");
+    let kinds_collide = match (open(&d), open(&d)) {
+        (Ok(x), Ok(y)) => {
+            lock::flock(&x, Mode::Exclusive, false).unwrap_or(false)
+                && !lock::ofd_lock(&y, Mode::Exclusive, 0, 0, false).unwrap_or(true)
+        }
+        _ => false,
+    };
+    // Between hosts NFS and FUSE emulate flock with whole-file POSIX locks (measured on the
+    // GlusterFS bed), which one client cannot see: assume the worst there.
+    let kinds_collide = kinds_collide || kind.network;
     drop(second);
     let b = scratch(".b");
     let rename = check(
@@ -147,19 +166,62 @@ pub fn examine(path: &Path) -> Result<Report> {
         ),
         Err(e) => Check::Fails(e.to_string()),
     };
-    for p in [&a, &b, &c] {
+    for p in [&a, &b, &c, &d] {
         let _ = std::fs::remove_file(p);
     }
+    let (mount_type, warnings) = mount_info(&dir);
     Ok(Report {
         dir,
         fs_type: kind.name,
         network: kind.network,
+        mount_type,
+        warnings,
+        kinds_collide,
         flock,
         byte_range,
         rename,
         link,
         notify,
     })
+}
+
+/// The type (with FUSE subtype) and options of the mount that holds `dir`, from
+/// /proc/self/mountinfo (the longest mount point that is a prefix of the canonical path).
+fn mount_info(dir: &Path) -> (Option<String>, Vec<String>) {
+    let Ok(canon) = std::fs::canonicalize(dir) else {
+        return (None, Vec::new());
+    };
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return (None, Vec::new());
+    };
+    let mut best: Option<(usize, String, String)> = None;
+    for line in text.lines() {
+        // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let l: Vec<&str> = left.split(' ').collect();
+        let r: Vec<&str> = right.split(' ').collect();
+        if l.len() < 6 || r.len() < 3 {
+            continue;
+        }
+        let point = l[4].replace("\\040", " ");
+        if canon.starts_with(&point) && best.as_ref().is_none_or(|b| point.len() >= b.0) {
+            best = Some((point.len(), r[0].to_string(), format!("{},{}", l[5], r[2])));
+        }
+    }
+    let Some((_, fstype, opts)) = best else {
+        return (None, Vec::new());
+    };
+    let mut warnings = Vec::new();
+    for o in opts.split(',') {
+        if o == "nolock" || o.starts_with("local_lock=") && o != "local_lock=none" {
+            warnings.push(format!(
+                "mounted with '{o}': locks are local to this host and exclude nobody elsewhere"
+            ));
+        }
+    }
+    (Some(fstype), warnings)
 }
 
 fn clone_err(e: &std::io::Error) -> std::io::Error {
@@ -175,6 +237,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let r = examine(dir.path()).unwrap();
         assert!(!r.network);
+        assert!(!r.kinds_collide, "flock and OFD locks are independent on a local file system");
+        assert!(r.warnings.is_empty());
+        assert!(r.mount_type.is_some());
         for c in [&r.flock, &r.byte_range, &r.rename, &r.link, &r.notify] {
             assert_eq!(*c, Check::Works);
         }

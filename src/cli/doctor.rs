@@ -51,7 +51,10 @@ pub fn run(a: DoctorArgs) -> super::Outcome {
         let line = json!({
             "path": report::path_text(&r.dir),
             "fs_type": r.fs_type,
+            "mount_type": r.mount_type,
             "network": r.network,
+            "flock_and_byte_range_collide": r.kinds_collide,
+            "warnings": r.warnings,
             "flock": result(&r.flock),
             "byte_range": result(&r.byte_range),
             "rename": result(&r.rename),
@@ -62,9 +65,14 @@ pub fn run(a: DoctorArgs) -> super::Outcome {
         writeln!(out, "{line}")?;
     } else {
         let kind = if r.network { "network" } else { "local" };
+        let mount = r
+            .mount_type
+            .as_deref()
+            .map(|m| format!(", mounted as {m}"))
+            .unwrap_or_default();
         writeln!(
             out,
-            "{}: {} ({kind} file system)",
+            "{}: {}{mount} ({kind} file system)",
             r.dir.display(),
             r.fs_type
         )?;
@@ -74,7 +82,16 @@ pub fn run(a: DoctorArgs) -> super::Outcome {
                 Check::Fails(why) => writeln!(out, "  {name:32} FAILS: {why}")?,
             }
         }
+        let collide = match (r.kinds_collide, r.network) {
+            (true, true) => "yes between hosts: never mix them on one file",
+            (true, false) => "yes: never mix them on one file",
+            (false, _) => "no",
+        };
+        writeln!(out, "  {:32} {collide}", "flock and byte ranges collide")?;
         writeln!(out, "  mode: {}", r.mode())?;
+        for w in &r.warnings {
+            writeln!(out, "  warning: {w}")?;
+        }
         if r.network {
             writeln!(
                 out,
