@@ -1946,13 +1946,17 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__post)
-            opts="-h -V --data --help --version"
+            opts="-h -V --data --mode --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --data)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mode)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2002,13 +2006,17 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__send)
-            opts="-t -n -E -v -h -V --data --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-t -n -E -v -h -V --data --mode --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --data)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mode)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

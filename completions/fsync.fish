@@ -156,6 +156,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_sub
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv list help" -f -a "list" -d 'List the queued messages with their sizes and ages'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l mode -d 'Permissions of the payload file (octal, less the umask); the default keeps messages from users outside the owner\'s group' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
@@ -164,6 +165,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l mode -d 'Permissions of the payload file (octal, less the umask); the default keeps messages from users outside the owner\'s group' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r

@@ -237,7 +237,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let r = examine(dir.path()).unwrap();
         assert!(!r.network);
-        assert!(!r.kinds_collide, "flock and OFD locks are independent on a local file system");
+        assert!(
+            !r.kinds_collide,
+            "flock and OFD locks are independent on a local file system"
+        );
         assert!(r.warnings.is_empty());
         assert!(r.mount_type.is_some());
         for c in [&r.flock, &r.byte_range, &r.rename, &r.link, &r.notify] {

@@ -17,7 +17,7 @@ A mailbox `B` is a directory (created if missing) whose subdirectories are the s
 `FROM` the bus sender or `-`, `KIND` `msg` (queued) or `sync` (a synchronous send). Receivers
 take the smallest `NAME`, so messages come out in enqueue order.
 
-**post**: write the payload to `tmp/.UNIQ` (mode 0640), `fsync` it; take an exclusive `flock`
+**post**: write the payload to `tmp/.UNIQ` (mode 0640 unless asked, less the umask), `fsync` it; take an exclusive `flock`
 on `B/seq`, read `n`, write `n + 1`, rename the file to `q/NAME` with `SEQ = n + 1`, release
 `seq`; `fsync` the directory `q`. A crash at any instant leaves no message or the whole one.
 
@@ -88,7 +88,11 @@ pub struct Mailbox {
     dir: PathBuf,
     poll: Duration,
     create: bool,
+    mode: u32,
 }
+
+/// Payloads are readable by their owner and group only, unless asked otherwise.
+pub const DEFAULT_PAYLOAD_MODE: u32 = 0o640;
 
 struct Layout {
     dir: PathBuf,
@@ -198,7 +202,15 @@ impl Mailbox {
             dir: path.as_ref().to_path_buf(),
             poll: DEFAULT_POLL,
             create: true,
+            mode: DEFAULT_PAYLOAD_MODE,
         }
+    }
+
+    /// Permissions of the payload files this mailbox creates (less the umask); 0640 unless set,
+    /// so that other users cannot read messages unless asked to (`--mode 0644`).
+    pub fn payload_mode(mut self, mode: u32) -> Mailbox {
+        self.mode = mode & 0o777;
+        self
     }
 
     /// A mailbox that must already exist (a bus member's): posting to a missing one fails.
@@ -245,7 +257,7 @@ impl Mailbox {
             from: from.map(str::to_string),
             sync: false,
         };
-        post(&l, payload, name)
+        post(&l, payload, name, self.mode)
     }
 
     /// Send synchronously: return `Acquired` once a receiver has taken the message; on timeout
@@ -263,7 +275,7 @@ impl Mailbox {
         watch
             .add(&l.claimed)
             .map_err(|e| Error::io(&l.claimed, "cannot watch", e))?;
-        let name = post(&l, payload, name)?;
+        let name = post(&l, payload, name, self.mode)?;
         let parsed = MessageName::parse(&name).expect("we made it");
         let stem = parsed.stem();
         let network = pfs::fs_kind_of_path(&l.q).network;
@@ -340,12 +352,12 @@ impl Mailbox {
     }
 }
 
-fn post(l: &Layout, payload: &mut dyn Read, mut name: MessageName) -> Result<String> {
+fn post(l: &Layout, payload: &mut dyn Read, mut name: MessageName, mode: u32) -> Result<String> {
     let tmp = l.tmp.join(format!(".{}", name.uniq));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o640)
+        .mode(mode)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)
         .map_err(|e| pfs::explain_open_error(&tmp, "cannot write message", e))?;

@@ -444,3 +444,28 @@ fn list_counts_and_sizes_and_a_missing_parent_is_an_error() {
     }
     assert!(!t.join("no").exists(), "a missing parent was created");
 }
+
+/// Payloads are not readable by other users unless asked (`--mode`), whatever the umask.
+#[test]
+fn msg_payload_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestDir::new();
+    let mode_of_queued = |t: &TestDir| {
+        let entry = std::fs::read_dir(t.join("B/q"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        entry.metadata().unwrap().permissions().mode() & 0o777
+    };
+    t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
+    assert_eq!(mode_of_queued(&t) & 0o007, 0, "others can read a payload");
+    t.fsync(["msg", "recv", "-n", "B"]).run().code(0);
+    t.fsync(["msg", "post", "B", "--mode", "0600", "--data", "x"])
+        .run()
+        .code(0);
+    assert_eq!(mode_of_queued(&t), 0o600);
+    t.fsync(["msg", "post", "B", "--mode", "999", "--data", "x"])
+        .run()
+        .code(2);
+}

@@ -77,12 +77,32 @@ enum Verb {
     List(ListArgs),
 }
 
+/// Permissions of a payload file, in octal.
+fn parse_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s.trim_start_matches("0o"), 8) {
+        Ok(m) if m <= 0o777 => Ok(m),
+        _ => Err(format!(
+            "invalid mode '{s}': octal permissions such as 0640 or 0644"
+        )),
+    }
+}
+
+#[derive(Debug, Args)]
+struct ModeArg {
+    /// Permissions of the payload file (octal, less the umask); the default keeps messages
+    /// from users outside the owner's group
+    #[arg(long, value_name = "OCTAL", value_parser = parse_mode, default_value = "0640")]
+    mode: u32,
+}
+
 #[derive(Debug, Args)]
 struct SendArgs {
     #[command(flatten)]
     mailbox: BoxArg,
     #[command(flatten)]
     data: DataArg,
+    #[command(flatten)]
+    mode: ModeArg,
     #[command(flatten)]
     wait: WaitArgs,
 }
@@ -93,6 +113,8 @@ struct PostArgs {
     mailbox: BoxArg,
     #[command(flatten)]
     data: DataArg,
+    #[command(flatten)]
+    mode: ModeArg,
 }
 
 #[derive(Debug, Args)]
@@ -115,11 +137,15 @@ struct ListArgs {
 pub fn run(cmd: MsgCommand) -> super::Outcome {
     match cmd.verb {
         Verb::Post(a) => {
-            Mailbox::new(&a.mailbox.mailbox).post(&mut a.data.reader())?;
+            Mailbox::new(&a.mailbox.mailbox)
+                .payload_mode(a.mode.mode)
+                .post(&mut a.data.reader())?;
             Ok(Exit::OK)
         }
         Verb::Send(a) => {
-            let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
+            let mailbox = Mailbox::new(&a.mailbox.mailbox)
+                .poll_interval(a.wait.poll)
+                .payload_mode(a.mode.mode);
             let mut progress = Progress::new(a.wait.verbose);
             progress.waiting(std::time::Duration::ZERO, || {
                 format!("a receiver on {}", a.mailbox.mailbox.display())
