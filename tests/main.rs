@@ -16,5 +16,6 @@ mod harness;
 mod msg;
 mod mutex;
 mod netfs;
+mod security;
 mod sem_grouplock_range;
 mod swmr;
