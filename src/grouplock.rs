@@ -162,8 +162,16 @@ impl GroupLock {
         check!(step(&member, Mode::Shared, &own)?);
         let slot = match max {
             Some(m) => {
-                let sem = Semaphore::new(self.dir.join(format!("max.{group}")), m)
-                    .poll_interval(self.poll);
+                let max_dir = self.dir.join(format!("max.{group}"));
+                // Say it in this command's words: the limit is --max, fixed when first used.
+                if let Some(recorded) = crate::sem::recorded_slots(&max_dir)?.filter(|&r| r != m) {
+                    return Err(Error::new(
+                        &self.dir,
+                        ErrorKind::Invalid,
+                        format!("group '{group}' was first used with --max {recorded}, not {m}"),
+                    ));
+                }
+                let sem = Semaphore::new(max_dir, m).poll_interval(self.poll);
                 let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
                 Some(check!(sem.acquire_with(remaining, |w| progress(
                     w.max(start.elapsed())

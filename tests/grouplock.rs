@@ -1,0 +1,319 @@
+/*!
+`fsync grouplock`, end to end (issue 5): Asche's group lock across processes.
+
+A witness log proves exclusion: every command appends `+ GROUP PID` when it starts and
+`- GROUP PID` when it ends (`>>`, so `O_APPEND`), and the test replays it; a mark is written
+inside the lock, so overlaps in the log are real. Waits end on what the processes say
+(`acquired`, `-v`'s `waiting`) or on a mark in the log, never on a sleep.
+*/
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use crate::harness::{eventually, json_of, Cmd, Holder, TestDir, HOLD};
+
+/// `fsync grouplock run [extra...] LOCK --group GROUP -- sh -c SCRIPT`.
+fn member(t: &TestDir, group: &str, extra: &[&str], script: &str) -> Cmd {
+    let mut args = vec!["grouplock", "run"];
+    args.extend_from_slice(extra);
+    args.extend(["L", "--group", group, "--", "sh", "-c", script]);
+    t.fsync(args)
+}
+
+/// `SCRIPT` quoted for a `sh -c '...'` inside another shell script.
+fn quoted(script: &str) -> String {
+    format!("'{}'", script.replace('\'', r"'\''"))
+}
+
+/// Marks `+ GROUP $$` / `- GROUP $$` around a hold of `secs`.
+fn marked(group: &str, secs: &str) -> String {
+    format!("echo \"+ {group} $$\" >> log; sleep {secs}; echo \"- {group} $$\" >> log")
+}
+
+/// What the replay of a log found.
+#[derive(Debug, Default)]
+struct Replay {
+    /// Per group, the most of its members inside at once.
+    most: HashMap<String, usize>,
+    /// Runs completed (`-` marks).
+    done: usize,
+}
+
+/// Replay the `+ GROUP PID` / `- GROUP PID` marks (other lines are ignored), failing at the
+/// first goofup: members of two groups inside at once.
+#[track_caller]
+fn replay(log: &str) -> Replay {
+    let mut inside: HashMap<&str, &str> = HashMap::new(); // pid -> group
+    let mut r = Replay::default();
+    for (n, line) in log.lines().enumerate() {
+        let at = || format!("at line {} `{line}` of the log:\n{log}", n + 1);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields[..] {
+            ["+", group, pid, ..] => {
+                let others: Vec<&str> = inside.values().filter(|&&g| g != group).copied().collect();
+                assert!(
+                    others.is_empty(),
+                    "goofup: {group} entered while {others:?} were inside {}",
+                    at()
+                );
+                assert!(
+                    inside.insert(pid, group).is_none(),
+                    "entered twice {}",
+                    at()
+                );
+                let count = inside.len();
+                let most = r.most.entry(group.to_string()).or_default();
+                *most = (*most).max(count);
+            }
+            ["-", group, pid, ..] => {
+                assert_eq!(inside.remove(pid), Some(group), "left unentered {}", at());
+                r.done += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(inside.is_empty(), "runs never ended: {inside:?}\n{log}");
+    r
+}
+
+#[test]
+fn two_groups_never_inside_together_and_members_share() {
+    let t = TestDir::new();
+    let workers: Vec<Holder> = ["gA", "gB"]
+        .iter()
+        .flat_map(|g| [g; 3])
+        .map(|g| {
+            let one = format!(
+                "\"$FSYNC\" grouplock run L --group {g} -- sh -c {}",
+                quoted(&marked(g, "0.02"))
+            );
+            t.sh(&format!("for i in 1 2 3 4 5; do {one} || exit 1; done"))
+                .start()
+        })
+        .collect();
+    for w in workers {
+        w.finish().code(0);
+    }
+    let log = t.read("log");
+    let r = replay(&log);
+    assert_eq!(r.done, 30, "not all 30 runs completed:\n{log}");
+    assert!(
+        r.most.values().any(|&m| m >= 2),
+        "no two members of one group were ever inside together ({:?}):\n{log}",
+        r.most
+    );
+}
+
+#[test]
+fn max_limits_the_members_of_a_group_inside() {
+    let t = TestDir::new();
+    let script = "echo \"+ $FSYNC_SLOT $$\" >> log; sleep 0.05; echo \"- $FSYNC_SLOT $$\" >> log";
+    let workers: Vec<Holder> = (0..5)
+        .map(|_| member(&t, "up", &["--max", "2"], script).start())
+        .collect();
+    for w in workers {
+        w.finish().code(0);
+    }
+    // Replay with the slot in place of the group: at most 2 inside, on distinct slots 0 and 1.
+    let log = t.read("log");
+    let mut inside: HashMap<&str, &str> = HashMap::new();
+    for line in log.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields[..] {
+            ["+", slot, pid] => {
+                assert!(["0", "1"].contains(&slot), "FSYNC_SLOT {slot}:\n{log}");
+                assert!(
+                    !inside.values().any(|&s| s == slot),
+                    "slot {slot} twice:\n{log}"
+                );
+                inside.insert(pid, slot);
+                assert!(inside.len() <= 2, "more than 2 inside at `{line}`:\n{log}");
+            }
+            ["-", slot, pid] => assert_eq!(inside.remove(pid), Some(slot), "{line}:\n{log}"),
+            _ => panic!("a malformed mark `{line}` (FSYNC_SLOT unset?):\n{log}"),
+        }
+    }
+    assert_eq!(
+        log.lines().filter(|l| l.starts_with('-')).count(),
+        5,
+        "{log}"
+    );
+    // While two are inside, a third finds no room; another group none either.
+    let a = member(&t, "up", &["--max", "2"], HOLD).hold();
+    let b = member(&t, "up", &["--max", "2"], HOLD).hold();
+    member(&t, "up", &["--max", "2", "-n"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+    member(&t, "down", &["-n"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+    a.finish().code(0);
+    b.finish().code(0);
+    member(&t, "up", &["--max", "0"], "echo ran")
+        .run()
+        .code(2)
+        .stdout("");
+}
+
+#[test]
+fn a_waiting_group_is_not_starved_by_newcomers_of_the_group_inside() {
+    let t = TestDir::new();
+    // A stream of gA members, each holding 200 ms, a new one every 50 ms for 2 s: gA would
+    // never be empty unless newcomers queue behind a waiting gB. Member I marks its start
+    // `s gA I` and its entry and exit `+ gA PID I` / `- gA PID I`.
+    let run = "echo \"+ gA $$ $I\" >> log; sleep 0.2; echo \"- gA $$ $I\" >> log";
+    let one = format!(
+        "I=$i \"$FSYNC\" grouplock run L --group gA -- sh -c {}",
+        quoted(run)
+    );
+    let stream = t
+        .sh(&format!(
+            "for i in $(seq 40); do echo \"s gA $i\" >> log; {one} & sleep 0.05; done; wait"
+        ))
+        .start();
+    eventually("a gA member is inside", || {
+        std::fs::read_to_string(t.join("log")).is_ok_and(|l| l.contains("+ gA"))
+    });
+    let mut b = member(&t, "gB", &["-v"], &marked("gB", "0")).start();
+    let said = b.stderr_line();
+    assert!(said.contains("waiting"), "-v said {said:?}");
+    t.sh("echo 'gB waits' >> log").run().code(0);
+    b.finish().code(0);
+    stream.finish().code(0);
+    let log = t.read("log");
+    let r = replay(&log);
+    assert_eq!(r.done, 41, "not all runs completed:\n{log}");
+    let lines: Vec<&str> = log.lines().collect();
+    let waits = lines
+        .iter()
+        .position(|&l| l == "gB waits")
+        .expect("arrival mark");
+    let b_left = (lines.iter().position(|l| l.starts_with("- gB"))).expect("gB's exit mark");
+    let entered = |i: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with("+ gA ") && l.split_whitespace().nth(3) == Some(i))
+            .unwrap_or_else(|| panic!("gA member {i} never entered:\n{log}"))
+    };
+    // gA members that started after gB was waiting; one of them must have got in only after
+    // gB left, or gB waited for the whole stream.
+    let later: Vec<&str> = lines[waits..]
+        .iter()
+        .filter_map(|l| l.strip_prefix("s gA "))
+        .collect();
+    assert!(
+        !later.is_empty(),
+        "the stream had ended before gB waited; nothing was tested:\n{log}"
+    );
+    assert!(
+        later.iter().any(|i| entered(i) > b_left),
+        "gB was starved: every gA member that started after gB waited got in before gB left:\n{log}"
+    );
+}
+
+/// `fsync grouplock status --json L` with the expected exit status.
+#[track_caller]
+fn status_json(t: &TestDir, code: i32) -> Value {
+    json_of(
+        &t.fsync(["grouplock", "status", "--json", "L"])
+            .run()
+            .code(code)
+            .stdout,
+    )
+}
+
+#[test]
+fn status_names_the_group_inside_and_counts_members_and_waiters() {
+    let t = TestDir::new();
+    let v = status_json(&t, 0);
+    assert_eq!(v["inside"], json!([]), "{v}");
+    let a1 = member(&t, "gA", &[], HOLD).hold();
+    let a2 = member(&t, "gA", &[], HOLD).hold();
+    let v = status_json(&t, 1);
+    assert_eq!(v["inside"], json!([{"group": "gA", "count": 2}]), "{v}");
+    assert_eq!(v["waiting"], 0, "{v}");
+    let mut b = member(&t, "gB", &["-v"], "echo gB in").start();
+    let said = b.stderr_line();
+    assert!(said.contains("waiting"), "-v said {said:?}");
+    let v = status_json(&t, 1);
+    assert_eq!(v["inside"], json!([{"group": "gA", "count": 2}]), "{v}");
+    assert_eq!(v["waiting"], 1, "{v}");
+    let text = t
+        .fsync(["grouplock", "status", "L"])
+        .run()
+        .code(1)
+        .stdout
+        .clone();
+    assert!(text.contains("gA") && text.contains("1 waiting"), "{text}");
+    a1.finish().code(0);
+    a2.finish().code(0);
+    b.finish().code(0).stdout("gB in\n");
+    let v = status_json(&t, 0);
+    assert_eq!(v["inside"], json!([]), "{v}");
+    assert_eq!(v["waiting"], 0, "{v}");
+}
+
+#[test]
+fn invalid_group_names_are_usage_errors() {
+    let t = TestDir::new();
+    for bad in ["a/b", "", ".", "..", "a b", "../x", "é"] {
+        t.fsync([
+            "grouplock",
+            "run",
+            "L",
+            "--group",
+            bad,
+            "--",
+            "touch",
+            "ran",
+        ])
+        .run()
+        .code(2);
+    }
+    assert!(!t.join("ran").exists(), "a command ran");
+    assert!(!t.join("x").exists() && !t.path().parent().unwrap().join("x").exists());
+}
+
+#[test]
+fn a_different_max_is_an_error_that_names_max() {
+    let t = TestDir::new();
+    let lock = t.arg("L");
+    t.fsync([
+        "grouplock",
+        "run",
+        &lock,
+        "--group",
+        "up",
+        "--max",
+        "2",
+        "--",
+        "true",
+    ])
+    .run()
+    .code(0);
+    let out = t
+        .fsync([
+            "grouplock",
+            "run",
+            &lock,
+            "--group",
+            "up",
+            "--max",
+            "3",
+            "--",
+            "touch",
+            "ran",
+        ])
+        .run();
+    out.code(2).error_naming(&lock);
+    assert!(!t.join("ran").exists(), "the command ran");
+    // The user gave --max, not --slots: the message must speak of what they typed.
+    assert!(
+        out.stderr.contains("--max") && !out.stderr.contains("--slots"),
+        "the error speaks of an option the user did not give: {}",
+        out.stderr
+    );
+}

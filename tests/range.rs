@@ -1,0 +1,293 @@
+/*!
+`--range START[:LEN]` on `fsync mutex run` and `fsync swmr read|write`, end to end (issue 5):
+OFD byte-range locks, where disjoint ranges do not conflict and bytes past the end of the file
+are locks too.
+
+Every case has a holder that has said `acquired` and a contender with `-n`: 0 (it ran) for a
+range that does not conflict, 75 (nothing ran) for one that does. `lslocks` (util-linux) and
+`/proc/locks` witness what the kernel holds.
+*/
+
+use std::os::unix::fs::MetadataExt;
+
+use serde_json::Value;
+
+use crate::harness::{flocks_on, require, Holder, TestDir, HOLD};
+
+/// `fsync VERB... [--range RANGE] LOCK -- sh -c HOLD`, once it holds the range.
+#[track_caller]
+fn hold(t: &TestDir, verb: &[&str], range: &str, lock: &str) -> Holder {
+    let mut args = verb.to_vec();
+    args.extend(["--range", range, lock, "--", "sh", "-c", HOLD]);
+    t.fsync(args).hold()
+}
+
+const MUTEX: &[&str] = &["mutex", "run"];
+const READ: &[&str] = &["swmr", "read"];
+const WRITE: &[&str] = &["swmr", "write"];
+
+/// `fsync VERB... -n --range RANGE LOCK -- echo ran`: `want` 0 (it ran) or 75 (it did not).
+#[track_caller]
+fn try_range(t: &TestDir, verb: &[&str], range: &str, lock: &str, want: i32) {
+    let mut args = verb.to_vec();
+    args.extend(["-n", "--range", range, lock, "--", "echo", "ran"]);
+    let out = t.fsync(args).run();
+    out.code(want);
+    out.stdout(if want == 0 { "ran\n" } else { "" });
+}
+
+#[test]
+fn disjoint_ranges_run_together_and_overlapping_ones_exclude() {
+    let t = TestDir::new();
+    t.write("L", "content");
+    let h = hold(&t, MUTEX, "0:10", "L");
+    try_range(&t, MUTEX, "10:10", "L", 0); // bytes 10..19: beside 0..9
+    try_range(&t, MUTEX, "0x0a:0x0a", "L", 0);
+    try_range(&t, MUTEX, "5:1", "L", 75);
+    try_range(&t, MUTEX, "9", "L", 75); // LEN 1 when absent: byte 9
+    try_range(&t, MUTEX, "0:10", "L", 75);
+    try_range(&t, MUTEX, "9:2", "L", 75);
+    try_range(&t, MUTEX, "10:0", "L", 0); // from 10 to the end
+    try_range(&t, MUTEX, "9:0", "L", 75);
+    // Two holders of disjoint ranges, both inside at once.
+    let h2 = hold(&t, MUTEX, "10:10", "L");
+    try_range(&t, MUTEX, "15", "L", 75);
+    h.finish().code(0);
+    try_range(&t, MUTEX, "5:1", "L", 0);
+    h2.finish().code(0);
+    try_range(&t, MUTEX, "0:0", "L", 0);
+    assert_eq!(t.read("L"), "content", "a range lock changed the file");
+}
+
+#[test]
+fn a_waiter_for_an_overlapping_range_runs_once_the_holder_releases() {
+    let t = TestDir::new();
+    let h = hold(&t, MUTEX, "0:10", "L");
+    let mut waiter = t
+        .fsync([
+            "mutex", "run", "-v", "--range", "5:10", "L", "--", "echo", "ran",
+        ])
+        .start();
+    let said = waiter.stderr_line();
+    assert!(said.contains("waiting"), "-v said {said:?}");
+    try_range(&t, MUTEX, "20", "L", 0); // a third, disjoint range does not wait
+    h.finish().code(0);
+    waiter.finish().code(0).stdout("ran\n");
+}
+
+#[test]
+fn bytes_past_the_end_of_the_file_are_locks_and_the_file_never_changes() {
+    let t = TestDir::new();
+    t.write("L", "content");
+    t.write("E", "");
+    // The last byte there is, far past the end, while another range is held.
+    let h = hold(&t, MUTEX, "0:10", "L");
+    try_range(&t, MUTEX, "0x7fffffffffffffff", "L", 0);
+    try_range(&t, MUTEX, "9223372036854775807:1", "L", 0);
+    h.finish().code(0);
+    // Past the end of an empty file: a real lock, exclusive on exactly those bytes.
+    try_range(&t, MUTEX, "1000000:5", "E", 0);
+    let far = hold(&t, MUTEX, "1000000:5", "E");
+    try_range(&t, MUTEX, "1000004", "E", 75);
+    try_range(&t, MUTEX, "999996:4", "E", 0);
+    try_range(&t, MUTEX, "1000005:0", "E", 0);
+    let last = hold(&t, MUTEX, "0x7fffffffffffffff", "L");
+    try_range(&t, MUTEX, "0x7fffffffffffffff", "L", 75);
+    try_range(&t, MUTEX, "0x7ffffffffffffffe", "L", 0);
+    far.finish().code(0);
+    last.finish().code(0);
+    // A lock file that did not exist is created, empty.
+    try_range(&t, MUTEX, "1000000:5", "N", 0);
+    assert_eq!(t.read("L"), "content", "a range lock changed L");
+    assert_eq!(std::fs::metadata(t.join("E")).unwrap().len(), 0, "E grew");
+    assert_eq!(std::fs::metadata(t.join("N")).unwrap().len(), 0, "N grew");
+}
+
+#[test]
+fn len_zero_reaches_to_the_end_of_all_offsets() {
+    let t = TestDir::new();
+    let h = hold(&t, MUTEX, "100:0", "L");
+    for later in [
+        "100",
+        "101:5",
+        "1000:1",
+        "0x7ffffffffffffff0:0",
+        "0x7fffffffffffffff",
+        "0:0",
+    ] {
+        try_range(&t, MUTEX, later, "L", 75);
+    }
+    try_range(&t, MUTEX, "99", "L", 0);
+    try_range(&t, MUTEX, "0:100", "L", 0);
+    h.finish().code(0);
+    try_range(&t, MUTEX, "0x7fffffffffffffff", "L", 0);
+}
+
+#[test]
+fn swmr_readers_of_one_range_share_and_writers_exclude_only_their_range() {
+    let t = TestDir::new();
+    t.write("L", "content");
+    let r1 = hold(&t, READ, "0:4", "L");
+    let r2 = hold(&t, READ, "0:4", "L"); // inside while r1 is: shared
+    try_range(&t, READ, "2", "L", 0);
+    try_range(&t, WRITE, "0:4", "L", 75);
+    try_range(&t, WRITE, "3:2", "L", 75);
+    try_range(&t, MUTEX, "1", "L", 75); // a mutex range is exclusive too
+    try_range(&t, WRITE, "4:4", "L", 0);
+    r1.finish().code(0);
+    try_range(&t, WRITE, "0:4", "L", 75); // r2 still reads
+    r2.finish().code(0);
+    try_range(&t, WRITE, "0:4", "L", 0);
+    // A writer of a range: readers of that range wait, readers of others do not.
+    let w = hold(&t, WRITE, "8:8", "L");
+    try_range(&t, READ, "15", "L", 75);
+    try_range(&t, WRITE, "8", "L", 75);
+    try_range(&t, READ, "0:8", "L", 0);
+    try_range(&t, WRITE, "16:0", "L", 0);
+    w.finish().code(0);
+    assert_eq!(t.read("L"), "content", "a range lock changed the file");
+}
+
+#[test]
+fn invalid_ranges_are_usage_errors() {
+    let t = TestDir::new();
+    let bad = [
+        "-1",
+        "1:x",
+        "x",
+        "",
+        ":",
+        "1:",
+        "0x",
+        "1:-1",
+        "0x7fffffffffffffff:2",
+        "0x8000000000000000",
+        "9223372036854775808",
+        "9223372036854775800:9",
+        "18446744073709551616",
+    ];
+    for verb in [MUTEX, READ, WRITE] {
+        for range in bad {
+            let mut args = verb.to_vec();
+            let joined = format!("--range={range}");
+            args.extend([joined.as_str(), "L", "--", "touch", "ran"]);
+            t.fsync(args).run().code(2);
+            let mut args = verb.to_vec();
+            args.extend(["--range", range, "L", "--", "touch", "ran"]);
+            t.fsync(args).run().code(2);
+        }
+    }
+    assert!(!t.join("ran").exists(), "a command ran");
+}
+
+/// One lock as `lslocks` lists it.
+#[derive(Debug)]
+struct Listed {
+    kind: String,
+    mode: String,
+    start: u64,
+    end: u64,
+}
+
+/// A JSON field that `lslocks` prints as a number or (older versions) as a string.
+fn number(v: &Value) -> Option<u64> {
+    v.as_u64().or_else(|| v.as_str()?.trim().parse().ok())
+}
+
+/// The locks `lslocks` lists on the file `path`, which it names by device and inode (it cannot
+/// name the path of an OFD lock, which has no owning process, in every version).
+#[track_caller]
+fn lslocks_on(t: &TestDir, path: &std::path::Path) -> Vec<Listed> {
+    let meta = std::fs::metadata(path).expect("stat the lock file");
+    let (ino, dev) = (
+        meta.ino(),
+        format!(
+            "{}:{}",
+            nix::sys::stat::major(meta.dev()),
+            nix::sys::stat::minor(meta.dev())
+        ),
+    );
+    let columns = "TYPE,MODE,START,END,INODE,MAJ:MIN";
+    let json = t.cmd("lslocks").args(["--json", "-o", columns]).run();
+    if json.status.success() {
+        let v: Value = serde_json::from_str(&json.stdout)
+            .unwrap_or_else(|e| panic!("lslocks --json printed no JSON ({e}):\n{}", json.stdout));
+        let locks = v["locks"].as_array().cloned().unwrap_or_default();
+        return locks
+            .iter()
+            .filter(|l| number(&l["inode"]) == Some(ino) && l["maj:min"].as_str() == Some(&dev))
+            .map(|l| Listed {
+                kind: l["type"].as_str().unwrap_or_default().to_string(),
+                mode: l["mode"].as_str().unwrap_or_default().to_string(),
+                start: number(&l["start"]).expect("a START"),
+                end: number(&l["end"]).expect("an END"),
+            })
+            .collect();
+    }
+    // An lslocks without --json: its plain, raw output.
+    let raw = t
+        .cmd("lslocks")
+        .args(["--raw", "--noheadings", "-o", columns])
+        .run();
+    raw.code(0);
+    raw.stdout
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [kind, mode, start, end, inode, majmin] = f[..] else {
+                return None;
+            };
+            (inode.parse() == Ok(ino) && majmin == dev).then(|| Listed {
+                kind: kind.to_string(),
+                mode: mode.to_string(),
+                start: start.parse().expect("a START"),
+                end: end.parse().expect("an END"),
+            })
+        })
+        .collect()
+}
+
+/// TYPE, MODE, START and END of each listed lock.
+fn shown(listed: &[Listed]) -> Vec<(&str, &str, u64, u64)> {
+    listed
+        .iter()
+        .map(|l| (l.kind.as_str(), l.mode.as_str(), l.start, l.end))
+        .collect()
+}
+
+#[test]
+fn lslocks_shows_ofd_locks_with_the_right_start_and_end() {
+    require("lslocks", "util-linux");
+    let t = TestDir::new();
+    let lock = t.join("L");
+    let h = hold(&t, MUTEX, "100:50", "L");
+    let r = hold(&t, READ, "0x10:4", "L");
+    // lslocks reads /proc/locks a page at a time, and the kernel gives no snapshot across
+    // pages: while other processes take and drop locks, a read may skip or repeat a line. The
+    // locks here are steady, so read until a listing is whole.
+    let want = [("OFDLCK", "READ", 16, 19), ("OFDLCK", "WRITE", 100, 149)];
+    let mut listed = Vec::new();
+    for _ in 0..100 {
+        listed = lslocks_on(&t, &lock);
+        listed.sort_by_key(|l| l.start);
+        if shown(&listed) == want {
+            break;
+        }
+    }
+    assert_eq!(
+        shown(&listed),
+        want,
+        "lslocks lists for {}: {listed:?}",
+        lock.display()
+    );
+    // Byte ranges only: never a whole-file flock on the same file.
+    assert_eq!(flocks_on(&lock), [], "a flock on {}", lock.display());
+    h.finish().code(0);
+    r.finish().code(0);
+    let left = (0..100).map(|_| lslocks_on(&t, &lock)).find(Vec::is_empty);
+    assert!(
+        left.is_some(),
+        "locks left after release: {:?}",
+        lslocks_on(&t, &lock)
+    );
+}

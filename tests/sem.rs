@@ -1,0 +1,260 @@
+/*!
+`fsync sem`, end to end (issue 5): a counting semaphore that survives crashes.
+
+Exclusion is proved by a witness log: every command appends `+ SLOT PID` when it starts and
+`- SLOT PID` when it ends (`>>`, so `O_APPEND`: one write per mark, never torn), and the test
+replays the log. A mark is written inside the slot, so a log interval lies within the real
+holding interval: overlaps in the log are real, and the real limit bounds the log. Everything
+else synchronises on what the processes say (`acquired`, `-v`'s `waiting`), never on sleeps.
+*/
+
+use std::collections::HashMap;
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+use crate::harness::{json_of, Holder, TestDir, HOLD};
+
+/// What a command under a slot appends to `log`: its slot and pid on entry and on exit.
+const MARKED: &str =
+    "echo \"+ $FSYNC_SLOT $$\" >> log; sleep 0.05; echo \"- $FSYNC_SLOT $$\" >> log";
+
+/// `fsync sem run [extra...] SEM --slots N -- sh -c SCRIPT`.
+fn sem_run(
+    t: &TestDir,
+    sem: &str,
+    slots: &str,
+    extra: &[&str],
+    script: &str,
+) -> crate::harness::Cmd {
+    let mut args = vec!["sem", "run"];
+    args.extend_from_slice(extra);
+    args.extend([sem, "--slots", slots, "--", "sh", "-c", script]);
+    t.fsync(args)
+}
+
+/// A holder of one slot of `sem`, once its command has said `acquired`.
+#[track_caller]
+fn slot_holder(t: &TestDir, sem: &str, slots: &str, extra: &[&str]) -> Holder {
+    sem_run(t, sem, slots, extra, HOLD).hold()
+}
+
+/// `fsync sem run -n`: 75 and nothing run (all slots held).
+#[track_caller]
+fn assert_full(t: &TestDir, sem: &str, slots: &str) {
+    sem_run(t, sem, slots, &["-n"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+}
+
+/// Replay the `+ SLOT PID` / `- SLOT PID` marks of `log`, checking at every step that at most
+/// `slots` are inside, each with a slot in `0..slots` that no other process inside holds.
+/// Returns the most inside at once and the number of runs completed.
+#[track_caller]
+fn replay(log: &str, slots: usize) -> (usize, usize) {
+    let mut inside: HashMap<&str, usize> = HashMap::new(); // pid -> slot
+    let (mut most, mut done) = (0, 0);
+    for (n, line) in log.lines().enumerate() {
+        let at = || format!("at line {} `{line}` of the log:\n{log}", n + 1);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [mark, slot, pid] = fields[..] else {
+            panic!("a malformed mark (FSYNC_SLOT unset?) {}", at());
+        };
+        let slot: usize = slot
+            .parse()
+            .unwrap_or_else(|_| panic!("FSYNC_SLOT is not a number {}", at()));
+        assert!(slot < slots, "FSYNC_SLOT out of 0..{slots} {}", at());
+        match mark {
+            "+" => {
+                assert!(
+                    !inside.values().any(|&s| s == slot),
+                    "slot {slot} used by two processes at once {}",
+                    at()
+                );
+                assert!(inside.insert(pid, slot).is_none(), "entered twice {}", at());
+                assert!(inside.len() <= slots, "more than {slots} inside {}", at());
+                most = most.max(inside.len());
+            }
+            "-" => {
+                assert_eq!(inside.remove(pid), Some(slot), "left unentered {}", at());
+                done += 1;
+            }
+            _ => panic!("a malformed mark {}", at()),
+        }
+    }
+    assert!(inside.is_empty(), "runs never ended: {inside:?}\n{log}");
+    (most, done)
+}
+
+#[test]
+fn eight_processes_share_three_slots_with_distinct_slot_numbers() {
+    let t = TestDir::new();
+    let one = format!(
+        "\"$FSYNC\" sem run S --slots 3 -- sh -c '{}'",
+        MARKED.replace('\'', r"'\''")
+    );
+    let script = format!("for i in 1 2 3; do {one} || exit 1; done");
+    let workers: Vec<Holder> = (0..8).map(|_| t.sh(&script).start()).collect();
+    for w in workers {
+        w.finish().code(0);
+    }
+    let log = t.read("log");
+    let (most, done) = replay(&log, 3);
+    assert_eq!(done, 24, "not all 24 runs completed:\n{log}");
+    assert_eq!(log.lines().filter(|l| l.starts_with('+')).count(), 24);
+    assert!(most >= 2, "never two inside at once with 3 slots:\n{log}");
+}
+
+#[test]
+fn slots_of_sigkilled_holders_come_back_at_once() {
+    let t = TestDir::new();
+    let mut a = sem_run(&t, "S", "2", &[], HOLD).own_process_group().hold();
+    let mut b = sem_run(&t, "S", "2", &[], HOLD).own_process_group().hold();
+    assert_full(&t, "S", "2");
+    // fsync and its command (which the slot was passed down to) die.
+    let killed = a.kill_process_group();
+    assert!(killed.len() >= 2, "fsync and its command: {killed:?}");
+    b.kill_process_group();
+    // Both slots are free again: two holders inside together, a third finds none.
+    let c = slot_holder(&t, "S", "2", &["-n"]);
+    let d = slot_holder(&t, "S", "2", &["-n"]);
+    assert_full(&t, "S", "2");
+    c.finish().code(0);
+    d.finish().code(0);
+}
+
+#[test]
+fn sigkill_of_fsync_alone_leaves_the_slot_with_its_command() {
+    let t = TestDir::new();
+    let script = "echo acquired; read x; echo \"done $FSYNC_SLOT\" > marker";
+    let mut holder = sem_run(&t, "S", "1", &[], script).hold();
+    holder.signal(Signal::SIGKILL);
+    holder.wait_exit();
+    // fsync is gone; its command still runs and still holds the only slot.
+    assert_full(&t, "S", "1");
+    t.fsync(["sem", "status", "S"]).run().code(1);
+    // A waiter gets the slot only once the command has finished: never two holders.
+    let mut waiter = t
+        .fsync([
+            "sem", "run", "-v", "S", "--slots", "1", "--", "cat", "marker",
+        ])
+        .start();
+    let said = waiter.stderr_line();
+    assert!(said.contains("waiting"), "-v said {said:?}");
+    holder.send("go");
+    waiter.finish().code(0).stdout("done 0\n");
+    holder.finish().killed_by(Signal::SIGKILL);
+}
+
+#[test]
+fn a_different_slot_count_is_a_clear_error() {
+    let t = TestDir::new();
+    let sem = t.arg("S");
+    sem_run(&t, &sem, "3", &[], "true").run().code(0);
+    let out = sem_run(&t, &sem, "4", &[], "touch ran").run();
+    out.code(2).error_naming(&sem);
+    assert!(!t.join("ran").exists(), "the command ran: {}", out.stderr);
+    // Both numbers are named, after the path (which may hold digits of its own).
+    let after = &out.stderr[out.stderr.find(&sem).unwrap() + sem.len()..];
+    let numbers: Vec<&str> = after
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .collect();
+    assert!(
+        numbers.contains(&"3") && numbers.contains(&"4"),
+        "the error does not name both 3 and 4: {}",
+        out.stderr
+    );
+    // The recorded count stands, with holders inside too.
+    let h = slot_holder(&t, &sem, "3", &[]);
+    sem_run(&t, &sem, "2", &[], "touch ran").run().code(2);
+    sem_run(&t, &sem, "3", &["-n"], "true").run().code(0);
+    h.finish().code(0);
+    assert!(!t.join("ran").exists());
+}
+
+#[test]
+fn invalid_slot_counts_are_usage_errors() {
+    let t = TestDir::new();
+    for bad in ["0", "-1", "x", ""] {
+        t.fsync(["sem", "run", "S", "--slots", bad, "--", "touch", "ran"])
+            .run()
+            .code(2);
+        t.fsync([
+            "sem",
+            "run",
+            "S",
+            &format!("--slots={bad}"),
+            "--",
+            "touch",
+            "ran",
+        ])
+        .run()
+        .code(2);
+    }
+    t.fsync(["sem", "run", "S", "--", "touch", "ran"])
+        .run()
+        .code(2);
+    assert!(!t.join("ran").exists(), "a command ran");
+}
+
+/// `fsync sem status --json SEM` with the expected exit status.
+#[track_caller]
+fn status_json(t: &TestDir, sem: &str, code: i32) -> Value {
+    json_of(
+        &t.fsync(["sem", "status", "--json", sem])
+            .run()
+            .code(code)
+            .stdout,
+    )
+}
+
+#[test]
+fn a_waiter_is_woken_by_the_release_and_status_shows_holders_and_waiters() {
+    let t = TestDir::new();
+    t.fsync(["sem", "status", "S"]).run().code(0); // not created yet: free
+    let h = slot_holder(&t, "S", "1", &[]);
+    let v = status_json(&t, "S", 1);
+    assert_eq!(v["slots"], 1, "{v}");
+    assert_eq!(v["waiters"], 0, "{v}");
+    // The waiter polls only every hour: if it gets in, a kernel wake-up let it in.
+    let mut waiter = t
+        .fsync([
+            "sem",
+            "run",
+            "-v",
+            "--poll",
+            "1h",
+            "S",
+            "--slots",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "echo \"in $FSYNC_SLOT\"",
+        ])
+        .start();
+    let said = waiter.stderr_line();
+    assert!(said.contains("waiting"), "-v said {said:?}");
+    let v = status_json(&t, "S", 1);
+    assert_eq!(v["slots"], 1, "{v}");
+    assert_eq!(v["waiters"], 1, "{v}");
+    let held = v["held"].as_array().expect("held is a list");
+    assert_eq!(held.len(), 1, "{v}");
+    assert_eq!(held[0]["slot"], 0, "{v}");
+    assert_eq!(held[0]["holder"]["pid"], h.pid(), "{v}");
+    let command = held[0]["holder"]["command"].as_str().unwrap_or_default();
+    assert!(command.contains("echo acquired"), "{v}");
+    // The plain form says the same.
+    let text = t.fsync(["sem", "status", "S"]).run().code(1).stdout.clone();
+    assert!(
+        text.contains(&h.pid().to_string()) && text.contains("1 waiting"),
+        "{text}"
+    );
+    h.finish().code(0);
+    waiter.finish().code(0).stdout("in 0\n");
+    let v = status_json(&t, "S", 0);
+    assert_eq!(v["held"], serde_json::json!([]), "{v}");
+    assert_eq!(v["waiters"], 0, "{v}");
+}
