@@ -171,6 +171,14 @@ fn chaos(
                 }
             });
         }
+        // Whatever happens below (a failed assertion too), the workers stop.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let _stop = StopOnDrop(&done);
         // The killer: after every few completed iterations, one victim, chosen at random.
         let mut rng = Rng(0x2545_f491_4f6c_dd1d);
         // Fail only when nothing completes for a long while (a deadlock), however long the run.
