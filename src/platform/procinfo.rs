@@ -72,8 +72,22 @@ pub struct KernelLock {
 /// The `flock` locks held (not waited for) on the file with this device and inode, from
 /// `/proc/locks`. `None` if the kernel does not tell us (no procfs).
 pub fn flock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
-    let text = std::fs::read_to_string("/proc/locks").ok()?;
-    Some(parse_proc_locks(&text, dev, ino))
+    stable_read(|text| parse_proc_locks(text, dev, ino))
+}
+
+/// The kernel produces `/proc/locks` a page at a time without a snapshot, so while other locks
+/// come and go lines can be skipped or repeated: trust what this file's lines say only when two
+/// reads in a row agree on them.
+fn stable_read<T: PartialEq>(parse: impl Fn(&str) -> T) -> Option<T> {
+    let mut last = parse(&std::fs::read_to_string("/proc/locks").ok()?);
+    for _ in 0..20 {
+        let again = parse(&std::fs::read_to_string("/proc/locks").ok()?);
+        if again == last {
+            return Some(again);
+        }
+        last = again;
+    }
+    Some(last)
 }
 
 fn parse_proc_locks(text: &str, dev: u64, ino: u64) -> Vec<KernelLock> {
@@ -101,16 +115,15 @@ fn parse_proc_locks(text: &str, dev: u64, ino: u64) -> Vec<KernelLock> {
 /// How many processes wait (blocked) for a `flock` lock on this local file, from `/proc/locks`
 /// ("->" lines). `None` if the kernel does not tell us.
 pub fn flock_waiters(dev: u64, ino: u64) -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/locks").ok()?;
     let want = proc_locks_key(dev, ino);
-    Some(
+    stable_read(|text| {
         text.lines()
             .filter(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 f.len() >= 7 && f[1] == "->" && f[2] == "FLOCK" && f[6] == want
             })
-            .count(),
-    )
+            .count()
+    })
 }
 
 /// How `/proc/locks` names a file: `MAJOR:MINOR:INODE`, the device numbers in hex.
