@@ -71,7 +71,12 @@ pub fn record_path(lock: &Path) -> PathBuf {
 pub struct RecordFile {
     file: File,
     pub path: PathBuf,
+    /// The file's length as we last saw or left it: a rewrite truncates only when it is shorter.
+    len: std::cell::Cell<u64>,
 }
+
+/// Records are small; a read stops at this size.
+const MAX_RECORD: usize = 64 * 1024;
 
 impl RecordFile {
     /// Open (or create) the record of `lock` for writing; `None` where we may not or cannot
@@ -79,62 +84,116 @@ impl RecordFile {
     pub fn open(lock: &Path) -> Option<RecordFile> {
         let path = record_path(lock);
         let flags = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK;
-        let created = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(flags)
-            .open(&path);
-        let file = match created {
-            Ok(f) => {
-                crate::platform::fs::set_mode(&f, 0o644);
-                let _ = f.write_all_at(format!("{MAGIC}\nend\n").as_bytes(), 0);
-                f
-            }
-            Err(_) => {
-                let f = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .custom_flags(flags)
-                    .open(&path)
-                    .ok()?;
-                let meta = f.metadata().ok()?;
-                if !meta.is_file() || meta.nlink() != 1 {
-                    return None;
-                }
-                let mut head = [0u8; MAGIC.len()];
-                let n = f.read_at(&mut head, 0).ok()?;
-                let ours = n == head.len() && head == MAGIC.as_bytes();
-                // Empty: another fsync created it a moment ago and has not written it yet.
-                let fresh = n == 0 && meta.uid() == nix::unistd::geteuid().as_raw();
-                if !ours && !fresh {
-                    return None;
-                }
-                f
-            }
+        let existing = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(flags)
+                .open(&path)
         };
-        Some(RecordFile { file, path })
+        let created = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .custom_flags(flags)
+                .open(&path)
+        };
+        // Usually the record exists already (it outlives releases): open it first.
+        let (file, len) = match existing() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match created() {
+                Ok(f) => {
+                    crate::platform::fs::set_mode(&f, 0o644);
+                    let fresh = format!("{MAGIC}\nend\n");
+                    let _ = f.write_all_at(fresh.as_bytes(), 0);
+                    (f, fresh.len() as u64)
+                }
+                // Created by another fsync a moment ago (it has since given the lock up).
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    Self::check(existing().ok()?)?
+                }
+                Err(_) => return None,
+            },
+            Ok(f) => Self::check(f)?,
+            Err(_) => return None,
+        };
+        Some(RecordFile {
+            file,
+            path,
+            len: std::cell::Cell::new(len),
+        })
+    }
+
+    /// Accept an existing record file only if it is ours to write: a regular file with one
+    /// link that starts with the magic line (or is empty and belongs to us: its creator died
+    /// before writing it). Returns it with its length.
+    fn check(f: File) -> Option<(File, u64)> {
+        let meta = f.metadata().ok()?;
+        if !meta.is_file() || meta.nlink() != 1 {
+            return None;
+        }
+        let mut head = [0u8; MAGIC.len()];
+        let n = f.read_at(&mut head, 0).ok()?;
+        let ours = n == head.len() && head == MAGIC.as_bytes();
+        let fresh = n == 0 && meta.uid() == nix::unistd::geteuid().as_raw();
+        if !ours && !fresh {
+            return None;
+        }
+        Some((f, meta.len()))
     }
 
     /// Read the record; for the lock holder, the only writer, so one read is enough.
     pub fn read(&self) -> Record {
-        let mut buf = vec![0u8; 64 * 1024];
-        let n = self.file.read_at(&mut buf, 0).unwrap_or(0);
-        buf.truncate(n);
-        String::from_utf8(buf)
+        read_head(&self.file)
             .ok()
+            .and_then(|b| String::from_utf8(b).ok())
             .and_then(|t| parse(&t))
             .unwrap_or_default()
     }
 
     pub fn write(&self, rec: &Record) {
         let text = render(rec);
-        // Best effort: a failure to report the holder must not fail the lock.
-        if self.file.write_all_at(text.as_bytes(), 0).is_ok() {
-            let _ = self.file.set_len(text.len() as u64);
+        let new_len = text.len() as u64;
+        // Best effort: a failure to report the holder must not fail the lock. (Readers stop
+        // at `end`, so a stale tail would be harmless; it is cut off to keep the file clean.)
+        match self.file.write_all_at(text.as_bytes(), 0) {
+            Ok(()) if new_len >= self.len.get() => self.len.set(new_len),
+            Ok(()) => {
+                if self.file.set_len(new_len).is_ok() {
+                    self.len.set(new_len);
+                }
+            }
+            // Part of it may have been written: the file is at least that long.
+            Err(_) => self.len.set(self.len.get().max(new_len)),
         }
     }
+}
+
+/// The start of a file, up to [`MAX_RECORD`] bytes, read with `pread` (the file position may
+/// be shared with other processes). One call for a record of the usual size.
+fn read_head(file: &File) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 1024];
+    let mut n = 0;
+    loop {
+        match file.read_at(&mut buf[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => {
+                n += k;
+                if n < buf.len() {
+                    break; // a short read of a regular file: its end
+                }
+                if n >= MAX_RECORD {
+                    break;
+                }
+                buf.resize((n * 4).min(MAX_RECORD), 0);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(n);
+    Ok(buf)
 }
 
 /// A registration: a file that says "I am here" for as long as its owner lives (group members,
@@ -212,12 +271,7 @@ pub fn read(lock: &Path) -> Option<Record> {
 /// half-way: a record counts only when two reads in a row agree, and parsing stops at the
 /// first `end` line (a shorter record written over a longer one leaves a stale tail).
 pub fn read_from(file: &File) -> Option<Record> {
-    let read = || {
-        let mut buf = vec![0u8; 64 * 1024];
-        let n = file.read_at(&mut buf, 0).ok()?;
-        buf.truncate(n);
-        String::from_utf8(buf).ok()
-    };
+    let read = || String::from_utf8(read_head(file).ok()?).ok();
     let mut last = read()?;
     for _ in 0..5 {
         let again = read()?;

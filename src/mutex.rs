@@ -75,6 +75,7 @@ pub struct Mutex {
     path: PathBuf,
     delete: bool,
     poll: Duration,
+    command: Option<String>,
 }
 
 impl Mutex {
@@ -83,7 +84,15 @@ impl Mutex {
             path: path.as_ref().to_path_buf(),
             delete: false,
             poll: DEFAULT_POLL,
+            command: None,
         }
+    }
+
+    /// What the holder record names as the work done under the lock (default: this
+    /// process's command line), so that reports name a command about to run under it.
+    pub fn command(mut self, command: impl Into<String>) -> Mutex {
+        self.command = Some(command.into());
+        self
     }
 
     /// Remove the lock file (and its record) on release.
@@ -347,7 +356,7 @@ impl MutexGuard {
             child: None,
             host: procinfo::hostname(),
             since_us: now,
-            command: procinfo::own_cmdline(),
+            command: mutex.command.clone().unwrap_or_else(procinfo::own_cmdline),
         };
         let guard = MutexGuard {
             path: mutex.path.clone(),
@@ -455,9 +464,9 @@ impl MutexGuard {
         self.delete = yes && !self.is_nested();
     }
 
-    /// Record the command that runs under the lock, for status reports.
-    /// (Call it with `None` just before starting the command, so that reports never show a
-    /// running command as ours, and again with its pid.)
+    /// Record the command that runs under the lock, for status reports. (Name it at
+    /// acquisition with [`Mutex::command`], or call this with `None` just before starting it,
+    /// so that reports never show a running command as ours; then again with its pid.)
     pub fn set_child(&mut self, pid: Option<u32>, command: String) {
         self.holder.child = pid;
         self.holder.command = command;

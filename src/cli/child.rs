@@ -146,7 +146,9 @@ impl LossArgs {
         fd: std::os::fd::RawFd,
         mode: fsync::platform::lock::Mode,
     ) -> Option<LossGuard<'static>> {
-        fsync::platform::fs::fs_kind_of_path(lock)
+        // SAFETY: the caller's guard keeps `fd` open while we look at it.
+        let held = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        fsync::platform::fs::fs_kind(&held)
             .network
             .then(|| LossGuard {
                 every: std::time::Duration::from_secs(1),

@@ -230,9 +230,15 @@ fn run_command(a: RunArgs) -> super::Outcome {
     if let Some(range) = a.range {
         return run_range(&a, range);
     }
+    let mut job = Job {
+        argv: &a.command,
+        env: Vec::new(),
+    };
+    // The record names the command from the start: reports never show it as ours.
     let mutex = Mutex::new(&a.lock)
         .delete_on_release(a.delete)
-        .poll_interval(a.wait.poll);
+        .poll_interval(a.wait.poll)
+        .command(job.display());
     let mut progress = Progress::new(a.wait.verbose);
     let outcome = mutex.acquire_with(a.wait.timeout(), |waited| {
         progress.waiting(waited, || {
@@ -254,17 +260,11 @@ fn run_command(a: RunArgs) -> super::Outcome {
         ),
         false => format!("acquired {} (fence {})", a.lock.display(), guard.fence()),
     });
-    let job = Job {
-        argv: &a.command,
-        env: vec![
-            ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
-            (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
-        ],
-    };
+    job.env = vec![
+        ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
+        (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
+    ];
     let loss_guard = a.loss.guard(&a.lock, guard.raw_fd(), Mode::Exclusive);
-    if !guard.is_nested() {
-        guard.set_child(None, job.display());
-    }
     let exit = job.run_guarded(
         |pid| {
             if !guard.is_nested() {

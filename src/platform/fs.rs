@@ -221,8 +221,7 @@ pub struct FsKind {
 }
 
 /// Classify the file system of `file` by its `statfs` magic number.
-pub fn fs_kind(file: &File) -> FsKind {
-    use std::os::fd::AsRawFd;
+pub fn fs_kind(file: &impl std::os::fd::AsRawFd) -> FsKind {
     let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: fstatfs writes into the buffer we own; the descriptor is open.
     if unsafe { libc::fstatfs(file.as_raw_fd(), &mut buf) } != 0 {

@@ -22,11 +22,18 @@ pub fn hostname() -> String {
     .clone()
 }
 
-/// This process's own command line, read once.
+/// This process's own command line, as [`cmdline`] would give it (but without reading
+/// `/proc`).
 pub fn own_cmdline() -> String {
     static OWN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    OWN.get_or_init(|| cmdline(std::process::id()).unwrap_or_default())
-        .clone()
+    OWN.get_or_init(|| {
+        std::env::args_os()
+            .filter(|a| !a.is_empty())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
+    .clone()
 }
 
 /// Microseconds since the Unix epoch.
