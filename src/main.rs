@@ -15,6 +15,16 @@ pub extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
+    run()
+}
+
+/// In unit-test builds the test harness supplies `main` (and replaces this one).
+#[cfg(test)]
+fn main() {
+    run()
+}
+
+fn run() -> ! {
     // SAFETY: setting a disposition to SIG_IGN installs no handler code.
     unsafe {
         let _ = nix::sys::signal::signal(
