@@ -3,8 +3,8 @@
 
 Each check works on scratch files `.fsync-doctor.PID.*` it creates in the directory and removes
 afterwards: whole-file `flock` locks (two descriptions must exclude each other), OFD byte-range
-locks, atomic `rename`, `link` (used for create-once files), and inotify (a change must be
-reported). The mode follows from the file system type: kernel wake-ups on local file systems,
+locks, atomic `rename`, `link` (used for create-once files), and change notification (dnotify, or inotify where the
+kernel lacks it: a change must be reported). The mode follows from the file system type: kernel wake-ups on local file systems,
 polling where other hosts' changes cannot wake us.
 */
 
@@ -63,9 +63,9 @@ impl Report {
     pub fn mode(&self) -> &'static str {
         if self.network {
             "blocking lock calls woken by the file server, re-checked every --poll interval; \
-             inotify cannot see other hosts, so event and message waits poll"
+             change notification cannot see other hosts, so event and message waits poll"
         } else {
-            "kernel wake-ups: blocking locks and inotify, no polling"
+            "kernel wake-ups: blocking locks and change notification, no polling"
         }
     }
 }

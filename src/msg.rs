@@ -271,7 +271,7 @@ impl Mailbox {
             sync: true,
         };
         let sender = Registration::create(&l.senders, &name.uniq, b"")?;
-        let watch = DirWatch::new(&l.q).map_err(|e| Error::io(&l.q, "cannot watch", e))?;
+        let mut watch = DirWatch::new(&l.q).map_err(|e| Error::io(&l.q, "cannot watch", e))?;
         watch
             .add(&l.claimed)
             .map_err(|e| Error::io(&l.claimed, "cannot watch", e))?;

@@ -162,7 +162,9 @@ impl Semaphore {
         Ok(match got {
             Outcome::Acquired(i) => {
                 let file = files[i].take().expect("the slot we locked");
-                Outcome::Acquired(SlotGuard::new(&self.dir, i, file))
+                let mut guard = SlotGuard::new(&self.dir, i, file);
+                guard._watch = watch.retire().unwrap_or(None);
+                Outcome::Acquired(guard)
             }
             Outcome::TimedOut => Outcome::TimedOut,
             Outcome::Interrupted(s) => Outcome::Interrupted(s),
@@ -241,6 +243,10 @@ pub struct SlotGuard {
     file: File,
     record: Option<RecordFile>,
     holder: Holder,
+    /// The waiting line's close watch, closed only after the slot (`file`, declared before
+    /// it) is free: closing it waits for the kernel (see `platform::notify`), which the next
+    /// holder should not wait for, nor our command's start.
+    _watch: Option<std::os::fd::OwnedFd>,
 }
 
 impl SlotGuard {
@@ -258,6 +264,7 @@ impl SlotGuard {
             file,
             record: RecordFile::open(&slot_path(dir, slot)),
             holder,
+            _watch: None,
         };
         guard.write_record();
         guard

@@ -244,7 +244,24 @@ extern "C" fn on_cancel(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
     }
 }
 
-extern "C" fn on_wake(_: libc::c_int) {}
+/// Wake signals handled so far in this process: lets a waiter that blocks on signals
+/// ([`crate::platform::notify`]'s dnotify watches) tell one that came before it blocked.
+static WAKES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn on_wake(_: libc::c_int) {
+    WAKES.fetch_add(1, Ordering::SeqCst);
+}
+
+/// How many [`wake_signal`]s this process has handled.
+pub(crate) fn wakes() -> u64 {
+    WAKES.load(Ordering::SeqCst)
+}
+
+/// Install the handler of [`wake_signal`] (once per process).
+pub(crate) fn install_wake_handler() {
+    static WAKE_INSTALLED: Once = Once::new();
+    WAKE_INSTALLED.call_once(|| install(wake_signal(), on_wake as *const () as usize, 0));
+}
 
 fn install(sig: i32, handler: usize, flags: i32) {
     // SAFETY: a zeroed sigaction with a valid handler and an empty mask; no SA_RESTART, so
@@ -284,8 +301,7 @@ struct WakeTimer {
 
 impl WakeTimer {
     fn new() -> io::Result<WakeTimer> {
-        static WAKE_INSTALLED: Once = Once::new();
-        WAKE_INSTALLED.call_once(|| install(wake_signal(), on_wake as *const () as usize, 0));
+        install_wake_handler();
         // SAFETY: a zeroed sigevent filled in for SIGEV_THREAD_ID delivery to this thread.
         let id = unsafe {
             let mut sev: libc::sigevent = std::mem::zeroed();

@@ -16,7 +16,7 @@ use super::{report, Exit};
     long_about = "Check the file system of the directory PATH (or of the file PATH's directory): \
                   its type, whether whole-file flock(2) locks and OFD byte-range locks exclude \
                   each other, whether rename is atomic and link refuses an existing name, whether \
-                  change notification (inotify) reports changes, and the resulting mode: kernel \
+                  change notification (dnotify/inotify) reports changes, and the resulting mode: kernel \
                   wake-ups on local file systems, polling where other hosts cannot wake us. It \
                   creates and removes scratch files named .fsync-doctor.PID.* in the directory. \
                   Exit 0 if every check passed, 1 if one failed.",
@@ -40,7 +40,7 @@ pub fn run(a: DoctorArgs) -> super::Outcome {
         ("byte-range locks (OFD)", &r.byte_range),
         ("atomic rename", &r.rename),
         ("exclusive link", &r.link),
-        ("change notification (inotify)", &r.notify),
+        ("change notification (dnotify/inotify)", &r.notify),
     ];
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -95,7 +95,7 @@ pub fn run(a: DoctorArgs) -> super::Outcome {
         if r.network {
             writeln!(
                 out,
-                "  note: inotify only sees this host's changes on a shared file system"
+                "  note: change notification only sees this host's changes on a shared file system"
             )?;
         }
     }

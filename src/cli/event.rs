@@ -14,7 +14,7 @@ const EVENT_LONG: &str = "\
 An event is set while the file EVENT exists (so it survives the crash of whoever set it). \
 'wait' returns once it is set; 'wait --reset' also clears it, and one signal wakes exactly one \
 of any number of --reset waiters, on one machine or several. On a local file system waiters are \
-woken by inotify at once; on a network file system they re-check every --poll interval.";
+woken by the kernel at once (dnotify); on a network file system they re-check every --poll interval.";
 
 #[derive(Debug, Args)]
 #[command(about = "Events: signal, wait (optionally auto-resetting), reset, status", long_about = EVENT_LONG)]

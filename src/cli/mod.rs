@@ -33,7 +33,7 @@ const NOTES: &str = "\
 Network file systems (NFS, SMB/CIFS, FUSE such as GlusterFS or sshfs, Ceph; found with statfs, \
 see 'fsync doctor'): whole-file and byte-range locks, exclusive create, link and rename work \
 across hosts, so every primitive keeps its promises there. What does not cross hosts is change \
-notification: inotify never sees another host's changes, so waits for events, messages, \
+notification (dnotify, inotify) never sees another host's changes, so waits for events, messages, \
 semaphore slots and watches re-check every --poll interval (50ms by default); lock waits block in \
 the lock call, which the file server wakes. Measured between two clients of GlusterFS \
 (bench/netfs.sh): a mutex hand-over in 6 ms, an event wake-up in 19 ms and a message in 47 ms \

@@ -1,65 +1,227 @@
 /*!
-Change notification with inotify: block until something changes in a directory.
+Change notification: block until something changes in a directory.
 
 It only sees changes made through this machine's kernel; on network file systems other hosts'
 changes are invisible, which is why the wait core also polls there.
+
+Directory watches use dnotify (`fcntl(F_NOTIFY)`), the older interface, where the kernel has
+it; inotify otherwise, and for close events (semaphore slots), which only inotify reports. The
+reason is the end of a wait: closing an inotify instance (at the latest, when its process exits)
+waits for the kernel to retire its watches, a deferred worker and then an SRCU grace period.
+Measured here (`python3` loop of fork, watch, exit, waitpid): a process with an inotify watch
+took 8.5 ms (p50) to exit against 0.57 ms with a dnotify watch or none, and a script waiting on
+`fsync event wait` sees the exit, not the wake-up (about 25 us after the change either way).
+
+dnotify reports by signal: [`wake_signal`](crate::wait::wake_signal), sent to the thread that
+made the watch (`F_SETSIG`, `F_SETOWN_EX` with `F_OWNER_TID`; so a watch is used on the thread
+that made it). Its handler counts; [`DirWatch::wait`] blocks with `ppoll`, which unblocks the
+signal only while it sleeps, and returns at once if the count moved since the last return (a
+change that came while the caller was checking). The wait core's timer sends the same signal,
+so deadlines and cancellation end these waits too.
 */
 
-use std::{io, path::Path};
+use std::{
+    cell::Cell,
+    io,
+    marker::PhantomData,
+    os::fd::{AsRawFd, OwnedFd},
+    path::Path,
+    time::Duration,
+};
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::{
+    libc,
+    sys::inotify::{AddWatchFlags, InitFlags, Inotify},
+};
 
-/// A watch on one directory for entries being created, removed, renamed, written or closed
-/// after writing (not opened or read, so that checking a file does not wake us).
+/// A watch on one or more directories for entries being created, removed, renamed, written or
+/// having their attributes changed (not opened or read, so that checking a file does not wake
+/// us).
 pub struct DirWatch {
-    inotify: Inotify,
+    backend: Backend,
+    /// Signals go to the thread that made the watch: keep it there.
+    _thread_bound: PhantomData<*const ()>,
 }
+
+enum Backend {
+    Dnotify {
+        dirs: Vec<OwnedFd>,
+        /// [`crate::wait::wakes`] when we last returned (or began).
+        seen: Cell<u64>,
+    },
+    Inotify(Inotify),
+}
+
+/// dnotify's interface, not in the `libc` crate for glibc targets (values from
+/// `<linux/fcntl.h>` and asm-generic `fcntl.h`, which these architectures use).
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64",
+    target_arch = "loongarch64",
+    target_arch = "s390x"
+))]
+mod dn {
+    pub const F_SETSIG: i32 = 10;
+    pub const F_SETOWN_EX: i32 = 15;
+    pub const F_OWNER_TID: i32 = 0;
+    pub const DN_MODIFY: u32 = 0x2;
+    pub const DN_CREATE: u32 = 0x4;
+    pub const DN_DELETE: u32 = 0x8;
+    pub const DN_RENAME: u32 = 0x10;
+    pub const DN_ATTRIB: u32 = 0x20;
+    pub const DN_MULTISHOT: u32 = 0x8000_0000;
+    pub const SUPPORTED: bool = true;
+
+    #[repr(C)]
+    pub struct FOwnerEx {
+        pub kind: i32,
+        pub pid: i32,
+    }
+}
+
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64",
+    target_arch = "loongarch64",
+    target_arch = "s390x"
+)))]
+mod dn {
+    pub const SUPPORTED: bool = false;
+}
+
+/// Open `dir` and ask for a signal to this thread on every change in it.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64",
+    target_arch = "loongarch64",
+    target_arch = "s390x"
+))]
+fn dnotify(dir: &Path) -> io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    crate::wait::install_wake_handler();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)?;
+    let fd = file.as_raw_fd();
+    let mask = dn::DN_CREATE
+        | dn::DN_DELETE
+        | dn::DN_RENAME
+        | dn::DN_MODIFY
+        | dn::DN_ATTRIB
+        | dn::DN_MULTISHOT;
+    let owner = dn::FOwnerEx {
+        kind: dn::F_OWNER_TID,
+        // SAFETY: gettid has no preconditions.
+        pid: unsafe { libc::gettid() },
+    };
+    // SAFETY: fcntl on a descriptor we own; F_SETOWN_EX reads the struct we pass. F_NOTIFY
+    // makes the process the owner, so the thread is named after it; a signal in between goes
+    // to some thread of ours and still moves the count.
+    let ok = unsafe {
+        libc::fcntl(fd, dn::F_SETSIG, crate::wait::wake_signal()) == 0
+            && libc::fcntl(fd, libc::F_NOTIFY, mask as libc::c_int) == 0
+            && libc::fcntl(fd, dn::F_SETOWN_EX, &owner as *const dn::FOwnerEx) == 0
+    };
+    if !ok {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(file.into())
+}
+
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64",
+    target_arch = "loongarch64",
+    target_arch = "s390x"
+)))]
+fn dnotify(_: &Path) -> io::Result<OwnedFd> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+const INOTIFY_MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_MODIFY)
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_ATTRIB)
+    .union(AddWatchFlags::IN_DELETE_SELF);
 
 impl DirWatch {
     pub fn new(dir: &Path) -> io::Result<DirWatch> {
-        let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(io::Error::from)?;
-        let mask = AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_DELETE
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_MOVED_FROM
-            | AddWatchFlags::IN_MODIFY
-            | AddWatchFlags::IN_CLOSE_WRITE
-            | AddWatchFlags::IN_ATTRIB
-            | AddWatchFlags::IN_DELETE_SELF;
-        inotify.add_watch(dir, mask).map_err(io::Error::from)?;
-        Ok(DirWatch { inotify })
+        let backend = match dn::SUPPORTED.then(|| dnotify(dir)) {
+            Some(Ok(fd)) => Backend::Dnotify {
+                dirs: vec![fd],
+                seen: Cell::new(crate::wait::wakes()),
+            },
+            // EINVAL: a kernel built without dnotify; the directory's own errors come
+            // again from inotify.
+            _ => {
+                let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(io::Error::from)?;
+                inotify
+                    .add_watch(dir, INOTIFY_MASK)
+                    .map_err(io::Error::from)?;
+                Backend::Inotify(inotify)
+            }
+        };
+        Ok(DirWatch {
+            backend,
+            _thread_bound: PhantomData,
+        })
+    }
+
+    /// Also watch a second directory with the same watch.
+    pub fn add(&mut self, dir: &Path) -> io::Result<()> {
+        match &mut self.backend {
+            Backend::Dnotify { dirs, .. } => {
+                dirs.push(dnotify(dir)?);
+                Ok(())
+            }
+            Backend::Inotify(inotify) => inotify
+                .add_watch(dir, INOTIFY_MASK)
+                .map(drop)
+                .map_err(io::Error::from),
+        }
     }
 
     /// Block until at least one change (`Interrupted` if a signal came first).
     pub fn wait(&self) -> io::Result<()> {
-        self.inotify
-            .read_events()
-            .map(|_| ())
-            .map_err(io::Error::from)
-    }
-}
-
-impl DirWatch {
-    /// Also watch a second directory with the same descriptor.
-    pub fn add(&self, dir: &Path) -> io::Result<()> {
-        let mask = AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_DELETE
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_MOVED_FROM
-            | AddWatchFlags::IN_CLOSE_WRITE;
-        self.inotify
-            .add_watch(dir, mask)
-            .map(drop)
-            .map_err(io::Error::from)
+        match &self.backend {
+            Backend::Dnotify { seen, .. } => {
+                if sleep_for_signal(seen, None) {
+                    Ok(())
+                } else {
+                    Err(io::Error::from(io::ErrorKind::Interrupted))
+                }
+            }
+            Backend::Inotify(inotify) => inotify.read_events().map(|_| ()).map_err(io::Error::from),
+        }
     }
 
     /// Block until a change or until `limit` passes, for the rare waits whose end no file
     /// system event announces (a process dying while it holds a lock). `true` if something
-    /// changed.
-    pub fn wait_timeout(&self, limit: std::time::Duration) -> io::Result<bool> {
+    /// changed (with dnotify: if any wake signal came).
+    pub fn wait_timeout(&self, limit: Duration) -> io::Result<bool> {
+        let inotify = match &self.backend {
+            Backend::Dnotify { seen, .. } => return Ok(sleep_for_signal(seen, Some(limit))),
+            Backend::Inotify(inotify) => inotify,
+        };
         use std::os::fd::AsFd;
         let mut fds = [nix::poll::PollFd::new(
-            self.inotify.as_fd(),
+            inotify.as_fd(),
             nix::poll::PollFlags::POLLIN,
         )];
         let ms = nix::poll::PollTimeout::try_from(limit.as_millis().min(60_000) as i32)
@@ -71,6 +233,54 @@ impl DirWatch {
             Err(e) => Err(io::Error::from(e)),
         }
     }
+
+    /// Stop waiting but keep the kernel's watch alive in the returned descriptor (a second
+    /// reference to an inotify instance; `None` for dnotify): closing the last reference waits
+    /// for the kernel to retire the watch (module docs), so a caller with somewhere to be
+    /// drops it later, off that path.
+    pub fn retire(self) -> io::Result<Option<OwnedFd>> {
+        use std::os::fd::AsFd;
+        match &self.backend {
+            Backend::Dnotify { .. } => Ok(None),
+            Backend::Inotify(inotify) => inotify.as_fd().try_clone_to_owned().map(Some),
+        }
+    }
+
+    /// Which interface watches (for `fsync doctor`).
+    pub fn interface(&self) -> &'static str {
+        match self.backend {
+            Backend::Dnotify { .. } => "dnotify",
+            Backend::Inotify(_) => "inotify",
+        }
+    }
+}
+
+/// Sleep until a wake signal is handled (or `limit` passes), unless one was handled since
+/// `seen` last moved; `true` if one was. The signal is blocked from the look at the count to
+/// the sleep, so none slips in between.
+fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
+    let sig = crate::wait::wake_signal();
+    // SAFETY: sigset and sigmask calls on sets we own; ppoll with no descriptors only sleeps.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut block);
+        libc::sigaddset(&mut block, sig);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+        if crate::wait::wakes() == seen.get() {
+            let mut during = old;
+            libc::sigdelset(&mut during, sig);
+            let ts = limit.map(|d| libc::timespec {
+                tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            });
+            let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+            libc::ppoll(std::ptr::null_mut(), 0, ts_ptr, &during);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+    let now = crate::wait::wakes();
+    now != seen.replace(now)
 }
 
 impl DirWatch {
@@ -82,6 +292,42 @@ impl DirWatch {
             | AddWatchFlags::IN_CLOSE_NOWRITE
             | AddWatchFlags::IN_DELETE_SELF;
         inotify.add_watch(dir, mask).map_err(io::Error::from)?;
-        Ok(DirWatch { inotify })
+        Ok(DirWatch {
+            backend: Backend::Inotify(inotify),
+            _thread_bound: PhantomData,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A change between making the watch and waiting (while the caller checks) is not lost.
+    #[test]
+    fn a_change_before_the_wait_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let watch = DirWatch::new(dir.path()).unwrap();
+        std::fs::write(dir.path().join("x"), b"").unwrap();
+        assert!(watch.wait_timeout(Duration::from_secs(30)).unwrap());
+    }
+
+    /// Another thread's change wakes the thread that made the watch.
+    #[test]
+    fn a_change_by_another_thread_wakes_the_waiter() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut watch = DirWatch::new(dir.path()).unwrap();
+        let second = tempfile::tempdir().unwrap();
+        watch.add(second.path()).unwrap();
+        assert!(!watch.wait_timeout(Duration::ZERO).unwrap(), "nothing yet");
+        let path = second.path().join("y");
+        let writer = std::thread::spawn(move || {
+            // Most likely after the waiter blocked; before is fine too (the count moved).
+            std::thread::sleep(Duration::from_millis(20));
+            std::fs::write(path, b"").unwrap();
+        });
+        while watch.wait().is_err() {} // Interrupted: a stray wake signal, wait again
+        writer.join().unwrap();
+        assert_eq!(watch.interface(), "dnotify");
     }
 }
