@@ -14,9 +14,10 @@ crash of whoever sent it and needs no process to keep it.
   several, the file server decides), so one signal wakes exactly one `--reset` waiter ("each Ping
   will always trigger exactly one Pong"); the losers go back to waiting.
 
-Waking: on a local file system waiters block in `read(2)` on an inotify descriptor watching the
-directory, so a signal wakes them at once. inotify never sees another host's changes, so on
-network file systems the wait core also re-checks every `poll` interval.
+Waking: on a local file system waiters sleep until the kernel reports a change in the directory
+(dnotify, see [`crate::platform::notify`]), so a signal wakes them at once. Change notification
+never sees another host's changes, so on network file systems the wait core also re-checks
+every `poll` interval.
 */
 
 use std::{

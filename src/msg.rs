@@ -34,14 +34,14 @@ receiver that crashes after writing the payload out and before unlinking it.
 
 **send** (synchronous): the sender creates and locks `senders/.tmp-UNIQ`, renames it to
 `senders/UNIQ`, posts the message as `STEM.sync` (`STEM` is `NAME` without `KIND`), and waits
-(inotify on `q` and `claimed`) until neither `q/STEM.sync` nor `claimed/STEM.sync~*` exists:
+(change notification on `q` and `claimed`) until neither `q/STEM.sync` nor `claimed/STEM.sync~*` exists:
 then a receiver converted it, and it is taken. To give up (timeout, signal), it unlinks
 `q/STEM.sync`: if that succeeds the message is withdrawn, and no receiver can ever see it again;
 if a receiver claimed it first, the sender waits for the conversion (or for that receiver's death,
 when it renames the claim back and withdraws it). A sender that dies holds no lock any more, so
 the receiver that claims its message discards it: a message whose sender died is never received.
 
-Receivers wait in `read(2)` on inotify watching `q` (local file systems), re-checking every
+Receivers sleep until the kernel reports a change in `q` (local file systems), re-checking every
 `poll` interval where other hosts' posts cannot be seen (network file systems).
 */
 

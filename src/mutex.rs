@@ -653,7 +653,7 @@ fn fd_path(fd: RawFd) -> PathBuf {
 
 /// Block until the status of the mutex at `path` differs from `seen` (a holder came or went),
 /// the timeout passes, or a cancellation signal arrives. fsync holders write their record and
-/// close the lock file after writing, which wakes us at once through inotify; other tools
+/// close the lock file after writing, which wakes us at once (change notification); other tools
 /// (`flock(1)`) leave no trace we can be notified of, so this also re-checks every `poll`.
 pub fn wait_for_change(
     path: &Path,

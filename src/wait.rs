@@ -6,7 +6,7 @@ TERM, HUP, QUIT, once the CLI has called [`install_cancel_handlers`]), and an [`
 says which of them ended the wait. The primitive supplies one *attempt* function:
 
 - `attempt(false)` must not block: it checks once (a non-blocking lock, a directory scan);
-- `attempt(true)` may block in the kernel (a blocking `flock`, a read of an inotify descriptor)
+- `attempt(true)` may block in the kernel (a blocking `flock`, a sleep until change notification)
   until the thing happens (`Some`) or may have happened (`None`: the core re-checks with
   `attempt(false)`), so on a local file system a release wakes the waiter at once.
 
