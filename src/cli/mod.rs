@@ -126,8 +126,12 @@ impl clap::CommandFactory for Cli {
 
 impl clap::FromArgMatches for Cli {
     fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Self::from_arg_matches_mut(&mut matches.clone())
+    }
+
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
         Ok(Cli {
-            command: Command::from_arg_matches(matches)?,
+            command: Command::from_arg_matches_mut(matches)?,
         })
     }
 
@@ -147,9 +151,12 @@ fn parse() -> Result<Cli, clap::Error> {
         .get(1)
         .and_then(|name| lean_command(name))
         .unwrap_or_else(Cli::command);
-    let parsed = cmd
-        .try_get_matches_from_mut(args)
-        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let parsed = cmd.try_get_matches_from_mut(args).and_then(|mut matches| {
+        // (`from_arg_matches` would clone the matches first.)
+        let cli = Cli::from_arg_matches_mut(&mut matches);
+        std::mem::forget(matches);
+        cli
+    });
     // Tearing the tree down costs as much as a fifth of a short run, and the process is about
     // to end: leave it to exit.
     std::mem::forget(cmd);
