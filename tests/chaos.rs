@@ -117,6 +117,39 @@ fn append(log: &Path, line: &str) {
     f.write_all(line.as_bytes()).expect("append log");
 }
 
+/// Counts the leave marks in the log, reading only what was appended since the last call: at
+/// full scale the log grows to tens of thousands of lines, and re-reading it whole in the
+/// killer's loop made the run quadratic (and kept a CPU busy that the workers needed).
+#[derive(Default)]
+struct LeaveCounter {
+    offset: u64,
+    count: usize,
+    /// An incomplete last line, kept until its end arrives.
+    tail: Vec<u8>,
+}
+
+impl LeaveCounter {
+    fn count(&mut self, log: &std::path::Path) -> usize {
+        use std::io::{Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(log) else {
+            return self.count;
+        };
+        let mut new = std::mem::take(&mut self.tail);
+        let before = new.len();
+        if f.seek(SeekFrom::Start(self.offset)).is_ok() {
+            let _ = f.read_to_end(&mut new);
+        }
+        self.offset += (new.len() - before) as u64;
+        let complete = new.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        self.count += new[..complete]
+            .split(|&b| b == b'\n')
+            .filter(|l| l.first() == Some(&b'-'))
+            .count();
+        self.tail = new[complete..].to_vec();
+        self.count
+    }
+}
+
 /// One chaos run: `workers` threads start `fsync` iterations built by `command(i, rng)` until
 /// `sections` leave marks are in the log; a killer acts after every few completions.
 fn chaos(
@@ -131,13 +164,8 @@ fn chaos(
     let done = AtomicBool::new(false);
     let completed = AtomicUsize::new(0);
     let kills = AtomicUsize::new(0);
-    let leaves = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.starts_with('-'))
-            .count()
-    };
+    let mut counter = LeaveCounter::default();
+    let mut leaves = || counter.count(&log);
     thread::scope(|s| {
         for w in 0..workers {
             let (running, done, completed, command, log) =
@@ -200,6 +228,7 @@ fn chaos(
             next_kill += 2 + rng.below(4);
             let victims: Vec<i32> = running.lock().unwrap().iter().copied().collect();
             if victims.is_empty() {
+                thread::sleep(Duration::from_millis(2));
                 continue;
             }
             let pgid = victims[rng.below(victims.len())];
