@@ -27,10 +27,14 @@ report "group join -- true, $M members" join.txt
 kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true
 
 # The woken side stamps the time itself (bash's `wait` adds ~10 ms here, so it is not used to
-# time anything). blocked PID: until PID's fsync child waits in inotify.
-blocked() { local c; until c=$(pgrep -P "$1") && grep -q inotify "/proc/$c/fdinfo/"* 2>/dev/null; do :; done; }
+# time anything). blocked PID: until PID's fsync child sleeps waiting for a change (in ppoll,
+# woken by dnotify's signal; or in read(2) on inotify, where the kernel lacks dnotify).
+blocked() {
+    local c
+    until c=$(pgrep -P "$1") && grep -q -E 'poll|inotify' "/proc/$c/wchan" 2>/dev/null; do :; done
+}
 
-# event: a --reset waiter blocked in inotify; signal start and signal return -> waiter woke
+# event: a --reset waiter blocked waiting for a change; signal start and signal return -> waiter woke
 for _ in $(seq 200); do
     bash -c '"$0" event wait --reset E; echo ${EPOCHREALTIME/./} > woke' "$F" & w=$!
     blocked "$w"
