@@ -100,7 +100,8 @@ fn freeze_and_kill(pgid: i32, log: &Path) {
         {
             break m;
         }
-        thread::yield_now();
+        // Not yield_now: a scan of /proc is costly, and the processes need a CPU to stop.
+        thread::sleep(Duration::from_millis(1));
     };
     let pids: Vec<String> = members.iter().map(|(p, _)| p.to_string()).collect();
     append(log, &format!("K {}\n", pids.join(" ")));
