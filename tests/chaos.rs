@@ -94,9 +94,15 @@ fn freeze_and_kill(pgid: i32, log: &Path) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let members = loop {
         let m = group_members(pgid);
-        if m.iter()
-            .all(|&(_, state)| matches!(state, 'T' | 't' | 'Z' | 'X'))
-            || Instant::now() > deadline
+        if m.iter().all(|&(pid, state)| {
+            matches!(state, 'T' | 't' | 'Z' | 'X')
+                // A parent in vfork (posix_spawn) waits for its stopped child to exec: it
+                // cannot run until then, and it never stops itself (waiting for it stalled
+                // every such kill for the whole deadline, the other workers with it).
+                || (state == 'D'
+                    && std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+                        .is_ok_and(|w| w.contains("clone") || w.contains("vfork")))
+        }) || Instant::now() > deadline
         {
             break m;
         }
