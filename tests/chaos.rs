@@ -6,8 +6,10 @@ here) counts violations: two mutex holders, more than N in a semaphore, a writer
 two groups inside. Messages: posters and receivers killed at random instants; every message whose
 post returned 0 is received, none partial, duplicates only from killed receivers.
 
-Scale: `FSYNC_CHAOS=N` critical sections per primitive (default 120, which CI runs; the full
-run is `FSYNC_CHAOS=10000 cargo test --release --test integration chaos -- --test-threads 1`).
+Scale: `FSYNC_CHAOS=N` critical sections per primitive, N/2 posts for messages (default 1000,
+which CI runs in about 20 s; the full run is `FSYNC_CHAOS=10000 cargo test --release --test
+integration chaos -- --test-threads 1`, about 2 minutes, plus `FSYNC_CHAOS=28000 ... chaos_messages`
+for 10,000 delivered messages).
 
 How a kill stays observable: the killer first stops the victim's whole process group (the
 `fsync` process and its command) with SIGSTOP, waits until every member is stopped, writes
@@ -41,7 +43,7 @@ fn scale() -> usize {
     std::env::var("FSYNC_CHAOS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(120)
+        .unwrap_or(1000)
 }
 
 /// A tiny deterministic generator (no dependency, reproducible per seed).
