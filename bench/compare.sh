@@ -201,12 +201,12 @@ row "figure" "fsync" "flock(1)" "fsync/flock" "target"
 row "--------------------------------------------" "------------" "------------" "------------" "------"
 if [[ $TIMER == hyperfine ]]; then
     a=$(median "$DIR/hf-fsync.txt") b=$(median "$DIR/hf-flock.txt")
-    row "run -- true, median ms (hyperfine, n=$((BLOCKS * RUNS)))" "$(fmt "$a" 1000)" "$(fmt "$b" 1000)" "$(ratio "$a" "$b")" "<= 1.10"
+    row "run -- true, median ms (hyperfine, n=$((BLOCKS * RUNS)))" "$(fmt "$a" 1000)" "$(fmt "$b" 1000)" "$(ratio "$a" "$b")" "<= 1.05"
     a=$(pct "$DIR/hf-fsync.txt" 90) b=$(pct "$DIR/hf-flock.txt" 90)
     row "run -- true, p90 ms (hyperfine)" "$(fmt "$a" 1000)" "$(fmt "$b" 1000)" "$(ratio "$a" "$b")" ""
 fi
 a=$(median "$DIR/loop-fsync.txt") b=$(median "$DIR/loop-flock.txt")
-row "run -- true, median ms (bash loop, n=$LOOP_RUNS)" "$(fmt "$a" 0.001)" "$(fmt "$b" 0.001)" "$(ratio "$a" "$b")" "<= 1.10"
+row "run -- true, median ms (bash loop, n=$LOOP_RUNS)" "$(fmt "$a" 0.001)" "$(fmt "$b" 0.001)" "$(ratio "$a" "$b")" "<= 1.05"
 a=$(median "$DIR/counter-fsync.txt") b=$(median "$DIR/counter-flock.txt")
 row "counter ${PROCS}x$N, median increments/s" "$a" "$b" "$(ratio "$a" "$b")" ">= 1.00"
 row "counter final counts" "exact" "exact" "" "($TRIALS trials each)"

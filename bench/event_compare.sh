@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Event wake-up (issues 4 and 6): from the signal to the waiting process having exited, for
 #   - `fsync event signal E` -> `fsync event wait --reset E` (the CLI at both ends: target 4),
+#     and `touch E` as the signaller (what starting any command to signal costs),
 #   - the event file appearing (created by the harness) -> the waiter's exit, for
 #     `fsync event wait --reset`, the seeds' loop (`until rm E; do sleep 0.1; done`) and an
 #     `inotifywait` loop (`until rm E; do inotifywait -e create .; done`).
@@ -22,6 +23,7 @@ fsync, rounds, d = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 E = os.path.join(d, "E")
 waiters = {
     "fsync signal -> fsync event wait --reset": ([fsync, "event", "wait", "--reset", "E"], "cli"),
+    "touch E -> fsync event wait --reset": ([fsync, "event", "wait", "--reset", "E"], "touch"),
     "file appears -> fsync event wait --reset": ([fsync, "event", "wait", "--reset", "E"], "file"),
     "file appears -> seed loop (sleep 0.1)": (["sh", "-c", "until rm E 2>/dev/null; do sleep 0.1; done"], "file"),
     "file appears -> inotifywait loop": (["sh", "-c", "until rm E 2>/dev/null; do inotifywait -qq -t 5 -e create .; done"], "file"),
@@ -38,6 +40,8 @@ for r in range(rounds):
         t0 = time.monotonic()
         if how == "cli":
             s = subprocess.Popen([fsync, "event", "signal", "E"], cwd=d)
+        elif how == "touch":  # the floor for any signalling command: coreutils' touch
+            s = subprocess.Popen(["touch", "E"], cwd=d)
         else:
             os.close(os.open(E, os.O_CREAT | os.O_WRONLY, 0o644)); s = None
         w.wait()
