@@ -122,40 +122,55 @@ impl Semaphore {
             Outcome::TimedOut => return Ok(Outcome::TimedOut),
             Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
         }
-        // Head of the line: watch for closes first, then look, so no release is missed.
-        let watch = DirWatch::closes(&self.dir)
-            .map_err(|e| Error::io(&self.dir, "cannot watch directory", e))?;
+        // Head of the line.
         let mut files = Vec::with_capacity(self.slots);
         for i in 0..self.slots {
             files.push(Some(pfs::open_lock_file(&slot_path(&self.dir, i))?.0));
         }
         let first = (procinfo::now_micros() as usize) % self.slots;
         let mut error = None;
-        let got = wait::wait_for(
-            spec(remaining()),
-            |w| progress(w.max(start.elapsed())),
-            |block| {
-                if block {
-                    watch.wait()?;
-                    return Ok(None);
-                }
-                for k in 0..self.slots {
-                    let i = (first + k) % self.slots;
-                    match files[i]
-                        .as_ref()
-                        .map(|f| lock::flock(f, Mode::Exclusive, false))
-                    {
-                        Some(Ok(true)) => return Ok(Some(i)),
-                        Some(Ok(false)) | None => {}
-                        Some(Err(e)) => {
-                            error = Some(Error::io(&slot_path(&self.dir, i), "cannot lock", e));
-                            return Err(io::Error::other("lock failed"));
-                        }
+        let try_slots = |error: &mut Option<Error>| -> io::Result<Option<usize>> {
+            for k in 0..self.slots {
+                let i = (first + k) % self.slots;
+                match files[i]
+                    .as_ref()
+                    .map(|f| lock::flock(f, Mode::Exclusive, false))
+                {
+                    Some(Ok(true)) => return Ok(Some(i)),
+                    Some(Ok(false)) | None => {}
+                    Some(Err(e)) => {
+                        *error = Some(Error::io(&slot_path(&self.dir, i), "cannot lock", e));
+                        return Err(io::Error::other("lock failed"));
                     }
                 }
-                Ok(None)
-            },
-        );
+            }
+            Ok(None)
+        };
+        // A free slot needs no watch: an inotify instance costs its closer a wait for the
+        // kernel (see `platform::notify`), which was 2 ms of an uncontended acquire + release.
+        let mut watch = None;
+        let got = match try_slots(&mut error) {
+            Ok(Some(i)) => Ok(Outcome::Acquired(i)),
+            Err(e) => Err(e),
+            Ok(None) => {
+                // None free: watch for closes first, then look again, so no release is missed.
+                let w = watch.insert(
+                    DirWatch::closes(&self.dir)
+                        .map_err(|e| Error::io(&self.dir, "cannot watch directory", e))?,
+                );
+                wait::wait_for(
+                    spec(remaining()),
+                    |waited| progress(waited.max(start.elapsed())),
+                    |block| {
+                        if block {
+                            w.wait()?;
+                            return Ok(None);
+                        }
+                        try_slots(&mut error)
+                    },
+                )
+            }
+        };
         let got =
             got.map_err(|e| error.unwrap_or_else(|| Error::io(&self.dir, "cannot wait", e)))?;
         drop(queue); // the next in line may look now
@@ -163,7 +178,7 @@ impl Semaphore {
             Outcome::Acquired(i) => {
                 let file = files[i].take().expect("the slot we locked");
                 let mut guard = SlotGuard::new(&self.dir, i, file);
-                guard._watch = watch.retire().unwrap_or(None);
+                guard._watch = watch.and_then(|w| w.retire().unwrap_or(None));
                 Outcome::Acquired(guard)
             }
             Outcome::TimedOut => Outcome::TimedOut,
