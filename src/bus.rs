@@ -122,7 +122,8 @@ impl Bus {
         if hidden.exists() {
             std::fs::remove_dir_all(&hidden).map_err(|e| Error::io(&hidden, "cannot remove", e))?;
         }
-        std::fs::rename(&dir, &hidden).map_err(|e| Error::io(&dir, "cannot disconnect", e))
+        crate::platform::fs::rename(&dir, &hidden)
+            .map_err(|e| Error::io(&dir, "cannot disconnect", e))
     }
 
     /// The connected participants, sorted.

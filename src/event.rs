@@ -89,7 +89,7 @@ impl Event {
 
     /// Clear the event (a no-op if it is clear).
     pub fn reset(&self) -> Result<()> {
-        match std::fs::remove_file(&self.path) {
+        match crate::platform::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => pfs::check_parent(&self.path),
             Err(e) => Err(pfs::explain_open_error(&self.path, "cannot reset event", e)),
@@ -143,7 +143,7 @@ impl Event {
 
     /// Take the signal if it is there: the unlink that only one waiter can win.
     fn consume(&self) -> Result<bool> {
-        match std::fs::remove_file(&self.path) {
+        match crate::platform::fs::remove_file(&self.path) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(pfs::explain_open_error(&self.path, "cannot reset event", e)),

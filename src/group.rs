@@ -241,7 +241,7 @@ impl Membership {
             None => true,
         };
         if last && self.group.delete {
-            let _ = std::fs::remove_file(&p.gate);
+            let _ = crate::platform::fs::remove_file(&p.gate);
             reap(&p.members);
             let _ = std::fs::remove_dir(&p.members);
             serial.set_delete_on_release(true);
@@ -327,7 +327,7 @@ fn reap(members: &Path) {
                     .and_then(|m| m.modified().ok())
                     .is_some_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(60));
             if stale_tmp || !entry.file_name().to_string_lossy().starts_with('.') {
-                let _ = std::fs::remove_file(&path);
+                let _ = crate::platform::fs::remove_file(&path);
             }
         }
     }
@@ -409,7 +409,7 @@ pub fn members(path: &Path) -> Result<Vec<Holder>> {
         };
         match lock::flock(&file, Mode::Shared, false) {
             Ok(true) => {
-                let _ = std::fs::remove_file(&path); // dead member
+                let _ = crate::platform::fs::remove_file(&path); // dead member
             }
             Ok(false) => {
                 if let Some(h) = holder::read_from(&file).and_then(|r| r.holder) {

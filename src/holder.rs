@@ -220,7 +220,7 @@ impl Registration {
             .open(&tmp)
             .map_err(|e| crate::platform::fs::explain_open_error(&tmp, "cannot register", e))?;
         if !matches!(lock::flock(&file, lock::Mode::Exclusive, false), Ok(true)) {
-            let _ = std::fs::remove_file(&tmp);
+            let _ = crate::platform::fs::remove_file(&tmp);
             return Err(Error::new(
                 &tmp,
                 ErrorKind::Os,
@@ -231,8 +231,8 @@ impl Registration {
             let _ = file.write_all_at(content, 0);
         }
         let path = dir.join(id);
-        if let Err(e) = std::fs::rename(&tmp, &path) {
-            let _ = std::fs::remove_file(&tmp);
+        if let Err(e) = crate::platform::fs::rename(&tmp, &path) {
+            let _ = crate::platform::fs::remove_file(&tmp);
             return Err(Error::io(&path, "cannot register", e));
         }
         Ok(Registration { path, file })
@@ -248,7 +248,7 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        let _ = crate::platform::fs::remove_file(&self.path);
     }
 }
 

@@ -366,17 +366,17 @@ fn post(l: &Layout, payload: &mut dyn Read, mut name: MessageName, mode: u32) ->
         .and_then(|_| file.sync_all())
         .map_err(|e| Error::io(&tmp, "cannot write message", e));
     if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = crate::platform::fs::remove_file(&tmp);
         return Err(e);
     }
     let result = with_seq(l, |n| {
         name.seq = n;
         let dest = l.q.join(name.render());
-        std::fs::rename(&tmp, &dest)
+        crate::platform::fs::rename(&tmp, &dest)
             .map_err(|e| pfs::explain_open_error(&dest, "cannot queue message", e))
     });
     if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = crate::platform::fs::remove_file(&tmp);
         return Err(e);
     }
     // The rename is durable once the directory is.
@@ -460,7 +460,7 @@ fn recover(l: &Layout) {
             continue;
         };
         if !held(&l.recv.join(rid)) {
-            let _ = std::fs::rename(entry.path(), l.q.join(name));
+            let _ = crate::platform::fs::rename(entry.path(), l.q.join(name));
         }
     }
 }
@@ -469,15 +469,15 @@ fn try_claim(l: &Layout, rid: &str) -> Result<Option<(File, PathBuf, Option<Stri
     recover(l);
     for (name, parsed) in queued_names(l)? {
         let mut claimed = l.claimed.join(format!("{name}~{rid}"));
-        match std::fs::rename(l.q.join(&name), &claimed) {
+        match crate::platform::fs::rename(l.q.join(&name), &claimed) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // another receiver won
             Err(e) => return Err(Error::io(&l.q.join(&name), "cannot claim message", e)),
         }
         if parsed.sync {
             if !sender_alive(l, &parsed.uniq) {
-                let _ = std::fs::remove_file(&claimed); // its sender died or gave up
-                let _ = std::fs::remove_file(l.senders.join(&parsed.uniq));
+                let _ = crate::platform::fs::remove_file(&claimed); // its sender died or gave up
+                let _ = crate::platform::fs::remove_file(l.senders.join(&parsed.uniq));
                 continue;
             }
             let taken = l.claimed.join(format!(
@@ -488,7 +488,7 @@ fn try_claim(l: &Layout, rid: &str) -> Result<Option<(File, PathBuf, Option<Stri
                 }
                 .render()
             ));
-            std::fs::rename(&claimed, &taken)
+            crate::platform::fs::rename(&claimed, &taken)
                 .map_err(|e| Error::io(&claimed, "cannot take message", e))?;
             claimed = taken;
         }
@@ -527,7 +527,7 @@ fn send_state(l: &Layout, name: &str, stem: &str) -> Result<SendState> {
 /// Take a synchronous message back; `true` if withdrawn, `false` if a receiver took it first.
 fn withdraw(l: &Layout, name: &str, stem: &str, watch: &DirWatch) -> Result<bool> {
     loop {
-        match std::fs::remove_file(l.q.join(name)) {
+        match crate::platform::fs::remove_file(l.q.join(name)) {
             Ok(()) => return Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(&l.q.join(name), "cannot withdraw message", e)),
@@ -538,7 +538,7 @@ fn withdraw(l: &Layout, name: &str, stem: &str, watch: &DirWatch) -> Result<bool
             SendState::Claiming(rid) => {
                 if !held(&l.recv.join(&rid)) {
                     let claimed = l.claimed.join(format!("{stem}.sync~{rid}"));
-                    let _ = std::fs::rename(&claimed, l.q.join(name));
+                    let _ = crate::platform::fs::rename(&claimed, l.q.join(name));
                     continue;
                 }
                 // The receiver converts it in microseconds; its death shows in no event.
@@ -580,7 +580,7 @@ impl Received {
 
     /// The message has been delivered: remove it for good.
     pub fn finish(self) -> Result<()> {
-        std::fs::remove_file(&self.claimed)
+        crate::platform::fs::remove_file(&self.claimed)
             .map_err(|e| Error::io(&self.claimed, "cannot remove delivered message", e))
     }
 }

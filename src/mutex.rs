@@ -494,11 +494,11 @@ impl MutexGuard {
         let mut result = Ok(());
         if self.delete {
             if let Some(r) = self.record.take() {
-                let _ = std::fs::remove_file(&r.path);
+                let _ = crate::platform::fs::remove_file(&r.path);
             }
             // Unlink only the file we hold: if the path now names another inode, leave it.
             if matches!(same_file(&self.path, &file), Ok(true)) {
-                if let Err(e) = std::fs::remove_file(&self.path) {
+                if let Err(e) = crate::platform::fs::remove_file(&self.path) {
                     result = Err(Error::io(&self.path, "cannot delete lock file", e));
                 }
             }

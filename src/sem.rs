@@ -242,7 +242,7 @@ fn record_slots(dir: &Path, n: usize) -> Result<usize> {
         f.sync_all()
     };
     let result = write().and_then(|()| std::fs::hard_link(&tmp, dir.join("slots")));
-    let _ = std::fs::remove_file(&tmp);
+    let _ = crate::platform::fs::remove_file(&tmp);
     match result {
         Ok(()) => Ok(n),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(recorded_slots(dir)?.unwrap_or(n)),

@@ -124,16 +124,23 @@ fn dnotify(dir: &Path) -> io::Result<OwnedFd> {
         // SAFETY: gettid has no preconditions.
         pid: unsafe { libc::gettid() },
     };
+    // Each call retried if a signal interrupts it.
+    let call = |f: &dyn Fn() -> libc::c_int| loop {
+        if f() == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
     // SAFETY: fcntl on a descriptor we own; F_SETOWN_EX reads the struct we pass. F_NOTIFY
     // makes the process the owner, so the thread is named after it; a signal in between goes
     // to some thread of ours and still moves the count.
-    let ok = unsafe {
-        libc::fcntl(fd, dn::F_SETSIG, crate::wait::wake_signal()) == 0
-            && libc::fcntl(fd, libc::F_NOTIFY, mask as libc::c_int) == 0
-            && libc::fcntl(fd, dn::F_SETOWN_EX, &owner as *const dn::FOwnerEx) == 0
-    };
-    if !ok {
-        return Err(io::Error::last_os_error());
+    unsafe {
+        call(&|| libc::fcntl(fd, dn::F_SETSIG, crate::wait::wake_signal()))?;
+        call(&|| libc::fcntl(fd, libc::F_NOTIFY, mask as libc::c_int))?;
+        call(&|| libc::fcntl(fd, dn::F_SETOWN_EX, &owner as *const dn::FOwnerEx))?;
     }
     Ok(file.into())
 }
