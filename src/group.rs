@@ -17,8 +17,10 @@ A group `G` is a directory (created if missing) holding:
   it. A registration is written as `members/.tmp-NAME`, locked, then renamed into place, so a
   visible registration is always locked while its member lives.
 
-**Is anyone in?** On a local file system: the kernel's lock table (`/proc/locks`) lists a
-shared lock on `gate`: a passive read that disturbs no one. On a network file system: under
+**Is anyone in?** On a local file system: some registration in `members/` is locked (a member
+takes `gate` before it registers and unregisters before it lets `gate` go, so this proves it),
+or else the kernel's lock table (`/proc/locks`) lists a shared lock on `gate`: passive reads that
+disturb no one. On a network file system: under
 `join.lock`, a non-blocking exclusive lock on `gate` fails (it is released at once if it
 succeeds); holding `join.lock` keeps two observers' probes from colliding.
 
@@ -267,6 +269,12 @@ fn ensure_dirs(p: &Paths) -> Result<()> {
 fn has_members(p: &Paths, gate: &File, serial: Option<&MutexGuard>) -> Result<bool> {
     use std::os::unix::fs::MetadataExt;
     if !pfs::fs_kind(gate).network {
+        // A registration that some member holds proves someone is in (a member takes the
+        // gate before it registers and unregisters before it lets the gate go): a few probes
+        // instead of the kernel's lock table, which costs ~3 ms per pass with 1000 members.
+        if any_registration_held(&p.members) {
+            return Ok(true);
+        }
         let meta = gate
             .metadata()
             .map_err(|e| Error::io(&p.gate, "cannot stat", e))?;
@@ -331,6 +339,17 @@ fn reap(members: &Path) {
             }
         }
     }
+}
+
+/// Whether some member holds a registration in `members` (dead ones' are skipped).
+fn any_registration_held(members: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(members) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        !e.file_name().to_string_lossy().starts_with('.')
+            && registration_alive(&e.path()) == Some(true)
+    })
 }
 
 /// `Some(true)` if a member holds this registration, `Some(false)` if nobody does.
