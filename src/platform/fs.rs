@@ -293,26 +293,14 @@ pub fn set_mode(file: &File, mode: u32) {
     let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
 }
 
-/// Retry a call that a signal interrupted before it did anything (`EINTR`: the kernel performed
-/// nothing). Local file systems do not report it for these calls, network ones may, and fault
-/// injection does.
-fn retrying<T>(mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
-    loop {
-        match call() {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            other => return other,
-        }
-    }
-}
-
 /// `rename(2)`, retried on `EINTR`.
 pub fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
-    retrying(|| std::fs::rename(from.as_ref(), to.as_ref()))
+    super::retrying(|| std::fs::rename(from.as_ref(), to.as_ref()))
 }
 
 /// `unlink(2)`, retried on `EINTR`.
 pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
-    retrying(|| std::fs::remove_file(path.as_ref()))
+    super::retrying(|| std::fs::remove_file(path.as_ref()))
 }
 
 #[cfg(test)]

@@ -63,27 +63,15 @@ pub fn unlock(fd: &impl AsRawFd) -> io::Result<()> {
 /// Let (or stop) a descriptor survive `exec`, to pass a lock down to a child on purpose.
 pub fn set_inheritable(fd: &impl AsRawFd, inherit: bool) -> io::Result<()> {
     let raw = fd.as_raw_fd();
-    // fcntl(F_GETFD/F_SETFD) does not block, but a signal can still be reported (and a fault
-    // injector reports one): retry, as for every call here.
-    let retry = |call: &dyn Fn() -> libc::c_int| loop {
-        let r = call();
-        if r >= 0 {
-            return Ok(r);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
     // SAFETY: fcntl flag manipulation on an open descriptor.
-    let flags = retry(&|| unsafe { libc::fcntl(raw, libc::F_GETFD) })?;
+    let flags = super::retrying(|| super::cvt(unsafe { libc::fcntl(raw, libc::F_GETFD) }))?;
     let flags = if inherit {
         flags & !libc::FD_CLOEXEC
     } else {
         flags | libc::FD_CLOEXEC
     };
     // SAFETY: as above.
-    retry(&|| unsafe { libc::fcntl(raw, libc::F_SETFD, flags) })?;
+    super::retrying(|| super::cvt(unsafe { libc::fcntl(raw, libc::F_SETFD, flags) }))?;
     Ok(())
 }
 

@@ -10,7 +10,7 @@ to another Unix means reimplementing this folder with the same contract:
 - [`lock`]: whole-file locks with `flock(2)`, so that util-linux `flock(1)`, Perl and Python
   `flock` and `fsync` exclude each other on the same file; a blocking call can be interrupted by a
   signal (the wait core relies on `EINTR`).
-- [`notify`]: blocking until a directory changes (inotify), local changes only.
+- [`notify`]: blocking until a directory changes (dnotify, inotify), local changes only.
 - [`procinfo`]: who we are (pid, host, command line), the clock, and which process holds a
   `flock` lock on a local file (from `/proc/locks`), for status reports.
 */
@@ -19,3 +19,24 @@ pub mod fs;
 pub mod lock;
 pub mod notify;
 pub mod procinfo;
+
+/// Retry a call that a signal interrupted before it did anything (`EINTR`: the kernel performed
+/// nothing). Calls that do not block rarely report it on local file systems; network ones may,
+/// and fault injection does.
+pub(crate) fn retrying<T>(mut call: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    loop {
+        match call() {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// A C call's `-1` as the `errno` it set.
+pub(crate) fn cvt(rc: nix::libc::c_int) -> std::io::Result<nix::libc::c_int> {
+    if rc == -1 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}

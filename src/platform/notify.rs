@@ -124,16 +124,7 @@ fn dnotify(dir: &Path) -> io::Result<OwnedFd> {
         // SAFETY: gettid has no preconditions.
         pid: unsafe { libc::gettid() },
     };
-    // Each call retried if a signal interrupts it.
-    let call = |f: &dyn Fn() -> libc::c_int| loop {
-        if f() == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
+    let call = |f: &dyn Fn() -> libc::c_int| super::retrying(|| super::cvt(f())).map(drop);
     // SAFETY: fcntl on a descriptor we own; F_SETOWN_EX reads the struct we pass. F_NOTIFY
     // makes the process the owner, so the thread is named after it; a signal in between goes
     // to some thread of ours and still moves the count.
