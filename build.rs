@@ -21,12 +21,18 @@ fn main() {
         return; // statically linked builds have it already; other targets have no libgcc_s
     }
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let Ok(out) = Command::new(cc).arg("-print-file-name=libgcc_eh.a").output() else {
+    let Ok(out) = Command::new(cc)
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+    else {
         return;
     };
     let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     // Without the file, the compiler echoes the bare name back.
-    let Some(dir) = path.parent().filter(|_| path.is_absolute() && path.is_file()) else {
+    let Some(dir) = path
+        .parent()
+        .filter(|_| path.is_absolute() && path.is_file())
+    else {
         return;
     };
     println!("cargo:rustc-link-search=native={}", dir.display());
