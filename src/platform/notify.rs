@@ -52,8 +52,8 @@ enum Backend {
     Inotify(Inotify),
 }
 
-/// dnotify's interface, not in the `libc` crate for glibc targets (values from
-/// `<linux/fcntl.h>` and asm-generic `fcntl.h`, which these architectures use).
+/// dnotify, where the `fcntl` values are the asm-generic ones (they are not in the `libc` crate
+/// for glibc targets; from `<linux/fcntl.h>`).
 #[cfg(any(
     target_arch = "x86_64",
     target_arch = "x86",
@@ -64,24 +64,55 @@ enum Backend {
     target_arch = "s390x"
 ))]
 mod dn {
-    pub const F_SETSIG: i32 = 10;
-    pub const F_SETOWN_EX: i32 = 15;
-    pub const F_OWNER_TID: i32 = 0;
-    pub const DN_MODIFY: u32 = 0x2;
-    pub const DN_CREATE: u32 = 0x4;
-    pub const DN_DELETE: u32 = 0x8;
-    pub const DN_RENAME: u32 = 0x10;
-    pub const DN_ATTRIB: u32 = 0x20;
-    pub const DN_MULTISHOT: u32 = 0x8000_0000;
-    pub const SUPPORTED: bool = true;
+    use super::*;
+
+    const F_SETSIG: i32 = 10;
+    const F_SETOWN_EX: i32 = 15;
+    const F_OWNER_TID: i32 = 0;
+    const DN_MODIFY: u32 = 0x2;
+    const DN_CREATE: u32 = 0x4;
+    const DN_DELETE: u32 = 0x8;
+    const DN_RENAME: u32 = 0x10;
+    const DN_ATTRIB: u32 = 0x20;
+    const DN_MULTISHOT: u32 = 0x8000_0000;
 
     #[repr(C)]
-    pub struct FOwnerEx {
-        pub kind: i32,
-        pub pid: i32,
+    struct FOwnerEx {
+        kind: i32,
+        pid: i32,
+    }
+
+    /// Open `dir` and ask for a signal to this thread on every change in it.
+    pub fn watch(dir: &Path) -> io::Result<OwnedFd> {
+        use std::os::unix::fs::OpenOptionsExt;
+        crate::wait::install_wake_handler();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(dir)?;
+        let fd = file.as_raw_fd();
+        let mask = DN_CREATE | DN_DELETE | DN_RENAME | DN_MODIFY | DN_ATTRIB | DN_MULTISHOT;
+        let owner = FOwnerEx {
+            kind: F_OWNER_TID,
+            // SAFETY: gettid has no preconditions.
+            pid: unsafe { libc::gettid() },
+        };
+        let call = |f: &dyn Fn() -> libc::c_int| {
+            crate::platform::retrying(|| crate::platform::cvt(f())).map(drop)
+        };
+        // SAFETY: fcntl on a descriptor we own; F_SETOWN_EX reads the struct we pass. F_NOTIFY
+        // makes the process the owner, so the thread is named after it; a signal in between goes
+        // to some thread of ours and still moves the count.
+        unsafe {
+            call(&|| libc::fcntl(fd, F_SETSIG, crate::wait::wake_signal()))?;
+            call(&|| libc::fcntl(fd, libc::F_NOTIFY, mask as libc::c_int))?;
+            call(&|| libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx))?;
+        }
+        Ok(file.into())
     }
 }
 
+/// Elsewhere: no dnotify, so inotify.
 #[cfg(not(any(
     target_arch = "x86_64",
     target_arch = "x86",
@@ -92,61 +123,11 @@ mod dn {
     target_arch = "s390x"
 )))]
 mod dn {
-    pub const SUPPORTED: bool = false;
-}
+    use super::*;
 
-/// Open `dir` and ask for a signal to this thread on every change in it.
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64",
-    target_arch = "loongarch64",
-    target_arch = "s390x"
-))]
-fn dnotify(dir: &Path) -> io::Result<OwnedFd> {
-    use std::os::unix::fs::OpenOptionsExt;
-    crate::wait::install_wake_handler();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(dir)?;
-    let fd = file.as_raw_fd();
-    let mask = dn::DN_CREATE
-        | dn::DN_DELETE
-        | dn::DN_RENAME
-        | dn::DN_MODIFY
-        | dn::DN_ATTRIB
-        | dn::DN_MULTISHOT;
-    let owner = dn::FOwnerEx {
-        kind: dn::F_OWNER_TID,
-        // SAFETY: gettid has no preconditions.
-        pid: unsafe { libc::gettid() },
-    };
-    let call = |f: &dyn Fn() -> libc::c_int| super::retrying(|| super::cvt(f())).map(drop);
-    // SAFETY: fcntl on a descriptor we own; F_SETOWN_EX reads the struct we pass. F_NOTIFY
-    // makes the process the owner, so the thread is named after it; a signal in between goes
-    // to some thread of ours and still moves the count.
-    unsafe {
-        call(&|| libc::fcntl(fd, dn::F_SETSIG, crate::wait::wake_signal()))?;
-        call(&|| libc::fcntl(fd, libc::F_NOTIFY, mask as libc::c_int))?;
-        call(&|| libc::fcntl(fd, dn::F_SETOWN_EX, &owner as *const dn::FOwnerEx))?;
+    pub fn watch(_: &Path) -> io::Result<OwnedFd> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
     }
-    Ok(file.into())
-}
-
-#[cfg(not(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64",
-    target_arch = "loongarch64",
-    target_arch = "s390x"
-)))]
-fn dnotify(_: &Path) -> io::Result<OwnedFd> {
-    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 const INOTIFY_MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
@@ -160,8 +141,8 @@ const INOTIFY_MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
 
 impl DirWatch {
     pub fn new(dir: &Path) -> io::Result<DirWatch> {
-        let backend = match dn::SUPPORTED.then(|| dnotify(dir)) {
-            Some(Ok(fd)) => Backend::Dnotify {
+        let backend = match dn::watch(dir) {
+            Ok(fd) => Backend::Dnotify {
                 dirs: vec![fd],
                 seen: Cell::new(crate::wait::wakes()),
             },
@@ -185,7 +166,7 @@ impl DirWatch {
     pub fn add(&mut self, dir: &Path) -> io::Result<()> {
         match &mut self.backend {
             Backend::Dnotify { dirs, .. } => {
-                dirs.push(dnotify(dir)?);
+                dirs.push(dn::watch(dir)?);
                 Ok(())
             }
             Backend::Inotify(inotify) => inotify
