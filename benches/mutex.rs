@@ -22,6 +22,9 @@
 //! and one on the CPU the releaser is leaving cost very different amounts.
 //! Under `cargo test --benches` every part runs once, briefly, as a smoke test.
 
+mod common;
+use common::bench_dir;
+
 use std::{
     fs::{File, OpenOptions},
     hint::black_box,
@@ -102,16 +105,6 @@ fn positional_filter(args: &[String]) -> Option<String> {
         }
     }
     None
-}
-
-fn bench_dir() -> tempfile::TempDir {
-    let base = std::env::var_os("FSYNC_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    tempfile::Builder::new()
-        .prefix("fsync-bench-")
-        .tempdir_in(base)
-        .expect("cannot create the benchmark directory")
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,19 +7,12 @@
 //! `FSYNC_BENCH_DIR` sets the directory (default: the temp dir). Under `cargo test --benches`
 //! each benchmark runs once, as a smoke test.
 
-use std::{hint::black_box, path::PathBuf, time::Duration};
+mod common;
+use common::bench_dir;
+
+use std::{hint::black_box, time::Duration};
 
 use criterion::Criterion;
-
-fn bench_dir() -> tempfile::TempDir {
-    let base = std::env::var_os("FSYNC_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    tempfile::Builder::new()
-        .prefix("fsync-bench-")
-        .tempdir_in(base)
-        .expect("cannot create the benchmark directory")
-}
 
 fn main() {
     let dir = bench_dir();
