@@ -1,6 +1,8 @@
 /* sem (src/sem.rs): holders hold one of N slot locks; waiters line up on the queue lock; the
-   head waiter, with its inotify watch set up first, tries every slot and otherwise sleeps until
-   a slot file is closed (a release or a holder's death). Safety: never more than N holders.
+   head waiter tries every slot (the code first tries once without a watch, and takes a free
+   slot at once; only the look that precedes a sleep matters here), then with its inotify watch
+   set up first tries every slot again and otherwise sleeps until a slot file is closed (a
+   release or a holder's death). Safety: never more than N holders.
    No lost wake-up: no state where a slot is free, the head waits asleep and nobody will close
    a file (spin's invalid-end-state check finds such a deadlock). -DBROKEN: the head checks the
    slots before setting up its watch, so a release in between is missed. */
