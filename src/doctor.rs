@@ -43,6 +43,8 @@ pub struct Report {
     pub rename: Check,
     pub link: Check,
     pub notify: Check,
+    /// The interface that watches here (`dnotify`, or `inotify` where the kernel lacks it).
+    pub notify_interface: &'static str,
 }
 
 /// The outcome of one check.
@@ -159,6 +161,7 @@ pub fn examine(path: &Path) -> Result<Report> {
         std::fs::hard_link(&b, &c).map(|()| std::fs::hard_link(&b, &c).is_err()),
         "a second link to an existing name succeeded",
     );
+    let notify_interface = watch.as_ref().map_or("none", |w| w.interface());
     let notify = match watch {
         Ok(w) => check(
             w.wait_timeout(Duration::from_millis(200)),
@@ -182,6 +185,7 @@ pub fn examine(path: &Path) -> Result<Report> {
         rename,
         link,
         notify,
+        notify_interface,
     })
 }
 
@@ -243,6 +247,10 @@ mod tests {
         );
         assert!(r.warnings.is_empty());
         assert!(r.mount_type.is_some());
+        assert_eq!(
+            r.notify_interface, "dnotify",
+            "the kernel wakes waiters by dnotify here"
+        );
         for c in [&r.flock, &r.byte_range, &r.rename, &r.link, &r.notify] {
             assert_eq!(*c, Check::Works);
         }

@@ -35,12 +35,13 @@ pub struct DoctorArgs {
 
 pub fn run(a: DoctorArgs) -> super::Outcome {
     let r = doctor::examine(&a.path)?;
+    let notify_label = format!("change notification ({})", r.notify_interface);
     let checks = [
         ("whole-file locks (flock)", &r.flock),
         ("byte-range locks (OFD)", &r.byte_range),
         ("atomic rename", &r.rename),
         ("exclusive link", &r.link),
-        ("change notification (dnotify/inotify)", &r.notify),
+        (notify_label.as_str(), &r.notify),
     ];
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -60,6 +61,7 @@ pub fn run(a: DoctorArgs) -> super::Outcome {
             "rename": result(&r.rename),
             "link": result(&r.link),
             "notify": result(&r.notify),
+            "notify_interface": r.notify_interface,
             "mode": r.mode(),
         });
         writeln!(out, "{line}")?;
