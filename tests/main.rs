@@ -20,4 +20,5 @@ mod netfs;
 mod range;
 mod security;
 mod sem;
+mod signals;
 mod swmr;
