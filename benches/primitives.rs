@@ -57,7 +57,7 @@ fn main() {
     let mb = fsync::Mailbox::new(path("box"));
     g.bench_function("msg_post_recv_finish", |b| {
         b.iter(|| {
-            mb.post(&mut &b"payload"[..]).unwrap();
+            let _ = mb.post(&mut &b"payload"[..]).unwrap();
             mb.recv(None).unwrap().unwrap().finish().unwrap();
         })
     });

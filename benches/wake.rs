@@ -111,7 +111,7 @@ fn main() {
     for _ in 0..rounds {
         settle();
         let t = Instant::now();
-        b.post(&mut &b"x"[..]).unwrap();
+        let _ = b.post(&mut &b"x"[..]).unwrap();
         tx.send(t).unwrap();
         ack_rx.recv().unwrap();
     }

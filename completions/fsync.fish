@@ -175,7 +175,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {\\"path\\", \\"count\\", \\"messages\\": [{\\"name\\", \\"size\\", \\"age_ms\\", \\"sync\\"}]}'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {"path", "count", "messages": [{"name", "size", "age_ms", "sync"}], "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'

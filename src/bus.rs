@@ -20,7 +20,7 @@ connected participant's mailbox but the sender's.
 */
 
 use std::{
-    io::{self, Read},
+    io::Read,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -29,7 +29,10 @@ use crate::{
     error::{Error, ErrorKind, Result},
     msg::{Mailbox, Received},
     mutex::DEFAULT_POLL,
-    platform::fs as pfs,
+    platform::{
+        dir::{Dir, Kind},
+        fs as pfs,
+    },
     wait::Outcome,
 };
 
@@ -82,95 +85,101 @@ impl Bus {
         self
     }
 
-    fn member_dir(&self, name: &str) -> Result<PathBuf> {
-        check_name(name).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
-        Ok(self.dir.join(name))
+    /// The bus directory, opened (see [`crate::platform::dir`]: another user may have made it
+    /// and put links in it); `None` if it does not exist.
+    fn top(&self, create: bool) -> Result<Option<Dir>> {
+        Dir::top(&self.dir, create, "cannot create bus directory")
     }
 
     fn mailbox(&self, name: &str, role: &str) -> Result<Mailbox> {
-        let dir = self.member_dir(name)?;
-        if !dir.is_dir() {
-            if !self.dir.is_dir() {
-                pfs::check_parent(&self.dir)?;
-            }
-            return Err(Error::new(
+        check_name(name).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
+        let not_connected = || {
+            Error::new(
                 &self.dir,
                 ErrorKind::Unavailable,
                 format!("{role} '{name}' is not connected to this bus"),
-            ));
-        }
-        Ok(Mailbox::existing(dir).poll_interval(self.poll))
+            )
+        };
+        let top = self.top(false)?.ok_or_else(not_connected)?;
+        let member = top.sub(name, false)?.ok_or_else(not_connected)?;
+        Ok(Mailbox::in_dir(member).poll_interval(self.poll))
     }
 
     pub fn connect(&self, name: &str) -> Result<()> {
-        let dir = self.member_dir(name)?;
-        pfs::ensure_dir(&self.dir, "cannot create bus directory")?;
-        let hidden = self.dir.join(format!(".{name}"));
-        if hidden.exists() {
-            std::fs::remove_dir_all(&hidden).map_err(|e| Error::io(&hidden, "cannot remove", e))?;
-        }
-        match std::fs::create_dir(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()), // already connected
-            Err(e) => Err(Error::io(&dir, "cannot connect", e)),
-        }
+        check_name(name).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
+        let top = self.top(true)?.expect("created");
+        remove_hidden(&top, name)?;
+        top.sub(name, true).map(drop) // already connected is fine
     }
 
     pub fn disconnect(&self, name: &str) -> Result<()> {
-        let dir = self.mailbox(name, "participant")?.path().to_path_buf();
-        let hidden = self.dir.join(format!(".{name}"));
-        if hidden.exists() {
-            std::fs::remove_dir_all(&hidden).map_err(|e| Error::io(&hidden, "cannot remove", e))?;
-        }
-        crate::platform::fs::rename(&dir, &hidden)
-            .map_err(|e| Error::io(&dir, "cannot disconnect", e))
+        self.mailbox(name, "participant")?;
+        let top = self.top(false)?.expect("it has a member");
+        remove_hidden(&top, name)?;
+        top.rename(name, &top, &format!(".{name}"))
+            .map_err(|e| Error::io(&top.join(name), "cannot disconnect", e))
     }
 
     /// The connected participants, sorted.
     pub fn members(&self) -> Result<Vec<String>> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                pfs::check_parent(&self.dir)?;
-                return Ok(Vec::new());
-            }
-            Err(e) => return Err(pfs::explain_open_error(&self.dir, "cannot list bus", e)),
+        let Some(top) = self.top(false)? else {
+            return Ok(Vec::new());
         };
+        let entries = top
+            .entries()
+            .map_err(|e| pfs::explain_open_error(&self.dir, "cannot list bus", e))?;
         let mut names: Vec<String> = entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| check_name(n).is_ok())
+            .into_iter()
+            .filter(|(n, kind)| {
+                check_name(n).is_ok()
+                    && match kind {
+                        Some(k) => *k == Kind::Dir,
+                        None => top
+                            .stat(n)
+                            .is_ok_and(|st| st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR),
+                    }
+            })
+            .map(|(n, _)| n)
             .collect();
         names.sort();
         Ok(names)
     }
 
     /// Queue a message from `from` for `to`; fails if either is not connected.
-    pub fn send(&self, from: &str, to: &str, payload: &mut dyn Read) -> Result<()> {
+    pub fn send(&self, from: &str, to: &str, payload: &mut dyn Read) -> Result<Outcome<()>> {
         self.mailbox(from, "sender")?;
-        self.mailbox(to, "receiver")?
-            .post_from(payload, Some(from))
-            .map(drop)
+        Ok(
+            match self
+                .mailbox(to, "receiver")?
+                .post_from(payload, Some(from))?
+            {
+                Outcome::Acquired(_) => Outcome::Acquired(()),
+                Outcome::TimedOut => Outcome::TimedOut,
+                Outcome::Interrupted(s) => Outcome::Interrupted(s),
+            },
+        )
     }
 
     /// Queue one copy for every connected participant but `from`; returns who got one.
-    pub fn broadcast(&self, from: &str, payload: &mut dyn Read) -> Result<Vec<String>> {
+    pub fn broadcast(&self, from: &str, payload: &mut dyn Read) -> Result<Outcome<Vec<String>>> {
         self.mailbox(from, "sender")?;
         let mut data = Vec::new();
-        payload
-            .read_to_end(&mut data)
-            .map_err(|e| Error::io(Path::new("standard input"), "cannot read", e))?;
+        if let Err(e) = crate::wait::copy_cancellable(payload, &mut data) {
+            return match crate::wait::cancelled() {
+                Some(s) => Ok(Outcome::Interrupted(s)),
+                None => Err(Error::io(Path::new("standard input"), "cannot read", e)),
+            };
+        }
         let mut sent = Vec::new();
         for to in self.members()?.into_iter().filter(|m| m != from) {
             // A participant that disconnects meanwhile simply misses it.
             if let Ok(mailbox) = self.mailbox(&to, "receiver") {
-                if mailbox.post_from(&mut &data[..], Some(from)).is_ok() {
+                if let Ok(Outcome::Acquired(_)) = mailbox.post_from(&mut &data[..], Some(from)) {
                     sent.push(to);
                 }
             }
         }
-        Ok(sent)
+        Ok(Outcome::Acquired(sent))
     }
 
     /// Take the oldest message for `name`.
@@ -185,9 +194,33 @@ impl Bus {
         self.mailbox(name, "participant")?.recv_with(timeout)
     }
 
+    /// Like [`recv_with`](Self::recv_with), calling `skipped` for each entry passed over.
+    pub fn recv_reporting(
+        &self,
+        name: &str,
+        timeout: Option<Duration>,
+        skipped: impl FnMut(&crate::msg::Skipped),
+    ) -> Result<Outcome<Received>> {
+        self.mailbox(name, "participant")?
+            .recv_reporting(timeout, skipped)
+    }
+
     /// Messages waiting for `name`.
     pub fn pending(&self, name: &str) -> Result<usize> {
-        Ok(self.mailbox(name, "participant")?.list()?.len())
+        Ok(self.mailbox(name, "participant")?.list()?.queued.len())
+    }
+}
+
+/// Remove the hidden `.NAME` an earlier `disconnect` left (never following a link in it).
+fn remove_hidden(top: &Dir, name: &str) -> Result<()> {
+    let hidden = format!(".{name}");
+    match top.stat(&hidden) {
+        Err(_) => Ok(()),
+        Ok(st) if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR => {
+            Err(top.wrong_kind(&hidden, Kind::Dir))
+        }
+        Ok(_) => std::fs::remove_dir_all(top.pinned_join(&hidden))
+            .map_err(|e| Error::io(&top.join(&hidden), "cannot remove", e)),
     }
 }
 
@@ -204,7 +237,10 @@ mod tests {
         }
         bus.disconnect("c").unwrap();
         assert_eq!(bus.members().unwrap(), ["a", "b"]);
-        assert_eq!(bus.broadcast("a", &mut &b"x"[..]).unwrap(), ["b"]);
+        assert_eq!(
+            bus.broadcast("a", &mut &b"x"[..]).unwrap(),
+            Outcome::Acquired(vec!["b".to_string()])
+        );
         assert_eq!(bus.pending("a").unwrap(), 0);
         let err = bus.send("a", "c", &mut &b"x"[..]).unwrap_err();
         assert!(err.to_string().contains("not connected"), "{err}");

@@ -55,6 +55,7 @@ use crate::{
     holder::{self, Holder, Record, Registration},
     mutex::{Mutex, MutexGuard, DEFAULT_POLL},
     platform::{
+        dir::Dir,
         fs as pfs,
         lock::{self, Mode},
         notify::DirWatch,
@@ -145,6 +146,7 @@ impl Group {
             let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
             let got = ensure_dirs(&p).and_then(|()| {
                 Mutex::new(&p.join)
+                    .internal()
                     .poll_interval(self.poll)
                     .acquire_with(remaining, &mut progress)
             });
@@ -160,7 +162,10 @@ impl Group {
             Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
         };
         ensure_dirs(&p)?; // the last leaver may have removed `members` before we got join.lock
-        let (gate, _) = pfs::open_lock_file(&p.gate)?;
+        let top = Dir::top(&p.dir, false, "cannot open group directory")?
+            .ok_or_else(|| Error::new(&p.dir, ErrorKind::NotFound, "was removed meanwhile"))?;
+        let gate = top.open_or_create("gate")?;
+        let members = top.sub("members", true)?.expect("created");
         let first = !has_members(&p, &gate, Some(&serial))?;
         // Only a momentary exclusive probe can stand in the way; wait for it in the kernel.
         let got = wait::wait_for(
@@ -176,7 +181,7 @@ impl Group {
         if let Outcome::Interrupted(s) = got {
             return Ok(Outcome::Interrupted(s));
         }
-        let registration = register(&p.members)?;
+        let registration = register(&members)?;
         drop(serial);
         Ok(Outcome::Acquired(Membership {
             group: self.clone(),
@@ -230,6 +235,7 @@ impl Membership {
         };
         let p = paths(&self.group.dir);
         let serial = Mutex::new(&p.join)
+            .internal()
             .poll_interval(self.group.poll)
             .acquire(None)?;
         drop(self.registration.take()); // unlinks the registration
@@ -284,7 +290,7 @@ fn has_members(p: &Paths, gate: &File, serial: Option<&MutexGuard>) -> Result<bo
     }
     let _own;
     if serial.is_none() {
-        _own = Mutex::new(&p.join).acquire(None)?;
+        _own = Mutex::new(&p.join).internal().acquire(None)?;
     }
     match lock::flock(gate, Mode::Exclusive, false) {
         Ok(true) => {
@@ -296,7 +302,7 @@ fn has_members(p: &Paths, gate: &File, serial: Option<&MutexGuard>) -> Result<bo
     }
 }
 
-fn register(members: &Path) -> Result<Member> {
+fn register(members: &Dir) -> Result<Member> {
     let pid = std::process::id();
     let host = procinfo::hostname();
     let since_us = procinfo::now_micros();
@@ -462,7 +468,7 @@ pub fn wait_for_state(
     let gate = match open_existing_gate(&p)? {
         Some(g) => g,
         None if want_empty => return Ok(Outcome::Acquired(())),
-        None => pfs::open_lock_file(&p.gate)?.0,
+        None => pfs::open_internal_lock(&p.gate)?.0,
     };
     let network = pfs::fs_kind(&gate).network;
     let watch = if want_empty || network {

@@ -200,29 +200,31 @@ fn read_head(file: &File) -> std::io::Result<Vec<u8>> {
 /// mailbox receivers, synchronous senders). Created under a temporary name `.tmp-ID`, locked
 /// exclusively, given its content, then renamed to `ID`: so a visible registration is always
 /// locked while its owner lives, and one nobody has locked belongs to a dead owner. Dropping
-/// it unlinks it (the kernel drops the lock when the owner dies instead).
+/// it unlinks it (the kernel drops the lock when the owner dies instead). Its mode is 0644 less
+/// the umask: it names the command line, which a umask of 077 keeps private.
 #[derive(Debug)]
 pub struct Registration {
     pub path: PathBuf,
+    dir: crate::platform::dir::Dir,
+    name: String,
     file: File,
 }
 
 impl Registration {
-    pub fn create(dir: &Path, id: &str, content: &[u8]) -> crate::Result<Registration> {
+    pub fn create(
+        dir: &crate::platform::dir::Dir,
+        id: &str,
+        content: &[u8],
+    ) -> crate::Result<Registration> {
         use crate::{platform::lock, Error, ErrorKind};
-        let tmp = dir.join(format!(".tmp-{id}"));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
-            .map_err(|e| crate::platform::fs::explain_open_error(&tmp, "cannot register", e))?;
+        let tmp = format!(".tmp-{id}");
+        let file = dir.create_new(&tmp, 0o644).map_err(|e| {
+            crate::platform::fs::explain_open_error(&dir.join(&tmp), "cannot register", e)
+        })?;
         if !matches!(lock::flock(&file, lock::Mode::Exclusive, false), Ok(true)) {
-            let _ = crate::platform::fs::remove_file(&tmp);
+            let _ = dir.unlink_any(&tmp);
             return Err(Error::new(
-                &tmp,
+                &dir.join(&tmp),
                 ErrorKind::Os,
                 "cannot lock own registration",
             ));
@@ -230,12 +232,19 @@ impl Registration {
         if !content.is_empty() {
             let _ = file.write_all_at(content, 0);
         }
-        let path = dir.join(id);
-        if let Err(e) = crate::platform::fs::rename(&tmp, &path) {
-            let _ = crate::platform::fs::remove_file(&tmp);
-            return Err(Error::io(&path, "cannot register", e));
+        if let Err(e) = dir.rename(&tmp, dir, id) {
+            let _ = dir.unlink_any(&tmp);
+            return Err(Error::io(&dir.join(id), "cannot register", e));
         }
-        Ok(Registration { path, file })
+        let dir = dir
+            .try_clone()
+            .map_err(|e| Error::io(dir.path(), "cannot register", e))?;
+        Ok(Registration {
+            path: dir.join(id),
+            dir,
+            name: id.to_string(),
+            file,
+        })
     }
 
     /// Replace the content (the owner is the only writer).
@@ -248,7 +257,7 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let _ = crate::platform::fs::remove_file(&self.path);
+        let _ = self.dir.unlink_any(&self.name);
     }
 }
 

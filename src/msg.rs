@@ -48,24 +48,24 @@ Receivers sleep until the kernel reports a change in `q` (local file systems), r
 use std::{
     fs::File,
     io::{self, Read, Write},
-    os::unix::fs::{FileExt, OpenOptionsExt},
+    os::unix::fs::{FileExt, MetadataExt},
     path::{Path, PathBuf},
+    sync::Arc,
     time::{Duration, SystemTime},
 };
-
-use nix::libc;
 
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::Registration,
     mutex::DEFAULT_POLL,
     platform::{
+        dir::{Dir, Kind},
         fs as pfs,
         lock::{self, Mode},
         notify::DirWatch,
         procinfo,
     },
-    wait::{self, Outcome},
+    wait::{self, Outcome, Wait},
 };
 
 /// A mailbox directory.
@@ -86,6 +86,8 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct Mailbox {
     dir: PathBuf,
+    /// The directory already opened by whoever found it (a bus member's).
+    opened: Option<Arc<Dir>>,
     poll: Duration,
     create: bool,
     mode: u32,
@@ -94,46 +96,41 @@ pub struct Mailbox {
 /// Payloads are readable by their owner and group only, unless asked otherwise.
 pub const DEFAULT_PAYLOAD_MODE: u32 = 0o640;
 
+/// The mailbox's directories, each opened once and reached without following links (see
+/// [`crate::platform::dir`]): another user may have made the mailbox.
 struct Layout {
-    dir: PathBuf,
-    tmp: PathBuf,
-    q: PathBuf,
-    claimed: PathBuf,
-    recv: PathBuf,
-    senders: PathBuf,
-    seq: PathBuf,
-}
-
-impl Layout {
-    fn new(dir: &Path) -> Layout {
-        Layout {
-            dir: dir.to_path_buf(),
-            tmp: dir.join("tmp"),
-            q: dir.join("q"),
-            claimed: dir.join("claimed"),
-            recv: dir.join("recv"),
-            senders: dir.join("senders"),
-            seq: dir.join("seq"),
-        }
-    }
+    top: Arc<Dir>,
+    tmp: Arc<Dir>,
+    q: Arc<Dir>,
+    claimed: Arc<Dir>,
+    recv: Arc<Dir>,
+    senders: Arc<Dir>,
 }
 
 /// A message's file name in the queue (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct MessageName {
-    seq: u64,
-    uniq: String,
-    from: Option<String>,
-    sync: bool,
+pub(crate) struct MessageName {
+    pub(crate) seq: u64,
+    pub(crate) uniq: String,
+    pub(crate) from: Option<String>,
+    pub(crate) sync: bool,
 }
 
 impl MessageName {
-    fn parse(name: &str) -> Option<MessageName> {
+    pub(crate) fn parse(name: &str) -> Option<MessageName> {
         let mut parts = name.split('.');
-        let seq = parts.next()?.parse().ok()?;
+        let seq = parts.next()?;
+        if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let seq = seq.parse().ok()?;
         let uniq = parts.next()?.to_string();
+        if uniq.is_empty() {
+            return None;
+        }
         let from = match parts.next()? {
             "-" => None,
+            "" => return None,
             f => Some(f.to_string()),
         };
         let sync = match parts.next()? {
@@ -149,7 +146,7 @@ impl MessageName {
         })
     }
 
-    fn stem(&self) -> String {
+    pub(crate) fn stem(&self) -> String {
         format!(
             "{:020}.{}.{}",
             self.seq,
@@ -158,7 +155,7 @@ impl MessageName {
         )
     }
 
-    fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         format!("{}.{}", self.stem(), if self.sync { "sync" } else { "msg" })
     }
 }
@@ -195,11 +192,33 @@ pub struct Queued {
     pub sync: bool,
 }
 
+/// An entry of the queue that receivers pass over: not a message fsync made (a link, a FIFO,
+/// a directory someone put there), or a message this user may not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub name: String,
+    /// Why, in words: "is a FIFO, not a message", "cannot read: permission denied".
+    pub reason: String,
+}
+
+/// What `list` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// The messages a receiver would take, oldest first.
+    pub queued: Vec<Queued>,
+    /// Messages being received right now, or left by a receiver that died (the next
+    /// receiver returns those to the queue).
+    pub claimed: usize,
+    /// Entries receivers pass over.
+    pub skipped: Vec<Skipped>,
+}
+
 impl Mailbox {
     /// A mailbox that is created (with its parent directory required) on first use.
     pub fn new(path: impl AsRef<Path>) -> Mailbox {
         Mailbox {
             dir: path.as_ref().to_path_buf(),
+            opened: None,
             poll: DEFAULT_POLL,
             create: true,
             mode: DEFAULT_PAYLOAD_MODE,
@@ -221,35 +240,61 @@ impl Mailbox {
         }
     }
 
+    /// The mailbox in a directory already opened (a bus member's).
+    pub(crate) fn in_dir(dir: Dir) -> Mailbox {
+        Mailbox {
+            opened: Some(Arc::new(dir)),
+            ..Mailbox::existing(PathBuf::new())
+        }
+    }
+
     pub fn poll_interval(mut self, every: Duration) -> Mailbox {
         self.poll = every;
         self
     }
 
     pub fn path(&self) -> &Path {
-        &self.dir
+        match &self.opened {
+            Some(d) => d.path(),
+            None => &self.dir,
+        }
+    }
+
+    fn top(&self, create: bool) -> Result<Option<Arc<Dir>>> {
+        if let Some(d) = &self.opened {
+            return Ok(Some(d.clone()));
+        }
+        Ok(Dir::top(&self.dir, create, "cannot create mailbox directory")?.map(Arc::new))
     }
 
     fn layout(&self) -> Result<Layout> {
-        let l = Layout::new(&self.dir);
-        if self.create {
-            pfs::ensure_dir(&l.dir, "cannot create mailbox directory")?;
-        } else if !l.dir.is_dir() {
-            return Err(Error::new(&l.dir, ErrorKind::NotFound, "no such mailbox"));
-        }
-        for d in [&l.tmp, &l.q, &l.claimed, &l.recv, &l.senders] {
-            pfs::ensure_dir(d, "cannot create mailbox directory")?;
-        }
-        Ok(l)
+        let Some(top) = self.top(self.create)? else {
+            return Err(Error::new(
+                &self.dir,
+                ErrorKind::NotFound,
+                "no such mailbox",
+            ));
+        };
+        let sub = |name: &str| -> Result<Arc<Dir>> {
+            Ok(Arc::new(top.sub(name, true)?.expect("created")))
+        };
+        Ok(Layout {
+            tmp: sub("tmp")?,
+            q: sub("q")?,
+            claimed: sub("claimed")?,
+            recv: sub("recv")?,
+            senders: sub("senders")?,
+            top,
+        })
     }
 
     /// Queue a message durably (see the module docs); returns its name.
-    pub fn post(&self, payload: &mut dyn Read) -> Result<String> {
+    pub fn post(&self, payload: &mut dyn Read) -> Result<Outcome<String>> {
         self.post_from(payload, None)
     }
 
     /// Queue a message recording who sent it (the bus).
-    pub fn post_from(&self, payload: &mut dyn Read, from: Option<&str>) -> Result<String> {
+    pub fn post_from(&self, payload: &mut dyn Read, from: Option<&str>) -> Result<Outcome<String>> {
         let l = self.layout()?;
         let name = MessageName {
             seq: 0,
@@ -257,7 +302,7 @@ impl Mailbox {
             from: from.map(str::to_string),
             sync: false,
         };
-        post(&l, payload, name, self.mode)
+        post(&l, payload, name, self.mode, self.poll)
     }
 
     /// Send synchronously: return `Acquired` once a receiver has taken the message; on timeout
@@ -271,16 +316,21 @@ impl Mailbox {
             sync: true,
         };
         let sender = Registration::create(&l.senders, &name.uniq, b"")?;
-        let mut watch = DirWatch::new(&l.q).map_err(|e| Error::io(&l.q, "cannot watch", e))?;
+        let mut watch =
+            DirWatch::new(&l.q.pinned()).map_err(|e| Error::io(l.q.path(), "cannot watch", e))?;
         watch
-            .add(&l.claimed)
-            .map_err(|e| Error::io(&l.claimed, "cannot watch", e))?;
-        let name = post(&l, payload, name, self.mode)?;
+            .add(&l.claimed.pinned())
+            .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
+        let name = match post(&l, payload, name, self.mode, self.poll)? {
+            Outcome::Acquired(name) => name,
+            Outcome::TimedOut => return Ok(Outcome::TimedOut),
+            Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
+        };
         let parsed = MessageName::parse(&name).expect("we made it");
         let stem = parsed.stem();
-        let network = pfs::fs_kind_of_path(&l.q).network;
+        let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
         let poll = network.then_some(self.poll);
-        let outcome = wait::watch_until(timeout, poll, &watch, &l.q, || {
+        let outcome = wait::watch_until(timeout, poll, &watch, l.q.path(), || {
             Ok(matches!(send_state(&l, &name, &stem)?, SendState::Taken).then_some(()))
         })?;
         let result = match outcome {
@@ -304,43 +354,79 @@ impl Mailbox {
 
     /// Like [`recv`](Self::recv), telling a timeout from a cancellation.
     pub fn recv_with(&self, timeout: Option<Duration>) -> Result<Outcome<Received>> {
+        self.recv_reporting(timeout, |_| {})
+    }
+
+    /// Like [`recv_with`](Self::recv_with), calling `skipped` once for each entry of the
+    /// queue it passes over (see [`Skipped`]) instead of letting it block the mailbox.
+    pub fn recv_reporting(
+        &self,
+        timeout: Option<Duration>,
+        mut skipped: impl FnMut(&Skipped),
+    ) -> Result<Outcome<Received>> {
         let l = self.layout()?;
         let rid = uniq();
         let me = Registration::create(&l.recv, &rid, b"")?;
-        let watch = DirWatch::new(&l.q).map_err(|e| Error::io(&l.q, "cannot watch", e))?;
-        let network = pfs::fs_kind_of_path(&l.q).network;
+        let watch =
+            DirWatch::new(&l.q.pinned()).map_err(|e| Error::io(l.q.path(), "cannot watch", e))?;
+        let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
         let mut me = Some(me);
+        let mut passed: Vec<String> = Vec::new();
         let poll = network.then_some(self.poll);
-        wait::watch_until(timeout, poll, &watch, &l.q, || {
-            Ok(try_claim(&l, &rid)?.map(|(file, claimed, from)| Received {
-                file,
-                claimed,
-                from,
-                _me: me.take().expect("once"),
-            }))
+        wait::watch_until(timeout, poll, &watch, l.q.path(), || {
+            let mut report = |s: Skipped| {
+                if !passed.contains(&s.name) {
+                    skipped(&s);
+                    passed.push(s.name);
+                }
+            };
+            Ok(
+                try_claim(&l, &rid, &mut report)?.map(|(file, claimed, from)| Received {
+                    file,
+                    claimed,
+                    q: l.q.clone(),
+                    claimed_dir: l.claimed.clone(),
+                    from,
+                    done: false,
+                    _me: me.take().expect("once"),
+                }),
+            )
         })
     }
 
-    /// The queued messages, oldest first (synchronous ones whose sender is gone are left out).
-    pub fn list(&self) -> Result<Vec<Queued>> {
-        let l = Layout::new(&self.dir);
-        if !l.dir.exists() {
-            pfs::check_parent(&l.dir)?;
-            return Ok(Vec::new());
-        }
-        let mut out = Vec::new();
-        for (name, parsed) in queued_names(&l)? {
-            if parsed.sync && !sender_alive(&l, &parsed.uniq) {
+    /// The queued messages, oldest first (synchronous ones whose sender is gone are left
+    /// out), the number being received, and the entries receivers pass over. Creates nothing.
+    pub fn list(&self) -> Result<Listing> {
+        let Some(top) = self.top(false)? else {
+            return Ok(Listing::default());
+        };
+        let list_err = |d: &Dir, e| pfs::explain_open_error(d.path(), "cannot list mailbox", e);
+        top.entries().map_err(|e| list_err(&top, e))?;
+        let Some(q) = top.sub("q", false)? else {
+            return Ok(Listing::default());
+        };
+        let senders = top.sub("senders", false)?;
+        let mut out = Listing::default();
+        let (names, bad) = queued_names(&q)?;
+        out.skipped = bad;
+        for (name, parsed) in names {
+            if parsed.sync && !senders.as_ref().is_some_and(|s| held(s, &parsed.uniq)) {
                 continue;
             }
-            let Ok(meta) = std::fs::metadata(l.q.join(&name)) else {
-                continue;
+            let file = match q.open(&name, false) {
+                Ok(Some(f)) => f,
+                Ok(None) => continue, // received meanwhile
+                Err(e) => {
+                    out.skipped.push(skip(&name, &e));
+                    continue;
+                }
             };
+            let Ok(meta) = file.metadata() else { continue };
             let age = meta
                 .modified()
                 .ok()
                 .and_then(|t| SystemTime::now().duration_since(t).ok());
-            out.push(Queued {
+            out.queued.push(Queued {
                 name,
                 size: meta.len(),
                 age: age.unwrap_or_default(),
@@ -348,76 +434,142 @@ impl Mailbox {
                 sync: parsed.sync,
             });
         }
+        if let Some(claimed) = top.sub("claimed", false)? {
+            out.claimed = claimed.entries().map_err(|e| list_err(&claimed, e))?.len();
+        }
         Ok(out)
     }
 }
 
-fn post(l: &Layout, payload: &mut dyn Read, mut name: MessageName, mode: u32) -> Result<String> {
-    let tmp = l.tmp.join(format!(".{}", name.uniq));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(|e| pfs::explain_open_error(&tmp, "cannot write message", e))?;
-    let _ = lock::flock(&file, Mode::Exclusive, false); // "being written", for cleaners
-    let written = io::copy(payload, &mut file)
-        .and_then(|_| file.sync_all())
-        .map_err(|e| Error::io(&tmp, "cannot write message", e));
-    if let Err(e) = written {
-        let _ = crate::platform::fs::remove_file(&tmp);
-        return Err(e);
+/// A skipped entry with the reason an error gives (its text after the path).
+fn skip(name: &str, e: &Error) -> Skipped {
+    let text = e.to_string();
+    let path = e.path().display().to_string();
+    let reason = text
+        .strip_prefix(&path)
+        .map(|r| r.trim_start_matches(": ").to_string())
+        .unwrap_or(text);
+    Skipped {
+        name: name.to_string(),
+        reason,
     }
-    let result = with_seq(l, |n| {
-        name.seq = n;
-        let dest = l.q.join(name.render());
-        crate::platform::fs::rename(&tmp, &dest)
-            .map_err(|e| pfs::explain_open_error(&dest, "cannot queue message", e))
-    });
-    if let Err(e) = result {
-        let _ = crate::platform::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    // The rename is durable once the directory is.
-    File::open(&l.q)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(&l.q, "cannot flush queue", e))?;
-    Ok(name.render())
 }
 
-/// Run `f` with the next sequence number, under the exclusive lock on `seq`.
-fn with_seq(l: &Layout, f: impl FnOnce(u64) -> Result<()>) -> Result<()> {
-    let (file, _) = pfs::open_lock_file(&l.seq)?;
-    loop {
-        match lock::flock(&file, Mode::Exclusive, true) {
-            Ok(_) => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io(&l.seq, "cannot lock", e)),
+fn post(
+    l: &Layout,
+    payload: &mut dyn Read,
+    mut name: MessageName,
+    mode: u32,
+    poll: Duration,
+) -> Result<Outcome<String>> {
+    let tmp = format!(".{}", name.uniq);
+    let mut file = l
+        .tmp
+        .create_new(&tmp, mode)
+        .map_err(|e| pfs::explain_open_error(&l.tmp.join(&tmp), "cannot write message", e))?;
+    let _ = lock::flock(&file, Mode::Exclusive, false); // "being written", for cleaners
+    let discard = || {
+        let _ = l.tmp.unlink_any(&tmp);
+    };
+    let written = wait::copy_cancellable(payload, &mut file)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| Error::io(&l.tmp.join(&tmp), "cannot write message", e));
+    if let Err(e) = written {
+        discard();
+        return match wait::cancelled() {
+            Some(sig) => Ok(Outcome::Interrupted(sig)),
+            None => Err(e),
+        };
+    }
+    let result = with_seq(l, poll, |n| {
+        if let Some(sig) = wait::cancelled() {
+            return Ok(Outcome::Interrupted(sig)); // the last moment to give up
         }
+        name.seq = n;
+        let dest = name.render();
+        l.tmp
+            .rename(&tmp, &l.q, &dest)
+            .map(|()| Outcome::Acquired(()))
+            .map_err(|e| pfs::explain_open_error(&l.q.join(&dest), "cannot queue message", e))
+    });
+    match result {
+        Ok(Outcome::Acquired(())) => {}
+        Ok(Outcome::TimedOut) => unreachable!("no timeout"),
+        Ok(Outcome::Interrupted(sig)) => {
+            discard();
+            return Ok(Outcome::Interrupted(sig));
+        }
+        Err(e) => {
+            discard();
+            return Err(e);
+        }
+    }
+    // The rename is durable once the directory is.
+    File::open(l.q.pinned())
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(l.q.path(), "cannot flush queue", e))?;
+    Ok(Outcome::Acquired(name.render()))
+}
+
+/// The largest sequence number we believe: far beyond any real count, and leaving room to
+/// grow (a planted `u64::MAX` would otherwise wrap).
+const MAX_SEQ: u64 = 1 << 62;
+
+/// Run `f` with the next sequence number, under the exclusive lock on `seq` (a wait that a
+/// cancellation signal ends, since another user's process may hold that lock for ever).
+fn with_seq(
+    l: &Layout,
+    poll: Duration,
+    f: impl FnOnce(u64) -> Result<Outcome<()>>,
+) -> Result<Outcome<()>> {
+    let shown = l.top.join("seq");
+    let file = l.top.open_or_create("seq")?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(&shown, "cannot stat", e))?;
+    if meta.nlink() != 1 {
+        return Err(Error::new(
+            &shown,
+            ErrorKind::NotFound,
+            "has other hard links: not a file fsync made; not writing it",
+        ));
+    }
+    let network = pfs::fs_kind(&file).network;
+    let spec = Wait {
+        timeout: None,
+        poll: network.then_some(poll),
+        progress: None,
+    };
+    let locked = wait::wait_for(
+        spec,
+        |_| {},
+        |block| Ok(lock::flock(&file, Mode::Exclusive, block)?.then_some(())),
+    )
+    .map_err(|e| Error::io(&shown, "cannot lock", e))?;
+    if let Outcome::Interrupted(sig) = locked {
+        return Ok(Outcome::Interrupted(sig));
     }
     let mut buf = [0u8; 32];
     let n = file.read_at(&mut buf, 0).unwrap_or(0);
     let last: u64 = std::str::from_utf8(&buf[..n])
         .ok()
         .and_then(|s| s.trim().parse().ok())
+        .filter(|&n| n < MAX_SEQ)
         .unwrap_or(0);
     let next = last + 1;
     let text = format!("{next}\n");
     file.write_all_at(text.as_bytes(), 0)
         .and_then(|_| file.set_len(text.len() as u64))
-        .map_err(|e| Error::io(&l.seq, "cannot write", e))?;
+        .map_err(|e| Error::io(&shown, "cannot write", e))?;
     f(next) // the lock goes with `file`
 }
 
 /// Is the registration `dir/id` held by a living process? Missing means no.
-fn held(path: &Path) -> bool {
-    let Ok(file) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-    else {
-        return false;
+fn held(dir: &Dir, id: &str) -> bool {
+    let file = match dir.open(id, false) {
+        Ok(Some(f)) => f,
+        Ok(None) => return false,
+        Err(_) => return true, // not ours to judge: never discard on doubt
     };
     match lock::flock(&file, Mode::Shared, false) {
         Ok(got) => !got,
@@ -425,75 +577,122 @@ fn held(path: &Path) -> bool {
     }
 }
 
-fn sender_alive(l: &Layout, uniq: &str) -> bool {
-    held(&l.senders.join(uniq))
-}
+/// Queue entries that are messages, with their parsed names.
+type Names = Vec<(String, MessageName)>;
 
-fn queued_names(l: &Layout) -> Result<Vec<(String, MessageName)>> {
-    let entries = match std::fs::read_dir(&l.q) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()), // nothing posted yet
-        Err(e) => return Err(Error::io(&l.q, "cannot list queue", e)),
-    };
-    let mut names: Vec<(String, MessageName)> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let parsed = MessageName::parse(&name)?;
-            Some((name, parsed))
-        })
-        .collect();
+/// The names in `q` that are messages, oldest first, and the entries that are not.
+fn queued_names(q: &Dir) -> Result<(Names, Vec<Skipped>)> {
+    let entries = q
+        .entries()
+        .map_err(|e| pfs::explain_open_error(q.path(), "cannot list queue", e))?;
+    let mut names = Vec::new();
+    let mut bad = Vec::new();
+    for (name, kind) in entries {
+        let Some(parsed) = MessageName::parse(&name) else {
+            if !name.starts_with('.') {
+                bad.push(Skipped {
+                    name,
+                    reason: "is not named like a message".to_string(),
+                });
+            }
+            continue;
+        };
+        if let Some(Kind::Dir) = kind {
+            bad.push(skip(&name, &q.wrong_kind(&name, Kind::File)));
+            continue;
+        }
+        names.push((name, parsed));
+    }
     names.sort_by(|a, b| (a.1.seq, &a.0).cmp(&(b.1.seq, &b.0)));
-    Ok(names)
+    Ok((names, bad))
 }
 
 /// Return the claims of dead receivers to the queue.
 fn recover(l: &Layout) {
-    let Ok(entries) = std::fs::read_dir(&l.claimed) else {
+    let Ok(entries) = l.claimed.entries() else {
         return;
     };
-    for entry in entries.flatten() {
-        let Ok(claimed) = entry.file_name().into_string() else {
+    for (claimed, kind) in entries {
+        if kind == Some(Kind::Dir) {
             continue;
-        };
+        }
         let Some((name, rid)) = claimed.rsplit_once('~') else {
             continue;
         };
-        if !held(&l.recv.join(rid)) {
-            let _ = crate::platform::fs::rename(entry.path(), l.q.join(name));
+        if MessageName::parse(name).is_some() && !held(&l.recv, rid) {
+            let _ = l.claimed.rename(&claimed, &l.q, name);
         }
     }
 }
 
-fn try_claim(l: &Layout, rid: &str) -> Result<Option<(File, PathBuf, Option<String>)>> {
+/// Claim the oldest message we can read; entries we cannot use are reported and passed over.
+fn try_claim(
+    l: &Layout,
+    rid: &str,
+    skipped: &mut dyn FnMut(Skipped),
+) -> Result<Option<(File, String, Option<String>)>> {
     recover(l);
-    for (name, parsed) in queued_names(l)? {
-        let mut claimed = l.claimed.join(format!("{name}~{rid}"));
-        match crate::platform::fs::rename(l.q.join(&name), &claimed) {
+    let (names, bad) = queued_names(&l.q)?;
+    bad.into_iter().for_each(&mut *skipped);
+    for (name, parsed) in names {
+        // Open before claiming: a message we may not read, or that is not a file fsync made,
+        // stays in the queue for whoever can use it.
+        let file = match l.q.open(&name, false) {
+            Ok(Some(f)) => f,
+            Ok(None) => continue, // another receiver won
+            Err(e) => {
+                skipped(skip(&name, &e));
+                continue;
+            }
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(&l.q.join(&name), "cannot stat", e))?;
+        if meta.nlink() != 1 {
+            skipped(Skipped {
+                name,
+                reason: "has other hard links: not a message fsync made".to_string(),
+            });
+            continue;
+        }
+        let mut claimed = format!("{name}~{rid}");
+        match l.q.rename(&name, &l.claimed, &claimed) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // another receiver won
             Err(e) => return Err(Error::io(&l.q.join(&name), "cannot claim message", e)),
         }
+        // What we claimed must be what we opened (the owner of the mailbox could swap it).
+        let same = l
+            .claimed
+            .stat(&claimed)
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == (meta.dev(), meta.ino()));
+        if !same {
+            let _ = l.claimed.rename(&claimed, &l.q, &name);
+            skipped(Skipped {
+                name,
+                reason: "was replaced while being received".to_string(),
+            });
+            continue;
+        }
         if parsed.sync {
-            if !sender_alive(l, &parsed.uniq) {
-                let _ = crate::platform::fs::remove_file(&claimed); // its sender died or gave up
-                let _ = crate::platform::fs::remove_file(l.senders.join(&parsed.uniq));
+            if !held(&l.senders, &parsed.uniq) {
+                let _ = l.claimed.unlink_file(&claimed); // its sender died or gave up
+                let _ = l.senders.unlink_file(&parsed.uniq);
                 continue;
             }
-            let taken = l.claimed.join(format!(
+            let taken = format!(
                 "{}~{rid}",
                 MessageName {
                     sync: false,
                     ..parsed.clone()
                 }
                 .render()
-            ));
-            crate::platform::fs::rename(&claimed, &taken)
-                .map_err(|e| Error::io(&claimed, "cannot take message", e))?;
+            );
+            l.claimed
+                .rename(&claimed, &l.claimed, &taken)
+                .map_err(|e| Error::io(&l.claimed.join(&claimed), "cannot take message", e))?;
             claimed = taken;
         }
-        let file =
-            File::open(&claimed).map_err(|e| Error::io(&claimed, "cannot read message", e))?;
         return Ok(Some((file, claimed, parsed.from)));
     }
     Ok(None)
@@ -506,18 +705,16 @@ enum SendState {
 }
 
 fn send_state(l: &Layout, name: &str, stem: &str) -> Result<SendState> {
-    if l.q.join(name).exists() {
+    if l.q.stat(name).is_ok() {
         return Ok(SendState::Queued);
     }
     let prefix = format!("{stem}.sync~");
-    let entries =
-        std::fs::read_dir(&l.claimed).map_err(|e| Error::io(&l.claimed, "cannot list", e))?;
-    for entry in entries.flatten() {
-        if let Some(rid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.strip_prefix(&prefix))
-        {
+    let entries = l
+        .claimed
+        .entries()
+        .map_err(|e| Error::io(l.claimed.path(), "cannot list", e))?;
+    for (entry, _) in entries {
+        if let Some(rid) = entry.strip_prefix(&prefix) {
             return Ok(SendState::Claiming(rid.to_string()));
         }
     }
@@ -527,7 +724,7 @@ fn send_state(l: &Layout, name: &str, stem: &str) -> Result<SendState> {
 /// Take a synchronous message back; `true` if withdrawn, `false` if a receiver took it first.
 fn withdraw(l: &Layout, name: &str, stem: &str, watch: &DirWatch) -> Result<bool> {
     loop {
-        match crate::platform::fs::remove_file(l.q.join(name)) {
+        match l.q.unlink_any(name) {
             Ok(()) => return Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(&l.q.join(name), "cannot withdraw message", e)),
@@ -536,16 +733,16 @@ fn withdraw(l: &Layout, name: &str, stem: &str, watch: &DirWatch) -> Result<bool
             SendState::Taken => return Ok(false),
             SendState::Queued => continue,
             SendState::Claiming(rid) => {
-                if !held(&l.recv.join(&rid)) {
-                    let claimed = l.claimed.join(format!("{stem}.sync~{rid}"));
-                    let _ = crate::platform::fs::rename(&claimed, l.q.join(name));
+                if !held(&l.recv, &rid) {
+                    let claimed = format!("{stem}.sync~{rid}");
+                    let _ = l.claimed.rename(&claimed, &l.q, name);
                     continue;
                 }
                 // The receiver converts it in microseconds; its death shows in no event.
                 watch
                     .wait_timeout(Duration::from_millis(10))
                     .map(drop)
-                    .map_err(|e| Error::io(&l.claimed, "cannot wait", e))?;
+                    .map_err(|e| Error::io(l.claimed.path(), "cannot wait", e))?;
             }
         }
     }
@@ -557,18 +754,20 @@ fn withdraw(l: &Layout, name: &str, stem: &str, watch: &DirWatch) -> Result<bool
 #[derive(Debug)]
 pub struct Received {
     file: File,
-    claimed: PathBuf,
+    claimed: String,
+    claimed_dir: Arc<Dir>,
+    q: Arc<Dir>,
     /// The bus member that sent it, if any.
     pub from: Option<String>,
+    done: bool,
     _me: Registration,
 }
 
 impl Received {
-    /// Stream the payload to `out`.
+    /// Stream the payload to `out`. A cancellation signal (see [`crate::wait`]) ends it with
+    /// an error of kind `Interrupted`; the message then goes back to the queue when dropped.
     pub fn copy_to(&mut self, out: &mut dyn Write) -> io::Result<u64> {
-        let n = io::copy(&mut self.file, out)?;
-        out.flush()?;
-        Ok(n)
+        wait::copy_cancellable(&mut self.file, out)
     }
 
     /// The payload in memory (for JSON output).
@@ -579,9 +778,28 @@ impl Received {
     }
 
     /// The message has been delivered: remove it for good.
-    pub fn finish(self) -> Result<()> {
-        crate::platform::fs::remove_file(&self.claimed)
-            .map_err(|e| Error::io(&self.claimed, "cannot remove delivered message", e))
+    pub fn finish(mut self) -> Result<()> {
+        self.done = true;
+        self.claimed_dir.unlink_any(&self.claimed).map_err(|e| {
+            Error::io(
+                &self.claimed_dir.join(&self.claimed),
+                "cannot remove delivered message",
+                e,
+            )
+        })
+    }
+}
+
+impl Drop for Received {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // Not delivered: back to the queue now (a receiver that dies instead leaves it to the
+        // next receiver's recovery).
+        if let Some((name, _)) = self.claimed.rsplit_once('~') {
+            let _ = self.claimed_dir.rename(&self.claimed, &self.q, name);
+        }
     }
 }
 
@@ -614,9 +832,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let b = Mailbox::new(dir.path().join("b"));
         for i in 0..5 {
-            b.post(&mut format!("m{i}").as_bytes()).unwrap();
+            let _ = b.post(&mut format!("m{i}").as_bytes()).unwrap();
         }
-        assert_eq!(b.list().unwrap().len(), 5);
+        assert_eq!(b.list().unwrap().queued.len(), 5);
         for i in 0..5 {
             assert_eq!(
                 text(b.recv(Some(Duration::ZERO)).unwrap().unwrap()),
@@ -630,7 +848,7 @@ mod tests {
     fn an_unfinished_message_returns_to_the_queue() {
         let dir = tempfile::tempdir().unwrap();
         let b = Mailbox::new(dir.path().join("b"));
-        b.post(&mut &b"x"[..]).unwrap();
+        let _ = b.post(&mut &b"x"[..]).unwrap();
         drop(b.recv(Some(Duration::ZERO)).unwrap().unwrap()); // a receiver that "crashed"
         assert_eq!(text(b.recv(Some(Duration::ZERO)).unwrap().unwrap()), "x");
     }
@@ -644,6 +862,6 @@ mod tests {
             .unwrap();
         assert_eq!(out, Outcome::TimedOut);
         assert!(b.recv(Some(Duration::ZERO)).unwrap().is_none());
-        assert!(b.list().unwrap().is_empty());
+        assert!(b.list().unwrap().queued.is_empty());
     }
 }

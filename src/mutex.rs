@@ -76,6 +76,8 @@ pub struct Mutex {
     delete: bool,
     poll: Duration,
     command: Option<String>,
+    /// A lock file inside a primitive's directory: never reached through a symbolic link.
+    internal: bool,
 }
 
 impl Mutex {
@@ -85,6 +87,7 @@ impl Mutex {
             delete: false,
             poll: DEFAULT_POLL,
             command: None,
+            internal: false,
         }
     }
 
@@ -217,8 +220,18 @@ impl Mutex {
         Ok(Outcome::Acquired(MutexGuard::new(self, file, network)))
     }
 
+    /// A lock inside a primitive's directory (a group's `join.lock`): a symbolic link there is
+    /// never followed, since only fsync makes these files.
+    pub(crate) fn internal(mut self) -> Mutex {
+        self.internal = true;
+        self
+    }
+
     fn open(&self) -> Result<(File, Access)> {
-        pfs::open_lock_file(&self.path)
+        match self.internal {
+            true => pfs::open_internal_lock(&self.path),
+            false => pfs::open_lock_file(&self.path),
+        }
     }
 
     /// Whether an ancestor process holds this same lock (see the module docs on nesting).

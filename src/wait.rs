@@ -169,6 +169,48 @@ pub fn sleep(d: Duration) -> Outcome<()> {
     }
 }
 
+/// Copy `from` to `to` until the end, or until a cancellation signal arrives: a read or write
+/// that a signal interrupted is retried only if it was not a cancellation (the std copy retries
+/// every `EINTR`, so a `^C` at a terminal or a TERM during a blocked write would go unheeded).
+/// A cancellation gives an error of kind `Interrupted`; [`cancelled`] names the signal.
+pub fn copy_cancellable(from: &mut dyn io::Read, to: &mut dyn io::Write) -> io::Result<u64> {
+    let interrupted = || io::Error::new(io::ErrorKind::Interrupted, "cancelled by a signal");
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        if cancelled().is_some() {
+            return Err(interrupted());
+        }
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let mut done = 0;
+        while done < n {
+            match to.write(&buf[done..n]) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(k) => done += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    if cancelled().is_some() {
+                        return Err(interrupted());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        total += n as u64;
+    }
+    loop {
+        match to.flush() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && cancelled().is_none() => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Err(interrupted()),
+            other => return other.map(|()| total),
+        }
+    }
+}
+
 /// The signal that interrupts blocking calls at deadlines and poll ticks. A real-time signal,
 /// so that a program using the library keeps SIGALRM for itself.
 pub fn wake_signal() -> i32 {

@@ -52,8 +52,16 @@ const MATRIX: &[(&str, &str, i32)] = &[
         "-e trace=fsync -e inject=fsync:error=EIO:when=1",
         74,
     ),
-    ("post", "-e trace=rename -e inject=rename:error=EDQUOT", 74),
-    ("post", "-e trace=rename -e inject=rename:error=ENOSPC", 74),
+    (
+        "post",
+        "-e trace=renameat -e inject=renameat:error=EDQUOT",
+        74,
+    ),
+    (
+        "post",
+        "-e trace=renameat -e inject=renameat:error=ENOSPC",
+        74,
+    ),
     ("post", "-e trace=flock -e inject=flock:error=ENOLCK", 69),
     (
         "post",
@@ -62,19 +70,19 @@ const MATRIX: &[(&str, &str, i32)] = &[
     ),
     (
         "post",
-        "-e trace=rename -e inject=rename:error=EINTR:when=1",
+        "-e trace=renameat -e inject=renameat:error=EINTR:when=1",
         0,
     ),
     // msg recv: the claim (rename) fails: nothing is lost; interrupted renames are retried
-    ("recv", "-e trace=rename -e inject=rename:error=EIO", 74),
+    ("recv", "-e trace=renameat -e inject=renameat:error=EIO", 74),
     (
         "recv",
-        "-e trace=rename -e inject=rename:error=EINTR:when=1",
+        "-e trace=renameat -e inject=renameat:error=EINTR:when=1",
         0,
     ),
     (
         "recv",
-        "-e trace=rename -e inject=rename:error=EINTR:when=2",
+        "-e trace=renameat -e inject=renameat:error=EINTR:when=2",
         0,
     ),
     // sem: a slot cannot be locked

@@ -155,17 +155,21 @@ pub fn run(cmd: BusCommand) -> super::Outcome {
             }
             Ok(Exit::OK)
         }
-        Verb::Send(a) => {
-            Bus::new(&a.bus).send(&a.from, &a.to, &mut a.data.reader())?;
-            Ok(Exit::OK)
-        }
-        Verb::Broadcast(a) => {
-            Bus::new(&a.bus).broadcast(&a.from, &mut a.data.reader())?;
-            Ok(Exit::OK)
-        }
+        Verb::Send(a) => match Bus::new(&a.bus).send(&a.from, &a.to, &mut a.data.reader())? {
+            Outcome::Interrupted(s) => Ok(Exit::signal(s)),
+            _ => Ok(Exit::OK),
+        },
+        Verb::Broadcast(a) => match Bus::new(&a.bus).broadcast(&a.from, &mut a.data.reader())? {
+            Outcome::Interrupted(s) => Ok(Exit::signal(s)),
+            _ => Ok(Exit::OK),
+        },
         Verb::Recv(a) => {
             let bus = Bus::new(&a.member.bus).poll_interval(a.wait.poll);
-            let mut msg = match bus.recv_with(&a.member.name, a.wait.timeout())? {
+            let skipped = |s: &fsync::msg::Skipped| {
+                let path = a.member.bus.join(&a.member.name).join("q").join(&s.name);
+                report::warn(&path, &format!("{}; skipped", s.reason));
+            };
+            let mut msg = match bus.recv_reporting(&a.member.name, a.wait.timeout(), skipped)? {
                 Outcome::Acquired(m) => m,
                 Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
                 Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
@@ -180,8 +184,11 @@ pub fn run(cmd: BusCommand) -> super::Outcome {
                 writeln!(out, "{line}")
                     .and_then(|()| out.flush())
                     .map_err(output_error)?;
-            } else {
-                msg.copy_to(&mut out).map_err(output_error)?;
+            } else if let Err(e) = msg.copy_to(&mut out) {
+                return match fsync::wait::cancelled() {
+                    Some(s) => Ok(Exit::signal(s)), // dropped: back to the queue
+                    None => Err(output_error(e)),
+                };
             }
             msg.finish()?;
             Ok(Exit::OK)

@@ -129,7 +129,8 @@ struct RecvArgs {
 struct ListArgs {
     #[command(flatten)]
     mailbox: BoxArg,
-    /// One JSON object: {\"path\", \"count\", \"messages\": [{\"name\", \"size\", \"age_ms\", \"sync\"}]}
+    /// One JSON object: {"path", "count", "messages": [{"name", "size", "age_ms", "sync"}],
+    /// "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}
     #[arg(long)]
     json: bool,
 }
@@ -137,10 +138,13 @@ struct ListArgs {
 pub fn run(cmd: MsgCommand) -> super::Outcome {
     match cmd.verb {
         Verb::Post(a) => {
-            Mailbox::new(&a.mailbox.mailbox)
+            match Mailbox::new(&a.mailbox.mailbox)
                 .payload_mode(a.mode.mode)
-                .post(&mut a.data.reader())?;
-            Ok(Exit::OK)
+                .post(&mut a.data.reader())?
+            {
+                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
+                _ => Ok(Exit::OK),
+            }
         }
         Verb::Send(a) => {
             let mailbox = Mailbox::new(&a.mailbox.mailbox)
@@ -161,10 +165,20 @@ pub fn run(cmd: MsgCommand) -> super::Outcome {
         }
         Verb::Recv(a) => {
             let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
-            match mailbox.recv_with(a.wait.timeout())? {
+            let skipped = |s: &fsync::msg::Skipped| {
+                report::warn(
+                    &a.mailbox.mailbox.join("q").join(&s.name),
+                    &format!("{}; skipped", s.reason),
+                );
+            };
+            match mailbox.recv_reporting(a.wait.timeout(), skipped)? {
                 Outcome::Acquired(mut msg) => {
-                    msg.copy_to(&mut std::io::stdout().lock())
-                        .map_err(output_error)?;
+                    if let Err(e) = msg.copy_to(&mut std::io::stdout().lock()) {
+                        return match fsync::wait::cancelled() {
+                            Some(s) => Ok(Exit::signal(s)), // dropped: back to the queue
+                            None => Err(output_error(e)),
+                        };
+                    }
                     msg.finish()?;
                     Ok(Exit::OK)
                 }
@@ -173,17 +187,29 @@ pub fn run(cmd: MsgCommand) -> super::Outcome {
             }
         }
         Verb::List(a) => {
-            let list = Mailbox::new(&a.mailbox.mailbox).list()?;
+            let listing = Mailbox::new(&a.mailbox.mailbox).list()?;
+            let list = &listing.queued;
             let mut out = std::io::stdout().lock();
             if a.json {
                 let messages: Vec<_> = list
                     .iter()
                     .map(|m| json!({"name": m.name, "size": m.size, "age_ms": m.age.as_millis() as u64, "sync": m.sync}))
                     .collect();
-                let line = json!({"path": report::path_text(&a.mailbox.mailbox), "count": list.len(), "messages": messages});
+                let skipped: Vec<_> = listing
+                    .skipped
+                    .iter()
+                    .map(|s| json!({"name": s.name, "reason": s.reason}))
+                    .collect();
+                let line = json!({"path": report::path_text(&a.mailbox.mailbox), "count": list.len(), "messages": messages, "claimed": listing.claimed, "skipped": skipped});
                 writeln!(out, "{line}")?;
             } else {
-                for m in &list {
+                for s in &listing.skipped {
+                    writeln!(out, "{}  skipped: {}", s.name, s.reason)?;
+                }
+                if listing.claimed > 0 {
+                    writeln!(out, "{} being received", listing.claimed)?;
+                }
+                for m in list {
                     let kind = if m.sync { " (waiting sender)" } else { "" };
                     writeln!(
                         out,

@@ -120,3 +120,9 @@ impl Progress {
         let _ = writeln!(err, "fsync: {}", message());
     }
 }
+
+/// A warning: one `fsync: ` line on stderr for something passed over (the command goes on).
+pub fn warn(path: &Path, what: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "fsync: {}: {what}", path.display());
+}

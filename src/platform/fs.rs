@@ -50,6 +50,42 @@ pub fn open_lock_file(path: &Path) -> Result<(File, Access)> {
     Ok((file, access))
 }
 
+/// Open (creating if missing) a lock file that only fsync makes, inside a primitive's
+/// directory: like [`open_lock_file`], but a symbolic link is never followed, even to an
+/// existing file, and a FIFO or device is refused without blocking.
+pub fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
+    let nofollow = libc::O_NOFOLLOW;
+    let opened = match open(path, libc::O_RDWR | libc::O_CREAT | nofollow) {
+        Ok(f) => Ok((f, Access::ReadWrite)),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EACCES | libc::EPERM | libc::EROFS)
+            ) =>
+        {
+            match open(path, libc::O_RDONLY | nofollow) {
+                Ok(f) => Ok((f, Access::ReadOnly)),
+                Err(e2) if e2.raw_os_error() == Some(libc::ENOENT) => Err(e),
+                Err(e2) => Err(e2),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    let (file, access) = match opened {
+        Ok(x) => x,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Error::new(
+                path,
+                ErrorKind::NotFound,
+                "is a symbolic link, not a lock file fsync made; not following it",
+            ))
+        }
+        Err(e) => return Err(explain_open_error(path, "cannot create lock file", e)),
+    };
+    check_regular(path, &file)?;
+    Ok((file, access))
+}
+
 /// Open an existing file without creating it; `follow` permits a final symbolic link.
 fn open_existing(path: &Path, follow: bool) -> Result<(File, Access)> {
     let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };

@@ -15,6 +15,7 @@ to another Unix means reimplementing this folder with the same contract:
   `flock` lock on a local file (from `/proc/locks`), for status reports.
 */
 
+pub mod dir;
 pub mod fs;
 pub mod lock;
 pub mod notify;

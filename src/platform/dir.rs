@@ -1,0 +1,434 @@
+/*!
+Working inside a directory that other users may share: every entry is reached from an open
+descriptor of its directory, one name at a time, never through a symbolic link.
+
+A primitive's directory (a mailbox, a semaphore, a group) may have been created by another user
+first, in a world-writable place such as `/tmp`. Whoever owns a directory can replace any entry in
+it at any moment: a file by a symbolic link to a victim's file, a subdirectory by a link to the
+victim's directory, a message by a FIFO that blocks whoever opens it. So fsync opens the
+directory once ([`Dir::top`]: the path the user gave, with the rule of
+[`super::fs::ensure_dir`] for a final symbolic link) and then reaches each entry with the `*at`
+calls relative to that descriptor and `O_NOFOLLOW`, so a link is never followed and a renamed
+directory cannot redirect us. Files are opened with `O_NONBLOCK` (a FIFO or a device cannot hang
+the open) and their type is checked on the open descriptor before anything is read or written.
+
+What is trusted is a separate question, answered by [`trusted_owner`]: fsync writes into a file
+it did not just create (a holder record), and believes what a file says (a holder's pid), only
+when the file belongs to the caller or to root. Files any participant writes by protocol (a
+mailbox's `seq`) only need to be regular files with one link: writing them cannot reach anyone
+else's data.
+*/
+
+use std::{
+    ffi::OsStr,
+    fs::File,
+    io,
+    os::{
+        fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
+        unix::ffi::OsStrExt,
+    },
+    path::{Path, PathBuf},
+};
+
+use nix::{
+    fcntl::{self, OFlag},
+    libc,
+    sys::stat::{self, FileStat, Mode, SFlag},
+    unistd::{self, UnlinkatFlags},
+};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// The kind of entry a protocol expects at a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+}
+
+/// What kind of thing a stat says an entry is, in words for error messages.
+pub fn describe(st: &FileStat) -> &'static str {
+    match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+        SFlag::S_IFREG => "a regular file",
+        SFlag::S_IFDIR => "a directory",
+        SFlag::S_IFLNK => "a symbolic link",
+        SFlag::S_IFIFO => "a FIFO",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFCHR => "a character device",
+        SFlag::S_IFBLK => "a block device",
+        _ => "of an unknown type",
+    }
+}
+
+fn is_kind(st: &FileStat, kind: Kind) -> bool {
+    let t = st.st_mode & SFlag::S_IFMT.bits();
+    match kind {
+        Kind::File => t == SFlag::S_IFREG.bits(),
+        Kind::Dir => t == SFlag::S_IFDIR.bits(),
+    }
+}
+
+/// Whether fsync may write into, or believe, a file owned by `uid`: the caller's or root's.
+pub fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == unistd::geteuid().as_raw()
+}
+
+/// An open directory whose entries are reached without following links (module docs).
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+const DIR_FLAGS: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_CLOEXEC)
+    .union(OFlag::O_NOCTTY);
+
+impl Dir {
+    /// The directory at `path`, created (mode 0777 less the umask) if missing and `create`;
+    /// `None` if missing otherwise. A final symbolic link is followed only if it belongs to
+    /// the caller or root; anything but a directory is an error naming `path`.
+    pub fn top(path: &Path, create: bool, what: &str) -> Result<Option<Dir>> {
+        if create {
+            super::fs::ensure_dir(path, what)?;
+        } else {
+            match std::fs::symlink_metadata(path) {
+                Ok(_) => super::fs::ensure_dir(path, what)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    super::fs::check_parent(path)?;
+                    return Ok(None);
+                }
+                Err(e) => return Err(super::fs::explain_open_error(path, what, e)),
+            }
+        }
+        let fd = crate::platform::retrying(|| {
+            fcntl::open(path, DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
+        });
+        match fd {
+            // SAFETY: open returned a new descriptor that nothing else owns.
+            Ok(fd) => Ok(Some(Dir {
+                fd: unsafe { OwnedFd::from_raw_fd(fd) },
+                path: path.to_path_buf(),
+            })),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !create => {
+                super::fs::check_parent(path)?;
+                Ok(None)
+            }
+            Err(e) => Err(super::fs::explain_open_error(path, what, e)),
+        }
+    }
+
+    /// A second handle on the same directory.
+    pub fn try_clone(&self) -> io::Result<Dir> {
+        Ok(Dir {
+            fd: self.fd.try_clone()?,
+            path: self.path.clone(),
+        })
+    }
+
+    /// An error that names a pinned path of ours (see [`pinned`](Self::pinned)) with the
+    /// path the user knows instead.
+    pub fn unpin(&self, e: Error) -> Error {
+        e.reroot(&self.pinned(), &self.path)
+    }
+
+    /// The path the user named, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The path of an entry, for messages.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// A path that names exactly this directory (the one we opened, not whatever its name
+    /// means now), for interfaces that take paths: change notification, nested locks.
+    pub fn pinned(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+
+    /// A pinned path of an entry (see [`pinned`](Self::pinned)).
+    pub fn pinned_join(&self, name: &str) -> PathBuf {
+        self.pinned().join(name)
+    }
+
+    fn raw(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+
+    /// The directory's own status.
+    pub fn stat_self(&self) -> io::Result<FileStat> {
+        stat::fstat(self.fd.as_raw_fd()).map_err(io::Error::from)
+    }
+
+    /// An entry's status, not following a link.
+    pub fn stat(&self, name: &str) -> io::Result<FileStat> {
+        crate::platform::retrying(|| {
+            stat::fstatat(self.raw(), name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                .map_err(io::Error::from)
+        })
+    }
+
+    /// The subdirectory `name`, created if missing and `create`; `None` if missing otherwise.
+    /// A link, or anything but a directory, is an error naming it.
+    pub fn sub(&self, name: &str, create: bool) -> Result<Option<Dir>> {
+        let shown = self.join(name);
+        if create {
+            match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o777)) {
+                Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                Err(e) => {
+                    return Err(super::fs::explain_open_error(
+                        &shown,
+                        "cannot create directory",
+                        e.into(),
+                    ))
+                }
+            }
+        }
+        let opened = crate::platform::retrying(|| {
+            fcntl::openat(
+                self.raw(),
+                name,
+                DIR_FLAGS | OFlag::O_NOFOLLOW,
+                Mode::empty(),
+            )
+            .map_err(io::Error::from)
+        });
+        match opened {
+            // SAFETY: openat returned a new descriptor that nothing else owns.
+            Ok(fd) => Ok(Some(Dir {
+                fd: unsafe { OwnedFd::from_raw_fd(fd) },
+                path: shown,
+            })),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !create => Ok(None),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                Err(self.wrong_kind(name, Kind::Dir))
+            }
+            Err(e) => Err(Error::io(&shown, "cannot open directory", e)),
+        }
+    }
+
+    /// The error for an entry that is not the kind the protocol puts there.
+    pub fn wrong_kind(&self, name: &str, want: Kind) -> Error {
+        let what = self
+            .stat(name)
+            .map(|st| describe(&st))
+            .unwrap_or("not usable");
+        let want = match want {
+            Kind::File => "a regular file",
+            Kind::Dir => "a directory",
+        };
+        Error::new(
+            &self.join(name),
+            ErrorKind::NotFound,
+            format!("is {what}, not {want} fsync made; not using it"),
+        )
+    }
+
+    /// Open the existing regular file `name` (read-only, or read-write with `write`), never
+    /// through a link and never blocking on a FIFO; `Ok(None)` if it does not exist.
+    pub fn open(&self, name: &str, write: bool) -> Result<Option<File>> {
+        let acc = if write {
+            OFlag::O_RDWR
+        } else {
+            OFlag::O_RDONLY
+        };
+        match self.openat(name, acc, Mode::empty()) {
+            Ok(f) => self.checked(name, f).map(Some),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                Err(self.wrong_kind(name, Kind::File))
+            }
+            Err(e) => Err(super::fs::explain_open_error(
+                &self.join(name),
+                "cannot open",
+                e,
+            )),
+        }
+    }
+
+    /// Open `name` read-write, creating it (mode 0666 less the umask) if missing: for lock
+    /// files inside a primitive's directory. Read-only where we may not write.
+    pub fn open_or_create(&self, name: &str) -> Result<File> {
+        let rw = OFlag::O_RDWR | OFlag::O_CREAT;
+        let opened = match self.openat(name, rw, Mode::from_bits_truncate(0o666)) {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EACCES | libc::EPERM | libc::EROFS)
+                ) =>
+            {
+                match self.openat(name, OFlag::O_RDONLY, Mode::empty()) {
+                    Err(e2) if e2.raw_os_error() == Some(libc::ENOENT) => Err(e),
+                    other => other,
+                }
+            }
+            other => other,
+        };
+        match opened {
+            Ok(f) => self.checked(name, f),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                Err(self.wrong_kind(name, Kind::File))
+            }
+            Err(e) => Err(super::fs::explain_open_error(
+                &self.join(name),
+                "cannot create lock file",
+                e,
+            )),
+        }
+    }
+
+    /// Create `name` exclusively (mode less the umask), for writing.
+    pub fn create_new(&self, name: &str, mode: u32) -> io::Result<File> {
+        self.openat(
+            name,
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL,
+            Mode::from_bits_truncate(mode),
+        )
+    }
+
+    fn openat(&self, name: &str, flags: OFlag, mode: Mode) -> io::Result<File> {
+        let flags =
+            flags | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
+        crate::platform::retrying(|| {
+            fcntl::openat(self.raw(), name, flags, mode).map_err(io::Error::from)
+        })
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        .map(|fd| unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// Accept an opened file only if it is a regular file; clear `O_NONBLOCK` (it was only
+    /// there so that opening a FIFO could not hang).
+    fn checked(&self, name: &str, f: File) -> Result<File> {
+        let st = stat::fstat(f.as_raw_fd())
+            .map_err(|e| Error::io(&self.join(name), "cannot stat", e.into()))?;
+        if !is_kind(&st, Kind::File) {
+            return Err(Error::new(
+                &self.join(name),
+                ErrorKind::NotFound,
+                format!(
+                    "is {}, not a regular file fsync made; not using it",
+                    describe(&st)
+                ),
+            ));
+        }
+        Ok(f)
+    }
+
+    /// `renameat(2)` from here to `to_dir`, retried on `EINTR`.
+    pub fn rename(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
+        crate::platform::retrying(|| {
+            fcntl::renameat(self.raw(), from, to_dir.raw(), to).map_err(io::Error::from)
+        })
+    }
+
+    /// `linkat(2)` within this directory (never following a link).
+    pub fn link(&self, from: &str, to: &str) -> io::Result<()> {
+        crate::platform::retrying(|| {
+            unistd::linkat(self.raw(), from, self.raw(), to, fcntl::AtFlags::empty())
+                .map_err(io::Error::from)
+        })
+    }
+
+    /// Unlink the entry `name` if it is a regular file, as the protocol left it; anything
+    /// else (a link, a FIFO, a directory someone put there) is left alone and reported.
+    pub fn unlink_file(&self, name: &str) -> io::Result<()> {
+        let st = self.stat(name)?;
+        if !is_kind(&st, Kind::File) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("is {}, not a regular file; not removing it", describe(&st)),
+            ));
+        }
+        self.unlink_any(name)
+    }
+
+    /// Unlink `name` whatever it is (a registration fsync itself made and still holds).
+    pub fn unlink_any(&self, name: &str) -> io::Result<()> {
+        crate::platform::retrying(|| {
+            unistd::unlinkat(self.raw(), name, UnlinkatFlags::NoRemoveDir).map_err(io::Error::from)
+        })
+    }
+
+    /// Remove the empty subdirectory `name`.
+    pub fn rmdir(&self, name: &str) -> io::Result<()> {
+        crate::platform::retrying(|| {
+            unistd::unlinkat(self.raw(), name, UnlinkatFlags::RemoveDir).map_err(io::Error::from)
+        })
+    }
+
+    /// The names in the directory (not `.` and `..`), with their type where the file system
+    /// says it without a stat.
+    pub fn entries(&self) -> io::Result<Vec<(String, Option<Kind>)>> {
+        let fd = crate::platform::retrying(|| {
+            fcntl::openat(self.raw(), ".", DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
+        })?;
+        let mut d = nix::dir::Dir::from_fd(fd).map_err(io::Error::from)?;
+        let mut out = Vec::new();
+        for entry in d.iter() {
+            let entry = entry.map_err(io::Error::from)?;
+            let bytes = entry.file_name().to_bytes();
+            if bytes == b"." || bytes == b".." {
+                continue;
+            }
+            let Ok(name) = std::str::from_utf8(bytes) else {
+                continue; // fsync never makes such names
+            };
+            let kind = match entry.file_type() {
+                Some(nix::dir::Type::File) => Some(Kind::File),
+                Some(nix::dir::Type::Directory) => Some(Kind::Dir),
+                _ => None,
+            };
+            out.push((name.to_string(), kind));
+        }
+        Ok(out)
+    }
+}
+
+/// A name for an entry, safe to join: one component, never `.` or `..`.
+pub fn is_plain_name(name: &OsStr) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty() && b != b"." && b != b".." && !b.contains(&b'/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_fifos_and_wrong_kinds_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let top = t.path().join("top");
+        let d = Dir::top(&top, true, "cannot create").unwrap().unwrap();
+        std::os::unix::fs::symlink(&victim, top.join("link")).unwrap();
+        std::os::unix::fs::symlink(t.path(), top.join("dirlink")).unwrap();
+        nix::unistd::mkfifo(&top.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+        let e = d.open("link", true).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        let e = d.open_or_create("link").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        let e = d.open("fifo", false).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        let e = d.sub("dirlink", true).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(d.unlink_file("fifo").is_err());
+        assert!(top.join("fifo").exists());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(d.open("missing", false).unwrap().is_none());
+        let sub = d.sub("q", true).unwrap().unwrap();
+        let f = sub.create_new("m", 0o600).unwrap();
+        drop(f);
+        sub.rename("m", &d, "m2").unwrap();
+        assert_eq!(
+            d.entries().unwrap().iter().filter(|e| e.0 == "m2").count(),
+            1
+        );
+        assert!(Dir::top(&t.path().join("absent"), false, "x")
+            .unwrap()
+            .is_none());
+    }
+}
