@@ -30,12 +30,12 @@ use std::{
     fs::File,
     os::unix::{
         ffi::OsStrExt,
-        fs::{FileExt, MetadataExt, OpenOptionsExt},
+        fs::{FileExt, MetadataExt},
     },
     path::{Path, PathBuf},
 };
 
-use nix::libc;
+use crate::platform::dir::Dir;
 
 const MAGIC: &str = "fsync-holder 1";
 
@@ -71,6 +71,8 @@ pub fn record_path(lock: &Path) -> PathBuf {
 pub struct RecordFile {
     file: File,
     pub path: PathBuf,
+    dir: Dir,
+    name: String,
     /// The file's length as we last saw or left it: a rewrite truncates only when it is shorter.
     len: std::cell::Cell<u64>,
 }
@@ -78,66 +80,72 @@ pub struct RecordFile {
 /// Records are small; a read stops at this size.
 const MAX_RECORD: usize = 64 * 1024;
 
+/// The largest fence we believe from a file: far beyond any clock in microseconds (the year
+/// 294,000), so that a planted `u64::MAX` can neither wrap the next token nor stop its growth.
+pub const MAX_FENCE: u64 = 1 << 63;
+
+/// The record's name for a lock named `lock_name`.
+fn record_name(lock_name: &str) -> String {
+    format!(".{lock_name}.fsync")
+}
+
+/// The lock's directory (opened) and file name, as records need them.
+fn split(lock: &Path) -> Option<(Dir, String)> {
+    let name = lock.file_name()?.to_str()?.to_string();
+    let dir = Dir::top(crate::platform::fs::parent_dir(lock), false, "cannot open").ok()??;
+    Some((dir, name))
+}
+
 impl RecordFile {
     /// Open (or create) the record of `lock` for writing; `None` where we may not or cannot
     /// (a read-only directory, a file someone else put there).
     pub fn open(lock: &Path) -> Option<RecordFile> {
-        let path = record_path(lock);
-        let flags = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK;
-        let existing = || {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .custom_flags(flags)
-                .open(&path)
-        };
-        let created = || {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(0o644)
-                .custom_flags(flags)
-                .open(&path)
-        };
+        let (dir, name) = split(lock)?;
+        Self::open_in(dir, &name)
+    }
+
+    /// Open (or create) the record of the lock `lock_name` in `dir`.
+    pub fn open_in(dir: Dir, lock_name: &str) -> Option<RecordFile> {
+        let name = record_name(lock_name);
         // Usually the record exists already (it outlives releases): open it first.
-        let (file, len) = match existing() {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match created() {
+        let (file, len) = match dir.open(&name, true) {
+            Ok(Some(f)) => Self::check(f)?,
+            Ok(None) => match dir.create_new(&name, 0o644) {
                 Ok(f) => {
-                    crate::platform::fs::set_mode(&f, 0o644);
                     let fresh = format!("{MAGIC}\nend\n");
                     let _ = f.write_all_at(fresh.as_bytes(), 0);
                     (f, fresh.len() as u64)
                 }
                 // Created by another fsync a moment ago (it has since given the lock up).
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    Self::check(existing().ok()?)?
+                    Self::check(dir.open(&name, true).ok()??)?
                 }
                 Err(_) => return None,
             },
-            Ok(f) => Self::check(f)?,
             Err(_) => return None,
         };
         Some(RecordFile {
             file,
-            path,
+            path: dir.join(&name),
+            dir,
+            name,
             len: std::cell::Cell::new(len),
         })
     }
 
     /// Accept an existing record file only if it is ours to write: a regular file with one
-    /// link that starts with the magic line (or is empty and belongs to us: its creator died
-    /// before writing it). Returns it with its length.
+    /// link, owned by us (we never write into another user's file: a record names our command
+    /// line), that starts with the magic line or is empty (its creator died before writing
+    /// it). Returns it with its length.
     fn check(f: File) -> Option<(File, u64)> {
         let meta = f.metadata().ok()?;
-        if !meta.is_file() || meta.nlink() != 1 {
+        if !meta.is_file() || meta.nlink() != 1 || meta.uid() != nix::unistd::geteuid().as_raw() {
             return None;
         }
         let mut head = [0u8; MAGIC.len()];
         let n = f.read_at(&mut head, 0).ok()?;
         let ours = n == head.len() && head == MAGIC.as_bytes();
-        let fresh = n == 0 && meta.uid() == nix::unistd::geteuid().as_raw();
-        if !ours && !fresh {
+        if !ours && n != 0 {
             return None;
         }
         Some((f, meta.len()))
@@ -167,6 +175,11 @@ impl RecordFile {
             // Part of it may have been written: the file is at least that long.
             Err(_) => self.len.set(self.len.get().max(new_len)),
         }
+    }
+
+    /// Remove the record (with its lock, `--delete`).
+    pub fn remove(self) {
+        let _ = self.dir.unlink_file(&self.name);
     }
 }
 
@@ -263,15 +276,31 @@ impl Drop for Registration {
 
 /// Read the record of `lock` without creating anything; `None` if absent or unreadable.
 pub fn read(lock: &Path) -> Option<Record> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(record_path(lock))
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
+    let (dir, name) = split(lock)?;
+    read_in(&dir, &name)
+}
+
+/// Read the record of the lock `lock_name` in `dir`, believing only what its owner could
+/// know: a holder on this host must be a process of the record's owner (another user could
+/// otherwise plant a record that names, say, root's pid for a status report to aim a kill
+/// at), unless the record is the caller's or root's.
+pub fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
+    let file = dir.open(&record_name(lock_name), false).ok()??;
+    let meta = file.metadata().ok()?;
+    if meta.nlink() != 1 {
         return None;
     }
-    read_from(&file)
+    let mut rec = read_from(&file)?;
+    if !crate::platform::dir::trusted_owner(meta.uid()) {
+        let local = crate::platform::procinfo::hostname();
+        let owner_runs = |pid: u32| crate::platform::procinfo::pid_uid(pid) == Some(meta.uid());
+        if let Some(h) = &rec.holder {
+            if h.host == local && !owner_runs(h.pid) && !h.child.is_some_and(owner_runs) {
+                rec.holder = None;
+            }
+        }
+    }
+    Some(rec)
 }
 
 /// Read a record from an open file.
@@ -327,7 +356,8 @@ pub fn parse(text: &str) -> Option<Record> {
     for line in lines.iter().copied() {
         let (key, value) = line.split_once(' ').unwrap_or((line, ""));
         match key {
-            "fence" => rec.fence = value.parse().ok()?,
+            // A fence beyond MAX_FENCE is not one fsync handed out: read it as none.
+            "fence" => rec.fence = value.parse().ok().filter(|&f| f < MAX_FENCE).unwrap_or(0),
             "state" => held = value == "held",
             "pid" => holder.pid = value.parse().ok()?,
             "child" => holder.child = value.parse().ok(),

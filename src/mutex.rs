@@ -50,6 +50,82 @@ use crate::{
     wait::{self, Outcome, Wait},
 };
 
+mod fences {
+    //! The directory's fence file `.fsync.fence`: the highest fencing token handed out by a
+    //! lock of this directory that was deleted with its record (`--delete`), so that the next
+    //! holder of a lock of that name still gets a greater one. One decimal line, rewritten
+    //! under an exclusive `flock` of the file; believed only below [`holder::MAX_FENCE`].
+    use std::{io::Read, os::unix::fs::FileExt, path::Path};
+
+    use crate::{
+        holder,
+        platform::{dir::Dir, lock},
+    };
+
+    const NAME: &str = ".fsync.fence";
+
+    fn dir_of(lock_path: &Path) -> Option<Dir> {
+        Dir::top(crate::platform::fs::parent_dir(lock_path), false, "cannot open").ok()?
+    }
+
+    fn read(file: &std::fs::File) -> u64 {
+        let mut text = String::new();
+        let _ = (&*file).take(64).read_to_string(&mut text);
+        text.trim()
+            .parse()
+            .ok()
+            .filter(|&f| f < holder::MAX_FENCE)
+            .unwrap_or(0)
+    }
+
+    /// The last fence kept for this directory (0 if none).
+    pub fn last(lock_path: &Path) -> u64 {
+        let Some(dir) = dir_of(lock_path) else { return 0 };
+        match dir.open(NAME, false) {
+            Ok(Some(f)) => read(&f),
+            _ => 0,
+        }
+    }
+
+    /// Keep `fence` if it is the highest yet (best effort: a directory we may not write keeps
+    /// nothing, and the fence falls back on the clock).
+    pub fn keep(lock_path: &Path, fence: u64) {
+        let Some(dir) = dir_of(lock_path) else { return };
+        let file = match dir.open(NAME, true) {
+            Ok(Some(f)) => f,
+            Ok(None) => match dir.create_new(NAME, 0o644) {
+                Ok(f) => f,
+                Err(_) => match dir.open(NAME, true) {
+                    Ok(Some(f)) => f,
+                    _ => return,
+                },
+            },
+            Err(_) => return,
+        };
+        use std::os::unix::fs::MetadataExt;
+        if file.metadata().map_or(true, |m| m.nlink() != 1) {
+            return; // not a file fsync made
+        }
+        // Held for microseconds by fsync; bounded, so that another user's holder cannot hang us.
+        let spec = crate::wait::Wait {
+            timeout: Some(std::time::Duration::from_secs(1)),
+            ..Default::default()
+        };
+        let got = crate::wait::wait_for(spec, |_| {}, |block| {
+            Ok(lock::flock(&file, lock::Mode::Exclusive, block)?.then_some(()))
+        });
+        if !matches!(got, Ok(crate::wait::Outcome::Acquired(()))) {
+            return;
+        }
+        if read(&file) < fence {
+            let text = format!("{fence}\n");
+            if file.write_all_at(text.as_bytes(), 0).is_ok() {
+                let _ = file.set_len(text.len() as u64);
+            }
+        }
+    }
+}
+
 /// The environment variable through which nested acquisitions find an ancestor's lock.
 pub const HELD_ENV: &str = "FSYNC_MUTEX_HELD";
 
@@ -358,11 +434,16 @@ pub struct MutexGuard {
 impl MutexGuard {
     fn new(mutex: &Mutex, file: File, network: bool) -> MutexGuard {
         let record = RecordFile::open(&mutex.path);
-        let old = record.as_ref().map(|r| r.read().fence).unwrap_or(0);
+        let old = match &record {
+            Some(r) => r.read().fence,
+            None => holder::read(&mutex.path).map_or(0, |r| r.fence),
+        };
+        let kept = fences::last(&mutex.path);
         let now = procinfo::now_micros();
-        // Greater than the last recorded token, and never behind the clock: tokens keep
-        // growing where no record could be kept (read-only directory, --delete).
-        let fence = (old + 1).max(now);
+        // Greater than the last recorded token (in the record, or in the directory's fence
+        // file where a `--delete` left it), and never behind the clock: tokens still grow
+        // where nothing could be kept (a read-only directory), between hosts whose clocks agree.
+        let fence = (old.max(kept) + 1).max(now);
         let pid = std::process::id();
         let holder = Holder {
             pid,
@@ -506,8 +587,11 @@ impl MutexGuard {
         };
         let mut result = Ok(());
         if self.delete {
+            // The fence outlives the record in the directory's fence file, so that tokens
+            // keep growing after the lock is gone (whatever the next holder's clock says).
+            fences::keep(&self.path, self.fence);
             if let Some(r) = self.record.take() {
-                let _ = crate::platform::fs::remove_file(&r.path);
+                r.remove();
             }
             // Unlink only the file we hold: if the path now names another inode, leave it.
             if matches!(same_file(&self.path, &file), Ok(true)) {

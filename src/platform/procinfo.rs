@@ -54,6 +54,12 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
+/// The user a local process runs as, if it exists.
+pub fn pid_uid(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+}
+
 /// The command line of a local process, its arguments joined by spaces.
 pub fn cmdline(pid: u32) -> Option<String> {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
