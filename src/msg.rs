@@ -120,15 +120,15 @@ impl Layout {
 
 /// A message's file name in the queue (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct MessageName {
-    seq: u64,
-    uniq: String,
-    from: Option<String>,
-    sync: bool,
+pub(crate) struct MessageName {
+    pub(crate) seq: u64,
+    pub(crate) uniq: String,
+    pub(crate) from: Option<String>,
+    pub(crate) sync: bool,
 }
 
 impl MessageName {
-    fn parse(name: &str) -> Option<MessageName> {
+    pub(crate) fn parse(name: &str) -> Option<MessageName> {
         let mut parts = name.split('.');
         let seq = parts.next()?.parse().ok()?;
         let uniq = parts.next()?.to_string();
@@ -149,7 +149,7 @@ impl MessageName {
         })
     }
 
-    fn stem(&self) -> String {
+    pub(crate) fn stem(&self) -> String {
         format!(
             "{:020}.{}.{}",
             self.seq,
@@ -158,7 +158,7 @@ impl MessageName {
         )
     }
 
-    fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         format!("{}.{}", self.stem(), if self.sync { "sync" } else { "msg" })
     }
 }
