@@ -21,6 +21,9 @@ pub mod sem;
 pub mod swmr;
 pub mod wait;
 
+#[cfg(test)]
+mod proptests;
+
 pub use bus::Bus;
 pub use error::{Error, ErrorKind, Result};
 pub use event::Event;

@@ -345,15 +345,15 @@ enum Ancestor {
 }
 
 /// One `DEV:INO:FD:PID` entry of [`HELD_ENV`].
-struct HeldEntry {
-    dev: u64,
-    ino: u64,
-    fd: Option<RawFd>,
-    pid: u32,
+pub(crate) struct HeldEntry {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) fd: Option<RawFd>,
+    pub(crate) pid: u32,
 }
 
 impl HeldEntry {
-    fn parse(s: &str) -> Option<HeldEntry> {
+    pub(crate) fn parse(s: &str) -> Option<HeldEntry> {
         let mut it = s.split(':');
         let dev = it.next()?.parse().ok()?;
         let ino = it.next()?.parse().ok()?;

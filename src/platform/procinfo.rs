@@ -103,7 +103,7 @@ fn stable_read<T: PartialEq>(parse: impl Fn(&str) -> T) -> Option<T> {
     Some(last)
 }
 
-fn parse_proc_locks(text: &str, dev: u64, ino: u64) -> Vec<KernelLock> {
+pub(crate) fn parse_proc_locks(text: &str, dev: u64, ino: u64) -> Vec<KernelLock> {
     let want = proc_locks_key(dev, ino);
     let mut out = Vec::new();
     for line in text.lines() {
