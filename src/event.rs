@@ -67,18 +67,21 @@ impl Event {
         self
     }
 
-    /// Set the event (a no-op if it is set).
+    /// Set the event (a no-op if it is set). Creates an empty file; whatever is already at
+    /// the path (even a link or a FIFO another user put there) means "set", and is never opened.
     pub fn signal(&self) -> Result<()> {
+        if self.is_set()? {
+            return Ok(());
+        }
         std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
+            .create_new(true)
             .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY)
             .open(&self.path)
             .map(drop)
-            .or_else(|e| match e.raw_os_error() {
-                // A symbolic link or a file we may not write: it exists, so the event is set.
-                Some(libc::ELOOP | libc::EACCES) if self.is_set()? => Ok(()),
+            .or_else(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => Ok(()), // signalled meanwhile
                 _ => Err(pfs::explain_open_error(
                     &self.path,
                     "cannot signal event",
@@ -87,13 +90,10 @@ impl Event {
             })
     }
 
-    /// Clear the event (a no-op if it is clear).
+    /// Clear the event (a no-op if it is clear). Only an event file is removed: an empty
+    /// regular file, not in a sticky directory another user's (see [`removable`]).
     pub fn reset(&self) -> Result<()> {
-        match crate::platform::fs::remove_file(&self.path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => pfs::check_parent(&self.path),
-            Err(e) => Err(pfs::explain_open_error(&self.path, "cannot reset event", e)),
-        }
+        self.consume().map(drop)
     }
 
     pub fn is_set(&self) -> Result<bool> {
@@ -143,12 +143,57 @@ impl Event {
 
     /// Take the signal if it is there: the unlink that only one waiter can win.
     fn consume(&self) -> Result<bool> {
+        match std::fs::symlink_metadata(&self.path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return pfs::check_parent(&self.path).map(|()| false)
+            }
+            Err(e) => return Err(pfs::explain_open_error(&self.path, "cannot reset event", e)),
+            Ok(meta) => removable(&self.path, &meta)?,
+        }
         match crate::platform::fs::remove_file(&self.path) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(pfs::explain_open_error(&self.path, "cannot reset event", e)),
         }
     }
+}
+
+/// Whether resetting may unlink what is at `path`: an event file is an empty regular file
+/// (fsync creates it so); a device, a FIFO, a link, or a file with data is someone else's and
+/// stays. In a sticky directory (`/tmp`) only the file's owner, or the directory's, may remove
+/// it: the rule the kernel applies to everyone but root, applied to root too.
+fn removable(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let refuse = |why: String| Err(Error::new(path, ErrorKind::NotFound, why));
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_symlink() {
+            "a symbolic link"
+        } else if kind.is_dir() {
+            "a directory"
+        } else {
+            "a FIFO, socket or device"
+        };
+        return refuse(format!("is {what}, not an event file; not removing it"));
+    }
+    if meta.len() > 0 {
+        return refuse("holds data, so it is not an event file; not removing it".into());
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if let Ok(dir) = std::fs::metadata(pfs::parent_dir(path)) {
+        let sticky = dir.permissions().mode() & 0o1000 != 0;
+        if sticky && meta.uid() != me && dir.uid() != me {
+            return Err(Error::new(
+                path,
+                ErrorKind::PermissionDenied,
+                format!(
+                    "belongs to another user (uid {}) in a sticky directory; not removing it",
+                    meta.uid()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -309,7 +309,14 @@ pub fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
 /// half-way: a record counts only when two reads in a row agree, and parsing stops at the
 /// first `end` line (a shorter record written over a longer one leaves a stale tail).
 pub fn read_from(file: &File) -> Option<Record> {
-    let read = || String::from_utf8(read_head(file).ok()?).ok();
+    // Only what comes before the first `end` line counts (a stale tail may be anything).
+    let read = || {
+        let mut bytes = read_head(file).ok()?;
+        if let Some(i) = bytes.windows(5).position(|w| w == b"\nend\n") {
+            bytes.truncate(i + 5);
+        }
+        String::from_utf8(bytes).ok()
+    };
     let mut last = read()?;
     for _ in 0..5 {
         let again = read()?;
@@ -319,6 +326,17 @@ pub fn read_from(file: &File) -> Option<Record> {
         last = again;
     }
     None
+}
+
+/// The longest command line a record keeps, so that a record stays well inside [`MAX_RECORD`].
+const MAX_COMMAND: usize = 16 * 1024;
+
+pub(crate) fn truncated(s: &str) -> &str {
+    let mut end = s.len().min(MAX_COMMAND);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// The record as text (the format in the module docs).
@@ -334,7 +352,7 @@ pub fn render(rec: &Record) -> String {
             }
             let one_line = |s: &str| s.replace(['\n', '\r'], " ");
             let _ = writeln!(out, "host {}\nsince {}", one_line(&h.host), h.since_us);
-            let _ = writeln!(out, "command {}", one_line(&h.command));
+            let _ = writeln!(out, "command {}", one_line(truncated(&h.command)));
         }
     }
     out.push_str("end\n");
@@ -367,7 +385,8 @@ pub fn parse(text: &str) -> Option<Record> {
             _ => {}
         }
     }
-    rec.holder = held.then_some(holder);
+    // A holder without a pid is no holder (pid 0 would name our own process group).
+    rec.holder = (held && holder.pid > 0).then_some(holder);
     Some(rec)
 }
 

@@ -65,7 +65,12 @@ mod fences {
     const NAME: &str = ".fsync.fence";
 
     fn dir_of(lock_path: &Path) -> Option<Dir> {
-        Dir::top(crate::platform::fs::parent_dir(lock_path), false, "cannot open").ok()?
+        Dir::top(
+            crate::platform::fs::parent_dir(lock_path),
+            false,
+            "cannot open",
+        )
+        .ok()?
     }
 
     fn read(file: &std::fs::File) -> u64 {
@@ -80,7 +85,9 @@ mod fences {
 
     /// The last fence kept for this directory (0 if none).
     pub fn last(lock_path: &Path) -> u64 {
-        let Some(dir) = dir_of(lock_path) else { return 0 };
+        let Some(dir) = dir_of(lock_path) else {
+            return 0;
+        };
         match dir.open(NAME, false) {
             Ok(Some(f)) => read(&f),
             _ => 0,
@@ -111,9 +118,11 @@ mod fences {
             timeout: Some(std::time::Duration::from_secs(1)),
             ..Default::default()
         };
-        let got = crate::wait::wait_for(spec, |_| {}, |block| {
-            Ok(lock::flock(&file, lock::Mode::Exclusive, block)?.then_some(()))
-        });
+        let got = crate::wait::wait_for(
+            spec,
+            |_| {},
+            |block| Ok(lock::flock(&file, lock::Mode::Exclusive, block)?.then_some(())),
+        );
         if !matches!(got, Ok(crate::wait::Outcome::Acquired(()))) {
             return;
         }
@@ -362,6 +371,9 @@ impl HeldEntry {
             n => Some(n.parse().ok()?),
         };
         let pid = it.next()?.parse().ok()?;
+        if it.next().is_some() {
+            return None;
+        }
         Some(HeldEntry { dev, ino, fd, pid })
     }
 }

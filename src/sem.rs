@@ -26,18 +26,17 @@ own descriptors of the slot files open while it waits, so it does not wake itsel
 use std::{
     fs::File,
     io,
-    os::unix::fs::{MetadataExt, OpenOptionsExt},
+    os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
-
-use nix::libc;
 
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::{self, Holder, Record, RecordFile},
     mutex::DEFAULT_POLL,
     platform::{
+        dir::Dir,
         fs as pfs,
         lock::{self, Mode},
         notify::DirWatch,
@@ -71,8 +70,8 @@ pub struct Semaphore {
 /// waits, so this stays well inside the usual limit of 1024 open files.
 pub const MAX_SLOTS: usize = 512;
 
-fn slot_path(dir: &Path, i: usize) -> PathBuf {
-    dir.join(format!("slot.{i}"))
+fn slot_name(i: usize) -> String {
+    format!("slot.{i}")
 }
 
 impl Semaphore {
@@ -104,8 +103,8 @@ impl Semaphore {
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<SlotGuard>> {
         let start = Instant::now();
-        self.setup()?;
-        let (queue, _) = pfs::open_lock_file(&self.dir.join("queue"))?;
+        let top = self.setup()?;
+        let queue = top.open_or_create("queue")?;
         let network = pfs::fs_kind(&queue).network;
         let remaining = || timeout.map(|t| t.saturating_sub(start.elapsed()));
         let spec = |timeout| Wait {
@@ -125,7 +124,7 @@ impl Semaphore {
         // Head of the line.
         let mut files = Vec::with_capacity(self.slots);
         for i in 0..self.slots {
-            files.push(Some(pfs::open_lock_file(&slot_path(&self.dir, i))?.0));
+            files.push(Some(top.open_or_create(&slot_name(i))?));
         }
         let first = (procinfo::now_micros() as usize) % self.slots;
         let mut error = None;
@@ -139,7 +138,7 @@ impl Semaphore {
                     Some(Ok(true)) => return Ok(Some(i)),
                     Some(Ok(false)) | None => {}
                     Some(Err(e)) => {
-                        *error = Some(Error::io(&slot_path(&self.dir, i), "cannot lock", e));
+                        *error = Some(Error::io(&self.dir.join(slot_name(i)), "cannot lock", e));
                         return Err(io::Error::other("lock failed"));
                     }
                 }
@@ -155,7 +154,7 @@ impl Semaphore {
             Ok(None) => {
                 // None free: watch for closes first, then look again, so no release is missed.
                 let w = watch.insert(
-                    DirWatch::closes(&self.dir)
+                    DirWatch::closes(&top.pinned())
                         .map_err(|e| Error::io(&self.dir, "cannot watch directory", e))?,
                 );
                 wait::wait_for(
@@ -177,7 +176,7 @@ impl Semaphore {
         Ok(match got {
             Outcome::Acquired(i) => {
                 let file = files[i].take().expect("the slot we locked");
-                let mut guard = SlotGuard::new(&self.dir, i, file);
+                let mut guard = SlotGuard::new(&top, i, file);
                 guard._watch = watch.and_then(|w| w.retire().unwrap_or(None));
                 Outcome::Acquired(guard)
             }
@@ -187,7 +186,7 @@ impl Semaphore {
     }
 
     /// Create the directory and record `N`, or check `N` against the recorded one.
-    fn setup(&self) -> Result<()> {
+    fn setup(&self) -> Result<Dir> {
         if self.slots == 0 || self.slots > MAX_SLOTS {
             return Err(Error::new(
                 &self.dir,
@@ -195,10 +194,10 @@ impl Semaphore {
                 format!("slots must be 1 to {MAX_SLOTS}"),
             ));
         }
-        pfs::ensure_dir(&self.dir, "cannot create semaphore")?;
-        let recorded = match recorded_slots(&self.dir)? {
+        let top = Dir::top(&self.dir, true, "cannot create semaphore")?.expect("created");
+        let recorded = match slots_in(&top)? {
             Some(n) => n,
-            None => record_slots(&self.dir, self.slots)?,
+            None => record_slots(&top, self.slots)?,
         };
         if recorded != self.slots {
             return Err(Error::new(
@@ -207,46 +206,52 @@ impl Semaphore {
                 format!("was created with --slots {recorded}, not {}", self.slots),
             ));
         }
-        Ok(())
+        Ok(top)
     }
 }
 
 /// The `N` a semaphore was created with, if it was.
 pub fn recorded_slots(dir: &Path) -> Result<Option<usize>> {
-    let path = dir.join("slots");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| Error::new(&path, ErrorKind::Invalid, "does not hold a slot count")),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(&path, "cannot read", e)),
+    match Dir::top(dir, false, "cannot open semaphore")? {
+        Some(top) => slots_in(&top),
+        None => Ok(None),
     }
 }
 
-fn record_slots(dir: &Path, n: usize) -> Result<usize> {
-    let tmp = dir.join(format!(
-        ".slots.{}.{}",
-        std::process::id(),
-        procinfo::now_micros()
-    ));
+/// The `N` recorded in the semaphore directory `top` (read without following a link or
+/// blocking on a FIFO, and only if it is a count fsync could have written).
+fn slots_in(top: &Dir) -> Result<Option<usize>> {
+    let path = top.join("slots");
+    let Some(file) = top.open("slots", false)? else {
+        return Ok(None);
+    };
+    let mut text = String::new();
+    let _ = io::Read::read_to_string(&mut io::Read::take(&file, 32), &mut text)
+        .map_err(|e| Error::io(&path, "cannot read", e))?;
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_SLOTS).contains(&n) => Ok(Some(n)),
+        _ => Err(Error::new(
+            &path,
+            ErrorKind::Invalid,
+            "does not hold a slot count",
+        )),
+    }
+}
+
+fn record_slots(top: &Dir, n: usize) -> Result<usize> {
+    let tmp = format!(".slots.{}.{}", std::process::id(), procinfo::now_micros());
     let write = || -> io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)?;
+        let mut f = top.create_new(&tmp, 0o644)?;
+        crate::platform::fs::set_mode(&f, 0o644); // every user of the semaphore reads it
         io::Write::write_all(&mut f, format!("{n}\n").as_bytes())?;
         f.sync_all()
     };
-    let result = write().and_then(|()| std::fs::hard_link(&tmp, dir.join("slots")));
-    let _ = crate::platform::fs::remove_file(&tmp);
+    let result = write().and_then(|()| top.link(&tmp, "slots"));
+    let _ = top.unlink_any(&tmp);
     match result {
         Ok(()) => Ok(n),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(recorded_slots(dir)?.unwrap_or(n)),
-        Err(e) => Err(Error::io(&dir.join("slots"), "cannot create", e)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(slots_in(top)?.unwrap_or(n)),
+        Err(e) => Err(Error::io(&top.join("slots"), "cannot create", e)),
     }
 }
 
@@ -265,7 +270,7 @@ pub struct SlotGuard {
 }
 
 impl SlotGuard {
-    fn new(dir: &Path, slot: usize, file: File) -> SlotGuard {
+    fn new(dir: &Dir, slot: usize, file: File) -> SlotGuard {
         let pid = std::process::id();
         let holder = Holder {
             pid,
@@ -277,7 +282,10 @@ impl SlotGuard {
         let guard = SlotGuard {
             slot,
             file,
-            record: RecordFile::open(&slot_path(dir, slot)),
+            record: dir
+                .try_clone()
+                .ok()
+                .and_then(|d| RecordFile::open_in(d, &slot_name(slot))),
             holder,
             _watch: None,
         };
@@ -299,7 +307,7 @@ impl SlotGuard {
     /// Let the slot survive `exec` into children, as the mutex does.
     pub fn pass_down(&self) -> Result<()> {
         lock::set_inheritable(&self.file, true)
-            .map_err(|e| Error::io(Path::new("slot"), "cannot pass down", e))
+            .map_err(|e| Error::io(Path::new(&slot_name(self.slot)), "cannot pass down", e))
     }
 
     /// (Call it with `None` just before starting the command, so that reports never show a
@@ -352,25 +360,22 @@ pub struct SemStatus {
 /// Slots, holders and waiters. Creates nothing; on a local file system it reads the kernel's
 /// lock table and does not touch the locks.
 pub fn status(dir: &Path) -> Result<SemStatus> {
-    if !dir.exists() {
-        pfs::check_parent(dir)?;
-        return Ok(SemStatus {
-            slots: None,
-            held: Vec::new(),
-            waiters: Some(0),
-        });
-    }
-    let Some(n) = recorded_slots(dir)? else {
-        return Ok(SemStatus {
-            slots: None,
-            held: Vec::new(),
-            waiters: Some(0),
-        });
+    let none = SemStatus {
+        slots: None,
+        held: Vec::new(),
+        waiters: Some(0),
+    };
+    let Some(top) = Dir::top(dir, false, "cannot open semaphore")? else {
+        return Ok(none);
+    };
+    let Some(n) = slots_in(&top)? else {
+        return Ok(none);
     };
     let mut held = Vec::new();
     for i in 0..n {
-        let path = slot_path(dir, i);
-        let Some(file) = pfs::open_if_exists(&path)? else {
+        let name = slot_name(i);
+        let path = top.join(&name);
+        let Some(file) = top.open(&name, false)? else {
             continue;
         };
         let meta = file
@@ -392,7 +397,9 @@ pub fn status(dir: &Path) -> Result<SemStatus> {
         if !is_held {
             continue;
         }
-        let recorded = holder::read(&path).and_then(|r| r.holder);
+        let recorded = holder::read_in(&top, &name)
+            .and_then(|r| r.holder)
+            .filter(|h| kernel_pid.is_none_or(|k| k == h.pid));
         let holder = recorded.or_else(|| {
             kernel_pid.map(|pid| Holder {
                 pid,
@@ -408,13 +415,13 @@ pub fn status(dir: &Path) -> Result<SemStatus> {
         });
     }
     let waiters = match (
-        pfs::fs_kind_of_path(dir).network,
-        std::fs::metadata(dir.join("queue")),
+        pfs::fs_kind_of_path(&top.pinned()).network,
+        top.stat("queue"),
     ) {
         (true, _) => None,
         (false, Err(_)) => Some(0),
-        (false, Ok(m)) => procinfo::flock_holders(m.dev(), m.ino())
-            .zip(procinfo::flock_waiters(m.dev(), m.ino()))
+        (false, Ok(m)) => procinfo::flock_holders(m.st_dev, m.st_ino)
+            .zip(procinfo::flock_waiters(m.st_dev, m.st_ino))
             .map(|(holders, blocked)| holders.len() + blocked),
     };
     Ok(SemStatus {

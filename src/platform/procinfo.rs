@@ -57,7 +57,9 @@ pub fn pid_alive(pid: u32) -> bool {
 /// The user a local process runs as, if it exists.
 pub fn pid_uid(pid: u32) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+    std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid())
 }
 
 /// The command line of a local process, its arguments joined by spaces.
@@ -116,7 +118,7 @@ pub(crate) fn parse_proc_locks(text: &str, dev: u64, ino: u64) -> Vec<KernelLock
             .parse::<i64>()
             .ok()
             .filter(|&p| p > 0)
-            .map(|p| p as u32);
+            .and_then(|p| u32::try_from(p).ok());
         out.push(KernelLock {
             pid,
             exclusive: fields[3] == "WRITE",
