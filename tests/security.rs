@@ -474,6 +474,36 @@ fn msg_list_reports_planted_queue_entries_as_skipped() {
 }
 
 #[test]
+fn msg_recv_does_not_read_through_a_planted_claim() {
+    let Some(h) = Hostile::new() else { return };
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "first"])
+        .run()
+        .code(0);
+    // A claim of a receiver that is not registered: recovery would return it to the queue.
+    let claim = format!("{}~h.1.0", planted_message(1));
+    h.link(&h.victim(), &format!("shared/box/claimed/{claim}"));
+    let out = h
+        .fsync(["msg", "recv", "-n", "shared/box"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    assert!(
+        !out.stdout.contains(PRECIOUS),
+        "root's recv printed the victim's content: {:?}",
+        out.stdout
+    );
+    success_with_notes(&out, 0);
+    out.stdout("first");
+    let kept = [
+        format!("shared/box/claimed/{claim}"),
+        format!("shared/box/q/{}", planted_message(1)),
+    ];
+    assert!(
+        kept.iter().any(|k| h.kind(k) == Some("symlink")),
+        "nobody's planted claim was removed"
+    );
+}
+
+#[test]
 fn msg_recv_skips_a_message_it_may_not_read() {
     let Some(h) = Hostile::new() else { return };
     // nobody's mailbox, its files all nobody's: a message posted and taken.
@@ -585,6 +615,18 @@ fn bus_members_does_not_list_a_member_linked_elsewhere() {
 }
 
 #[test]
+fn bus_connect_does_not_remove_through_a_hidden_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/BUS");
+    // `.admin`: where a disconnected `admin` is kept, removed by the next connect.
+    h.link(&h.victim_dir(), "shared/BUS/.admin");
+    h.fsync(["bus", "connect", "shared/BUS", "admin"])
+        .run_in(&h)
+        .operational_error("BUS/.admin");
+    h.assert_kind("shared/BUS/.admin", "symlink");
+}
+
+#[test]
 fn bus_connect_over_a_planted_file_fails() {
     let Some(h) = Hostile::new() else { return };
     h.mkdir("shared/BUS");
@@ -633,6 +675,30 @@ fn sem_run_gives_the_command_no_descriptor_on_a_slot_link() {
     }
     h.assert_victim_untouched();
     h.assert_kind("shared/heavy.sem/slot.0", "symlink");
+}
+
+#[test]
+fn sem_run_does_not_hang_on_a_slot_fifo() {
+    let Some(h) = Hostile::new() else { return };
+    nobodys_semaphore(&h);
+    h.fifo("shared/heavy.sem/slot.0");
+    h.fsync([
+        "sem",
+        "run",
+        "shared/heavy.sem",
+        "--slots",
+        "1",
+        "--",
+        "true",
+    ])
+    .deadline(NO_HANG)
+    .run_in(&h)
+    .operational_error("heavy.sem/slot.0");
+    h.fsync(["sem", "status", "shared/heavy.sem"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .operational_error("heavy.sem/slot.0");
+    h.assert_kind("shared/heavy.sem/slot.0", "fifo");
 }
 
 #[test]
@@ -717,6 +783,49 @@ fn assert_real_holder(holder: &serde_json::Value, fsync_pid: u32, context: &serd
         pid != 1 && (pid == u64::from(fsync_pid) || parent_of(pid) == Some(u64::from(fsync_pid))),
         "the reported holder is pid {pid}, not our fsync ({fsync_pid}) or its command\n{context}"
     );
+}
+
+#[test]
+fn mutex_run_gives_the_command_no_descriptor_on_a_lock_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.link(&h.victim(), "shared/M");
+    let out = h
+        .fsync([
+            "mutex",
+            "run",
+            "shared/M",
+            "--",
+            "sh",
+            "-c",
+            "ls -l /proc/self/fd",
+        ])
+        .run_in(&h);
+    if out.status.code() == Some(0) {
+        assert!(
+            !out.stdout.contains(&h.victim()),
+            "the command was given a descriptor on the victim\n{}",
+            out.stdout
+        );
+    } else {
+        out.operational_error("shared/M");
+    }
+    h.assert_kind("shared/M", "symlink");
+}
+
+#[test]
+fn mutex_skips_a_record_fifo() {
+    let Some(h) = Hostile::new() else { return };
+    h.fifo("shared/.L.fsync");
+    h.fsync(["mutex", "run", "shared/L", "--", "true"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .code(0);
+    let out = h
+        .fsync(["mutex", "status", "shared/L", "--json"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    out.code(0);
+    h.assert_kind("shared/.L.fsync", "fifo");
 }
 
 #[test]
@@ -941,6 +1050,32 @@ fn group_join_skips_a_join_lock_record_link() {
         .code(0);
     h.assert_kind("shared/G/.join.lock.fsync", "symlink");
     h.assert_victim_untouched();
+}
+
+#[test]
+fn group_observers_skip_planted_registrations() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/G");
+    h.mkdir("shared/G/members");
+    let planted = [
+        ("shared/G/members/h.1.1", "fifo"),
+        ("shared/G/members/h.2.2", "symlink"),
+    ];
+    h.fifo(planted[0].0);
+    h.link(&h.victim(), planted[1].0);
+    let out = h
+        .fsync(["group", "members", "shared/G", "--json"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    out.code(0);
+    assert_eq!(json_of(&out.stdout)["count"], 0, "{}", out.stdout);
+    h.fsync(["group", "empty", "shared/G"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .code(0);
+    for (path, kind) in planted {
+        h.assert_kind(path, kind);
+    }
 }
 
 /// `nobody`'s group `shared/G` whose `members` is a link to the victim's directory.
