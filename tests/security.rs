@@ -3,9 +3,13 @@
 //! truncate or create through them. The kernel's `fs.protected_symlinks` would stop some of
 //! this, but it is off on many machines (it is here), so fsync must not rely on it.
 
-use std::os::unix::fs::PermissionsExt;
+use std::{
+    os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt},
+    path::Path,
+    time::Duration,
+};
 
-use crate::harness::{is_root, require, TestDir};
+use crate::harness::{fsync_bin, is_root, json_of, require, Cmd, Output, TestDir, HOLD};
 
 #[test]
 fn another_users_symlinks_in_a_sticky_directory_are_not_followed_to_write() {
@@ -99,4 +103,1143 @@ fn another_users_symlinks_in_a_sticky_directory_are_not_followed_to_write() {
     .run()
     .code(77);
     assert_eq!(std::fs::read_dir(&victim_dir).unwrap().count(), 1);
+}
+
+// The hostile shared directory: `shared/` (mode 1777) where `nobody` plants entries in the
+// positions each primitive's protocol uses, before root runs fsync there. The victim is a
+// root-only directory outside it. Every fsync run must finish, leave the victim byte for byte
+// as it was, create nothing beside it, and either fail with an operational error naming the
+// planted entry or skip that entry harmlessly (each test says which).
+
+/// What a run meeting a planted FIFO may take before the test calls it a hang.
+const NO_HANG: Duration = Duration::from_secs(10);
+
+/// The victim's secret: `victim/precious`, mode 0600, root's.
+const PRECIOUS: &str = "precious";
+
+/// A message name that sorts before every real one (sequence number 0).
+fn planted_message(n: u32) -> String {
+    format!("00000000000000000000.h-{n}-0.-.msg")
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A file of the victim's directory as it was, to compare with afterwards.
+#[derive(Debug, PartialEq, Eq)]
+struct Snapshot {
+    name: String,
+    content: Vec<u8>,
+    uid: u32,
+    mode: u32,
+    nlink: u64,
+    mtime: (i64, i64),
+}
+
+fn snapshot(dir: &Path) -> Vec<Snapshot> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let path = dir.join(&name);
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            Snapshot {
+                content: std::fs::read(&path).unwrap_or_default(),
+                uid: meta.uid(),
+                mode: meta.mode(),
+                nlink: meta.nlink(),
+                mtime: (meta.mtime(), meta.mtime_nsec()),
+                name,
+            }
+        })
+        .collect()
+}
+
+/// A test directory with `shared/` (1777) and the victim (`victim/precious`, and
+/// `victim/count` holding `1`, both root's and 0600, in a root-owned 0755 directory).
+struct Hostile {
+    t: TestDir,
+    before: Vec<Snapshot>,
+}
+
+impl Hostile {
+    /// `None` (after saying why) when not root: acting as two users needs root.
+    fn new() -> Option<Hostile> {
+        if !is_root() {
+            eprintln!("skipped: needs root to act as two users");
+            return None;
+        }
+        require("runuser", "util-linux");
+        let t = TestDir::new();
+        t.open_to_others();
+        std::fs::create_dir(t.join("shared")).unwrap();
+        chmod(&t.join("shared"), 0o1777);
+        std::fs::create_dir(t.join("victim")).unwrap();
+        chmod(&t.join("victim"), 0o755);
+        t.write("victim/precious", PRECIOUS);
+        chmod(&t.join("victim/precious"), 0o600);
+        t.write("victim/count", "1\n");
+        chmod(&t.join("victim/count"), 0o600);
+        let before = snapshot(&t.join("victim"));
+        Some(Hostile { t, before })
+    }
+
+    /// The victim file's absolute path (a link target).
+    fn victim(&self) -> String {
+        self.t.arg("victim/precious")
+    }
+
+    /// The victim's directory's absolute path (a link target).
+    fn victim_dir(&self) -> String {
+        self.t.arg("victim")
+    }
+
+    /// `fsync ARGS` as root (paths relative to the test directory).
+    fn fsync<const N: usize>(&self, args: [&str; N]) -> Cmd {
+        self.t.fsync(args)
+    }
+
+    /// `ARGS` as `nobody`, in the test directory.
+    fn nobody<const N: usize>(&self, args: [&str; N]) -> Cmd {
+        self.t
+            .cmd("runuser")
+            .args(["-u", "nobody", "--"])
+            .args(args)
+    }
+
+    /// `fsync ARGS` as `nobody`.
+    fn fsync_as_nobody<const N: usize>(&self, args: [&str; N]) -> Cmd {
+        self.nobody([fsync_bin().to_str().unwrap()]).args(args)
+    }
+
+    #[track_caller]
+    fn as_nobody<const N: usize>(&self, args: [&str; N]) {
+        self.nobody(args).run().code(0);
+    }
+
+    /// `nobody` makes `at` a symbolic link to `target`.
+    #[track_caller]
+    fn link(&self, target: &str, at: &str) {
+        self.as_nobody(["ln", "-s", target, at]);
+    }
+
+    #[track_caller]
+    fn fifo(&self, at: &str) {
+        self.as_nobody(["mkfifo", at]);
+    }
+
+    #[track_caller]
+    fn mkdir(&self, at: &str) {
+        self.as_nobody(["mkdir", at]);
+    }
+
+    /// `nobody` creates the regular file `at` holding `content`.
+    #[track_caller]
+    fn file(&self, at: &str, content: &str) {
+        self.as_nobody(["sh", "-c", "printf '%s' \"$1\" > \"$2\"", "sh", content, at]);
+    }
+
+    /// The victim's directory holds what it held, byte for byte, and nothing more.
+    #[track_caller]
+    fn assert_victim_untouched(&self) {
+        let now = snapshot(&self.t.join("victim"));
+        assert_eq!(
+            now, self.before,
+            "the victim's directory changed (written, truncated, created in or removed from)"
+        );
+    }
+
+    /// What kind of file `at` is now (not following a link), if it exists.
+    fn kind(&self, at: &str) -> Option<&'static str> {
+        let t = std::fs::symlink_metadata(self.t.join(at)).ok()?.file_type();
+        Some(match () {
+            _ if t.is_symlink() => "symlink",
+            _ if t.is_fifo() => "fifo",
+            _ if t.is_dir() => "directory",
+            _ if t.is_char_device() => "char device",
+            _ if t.is_file() => "file",
+            _ => "other",
+        })
+    }
+
+    #[track_caller]
+    fn assert_kind(&self, at: &str, want: &str) {
+        assert_eq!(
+            self.kind(at),
+            Some(want),
+            "{at} was removed or replaced by root's fsync"
+        );
+    }
+}
+
+/// Running root's fsync in the hostile directory: the victim is checked first, so that a
+/// working attack is what a failure reports.
+trait RunIn {
+    fn run_in(self, h: &Hostile) -> Output;
+}
+
+impl RunIn for Cmd {
+    #[track_caller]
+    fn run_in(self, h: &Hostile) -> Output {
+        let out = self.run();
+        let now = snapshot(&h.t.join("victim"));
+        assert_eq!(
+            now, h.before,
+            "the victim's directory changed (written, truncated, created in or removed from)\n\
+             status: {:?}\nstdout:\n{}\nstderr:\n{}",
+            out.status, out.stdout, out.stderr
+        );
+        out
+    }
+}
+
+/// Exit 0, and every stderr line in the CONTRACT's `fsync: ` form; at least `min` of them.
+#[track_caller]
+fn success_with_notes(out: &Output, min: usize) {
+    out.code(0);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert!(
+        lines.len() >= min && lines.iter().all(|l| l.starts_with("fsync: ")),
+        "expected at least {min} stderr line(s), each starting `fsync: `, got:\n{}",
+        out.stderr
+    );
+}
+
+// msg: `B/seq` (a lock file and counter), `B/tmp`, `B/q`, `B/claimed`, `B/recv`, `B/senders`.
+
+#[test]
+fn msg_post_does_not_write_through_a_seq_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/jobs");
+    h.link(&h.victim(), "shared/jobs/seq");
+    h.fsync(["msg", "post", "shared/jobs", "--data", "x"])
+        .run_in(&h)
+        .operational_error("jobs/seq");
+    h.assert_victim_untouched();
+    h.assert_kind("shared/jobs/seq", "symlink");
+}
+
+#[test]
+fn msg_send_does_not_write_through_a_seq_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/jobs");
+    h.link(&h.victim(), "shared/jobs/seq");
+    h.fsync(["msg", "send", "shared/jobs", "-t", "1s", "--data", "x"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .operational_error("jobs/seq");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn msg_post_does_not_hang_on_a_seq_fifo() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/jobs");
+    h.fifo("shared/jobs/seq");
+    h.fsync(["msg", "post", "shared/jobs", "--data", "x"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .operational_error("jobs/seq");
+    h.assert_kind("shared/jobs/seq", "fifo");
+    h.assert_victim_untouched();
+}
+
+/// `nobody` links the mailbox's state directory `sub` to the victim's directory: neither
+/// posting nor receiving may create anything there.
+fn mailbox_directory_linked_elsewhere(sub: &str) {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/jobs");
+    let planted = format!("shared/jobs/{sub}");
+    h.link(&h.victim_dir(), &planted);
+    let named = format!("jobs/{sub}");
+    h.fsync(["msg", "post", "shared/jobs", "--data", "x"])
+        .run_in(&h)
+        .operational_error(&named);
+    h.fsync(["msg", "recv", "-n", "shared/jobs"])
+        .run_in(&h)
+        .operational_error(&named);
+    h.assert_victim_untouched();
+    h.assert_kind(&planted, "symlink");
+}
+
+#[test]
+fn msg_does_not_use_a_tmp_directory_linked_elsewhere() {
+    mailbox_directory_linked_elsewhere("tmp");
+}
+
+#[test]
+fn msg_does_not_use_a_queue_directory_linked_elsewhere() {
+    mailbox_directory_linked_elsewhere("q");
+}
+
+#[test]
+fn msg_does_not_use_a_claimed_directory_linked_elsewhere() {
+    mailbox_directory_linked_elsewhere("claimed");
+}
+
+#[test]
+fn msg_does_not_use_a_recv_directory_linked_elsewhere() {
+    mailbox_directory_linked_elsewhere("recv");
+}
+
+#[test]
+fn msg_does_not_use_a_senders_directory_linked_elsewhere() {
+    mailbox_directory_linked_elsewhere("senders");
+}
+
+/// `nobody`'s mailbox `shared/box` with one real message, `first`, and three entries named
+/// like messages that sort before it: a link to the victim, a FIFO and a directory. Returns
+/// their paths and kinds.
+fn mailbox_with_planted_messages(h: &Hostile) -> Vec<(String, &'static str)> {
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "first"])
+        .run()
+        .code(0);
+    let planted = [
+        (format!("shared/box/q/{}", planted_message(1)), "symlink"),
+        (format!("shared/box/q/{}", planted_message(2)), "fifo"),
+        (format!("shared/box/q/{}", planted_message(3)), "directory"),
+    ];
+    h.link(&h.victim(), &planted[0].0);
+    h.fifo(&planted[1].0);
+    h.mkdir(&planted[2].0);
+    planted.to_vec()
+}
+
+#[test]
+fn msg_recv_skips_planted_links_fifos_and_directories_in_the_queue() {
+    let Some(h) = Hostile::new() else { return };
+    let planted = mailbox_with_planted_messages(&h);
+    let out = h
+        .fsync(["msg", "recv", "-n", "shared/box"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    assert!(
+        !out.stdout.contains(PRECIOUS),
+        "root's recv printed the victim's content: {:?}",
+        out.stdout
+    );
+    success_with_notes(&out, 1);
+    out.stdout("first");
+    for (path, kind) in &planted {
+        let name = Path::new(path).file_name().unwrap().to_str().unwrap();
+        out.stderr_has(name);
+        h.assert_kind(path, kind);
+    }
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn msg_list_reports_planted_queue_entries_as_skipped() {
+    let Some(h) = Hostile::new() else { return };
+    let planted = mailbox_with_planted_messages(&h);
+    let out = h
+        .fsync(["msg", "list", "shared/box", "--json"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    out.code(0);
+    let v = json_of(&out.stdout);
+    assert_eq!(v["count"], 1, "only the real message counts\n{v}");
+    let messages = v["messages"].as_array().expect("messages: an array");
+    assert_eq!(messages.len(), 1, "{v}");
+    assert!(
+        messages
+            .iter()
+            .all(|m| m["size"] != PRECIOUS.len() && m["size"] == "first".len()),
+        "the victim's size (or another entry's) is reported\n{v}"
+    );
+    let skipped = v["skipped"].as_array().expect("skipped: an array");
+    let mut names: Vec<&str> = skipped
+        .iter()
+        .map(|s| {
+            assert!(
+                s["reason"].as_str().is_some_and(|r| !r.is_empty()),
+                "a skipped entry without a reason\n{v}"
+            );
+            s["name"].as_str().expect("skipped[].name: a string")
+        })
+        .collect();
+    names.sort();
+    let mut want: Vec<String> = (1..=3).map(planted_message).collect();
+    want.sort();
+    assert_eq!(names, want, "{v}");
+    for (path, kind) in &planted {
+        h.assert_kind(path, kind);
+    }
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn msg_recv_does_not_read_through_a_planted_claim() {
+    let Some(h) = Hostile::new() else { return };
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "first"])
+        .run()
+        .code(0);
+    // A claim of a receiver that is not registered: recovery would return it to the queue.
+    let claim = format!("{}~h.1.0", planted_message(1));
+    h.link(&h.victim(), &format!("shared/box/claimed/{claim}"));
+    let out = h
+        .fsync(["msg", "recv", "-n", "shared/box"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    assert!(
+        !out.stdout.contains(PRECIOUS),
+        "root's recv printed the victim's content: {:?}",
+        out.stdout
+    );
+    success_with_notes(&out, 0);
+    out.stdout("first");
+    let kept = [
+        format!("shared/box/claimed/{claim}"),
+        format!("shared/box/q/{}", planted_message(1)),
+    ];
+    assert!(
+        kept.iter().any(|k| h.kind(k) == Some("symlink")),
+        "nobody's planted claim was removed"
+    );
+}
+
+#[test]
+fn msg_recv_skips_a_message_it_may_not_read() {
+    let Some(h) = Hostile::new() else { return };
+    // nobody's mailbox, its files all nobody's: a message posted and taken.
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "dummy"])
+        .run()
+        .code(0);
+    h.fsync_as_nobody(["msg", "recv", "-n", "shared/box"])
+        .run()
+        .code(0)
+        .stdout("dummy");
+    h.fsync([
+        "msg",
+        "post",
+        "shared/box",
+        "--mode",
+        "0600",
+        "--data",
+        "root-only",
+    ])
+    .run_in(&h)
+    .code(0);
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "second"])
+        .run()
+        .code(0);
+    let out = h
+        .fsync_as_nobody(["msg", "recv", "-n", "shared/box"])
+        .deadline(NO_HANG)
+        .run();
+    out.code(0).stdout("second");
+    assert!(
+        out.stderr.lines().count() == 1 && out.stderr.starts_with("fsync: "),
+        "expected one `fsync: ` line about the unreadable message\n{}",
+        out.stderr
+    );
+    h.fsync(["msg", "recv", "-n", "shared/box"])
+        .run_in(&h)
+        .code(0)
+        .stdout("root-only");
+}
+
+// bus: `B/NAME` is participant NAME's mailbox directory.
+
+#[test]
+fn bus_send_to_a_member_linked_elsewhere_fails() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/BUS");
+    h.link(&h.victim_dir(), "shared/BUS/admin");
+    h.fsync(["bus", "connect", "shared/BUS", "root1"])
+        .run_in(&h)
+        .code(0);
+    h.fsync([
+        "bus",
+        "send",
+        "shared/BUS",
+        "--from",
+        "root1",
+        "--to",
+        "admin",
+        "--data",
+        "x",
+    ])
+    .run_in(&h)
+    .operational_error("BUS/admin");
+    h.assert_victim_untouched();
+    h.assert_kind("shared/BUS/admin", "symlink");
+}
+
+#[test]
+fn bus_recv_as_a_member_linked_elsewhere_fails() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/BUS");
+    h.link(&h.victim_dir(), "shared/BUS/admin");
+    h.fsync(["bus", "recv", "-n", "shared/BUS", "admin"])
+        .run_in(&h)
+        .operational_error("BUS/admin");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn bus_connect_over_a_member_linked_elsewhere_fails() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/BUS");
+    h.link(&h.victim_dir(), "shared/BUS/admin");
+    h.fsync(["bus", "connect", "shared/BUS", "admin"])
+        .run_in(&h)
+        .operational_error("BUS/admin");
+    h.assert_victim_untouched();
+    h.assert_kind("shared/BUS/admin", "symlink");
+}
+
+#[test]
+fn bus_members_does_not_list_a_member_linked_elsewhere() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/BUS");
+    h.link(&h.victim_dir(), "shared/BUS/admin");
+    h.fsync(["bus", "connect", "shared/BUS", "root1"])
+        .run_in(&h)
+        .code(0);
+    let out = h
+        .fsync(["bus", "members", "shared/BUS", "--json"])
+        .run_in(&h);
+    out.code(0);
+    let v = json_of(&out.stdout);
+    let names: Vec<&str> = (v["members"].as_array().expect("members: an array").iter())
+        .map(|m| m["name"].as_str().expect("members[].name"))
+        .collect();
+    assert_eq!(names, ["root1"], "{v}");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn bus_connect_does_not_remove_through_a_hidden_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/BUS");
+    // `.admin`: where a disconnected `admin` is kept, removed by the next connect.
+    h.link(&h.victim_dir(), "shared/BUS/.admin");
+    h.fsync(["bus", "connect", "shared/BUS", "admin"])
+        .run_in(&h)
+        .operational_error("BUS/.admin");
+    h.assert_kind("shared/BUS/.admin", "symlink");
+}
+
+#[test]
+fn bus_connect_over_a_planted_file_fails() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/BUS");
+    h.file("shared/BUS/foo", "not a mailbox");
+    h.fsync(["bus", "connect", "shared/BUS", "foo"])
+        .run_in(&h)
+        .operational_error("BUS/foo");
+    h.assert_kind("shared/BUS/foo", "file");
+    h.assert_victim_untouched();
+}
+
+// sem: `S/slots`, `S/slot.I`, `S/.slot.I.fsync`, `S/queue`.
+
+/// `nobody`'s semaphore `shared/heavy.sem` of one slot (its `slots` file only).
+fn nobodys_semaphore(h: &Hostile) {
+    h.mkdir("shared/heavy.sem");
+    h.file("shared/heavy.sem/slots", "1\n");
+}
+
+#[test]
+fn sem_run_gives_the_command_no_descriptor_on_a_slot_link() {
+    let Some(h) = Hostile::new() else { return };
+    nobodys_semaphore(&h);
+    h.link(&h.victim(), "shared/heavy.sem/slot.0");
+    let out = h
+        .fsync([
+            "sem",
+            "run",
+            "shared/heavy.sem",
+            "--slots",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "ls -l /proc/self/fd",
+        ])
+        .run_in(&h);
+    if out.status.code() == Some(0) {
+        assert!(
+            !out.stdout.contains(&h.victim()),
+            "the command was given a descriptor on the victim\n{}",
+            out.stdout
+        );
+    } else {
+        out.operational_error("heavy.sem/slot.0");
+    }
+    h.assert_victim_untouched();
+    h.assert_kind("shared/heavy.sem/slot.0", "symlink");
+}
+
+#[test]
+fn sem_run_does_not_hang_on_a_slot_fifo() {
+    let Some(h) = Hostile::new() else { return };
+    nobodys_semaphore(&h);
+    h.fifo("shared/heavy.sem/slot.0");
+    h.fsync([
+        "sem",
+        "run",
+        "shared/heavy.sem",
+        "--slots",
+        "1",
+        "--",
+        "true",
+    ])
+    .deadline(NO_HANG)
+    .run_in(&h)
+    .operational_error("heavy.sem/slot.0");
+    h.fsync(["sem", "status", "shared/heavy.sem"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .operational_error("heavy.sem/slot.0");
+    h.assert_kind("shared/heavy.sem/slot.0", "fifo");
+}
+
+#[test]
+fn sem_run_does_not_lock_a_queue_link() {
+    let Some(h) = Hostile::new() else { return };
+    nobodys_semaphore(&h);
+    h.link(&h.victim(), "shared/heavy.sem/queue");
+    h.fsync([
+        "sem",
+        "run",
+        "shared/heavy.sem",
+        "--slots",
+        "1",
+        "--",
+        "true",
+    ])
+    .run_in(&h)
+    .operational_error("heavy.sem/queue");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn sem_does_not_read_slots_through_a_link_to_a_root_only_file() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/x.sem");
+    h.link(&h.t.arg("victim/count"), "shared/x.sem/slots");
+    h.fsync(["sem", "status", "shared/x.sem"])
+        .run_in(&h)
+        .operational_error("x.sem/slots");
+    h.fsync(["sem", "run", "shared/x.sem", "--slots", "1", "--", "true"])
+        .run_in(&h)
+        .operational_error("x.sem/slots");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn sem_does_not_hang_on_a_slots_fifo() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/x.sem");
+    h.fifo("shared/x.sem/slots");
+    h.fsync(["sem", "status", "shared/x.sem"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .operational_error("x.sem/slots");
+    h.fsync(["sem", "run", "shared/x.sem", "--slots", "1", "--", "true"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .operational_error("x.sem/slots");
+    h.assert_kind("shared/x.sem/slots", "fifo");
+    h.assert_victim_untouched();
+}
+
+// Holder records (`DIR/.NAME.fsync`, src/holder.rs): root never writes into another user's
+// record and never believes it.
+
+/// A record claiming that pid 1 holds the lock, with fencing token `fence`.
+fn forged_record(fence: u64) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    format!(
+        "fsync-holder 1\nfence {fence}\nstate held\npid 1\nhost {}\nsince 1\ncommand forged\nend\n",
+        host.trim()
+    )
+}
+
+/// The parent of `pid`, from `/proc`.
+fn parent_of(pid: u64) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The holder pid a status reports must be the fsync we started or its command.
+#[track_caller]
+fn assert_real_holder(holder: &serde_json::Value, fsync_pid: u32, context: &serde_json::Value) {
+    let pid = holder["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no holder pid reported\n{context}"));
+    assert!(
+        pid != 1 && (pid == u64::from(fsync_pid) || parent_of(pid) == Some(u64::from(fsync_pid))),
+        "the reported holder is pid {pid}, not our fsync ({fsync_pid}) or its command\n{context}"
+    );
+}
+
+#[test]
+fn mutex_run_gives_the_command_no_descriptor_on_a_lock_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.link(&h.victim(), "shared/M");
+    let out = h
+        .fsync([
+            "mutex",
+            "run",
+            "shared/M",
+            "--",
+            "sh",
+            "-c",
+            "ls -l /proc/self/fd",
+        ])
+        .run_in(&h);
+    if out.status.code() == Some(0) {
+        assert!(
+            !out.stdout.contains(&h.victim()),
+            "the command was given a descriptor on the victim\n{}",
+            out.stdout
+        );
+    } else {
+        out.operational_error("shared/M");
+    }
+    h.assert_kind("shared/M", "symlink");
+}
+
+#[test]
+fn mutex_skips_a_record_fifo() {
+    let Some(h) = Hostile::new() else { return };
+    h.fifo("shared/.L.fsync");
+    h.fsync(["mutex", "run", "shared/L", "--", "true"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .code(0);
+    let out = h
+        .fsync(["mutex", "status", "shared/L", "--json"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    out.code(0);
+    h.assert_kind("shared/.L.fsync", "fifo");
+}
+
+#[test]
+fn mutex_run_neither_writes_nor_trusts_a_planted_record() {
+    let Some(h) = Hostile::new() else { return };
+    let forged = forged_record(u64::MAX);
+    h.file("shared/.L.fsync", &forged);
+    let out = h
+        .fsync([
+            "mutex",
+            "run",
+            "shared/L",
+            "--",
+            "sh",
+            "-c",
+            "echo $FSYNC_FENCE",
+        ])
+        .run_in(&h);
+    out.code(0);
+    let fence: u64 = out.stdout.trim().parse().unwrap_or_else(|_| {
+        panic!("FSYNC_FENCE is not a u64: {:?}", out.stdout);
+    });
+    assert!(
+        fence > 0 && fence < u64::MAX,
+        "the fencing token {fence} was taken from the planted record"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.t.join("shared/.L.fsync")).unwrap(),
+        forged,
+        "root wrote into nobody's record"
+    );
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn mutex_status_does_not_report_a_planted_holder() {
+    let Some(h) = Hostile::new() else { return };
+    h.file("shared/.L.fsync", &forged_record(17));
+    let holder = h
+        .fsync(["mutex", "run", "shared/L", "--", "sh", "-c", HOLD])
+        .hold();
+    let out = h
+        .fsync(["mutex", "status", "shared/L", "--json"])
+        .run_in(&h);
+    out.code(1);
+    let v = json_of(&out.stdout);
+    assert_real_holder(&v["holder"], holder.pid(), &v);
+    holder.finish().code(0);
+}
+
+#[test]
+fn sem_status_does_not_report_a_planted_slot_holder() {
+    let Some(h) = Hostile::new() else { return };
+    nobodys_semaphore(&h);
+    let forged = forged_record(0);
+    h.file("shared/heavy.sem/.slot.0.fsync", &forged);
+    let holder = h
+        .fsync([
+            "sem",
+            "run",
+            "shared/heavy.sem",
+            "--slots",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            HOLD,
+        ])
+        .hold();
+    let out = h
+        .fsync(["sem", "status", "shared/heavy.sem", "--json"])
+        .run_in(&h);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "sem status failed: {:?}\n{}",
+        out.status,
+        out.stderr
+    );
+    let v = json_of(&out.stdout);
+    let held = v["held"].as_array().expect("held: an array");
+    assert_eq!(held.len(), 1, "{v}");
+    assert_real_holder(&held[0]["holder"], holder.pid(), &v);
+    holder.finish().code(0);
+    assert_eq!(
+        std::fs::read_to_string(h.t.join("shared/heavy.sem/.slot.0.fsync")).unwrap(),
+        forged,
+        "root wrote into nobody's slot record"
+    );
+}
+
+// event: `E` exists = signalled; reset unlinks it. Only an empty regular file (or nothing)
+// is an event: a device, a FIFO, a file with data, or another user's link is not ours to
+// remove.
+
+/// `reset` and `wait --reset` on `at` fail naming it, and leave it there.
+#[track_caller]
+fn event_reset_refused(h: &Hostile, at: &str, kind: &str) {
+    h.fsync(["event", "reset", at])
+        .deadline(NO_HANG)
+        .run_in(h)
+        .operational_error(at);
+    h.assert_kind(at, kind);
+    h.fsync(["event", "wait", "-n", "--reset", at])
+        .deadline(NO_HANG)
+        .run_in(h)
+        .operational_error(at);
+    h.assert_kind(at, kind);
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn event_reset_does_not_remove_a_character_device() {
+    let Some(h) = Hostile::new() else { return };
+    h.t.cmd("mknod")
+        .args(["shared/ev", "c", "1", "3"])
+        .run()
+        .code(0);
+    event_reset_refused(&h, "shared/ev", "char device");
+    let rdev = std::fs::symlink_metadata(h.t.join("shared/ev"))
+        .unwrap()
+        .rdev();
+    assert_eq!(
+        (nix::sys::stat::major(rdev), nix::sys::stat::minor(rdev)),
+        (1, 3)
+    );
+}
+
+#[test]
+fn event_reset_does_not_remove_a_fifo() {
+    let Some(h) = Hostile::new() else { return };
+    h.t.cmd("mkfifo").arg("shared/fifo").run().code(0);
+    event_reset_refused(&h, "shared/fifo", "fifo");
+}
+
+#[test]
+fn event_reset_does_not_remove_a_file_with_data() {
+    let Some(h) = Hostile::new() else { return };
+    h.t.write("shared/data", "keep");
+    event_reset_refused(&h, "shared/data", "file");
+    assert_eq!(h.t.read("shared/data"), "keep");
+}
+
+#[test]
+fn event_reset_does_not_remove_another_users_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.link(&h.victim(), "shared/E");
+    event_reset_refused(&h, "shared/E", "symlink");
+}
+
+// group: `G/gate`, `G/join.lock` (a mutex, with its record `G/.join.lock.fsync`),
+// `G/members/`.
+
+#[test]
+fn group_join_does_not_lock_a_gate_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/G");
+    h.link(&h.victim(), "shared/G/gate");
+    h.fsync(["group", "join", "shared/G", "--", "true"])
+        .run_in(&h)
+        .operational_error("G/gate");
+    h.assert_kind("shared/G/gate", "symlink");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn group_empty_does_not_consult_a_gate_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/G");
+    h.mkdir("shared/G/members");
+    h.link(&h.victim(), "shared/G/gate");
+    h.fsync(["group", "empty", "shared/G"])
+        .run_in(&h)
+        .operational_error("G/gate");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn group_members_ignores_a_gate_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/G");
+    h.mkdir("shared/G/members");
+    h.link(&h.victim(), "shared/G/gate");
+    let out = h
+        .fsync(["group", "members", "shared/G", "--json"])
+        .run_in(&h);
+    out.code(0);
+    assert_eq!(json_of(&out.stdout)["count"], 0, "{}", out.stdout);
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn group_join_does_not_hang_on_a_gate_fifo() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/G");
+    h.fifo("shared/G/gate");
+    h.fsync(["group", "join", "shared/G", "--", "true"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .operational_error("G/gate");
+    h.assert_kind("shared/G/gate", "fifo");
+}
+
+#[test]
+fn group_join_does_not_lock_a_join_lock_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/G");
+    h.link(&h.victim(), "shared/G/join.lock");
+    h.fsync(["group", "join", "shared/G", "--", "true"])
+        .run_in(&h)
+        .operational_error("G/join.lock");
+    h.assert_kind("shared/G/join.lock", "symlink");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn group_join_skips_a_join_lock_record_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/G");
+    h.link(&h.victim(), "shared/G/.join.lock.fsync");
+    h.fsync(["group", "join", "shared/G", "--", "true"])
+        .run_in(&h)
+        .code(0);
+    h.assert_kind("shared/G/.join.lock.fsync", "symlink");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn group_observers_skip_planted_registrations() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/G");
+    h.mkdir("shared/G/members");
+    let planted = [
+        ("shared/G/members/h.1.1", "fifo"),
+        ("shared/G/members/h.2.2", "symlink"),
+    ];
+    h.fifo(planted[0].0);
+    h.link(&h.victim(), planted[1].0);
+    let out = h
+        .fsync(["group", "members", "shared/G", "--json"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    out.code(0);
+    assert_eq!(json_of(&out.stdout)["count"], 0, "{}", out.stdout);
+    h.fsync(["group", "empty", "shared/G"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .code(0);
+    for (path, kind) in planted {
+        h.assert_kind(path, kind);
+    }
+}
+
+/// `nobody`'s group `shared/G` whose `members` is a link to the victim's directory.
+fn group_with_members_linked_elsewhere(h: &Hostile) {
+    h.mkdir("shared/G");
+    h.link(&h.victim_dir(), "shared/G/members");
+}
+
+#[test]
+fn group_join_does_not_register_in_a_members_link() {
+    let Some(h) = Hostile::new() else { return };
+    group_with_members_linked_elsewhere(&h);
+    h.fsync(["group", "join", "shared/G", "--", "true"])
+        .run_in(&h)
+        .operational_error("G/members");
+    h.assert_kind("shared/G/members", "symlink");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn group_members_does_not_reap_through_a_members_link() {
+    let Some(h) = Hostile::new() else { return };
+    group_with_members_linked_elsewhere(&h);
+    h.fsync(["group", "members", "shared/G"])
+        .run_in(&h)
+        .operational_error("G/members");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn group_empty_does_not_look_through_a_members_link() {
+    let Some(h) = Hostile::new() else { return };
+    group_with_members_linked_elsewhere(&h);
+    h.fsync(["group", "empty", "shared/G"])
+        .run_in(&h)
+        .operational_error("G/members");
+    h.assert_victim_untouched();
+}
+
+// swmr: the lock `DIR/NAME` (nobody's, as any lock file may be) and its side files
+// `DIR/.NAME.turnstile` and `DIR/.NAME.writers`.
+
+#[test]
+fn swmr_does_not_lock_a_turnstile_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.file("shared/L", "");
+    h.link(&h.victim(), "shared/.L.turnstile");
+    for verb in ["read", "write"] {
+        h.fsync(["swmr", verb, "shared/L", "--", "true"])
+            .run_in(&h)
+            .operational_error(".L.turnstile");
+    }
+    h.assert_kind("shared/.L.turnstile", "symlink");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn swmr_write_does_not_lock_a_writers_link() {
+    let Some(h) = Hostile::new() else { return };
+    h.file("shared/L", "");
+    h.link(&h.victim(), "shared/.L.writers");
+    h.fsync(["swmr", "write", "shared/L", "--", "true"])
+        .run_in(&h)
+        .operational_error(".L.writers");
+    // Readers never use `.writers`: for them the link is harmless.
+    h.fsync(["swmr", "read", "shared/L", "--", "true"])
+        .run_in(&h)
+        .code(0);
+    h.assert_kind("shared/.L.writers", "symlink");
+    h.assert_victim_untouched();
+}
+
+// grouplock: `L/turnstile`, `L/group.NAME`, `L/max.NAME/` (a semaphore).
+
+/// `nobody`'s group lock `shared/GL` with `entry` linked to `target`; root's
+/// `grouplock run shared/GL --group a [EXTRA] -- true` fails naming the entry.
+fn grouplock_refuses(entry: &str, to_dir: bool, extra: &[&str]) {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/GL");
+    let target = if to_dir { h.victim_dir() } else { h.victim() };
+    let planted = format!("shared/GL/{entry}");
+    h.link(&target, &planted);
+    h.t.fsync(["grouplock", "run", "shared/GL", "--group", "a"])
+        .args(extra)
+        .args(["--", "true"])
+        .run_in(&h)
+        .operational_error(&format!("GL/{entry}"));
+    h.assert_kind(&planted, "symlink");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn grouplock_does_not_lock_a_turnstile_link() {
+    grouplock_refuses("turnstile", false, &[]);
+}
+
+#[test]
+fn grouplock_does_not_lock_its_own_group_file_link() {
+    grouplock_refuses("group.a", false, &[]);
+}
+
+#[test]
+fn grouplock_does_not_lock_another_groups_file_link() {
+    grouplock_refuses("group.b", false, &[]);
+}
+
+#[test]
+fn grouplock_does_not_use_a_max_directory_linked_elsewhere() {
+    grouplock_refuses("max.a", true, &["--max", "1"]);
+}
+
+// The umask: what fsync creates has no more permission than the creator's umask allows.
+
+/// `path`'s permission bits (less the file type).
+fn mode_of(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
+}
+
+#[test]
+fn mutex_record_honours_the_umask() {
+    let Some(h) = Hostile::new() else { return };
+    h.t.sh(r#"umask 077; exec "$FSYNC" mutex run shared/U -- true"#)
+        .run()
+        .code(0);
+    for file in ["shared/U", "shared/.U.fsync"] {
+        let mode = mode_of(&h.t.join(file));
+        assert_eq!(mode & 0o077, 0, "{file} has mode {mode:o} under umask 077");
+    }
+}
+
+#[test]
+fn group_files_and_registrations_honour_the_umask() {
+    let Some(h) = Hostile::new() else { return };
+    // The member lists the group's files (its own registration among them) while it is in.
+    let out =
+        h.t.sh(r#"umask 077; exec "$FSYNC" group join shared/GG -- find shared/GG -print"#)
+            .run();
+    out.code(0);
+    let files: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        files.iter().any(|f| f.starts_with("shared/GG/members/")),
+        "no registration listed\n{}",
+        out.stdout
+    );
+    // Those that outlive the member are checked now; the registration, from its listing.
+    let mut checked = 0;
+    for file in &files {
+        let Ok(meta) = std::fs::symlink_metadata(h.t.join(file)) else {
+            continue; // the registration, gone with its member
+        };
+        let mode = meta.mode() & 0o7777;
+        assert_eq!(mode & 0o077, 0, "{file} has mode {mode:o} under umask 077");
+        checked += 1;
+    }
+    assert!(checked >= 3, "{}", out.stdout);
+    let out = h
+        .t
+        .sh(r#"umask 077; exec "$FSYNC" group join shared/GG -- sh -c 'stat -c "%a %n" shared/GG/members/*'"#)
+        .run();
+    out.code(0);
+    for line in out.stdout.lines() {
+        let (mode, file) = line.split_once(' ').unwrap();
+        let mode = u32::from_str_radix(mode, 8).unwrap();
+        assert_eq!(mode & 0o077, 0, "{file} has mode {mode:o} under umask 077");
+    }
+    assert!(!out.stdout.is_empty(), "no registration listed");
 }

@@ -156,6 +156,8 @@ impl TestDir {
 pub struct Cmd {
     command: Command,
     shown: String,
+    /// How long [`Cmd::run`] lets it run ([`DEADLINE`] unless shortened).
+    deadline: Duration,
 }
 
 impl Cmd {
@@ -170,7 +172,16 @@ impl Cmd {
         Cmd {
             command,
             shown: program.to_string_lossy().into_owned(),
+            deadline: DEADLINE,
         }
+    }
+
+    /// Let [`Cmd::run`] wait at most `deadline` (instead of [`DEADLINE`]) before it kills the
+    /// process and fails: for commands that must not block at all (a FIFO planted where a file
+    /// is expected), so that a hang fails fast.
+    pub fn deadline(mut self, deadline: Duration) -> Cmd {
+        self.deadline = deadline;
+        self
     }
 
     pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
@@ -206,7 +217,7 @@ impl Cmd {
     }
 
     /// Run to completion (stdin empty) and collect the output; fail if it takes longer than
-    /// [`DEADLINE`].
+    /// [`DEADLINE`] (or the one set with [`Cmd::deadline`]).
     #[track_caller]
     pub fn run(mut self) -> Output {
         let start = Instant::now();
@@ -222,7 +233,8 @@ impl Cmd {
         thread::spawn(move || {
             let _ = tx.send(child.wait_with_output());
         });
-        match rx.recv_timeout(DEADLINE) {
+        let deadline = self.deadline;
+        match rx.recv_timeout(deadline) {
             Ok(Ok(out)) => Output {
                 shown: self.shown,
                 status: out.status,
@@ -235,7 +247,7 @@ impl Cmd {
             Err(_) => {
                 kill(pid, Signal::SIGKILL);
                 panic!(
-                    "`{}` did not finish within {DEADLINE:?} (a deadlock?)",
+                    "`{}` did not finish within {deadline:?} (a deadlock?)",
                     self.shown
                 )
             }
