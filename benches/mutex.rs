@@ -220,6 +220,7 @@ enum Locker {
     FlockOpen(PathBuf),
 }
 
+#[allow(clippy::large_enum_variant)] // one per iteration, moved once
 enum Held {
     Fsync(#[allow(dead_code)] fsync::MutexGuard),
     /// The descriptor of the `Locker`, which outlives this.

@@ -43,12 +43,9 @@ answer is confirmed by the passive check. On network file systems it polls the p
 
 use std::{
     fs::File,
-    os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
     time::Duration,
 };
-
-use nix::libc;
 
 use crate::{
     error::{Error, ErrorKind, Result},
@@ -166,7 +163,7 @@ impl Group {
             .ok_or_else(|| Error::new(&p.dir, ErrorKind::NotFound, "was removed meanwhile"))?;
         let gate = top.open_or_create("gate")?;
         let members = top.sub("members", true)?.expect("created");
-        let first = !has_members(&p, &gate, Some(&serial))?;
+        let first = !has_members(&top, &p, &gate, Some(&serial))?;
         // Only a momentary exclusive probe can stand in the way; wait for it in the kernel.
         let got = wait::wait_for(
             Wait {
@@ -243,15 +240,20 @@ impl Membership {
         let Some(mut serial) = serial else {
             return Ok(false);
         };
-        let reopened = pfs::open_if_exists(&p.gate)?;
+        let Some(top) = Dir::top(&p.dir, false, "cannot open group directory")? else {
+            return Ok(true);
+        };
+        let reopened = top.open("gate", false)?;
         let last = match &reopened {
-            Some(g) => !has_members(&p, g, Some(&serial))?,
+            Some(g) => !has_members(&top, &p, g, Some(&serial))?,
             None => true,
         };
         if last && self.group.delete {
-            let _ = crate::platform::fs::remove_file(&p.gate);
-            reap(&p.members);
-            let _ = std::fs::remove_dir(&p.members);
+            let _ = top.unlink_file("gate");
+            if let Ok(Some(members)) = top.sub("members", false) {
+                reap(&members);
+            }
+            let _ = top.rmdir("members");
             serial.set_delete_on_release(true);
             serial.release()?;
             let _ = std::fs::remove_dir(&p.dir); // fails harmlessly if a joiner is back
@@ -272,14 +274,16 @@ fn ensure_dirs(p: &Paths) -> Result<()> {
 }
 
 /// Does anyone hold a shared lock on the gate? See the module docs.
-fn has_members(p: &Paths, gate: &File, serial: Option<&MutexGuard>) -> Result<bool> {
+fn has_members(top: &Dir, p: &Paths, gate: &File, serial: Option<&MutexGuard>) -> Result<bool> {
     use std::os::unix::fs::MetadataExt;
     if !pfs::fs_kind(gate).network {
         // A registration that some member holds proves someone is in (a member takes the
         // gate before it registers and unregisters before it lets the gate go): a few probes
         // instead of the kernel's lock table, which costs ~3 ms per pass with 1000 members.
-        if any_registration_held(&p.members) {
-            return Ok(true);
+        if let Some(members) = top.sub("members", false)? {
+            if any_registration_held(&members) {
+                return Ok(true);
+            }
         }
         let meta = gate
             .metadata()
@@ -327,44 +331,39 @@ fn render_holder(holder: &Holder) -> String {
 
 /// Registrations nobody holds belong to dead members: remove them (best effort, as any reader
 /// may). Temporary names are left for a minute, since their member may be between create and lock.
-fn reap(members: &Path) {
-    let Ok(entries) = std::fs::read_dir(members) else {
+/// Only regular files are registrations: anything else someone put there stays.
+fn reap(members: &Dir) {
+    let Ok(entries) = members.entries() else {
         return;
     };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if let Some(false) = registration_alive(&path) {
-            let stale_tmp = entry.file_name().to_string_lossy().starts_with(".tmp-")
-                && entry
-                    .metadata()
-                    .ok()
-                    .and_then(|m| m.modified().ok())
-                    .is_some_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(60));
-            if stale_tmp || !entry.file_name().to_string_lossy().starts_with('.') {
-                let _ = crate::platform::fs::remove_file(&path);
+    for (name, _) in entries {
+        if let Some(false) = registration_alive(members, &name) {
+            let stale_tmp = name.starts_with(".tmp-")
+                && members.stat(&name).is_ok_and(|st| {
+                    let now = procinfo::now_micros() as i64 / 1_000_000;
+                    now - st.st_mtime > 60
+                });
+            if stale_tmp || !name.starts_with('.') {
+                let _ = members.unlink_file(&name);
             }
         }
     }
 }
 
 /// Whether some member holds a registration in `members` (dead ones' are skipped).
-fn any_registration_held(members: &Path) -> bool {
-    let Ok(entries) = std::fs::read_dir(members) else {
+fn any_registration_held(members: &Dir) -> bool {
+    let Ok(entries) = members.entries() else {
         return false;
     };
-    entries.flatten().any(|e| {
-        !e.file_name().to_string_lossy().starts_with('.')
-            && registration_alive(&e.path()) == Some(true)
-    })
+    entries
+        .iter()
+        .any(|(name, _)| !name.starts_with('.') && registration_alive(members, name) == Some(true))
 }
 
-/// `Some(true)` if a member holds this registration, `Some(false)` if nobody does.
-fn registration_alive(path: &Path) -> Option<bool> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
+/// `Some(true)` if a member holds this registration, `Some(false)` if nobody does, `None` if
+/// it is not a registration fsync made (a link, a FIFO) or cannot be read.
+fn registration_alive(members: &Dir, name: &str) -> Option<bool> {
+    let file = members.open(name, false).ok()??;
     match lock::flock(&file, Mode::Shared, false) {
         Ok(true) => Some(false),
         Ok(false) => Some(true),
@@ -376,10 +375,13 @@ fn registration_alive(path: &Path) -> Option<bool> {
 pub fn is_empty(path: &Path) -> Result<bool> {
     let p = paths(path);
     check_dir(path)?;
-    let Some(gate) = open_existing_gate(&p)? else {
+    let Some(top) = Dir::top(path, false, "cannot open group directory")? else {
         return Ok(true);
     };
-    Ok(!has_members(&p, &gate, None)?)
+    let Some(gate) = open_existing_gate(&top)? else {
+        return Ok(true);
+    };
+    Ok(!has_members(&top, &p, &gate, None)?)
 }
 
 fn check_dir(path: &Path) -> Result<()> {
@@ -395,17 +397,11 @@ fn check_dir(path: &Path) -> Result<()> {
     }
 }
 
-fn open_existing_gate(p: &Paths) -> Result<Option<File>> {
+fn open_existing_gate(top: &Dir) -> Result<Option<File>> {
     // Read-write where we may (NFS needs it for the exclusive probe), read-only otherwise.
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(&p.gate)
-    {
-        Ok(f) => Ok(Some(f)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(_) => pfs::open_if_exists(&p.gate),
+    match top.open("gate", true) {
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => top.open("gate", false),
+        other => other,
     }
 }
 
@@ -413,28 +409,26 @@ fn open_existing_gate(p: &Paths) -> Result<Option<File>> {
 /// registrations are removed on the way where we may.
 pub fn members(path: &Path) -> Result<Vec<Holder>> {
     check_dir(path)?;
-    let p = paths(path);
-    let entries = match std::fs::read_dir(&p.members) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(&p.members, "cannot list members", e)),
+    let Some(top) = Dir::top(path, false, "cannot open group directory")? else {
+        return Ok(Vec::new());
     };
+    let Some(members) = top.sub("members", false)? else {
+        return Ok(Vec::new());
+    };
+    let entries = members
+        .entries()
+        .map_err(|e| Error::io(members.path(), "cannot list members", e))?;
     let mut out = Vec::new();
-    for entry in entries.flatten() {
-        if entry.file_name().to_string_lossy().starts_with('.') {
+    for (name, _) in entries {
+        if name.starts_with('.') {
             continue;
         }
-        let path = entry.path();
-        let Ok(file) = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-            .open(&path)
-        else {
-            continue;
+        let Ok(Some(file)) = members.open(&name, false) else {
+            continue; // not a registration fsync made
         };
         match lock::flock(&file, Mode::Shared, false) {
             Ok(true) => {
-                let _ = crate::platform::fs::remove_file(&path); // dead member
+                let _ = members.unlink_file(&name); // dead member
             }
             Ok(false) => {
                 if let Some(h) = holder::read_from(&file).and_then(|r| r.holder) {
@@ -465,18 +459,26 @@ pub fn wait_for_state(
     if !want_empty {
         ensure_dirs(&p)?; // a joiner's registration is what wakes us
     }
-    let gate = match open_existing_gate(&p)? {
+    let Some(top) = Dir::top(path, !want_empty, "cannot open group directory")? else {
+        return Ok(Outcome::Acquired(()));
+    };
+    let gate = match open_existing_gate(&top)? {
         Some(g) => g,
         None if want_empty => return Ok(Outcome::Acquired(())),
-        None => pfs::open_internal_lock(&p.gate)?.0,
+        None => top.open_or_create("gate")?,
     };
+    let members_dir = top.sub("members", !want_empty)?;
     let network = pfs::fs_kind(&gate).network;
     let watch = if want_empty || network {
         None
     } else {
         Some(
-            DirWatch::new(&p.members)
-                .map_err(|e| Error::io(&p.members, "cannot watch directory", e))?,
+            DirWatch::new(
+                &members_dir
+                    .as_ref()
+                    .map_or(p.members.clone(), |d| d.pinned()),
+            )
+            .map_err(|e| Error::io(&p.members, "cannot watch directory", e))?,
         )
     };
     let mut error = None;
@@ -497,7 +499,7 @@ pub fn wait_for_state(
                 }
                 return Ok(None);
             }
-            match has_members(&p, &gate, None) {
+            match has_members(&top, &p, &gate, None) {
                 Ok(has) => Ok((has != want_empty).then_some(())),
                 Err(e) => {
                     error = Some(e);

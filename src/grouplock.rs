@@ -127,7 +127,7 @@ impl GroupLock {
         let start = Instant::now();
         pfs::ensure_dir(&self.dir, "cannot create group lock")?;
         let turnstile_path = self.dir.join("turnstile");
-        let (turnstile, _) = pfs::open_lock_file(&turnstile_path)?;
+        let (turnstile, _) = pfs::open_internal_lock(&turnstile_path)?;
         let network = pfs::fs_kind(&turnstile).network;
         let mut step = |file: &File, mode: Mode, path: &Path| -> Result<Outcome<()>> {
             let spec = Wait {
@@ -154,11 +154,11 @@ impl GroupLock {
         check!(step(&turnstile, Mode::Exclusive, &turnstile_path)?);
         for other in self.groups()?.into_iter().filter(|g| g != group) {
             let path = self.dir.join(format!("group.{other}"));
-            let (file, _) = pfs::open_lock_file(&path)?;
+            let (file, _) = pfs::open_internal_lock(&path)?;
             check!(step(&file, Mode::Exclusive, &path)?); // granted once that group is empty
         }
         let own = self.dir.join(format!("group.{group}"));
-        let (member, _) = pfs::open_lock_file(&own)?;
+        let (member, _) = pfs::open_internal_lock(&own)?;
         check!(step(&member, Mode::Shared, &own)?);
         let slot = match max {
             Some(m) => {

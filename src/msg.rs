@@ -551,11 +551,19 @@ fn with_seq(
     }
     let mut buf = [0u8; 32];
     let n = file.read_at(&mut buf, 0).unwrap_or(0);
-    let last: u64 = std::str::from_utf8(&buf[..n])
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .filter(|&n| n < MAX_SEQ)
-        .unwrap_or(0);
+    let text = std::str::from_utf8(&buf[..n]).unwrap_or("-").trim();
+    let last: u64 = match text.parse() {
+        _ if text.is_empty() => 0, // new, or its creator died before writing it
+        Ok(n) if n < MAX_SEQ => n,
+        _ => {
+            return Err(Error::new(
+                &shown,
+                ErrorKind::Invalid,
+                "does not hold a sequence number fsync wrote; not posting (a wrong one would \
+                 reorder the queue)",
+            ))
+        }
+    };
     let next = last + 1;
     let text = format!("{next}\n");
     file.write_all_at(text.as_bytes(), 0)

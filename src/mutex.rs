@@ -75,7 +75,7 @@ mod fences {
 
     fn read(file: &std::fs::File) -> u64 {
         let mut text = String::new();
-        let _ = (&*file).take(64).read_to_string(&mut text);
+        let _ = file.take(64).read_to_string(&mut text);
         text.trim()
             .parse()
             .ok()
@@ -220,7 +220,7 @@ impl Mutex {
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<MutexGuard>> {
         match self.ancestor()? {
-            Ancestor::PassedDown(guard) => return Ok(Outcome::Acquired(guard)),
+            Ancestor::PassedDown(guard) => return Ok(Outcome::Acquired(*guard)),
             Ancestor::Closed(pid) => {
                 if let Outcome::Acquired(g) = self.wait(Some(Duration::ZERO), |_| {})? {
                     return Ok(Outcome::Acquired(g));
@@ -336,7 +336,7 @@ impl Mutex {
             }
             match e.fd {
                 Some(fd) if fd_holds(fd, e.dev, e.ino) => {
-                    return Ok(Ancestor::PassedDown(MutexGuard::nested(self, fd)))
+                    return Ok(Ancestor::PassedDown(Box::new(MutexGuard::nested(self, fd))))
                 }
                 // Not passed down (--close), or the descriptor was closed on the way down:
                 // waiting could be waiting for ourselves.
@@ -349,7 +349,7 @@ impl Mutex {
 
 enum Ancestor {
     None,
-    PassedDown(MutexGuard),
+    PassedDown(Box<MutexGuard>),
     Closed(u32),
 }
 
@@ -441,6 +441,9 @@ pub struct MutexGuard {
     record: Option<RecordFile>,
     holder: Holder,
     network: bool,
+    /// Keep the fence in the directory's fence file when deleting (not for the internal
+    /// locks of other primitives, whose directories must be left empty).
+    keep_fence: bool,
 }
 
 impl MutexGuard {
@@ -473,6 +476,7 @@ impl MutexGuard {
             record,
             holder,
             network,
+            keep_fence: !mutex.internal,
         };
         guard.write_record();
         guard
@@ -492,6 +496,7 @@ impl MutexGuard {
             record: None,
             holder: Holder::default(),
             network: false,
+            keep_fence: false,
         }
     }
 
@@ -601,7 +606,9 @@ impl MutexGuard {
         if self.delete {
             // The fence outlives the record in the directory's fence file, so that tokens
             // keep growing after the lock is gone (whatever the next holder's clock says).
-            fences::keep(&self.path, self.fence);
+            if self.keep_fence {
+                fences::keep(&self.path, self.fence);
+            }
             if let Some(r) = self.record.take() {
                 r.remove();
             }

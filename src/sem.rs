@@ -226,10 +226,12 @@ fn slots_in(top: &Dir) -> Result<Option<usize>> {
         return Ok(None);
     };
     let mut text = String::new();
-    let _ = io::Read::read_to_string(&mut io::Read::take(&file, 32), &mut text)
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(&file, SLOTS_TEXT + 1), &mut bytes)
         .map_err(|e| Error::io(&path, "cannot read", e))?;
+    text.push_str(std::str::from_utf8(&bytes).unwrap_or("-"));
     match text.trim().parse::<usize>() {
-        Ok(n) if (1..=MAX_SLOTS).contains(&n) => Ok(Some(n)),
+        Ok(n) if (1..=MAX_SLOTS).contains(&n) && bytes.len() as u64 <= SLOTS_TEXT => Ok(Some(n)),
         _ => Err(Error::new(
             &path,
             ErrorKind::Invalid,
@@ -237,6 +239,9 @@ fn slots_in(top: &Dir) -> Result<Option<usize>> {
         )),
     }
 }
+
+/// The longest `slots` file we read: a count is a few digits.
+pub(crate) const SLOTS_TEXT: u64 = 64;
 
 fn record_slots(top: &Dir, n: usize) -> Result<usize> {
     let tmp = format!(".slots.{}.{}", std::process::id(), procinfo::now_micros());

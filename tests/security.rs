@@ -1109,6 +1109,9 @@ fn group_members_does_not_reap_through_a_members_link() {
 fn group_empty_does_not_look_through_a_members_link() {
     let Some(h) = Hostile::new() else { return };
     group_with_members_linked_elsewhere(&h);
+    // Without a gate nobody can be a member: empty, without looking further.
+    h.fsync(["group", "empty", "shared/G"]).run_in(&h).code(0);
+    h.file("shared/G/gate", "");
     h.fsync(["group", "empty", "shared/G"])
         .run_in(&h)
         .operational_error("G/members");
