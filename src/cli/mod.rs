@@ -49,14 +49,27 @@ Mount options: on NFS never 'nolock' or 'local_lock' (locks would stay on one ho
 'lookupcache=positive' (or 'noac') so that new and removed files are seen promptly; an exclusive \
 lock needs write access to the lock file. On GlusterFS turn client caching off (entry and \
 attribute timeouts 0, stat-prefetch, quick-read, io-cache, open-behind and write-behind off), as \
-../shared/netfs/setup.sh does: with the defaults, stale caches lose updates made under a lock. \
+fsync's own cross-host test bed does: with the defaults, stale caches lose updates made under a lock. \
 Do not mix whole-file and byte-range locks on one file (--range): NFS and FUSE emulate flock(2) \
 with a whole-file POSIX lock, and the two collide.
 
-Shared directories such as /tmp: fsync never writes through, truncates or deletes via another \
-user's symbolic link (its own files are opened with O_NOFOLLOW, and a symbolic link is followed \
-only to lock a file that already exists), never writes into a file it did not create, and \
-creates holder records 0644 and message payloads 0640.";
+Shared directories such as /tmp (threat model; SECURITY.md in the sources has the details): \
+fsync trusts the caller, root, and the path it was given (a final symbolic link only if the \
+caller or root owns it). Another user sharing the directory may have created a primitive's \
+directory first and may put links, FIFOs, devices, directories or files of their own anywhere \
+in it; fsync reaches every entry from an open descriptor of its directory with O_NOFOLLOW and \
+O_NONBLOCK and checks its type, so it never reads, writes, truncates, locks or deletes anything \
+through a link, never hangs on a FIFO, and reports such an entry (exit 66 or 77) or, in a \
+queue, skips it with one warning and goes on. It writes into a file it did not just create only \
+where the protocol shares it (a mailbox's seq, one link, never followed), writes holder records \
+only if the caller owns them, and believes a record of another user only about that user's own \
+processes. 'event reset' removes only an empty regular file, and in a sticky directory only \
+the caller's. Such a user can still deny service (hold a lock, fill a queue, signal an event, \
+make a directory unusable); they cannot make fsync act on a file of yours or read one for them. \
+Holder records and registrations are created 0644 and payloads 0640, less the umask. \
+FSYNC_FENCE grows strictly from holder to holder as long as a record survives (with --delete, in \
+the directory's .fsync.fence); where nothing can be written it comes from the clock, and grows \
+only between hosts whose clocks agree.";
 
 const LONG_ABOUT: &str = "\
 Synchronise processes through the file system: locks, groups, events and messages that work \
