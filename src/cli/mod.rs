@@ -144,23 +144,88 @@ impl Parser for Cli {}
 
 /// Parse the process's arguments, building the clap tree only for the subcommand they name
 /// (the whole tree for `--help`, a misspelt subcommand and the like).
-fn parse() -> Result<Cli, clap::Error> {
+fn parse() -> Result<Cli, ParseError> {
     use clap::{CommandFactory as _, FromArgMatches as _};
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let mut cmd = args
         .get(1)
         .and_then(|name| lean_command(name))
         .unwrap_or_else(Cli::command);
-    let parsed = cmd.try_get_matches_from_mut(args).and_then(|mut matches| {
+    let parsed = cmd.try_get_matches_from_mut(&args).and_then(|mut matches| {
         // (`from_arg_matches` would clone the matches first.)
         let cli = Cli::from_arg_matches_mut(&mut matches);
         std::mem::forget(matches);
         cli
     });
+    let parsed = parsed.map_err(|error| ParseError {
+        command: command_path(&cmd, &args),
+        error,
+    });
     // Tearing the tree down costs as much as a fifth of a short run, and the process is about
     // to end: leave it to exit.
     std::mem::forget(cmd);
     parsed
+}
+
+/// What clap said, and the (sub)command the arguments name, for its `--help`.
+struct ParseError {
+    command: String,
+    error: clap::Error,
+}
+
+impl ParseError {
+    /// Help and version (and help instead of a missing subcommand) print as clap renders them.
+    fn is_help(&self) -> bool {
+        use clap::error::ErrorKind;
+        !self.error.use_stderr()
+            || self.error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    }
+
+    /// A usage error as one line: clap's message and tips, without its usage block, then where
+    /// the help is: `unexpected argument '-1' found; tip: ... (try 'fsync mutex run --help')`.
+    fn one_line(&self) -> String {
+        let rendered = self.error.render().to_string();
+        let rendered = rendered.strip_prefix("error: ").unwrap_or(&rendered);
+        let mut parts: Vec<String> = Vec::new();
+        for (i, block) in rendered.split("\n\n").enumerate() {
+            let block = block.trim();
+            if i > 0 && (block.starts_with("Usage:") || block.starts_with("For more information")) {
+                continue;
+            }
+            for raw in block.lines() {
+                let line = raw.trim();
+                match parts.last_mut() {
+                    _ if line.is_empty() => {}
+                    // "... not provided:\n  <LOCK>\n  <COMMAND>..." continues its line.
+                    Some(last) if raw.starts_with(' ') && !line.starts_with("tip:") => {
+                        last.push_str(if last.ends_with(':') { " " } else { ", " });
+                        last.push_str(line);
+                    }
+                    _ => parts.push(line.to_owned()),
+                }
+            }
+        }
+        format!("{} (try '{} --help')", parts.join("; "), self.command)
+    }
+}
+
+/// The command and subcommands that `args` name, as far as they are known: `fsync mutex run`.
+fn command_path(root: &clap::Command, args: &[std::ffi::OsString]) -> String {
+    let mut cmd = root;
+    let mut path = String::from(root.get_name());
+    for arg in args.iter().skip(1) {
+        let Some(arg) = arg.to_str() else { break };
+        if arg.starts_with('-') {
+            continue;
+        }
+        let Some(sub) = cmd.find_subcommand(arg) else {
+            break;
+        };
+        path.push(' ');
+        path.push_str(sub.get_name());
+        cmd = sub;
+    }
+    path
 }
 
 #[derive(Debug, Subcommand)]
@@ -252,6 +317,8 @@ pub enum Failure {
     },
     /// Our own output went away (`fsync mutex watch L | head -1`): stop quietly.
     BrokenPipe,
+    /// The command line is wrong (clap's message, on one line).
+    Usage(String),
 }
 
 impl From<fsync::Error> for Failure {
@@ -279,6 +346,7 @@ impl fmt::Display for Failure {
             Failure::Lib(e) => write!(f, "{e}"),
             Failure::Exec { program, cause, .. } => write!(f, "{program}: {cause}"),
             Failure::BrokenPipe => write!(f, "broken pipe"),
+            Failure::Usage(message) => write!(f, "{message}"),
         }
     }
 }
@@ -289,6 +357,7 @@ impl Failure {
             Failure::Lib(e) => Exit::of_error(e.kind()),
             Failure::Exec { exit, .. } => *exit,
             Failure::BrokenPipe => Exit::OK,
+            Failure::Usage(_) => Exit::USAGE,
         }
     }
 }
@@ -302,19 +371,33 @@ pub fn main() -> u8 {
         let _ = writeln!(std::io::stderr(), "fsync: internal error: {info}");
         std::process::exit(Exit::INTERNAL.0.into());
     }));
-    let cli = match parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
+    let result = match parse() {
+        Ok(cli) => {
+            fsync::wait::install_cancel_handlers();
+            dispatch(cli.command)
+        }
+        Err(e) if e.is_help() => {
+            let _ = e.error.print();
+            return if e.error.use_stderr() {
                 Exit::USAGE.0
             } else {
                 Exit::OK.0
             };
         }
+        Err(e) => Err(Failure::Usage(e.one_line())),
     };
-    fsync::wait::install_cancel_handlers();
-    let result = match cli.command {
+    match result {
+        Ok(exit) => exit.0,
+        Err(Failure::BrokenPipe) => Exit::OK.0,
+        Err(failure) => {
+            let _ = writeln!(std::io::stderr(), "fsync: {failure}");
+            failure.exit().0
+        }
+    }
+}
+
+fn dispatch(command: Command) -> Outcome {
+    match command {
         Command::Mutex(cmd) => mutex::run(cmd),
         Command::Group(cmd) => group::run(cmd),
         Command::Swmr(cmd) => swmr::run(cmd),
@@ -324,14 +407,6 @@ pub fn main() -> u8 {
         Command::Event(cmd) => event::run(cmd),
         Command::Msg(cmd) => msg::run(cmd),
         Command::Bus(cmd) => bus::run(cmd),
-    };
-    match result {
-        Ok(exit) => exit.0,
-        Err(Failure::BrokenPipe) => Exit::OK.0,
-        Err(failure) => {
-            let _ = writeln!(std::io::stderr(), "fsync: {failure}");
-            failure.exit().0
-        }
     }
 }
 
