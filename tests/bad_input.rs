@@ -120,6 +120,16 @@ const TABLE: &[(&[&str], i32, &str)] = &[
         "invalid duration",
     ),
     (
+        &["mutex", "run", "-t", "18446744073709551615", "L", "--", "true"],
+        2,
+        "invalid value '18446744073709551615' for '--timeout <DUR>': duration '18446744073709551615' is too large",
+    ),
+    (
+        &["mutex", "run", "--poll", "99999999999999999999s", "L", "--", "true"],
+        2,
+        "--poll <DUR>': duration '99999999999999999999s' is too large",
+    ),
+    (
         &["mutex", "run", "--poll", "0", "L", "--", "true"],
         2,
         "poll",

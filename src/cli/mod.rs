@@ -281,19 +281,42 @@ impl WaitArgs {
     }
 }
 
+/// The longest duration accepted: about 31,700 years, for ever in practice (and far from the
+/// overflow of a deadline).
+const MAX_DURATION: Duration = Duration::from_secs(1_000_000_000_000);
+
 /// Durations as humantime writes them, plus bare (fractional) seconds as flock(1) takes them.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    if let Ok(secs) = s.parse::<f64>() {
-        if (0.0..1e12).contains(&secs) {
-            return Ok(Duration::from_secs_f64(secs));
+    let too_large = || {
+        format!(
+            "duration '{s}' is too large (at most {}s, about 31,700 years)",
+            MAX_DURATION.as_secs()
+        )
+    };
+    let duration = if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_nan() {
+            return Err(format!("invalid duration '{s}': not a number"));
         }
-        return Err(format!(
-            "invalid duration '{s}': must be a non-negative number of seconds"
-        ));
+        if secs < 0.0 {
+            return Err(format!(
+                "invalid duration '{s}': must be a non-negative number of seconds"
+            ));
+        }
+        if secs >= MAX_DURATION.as_secs_f64() {
+            return Err(too_large());
+        }
+        Duration::from_secs_f64(secs)
+    } else {
+        humantime::parse_duration(s).map_err(|e| match e {
+            humantime::DurationError::NumberOverflow => too_large(),
+            e => format!("invalid duration '{s}': {e} (for example 250ms, 5s, 2m, 1h30m)"),
+        })?
+    };
+    if duration > MAX_DURATION {
+        return Err(too_large());
     }
-    humantime::parse_duration(s)
-        .map_err(|e| format!("invalid duration '{s}': {e} (try 250ms, 5s, 2m, 1h30m)"))
+    Ok(duration)
 }
 
 fn parse_poll(s: &str) -> Result<Duration, String> {
@@ -456,6 +479,17 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("-1").is_err());
+        for huge in [
+            "18446744073709551615",
+            "1e300",
+            "inf",
+            "99999999999999999999s",
+            "100000000000000h",
+        ] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(e.contains(&format!("'{huge}' is too large")), "{e}");
+        }
+        assert!(parse_duration("nan").unwrap_err().contains("not a number"));
         assert!(parse_duration("soon").is_err());
         assert!(parse_poll("0").is_err());
     }
