@@ -83,7 +83,7 @@ enum Verb {
 struct MembersArgs {
     #[arg(value_name = "BUS")]
     bus: PathBuf,
-    /// One JSON object: {\"path\", \"count\", \"members\": [{\"name\", \"pending\"}]}
+    /// One JSON object: {"path", "count", "members": [{"name", "pending"}]}
     #[arg(long)]
     json: bool,
 }
@@ -117,7 +117,7 @@ struct BroadcastArgs {
 struct RecvArgs {
     #[command(flatten)]
     member: Member,
-    /// One JSON object {\"from\", \"data\"} (or \"data_b64\") instead of the raw payload
+    /// One JSON object {"from", "data"} (or "data_b64") instead of the raw payload
     #[arg(long)]
     json: bool,
     #[command(flatten)]

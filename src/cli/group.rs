@@ -123,7 +123,7 @@ struct MembersArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
 
-    /// One JSON object: {\"path\", \"count\", \"members\": [{\"pid\", \"host\", \"command\", \"since\"}]}
+    /// One JSON object: {"path", "count", "members": [{"pid", "host", "command", "since"}]}
     #[arg(long)]
     json: bool,
 }
@@ -142,7 +142,7 @@ struct WatchArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
 
-    /// One JSON object per line: {\"time\", \"event\": \"empty\"|\"not-empty\", \"path\"}
+    /// One JSON object per line: {"time", "event": "empty"|"not-empty", "path"}
     #[arg(long)]
     json: bool,
 

@@ -472,6 +472,34 @@ mod tests {
         assert!(lean_command("mutexx".as_ref()).is_none());
     }
 
+    /// Help text is shown as written: no escape (`\"`) of the source shows through.
+    #[test]
+    fn help_text_has_no_backslashes() {
+        fn check(cmd: &clap::Command, path: &str, wrong: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            let texts = [
+                cmd.get_about(),
+                cmd.get_long_about(),
+                cmd.get_after_long_help(),
+            ];
+            let args = cmd
+                .get_arguments()
+                .flat_map(|a| [a.get_help(), a.get_long_help()]);
+            for text in texts.into_iter().chain(args).flatten() {
+                let text = text.to_string();
+                if text.contains('\\') {
+                    wrong.push(format!("{path}: {text}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                check(sub, &path, wrong);
+            }
+        }
+        let mut wrong = Vec::new();
+        check(&Cli::command(), "", &mut wrong);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     #[test]
     fn durations_accept_humantime_and_bare_seconds() {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));

@@ -129,7 +129,7 @@ struct RecvArgs {
 struct ListArgs {
     #[command(flatten)]
     mailbox: BoxArg,
-    /// One JSON object: {\"path\", \"count\", \"messages\": [{\"name\", \"size\", \"age_ms\", \"sync\"}]}
+    /// One JSON object: {"path", "count", "messages": [{"name", "size", "age_ms", "sync"}]}
     #[arg(long)]
     json: bool,
 }

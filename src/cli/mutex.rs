@@ -180,7 +180,7 @@ struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object: {\"path\", \"state\": \"free\"|\"held\", \"holder\", \"fence\"}
+    /// One JSON object: {"path", "state": "free"|"held", "holder", "fence"}
     #[arg(long)]
     json: bool,
 }
@@ -200,7 +200,7 @@ struct WatchArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object per line: {\"time\", \"event\", \"path\", \"holder\"}
+    /// One JSON object per line: {"time", "event", "path", "holder"}
     #[arg(long)]
     json: bool,
 
