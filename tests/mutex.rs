@@ -840,6 +840,18 @@ fn watch_prints_acquired_then_released() {
     watch.finish().code(0).stdout("");
 }
 
+/// Interrupted, a watch exits 128+N, as its help says.
+#[test]
+fn watch_interrupted_exits_128_plus_the_signal() {
+    let t = TestDir::new();
+    let holder = t.hold("L");
+    let mut watch = t.fsync(["mutex", "watch", "L"]).start();
+    assert!(watch.line().contains(" acquired "));
+    watch.signal(Signal::SIGTERM);
+    watch.finish().code(143).stdout("").stderr("");
+    holder.finish().code(0);
+}
+
 // ---- lock --fd ------------------------------------------------------------------------
 
 #[test]

@@ -132,8 +132,8 @@ struct MembersArgs {
 #[command(
     about = "Print 'empty' / 'not-empty' each time GROUP changes",
     long_about = "Print a line with a timestamp and 'empty' or 'not-empty' for the current state \
-                  of GROUP, then one each time it changes, until interrupted or --timeout \
-                  (exit 0).",
+                  of GROUP, then one each time it changes, until --timeout (then exits 0) or \
+                  until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
     after_long_help = "Examples:\n  \
         fsync group watch /srv/app/app.grp\n  \
         fsync group watch --json -t 1h app.grp >> app-usage.jsonl"

@@ -500,6 +500,21 @@ mod tests {
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
+    /// Every watch verb's help says how it ends: 0 at the timeout, 128+N when interrupted.
+    #[test]
+    fn watch_help_gives_the_exit_status_when_interrupted() {
+        let root = Cli::command();
+        let watches: Vec<&clap::Command> = root
+            .get_subcommands()
+            .filter_map(|c| c.find_subcommand("watch"))
+            .collect();
+        assert!(watches.len() >= 2);
+        for watch in watches {
+            let text = watch.get_long_about().expect("long help").to_string();
+            assert!(text.contains("128+N"), "{text}");
+        }
+    }
+
     #[test]
     fn durations_accept_humantime_and_bare_seconds() {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));

@@ -192,7 +192,8 @@ struct StatusArgs {
                   or 'released', and the holder where known; if LOCK is held when the watch \
                   starts, an 'acquired' line comes first. Changes made by fsync are seen at once; \
                   those of other tools (flock(1)) within the --poll interval. Runs until \
-                  interrupted or until --timeout, then exits 0.",
+                  --timeout (then exits 0) or until interrupted by signal N (INT, TERM, HUP, \
+                  QUIT; then exits 128+N).",
     after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
                        fsync mutex watch --json -t 1h /var/lock/backup.lck >> lock-history.jsonl"
 )]
