@@ -611,8 +611,7 @@ pub fn lock_fd(
     poll: Duration,
 ) -> Result<Outcome<()>> {
     let path = fd_path(fd);
-    nix::sys::stat::fstat(fd)
-        .map_err(|_| Error::new(&path, ErrorKind::NotFound, "not an open file descriptor"))?;
+    check_lockable_fd(fd, &path)?;
     // SAFETY: fstat proved the descriptor open; it stays open for this call (the caller's).
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     let network = pfs::fs_kind_of_path(Path::new(&format!("/proc/self/fd/{fd}"))).network;
@@ -637,11 +636,29 @@ pub fn lock_fd(
 /// Release the lock held through a descriptor.
 pub fn unlock_fd(fd: RawFd) -> Result<()> {
     let path = fd_path(fd);
-    nix::sys::stat::fstat(fd)
-        .map_err(|_| Error::new(&path, ErrorKind::NotFound, "not an open file descriptor"))?;
+    check_lockable_fd(fd, &path)?;
     // SAFETY: as in lock_fd.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     lock::unlock(&borrowed).map_err(|e| Error::io(&path, "cannot unlock", e))
+}
+
+/// That `fd` is open on a regular file or a directory, the only things a lock file can be: a
+/// lock on a pipe, a socket or a device (`/dev/null`) would exclude nobody.
+fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<()> {
+    use nix::sys::stat::SFlag;
+    let st = nix::sys::stat::fstat(fd)
+        .map_err(|_| Error::new(path, ErrorKind::NotFound, "not an open file descriptor"))?;
+    let kind = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+        SFlag::S_IFREG | SFlag::S_IFDIR => return Ok(()),
+        SFlag::S_IFIFO => "a pipe",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFCHR => "a character device",
+        SFlag::S_IFBLK => "a block device",
+        SFlag::S_IFLNK => "a symbolic link",
+        _ => "of an unknown kind",
+    };
+    let cause = format!("is {kind}, not a lock file");
+    Err(Error::new(path, ErrorKind::NotFound, cause))
 }
 
 /// A name for a descriptor in messages: the file it refers to, or `fd N`.

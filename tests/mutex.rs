@@ -883,6 +883,58 @@ fn lock_fd_shared_locks_coexist_and_exclude_writers() {
     reader.finish().code(0);
 }
 
+/// Only a regular file or a directory is a lock: a pipe, a socket or a device (/dev/null) is
+/// refused by lock and unlock alike, naming the descriptor and what it is.
+#[test]
+fn lock_fd_refuses_pipes_sockets_and_devices() {
+    let t = TestDir::new();
+    for verb in ["lock", "unlock"] {
+        let args = if verb == "lock" { "lock -n" } else { "unlock" };
+        let cases = [
+            (
+                format!(r#"echo x | "$FSYNC" mutex {args} --fd 0"#),
+                "fd 0 (pipe:",
+                "is a pipe",
+            ),
+            (
+                format!(r#""$FSYNC" mutex {args} --fd 9 9</dev/null"#),
+                "fd 9 (/dev/null)",
+                "is a character device",
+            ),
+        ];
+        for (script, name, kind) in cases {
+            t.sh(&script)
+                .run()
+                .code(66)
+                .error_naming(name)
+                .stderr_has(&format!("{kind}, not a lock file"));
+        }
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let out = std::process::Command::new(fsync_bin())
+            .arg("mutex")
+            .args(args.split(' '))
+            .args(["--fd", "0"])
+            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+                theirs,
+            )))
+            .output()
+            .unwrap();
+        drop(ours);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(66), "{stderr}");
+        assert!(
+            stderr.starts_with("fsync: fd 0 (socket:")
+                && stderr.contains("is a socket, not a lock file"),
+            "{stderr}"
+        );
+    }
+    // A directory is a lock, as for flock(1).
+    std::fs::create_dir(t.join("d")).unwrap();
+    t.sh(r#"exec 9<d; "$FSYNC" mutex lock -n --fd 9 && "$FSYNC" mutex unlock --fd 9"#)
+        .run()
+        .code(0);
+}
+
 #[test]
 fn lock_fd_on_a_closed_descriptor_is_an_error() {
     let t = TestDir::new();
