@@ -529,9 +529,10 @@ pub struct Status {
     pub fence: Option<u64>,
 }
 
-/// Is the mutex at `path` held, and by whom? Never creates the lock file, and on a local file
-/// system never touches the lock (it reads `/proc/locks`); on a network file system it probes
-/// with a non-blocking lock, released at once.
+/// Is the mutex at `path` held, and by whom? Held means any lock on the file: `flock`, POSIX or
+/// OFD, on any byte range (`--range`, other tools' `fcntl` locks). Never creates the lock file,
+/// and on a local file system never touches the lock (it reads `/proc/locks`); on a network
+/// file system it probes with a non-blocking lock, released at once.
 pub fn status(path: &Path) -> Result<Status> {
     let Some(file) = pfs::open_if_exists(path)? else {
         return Ok(Status {
@@ -546,10 +547,10 @@ pub fn status(path: &Path) -> Result<Status> {
     let kernel = if pfs::fs_kind(&file).network {
         None
     } else {
-        procinfo::flock_holders(meta.dev(), meta.ino())
+        procinfo::lock_holders(meta.dev(), meta.ino())
     };
     let (held, kernel_pid) = match &kernel {
-        Some(list) => (!list.is_empty(), list.first().and_then(|l| l.pid)),
+        Some(list) => (!list.is_empty(), list.iter().find_map(|l| l.pid)),
         None => (probe(path, &file)?, None),
     };
     let record = holder::read(path);

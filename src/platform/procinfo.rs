@@ -1,6 +1,6 @@
 /*!
 Who we are and who holds a lock: pid, host name, command line, wall-clock time, and the holders
-of `flock` locks on local files as the kernel lists them in `/proc/locks`.
+of locks on local files as the kernel lists them in `/proc/locks`.
 */
 
 use std::{
@@ -69,7 +69,7 @@ pub fn cmdline(pid: u32) -> Option<String> {
     (!words.is_empty()).then(|| words.join(" "))
 }
 
-/// A `flock` lock the kernel reports on a local file.
+/// A lock the kernel reports on a local file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelLock {
     pub pid: Option<u32>,
@@ -79,7 +79,14 @@ pub struct KernelLock {
 /// The `flock` locks held (not waited for) on the file with this device and inode, from
 /// `/proc/locks`. `None` if the kernel does not tell us (no procfs).
 pub fn flock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
-    stable_read(|text| parse_proc_locks(text, dev, ino))
+    stable_read(|text| parse_proc_locks(text, dev, ino, &["FLOCK"]))
+}
+
+/// The locks of every kind held (not waited for) on the file with this device and inode, from
+/// `/proc/locks`: `flock`, POSIX (`fcntl`, `lockf`) and open-file-description (OFD) byte-range
+/// locks, on any range. `None` if the kernel does not tell us (no procfs).
+pub fn lock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
+    stable_read(|text| parse_proc_locks(text, dev, ino, &["FLOCK", "POSIX", "OFDLCK"]))
 }
 
 /// The kernel produces `/proc/locks` a page at a time without a snapshot, so while other locks
@@ -97,13 +104,15 @@ fn stable_read<T: PartialEq>(parse: impl Fn(&str) -> T) -> Option<T> {
     Some(last)
 }
 
-fn parse_proc_locks(text: &str, dev: u64, ino: u64) -> Vec<KernelLock> {
+/// The held locks of the given kinds (`FLOCK`, `POSIX`, `OFDLCK`) on this file.
+fn parse_proc_locks(text: &str, dev: u64, ino: u64, kinds: &[&str]) -> Vec<KernelLock> {
     let want = proc_locks_key(dev, ino);
     let mut out = Vec::new();
     for line in text.lines() {
         // "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF"; waiters are "1: -> FLOCK ...".
+        // OFD locks may show pid -1 (they belong to no process).
         let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.len() < 6 || fields[1] != "FLOCK" || fields[5] != want {
+        if fields.len() < 6 || !kinds.contains(&fields[1]) || fields[5] != want {
             continue;
         }
         let pid = fields[4]
@@ -150,12 +159,36 @@ mod tests {
                     1: -> FLOCK  ADVISORY  WRITE 99 00:2a:5678 0 EOF\n\
                     2: POSIX  ADVISORY  WRITE 7 00:2a:5678 0 EOF\n\
                     3: FLOCK  ADVISORY  READ -1 00:2a:5678 0 EOF\n";
-        let got = parse_proc_locks(text, dev, 5678);
+        let got = parse_proc_locks(text, dev, 5678, &["FLOCK"]);
         assert_eq!(
             got,
             vec![
                 KernelLock {
                     pid: Some(1234),
+                    exclusive: true
+                },
+                KernelLock {
+                    pid: None,
+                    exclusive: false
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn lock_holders_include_posix_and_ofd_locks() {
+        let dev = nix::sys::stat::makedev(0, 0x2a);
+        let text = "1: POSIX  ADVISORY  WRITE 7 00:2a:5678 10 109\n\
+                    2: OFDLCK ADVISORY  READ  -1 00:2a:5678 0 EOF\n\
+                    2: -> OFDLCK ADVISORY  WRITE -1 00:2a:5678 0 EOF\n\
+                    3: LEASE  ACTIVE    READ  8 00:2a:5678 0 EOF\n\
+                    4: POSIX  ADVISORY  WRITE 9 00:2a:1 0 EOF\n";
+        let got = parse_proc_locks(text, dev, 5678, &["FLOCK", "POSIX", "OFDLCK"]);
+        assert_eq!(
+            got,
+            vec![
+                KernelLock {
+                    pid: Some(7),
                     exclusive: true
                 },
                 KernelLock {
