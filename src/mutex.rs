@@ -570,6 +570,14 @@ pub fn status(path: &Path) -> Result<Status> {
         let alive = procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive);
         alive && kernel_pid.is_none_or(|k| k == h.pid)
     });
+    // The pid the kernel lists took the lock; it may have exited and left the lock to a
+    // process that inherited the descriptor (a daemon the command left): name a live holder.
+    let kernel_pid = match kernel {
+        Some(_) if recorded.is_none() => {
+            procinfo::live_lock_holder(meta.dev(), meta.ino(), kernel_pid).or(kernel_pid)
+        }
+        _ => kernel_pid,
+    };
     let holder = recorded.or_else(|| {
         kernel_pid.map(|pid| Holder {
             pid,

@@ -749,6 +749,51 @@ fn bad_duration_and_missing_command_are_usage_errors() {
 
 // ---- status, watch, fencing --------------------------------------------------------------
 
+/// A process the test started in the background, killed when the test ends (even failed).
+struct Daemon(u32);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0 as i32);
+        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+    }
+}
+
+/// `fsync mutex run LOCK [OPTIONS] -- sh -c 'sleep 1000 & echo $!'`: fsync and the shell have
+/// exited, the background `sleep` they left holds the lock through the descriptor it
+/// inherited.
+#[track_caller]
+fn leave_daemon_holding(t: &TestDir, lock: &str, options: &[&str]) -> Daemon {
+    let mut args = vec!["mutex", "run", lock];
+    args.extend(options);
+    args.extend([
+        "--",
+        "sh",
+        "-c",
+        "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!",
+    ]);
+    let out = t.fsync(args).run();
+    let pid = out.code(0).stdout.trim().parse().expect("the daemon's pid");
+    Daemon(pid)
+}
+
+#[test]
+fn status_names_the_live_process_holding_an_inherited_lock() {
+    let t = TestDir::new();
+    let daemon = leave_daemon_holding(&t, "L", &[]);
+    let out = t.fsync(["mutex", "status", "--json", "L"]).run();
+    let v = json(out.code(1).stdout.trim());
+    assert_eq!(v["state"], "held", "{v}");
+    assert_eq!(v["holder"]["pid"], daemon.0, "{v}");
+    assert_eq!(v["holder"]["command"], "sleep 1000", "{v}");
+    t.fsync(["mutex", "status", "L"])
+        .run()
+        .code(1)
+        .stdout_has(&format!("{}", daemon.0))
+        .stdout_has("sleep 1000");
+    drop(daemon);
+}
+
 #[test]
 fn status_of_a_missing_lock_is_free_and_creates_nothing() {
     let t = TestDir::new();

@@ -5,7 +5,7 @@ of locks on local files as the kernel lists them in `/proc/locks`.
 
 use std::{
     ffi::OsString,
-    os::unix::ffi::OsStringExt,
+    os::unix::{ffi::OsStringExt, fs::MetadataExt},
     time::{SystemTime, UNIX_EPOCH},
 };
 
@@ -140,6 +140,52 @@ pub fn flock_waiters(dev: u64, ino: u64) -> Option<usize> {
             })
             .count()
     })
+}
+
+/// A live local process that holds a lock on the file with this device and inode through one
+/// of its descriptors: `hint` (the pid `/proc/locks` names) if it still does, else the first
+/// process found with such a descriptor. `/proc/locks` names the process that took a lock,
+/// which may have exited since, leaving it to one that inherited the descriptor (a daemon a
+/// locked command left running). Only processes whose descriptors we may read are seen.
+pub fn live_lock_holder(dev: u64, ino: u64, hint: Option<u32>) -> Option<u32> {
+    let holds = |pid: u32, fd: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))
+            .is_ok_and(|info| info.lines().any(|l| l.starts_with("lock:")))
+    };
+    if let Some(pid) = hint {
+        if descriptors_on(pid, dev, ino).any(|fd| holds(pid, &fd)) {
+            return Some(pid);
+        }
+    }
+    processes()
+        .filter(|&pid| Some(pid) != hint)
+        .find(|&pid| descriptors_on(pid, dev, ino).any(|fd| holds(pid, &fd)))
+}
+
+/// The pids in `/proc`, in increasing order.
+fn processes() -> impl Iterator<Item = u32> {
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    pids.into_iter()
+}
+
+/// The descriptors (as named in `/proc/PID/fd`) process `pid` has open on the file with this
+/// device and inode; none if we may not look.
+fn descriptors_on(pid: u32, dev: u64, ino: u64) -> impl Iterator<Item = String> {
+    let dir = format!("/proc/{pid}/fd");
+    std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(move |e| {
+            let meta = std::fs::metadata(e.path()).ok()?;
+            (meta.dev() == dev && meta.ino() == ino).then(|| e.file_name().into_string().ok())?
+        })
 }
 
 /// How `/proc/locks` names a file: `MAJOR:MINOR:INODE`, the device numbers in hex.
