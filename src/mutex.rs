@@ -32,7 +32,7 @@ at once instead of deadlocking.
 use std::{
     fs::File,
     os::{
-        fd::{AsRawFd, BorrowedFd, RawFd},
+        fd::{AsFd, AsRawFd, BorrowedFd, RawFd},
         unix::fs::MetadataExt,
     },
     path::{Path, PathBuf},
@@ -482,25 +482,33 @@ impl MutexGuard {
         }
     }
 
-    /// Release now, reporting failures (dropping the guard releases too, silently).
-    pub fn release(mut self) -> Result<()> {
+    /// Release now, saying what became of the lock file and reporting failures (dropping the
+    /// guard releases too, silently).
+    pub fn release(mut self) -> Result<Released> {
         self.release_inner()
     }
 
-    fn release_inner(&mut self) -> Result<()> {
+    fn release_inner(&mut self) -> Result<Released> {
         let Some(file) = self.file.take() else {
-            return Ok(());
+            return Ok(Released::Kept);
         };
-        let mut result = Ok(());
-        if self.delete {
+        let mut result = Ok(Released::Kept);
+        // A process the command left running may hold the lock through an inherited
+        // descriptor: deleting LOCK then would let the next acquirer lock a new file.
+        let still_held = self.delete && procinfo::description_shared(file.as_fd());
+        if still_held {
+            result = Ok(Released::KeptStillHeld);
+        }
+        if self.delete && !still_held {
             if let Some(r) = self.record.take() {
                 let _ = crate::platform::fs::remove_file(&r.path);
             }
             // Unlink only the file we hold: if the path now names another inode, leave it.
             if matches!(same_file(&self.path, &file), Ok(true)) {
-                if let Err(e) = crate::platform::fs::remove_file(&self.path) {
-                    result = Err(Error::io(&self.path, "cannot delete lock file", e));
-                }
+                result = match crate::platform::fs::remove_file(&self.path) {
+                    Ok(()) => Ok(Released::Deleted),
+                    Err(e) => Err(Error::io(&self.path, "cannot delete lock file", e)),
+                };
             }
         } else if let Some(r) = &self.record {
             r.write(&Record {
@@ -517,6 +525,18 @@ impl Drop for MutexGuard {
     fn drop(&mut self) {
         let _ = self.release_inner();
     }
+}
+
+/// What [`MutexGuard::release`] did with the lock file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// Left in place: not asked to delete it, or the path names another file by now.
+    Kept,
+    /// Deleted, as asked.
+    Deleted,
+    /// Left in place although asked to delete it: another process (one the command left
+    /// running) still holds the lock through a descriptor it inherited.
+    KeptStillHeld,
 }
 
 /// What `status` found.

@@ -16,7 +16,7 @@ use std::{
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{fsync_bin, is_root, require, Cmd, TestDir, HOLD};
+use crate::harness::{dead, eventually, fsync_bin, is_root, require, Cmd, TestDir, HOLD};
 
 /// Seed 002's read-increment-write of a counter file, with no lock of its own.
 fn increment(file: &str) -> String {
@@ -761,9 +761,9 @@ impl Drop for Daemon {
 
 /// `fsync mutex run LOCK [OPTIONS] -- sh -c 'sleep 1000 & echo $!'`: fsync and the shell have
 /// exited, the background `sleep` they left holds the lock through the descriptor it
-/// inherited.
+/// inherited. Returns it with what fsync said on stderr.
 #[track_caller]
-fn leave_daemon_holding(t: &TestDir, lock: &str, options: &[&str]) -> Daemon {
+fn leave_daemon_holding(t: &TestDir, lock: &str, options: &[&str]) -> (Daemon, String) {
     let mut args = vec!["mutex", "run", lock];
     args.extend(options);
     args.extend([
@@ -774,13 +774,13 @@ fn leave_daemon_holding(t: &TestDir, lock: &str, options: &[&str]) -> Daemon {
     ]);
     let out = t.fsync(args).run();
     let pid = out.code(0).stdout.trim().parse().expect("the daemon's pid");
-    Daemon(pid)
+    (Daemon(pid), out.stderr)
 }
 
 #[test]
 fn status_names_the_live_process_holding_an_inherited_lock() {
     let t = TestDir::new();
-    let daemon = leave_daemon_holding(&t, "L", &[]);
+    let (daemon, _) = leave_daemon_holding(&t, "L", &[]);
     let out = t.fsync(["mutex", "status", "--json", "L"]).run();
     let v = json(out.code(1).stdout.trim());
     assert_eq!(v["state"], "held", "{v}");
@@ -792,6 +792,33 @@ fn status_names_the_live_process_holding_an_inherited_lock() {
         .stdout_has(&format!("{}", daemon.0))
         .stdout_has("sleep 1000");
     drop(daemon);
+}
+
+/// `--delete` leaves LOCK in place while a process the command left still holds the lock
+/// through the descriptor it inherited: deleting it would let the next `fsync mutex run` create
+/// a new LOCK and hold a second lock beside the first.
+#[test]
+fn delete_keeps_a_lock_file_a_process_left_by_the_command_still_holds() {
+    let t = TestDir::new();
+    let (daemon, stderr) = leave_daemon_holding(&t, "L", &["--delete", "-v"]);
+    assert!(t.join("L").exists(), "L was deleted while held");
+    assert!(
+        stderr.contains("not deleting L: another process still holds the lock"),
+        "{stderr}"
+    );
+    t.fsync(["mutex", "run", "-n", "L", "--", "echo", "ran"])
+        .run()
+        .code(75)
+        .stdout("");
+    let pid = daemon.0;
+    drop(daemon);
+    eventually("the daemon died", || dead(pid));
+    // Nobody else holds it now: --delete deletes.
+    t.fsync(["mutex", "run", "--delete", "L", "--", "true"])
+        .run()
+        .code(0)
+        .stderr("");
+    assert!(!t.join("L").exists(), "L was kept when free");
 }
 
 #[test]

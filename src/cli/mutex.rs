@@ -94,7 +94,8 @@ struct RunArgs {
     wait: WaitArgs,
 
     /// Remove LOCK (and its holder record) on release; racing acquirers never end up holding
-    /// two different files of the same name
+    /// two different files of the same name. LOCK stays while a process COMMAND left running
+    /// still holds the lock (-v says so)
     #[arg(long)]
     delete: bool,
 
@@ -274,7 +275,15 @@ fn run_command(a: RunArgs) -> super::Outcome {
         },
         loss_guard,
     )?;
-    guard.release()?;
+    if guard.release()? == mutex::Released::KeptStillHeld {
+        progress.done(|| {
+            format!(
+                "not deleting {}: another process still holds the lock (one the command left \
+                 running, through a descriptor it inherited)",
+                a.lock.display()
+            )
+        });
+    }
     Ok(exit)
 }
 

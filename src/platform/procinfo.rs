@@ -5,7 +5,10 @@ of locks on local files as the kernel lists them in `/proc/locks`.
 
 use std::{
     ffi::OsString,
-    os::unix::{ffi::OsStringExt, fs::MetadataExt},
+    os::{
+        fd::{AsRawFd, BorrowedFd},
+        unix::{ffi::OsStringExt, fs::MetadataExt},
+    },
     time::{SystemTime, UNIX_EPOCH},
 };
 
@@ -160,6 +163,58 @@ pub fn live_lock_holder(dev: u64, ino: u64, hint: Option<u32>) -> Option<u32> {
     processes()
         .filter(|&pid| Some(pid) != hint)
         .find(|&pid| descriptors_on(pid, dev, ino).any(|fd| holds(pid, &fd)))
+}
+
+/// Whether another process has `fd`'s open file description among its descriptors (the same
+/// description, as `kcmp(2)` compares them, not merely the same file): one that inherited it
+/// from us or from a child, such as a daemon a locked command left running. The lock belongs to
+/// the description, so such a process still holds it after we close ours. Only processes whose
+/// descriptors we may read are seen (as a non-root user, our own, which covers descendants).
+/// Where `kcmp` cannot tell, a descriptor on the same file that holds a lock counts.
+pub fn description_shared(fd: BorrowedFd<'_>) -> bool {
+    let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) else {
+        return false;
+    };
+    let (dev, ino) = (st.st_dev, st.st_ino);
+    let me = std::process::id();
+    processes().filter(|&pid| pid != me).any(|pid| {
+        descriptors_on(pid, dev, ino).any(|other| {
+            let Ok(other_fd) = other.parse::<i32>() else {
+                return false;
+            };
+            same_description(me, fd.as_raw_fd(), pid, other_fd).unwrap_or_else(|| {
+                std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{other}"))
+                    .is_ok_and(|info| info.lines().any(|l| l.starts_with("lock:")))
+            })
+        })
+    })
+}
+
+/// Whether descriptor `fd1` of process `pid1` and `fd2` of `pid2` are one open file
+/// description (`kcmp(2)`, `KCMP_FILE`); `None` where the kernel does not say (no `kcmp`, not
+/// permitted, gone).
+fn same_description(pid1: u32, fd1: i32, pid2: u32, fd2: i32) -> Option<bool> {
+    use nix::libc;
+    const KCMP_FILE: libc::c_int = 0;
+    let (Ok(pid1), Ok(pid2)) = (libc::pid_t::try_from(pid1), libc::pid_t::try_from(pid2)) else {
+        return None;
+    };
+    // SAFETY: kcmp takes only integers and reads no memory of ours.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            pid1,
+            pid2,
+            KCMP_FILE,
+            fd1 as libc::c_ulong,
+            fd2 as libc::c_ulong,
+        )
+    };
+    match rc {
+        0 => Some(true),
+        1..=3 => Some(false),
+        _ => None,
+    }
 }
 
 /// The pids in `/proc`, in increasing order.
