@@ -507,6 +507,8 @@ impl MutexGuard {
             if matches!(same_file(&self.path, &file), Ok(true)) {
                 result = match crate::platform::fs::remove_file(&self.path) {
                     Ok(()) => Ok(Released::Deleted),
+                    // Removed meanwhile (by the command): what was asked for.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Released::Deleted),
                     Err(e) => Err(Error::io(&self.path, "cannot delete lock file", e)),
                 };
             }

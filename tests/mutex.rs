@@ -821,6 +821,54 @@ fn delete_keeps_a_lock_file_a_process_left_by_the_command_still_holds() {
     assert!(!t.join("L").exists(), "L was kept when free");
 }
 
+/// A `--delete` that fails (the directory became read-only) is a warning: fsync still exits
+/// with the command's status. A lock file already gone is no failure at all.
+#[test]
+fn a_failed_delete_warns_and_keeps_the_commands_exit_status() {
+    let t = TestDir::new();
+    std::fs::create_dir(t.join("d")).unwrap();
+    let args = [
+        "mutex",
+        "run",
+        "--delete",
+        "d/L",
+        "--",
+        "sh",
+        "-c",
+        "chmod a-w d; exit 3",
+    ];
+    // Root may delete from a read-only directory: be `nobody` there.
+    let cmd = if is_root() {
+        require("runuser", "util-linux");
+        t.open_to_others();
+        let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+        std::os::unix::fs::chown(t.join("d"), Some(nobody.uid.as_raw()), None).unwrap();
+        as_nobody(&t, args)
+    } else {
+        t.fsync(args)
+    };
+    let out = cmd.run();
+    std::fs::set_permissions(t.join("d"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    out.code(3)
+        .stdout("")
+        .error_naming("d/L: cannot delete lock file");
+    assert!(t.join("d/L").exists());
+
+    t.fsync([
+        "mutex",
+        "run",
+        "--delete",
+        "L",
+        "--",
+        "sh",
+        "-c",
+        "rm L; exit 4",
+    ])
+    .run()
+    .code(4)
+    .stderr("");
+}
+
 #[test]
 fn status_of_a_missing_lock_is_free_and_creates_nothing() {
     let t = TestDir::new();

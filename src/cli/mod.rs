@@ -419,6 +419,12 @@ pub fn main() -> u8 {
     }
 }
 
+/// A failure that does not decide the exit status (the command's does, as after a failed
+/// `--delete`): the same one `fsync: ` line on stderr, as a warning.
+pub fn warn(failure: Failure) {
+    let _ = writeln!(std::io::stderr(), "fsync: {failure}");
+}
+
 fn dispatch(command: Command) -> Outcome {
     match command {
         Command::Mutex(cmd) => mutex::run(cmd),

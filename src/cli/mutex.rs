@@ -275,7 +275,12 @@ fn run_command(a: RunArgs) -> super::Outcome {
         },
         loss_guard,
     )?;
-    if guard.release()? == mutex::Released::KeptStillHeld {
+    // The command's status is what the caller asked for: a failed delete only warns.
+    let released = guard.release().unwrap_or_else(|e| {
+        super::warn(e.into());
+        mutex::Released::Kept
+    });
+    if released == mutex::Released::KeptStillHeld {
         progress.done(|| {
             format!(
                 "not deleting {}: another process still holds the lock (one the command left \
