@@ -132,7 +132,8 @@ struct MembersArgs {
 #[command(
     about = "Print 'empty' / 'not-empty' each time GROUP changes",
     long_about = "Print a line with a timestamp and 'empty' or 'not-empty' for the current state \
-                  of GROUP, then one each time it changes, until --timeout (then exits 0) or \
+                  of GROUP (a GROUP that does not exist is empty; watching creates nothing), \
+                  then one each time it changes, until --timeout (then exits 0) or \
                   until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
     after_long_help = "Examples:\n  \
         fsync group watch /srv/app/app.grp\n  \
