@@ -1064,3 +1064,14 @@ fn lock_fd_on_a_closed_descriptor_is_an_error() {
             .operational_error("99");
     }
 }
+
+/// With standard output closed, the lock file fsync opens must not become the command's
+/// standard output: what the command writes never lands in LOCK.
+#[test]
+fn a_closed_stdout_never_becomes_the_lock_file() {
+    let t = TestDir::new();
+    t.sh(r#""$FSYNC" mutex run L -- sh -c 'echo into-the-lock; exit 0' >&-"#)
+        .run()
+        .code(0);
+    assert!(!t.read("L").contains("into-the-lock"), "{}", t.read("L"));
+}

@@ -10,7 +10,7 @@ use fsync::{Bus, Outcome};
 use serde_json::json;
 
 use super::{
-    payload::{output_error, DataArg},
+    payload::{check_output, output_error, DataArg},
     report, Exit, WaitArgs,
 };
 
@@ -164,6 +164,7 @@ pub fn run(cmd: BusCommand) -> super::Outcome {
             Ok(Exit::OK)
         }
         Verb::Recv(a) => {
+            check_output()?;
             let bus = Bus::new(&a.member.bus).poll_interval(a.wait.poll);
             let mut msg = match bus.recv_with(&a.member.name, a.wait.timeout())? {
                 Outcome::Acquired(m) => m,
