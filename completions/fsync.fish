@@ -53,7 +53,7 @@ ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l range -d 'Lock only LEN bytes of LOCK from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets; bytes past the end of the file are fine) with an OFD byte-range lock: disjoint ranges do not exclude each other. No holder record, fence or nesting' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l delete -d 'Remove LOCK (and its holder record) on release; racing acquirers never end up holding two different files of the same name'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l delete -d 'Remove LOCK (and its holder record) on release; racing acquirers never end up holding two different files of the same name. LOCK stays while a process COMMAND left running still holds the lock (-v says so)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s o -l close -d 'Do not pass the lock down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
@@ -69,12 +69,12 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -l fd -d 'The open file descriptor to unlock' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {\\"path\\", \\"state\\": \\"free\\"|\\"held\\", \\"holder\\", \\"fence\\"}'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "state": "free"|"held", "holder", "fence"}'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s t -l timeout -d 'Stop watching after DUR' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l poll -d 'Re-check interval for changes made by tools other than fsync' -r
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l json -d 'One JSON object per line: {\\"time\\", \\"event\\", \\"path\\", \\"holder\\"}'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l json -d 'One JSON object per line: {"time", "event", "path", "holder"}'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run COMMAND while holding LOCK exclusively'
@@ -108,12 +108,12 @@ complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from members" -l json -d 'One JSON object: {\\"path\\", \\"count\\", \\"members\\": [{\\"pid\\", \\"host\\", \\"command\\", \\"since\\"}]}'
+complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from members" -l json -d 'One JSON object: {"path", "count", "members": [{"pid", "host", "command", "since"}]}'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from members" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from members" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from watch" -s t -l timeout -d 'Stop watching after DUR' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from watch" -l poll -d 'Re-check interval on network file systems' -r
-complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from watch" -l json -d 'One JSON object per line: {\\"time\\", \\"event\\": \\"empty\\"|\\"not-empty\\", \\"path\\"}'
+complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from watch" -l json -d 'One JSON object per line: {"time", "event": "empty"|"not-empty", "path"}'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from watch" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from help" -f -a "join" -d 'Be a member of GROUP while COMMAND runs'
@@ -196,7 +196,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from connect" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from disconnect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from disconnect" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from members" -l json -d 'One JSON object: {\\"path\\", \\"count\\", \\"members\\": [{\\"name\\", \\"pending\\"}]}'
+complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from members" -l json -d 'One JSON object: {"path", "count", "members": [{"name", "pending"}]}'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from members" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from members" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from send" -l from -d 'The sending participant (must be connected)' -r
@@ -211,7 +211,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
-complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -l json -d 'One JSON object {\\"from\\", \\"data\\"} (or \\"data_b64\\") instead of the raw payload'
+complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -l json -d 'One JSON object {"from", "data"} (or "data_b64") instead of the raw payload'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -251,7 +251,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcom
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {\\"path\\", \\"readers\\", \\"writer\\", \\"waiting_writers\\"}'
+complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "readers", "writer", "waiting_writers"}'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from help" -f -a "read" -d 'Run COMMAND holding LOCK as a reader (read) or as the writer (write)'
@@ -274,7 +274,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {\\"path\\", \\"slots\\", \\"held\\": [{\\"slot\\", \\"holder\\"}], \\"waiters\\"}'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "slots", "held": [{"slot", "holder"}], "waiters"}'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run COMMAND while holding one of N slots of SEM'
@@ -297,7 +297,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_s
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {\\"path\\", \\"inside\\": [{\\"group\\", \\"count\\"}], \\"waiting\\"}'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "inside": [{"group", "count"}], "waiting"}'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run COMMAND inside LOCK as a member of group NAME'

@@ -35,6 +35,10 @@ last member leaving with `--delete`, start over); re-create `G/members` if it is
 empty (a joiner that already waits on the old `join.lock` re-creates everything: the mutex's
 acquisition notices the unlinked file and retries).
 
+**watch** creates nothing: until a joiner has made `G`, `G/members` and `G/gate`, it watches
+`G` (or `G`'s parent, until `G` appears) for them; then it waits as *wait-empty* does, or for
+a registration to appear in `members/`.
+
 **wait-empty**: on a local file system, a blocking exclusive `flock` on `gate` returns when the
 last shared lock goes (kernel wake-up; Linux `flock` does not hold back new shared lockers for a
 waiting exclusive one, so members can still join meanwhile); it is released at once and the
@@ -456,34 +460,42 @@ pub fn wait_for_state(
 ) -> Result<Outcome<()>> {
     check_dir(path)?;
     let p = paths(path);
-    if !want_empty {
-        ensure_dirs(&p)?; // a joiner's registration is what wakes us
-    }
-    let Some(top) = Dir::top(path, !want_empty, "cannot open group directory")? else {
-        return Ok(Outcome::Acquired(()));
-    };
-    let gate = match open_existing_gate(&top)? {
-        Some(g) => g,
-        None if want_empty => return Ok(Outcome::Acquired(())),
-        None => top.open_or_create("gate")?,
-    };
-    let members_dir = top.sub("members", !want_empty)?;
-    let network = pfs::fs_kind(&gate).network;
-    let watch = if want_empty || network {
-        None
-    } else {
-        Some(
-            DirWatch::new(
-                &members_dir
-                    .as_ref()
-                    .map_or(p.members.clone(), |d| d.pinned()),
-            )
-            .map_err(|e| Error::io(&p.members, "cannot watch directory", e))?,
-        )
+    let start = std::time::Instant::now();
+    let remaining = || timeout.map(|t| t.saturating_sub(start.elapsed()));
+    let (top, gate, network, watch) = loop {
+        if !want_empty {
+            // An observer creates nothing: wait for a joiner to make the group's files.
+            match wait_for_files(&p, remaining(), poll)? {
+                Outcome::Acquired(()) => {}
+                Outcome::TimedOut => return Ok(Outcome::TimedOut),
+                Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
+            }
+        }
+        let top = Dir::top(path, false, "cannot open group directory")?;
+        let Some(gate) = top.as_ref().map(open_existing_gate).transpose()?.flatten() else {
+            if want_empty {
+                return Ok(Outcome::Acquired(()));
+            }
+            continue; // removed again (a last member leaving with --delete)
+        };
+        let top = top.expect("the gate is in it");
+        let network = pfs::fs_kind(&gate).network;
+        if want_empty || network {
+            break (top, gate, network, None);
+        }
+        // A joiner's registration is what wakes us.
+        let Some(members) = top.sub("members", false)? else {
+            continue;
+        };
+        match DirWatch::new(&members.pinned()) {
+            Ok(w) => break (top, gate, network, Some(w)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&p.members, "cannot watch directory", e)),
+        }
     };
     let mut error = None;
     let spec = Wait {
-        timeout,
+        timeout: remaining(),
         poll: network.then_some(poll),
         progress: None,
     };
@@ -509,6 +521,39 @@ pub fn wait_for_state(
         },
     );
     outcome.map_err(|e| error.unwrap_or_else(|| Error::io(path, "cannot wait", e)))
+}
+
+/// Block until the group's directory, `members/` and `gate` exist (a joiner makes them), without
+/// creating any of them: watch the group's directory, or its parent until the group appears.
+fn wait_for_files(p: &Paths, timeout: Option<Duration>, poll: Duration) -> Result<Outcome<()>> {
+    let ready = || p.members.is_dir() && p.gate.exists();
+    let start = std::time::Instant::now();
+    loop {
+        if ready() {
+            return Ok(Outcome::Acquired(()));
+        }
+        let in_parent = !p.dir.is_dir();
+        let dir = if in_parent {
+            pfs::parent_dir(&p.dir)
+        } else {
+            &p.dir
+        };
+        let watch = match DirWatch::new(dir) {
+            Ok(w) => w,
+            // The group went again before we could watch it: look again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !in_parent => continue,
+            Err(e) => return Err(Error::io(dir, "cannot watch directory", e)),
+        };
+        let network = pfs::fs_kind_of_path(dir).network;
+        let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
+        // Done when ready, or when the group has appeared while we watched its parent.
+        let outcome = wait::watch_until(remaining, network.then_some(poll), &watch, dir, || {
+            Ok((ready() || (in_parent && p.dir.is_dir())).then_some(()))
+        })?;
+        if !matches!(outcome, Outcome::Acquired(())) {
+            return Ok(outcome);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 //! `main` is the C entry point rather than Rust's (`no_main`): Rust's start-up reads
 //! `/proc/self/maps` to place a stack guard and installs a stack-overflow handler, which for a
 //! program that usually runs for a millisecond (a lock around a short command) was a seventh of
-//! its instructions. What of it we want is done here: SIGPIPE ignored (a closed pipe is an
-//! error we report, see `Failure::BrokenPipe`), and `exit` flushes standard output.
+//! its instructions. What of it we want is done here: closed standard descriptors filled (see
+//! [`fill_closed_standard_fds`]), SIGPIPE ignored (a closed pipe is an error we report, see
+//! `Failure::BrokenPipe`), and `exit` flushes standard output.
 #![cfg_attr(not(test), no_main)]
 
 mod cli;
@@ -25,6 +26,7 @@ fn main() {
 }
 
 fn run() -> ! {
+    fill_closed_standard_fds();
     // SAFETY: setting a disposition to SIG_IGN installs no handler code.
     unsafe {
         let _ = nix::sys::signal::signal(
@@ -33,4 +35,32 @@ fn run() -> ! {
         );
     }
     std::process::exit(cli::main().into())
+}
+
+/// Standard descriptors that are closed (`fsync msg recv B >&-`) get `/dev/null`, opened the
+/// other way round (0 write-only, 1 and 2 read-only, close-on-exec): otherwise the next file
+/// fsync opens would become standard output and receive the payload. This way a read of a
+/// closed stdin and a write to a closed stdout or stderr fail (`EBADF`) as they would have, and
+/// commands we run still find them closed.
+fn fill_closed_standard_fds() {
+    use nix::{
+        fcntl::{fcntl, open, FcntlArg, OFlag},
+        sys::stat::Mode,
+    };
+    for (fd, access) in [
+        (0, OFlag::O_WRONLY),
+        (1, OFlag::O_RDONLY),
+        (2, OFlag::O_RDONLY),
+    ] {
+        if fcntl(fd, FcntlArg::F_GETFD) != Err(nix::errno::Errno::EBADF) {
+            continue;
+        }
+        // The lowest free descriptor: `fd` itself, since those below it are open.
+        if let Ok(null) = open("/dev/null", access | OFlag::O_CLOEXEC, Mode::empty()) {
+            if null != fd {
+                let _ = nix::unistd::dup3(null, fd, OFlag::O_CLOEXEC);
+                let _ = nix::unistd::close(null);
+            }
+        }
+    }
 }

@@ -32,7 +32,7 @@ at once instead of deadlocking.
 use std::{
     fs::File,
     os::{
-        fd::{AsRawFd, BorrowedFd, RawFd},
+        fd::{AsFd, AsRawFd, BorrowedFd, RawFd},
         unix::fs::MetadataExt,
     },
     path::{Path, PathBuf},
@@ -593,17 +593,24 @@ impl MutexGuard {
         }
     }
 
-    /// Release now, reporting failures (dropping the guard releases too, silently).
-    pub fn release(mut self) -> Result<()> {
+    /// Release now, saying what became of the lock file and reporting failures (dropping the
+    /// guard releases too, silently).
+    pub fn release(mut self) -> Result<Released> {
         self.release_inner()
     }
 
-    fn release_inner(&mut self) -> Result<()> {
+    fn release_inner(&mut self) -> Result<Released> {
         let Some(file) = self.file.take() else {
-            return Ok(());
+            return Ok(Released::Kept);
         };
-        let mut result = Ok(());
-        if self.delete {
+        let mut result = Ok(Released::Kept);
+        // A process the command left running may hold the lock through an inherited
+        // descriptor: deleting LOCK then would let the next acquirer lock a new file.
+        let still_held = self.delete && procinfo::description_shared(file.as_fd());
+        if still_held {
+            result = Ok(Released::KeptStillHeld);
+        }
+        if self.delete && !still_held {
             // The fence outlives the record in the directory's fence file, so that tokens
             // keep growing after the lock is gone (whatever the next holder's clock says).
             if self.keep_fence {
@@ -614,9 +621,12 @@ impl MutexGuard {
             }
             // Unlink only the file we hold: if the path now names another inode, leave it.
             if matches!(same_file(&self.path, &file), Ok(true)) {
-                if let Err(e) = crate::platform::fs::remove_file(&self.path) {
-                    result = Err(Error::io(&self.path, "cannot delete lock file", e));
-                }
+                result = match crate::platform::fs::remove_file(&self.path) {
+                    Ok(()) => Ok(Released::Deleted),
+                    // Removed meanwhile (by the command): what was asked for.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Released::Deleted),
+                    Err(e) => Err(Error::io(&self.path, "cannot delete lock file", e)),
+                };
             }
         } else if let Some(r) = &self.record {
             r.write(&Record {
@@ -635,6 +645,18 @@ impl Drop for MutexGuard {
     }
 }
 
+/// What [`MutexGuard::release`] did with the lock file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// Left in place: not asked to delete it, or the path names another file by now.
+    Kept,
+    /// Deleted, as asked.
+    Deleted,
+    /// Left in place although asked to delete it: another process (one the command left
+    /// running) still holds the lock through a descriptor it inherited.
+    KeptStillHeld,
+}
+
 /// What `status` found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
@@ -645,9 +667,10 @@ pub struct Status {
     pub fence: Option<u64>,
 }
 
-/// Is the mutex at `path` held, and by whom? Never creates the lock file, and on a local file
-/// system never touches the lock (it reads `/proc/locks`); on a network file system it probes
-/// with a non-blocking lock, released at once.
+/// Is the mutex at `path` held, and by whom? Held means any lock on the file: `flock`, POSIX or
+/// OFD, on any byte range (`--range`, other tools' `fcntl` locks). Never creates the lock file,
+/// and on a local file system never touches the lock (it reads `/proc/locks`); on a network
+/// file system it probes with a non-blocking lock, released at once.
 pub fn status(path: &Path) -> Result<Status> {
     let Some(file) = pfs::open_if_exists(path)? else {
         return Ok(Status {
@@ -662,10 +685,10 @@ pub fn status(path: &Path) -> Result<Status> {
     let kernel = if pfs::fs_kind(&file).network {
         None
     } else {
-        procinfo::flock_holders(meta.dev(), meta.ino())
+        procinfo::lock_holders(meta.dev(), meta.ino())
     };
     let (held, kernel_pid) = match &kernel {
-        Some(list) => (!list.is_empty(), list.first().and_then(|l| l.pid)),
+        Some(list) => (!list.is_empty(), list.iter().find_map(|l| l.pid)),
         None => (probe(path, &file)?, None),
     };
     let record = holder::read(path);
@@ -685,6 +708,14 @@ pub fn status(path: &Path) -> Result<Status> {
         let alive = procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive);
         alive && kernel_pid.is_none_or(|k| k == h.pid)
     });
+    // The pid the kernel lists took the lock; it may have exited and left the lock to a
+    // process that inherited the descriptor (a daemon the command left): name a live holder.
+    let kernel_pid = match kernel {
+        Some(_) if recorded.is_none() => {
+            procinfo::live_lock_holder(meta.dev(), meta.ino(), kernel_pid).or(kernel_pid)
+        }
+        _ => kernel_pid,
+    };
     let holder = recorded.or_else(|| {
         kernel_pid.map(|pid| Holder {
             pid,
@@ -727,8 +758,7 @@ pub fn lock_fd(
     poll: Duration,
 ) -> Result<Outcome<()>> {
     let path = fd_path(fd);
-    nix::sys::stat::fstat(fd)
-        .map_err(|_| Error::new(&path, ErrorKind::NotFound, "not an open file descriptor"))?;
+    check_lockable_fd(fd, &path)?;
     // SAFETY: fstat proved the descriptor open; it stays open for this call (the caller's).
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     let network = pfs::fs_kind_of_path(Path::new(&format!("/proc/self/fd/{fd}"))).network;
@@ -753,11 +783,29 @@ pub fn lock_fd(
 /// Release the lock held through a descriptor.
 pub fn unlock_fd(fd: RawFd) -> Result<()> {
     let path = fd_path(fd);
-    nix::sys::stat::fstat(fd)
-        .map_err(|_| Error::new(&path, ErrorKind::NotFound, "not an open file descriptor"))?;
+    check_lockable_fd(fd, &path)?;
     // SAFETY: as in lock_fd.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     lock::unlock(&borrowed).map_err(|e| Error::io(&path, "cannot unlock", e))
+}
+
+/// That `fd` is open on a regular file or a directory, the only things a lock file can be: a
+/// lock on a pipe, a socket or a device (`/dev/null`) would exclude nobody.
+fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<()> {
+    use nix::sys::stat::SFlag;
+    let st = nix::sys::stat::fstat(fd)
+        .map_err(|_| Error::new(path, ErrorKind::NotFound, "not an open file descriptor"))?;
+    let kind = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+        SFlag::S_IFREG | SFlag::S_IFDIR => return Ok(()),
+        SFlag::S_IFIFO => "a pipe",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFCHR => "a character device",
+        SFlag::S_IFBLK => "a block device",
+        SFlag::S_IFLNK => "a symbolic link",
+        _ => "of an unknown kind",
+    };
+    let cause = format!("is {kind}, not a lock file");
+    Err(Error::new(path, ErrorKind::NotFound, cause))
 }
 
 /// A name for a descriptor in messages: the file it refers to, or `fd N`.

@@ -559,7 +559,7 @@ proptest! {
 
     #[test]
     fn proc_locks_parse_never_panics(text in nasty_text(), dev in any::<u64>(), ino in any::<u64>()) {
-        let _ = procinfo::parse_proc_locks(&text, dev, ino);
+        let _ = procinfo::parse_proc_locks(&text, dev, ino, &["FLOCK"]);
     }
 
     #[test]
@@ -574,7 +574,7 @@ proptest! {
             at -= 1;
         }
         text.insert_str(at, &noise);
-        let _ = procinfo::parse_proc_locks(&text, dev(target), target.2);
+        let _ = procinfo::parse_proc_locks(&text, dev(target), target.2, &["FLOCK"]);
     }
 
     /// Well-formed lines give back exactly the `flock` holders (not the waiters, not POSIX or
@@ -590,7 +590,7 @@ proptest! {
                 exclusive: l.write,
             })
             .collect();
-        prop_assert_eq!(procinfo::parse_proc_locks(&text, dev(target), target.2), expected);
+        prop_assert_eq!(procinfo::parse_proc_locks(&text, dev(target), target.2, &["FLOCK"]), expected);
     }
 }
 
@@ -779,6 +779,7 @@ fn finding_proc_locks_pid_truncates() {
         "1: FLOCK  ADVISORY  WRITE 4294967297 00:2a:5678 0 EOF\n",
         dev,
         5678,
+        &["FLOCK"],
     );
     assert_eq!(got.first().and_then(|l| l.pid), None);
 }

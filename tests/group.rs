@@ -353,6 +353,31 @@ fn group_watch_reports_each_change() {
     assert_eq!(out.stderr, "", "watch complained");
 }
 
+/// An observer creates nothing: `group watch` on a group that does not exist reports it empty,
+/// leaves it missing, and sees it appear when a member joins. A missing parent is an error.
+#[test]
+fn watch_creates_nothing_and_sees_the_group_appear() {
+    let t = TestDir::new();
+    let out = t.fsync(["group", "watch", "-t", "100ms", "G"]).run();
+    out.code(0);
+    assert!(out.stdout.ends_with(" empty\n"), "{}", out.stdout);
+    assert!(!t.join("G").exists(), "group watch created the group");
+
+    let mut watch = t.fsync(["group", "watch", "G"]).start();
+    assert!(watch.line().ends_with(" empty"));
+    let m = join(&t, "G", &[]);
+    assert!(watch.line().ends_with(" not-empty"));
+    m.holder.finish().code(0);
+    assert!(watch.line().ends_with(" empty"));
+    watch.signal(Signal::SIGTERM);
+    watch.finish().code(143).stdout("").stderr("");
+
+    t.fsync(["group", "watch", "-t", "100ms", "no/dir/G"])
+        .run()
+        .operational_error("no/dir/G")
+        .stderr_has("parent directory");
+}
+
 #[test]
 fn group_delete_removes_the_group_and_survives_racing_joiners() {
     let t = TestDir::new();

@@ -469,3 +469,27 @@ fn msg_payload_permissions() {
         .run()
         .code(2);
 }
+
+/// With standard output closed, the files fsync opens must not take its place: the payload
+/// would go into one of them. `recv` fails (it cannot write) and the message stays queued.
+#[test]
+fn recv_with_stdout_closed_fails_and_keeps_the_message() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "b", "--data", "hello"])
+        .run()
+        .code(0);
+    let out = t.sh(r#""$FSYNC" msg recv -n b >&-"#).run();
+    out.operational_error("standard output");
+    t.fsync(["msg", "recv", "-n", "b"])
+        .run()
+        .code(0)
+        .stdout("hello");
+    // Closed stdin and stderr are harmless too.
+    t.fsync(["msg", "post", "b", "--data", "again"])
+        .run()
+        .code(0);
+    t.sh(r#""$FSYNC" msg recv -n b <&- 2>&-"#)
+        .run()
+        .code(0)
+        .stdout("again");
+}

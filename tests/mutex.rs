@@ -16,7 +16,7 @@ use std::{
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{fsync_bin, is_root, require, Cmd, TestDir, HOLD};
+use crate::harness::{dead, eventually, fsync_bin, is_root, require, Cmd, TestDir, HOLD};
 
 /// Seed 002's read-increment-write of a counter file, with no lock of its own.
 fn increment(file: &str) -> String {
@@ -749,6 +749,126 @@ fn bad_duration_and_missing_command_are_usage_errors() {
 
 // ---- status, watch, fencing --------------------------------------------------------------
 
+/// A process the test started in the background, killed when the test ends (even failed).
+struct Daemon(u32);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0 as i32);
+        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+    }
+}
+
+/// `fsync mutex run LOCK [OPTIONS] -- sh -c 'sleep 1000 & echo $!'`: fsync and the shell have
+/// exited, the background `sleep` they left holds the lock through the descriptor it
+/// inherited. Returns it with what fsync said on stderr.
+#[track_caller]
+fn leave_daemon_holding(t: &TestDir, lock: &str, options: &[&str]) -> (Daemon, String) {
+    let mut args = vec!["mutex", "run", lock];
+    args.extend(options);
+    args.extend([
+        "--",
+        "sh",
+        "-c",
+        "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!",
+    ]);
+    let out = t.fsync(args).run();
+    let pid = out.code(0).stdout.trim().parse().expect("the daemon's pid");
+    (Daemon(pid), out.stderr)
+}
+
+#[test]
+fn status_names_the_live_process_holding_an_inherited_lock() {
+    let t = TestDir::new();
+    let (daemon, _) = leave_daemon_holding(&t, "L", &[]);
+    let out = t.fsync(["mutex", "status", "--json", "L"]).run();
+    let v = json(out.code(1).stdout.trim());
+    assert_eq!(v["state"], "held", "{v}");
+    assert_eq!(v["holder"]["pid"], daemon.0, "{v}");
+    assert_eq!(v["holder"]["command"], "sleep 1000", "{v}");
+    t.fsync(["mutex", "status", "L"])
+        .run()
+        .code(1)
+        .stdout_has(&format!("{}", daemon.0))
+        .stdout_has("sleep 1000");
+    drop(daemon);
+}
+
+/// `--delete` leaves LOCK in place while a process the command left still holds the lock
+/// through the descriptor it inherited: deleting it would let the next `fsync mutex run` create
+/// a new LOCK and hold a second lock beside the first.
+#[test]
+fn delete_keeps_a_lock_file_a_process_left_by_the_command_still_holds() {
+    let t = TestDir::new();
+    let (daemon, stderr) = leave_daemon_holding(&t, "L", &["--delete", "-v"]);
+    assert!(t.join("L").exists(), "L was deleted while held");
+    assert!(
+        stderr.contains("not deleting L: another process still holds the lock"),
+        "{stderr}"
+    );
+    t.fsync(["mutex", "run", "-n", "L", "--", "echo", "ran"])
+        .run()
+        .code(75)
+        .stdout("");
+    let pid = daemon.0;
+    drop(daemon);
+    eventually("the daemon died", || dead(pid));
+    // Nobody else holds it now: --delete deletes.
+    t.fsync(["mutex", "run", "--delete", "L", "--", "true"])
+        .run()
+        .code(0)
+        .stderr("");
+    assert!(!t.join("L").exists(), "L was kept when free");
+}
+
+/// A `--delete` that fails (the directory became read-only) is a warning: fsync still exits
+/// with the command's status. A lock file already gone is no failure at all.
+#[test]
+fn a_failed_delete_warns_and_keeps_the_commands_exit_status() {
+    let t = TestDir::new();
+    std::fs::create_dir(t.join("d")).unwrap();
+    let args = [
+        "mutex",
+        "run",
+        "--delete",
+        "d/L",
+        "--",
+        "sh",
+        "-c",
+        "chmod a-w d; exit 3",
+    ];
+    // Root may delete from a read-only directory: be `nobody` there.
+    let cmd = if is_root() {
+        require("runuser", "util-linux");
+        t.open_to_others();
+        let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+        std::os::unix::fs::chown(t.join("d"), Some(nobody.uid.as_raw()), None).unwrap();
+        as_nobody(&t, args)
+    } else {
+        t.fsync(args)
+    };
+    let out = cmd.run();
+    std::fs::set_permissions(t.join("d"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    out.code(3)
+        .stdout("")
+        .error_naming("d/L: cannot delete lock file");
+    assert!(t.join("d/L").exists());
+
+    t.fsync([
+        "mutex",
+        "run",
+        "--delete",
+        "L",
+        "--",
+        "sh",
+        "-c",
+        "rm L; exit 4",
+    ])
+    .run()
+    .code(4)
+    .stderr("");
+}
+
 #[test]
 fn status_of_a_missing_lock_is_free_and_creates_nothing() {
     let t = TestDir::new();
@@ -840,6 +960,18 @@ fn watch_prints_acquired_then_released() {
     watch.finish().code(0).stdout("");
 }
 
+/// Interrupted, a watch exits 128+N, as its help says.
+#[test]
+fn watch_interrupted_exits_128_plus_the_signal() {
+    let t = TestDir::new();
+    let holder = t.hold("L");
+    let mut watch = t.fsync(["mutex", "watch", "L"]).start();
+    assert!(watch.line().contains(" acquired "));
+    watch.signal(Signal::SIGTERM);
+    watch.finish().code(143).stdout("").stderr("");
+    holder.finish().code(0);
+}
+
 // ---- lock --fd ------------------------------------------------------------------------
 
 #[test]
@@ -871,6 +1003,58 @@ fn lock_fd_shared_locks_coexist_and_exclude_writers() {
     reader.finish().code(0);
 }
 
+/// Only a regular file or a directory is a lock: a pipe, a socket or a device (/dev/null) is
+/// refused by lock and unlock alike, naming the descriptor and what it is.
+#[test]
+fn lock_fd_refuses_pipes_sockets_and_devices() {
+    let t = TestDir::new();
+    for verb in ["lock", "unlock"] {
+        let args = if verb == "lock" { "lock -n" } else { "unlock" };
+        let cases = [
+            (
+                format!(r#"echo x | "$FSYNC" mutex {args} --fd 0"#),
+                "fd 0 (pipe:",
+                "is a pipe",
+            ),
+            (
+                format!(r#""$FSYNC" mutex {args} --fd 9 9</dev/null"#),
+                "fd 9 (/dev/null)",
+                "is a character device",
+            ),
+        ];
+        for (script, name, kind) in cases {
+            t.sh(&script)
+                .run()
+                .code(66)
+                .error_naming(name)
+                .stderr_has(&format!("{kind}, not a lock file"));
+        }
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let out = std::process::Command::new(fsync_bin())
+            .arg("mutex")
+            .args(args.split(' '))
+            .args(["--fd", "0"])
+            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+                theirs,
+            )))
+            .output()
+            .unwrap();
+        drop(ours);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(66), "{stderr}");
+        assert!(
+            stderr.starts_with("fsync: fd 0 (socket:")
+                && stderr.contains("is a socket, not a lock file"),
+            "{stderr}"
+        );
+    }
+    // A directory is a lock, as for flock(1).
+    std::fs::create_dir(t.join("d")).unwrap();
+    t.sh(r#"exec 9<d; "$FSYNC" mutex lock -n --fd 9 && "$FSYNC" mutex unlock --fd 9"#)
+        .run()
+        .code(0);
+}
+
 #[test]
 fn lock_fd_on_a_closed_descriptor_is_an_error() {
     let t = TestDir::new();
@@ -879,4 +1063,15 @@ fn lock_fd_on_a_closed_descriptor_is_an_error() {
             .run()
             .operational_error("99");
     }
+}
+
+/// With standard output closed, the lock file fsync opens must not become the command's
+/// standard output: what the command writes never lands in LOCK.
+#[test]
+fn a_closed_stdout_never_becomes_the_lock_file() {
+    let t = TestDir::new();
+    t.sh(r#""$FSYNC" mutex run L -- sh -c 'echo into-the-lock; exit 0' >&-"#)
+        .run()
+        .code(0);
+    assert!(!t.read("L").contains("into-the-lock"), "{}", t.read("L"));
 }

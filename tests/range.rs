@@ -294,3 +294,32 @@ fn lslocks_shows_ofd_locks_with_the_right_start_and_end() {
         lslocks_on(&t, &lock)
     );
 }
+
+/// `fsync mutex status` sees a lock of any kind on any range: a byte range held by `fsync mutex
+/// run --range`, and POSIX locks another program took with `fcntl` (Python's `lockf`).
+#[test]
+fn status_reports_byte_range_locks_as_held() {
+    require("python3", "python3");
+    let t = TestDir::new();
+    for range in ["0:0", "7:1", "0x7ffffffffffffffe:1"] {
+        let holder = hold(&t, MUTEX, range, "L");
+        let out = t.fsync(["mutex", "status", "--json", "L"]).run();
+        out.code(1);
+        let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+        assert_eq!(v["state"], "held", "{range}: {v}");
+        holder.finish().code(0);
+        t.fsync(["mutex", "status", "L"]).run().code(0);
+    }
+    let posix = "import fcntl, sys\n\
+                 f = open('L', 'a')\n\
+                 fcntl.lockf(f, fcntl.LOCK_EX, 10, 100)\n\
+                 print('acquired', flush=True)\n\
+                 sys.stdin.readline()\n";
+    let holder = t.cmd("python3").args(["-c", posix]).hold();
+    t.fsync(["mutex", "status", "L"])
+        .run()
+        .code(1)
+        .stdout_has("held");
+    holder.finish().code(0);
+    t.fsync(["mutex", "status", "L"]).run().code(0);
+}

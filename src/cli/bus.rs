@@ -10,7 +10,7 @@ use fsync::{Bus, Outcome};
 use serde_json::json;
 
 use super::{
-    payload::{output_error, DataArg},
+    payload::{check_output, output_error, DataArg},
     report, Exit, WaitArgs,
 };
 
@@ -83,7 +83,7 @@ enum Verb {
 struct MembersArgs {
     #[arg(value_name = "BUS")]
     bus: PathBuf,
-    /// One JSON object: {\"path\", \"count\", \"members\": [{\"name\", \"pending\"}]}
+    /// One JSON object: {"path", "count", "members": [{"name", "pending"}]}
     #[arg(long)]
     json: bool,
 }
@@ -117,7 +117,7 @@ struct BroadcastArgs {
 struct RecvArgs {
     #[command(flatten)]
     member: Member,
-    /// One JSON object {\"from\", \"data\"} (or \"data_b64\") instead of the raw payload
+    /// One JSON object {"from", "data"} (or "data_b64") instead of the raw payload
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -164,6 +164,7 @@ pub fn run(cmd: BusCommand) -> super::Outcome {
             _ => Ok(Exit::OK),
         },
         Verb::Recv(a) => {
+            check_output()?;
             let bus = Bus::new(&a.member.bus).poll_interval(a.wait.poll);
             let skipped = |s: &fsync::msg::Skipped| {
                 let path = a.member.bus.join(&a.member.name).join("q").join(&s.name);

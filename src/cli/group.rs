@@ -123,7 +123,7 @@ struct MembersArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
 
-    /// One JSON object: {\"path\", \"count\", \"members\": [{\"pid\", \"host\", \"command\", \"since\"}]}
+    /// One JSON object: {"path", "count", "members": [{"pid", "host", "command", "since"}]}
     #[arg(long)]
     json: bool,
 }
@@ -132,8 +132,9 @@ struct MembersArgs {
 #[command(
     about = "Print 'empty' / 'not-empty' each time GROUP changes",
     long_about = "Print a line with a timestamp and 'empty' or 'not-empty' for the current state \
-                  of GROUP, then one each time it changes, until interrupted or --timeout \
-                  (exit 0).",
+                  of GROUP (a GROUP that does not exist is empty; watching creates nothing), \
+                  then one each time it changes, until --timeout (then exits 0) or \
+                  until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
     after_long_help = "Examples:\n  \
         fsync group watch /srv/app/app.grp\n  \
         fsync group watch --json -t 1h app.grp >> app-usage.jsonl"
@@ -142,7 +143,7 @@ struct WatchArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
 
-    /// One JSON object per line: {\"time\", \"event\": \"empty\"|\"not-empty\", \"path\"}
+    /// One JSON object per line: {"time", "event": "empty"|"not-empty", "path"}
     #[arg(long)]
     json: bool,
 

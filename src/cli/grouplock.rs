@@ -103,7 +103,7 @@ struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object: {\"path\", \"inside\": [{\"group\", \"count\"}], \"waiting\"}
+    /// One JSON object: {"path", "inside": [{"group", "count"}], "waiting"}
     #[arg(long)]
     json: bool,
 }

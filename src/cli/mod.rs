@@ -157,23 +157,88 @@ impl Parser for Cli {}
 
 /// Parse the process's arguments, building the clap tree only for the subcommand they name
 /// (the whole tree for `--help`, a misspelt subcommand and the like).
-fn parse() -> Result<Cli, clap::Error> {
+fn parse() -> Result<Cli, ParseError> {
     use clap::{CommandFactory as _, FromArgMatches as _};
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let mut cmd = args
         .get(1)
         .and_then(|name| lean_command(name))
         .unwrap_or_else(Cli::command);
-    let parsed = cmd.try_get_matches_from_mut(args).and_then(|mut matches| {
+    let parsed = cmd.try_get_matches_from_mut(&args).and_then(|mut matches| {
         // (`from_arg_matches` would clone the matches first.)
         let cli = Cli::from_arg_matches_mut(&mut matches);
         std::mem::forget(matches);
         cli
     });
+    let parsed = parsed.map_err(|error| ParseError {
+        command: command_path(&cmd, &args),
+        error,
+    });
     // Tearing the tree down costs as much as a fifth of a short run, and the process is about
     // to end: leave it to exit.
     std::mem::forget(cmd);
     parsed
+}
+
+/// What clap said, and the (sub)command the arguments name, for its `--help`.
+struct ParseError {
+    command: String,
+    error: clap::Error,
+}
+
+impl ParseError {
+    /// Help and version (and help instead of a missing subcommand) print as clap renders them.
+    fn is_help(&self) -> bool {
+        use clap::error::ErrorKind;
+        !self.error.use_stderr()
+            || self.error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    }
+
+    /// A usage error as one line: clap's message and tips, without its usage block, then where
+    /// the help is: `unexpected argument '-1' found; tip: ... (try 'fsync mutex run --help')`.
+    fn one_line(&self) -> String {
+        let rendered = self.error.render().to_string();
+        let rendered = rendered.strip_prefix("error: ").unwrap_or(&rendered);
+        let mut parts: Vec<String> = Vec::new();
+        for (i, block) in rendered.split("\n\n").enumerate() {
+            let block = block.trim();
+            if i > 0 && (block.starts_with("Usage:") || block.starts_with("For more information")) {
+                continue;
+            }
+            for raw in block.lines() {
+                let line = raw.trim();
+                match parts.last_mut() {
+                    _ if line.is_empty() => {}
+                    // "... not provided:\n  <LOCK>\n  <COMMAND>..." continues its line.
+                    Some(last) if raw.starts_with(' ') && !line.starts_with("tip:") => {
+                        last.push_str(if last.ends_with(':') { " " } else { ", " });
+                        last.push_str(line);
+                    }
+                    _ => parts.push(line.to_owned()),
+                }
+            }
+        }
+        format!("{} (try '{} --help')", parts.join("; "), self.command)
+    }
+}
+
+/// The command and subcommands that `args` name, as far as they are known: `fsync mutex run`.
+fn command_path(root: &clap::Command, args: &[std::ffi::OsString]) -> String {
+    let mut cmd = root;
+    let mut path = String::from(root.get_name());
+    for arg in args.iter().skip(1) {
+        let Some(arg) = arg.to_str() else { break };
+        if arg.starts_with('-') {
+            continue;
+        }
+        let Some(sub) = cmd.find_subcommand(arg) else {
+            break;
+        };
+        path.push(' ');
+        path.push_str(sub.get_name());
+        cmd = sub;
+    }
+    path
 }
 
 #[derive(Debug, Subcommand)]
@@ -229,19 +294,42 @@ impl WaitArgs {
     }
 }
 
+/// The longest duration accepted: about 31,700 years, for ever in practice (and far from the
+/// overflow of a deadline).
+const MAX_DURATION: Duration = Duration::from_secs(1_000_000_000_000);
+
 /// Durations as humantime writes them, plus bare (fractional) seconds as flock(1) takes them.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    if let Ok(secs) = s.parse::<f64>() {
-        if (0.0..1e12).contains(&secs) {
-            return Ok(Duration::from_secs_f64(secs));
+    let too_large = || {
+        format!(
+            "duration '{s}' is too large (at most {}s, about 31,700 years)",
+            MAX_DURATION.as_secs()
+        )
+    };
+    let duration = if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_nan() {
+            return Err(format!("invalid duration '{s}': not a number"));
         }
-        return Err(format!(
-            "invalid duration '{s}': must be a non-negative number of seconds"
-        ));
+        if secs < 0.0 {
+            return Err(format!(
+                "invalid duration '{s}': must be a non-negative number of seconds"
+            ));
+        }
+        if secs >= MAX_DURATION.as_secs_f64() {
+            return Err(too_large());
+        }
+        Duration::from_secs_f64(secs)
+    } else {
+        humantime::parse_duration(s).map_err(|e| match e {
+            humantime::DurationError::NumberOverflow => too_large(),
+            e => format!("invalid duration '{s}': {e} (for example 250ms, 5s, 2m, 1h30m)"),
+        })?
+    };
+    if duration > MAX_DURATION {
+        return Err(too_large());
     }
-    humantime::parse_duration(s)
-        .map_err(|e| format!("invalid duration '{s}': {e} (try 250ms, 5s, 2m, 1h30m)"))
+    Ok(duration)
 }
 
 fn parse_poll(s: &str) -> Result<Duration, String> {
@@ -265,6 +353,8 @@ pub enum Failure {
     },
     /// Our own output went away (`fsync mutex watch L | head -1`): stop quietly.
     BrokenPipe,
+    /// The command line is wrong (clap's message, on one line).
+    Usage(String),
 }
 
 impl From<fsync::Error> for Failure {
@@ -292,6 +382,7 @@ impl fmt::Display for Failure {
             Failure::Lib(e) => write!(f, "{e}"),
             Failure::Exec { program, cause, .. } => write!(f, "{program}: {cause}"),
             Failure::BrokenPipe => write!(f, "broken pipe"),
+            Failure::Usage(message) => write!(f, "{message}"),
         }
     }
 }
@@ -302,6 +393,7 @@ impl Failure {
             Failure::Lib(e) => Exit::of_error(e.kind()),
             Failure::Exec { exit, .. } => *exit,
             Failure::BrokenPipe => Exit::OK,
+            Failure::Usage(_) => Exit::USAGE,
         }
     }
 }
@@ -315,19 +407,39 @@ pub fn main() -> u8 {
         let _ = writeln!(std::io::stderr(), "fsync: internal error: {info}");
         std::process::exit(Exit::INTERNAL.0.into());
     }));
-    let cli = match parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
+    let result = match parse() {
+        Ok(cli) => {
+            fsync::wait::install_cancel_handlers();
+            dispatch(cli.command)
+        }
+        Err(e) if e.is_help() => {
+            let _ = e.error.print();
+            return if e.error.use_stderr() {
                 Exit::USAGE.0
             } else {
                 Exit::OK.0
             };
         }
+        Err(e) => Err(Failure::Usage(e.one_line())),
     };
-    fsync::wait::install_cancel_handlers();
-    let result = match cli.command {
+    match result {
+        Ok(exit) => exit.0,
+        Err(Failure::BrokenPipe) => Exit::OK.0,
+        Err(failure) => {
+            let _ = writeln!(std::io::stderr(), "fsync: {failure}");
+            failure.exit().0
+        }
+    }
+}
+
+/// A failure that does not decide the exit status (the command's does, as after a failed
+/// `--delete`): the same one `fsync: ` line on stderr, as a warning.
+pub fn warn(failure: Failure) {
+    let _ = writeln!(std::io::stderr(), "fsync: {failure}");
+}
+
+fn dispatch(command: Command) -> Outcome {
+    match command {
         Command::Mutex(cmd) => mutex::run(cmd),
         Command::Group(cmd) => group::run(cmd),
         Command::Swmr(cmd) => swmr::run(cmd),
@@ -337,14 +449,6 @@ pub fn main() -> u8 {
         Command::Event(cmd) => event::run(cmd),
         Command::Msg(cmd) => msg::run(cmd),
         Command::Bus(cmd) => bus::run(cmd),
-    };
-    match result {
-        Ok(exit) => exit.0,
-        Err(Failure::BrokenPipe) => Exit::OK.0,
-        Err(failure) => {
-            let _ = writeln!(std::io::stderr(), "fsync: {failure}");
-            failure.exit().0
-        }
     }
 }
 
@@ -387,6 +491,49 @@ mod tests {
         assert!(lean_command("mutexx".as_ref()).is_none());
     }
 
+    /// Help text is shown as written: no escape (`\"`) of the source shows through.
+    #[test]
+    fn help_text_has_no_backslashes() {
+        fn check(cmd: &clap::Command, path: &str, wrong: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            let texts = [
+                cmd.get_about(),
+                cmd.get_long_about(),
+                cmd.get_after_long_help(),
+            ];
+            let args = cmd
+                .get_arguments()
+                .flat_map(|a| [a.get_help(), a.get_long_help()]);
+            for text in texts.into_iter().chain(args).flatten() {
+                let text = text.to_string();
+                if text.contains('\\') {
+                    wrong.push(format!("{path}: {text}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                check(sub, &path, wrong);
+            }
+        }
+        let mut wrong = Vec::new();
+        check(&Cli::command(), "", &mut wrong);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// Every watch verb's help says how it ends: 0 at the timeout, 128+N when interrupted.
+    #[test]
+    fn watch_help_gives_the_exit_status_when_interrupted() {
+        let root = Cli::command();
+        let watches: Vec<&clap::Command> = root
+            .get_subcommands()
+            .filter_map(|c| c.find_subcommand("watch"))
+            .collect();
+        assert!(watches.len() >= 2);
+        for watch in watches {
+            let text = watch.get_long_about().expect("long help").to_string();
+            assert!(text.contains("128+N"), "{text}");
+        }
+    }
+
     #[test]
     fn durations_accept_humantime_and_bare_seconds() {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
@@ -394,6 +541,17 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("-1").is_err());
+        for huge in [
+            "18446744073709551615",
+            "1e300",
+            "inf",
+            "99999999999999999999s",
+            "100000000000000h",
+        ] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(e.contains(&format!("'{huge}' is too large")), "{e}");
+        }
+        assert!(parse_duration("nan").unwrap_err().contains("not a number"));
         assert!(parse_duration("soon").is_err());
         assert!(parse_poll("0").is_err());
     }

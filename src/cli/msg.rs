@@ -10,7 +10,7 @@ use fsync::{Mailbox, Outcome};
 use serde_json::json;
 
 use super::{
-    payload::{output_error, DataArg},
+    payload::{check_output, output_error, DataArg},
     report::{self, Progress},
     Exit, WaitArgs,
 };
@@ -164,6 +164,7 @@ pub fn run(cmd: MsgCommand) -> super::Outcome {
             }
         }
         Verb::Recv(a) => {
+            check_output()?;
             let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
             let skipped = |s: &fsync::msg::Skipped| {
                 report::warn(

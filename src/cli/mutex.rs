@@ -94,7 +94,8 @@ struct RunArgs {
     wait: WaitArgs,
 
     /// Remove LOCK (and its holder record) on release; racing acquirers never end up holding
-    /// two different files of the same name
+    /// two different files of the same name. LOCK stays while a process COMMAND left running
+    /// still holds the lock (-v says so)
     #[arg(long)]
     delete: bool,
 
@@ -180,7 +181,7 @@ struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object: {\"path\", \"state\": \"free\"|\"held\", \"holder\", \"fence\"}
+    /// One JSON object: {"path", "state": "free"|"held", "holder", "fence"}
     #[arg(long)]
     json: bool,
 }
@@ -192,7 +193,8 @@ struct StatusArgs {
                   or 'released', and the holder where known; if LOCK is held when the watch \
                   starts, an 'acquired' line comes first. Changes made by fsync are seen at once; \
                   those of other tools (flock(1)) within the --poll interval. Runs until \
-                  interrupted or until --timeout, then exits 0.",
+                  --timeout (then exits 0) or until interrupted by signal N (INT, TERM, HUP, \
+                  QUIT; then exits 128+N).",
     after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
                        fsync mutex watch --json -t 1h /var/lock/backup.lck >> lock-history.jsonl"
 )]
@@ -200,7 +202,7 @@ struct WatchArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object per line: {\"time\", \"event\", \"path\", \"holder\"}
+    /// One JSON object per line: {"time", "event", "path", "holder"}
     #[arg(long)]
     json: bool,
 
@@ -273,7 +275,20 @@ fn run_command(a: RunArgs) -> super::Outcome {
         },
         loss_guard,
     )?;
-    guard.release()?;
+    // The command's status is what the caller asked for: a failed delete only warns.
+    let released = guard.release().unwrap_or_else(|e| {
+        super::warn(e.into());
+        mutex::Released::Kept
+    });
+    if released == mutex::Released::KeptStillHeld {
+        progress.done(|| {
+            format!(
+                "not deleting {}: another process still holds the lock (one the command left \
+                 running, through a descriptor it inherited)",
+                a.lock.display()
+            )
+        });
+    }
     Ok(exit)
 }
 

@@ -32,3 +32,22 @@ pub fn output_error(e: std::io::Error) -> super::Failure {
         e,
     ))
 }
+
+/// Before a message is taken: standard output must be open for writing. A closed one is
+/// `/dev/null` opened read-only (see `main`), and Rust's standard output quietly discards the
+/// writes that then fail, so without this check the message would be taken and lost.
+pub fn check_output() -> Result<(), super::Failure> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let writable = fcntl(1, FcntlArg::F_GETFL).is_ok_and(|flags| {
+        let mode = OFlag::from_bits_truncate(flags) & OFlag::O_ACCMODE;
+        mode == OFlag::O_WRONLY || mode == OFlag::O_RDWR
+    });
+    match writable {
+        true => Ok(()),
+        false => Err(super::Failure::Lib(fsync::Error::new(
+            std::path::Path::new("standard output"),
+            fsync::ErrorKind::Io,
+            "is closed or not open for writing; the message stays queued",
+        ))),
+    }
+}

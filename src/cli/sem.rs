@@ -95,7 +95,7 @@ struct StatusArgs {
     #[arg(value_name = "SEM")]
     sem: PathBuf,
 
-    /// One JSON object: {\"path\", \"slots\", \"held\": [{\"slot\", \"holder\"}], \"waiters\"}
+    /// One JSON object: {"path", "slots", "held": [{"slot", "holder"}], "waiters"}
     #[arg(long)]
     json: bool,
 }

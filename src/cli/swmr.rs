@@ -91,7 +91,7 @@ struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object: {\"path\", \"readers\", \"writer\", \"waiting_writers\"}
+    /// One JSON object: {"path", "readers", "writer", "waiting_writers"}
     #[arg(long)]
     json: bool,
 }

@@ -12,7 +12,8 @@ to another Unix means reimplementing this folder with the same contract:
   signal (the wait core relies on `EINTR`).
 - [`notify`]: blocking until a directory changes (dnotify, inotify), local changes only.
 - [`procinfo`]: who we are (pid, host, command line), the clock, and which process holds a
-  `flock` lock on a local file (from `/proc/locks`), for status reports.
+  lock on a local file (from `/proc/locks` and `/proc/PID/fd`), for status reports and for
+  `--delete` (which keeps a lock file another process still holds).
 */
 
 pub mod dir;

@@ -1,11 +1,14 @@
 /*!
 Who we are and who holds a lock: pid, host name, command line, wall-clock time, and the holders
-of `flock` locks on local files as the kernel lists them in `/proc/locks`.
+of locks on local files as the kernel lists them in `/proc/locks`.
 */
 
 use std::{
     ffi::OsString,
-    os::unix::ffi::OsStringExt,
+    os::{
+        fd::{AsRawFd, BorrowedFd},
+        unix::{ffi::OsStringExt, fs::MetadataExt},
+    },
     time::{SystemTime, UNIX_EPOCH},
 };
 
@@ -77,7 +80,7 @@ pub fn cmdline(pid: u32) -> Option<String> {
     (!words.is_empty()).then(|| words.join(" "))
 }
 
-/// A `flock` lock the kernel reports on a local file.
+/// A lock the kernel reports on a local file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelLock {
     pub pid: Option<u32>,
@@ -87,7 +90,14 @@ pub struct KernelLock {
 /// The `flock` locks held (not waited for) on the file with this device and inode, from
 /// `/proc/locks`. `None` if the kernel does not tell us (no procfs).
 pub fn flock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
-    stable_read(|text| parse_proc_locks(text, dev, ino))
+    stable_read(|text| parse_proc_locks(text, dev, ino, &["FLOCK"]))
+}
+
+/// The locks of every kind held (not waited for) on the file with this device and inode, from
+/// `/proc/locks`: `flock`, POSIX (`fcntl`, `lockf`) and open-file-description (OFD) byte-range
+/// locks, on any range. `None` if the kernel does not tell us (no procfs).
+pub fn lock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
+    stable_read(|text| parse_proc_locks(text, dev, ino, &["FLOCK", "POSIX", "OFDLCK"]))
 }
 
 /// The kernel produces `/proc/locks` a page at a time without a snapshot, so while other locks
@@ -105,13 +115,15 @@ fn stable_read<T: PartialEq>(parse: impl Fn(&str) -> T) -> Option<T> {
     Some(last)
 }
 
-pub(crate) fn parse_proc_locks(text: &str, dev: u64, ino: u64) -> Vec<KernelLock> {
+/// The held locks of the given kinds (`FLOCK`, `POSIX`, `OFDLCK`) on this file.
+pub(crate) fn parse_proc_locks(text: &str, dev: u64, ino: u64, kinds: &[&str]) -> Vec<KernelLock> {
     let want = proc_locks_key(dev, ino);
     let mut out = Vec::new();
     for line in text.lines() {
         // "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF"; waiters are "1: -> FLOCK ...".
+        // OFD locks may show pid -1 (they belong to no process).
         let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.len() < 6 || fields[1] != "FLOCK" || fields[5] != want {
+        if fields.len() < 6 || !kinds.contains(&fields[1]) || fields[5] != want {
             continue;
         }
         let pid = fields[4]
@@ -141,6 +153,104 @@ pub fn flock_waiters(dev: u64, ino: u64) -> Option<usize> {
     })
 }
 
+/// A live local process that holds a lock on the file with this device and inode through one
+/// of its descriptors: `hint` (the pid `/proc/locks` names) if it still does, else the first
+/// process found with such a descriptor. `/proc/locks` names the process that took a lock,
+/// which may have exited since, leaving it to one that inherited the descriptor (a daemon a
+/// locked command left running). Only processes whose descriptors we may read are seen.
+pub fn live_lock_holder(dev: u64, ino: u64, hint: Option<u32>) -> Option<u32> {
+    let holds = |pid: u32, fd: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))
+            .is_ok_and(|info| info.lines().any(|l| l.starts_with("lock:")))
+    };
+    if let Some(pid) = hint {
+        if descriptors_on(pid, dev, ino).any(|fd| holds(pid, &fd)) {
+            return Some(pid);
+        }
+    }
+    processes()
+        .filter(|&pid| Some(pid) != hint)
+        .find(|&pid| descriptors_on(pid, dev, ino).any(|fd| holds(pid, &fd)))
+}
+
+/// Whether another process has `fd`'s open file description among its descriptors (the same
+/// description, as `kcmp(2)` compares them, not merely the same file): one that inherited it
+/// from us or from a child, such as a daemon a locked command left running. The lock belongs to
+/// the description, so such a process still holds it after we close ours. Only processes whose
+/// descriptors we may read are seen (as a non-root user, our own, which covers descendants).
+/// Where `kcmp` cannot tell, a descriptor on the same file that holds a lock counts.
+pub fn description_shared(fd: BorrowedFd<'_>) -> bool {
+    let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) else {
+        return false;
+    };
+    let (dev, ino) = (st.st_dev, st.st_ino);
+    let me = std::process::id();
+    processes().filter(|&pid| pid != me).any(|pid| {
+        descriptors_on(pid, dev, ino).any(|other| {
+            let Ok(other_fd) = other.parse::<i32>() else {
+                return false;
+            };
+            same_description(me, fd.as_raw_fd(), pid, other_fd).unwrap_or_else(|| {
+                std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{other}"))
+                    .is_ok_and(|info| info.lines().any(|l| l.starts_with("lock:")))
+            })
+        })
+    })
+}
+
+/// Whether descriptor `fd1` of process `pid1` and `fd2` of `pid2` are one open file
+/// description (`kcmp(2)`, `KCMP_FILE`); `None` where the kernel does not say (no `kcmp`, not
+/// permitted, gone).
+fn same_description(pid1: u32, fd1: i32, pid2: u32, fd2: i32) -> Option<bool> {
+    use nix::libc;
+    const KCMP_FILE: libc::c_int = 0;
+    let (Ok(pid1), Ok(pid2)) = (libc::pid_t::try_from(pid1), libc::pid_t::try_from(pid2)) else {
+        return None;
+    };
+    // SAFETY: kcmp takes only integers and reads no memory of ours.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            pid1,
+            pid2,
+            KCMP_FILE,
+            fd1 as libc::c_ulong,
+            fd2 as libc::c_ulong,
+        )
+    };
+    match rc {
+        0 => Some(true),
+        1..=3 => Some(false),
+        _ => None,
+    }
+}
+
+/// The pids in `/proc`, in increasing order.
+fn processes() -> impl Iterator<Item = u32> {
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    pids.into_iter()
+}
+
+/// The descriptors (as named in `/proc/PID/fd`) process `pid` has open on the file with this
+/// device and inode; none if we may not look.
+fn descriptors_on(pid: u32, dev: u64, ino: u64) -> impl Iterator<Item = String> {
+    let dir = format!("/proc/{pid}/fd");
+    std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(move |e| {
+            let meta = std::fs::metadata(e.path()).ok()?;
+            (meta.dev() == dev && meta.ino() == ino).then(|| e.file_name().into_string().ok())?
+        })
+}
+
 /// How `/proc/locks` names a file: `MAJOR:MINOR:INODE`, the device numbers in hex.
 fn proc_locks_key(dev: u64, ino: u64) -> String {
     let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
@@ -158,12 +268,36 @@ mod tests {
                     1: -> FLOCK  ADVISORY  WRITE 99 00:2a:5678 0 EOF\n\
                     2: POSIX  ADVISORY  WRITE 7 00:2a:5678 0 EOF\n\
                     3: FLOCK  ADVISORY  READ -1 00:2a:5678 0 EOF\n";
-        let got = parse_proc_locks(text, dev, 5678);
+        let got = parse_proc_locks(text, dev, 5678, &["FLOCK"]);
         assert_eq!(
             got,
             vec![
                 KernelLock {
                     pid: Some(1234),
+                    exclusive: true
+                },
+                KernelLock {
+                    pid: None,
+                    exclusive: false
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn lock_holders_include_posix_and_ofd_locks() {
+        let dev = nix::sys::stat::makedev(0, 0x2a);
+        let text = "1: POSIX  ADVISORY  WRITE 7 00:2a:5678 10 109\n\
+                    2: OFDLCK ADVISORY  READ  -1 00:2a:5678 0 EOF\n\
+                    2: -> OFDLCK ADVISORY  WRITE -1 00:2a:5678 0 EOF\n\
+                    3: LEASE  ACTIVE    READ  8 00:2a:5678 0 EOF\n\
+                    4: POSIX  ADVISORY  WRITE 9 00:2a:1 0 EOF\n";
+        let got = parse_proc_locks(text, dev, 5678, &["FLOCK", "POSIX", "OFDLCK"]);
+        assert_eq!(
+            got,
+            vec![
+                KernelLock {
+                    pid: Some(7),
                     exclusive: true
                 },
                 KernelLock {
