@@ -264,7 +264,11 @@ impl Mailbox {
         if let Some(d) = &self.opened {
             return Ok(Some(d.clone()));
         }
-        Ok(Dir::top(&self.dir, create, "cannot create mailbox directory")?.map(Arc::new))
+        let what = match create {
+            true => "cannot create mailbox directory",
+            false => "cannot open mailbox directory",
+        };
+        Ok(Dir::top(&self.dir, create, what)?.map(Arc::new))
     }
 
     fn layout(&self) -> Result<Layout> {
