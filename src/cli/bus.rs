@@ -16,7 +16,7 @@ use super::{
 
 const BUS_LONG: &str = "\
 A bus is a directory on which named participants connect, send each other messages and \
-broadcast to all (seed 003's bus for processes on machines sharing a network directory). Each \
+broadcast to all (a bus for processes on machines sharing a network directory). Each \
 participant has a mailbox: messages to it are received exactly once, in the order sent, and a \
 message is never visible half-written. Participant names are letters, digits, '_' and '-'.";
 

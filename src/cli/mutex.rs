@@ -70,13 +70,13 @@ Examples:
   # Wait at most 5 minutes for the deploy lock, and tell which exit status means 'gave up'
   fsync mutex run -t 5m -E 99 /srv/app/deploy.lck -- ./deploy.sh
 
-  # Seed 002's page counter, safe under any number of concurrent runs
+  # A page counter, safe under any number of concurrent runs
   fsync mutex run counter.sem -- sh -c 'n=$(cat counter.dat); echo $((n+1)) > counter.dat'
 
   # A lock file that should not outlive its last user
   fsync mutex run --delete /tmp/job.lck -- make
 
-  # Byte 7 of a shared file as a lock of its own (seed 004): disjoint ranges run together
+  # Byte 7 of a shared file as a lock of its own: disjoint ranges run together
   fsync mutex run --range 7 /shared/table.lck -- ./update-row 7";
 
 #[derive(Debug, Args)]
