@@ -614,7 +614,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__recv)
-            opts="-t -n -E -v -h -V --json --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-w -t -n -E -v -h -V --json --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -629,6 +629,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -832,7 +836,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__event__subcmd__wait)
-            opts="-t -n -E -v -h -V --reset --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-w -t -n -E -v -h -V --reset --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -847,6 +851,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -996,7 +1004,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__group__subcmd__join)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --delete --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1011,6 +1019,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1048,7 +1060,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__group__subcmd__wait__subcmd__empty)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1063,6 +1075,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1182,7 +1198,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__grouplock__subcmd__run)
-            opts="-t -n -E -v -h -V --group --max --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --help --version"
+            opts="-w -t -n -E -v -h -V --group --max --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --on-lost --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1205,6 +1221,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1968,7 +1988,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__recv)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1983,6 +2003,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2006,7 +2030,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__send)
-            opts="-t -n -E -v -h -V --data --mode --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-w -t -n -E -v -h -V --data --mode --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2029,6 +2053,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2164,7 +2192,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__lock)
-            opts="-s -t -n -E -v -h -V --fd --shared --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-s -w -t -n -E -v -h -V --fd --shared --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2183,6 +2211,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2206,7 +2238,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__run)
-            opts="-t -n -E -v -o -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --range --help --version"
+            opts="-w -t -n -E -v -o -s -x -c -u -F -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --range --fcntl --shared --exclusive --command --unlock --no-fork --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2221,6 +2253,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2241,6 +2277,14 @@ _fsync() {
                     return 0
                     ;;
                 --range)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --command)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2380,7 +2424,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__sem__subcmd__run)
-            opts="-t -n -E -v -h -V --slots --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --help --version"
+            opts="-w -t -n -E -v -h -V --slots --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --on-lost --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2399,6 +2443,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2524,7 +2572,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__read)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --range --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --on-lost --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2539,6 +2587,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2584,7 +2636,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__write)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --range --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --on-lost --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2599,6 +2651,10 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -34,7 +34,13 @@ fn run() -> ! {
             nix::sys::signal::SigHandler::SigIgn,
         );
     }
-    std::process::exit(cli::main().into())
+    let exit = cli::main();
+    if let Some(sig) = exit.signal {
+        // Whatever standard output holds goes out first, as `exit` would have flushed it.
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        fsync::wait::die_of(sig);
+    }
+    std::process::exit(exit.code.into())
 }
 
 /// Standard descriptors that are closed (`fsync msg recv B >&-`) get `/dev/null`, opened the

@@ -27,6 +27,12 @@ same device and inode inside that tree succeeds at once if `FD` still refers to 
 non-blocking `flock(FD, LOCK_EX)` succeeds (so the inherited description really holds it); with
 `-` (or an `FD` that no longer holds it), if the lock is busy and that `PID` is alive, it fails
 at once instead of deadlocking.
+
+Within one process: a thread that asks for a lock it already holds through another guard
+would wait for itself for ever (two open file descriptions of one file exclude each other).
+That is an error at once (kind `Unavailable`), not a wait, and not nesting: a second guard that
+did not own the lock could outlive the first. Other threads of the process wait as other
+processes do. (Held locks are kept in a process-wide table of device, inode and thread.)
 */
 
 use std::{
@@ -150,7 +156,10 @@ pub const DEFAULT_POLL: Duration = Duration::from_millis(50);
 /// let mutex = fsync::Mutex::new(&path);
 /// let guard = mutex.acquire(Some(Duration::from_secs(5)))?.expect("nobody else holds it");
 /// // ... work on the shared resource ...
-/// assert!(mutex.try_acquire()?.is_none()); // held: a second acquisition would wait
+/// // Held: another thread or process would wait; this thread would wait for itself, which is
+/// // an error at once.
+/// let again = mutex.try_acquire().unwrap_err();
+/// assert_eq!(again.kind(), fsync::ErrorKind::Unavailable);
 /// drop(guard); // released
 /// assert!(mutex.try_acquire()?.is_some());
 /// # Ok::<(), fsync::Error>(())
@@ -205,6 +214,10 @@ impl Mutex {
     }
 
     /// Wait up to `timeout` (`None`: for ever) for the lock; `Ok(None)` if it did not come.
+    ///
+    /// A thread that already holds this lock (the same file, by any path) through another
+    /// guard gets an error of kind [`ErrorKind::Unavailable`] at once instead of waiting for
+    /// itself; other threads wait as other processes do.
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<MutexGuard>> {
         Ok(match self.acquire_with(timeout, |_| {})? {
             Outcome::Acquired(g) => Some(g),
@@ -245,9 +258,70 @@ impl Mutex {
     fn wait(
         &self,
         timeout: Option<Duration>,
-        mut progress: impl FnMut(Duration),
+        progress: impl FnMut(Duration),
     ) -> Result<Outcome<MutexGuard>> {
+        Ok(match self.lock_file(Mode::Exclusive, timeout, progress)? {
+            Outcome::Acquired((file, network, key)) => {
+                Outcome::Acquired(MutexGuard::new(self, file, network, key))
+            }
+            Outcome::TimedOut => Outcome::TimedOut,
+            Outcome::Interrupted(s) => Outcome::Interrupted(s),
+        })
+    }
+
+    /// Take a shared lock on the file instead, as `flock -s` does: any number of shared
+    /// holders together, none while an exclusive holder has it. It is a plain flock(2) lock:
+    /// no holder record, no fencing token and no nesting; deleting on release does not apply.
+    pub fn acquire_shared_with(
+        &self,
+        timeout: Option<Duration>,
+        progress: impl FnMut(Duration),
+    ) -> Result<Outcome<SharedGuard>> {
+        if self.delete {
+            return Err(Error::new(
+                &self.path,
+                ErrorKind::Invalid,
+                "a shared lock is never deleted on release",
+            ));
+        }
+        Ok(match self.lock_file(Mode::Shared, timeout, progress)? {
+            Outcome::Acquired((file, _, key)) => {
+                in_process::add(key);
+                Outcome::Acquired(SharedGuard {
+                    path: self.path.clone(),
+                    file,
+                    key,
+                })
+            }
+            Outcome::TimedOut => Outcome::TimedOut,
+            Outcome::Interrupted(s) => Outcome::Interrupted(s),
+        })
+    }
+
+    /// Open and lock the file in `mode`, per the protocol in the module docs (steps 1 to 3):
+    /// the locked file, whether it is on a network file system, and its in-process key.
+    fn lock_file(
+        &self,
+        mode: Mode,
+        timeout: Option<Duration>,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<(File, bool, in_process::Key)>> {
         let first = self.open()?;
+        let key = in_process::Key::of(&self.path, &first.0, mode)?;
+        if in_process::held_by_this_thread(key) {
+            return Err(Error::new(
+                &self.path,
+                ErrorKind::Unavailable,
+                "already held by this thread through another guard; waiting would deadlock",
+            ));
+        }
+        if self.delete && first.0.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(Error::new(
+                &self.path,
+                ErrorKind::Invalid,
+                "is a directory: it can be the lock, but delete on release removes only lock files",
+            ));
+        }
         let network = pfs::fs_kind(&first.0).network;
         let mut open = Some(first);
         // The attempt closure speaks io::Error to the wait core; the real error waits here.
@@ -268,7 +342,7 @@ impl Mutex {
                     }
                 },
             };
-            match lock::flock(&file, Mode::Exclusive, block) {
+            match lock::flock(&file, mode, block) {
                 Ok(true) => {}
                 Ok(false) => {
                     open = Some((file, access));
@@ -302,7 +376,8 @@ impl Mutex {
                 )
             }
         };
-        Ok(Outcome::Acquired(MutexGuard::new(self, file, network)))
+        let key = in_process::Key::of(&self.path, &file, mode)?;
+        Ok(Outcome::Acquired((file, network, key)))
     }
 
     /// A lock inside a primitive's directory (a group's `join.lock`): a symbolic link there is
@@ -315,7 +390,7 @@ impl Mutex {
     fn open(&self) -> Result<(File, Access)> {
         match self.internal {
             true => pfs::open_internal_lock(&self.path),
-            false => pfs::open_lock_file(&self.path),
+            false => pfs::open_lock_file(&self.path, pfs::Purpose::Flock),
         }
     }
 
@@ -444,10 +519,13 @@ pub struct MutexGuard {
     /// Keep the fence in the directory's fence file when deleting (not for the internal
     /// locks of other primitives, whose directories must be left empty).
     keep_fence: bool,
+    /// This holding in the process's table (`None` when nested).
+    in_process: Option<in_process::Key>,
 }
 
 impl MutexGuard {
-    fn new(mutex: &Mutex, file: File, network: bool) -> MutexGuard {
+    fn new(mutex: &Mutex, file: File, network: bool, key: in_process::Key) -> MutexGuard {
+        in_process::add(key);
         let record = RecordFile::open(&mutex.path);
         let old = match &record {
             Some(r) => r.read().fence,
@@ -477,6 +555,7 @@ impl MutexGuard {
             holder,
             network,
             keep_fence: !mutex.internal,
+            in_process: Some(key),
         };
         guard.write_record();
         guard
@@ -497,6 +576,7 @@ impl MutexGuard {
             holder: Holder::default(),
             network: false,
             keep_fence: false,
+            in_process: None,
         }
     }
 
@@ -603,6 +683,9 @@ impl MutexGuard {
         let Some(file) = self.file.take() else {
             return Ok(Released::Kept);
         };
+        if let Some(key) = self.in_process.take() {
+            in_process::remove(key);
+        }
         let mut result = Ok(Released::Kept);
         // A process the command left running may hold the lock through an inherited
         // descriptor: deleting LOCK then would let the next acquirer lock a new file.
@@ -642,6 +725,102 @@ impl MutexGuard {
 impl Drop for MutexGuard {
     fn drop(&mut self) {
         let _ = self.release_inner();
+    }
+}
+
+/// The locks this process holds through guards, and which thread took each (module docs).
+mod in_process {
+    use std::{
+        fs::File,
+        os::unix::fs::MetadataExt,
+        path::Path,
+        sync::Mutex,
+        thread::{self, ThreadId},
+    };
+
+    use crate::{
+        error::{Error, Result},
+        platform::lock::Mode,
+    };
+
+    /// One holding: the lock file's device and inode, the thread that took it, and how.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Key {
+        dev: u64,
+        ino: u64,
+        thread: ThreadId,
+        mode: Mode,
+    }
+
+    impl Key {
+        pub fn of(path: &Path, file: &File, mode: Mode) -> Result<Key> {
+            let meta = file
+                .metadata()
+                .map_err(|e| Error::io(path, "cannot stat", e))?;
+            Ok(Key {
+                dev: meta.dev(),
+                ino: meta.ino(),
+                thread: thread::current().id(),
+                mode,
+            })
+        }
+    }
+
+    static HELD: Mutex<Vec<Key>> = Mutex::new(Vec::new());
+
+    fn table() -> std::sync::MutexGuard<'static, Vec<Key>> {
+        // A panic elsewhere while holding the table leaves it consistent (pushes and removes).
+        HELD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether this thread holds the file through another guard in a mode that excludes
+    /// `key`'s (two shared holdings do not exclude each other).
+    pub fn held_by_this_thread(key: Key) -> bool {
+        table().iter().any(|k| {
+            (k.dev, k.ino, k.thread) == (key.dev, key.ino, key.thread)
+                && (k.mode == Mode::Exclusive || key.mode == Mode::Exclusive)
+        })
+    }
+
+    pub fn add(key: Key) {
+        table().push(key);
+    }
+
+    pub fn remove(key: Key) {
+        let mut held = table();
+        if let Some(i) = held.iter().position(|k| *k == key) {
+            held.swap_remove(i);
+        }
+    }
+}
+
+/// Proof of holding a shared lock on a [`Mutex`]'s file ([`Mutex::acquire_shared_with`]);
+/// releases it when dropped.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct SharedGuard {
+    path: PathBuf,
+    file: File,
+    key: in_process::Key,
+}
+
+impl SharedGuard {
+    /// Let commands started from now on inherit the lock (`inherit`), or not: an inherited
+    /// lock stays held while any process that inherited it runs.
+    pub fn pass_down(&self, inherit: bool) -> Result<()> {
+        lock::set_inheritable(&self.file, inherit)
+            .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
+    }
+
+    /// The descriptor that holds the lock.
+    pub fn raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+impl Drop for SharedGuard {
+    fn drop(&mut self) {
+        in_process::remove(self.key);
     }
 }
 
@@ -837,6 +1016,44 @@ pub fn wait_for_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thread that asks again for a lock it holds fails at once instead of waiting for
+    /// itself; another thread of the process waits for it as another process would, and gets
+    /// it once the first guard is gone.
+    #[test]
+    fn the_same_thread_cannot_deadlock_on_its_own_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let held = Mutex::new(&path).acquire(None).unwrap().unwrap();
+        for again in [&path, &link] {
+            let err = Mutex::new(again).acquire(None).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+            assert!(
+                err.to_string().contains("already held by this thread"),
+                "{err}"
+            );
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let other = std::thread::spawn({
+            let path = path.clone();
+            move || {
+                tx.send("waiting").unwrap();
+                let g = Mutex::new(&path).acquire(None).unwrap().unwrap();
+                tx.send("acquired").unwrap();
+                drop(g);
+            }
+        });
+        assert_eq!(rx.recv().unwrap(), "waiting");
+        // The other thread cannot have it while this one does.
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
+        drop(held);
+        assert_eq!(rx.recv().unwrap(), "acquired");
+        other.join().unwrap();
+        // Released everywhere: this thread may take it again.
+        drop(Mutex::new(&path).try_acquire().unwrap().unwrap());
+    }
 
     #[test]
     fn fences_grow_and_status_sees_the_holder() {

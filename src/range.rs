@@ -114,7 +114,7 @@ impl RangeLock {
         timeout: Option<Duration>,
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<RangeGuard>> {
-        let (file, access) = pfs::open_lock_file(&self.path)?;
+        let (file, access) = pfs::open_lock_file(&self.path, pfs::Purpose::Fcntl)?;
         Ok(
             match self.lock_file(&file, access, mode, timeout, progress)? {
                 Outcome::Acquired(()) => Outcome::Acquired(RangeGuard { file }),

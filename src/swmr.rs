@@ -152,7 +152,11 @@ impl Swmr {
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<SwmrGuard>> {
         let start = Instant::now();
-        let (file, access) = pfs::open_lock_file(&self.path)?;
+        let purpose = match self.range {
+            None => pfs::Purpose::Flock,
+            Some(_) => pfs::Purpose::Fcntl,
+        };
+        let (file, access) = pfs::open_lock_file(&self.path, purpose)?;
         let network = pfs::fs_kind(&file).network;
         if network && mode == Mode::Exclusive && access == pfs::Access::ReadOnly {
             return Err(Error::new(
@@ -229,7 +233,7 @@ fn into_option(o: Outcome<SwmrGuard>) -> Option<SwmrGuard> {
 
 /// Open (creating) a side file; `None` where it cannot exist (read-only directory).
 fn optional_side(path: &Path) -> Result<Option<File>> {
-    match pfs::open_lock_file(path) {
+    match pfs::open_lock_file(path, pfs::Purpose::Flock) {
         Ok((f, _)) => Ok(Some(f)),
         Err(e) if matches!(e.kind(), ErrorKind::PermissionDenied) => Ok(None),
         Err(e) => Err(e),
@@ -338,7 +342,8 @@ mod tests {
         let lock = Swmr::new(&path);
         let reader = lock.read(None).unwrap().unwrap();
         // A writer that is waiting holds the turnstile: simulate by holding it ourselves.
-        let (t, _) = pfs::open_lock_file(&side_file(&path, ".turnstile")).unwrap();
+        let (t, _) =
+            pfs::open_lock_file(&side_file(&path, ".turnstile"), pfs::Purpose::Flock).unwrap();
         assert!(lock::flock(&t, Mode::Exclusive, false).unwrap());
         assert!(
             lock.read(Some(Duration::ZERO)).unwrap().is_none(),

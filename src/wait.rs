@@ -236,12 +236,50 @@ pub const CANCEL_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP,
 /// Make INT, TERM, HUP and QUIT cancel waits (outcome `Interrupted`) instead of killing the
 /// process, and forward them to the child registered with [`set_child`] while one runs.
 /// For programs (the CLI), not libraries: it replaces the process's handlers.
+///
+/// A signal that is ignored when this is called stays ignored, as the Unix convention wants
+/// (`nohup`, `trap '' HUP`, the INT and QUIT a non-interactive shell ignores for `&` jobs): it
+/// neither cancels a wait nor is forwarded, and a command started later inherits it ignored.
 pub fn install_cancel_handlers() {
     CANCEL_INSTALLED.call_once(|| {
         for sig in CANCEL_SIGNALS {
-            install(sig, on_cancel as *const () as usize, libc::SA_SIGINFO);
+            if !is_ignored(sig) {
+                install(sig, on_cancel as *const () as usize, libc::SA_SIGINFO);
+            }
         }
     });
+}
+
+/// Whether `sig`'s disposition is SIG_IGN.
+fn is_ignored(sig: i32) -> bool {
+    // SAFETY: querying a disposition (a null new action) into a zeroed struct we own.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// End the process by signal `sig`, as if it had not been handled: the convention that lets a
+/// shell see that its child died of, say, SIGINT and stop a loop (bash stops a loop after ^C
+/// only when the child died of SIGINT). The default action is restored and the signal
+/// unblocked and raised; no core is dumped for it (the core would be ours, not that of the
+/// process that crashed). Returns only if the signal's default action does not end a process.
+pub fn die_of(sig: i32) {
+    // SAFETY: plain system calls on our own process; no handler code is installed.
+    unsafe {
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, ptr::null_mut());
+        libc::raise(sig);
+    }
 }
 
 /// Register the running child (`Some(pid)`) to which cancellation signals are forwarded, or

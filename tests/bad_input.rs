@@ -69,9 +69,14 @@ const TABLE: &[(&[&str], i32, &str)] = &[
     ),
     (&["doctor", "no/dir/x"], 66, "parent directory"),
     // a path of the wrong kind: a directory where a file is needed, and the reverse
-    (&["mutex", "run", "dir", "--", "true"], 66, "is a directory"),
+    // (a directory can be a whole-file lock, as with flock(1), but not a byte-range one)
     (
-        &["swmr", "write", "dir", "--", "true"],
+        &["mutex", "run", "--range", "1", "dir", "--", "true"],
+        66,
+        "is a directory",
+    ),
+    (
+        &["swmr", "write", "--range", "1", "dir", "--", "true"],
         66,
         "is a directory",
     ),

@@ -11,6 +11,7 @@ mod bus;
 mod chaos;
 mod event;
 mod faults;
+mod flock_compat;
 mod group;
 mod grouplock;
 mod harness;

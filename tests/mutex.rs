@@ -291,15 +291,31 @@ fn child_exit_status_passes_through() {
     }
 }
 
+/// A command that dies of signal N makes fsync die of N too, after releasing the lock, so that
+/// the shell sees 128+N and knows a signal ended the job.
 #[test]
-fn child_killed_by_signal_gives_128_plus_n() {
+fn child_killed_by_signal_dies_of_it_and_shell_sees_128_plus_n() {
     let t = TestDir::new();
-    for (sig, code) in [("TERM", 143), ("KILL", 137), ("INT", 130)] {
+    for (sig, signal, code) in [
+        ("TERM", Signal::SIGTERM, 143),
+        ("KILL", Signal::SIGKILL, 137),
+        ("INT", Signal::SIGINT, 130),
+        ("SEGV", Signal::SIGSEGV, 139),
+    ] {
         let script = format!("kill -{sig} $$");
         t.fsync(["mutex", "run", "L", "--", "sh", "-c", &script])
             .run()
-            .code(code);
+            .killed_by(signal)
+            .stderr("");
+        let shell = format!(
+            "{} mutex run L -- sh -c 'kill -{sig} $$'; echo $?",
+            fsync_bin().display()
+        );
+        t.sh(&shell).run().code(0).stdout(&format!("{code}\n"));
+        t.fsync(["mutex", "status", "L"]).run().code(0);
     }
+    // No core file of ours is left behind for the command's crash.
+    assert!(!t.join("core").exists());
 }
 
 #[test]
@@ -463,7 +479,7 @@ fn signals_to_fsync_reach_the_command_and_the_lock_outlives_it() {
 }
 
 #[test]
-fn signal_while_waiting_gives_128_plus_n_and_runs_nothing() {
+fn signal_while_waiting_dies_of_it_and_runs_nothing() {
     let t = TestDir::new();
     let holder = t.hold("L");
     let mut waiter = t
@@ -472,7 +488,7 @@ fn signal_while_waiting_gives_128_plus_n_and_runs_nothing() {
     let waiting = waiter.stderr_line();
     assert!(waiting.starts_with("fsync: waiting for"), "{waiting}");
     waiter.signal(Signal::SIGTERM);
-    waiter.finish().code(143).stdout("");
+    waiter.finish().killed_by(Signal::SIGTERM).stdout("");
     assert_held(&t, "L");
     holder.finish().code(0);
 }
@@ -722,15 +738,20 @@ fn missing_parent_directory_is_an_error_naming_it() {
     assert!(!t.join("no-such-dir").exists());
 }
 
+/// A directory can be a whole-file lock (tests/flock_compat.rs), not a byte-range one.
 #[test]
-fn lock_path_that_is_a_directory_is_an_error() {
+fn a_directory_as_a_byte_range_lock_is_an_error() {
     let t = TestDir::new();
     fs::create_dir(t.join("dir")).unwrap();
-    t.fsync(["mutex", "run", "dir", "--", "echo", "ran"])
-        .run()
-        .code(66)
-        .stdout("")
-        .error_naming("dir");
+    for lock in [&["--range", "0"][..], &["--fcntl"]] {
+        t.fsync(["mutex", "run"])
+            .args(lock)
+            .args(["dir", "--", "echo", "ran"])
+            .run()
+            .code(66)
+            .stdout("")
+            .error_naming("dir");
+    }
 }
 
 #[test]
@@ -960,15 +981,19 @@ fn watch_prints_acquired_then_released() {
     watch.finish().code(0).stdout("");
 }
 
-/// Interrupted, a watch exits 128+N, as its help says.
+/// Interrupted, a watch dies of the signal (the shell shows 128+N, as its help says).
 #[test]
-fn watch_interrupted_exits_128_plus_the_signal() {
+fn watch_interrupted_dies_of_the_signal() {
     let t = TestDir::new();
     let holder = t.hold("L");
     let mut watch = t.fsync(["mutex", "watch", "L"]).start();
     assert!(watch.line().contains(" acquired "));
     watch.signal(Signal::SIGTERM);
-    watch.finish().code(143).stdout("").stderr("");
+    watch
+        .finish()
+        .killed_by(Signal::SIGTERM)
+        .stdout("")
+        .stderr("");
     holder.finish().code(0);
 }
 

@@ -1,5 +1,5 @@
 /*!
-`fsync bus`: named participants exchanging messages on a shared directory (seed 003). The
+`fsync bus`: named participants exchanging messages on a shared directory. The
 protocol is in the library's `bus` module; each participant is a mailbox.
 */
 
@@ -172,7 +172,7 @@ pub fn run(cmd: BusCommand) -> super::Outcome {
             };
             let mut msg = match bus.recv_reporting(&a.member.name, a.wait.timeout(), skipped)? {
                 Outcome::Acquired(m) => m,
-                Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+                Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
                 Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
             };
             let mut out = std::io::stdout().lock();

@@ -1,10 +1,13 @@
 /*!
 Running COMMAND under a primitive: the shell's conventions for what can go wrong.
 
-The child's exit status passes through, a child killed by signal N gives 128+N, a command that
-is not found gives 127 and one that cannot be executed 126. While it runs, INT, TERM, HUP and
-QUIT sent to fsync are forwarded to it (the wait core's handlers do that once the child is
-registered), and fsync waits for it to exit before releasing anything.
+The child's exit status passes through; a child killed by signal N makes fsync die of N too,
+once it has released everything (the shell sees 128+N, and knows a signal ended the job); a
+command that is not found gives 127 and one that cannot be executed 126; an executable file
+without `#!` runs under /bin/sh, as execvp(3) runs it. While it runs, INT, TERM, HUP and QUIT
+sent to fsync are forwarded to it (the wait core's handlers do that once the child is
+registered), except those that were ignored when fsync started: they stay ignored, for fsync
+and the command. fsync waits for the child to exit before releasing anything.
 */
 
 use std::{
@@ -70,7 +73,7 @@ impl Job<'_> {
             return Ok(Exit::LOCK_LOST);
         }
         Ok(match (status.code(), status.signal()) {
-            (Some(code), _) => Exit(code as u8),
+            (Some(code), _) => Exit::code(code as u8),
             (None, Some(sig)) => Exit::signal(sig),
             _ => Exit::INTERNAL,
         })
@@ -78,7 +81,8 @@ impl Job<'_> {
 
     fn spawn(&self) -> Result<Child, Failure> {
         let program = &self.argv[0];
-        let mut cmd = Command::new(resolve(program)?);
+        let path = resolve(program)?;
+        let mut cmd = Command::new(&path);
         cmd.arg0(program).args(&self.argv[1..]);
         // Into our own environment, which the child inherits as it is: `Command::envs` would
         // copy the whole environment into a map and back (a tenth of a short run's
@@ -86,7 +90,16 @@ impl Job<'_> {
         for (k, v) in &self.env {
             std::env::set_var(k, v);
         }
-        cmd.spawn().map_err(|e| {
+        let spawned = match cmd.spawn() {
+            // An executable file the kernel cannot run (a script without `#!`) is a shell
+            // script, as execvp(3), env(1) and every shell have it: /bin/sh runs it.
+            Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => Command::new("/bin/sh")
+                .arg(&path)
+                .args(&self.argv[1..])
+                .spawn(),
+            other => other,
+        };
+        spawned.map_err(|e| {
             let (exit, cause) = match e.kind() {
                 std::io::ErrorKind::NotFound => {
                     (Exit::COMMAND_NOT_FOUND, "command not found".to_string())
@@ -243,7 +256,7 @@ fn wait_for_exit(child: &mut Child) -> std::process::ExitStatus {
             Ok(status) => return status,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             // ECHILD cannot happen for a child we own; report it as a failure of the child.
-            Err(_) => return std::process::ExitStatus::from_raw((Exit::INTERNAL.0 as i32) << 8),
+            Err(_) => return std::process::ExitStatus::from_raw((Exit::INTERNAL.code as i32) << 8),
         }
     }
 }

@@ -99,7 +99,7 @@ pub fn run(cmd: EventCommand) -> super::Outcome {
                     progress.done(|| format!("{} is set", a.path.event.display()));
                     Ok(Exit::OK)
                 }
-                Outcome::TimedOut => Ok(Exit(a.wait.conflict_exit_code)),
+                Outcome::TimedOut => Ok(Exit::code(a.wait.conflict_exit_code)),
                 Outcome::Interrupted(s) => Ok(Exit::signal(s)),
             }
         }

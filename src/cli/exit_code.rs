@@ -1,37 +1,52 @@
 /*!
 Exit codes: the one table, used by `main` and rendered into every man page's EXIT STATUS.
 
-The values follow ../shared/CONTRACT.md; operational errors use the BSD `sysexits.h` codes so
+The values are fixed by the command-line contract; operational errors use the BSD `sysexits.h` codes so
 that scripts can tell a missing directory from a permission problem, and never 0, 1 or 75.
 */
 
 use fsync::ErrorKind;
 
-/// A process exit status.
+/// How the process ends: an exit status, or death by a signal (whose status the shell shows as
+/// 128+N).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Exit(pub u8);
+pub struct Exit {
+    /// The exit status (128+N for a signal, where the signal cannot be re-raised).
+    pub code: u8,
+    /// Die of this signal rather than exit (see [`fsync::wait::die_of`]).
+    pub signal: Option<i32>,
+}
 
 impl Exit {
-    pub const OK: Exit = Exit(0);
+    pub const OK: Exit = Exit::code(0);
     /// Predicate verbs: held, not empty, not signalled.
-    pub const NO: Exit = Exit(1);
-    pub const USAGE: Exit = Exit(2);
-    pub const NOT_FOUND: Exit = Exit(66);
-    pub const UNAVAILABLE: Exit = Exit(69);
-    pub const INTERNAL: Exit = Exit(70);
-    pub const OS: Exit = Exit(71);
-    pub const IO: Exit = Exit(74);
+    pub const NO: Exit = Exit::code(1);
+    pub const USAGE: Exit = Exit::code(2);
+    pub const NOT_FOUND: Exit = Exit::code(66);
+    pub const UNAVAILABLE: Exit = Exit::code(69);
+    pub const INTERNAL: Exit = Exit::code(70);
+    pub const OS: Exit = Exit::code(71);
+    pub const IO: Exit = Exit::code(74);
     /// The lock was lost while the command ran, and the command was stopped (`--on-lost`).
-    pub const LOCK_LOST: Exit = Exit(76);
+    pub const LOCK_LOST: Exit = Exit::code(76);
     /// The default for `-E`: the wait gave up.
-    pub const CONFLICT: Exit = Exit(75);
-    pub const NO_PERMISSION: Exit = Exit(77);
-    pub const CANNOT_EXECUTE: Exit = Exit(126);
-    pub const COMMAND_NOT_FOUND: Exit = Exit(127);
+    pub const CONFLICT: Exit = Exit::code(75);
+    pub const NO_PERMISSION: Exit = Exit::code(77);
+    pub const CANNOT_EXECUTE: Exit = Exit::code(126);
+    pub const COMMAND_NOT_FOUND: Exit = Exit::code(127);
 
-    /// A child killed by signal `n` (or a wait cancelled by it), as the shell reports it.
+    /// Exit with status `code`.
+    pub const fn code(code: u8) -> Exit {
+        Exit { code, signal: None }
+    }
+
+    /// Die of signal `n`: fsync was cancelled by it, or its command died of it. A shell sees
+    /// 128+N, and knows that a signal ended the job (bash stops a loop after ^C so).
     pub fn signal(n: i32) -> Exit {
-        Exit((128 + n).clamp(0, 255) as u8)
+        Exit {
+            code: (128 + n).clamp(0, 255) as u8,
+            signal: Some(n),
+        }
     }
 
     /// The exit status for a library error.
@@ -50,7 +65,7 @@ impl Exit {
 /// The EXIT STATUS table of the man pages: (code, meaning).
 #[cfg_attr(not(test), allow(dead_code))] // rendered into the man pages by the generator
 pub const TABLE: &[(&str, &str)] = &[
-    ("the command's own", "run and join verbs exit with the status of COMMAND; a command killed by signal N gives 128+N"),
+    ("the command's own", "run and join verbs exit with the status of COMMAND; if COMMAND dies of signal N, fsync dies of N too once it has released everything, which the shell shows as 128+N"),
     ("0", "success; for predicate verbs (status, empty): free, empty or signalled"),
     ("1", "predicate verbs: held, not empty or not signalled"),
     ("2", "usage error: unknown option, bad duration, range or number"),
@@ -64,7 +79,7 @@ pub const TABLE: &[(&str, &str)] = &[
     ("77", "permission denied, or a read-only file system where fsync must write"),
     ("126", "COMMAND was found but could not be executed"),
     ("127", "COMMAND was not found"),
-    ("128+N", "fsync was interrupted by signal N (INT, TERM, HUP or QUIT) while waiting"),
+    ("128+N", "fsync was cancelled by signal N (INT, TERM, HUP or QUIT, unless ignored when it started) while waiting: it dies of N after cleaning up, which the shell shows as 128+N"),
 ];
 
 #[cfg(test)]
@@ -80,11 +95,11 @@ mod tests {
             ErrorKind::Unavailable,
             ErrorKind::Os,
         ] {
-            let code = Exit::of_error(kind).0;
+            let code = Exit::of_error(kind).code;
             assert!(![0, 1, 75].contains(&code), "{kind:?} -> {code}");
         }
-        assert_eq!(Exit::signal(9), Exit(137));
-        assert_eq!(Exit::signal(15), Exit(143));
+        assert_eq!(Exit::signal(9).code, 137);
+        assert_eq!(Exit::signal(15).code, 143);
     }
 
     #[test]

@@ -7,7 +7,8 @@ Generation runs only in tests: `generated_files_are_current` renders every file 
 fails when a checked-in file differs from it; `FSYNC_BLESS=1 cargo test generated` rewrites them.
 
 Each command gets a page named like git's (`fsync-mutex-run.1`): clap_mangen's NAME, SYNOPSIS,
-DESCRIPTION, OPTIONS and SUBCOMMANDS, then our EXIT STATUS (from [`exit_code::TABLE`]), EXAMPLES
+DESCRIPTION, OPTIONS and SUBCOMMANDS, then our ENVIRONMENT (from [`environment::TABLE`]), EXIT
+STATUS (from [`exit_code::TABLE`]), EXAMPLES
 (from the `Examples:` part of `after_long_help`, or gathered from the subcommands' where a
 command has none), SEE ALSO and VERSION. Hidden arguments and subcommands, and clap's `help`
 subcommand, have no place in them. Nothing depends on the date or the machine.
@@ -27,7 +28,7 @@ use clap_mangen::{
     Man,
 };
 
-use super::{exit_code, Cli};
+use super::{environment, exit_code, Cli};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -168,7 +169,13 @@ fn man_page(cmd: &Command, ancestors: &[&Command]) -> String {
 
     let mut synopsis = Roff::new();
     synopsis_section(&mut synopsis, cmd);
+    // The top page's notes are too long for --help, which points to this page instead.
+    let notes = match ancestors.is_empty() {
+        true => super::NOTES.to_owned(),
+        false => notes,
+    };
     let mut ours = Roff::new();
+    environment_section(&mut ours, cmd);
     exit_status_section(&mut ours);
     if !notes.is_empty() {
         ours.control("SH", ["NOTES"]);
@@ -317,6 +324,24 @@ fn title_line(cmd: &Command) -> String {
     let title = page_name(cmd).to_uppercase().replace('-', "\\-");
     // No hyphenation (it would split option names), ragged right.
     format!(".TH \"{title}\" \"1\" \"\" \"fsync {VERSION}\" \"fsync Manual\"\n.nh\n.ad l\n")
+}
+
+/// The variables of [`environment::TABLE`] that concern this page or one below it.
+fn environment_section(roff: &mut Roff, cmd: &Command) {
+    let name = page_name(cmd);
+    let vars: Vec<_> = environment::TABLE
+        .iter()
+        .filter(|(_, pages, _)| pages.iter().any(|p| p.starts_with(name)))
+        .collect();
+    if vars.is_empty() {
+        return;
+    }
+    roff.control("SH", ["ENVIRONMENT"]);
+    for (var, _, meaning) in vars {
+        roff.control("TP", []);
+        roff.text([bold(*var)]);
+        roff.text([roman(*meaning)]);
+    }
 }
 
 fn exit_status_section(roff: &mut Roff) {

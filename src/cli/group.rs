@@ -171,7 +171,7 @@ pub fn run(cmd: GroupCommand) -> super::Outcome {
             });
             match group::wait_empty(&a.group, a.wait.timeout(), a.wait.poll)? {
                 Outcome::Acquired(()) => Ok(Exit::OK),
-                Outcome::TimedOut => Ok(Exit(a.wait.conflict_exit_code)),
+                Outcome::TimedOut => Ok(Exit::code(a.wait.conflict_exit_code)),
                 Outcome::Interrupted(s) => Ok(Exit::signal(s)),
             }
         }
@@ -189,7 +189,7 @@ fn join(a: JoinArgs) -> super::Outcome {
         progress.waiting(waited, || format!("{} to let us join", a.group.display()))
     })? {
         Outcome::Acquired(m) => m,
-        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
         Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
     };
     let first = member.first();

@@ -1,5 +1,5 @@
 /*!
-`fsync grouplock`: run a command as a member of one group of a group lock (seed 001). The
+`fsync grouplock`: run a command as a member of one group of a group lock. The
 protocol (turnstile, one shared lock per group) is in the library's `grouplock` module.
 */
 
@@ -124,7 +124,7 @@ fn run_command(a: RunArgs) -> super::Outcome {
         })
     })? {
         Outcome::Acquired(g) => g,
-        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
         Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
     };
     progress.done(|| format!("inside {} as group {}", a.lock.display(), a.group));

@@ -8,6 +8,7 @@ Each subcommand module turns its arguments into plain calls of the library, and 
 mod bus;
 mod child;
 mod doctor;
+mod environment;
 mod event;
 mod exit_code;
 #[cfg(test)]
@@ -29,6 +30,8 @@ pub use exit_code::Exit;
 
 const ABOUT: &str = "Synchronise processes through the file system";
 
+/// The top manual page's NOTES (too long for `--help`).
+#[cfg_attr(not(test), allow(dead_code))] // rendered into the man page by the generator
 const NOTES: &str = "\
 Network file systems (NFS, SMB/CIFS, FUSE such as GlusterFS or sshfs, Ceph; found with statfs, \
 see 'fsync doctor'): whole-file and byte-range locks, exclusive create, link and rename work \
@@ -72,14 +75,19 @@ the directory's .fsync.fence); where nothing can be written it comes from the cl
 only between hosts whose clocks agree.";
 
 const LONG_ABOUT: &str = "\
-Synchronise processes through the file system: locks, groups, events and messages that work \
-between shell scripts, cron jobs and CI steps on one machine, and between machines that share \
-a directory over NFS, SMB or a cluster file system. No server, no daemon: the shared \
-directory is the medium.
+Synchronise processes through the file system: locks, groups, events, messages and semaphores \
+for shell scripts, cron jobs and CI steps, on one machine or between machines that share a \
+directory (NFS, SMB, cluster file systems). No server, no daemon: the shared directory is the \
+medium. Waits block in the kernel, so a release wakes the next waiter at once. Linux only.
 
-On a local file system every wait blocks in the kernel, so a release wakes the next waiter at \
-once; on a network file system fsync also re-checks every --poll interval, because other \
-hosts cannot wake it.";
+'fsync COMMAND --help' explains each command; the manual page fsync(1) covers network file \
+systems, shared directories and the environment.";
+
+/// The top-level `--help`'s examples, after the commands and options.
+const ROOT_EXAMPLES: &str = "\
+Examples:
+  fsync mutex run -n /var/lock/backup.lck -- /usr/local/bin/backup
+  fsync group join /srv/app.grp -- ./server   # elsewhere: fsync group empty /srv/app.grp";
 
 /// The parsed command line.
 ///
@@ -98,7 +106,7 @@ fn root() -> clap::Command {
         .version(env!("CARGO_PKG_VERSION"))
         .about(ABOUT)
         .long_about(LONG_ABOUT)
-        .after_long_help(NOTES)
+        .after_long_help(ROOT_EXAMPLES)
         .infer_long_args(true)
         .propagate_version(true)
         .max_term_width(100)
@@ -259,20 +267,27 @@ pub enum Command {
 pub struct WaitArgs {
     /// Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait
     /// for ever]
-    #[arg(short = 't', long, visible_alias = "wait", value_name = "DUR", value_parser = parse_duration)]
+    #[arg(
+        short = 't',
+        long,
+        visible_short_alias = 'w',
+        visible_alias = "wait",
+        value_name = "DUR",
+        value_parser = parse_duration
+    )]
     pub timeout: Option<Duration>,
 
     /// Do not wait: give up at once if it is not free (same as --timeout 0)
     #[arg(
         short = 'n',
         long,
-        visible_alias = "nonblock",
+        visible_aliases = ["nonblock", "nb", "nonblocking"],
         conflicts_with = "timeout"
     )]
     pub no_wait: bool,
 
     /// Exit status when the wait gives up
-    #[arg(short = 'E', long, value_name = "N", default_value_t = Exit::CONFLICT.0)]
+    #[arg(short = 'E', long, value_name = "N", default_value_t = Exit::CONFLICT.code)]
     pub conflict_exit_code: u8,
 
     /// Re-check interval where other hosts cannot wake us (network file systems)
@@ -400,12 +415,12 @@ impl Failure {
 
 pub type Outcome = Result<Exit, Failure>;
 
-/// Run the command line; returns the exit status.
-pub fn main() -> u8 {
+/// Run the command line; returns how the process is to end.
+pub fn main() -> Exit {
     std::panic::set_hook(Box::new(|info| {
         // Never panic again here, even if stderr is gone.
         let _ = writeln!(std::io::stderr(), "fsync: internal error: {info}");
-        std::process::exit(Exit::INTERNAL.0.into());
+        std::process::exit(Exit::INTERNAL.code.into());
     }));
     let result = match parse() {
         Ok(cli) => {
@@ -415,19 +430,19 @@ pub fn main() -> u8 {
         Err(e) if e.is_help() => {
             let _ = e.error.print();
             return if e.error.use_stderr() {
-                Exit::USAGE.0
+                Exit::USAGE
             } else {
-                Exit::OK.0
+                Exit::OK
             };
         }
         Err(e) => Err(Failure::Usage(e.one_line())),
     };
     match result {
-        Ok(exit) => exit.0,
-        Err(Failure::BrokenPipe) => Exit::OK.0,
+        Ok(exit) => exit,
+        Err(Failure::BrokenPipe) => Exit::OK,
         Err(failure) => {
             let _ = writeln!(std::io::stderr(), "fsync: {failure}");
-            failure.exit().0
+            failure.exit()
         }
     }
 }

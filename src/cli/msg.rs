@@ -158,7 +158,7 @@ pub fn run(cmd: MsgCommand) -> super::Outcome {
                 Outcome::Acquired(()) => Ok(Exit::OK),
                 Outcome::TimedOut => {
                     progress.done(|| "no receiver took it: withdrawn".to_string());
-                    Ok(Exit(a.wait.conflict_exit_code))
+                    Ok(Exit::code(a.wait.conflict_exit_code))
                 }
                 Outcome::Interrupted(s) => Ok(Exit::signal(s)),
             }
@@ -183,7 +183,7 @@ pub fn run(cmd: MsgCommand) -> super::Outcome {
                     msg.finish()?;
                     Ok(Exit::OK)
                 }
-                Outcome::TimedOut => Ok(Exit(a.wait.conflict_exit_code)),
+                Outcome::TimedOut => Ok(Exit::code(a.wait.conflict_exit_code)),
                 Outcome::Interrupted(s) => Ok(Exit::signal(s)),
             }
         }

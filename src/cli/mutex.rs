@@ -50,17 +50,32 @@ enum Verb {
 const RUN_LONG: &str = "\
 Run COMMAND while holding LOCK exclusively, and exit with COMMAND's exit status.
 
+Everything from the first word after LOCK on is COMMAND's ('fsync mutex run L echo -n x' passes \
+-n to echo); options go before it. LOCK is opened read-only (created if missing, never \
+truncated or written), so it may be the script that runs, or a directory; on a network file \
+system it is opened read-write where permitted, since an exclusive lock needs that there.
+
 While COMMAND runs, INT, TERM, HUP and QUIT sent to fsync are forwarded to it, and the lock is \
-released only after it has exited. The lock is passed down to COMMAND (as flock(1) does): it \
-stays held while COMMAND, or anything it left running with the lock inherited, runs, even if \
-fsync itself is killed. --close does not pass it down.
+released only after it has exited. A signal that was ignored when fsync started (nohup, trap '' \
+HUP, the INT and QUIT a shell ignores for background jobs) stays ignored, by fsync and by \
+COMMAND. If COMMAND dies of a signal, or a signal cancels the wait, fsync dies of that same \
+signal once the lock is released, so that the shell sees it (status 128+N; ^C stops a shell \
+loop around fsync).
+
+The lock is passed down to COMMAND (as flock(1) does): it stays held while COMMAND, or anything \
+it left running with the lock inherited, runs, even if fsync itself is killed. --close does not \
+pass it down.
 
 COMMAND sees FSYNC_FENCE, a fencing token greater than that of every earlier holder of LOCK: a \
 resource that remembers the largest token it has seen can reject a stale holder.
 
 Nesting: 'fsync mutex run LOCK' started anywhere inside COMMAND's process tree on the same LOCK \
 runs at once (the lock is already held for it). Under --close a nested attempt fails at once \
-with exit status 69 instead of waiting for ever.";
+with exit status 69 instead of waiting for ever.
+
+flock(1)'s options work as they do there: -w SECS, -n/--nb, -c CMDSTRING, -s, -x/-e, -o, -E, \
+--fcntl; the differences are listed in docs/flock-compat.md. A wait that gives up exits 75, not \
+1, unless -E says otherwise.";
 
 const RUN_EXAMPLES: &str = "\
 Examples:
@@ -77,13 +92,23 @@ Examples:
   fsync mutex run --delete /tmp/job.lck -- make
 
   # Byte 7 of a shared file as a lock of its own: disjoint ranges run together
-  fsync mutex run --range 7 /shared/table.lck -- ./update-row 7";
+  fsync mutex run --range 7 /shared/table.lck -- ./update-row 7
+
+  # A script that runs one copy at a time of itself (the FLOCKER idiom of flock(1)), locking
+  # its own file; 'fsync mutex run' replaces 'flock' in it and nothing else changes
+  [ \"${FLOCKER}\" != \"$0\" ] && exec env FLOCKER=\"$0\" fsync mutex run -n -E 0 \"$0\" \"$0\" \"$@\" || :
+
+  # As flock(1) is used: a command string, a timeout in seconds, a shared lock
+  fsync mutex run -w 10 /var/lock/db.lck -c 'pg_dump app > app.sql'
+  fsync mutex run -s /var/lock/db.lck -- ./report";
 
 #[derive(Debug, Args)]
 #[command(
     about = "Run COMMAND while holding LOCK exclusively",
     long_about = RUN_LONG,
-    after_long_help = RUN_EXAMPLES
+    after_long_help = RUN_EXAMPLES,
+    override_usage = "fsync mutex run [OPTIONS] <LOCK> <COMMAND>...\n       \
+                      fsync mutex run [OPTIONS] <LOCK> -c <CMDSTRING>"
 )]
 struct RunArgs {
     /// The lock file: created if missing, never truncated
@@ -112,10 +137,42 @@ struct RunArgs {
     #[arg(long, value_name = "START[:LEN]", value_parser = fsync::range::ByteRange::parse, conflicts_with = "delete")]
     range: Option<fsync::range::ByteRange>,
 
-    /// The command to run, and its arguments (after '--')
+    /// Lock the whole file with an fcntl (OFD) lock instead of flock(2), as fcntl-lock tools
+    /// (s6-setlock, flock --fcntl) do: the same as --range 0:0
+    #[arg(long, conflicts_with_all = ["range", "delete"])]
+    fcntl: bool,
+
+    /// Take a shared lock (as flock -s): shared holders run together, an exclusive one waits
+    /// for all of them. No holder record, fence or nesting
+    #[arg(short = 's', long, conflicts_with = "delete")]
+    shared: bool,
+
+    /// Take an exclusive lock: the default (accepted as flock(1) takes it)
+    #[arg(short = 'x', short_alias = 'e', long, conflicts_with = "shared")]
+    exclusive: bool,
+
+    /// Run CMDSTRING with 'sh -c' (as flock -c) instead of COMMAND
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "CMDSTRING",
+        conflicts_with = "command"
+    )]
+    command_string: Option<OsString>,
+
+    /// flock -u: not an option of 'run' (see 'fsync mutex unlock')
+    #[arg(short = 'u', long, hide = true)]
+    unlock: bool,
+
+    /// flock -F: not an option of 'run' (fsync always waits for COMMAND)
+    #[arg(short = 'F', long, hide = true)]
+    no_fork: bool,
+
+    /// The command to run, and its arguments: everything from the first word after LOCK on
+    /// belongs to COMMAND ('--' before it is accepted too)
     #[arg(
         value_name = "COMMAND",
-        required = true,
+        required_unless_present = "command_string",
         trailing_var_arg = true,
         allow_hyphen_values = true
     )]
@@ -141,10 +198,15 @@ Examples:
                   the shell closes descriptor N or runs 'fsync mutex unlock --fd N'.",
     after_long_help = LOCK_EXAMPLES
 )]
+#[command(group(clap::ArgGroup::new("descriptor").required(true).args(["fd", "fd_number"])))]
 struct LockArgs {
     /// The open file descriptor to lock
-    #[arg(long, value_name = "N")]
-    fd: i32,
+    #[arg(long = "fd", value_name = "N")]
+    fd: Option<i32>,
+
+    /// The descriptor as flock(1) takes it: 'fsync mutex lock 9' is 'fsync mutex lock --fd 9'
+    #[arg(value_name = "N")]
+    fd_number: Option<i32>,
 
     /// Take a shared lock instead of an exclusive one
     #[arg(short = 's', long)]
@@ -160,10 +222,15 @@ struct LockArgs {
     after_long_help = "Examples:\n  exec 9>>/var/lock/mytool.lck\n  fsync mutex lock --fd 9\n  \
                        ... critical work ...\n  fsync mutex unlock --fd 9"
 )]
+#[command(group(clap::ArgGroup::new("descriptor").required(true).args(["fd", "fd_number"])))]
 struct UnlockArgs {
     /// The open file descriptor to unlock
-    #[arg(long, value_name = "N")]
-    fd: i32,
+    #[arg(long = "fd", value_name = "N")]
+    fd: Option<i32>,
+
+    /// The descriptor as a plain argument: 'fsync mutex unlock 9' is 'fsync mutex unlock --fd 9'
+    #[arg(value_name = "N")]
+    fd_number: Option<i32>,
 }
 
 #[derive(Debug, Args)]
@@ -220,7 +287,7 @@ pub fn run(cmd: MutexCommand) -> super::Outcome {
         Verb::Run(a) => run_command(a),
         Verb::Lock(a) => lock_fd(a),
         Verb::Unlock(a) => {
-            mutex::unlock_fd(a.fd)?;
+            mutex::unlock_fd(a.fd.or(a.fd_number).unwrap_or_default())?;
             Ok(Exit::OK)
         }
         Verb::Status(a) => status(a),
@@ -228,9 +295,19 @@ pub fn run(cmd: MutexCommand) -> super::Outcome {
     }
 }
 
-fn run_command(a: RunArgs) -> super::Outcome {
+fn run_command(mut a: RunArgs) -> super::Outcome {
+    flock_only_options(&a)?;
+    if let Some(cmdstring) = a.command_string.take() {
+        a.command = vec!["sh".into(), "-c".into(), cmdstring];
+    }
+    if a.fcntl {
+        a.range = Some(fsync::range::ByteRange { start: 0, len: 0 });
+    }
     if let Some(range) = a.range {
         return run_range(&a, range);
+    }
+    if a.shared {
+        return run_shared(&a);
     }
     let mut job = Job {
         argv: &a.command,
@@ -251,7 +328,7 @@ fn run_command(a: RunArgs) -> super::Outcome {
         Outcome::Acquired(g) => g,
         Outcome::TimedOut => {
             progress.done(|| format!("gave up waiting for {}", a.lock.display()));
-            return Ok(Exit(a.wait.conflict_exit_code));
+            return Ok(Exit::code(a.wait.conflict_exit_code));
         }
         Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
     };
@@ -292,16 +369,69 @@ fn run_command(a: RunArgs) -> super::Outcome {
     Ok(exit)
 }
 
-/// `run --range`: an OFD lock on a byte range instead of the whole-file protocol.
+/// The options of flock(1) that fsync has no use for, refused with what to do instead.
+fn flock_only_options(a: &RunArgs) -> Result<(), Failure> {
+    let refuse = |what: &str| {
+        Err(Failure::Usage(format!(
+            "{what} (try 'fsync mutex run --help')"
+        )))
+    };
+    if a.unlock {
+        return refuse(
+            "'mutex run' has no --unlock (flock -u): the lock is released when COMMAND \
+             exits; to release a lock held through a descriptor, use 'fsync mutex unlock --fd N'",
+        );
+    }
+    if a.no_fork {
+        return refuse(
+            "'mutex run' has no --no-fork (flock -F): fsync waits for COMMAND to report its \
+             status and release the lock after it; COMMAND keeps the lock it inherits either \
+             way, and --close keeps it from inheriting it",
+        );
+    }
+    Ok(())
+}
+
+/// `run -s`: a shared flock on LOCK, as `flock -s` takes it.
+fn run_shared(a: &RunArgs) -> super::Outcome {
+    let mutex = Mutex::new(&a.lock).poll_interval(a.wait.poll);
+    let mut progress = Progress::new(a.wait.verbose);
+    let guard = match mutex.acquire_shared_with(a.wait.timeout(), |waited| {
+        progress.waiting(waited, || format!("a shared lock on {}", describe(&a.lock)))
+    })? {
+        Outcome::Acquired(g) => g,
+        Outcome::TimedOut => {
+            progress.done(|| format!("gave up waiting for {}", a.lock.display()));
+            return Ok(Exit::code(a.wait.conflict_exit_code));
+        }
+        Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
+    };
+    progress.done(|| format!("acquired a shared lock on {}", a.lock.display()));
+    guard.pass_down(!a.close)?;
+    let loss_guard = a.loss.guard(&a.lock, guard.raw_fd(), Mode::Shared);
+    let exit = Job {
+        argv: &a.command,
+        env: Vec::new(),
+    }
+    .run_guarded(|_| {}, loss_guard)?;
+    drop(guard);
+    Ok(exit)
+}
+
+/// `run --range` (and `--fcntl`): an OFD lock on a byte range instead of the whole-file
+/// protocol.
 fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
     let lock = fsync::range::RangeLock::new(&a.lock, range).poll_interval(a.wait.poll);
     let mut progress = Progress::new(a.wait.verbose);
-    let mode = fsync::platform::lock::Mode::Exclusive;
+    let mode = match a.shared {
+        true => Mode::Shared,
+        false => Mode::Exclusive,
+    };
     let guard = match lock.acquire_with(mode, a.wait.timeout(), |waited| {
         progress.waiting(waited, || format!("bytes {range} of {}", a.lock.display()))
     })? {
         Outcome::Acquired(g) => g,
-        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
         Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
     };
     progress.done(|| format!("acquired bytes {range} of {}", a.lock.display()));
@@ -343,9 +473,10 @@ fn describe(lock: &std::path::Path) -> String {
 }
 
 fn lock_fd(a: LockArgs) -> super::Outcome {
-    match mutex::lock_fd(a.fd, a.shared, a.wait.timeout(), a.wait.poll)? {
+    let fd = a.fd.or(a.fd_number).unwrap_or_default(); // one of them: clap requires it
+    match mutex::lock_fd(fd, a.shared, a.wait.timeout(), a.wait.poll)? {
         Outcome::Acquired(()) => Ok(Exit::OK),
-        Outcome::TimedOut => Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::TimedOut => Ok(Exit::code(a.wait.conflict_exit_code)),
         Outcome::Interrupted(sig) => Ok(Exit::signal(sig)),
     }
 }

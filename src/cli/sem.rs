@@ -114,7 +114,7 @@ fn run_command(a: RunArgs) -> super::Outcome {
         progress.waiting(waited, || format!("a slot of {}", a.sem.display()))
     })? {
         Outcome::Acquired(g) => g,
-        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
         Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
     };
     progress.done(|| format!("acquired slot {} of {}", guard.slot(), a.sem.display()));

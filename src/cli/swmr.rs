@@ -116,7 +116,7 @@ fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
         progress.waiting(waited, || format!("{} as a {role}", a.lock.display()))
     })? {
         Outcome::Acquired(g) => g,
-        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
+        Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
         Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
     };
     progress.done(|| format!("acquired {} as a {role}", a.lock.display()));

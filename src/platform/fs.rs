@@ -4,17 +4,27 @@ Opening lock files and classifying file systems.
 Lock files are opened the way util-linux `flock(1)` opens them: created if missing, never
 truncated (a lock file may be someone's data, or Perl's `open ">"` semaphore file), `O_NOCTTY`,
 close-on-exec (the mutex clears that flag on purpose when it passes a lock down to a child).
-Read-write is tried first because NFS needs write access for exclusive locks; read-only follows
-so that a lock file an administrator created read-only, in a directory users cannot write, still
-works (seed 000). A symbolic link is followed to an existing file but never used to create one:
-a dangling link in a shared directory must not make us create a file somewhere else.
+
+The access mode is what the lock needs ([`Purpose`]). A flock(2) lock on a local file system
+needs only read access, so such lock files are opened read-only, as `flock(1)` does: then a lock
+file can be a script that is running (a file open for writing cannot be executed: the FLOCKER
+idiom of flock(1)'s manual locks the script itself), a directory, or a file an administrator
+made read-only in a directory users cannot write. On a network file system flock(2) is emulated
+with a POSIX lock, whose exclusive form needs write access, so there the file is reopened
+read-write where permitted. An exclusive byte-range lock always needs write access.
+
+A symbolic link is followed to an existing file but never used to create one: a dangling link in
+a shared directory must not make us create a file somewhere else.
 */
 
 use std::{
     ffi::CString,
     fs::File,
     io,
-    os::unix::{ffi::OsStrExt, fs::OpenOptionsExt, fs::PermissionsExt},
+    os::{
+        fd::AsRawFd,
+        unix::{ffi::OsStrExt, fs::OpenOptionsExt, fs::PermissionsExt},
+    },
     path::Path,
 };
 
@@ -28,25 +38,54 @@ pub enum Access {
     ReadOnly,
 }
 
-/// Open (creating if missing) a lock file, per the module docs.
-pub fn open_lock_file(path: &Path) -> Result<(File, Access)> {
-    let rw_create = open(path, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW);
-    let (file, access) = match rw_create {
+/// What a lock file is opened for: the lock that will be taken on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// flock(2) locks: read-only, and read-write on a network file system where permitted.
+    /// The lock file may be a directory.
+    Flock,
+    /// fcntl (OFD) byte-range locks: read-write where permitted, since an exclusive one needs
+    /// it; read-only otherwise, enough for a shared one.
+    Fcntl,
+}
+
+/// Open (creating if missing) a lock file for `purpose`, per the module docs.
+pub fn open_lock_file(path: &Path, purpose: Purpose) -> Result<(File, Access)> {
+    let access_mode = match purpose {
+        Purpose::Flock => libc::O_RDONLY,
+        Purpose::Fcntl => libc::O_RDWR,
+    };
+    let create = open(path, access_mode | libc::O_CREAT | libc::O_NOFOLLOW);
+    let (file, access) = match create {
+        Ok(f) if purpose == Purpose::Flock => (f, Access::ReadOnly),
         Ok(f) => (f, Access::ReadWrite),
         Err(e) => match e.raw_os_error() {
             // A symbolic link: follow it, but only to a file that exists.
-            Some(libc::ELOOP) => open_existing(path, true)?,
-            Some(libc::EACCES | libc::EPERM | libc::EROFS) => match open_existing(path, false) {
-                Ok(x) => x,
-                Err(e2) if e2.errno() == Some(libc::ENOENT) => {
-                    return Err(Error::io(path, "cannot create lock file", e))
+            Some(libc::ELOOP) => open_existing(path, true, purpose)?,
+            // An existing directory (O_CREAT refuses it): a flock can be taken on one.
+            Some(libc::EISDIR) if purpose == Purpose::Flock => open_existing(path, false, purpose)?,
+            Some(libc::EACCES | libc::EPERM | libc::EROFS) => {
+                match open_existing(path, false, purpose) {
+                    Ok(x) => x,
+                    Err(e2) if e2.errno() == Some(libc::ENOENT) => {
+                        return Err(Error::io(path, "cannot create lock file", e))
+                    }
+                    Err(e2) => return Err(e2),
                 }
-                Err(e2) => return Err(e2),
-            },
+            }
             _ => return Err(explain_open_error(path, "cannot create lock file", e)),
         },
     };
-    check_regular(path, &file)?;
+    let is_dir = check_lockable(path, &file, purpose)?;
+    if purpose == Purpose::Flock && !is_dir && fs_kind(&file).network {
+        // Reopen the same file (not the path, which may have changed) for writing.
+        if let Ok(rw) = open(
+            Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())),
+            libc::O_RDWR,
+        ) {
+            return Ok((rw, Access::ReadWrite));
+        }
+    }
     Ok((file, access))
 }
 
@@ -87,35 +126,48 @@ pub fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
 }
 
 /// Open an existing file without creating it; `follow` permits a final symbolic link.
-fn open_existing(path: &Path, follow: bool) -> Result<(File, Access)> {
+fn open_existing(path: &Path, follow: bool, purpose: Purpose) -> Result<(File, Access)> {
     let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+    let read_only = || {
+        open(path, libc::O_RDONLY | nofollow)
+            .map(|f| (f, Access::ReadOnly))
+            .map_err(|e| explain_open_error(path, "cannot open lock file", e))
+    };
+    if purpose == Purpose::Flock {
+        return read_only().map_err(|e| match e.errno() {
+            Some(libc::ENOENT) if follow => dangling(path),
+            _ => e,
+        });
+    }
     match open(path, libc::O_RDWR | nofollow) {
         Ok(f) => Ok((f, Access::ReadWrite)),
         Err(e)
             if matches!(
                 e.raw_os_error(),
-                Some(libc::EACCES | libc::EPERM | libc::EROFS)
+                Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ETXTBSY | libc::EISDIR)
             ) =>
         {
-            open(path, libc::O_RDONLY | nofollow)
-                .map(|f| (f, Access::ReadOnly))
-                .map_err(|e| explain_open_error(path, "cannot open lock file", e))
+            read_only()
         }
-        Err(e) if follow && e.raw_os_error() == Some(libc::ENOENT) => Err(Error::new(
-            path,
-            ErrorKind::NotFound,
-            "is a dangling symbolic link; not creating its target",
-        )),
+        Err(e) if follow && e.raw_os_error() == Some(libc::ENOENT) => Err(dangling(path)),
         Err(e) => Err(explain_open_error(path, "cannot open lock file", e)),
     }
 }
 
-/// Open an existing file read-only without creating it (status and watch verbs); `None` if
-/// the file does not exist.
+fn dangling(path: &Path) -> Error {
+    Error::new(
+        path,
+        ErrorKind::NotFound,
+        "is a dangling symbolic link; not creating its target",
+    )
+}
+
+/// Open an existing lock file read-only without creating it (status and watch verbs); `None`
+/// if the file does not exist. It may be a directory, which flock(2) can lock.
 pub fn open_if_exists(path: &Path) -> Result<Option<File>> {
     match open(path, libc::O_RDONLY) {
         Ok(f) => {
-            check_regular(path, &f)?;
+            check_lockable(path, &f, Purpose::Flock)?;
             Ok(Some(f))
         }
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
@@ -130,20 +182,28 @@ fn open(path: &Path, flags: libc::c_int) -> io::Result<File> {
     std::fs::OpenOptions::new()
         .read(true)
         .write(flags & libc::O_ACCMODE == libc::O_RDWR)
-        .create(flags & libc::O_CREAT != 0)
         .mode(0o666)
-        // O_NONBLOCK so that a FIFO at the path cannot hang us; it changes nothing for locks.
-        .custom_flags(
-            (flags & !(libc::O_ACCMODE | libc::O_CREAT)) | libc::O_NOCTTY | libc::O_NONBLOCK,
-        )
+        // O_CREAT as a custom flag: std refuses to create through a read-only descriptor,
+        // which open(2) does not. O_NONBLOCK so that a FIFO at the path cannot hang us; it
+        // changes nothing for locks.
+        .custom_flags((flags & !libc::O_ACCMODE) | libc::O_NOCTTY | libc::O_NONBLOCK)
         .open(path)
 }
 
 fn check_regular(path: &Path, file: &File) -> Result<()> {
+    check_lockable(path, file, Purpose::Fcntl).map(|_| ())
+}
+
+/// That `file` is something a lock of `purpose` can be taken on: a regular file, or for a
+/// flock(2) lock also a directory (as `flock(1)` allows). Returns whether it is a directory.
+fn check_lockable(path: &Path, file: &File, purpose: Purpose) -> Result<bool> {
     let meta = file
         .metadata()
         .map_err(|e| Error::io(path, "cannot stat", e))?;
     if meta.is_dir() {
+        if purpose == Purpose::Flock {
+            return Ok(true);
+        }
         return Err(Error::new(
             path,
             ErrorKind::NotFound,
@@ -157,7 +217,7 @@ fn check_regular(path: &Path, file: &File) -> Result<()> {
             "is not a regular file",
         ));
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Turn the errors of `open(2)` into the words a user needs: which part of the path is wrong.
@@ -355,20 +415,38 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("data");
         std::fs::write(&p, b"keep me").unwrap();
-        let (_f, access) = open_lock_file(&p).unwrap();
+        let (_f, access) = open_lock_file(&p, Purpose::Fcntl).unwrap();
         assert_eq!(access, Access::ReadWrite);
         assert_eq!(std::fs::read(&p).unwrap(), b"keep me");
 
         let link = dir.path().join("link");
         let target = dir.path().join("nowhere");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let err = open_lock_file(&link).unwrap_err();
+        let err = open_lock_file(&link, Purpose::Flock).unwrap_err();
         assert!(err.to_string().contains("dangling"), "{err}");
         assert!(!target.exists());
 
         let missing = dir.path().join("no/such/dir/l");
-        let err = open_lock_file(&missing).unwrap_err();
+        let err = open_lock_file(&missing, Purpose::Flock).unwrap_err();
         assert!(err.to_string().contains("parent directory"), "{err}");
         assert_eq!(err.kind(), ErrorKind::NotFound);
+    }
+
+    /// A flock lock file is opened read-only on a local file system (created if missing), and
+    /// may be a directory; a byte-range lock file may not.
+    #[test]
+    fn flock_lock_files_open_read_only_and_may_be_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("new.lck");
+        let (f, access) = open_lock_file(&p, Purpose::Flock).unwrap();
+        assert_eq!(access, Access::ReadOnly);
+        assert!(p.is_file());
+        let flags = nix::fcntl::fcntl(f.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        assert_eq!(flags & libc::O_ACCMODE, libc::O_RDONLY);
+
+        let (d, _) = open_lock_file(dir.path(), Purpose::Flock).unwrap();
+        assert!(d.metadata().unwrap().is_dir());
+        let err = open_lock_file(dir.path(), Purpose::Fcntl).unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
     }
 }

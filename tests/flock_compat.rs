@@ -1,0 +1,536 @@
+/*!
+What a flock(1) user relies on without thinking: Unix process conventions (ignored signals stay
+ignored, death by the signal that ended the job, execvp's rules) and flock's own habits (its
+options, the FLOCKER idiom, a directory as the lock, options after the command word belonging to
+the command). The terminal cases run bash on a real pseudo-terminal
+(`tests/fixtures/pty_session.py`), as a person at a terminal would meet them.
+*/
+
+use std::{ffi::OsString, io::Write, os::unix::fs::PermissionsExt, path::Path};
+
+use nix::sys::signal::Signal;
+
+use crate::harness::{eventually, flocks_on, fsync_bin, require, TestDir, HOLD};
+
+/// The signals the cancellation handlers take over when they are not ignored.
+const HANDLED: [(Signal, &str); 4] = [
+    (Signal::SIGHUP, "HUP"),
+    (Signal::SIGINT, "INT"),
+    (Signal::SIGQUIT, "QUIT"),
+    (Signal::SIGTERM, "TERM"),
+];
+
+/// The ignored-signal mask a process prints with `grep SigIgn /proc/self/status`.
+fn sig_ign(status_line: &str) -> u64 {
+    let hex = status_line
+        .trim()
+        .strip_prefix("SigIgn:")
+        .unwrap_or_else(|| panic!("not a SigIgn line: {status_line}"));
+    u64::from_str_radix(hex.trim(), 16).expect("hex mask")
+}
+
+fn ignores(mask: u64, sig: Signal) -> bool {
+    mask & (1 << (sig as i32 - 1)) != 0
+}
+
+/// A PATH on which `fsync` is found first.
+fn path_with_fsync() -> OsString {
+    let mut dirs = vec![fsync_bin().parent().unwrap().to_path_buf()];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).unwrap()
+}
+
+/// Run `fixtures/pty_session.py` with `steps` in `t`; fails with the terminal's transcript.
+#[track_caller]
+fn pty_session(t: &TestDir, steps: &[&str]) {
+    require("python3", "python3");
+    require("bash", "bash");
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pty_session.py");
+    t.cmd("python3")
+        .arg(driver)
+        .args(steps)
+        .env("PATH", path_with_fsync())
+        .run()
+        .code(0);
+}
+
+// ---- ignored signals ----------------------------------------------------------------------
+
+/// A signal ignored when fsync starts stays ignored: fsync neither dies of it nor forwards it,
+/// and the command inherits it ignored, as under flock(1), nohup and `trap '' SIG`.
+#[test]
+fn ignored_signals_stay_ignored_for_fsync_and_the_command() {
+    let t = TestDir::new();
+    for (sig, name) in HANDLED {
+        let script = format!(
+            "trap '' {name}; exec \"$0\" mutex run L -- sh -c \
+             'grep SigIgn /proc/self/status; echo acquired; read x; echo done'"
+        );
+        let mut run = t.cmd("sh").args(["-c", &script]).arg(fsync_bin()).start();
+        let mask = sig_ign(&run.line());
+        assert!(ignores(mask, sig), "the command does not ignore {name}");
+        run.expect("acquired");
+        // Sent to fsync, the signal is discarded: the command goes on and ends normally.
+        run.signal(sig);
+        run.send("go");
+        let out = run.finish();
+        out.code(0).stdout("done\n").stderr("");
+    }
+    // Signals that are not ignored are still taken over (and not passed on as ignored).
+    let mut run = t
+        .fsync(["mutex", "run", "L", "--", "sh", "-c"])
+        .arg("grep SigIgn /proc/self/status")
+        .start();
+    let mask = sig_ign(&run.line());
+    for (sig, name) in HANDLED {
+        assert!(!ignores(mask, sig), "the command ignores {name}");
+    }
+    run.finish().code(0);
+}
+
+/// An ignored signal does not cancel a wait either: the waiter gets the lock and runs.
+#[test]
+fn an_ignored_signal_does_not_cancel_a_wait() {
+    let t = TestDir::new();
+    let holder = t.hold("L");
+    let mut waiter = t
+        .cmd("sh")
+        .args([
+            "-c",
+            "trap '' TERM HUP; exec \"$0\" mutex run -v L -- echo ran",
+        ])
+        .arg(fsync_bin())
+        .start();
+    let waiting = waiter.stderr_line();
+    assert!(waiting.starts_with("fsync: waiting for"), "{waiting}");
+    // The kernel discards a signal the process ignores as it is sent.
+    waiter.signal(Signal::SIGTERM);
+    waiter.signal(Signal::SIGHUP);
+    holder.finish().code(0);
+    waiter.finish().code(0).stdout("ran\n");
+}
+
+/// A non-interactive shell starts `&` jobs with INT and QUIT ignored; fsync keeps it so.
+#[test]
+fn background_jobs_of_a_script_keep_int_and_quit_ignored() {
+    let t = TestDir::new();
+    let out = t
+        .cmd("sh")
+        .args([
+            "-c",
+            "\"$0\" mutex run L -- sh -c 'grep SigIgn /proc/self/status' & wait",
+        ])
+        .arg(fsync_bin())
+        .run();
+    out.code(0);
+    let mask = sig_ign(&out.stdout);
+    assert!(ignores(mask, Signal::SIGINT), "{}", out.stdout);
+    assert!(ignores(mask, Signal::SIGQUIT), "{}", out.stdout);
+}
+
+/// `nohup fsync mutex run L -- job &` in a terminal that then goes away: the hangup the shell
+/// passes on to its jobs kills neither fsync nor the job, which finishes under the lock.
+#[test]
+fn nohup_survives_a_hangup_of_the_terminal() {
+    let t = TestDir::new();
+    nix::unistd::mkfifo(
+        &t.join("go"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let job = "nohup sh -c 'fsync mutex run L -- sh -c \"echo started > started; \
+               read x < go; echo finished > out\"; echo $? > rc' >/dev/null 2>&1 &";
+    let cd = format!("cd {}", t.arg("."));
+    pty_session(
+        &t,
+        &[
+            &format!("send:{cd}"),
+            &format!("send:{job}"),
+            "file:started",
+            "hangup",
+        ],
+    );
+    // The shell is gone and has hung up its jobs; the job still holds the lock.
+    assert!(
+        !flocks_on(&t.join("L")).is_empty(),
+        "the lock went with the hangup"
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(t.join("go"))
+        .unwrap()
+        .write_all(b"go\n")
+        .unwrap();
+    eventually("the job reports its status", || {
+        t.join("rc").exists() && t.read("rc").ends_with('\n')
+    });
+    assert_eq!(t.read("rc"), "0\n", "fsync did not exit 0 after the hangup");
+    assert_eq!(t.read("out"), "finished\n");
+}
+
+// ---- death by the signal that ended the job ----------------------------------------------
+
+/// ^C at a terminal stops a shell loop around `fsync mutex run`, whether the command runs
+/// (it dies of SIGINT, and so does fsync) or fsync still waits for the lock.
+#[test]
+fn ctrl_c_stops_a_shell_loop_around_fsync() {
+    let t = TestDir::new();
+    let cd = format!("send:cd {}", t.arg("."));
+    // While the command runs.
+    let loop_running = "send:while true; do fsync mutex run L -- sh -c \
+                        'echo started >> log; echo RUN-$((20+1)); sleep 60'; done";
+    pty_session(
+        &t,
+        &[
+            &cd,
+            loop_running,
+            "expect:RUN-21",
+            "intr",
+            "send:echo after-$((40+2))",
+            "expect:after-42",
+        ],
+    );
+    assert_eq!(t.read("log"), "started\n", "the loop went on after ^C");
+
+    // While fsync waits for the lock.
+    let holder = t.hold("L");
+    let loop_waiting = "send:while true; do fsync mutex run -v L -- echo RAN; done";
+    pty_session(
+        &t,
+        &[
+            &cd,
+            loop_waiting,
+            "expect:fsync: waiting for",
+            "intr",
+            "send:echo after-$((40+3))",
+            "expect:after-43",
+        ],
+    );
+    holder.finish().code(0);
+}
+
+// ---- the FLOCKER idiom, and what flock opens read-only -------------------------------------
+
+/// The boilerplate of flock(1)'s manual, with fsync in flock's place: a script that locks
+/// itself. The lock file is the running script, which must not be opened for writing.
+#[test]
+fn the_flocker_idiom_locks_the_running_script() {
+    let t = TestDir::new();
+    let script = format!(
+        "#!/bin/sh\n\
+         [ \"${{FLOCKER}}\" != \"$0\" ] && exec env FLOCKER=\"$0\" {} mutex run -n -E 0 \"$0\" \"$0\" \"$@\" || :\n\
+         echo \"locked $*\"\n",
+        fsync_bin().display()
+    );
+    t.write("job.sh", &script);
+    std::fs::set_permissions(t.join("job.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    t.cmd("./job.sh")
+        .args(["a", "b"])
+        .run()
+        .code(0)
+        .stdout("locked a b\n")
+        .stderr("");
+    // A second copy while the script's lock is held: skipped with status 0, as -E 0 asks.
+    let holder = t.hold("job.sh");
+    t.cmd("./job.sh").run().code(0).stdout("");
+    holder.finish().code(0);
+}
+
+/// On a local file system the lock file is opened read-only: flock(2) needs nothing more.
+#[test]
+fn a_lock_file_is_opened_read_only() {
+    let t = TestDir::new();
+    let holder = t.hold("L");
+    let fsync_pid = holder.pid();
+    // fsync's own descriptor of L: opened for reading only.
+    let fds = std::fs::read_dir(format!("/proc/{fsync_pid}/fd")).unwrap();
+    let mut flags = Vec::new();
+    for fd in fds.flatten() {
+        if std::fs::read_link(fd.path()).is_ok_and(|p| p.ends_with("L")) {
+            let info = std::fs::read_to_string(format!(
+                "/proc/{fsync_pid}/fdinfo/{}",
+                fd.file_name().to_string_lossy()
+            ))
+            .unwrap();
+            let line = info.lines().find(|l| l.starts_with("flags:")).unwrap();
+            let octal = u32::from_str_radix(line["flags:".len()..].trim(), 8).unwrap();
+            flags.push(octal & 0o3);
+        }
+    }
+    assert_eq!(
+        flags,
+        vec![0],
+        "L is not open read-only (O_ACCMODE per descriptor)"
+    );
+    holder.finish().code(0);
+}
+
+// ---- execvp's rules -------------------------------------------------------------------------
+
+/// An executable file without `#!` is a shell script, as execvp(3) and every shell run it.
+#[test]
+fn an_executable_without_a_shebang_runs_under_sh() {
+    let t = TestDir::new();
+    t.write("plain", "echo \"plain $# $1\"\n");
+    std::fs::set_permissions(t.join("plain"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    t.fsync(["mutex", "run", "L", "./plain", "one", "two"])
+        .run()
+        .code(0)
+        .stdout("plain 2 one\n")
+        .stderr("");
+    // Found on PATH too.
+    t.cmd(fsync_bin())
+        .args(["mutex", "run", "L", "plain", "x"])
+        .env("PATH", format!("{}:/usr/bin:/bin", t.arg(".")))
+        .run()
+        .code(0)
+        .stdout("plain 1 x\n");
+    // A file that is not executable at all is still 126.
+    t.write("data", "echo no\n");
+    t.fsync(["mutex", "run", "L", "./data"]).run().code(126);
+}
+
+// ---- flock's options ------------------------------------------------------------------------
+
+/// `-w SECS`, `--nb`, `--nonblocking` and `-n` give up as flock's do (status 75 here, or -E).
+#[test]
+fn flock_wait_options_are_accepted() {
+    let t = TestDir::new();
+    let holder = t.hold("L");
+    for args in [
+        &["-w", "0.05"][..],
+        &["--wait", "0.05"],
+        &["--timeout", "0.05"],
+        &["--nb"],
+        &["--nonblocking"],
+        &["--nonblock"],
+        &["-n"],
+    ] {
+        t.fsync(["mutex", "run"])
+            .args(args)
+            .args(["L", "echo", "ran"])
+            .run()
+            .code(75)
+            .stdout("");
+        t.fsync(["mutex", "run", "-E", "1"])
+            .args(args)
+            .args(["L", "echo", "ran"])
+            .run()
+            .code(1);
+    }
+    holder.finish().code(0);
+}
+
+/// `-c CMDSTRING` runs the string with `sh -c`; `-x`, `-e` and `--exclusive` are the default.
+#[test]
+fn flock_command_string_and_exclusive_options() {
+    let t = TestDir::new();
+    t.fsync([
+        "mutex",
+        "run",
+        "L",
+        "-c",
+        "echo \"$0 ${FSYNC_FENCE:+fenced}\"; exit 3",
+    ])
+    .run()
+    .code(3)
+    .stdout("sh fenced\n");
+    t.fsync(["mutex", "run", "--command", "echo long", "L"])
+        .run()
+        .code(0)
+        .stdout("long\n");
+    for flag in ["-x", "-e", "--exclusive"] {
+        t.fsync(["mutex", "run", flag, "L", "echo", "ok"])
+            .run()
+            .code(0)
+            .stdout("ok\n");
+    }
+    // A command string and a command are one too many.
+    t.fsync(["mutex", "run", "L", "-c", "true", "echo"])
+        .run()
+        .code(2);
+}
+
+/// `-s` takes a shared flock, as `flock -s`: shared holders run together (with flock(1)'s
+/// shared holders too), exclusive ones wait for them.
+#[test]
+fn shared_locks_exclude_only_exclusive_holders() {
+    require("flock", "util-linux");
+    let t = TestDir::new();
+    let shared = t
+        .fsync(["mutex", "run", "-s", "L", "sh", "-c", HOLD])
+        .hold();
+    t.fsync(["mutex", "run", "-s", "-n", "L", "echo", "shared too"])
+        .run()
+        .code(0)
+        .stdout("shared too\n");
+    t.cmd("flock").args(["-s", "-n", "L", "true"]).run().code(0);
+    t.fsync(["mutex", "run", "-n", "L", "echo", "no"])
+        .run()
+        .code(75);
+    t.cmd("flock").args(["-x", "-n", "L", "true"]).run().code(1);
+    shared.finish().code(0);
+    // And the other way round: flock -s holds, fsync -s joins, fsync -x waits.
+    let flock_shared = t.cmd("flock").args(["-s", "L", "sh", "-c", HOLD]).hold();
+    t.fsync(["mutex", "run", "-s", "-n", "L", "true"])
+        .run()
+        .code(0);
+    t.fsync(["mutex", "run", "-x", "-n", "L", "true"])
+        .run()
+        .code(75);
+    flock_shared.finish().code(0);
+    // No holder record is promised, and --delete makes no sense for a shared lock.
+    t.fsync(["mutex", "run", "-s", "--delete", "L", "true"])
+        .run()
+        .code(2);
+}
+
+/// `--fcntl` locks the whole file with an fcntl lock, which excludes POSIX-lock users such as
+/// Python's `fcntl.lockf` (and does not see flock(2) locks on a local file system).
+#[test]
+fn fcntl_locks_the_whole_file_with_an_fcntl_lock() {
+    require("python3", "python3");
+    let t = TestDir::new();
+    t.write("L", "");
+    let lockf = "import fcntl, sys\n\
+                 f = open('L', 'r+')\n\
+                 fcntl.lockf(f, fcntl.LOCK_EX)\n\
+                 print('acquired', flush=True)\n\
+                 sys.stdin.readline()\n";
+    let holder = t.cmd("python3").args(["-c", lockf]).hold();
+    t.fsync(["mutex", "run", "--fcntl", "-n", "L", "echo", "no"])
+        .run()
+        .code(75);
+    // A flock(2) lock is another kind of lock locally: it does not see the POSIX lock.
+    t.fsync(["mutex", "run", "-n", "L", "echo", "flock"])
+        .run()
+        .code(0)
+        .stdout("flock\n");
+    holder.finish().code(0);
+    t.fsync(["mutex", "run", "--fcntl", "-n", "L", "echo", "yes"])
+        .run()
+        .code(0)
+        .stdout("yes\n");
+    // --fcntl is --range 0:0, so the two do not go together.
+    t.fsync(["mutex", "run", "--fcntl", "--range", "1", "L", "true"])
+        .run()
+        .code(2);
+}
+
+/// `fsync mutex lock 9` is `fsync mutex lock --fd 9`, as `flock 9` is; unlock likewise.
+#[test]
+fn lock_takes_the_descriptor_as_flock_does() {
+    require("flock", "util-linux");
+    let t = TestDir::new();
+    let out = t
+        .cmd("sh")
+        .args([
+            "-c",
+            "exec 9>>L; \"$0\" mutex lock 9 || exit 9; flock -n L true; echo \"held $?\"; \
+             \"$0\" mutex unlock 9; flock -n L true; echo \"free $?\"",
+        ])
+        .arg(fsync_bin())
+        .run();
+    out.code(0).stdout("held 1\nfree 0\n");
+    t.fsync(["mutex", "lock", "--fd", "9", "9"]).run().code(2);
+    t.fsync(["mutex", "lock"]).run().code(2);
+}
+
+/// What flock takes and fsync has no use for is refused with what to use instead.
+#[test]
+fn flock_only_options_say_what_to_use_instead() {
+    let t = TestDir::new();
+    for (args, hint) in [
+        (&["-u"][..], "fsync mutex unlock --fd N"),
+        (&["--unlock"], "fsync mutex unlock --fd N"),
+        (&["-F"], "--close"),
+        (&["--no-fork"], "--close"),
+    ] {
+        t.fsync(["mutex", "run"])
+            .args(args)
+            .args(["L", "echo", "ran"])
+            .run()
+            .code(2)
+            .stdout("")
+            .stderr_has(hint);
+    }
+}
+
+// ---- the command line after LOCK ----------------------------------------------------------
+
+/// Everything from the first word after LOCK (or after the verb's operands) on is the
+/// command's, options included, on every verb that runs a command; `--` is accepted too.
+#[test]
+fn options_after_the_command_word_are_the_commands() {
+    let t = TestDir::new();
+    let verbs: [&[&str]; 6] = [
+        &["mutex", "run", "L"],
+        &["group", "join", "G"],
+        &["swmr", "read", "W"],
+        &["swmr", "write", "W"],
+        &["sem", "run", "--slots", "2", "S"],
+        &["grouplock", "run", "--group", "a", "GL"],
+    ];
+    for verb in verbs {
+        for tail in [
+            &["echo", "-n", "x"][..],
+            &["printf", "%s", "-v"],
+            &["printf", "%s", "-t"],
+            &["printf", "%s%s", "--", "--delete"],
+            &["--", "echo", "-n", "x"],
+        ] {
+            let want = match tail[0] {
+                "printf" => tail[2..].concat(),
+                _ => "x".to_string(),
+            };
+            t.fsync(verb)
+                .args(tail)
+                .run()
+                .code(0)
+                .stdout(&want)
+                .stderr("");
+        }
+        // Help for the command, not for fsync.
+        t.fsync(verb)
+            .args(["sh", "-c", "echo \"$1\"", "sh", "--help"])
+            .run()
+            .code(0)
+            .stdout("--help\n");
+    }
+}
+
+// ---- a directory as the lock --------------------------------------------------------------
+
+/// A directory can be the lock, as with flock(1), and the two exclude each other on it.
+#[test]
+fn a_directory_can_be_the_lock() {
+    require("flock", "util-linux");
+    let t = TestDir::new();
+    std::fs::create_dir(t.join("D")).unwrap();
+    t.fsync(["mutex", "run", "D", "echo", "ok"])
+        .run()
+        .code(0)
+        .stdout("ok\n")
+        .stderr("");
+    let flock_holder = t.cmd("flock").args(["D", "sh", "-c", HOLD]).hold();
+    t.fsync(["mutex", "run", "-n", "D", "true"]).run().code(75);
+    t.fsync(["mutex", "status", "D"]).run().code(1);
+    flock_holder.finish().code(0);
+    let holder = t.hold("D");
+    t.cmd("flock").args(["-n", "D", "true"]).run().code(1);
+    t.fsync(["mutex", "status", "D"])
+        .run()
+        .code(1)
+        .stdout_has("held by pid");
+    holder.finish().code(0);
+    t.fsync(["mutex", "status", "D"]).run().code(0);
+    // --delete removes lock files only: a directory is refused before anything runs.
+    t.fsync(["mutex", "run", "--delete", "D", "echo", "ran"])
+        .run()
+        .code(2)
+        .stdout("")
+        .stderr_has("is a directory");
+    assert!(t.join("D").is_dir());
+}
