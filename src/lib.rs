@@ -30,7 +30,7 @@ pub use event::Event;
 pub use group::{Group, Membership};
 pub use grouplock::{GroupGuard, GroupLock};
 pub use msg::{Mailbox, Received};
-pub use mutex::{Mutex, MutexGuard};
+pub use mutex::{Mutex, MutexGuard, SharedGuard};
 pub use sem::{Semaphore, SlotGuard};
 pub use swmr::{Swmr, SwmrGuard};
 pub use wait::Outcome;
