@@ -996,7 +996,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__group__subcmd__join)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --delete --help --version"
+            opts="-t -n -E -v -o -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --delete --close --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1182,7 +1182,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__grouplock__subcmd__run)
-            opts="-t -n -E -v -h -V --group --max --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --help --version"
+            opts="-t -n -E -v -o -h -V --group --max --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --close --on-lost --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2380,7 +2380,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__sem__subcmd__run)
-            opts="-t -n -E -v -h -V --slots --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --help --version"
+            opts="-t -n -E -v -o -h -V --slots --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --close --on-lost --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2524,7 +2524,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__read)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --range --help --version"
+            opts="-t -n -E -v -o -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --close --on-lost --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2584,7 +2584,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__write)
-            opts="-t -n -E -v -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --on-lost --range --help --version"
+            opts="-t -n -E -v -o -h -V --wait --timeout --nonblock --no-wait --conflict-exit-code --poll --verbose --close --on-lost --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -22,6 +22,11 @@ without shared holders while it held the turnstile, and nobody else can take a s
 group file without passing the turnstile. No starvation: a process of `H` that waits in step (2)
 holds the turnstile, so newcomers of `G` queue behind it; it gets in as soon as the members of
 `G` inside leave.
+
+Passing down (`run`, unless `--close`): the descriptors of `group.G` and of the slot lose
+close-on-exec before the command starts, so the command inherits their locks: the membership and
+its slot last while the command (or anything it left running with them) runs, even if fsync is
+killed, as the mutex's lock does.
 */
 
 use std::{
@@ -82,11 +87,13 @@ impl GroupGuard {
         self.slot.as_ref().map(SlotGuard::slot)
     }
 
-    /// Let the membership survive `exec` into children, as the mutex does.
-    pub fn pass_down(&self) -> Result<()> {
-        lock::set_inheritable(&self._member, true)
+    /// Let the membership (and the `--max` slot) survive `exec` into children (`true`), as the
+    /// mutex does, so that it stays held while they run even if this process dies; `false`
+    /// keeps it close-on-exec.
+    pub fn pass_down(&self, inherit: bool) -> Result<()> {
+        lock::set_inheritable(&self._member, inherit)
             .map_err(|e| Error::io(Path::new("group"), "cannot pass down", e))?;
-        self.slot.as_ref().map_or(Ok(()), SlotGuard::pass_down)
+        self.slot.as_ref().map_or(Ok(()), |s| s.pass_down(inherit))
     }
 }
 

@@ -317,3 +317,42 @@ fn a_different_max_is_an_error_that_names_max() {
         out.stderr
     );
 }
+
+/// Killing `fsync grouplock run` alone leaves the lock (and its `--max` slot) with the command,
+/// as the mutex does; `--close` (flock -o) keeps them from it.
+#[test]
+fn sigkill_of_fsync_alone_leaves_the_lock_with_its_command() {
+    use nix::sys::signal::Signal;
+    for close in [false, true] {
+        for cap in [&[][..], &["--max", "1"][..]] {
+            let t = TestDir::new();
+            let mut extra = cap.to_vec();
+            if close {
+                extra.push("--close");
+            }
+            let mut a = member(&t, "gA", &extra, HOLD).hold();
+            member(&t, "gB", &["-n"], "echo ran").run().code(75);
+            a.signal(Signal::SIGKILL);
+            a.wait_exit();
+            let other_group = member(&t, "gB", &["-n"], "echo ran").run();
+            let same_group = member(&t, "gA", &[cap, &["-n"]].concat(), "echo ran").run();
+            match close {
+                false => {
+                    other_group.code(75).stdout("");
+                    // Under a cap of 1 the slot went down to the command too.
+                    same_group.code(if cap.is_empty() { 0 } else { 75 });
+                    status_json(&t, 1);
+                }
+                true => {
+                    other_group.code(0).stdout("ran\n");
+                    same_group.code(0).stdout("ran\n");
+                }
+            }
+            a.finish().killed_by(Signal::SIGKILL);
+            member(&t, "gB", &["-t", "30s"], "echo ran")
+                .run()
+                .code(0)
+                .stdout("ran\n");
+        }
+    }
+}
