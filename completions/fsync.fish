@@ -290,7 +290,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_se
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_seen_subcommand_from run status help" -f -a "status" -d 'Show which group is inside and how many wait; exit 0 if none is inside, 1 if one is'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_seen_subcommand_from run status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l group -d 'The group this process belongs to' -r
-complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l max -d 'At most M members of the group inside at once (fixed per group when first used)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l max -d 'At most M members of the group inside at once: the group\'s cap, set by the first --max given for it; members that omit --max run under it, another M is an error' -r
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r

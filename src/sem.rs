@@ -220,7 +220,7 @@ pub fn recorded_slots(dir: &Path) -> Result<Option<usize>> {
 
 /// The `N` recorded in the semaphore directory `top` (read without following a link or
 /// blocking on a FIFO, and only if it is a count fsync could have written).
-fn slots_in(top: &Dir) -> Result<Option<usize>> {
+pub(crate) fn slots_in(top: &Dir) -> Result<Option<usize>> {
     let path = top.join("slots");
     let Some(file) = top.open("slots", false)? else {
         return Ok(None);

@@ -57,7 +57,10 @@ fn parse_max(s: &str) -> Result<usize, String> {
     about = "Run COMMAND inside LOCK as a member of group NAME",
     long_about = "Run COMMAND inside LOCK as a member of group NAME, and exit with COMMAND's exit \
                   status. With --max M at most M members of NAME are inside at once (COMMAND sees \
-                  its slot in FSYNC_SLOT). Signals are forwarded as with 'fsync mutex run'.\n\n\
+                  its slot in FSYNC_SLOT). The cap is the group's: the first --max given for \
+                  NAME sets it (once the members inside without one have left), members that \
+                  omit --max run under it, and another M is an error. Signals are forwarded as \
+                  with 'fsync mutex run'.\n\n\
                   The lock (and the slot) is passed down to COMMAND as 'fsync mutex run' passes \
                   its lock: it stays held while COMMAND, or anything it left running with the \
                   lock inherited, runs, even if fsync itself is killed. --close does not pass \
@@ -78,7 +81,8 @@ struct RunArgs {
     #[arg(long, value_name = "NAME", value_parser = parse_group)]
     group: String,
 
-    /// At most M members of the group inside at once (fixed per group when first used)
+    /// At most M members of the group inside at once: the group's cap, set by the first --max
+    /// given for it; members that omit --max run under it, another M is an error
     #[arg(long, value_name = "M", value_parser = parse_max)]
     max: Option<usize>,
 
