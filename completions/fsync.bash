@@ -1004,7 +1004,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__group__subcmd__join)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --help --version"
+            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1198,7 +1198,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__grouplock__subcmd__run)
-            opts="-w -t -n -E -v -h -V --group --max --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --on-lost --help --version"
+            opts="-w -t -n -E -v -o -h -V --group --max --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2424,7 +2424,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__sem__subcmd__run)
-            opts="-w -t -n -E -v -h -V --slots --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --on-lost --help --version"
+            opts="-w -t -n -E -v -o -h -V --slots --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2572,7 +2572,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__read)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --on-lost --range --help --version"
+            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2636,7 +2636,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__write)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --on-lost --range --help --version"
+            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -103,6 +103,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -l delete -d 'Remove the group\'s files when the last member leaves'
+complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s o -l close -d 'Do not pass the membership down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from empty" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -244,6 +245,7 @@ ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -l range -d 'Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets) with OFD byte-range locks; disjoint ranges do not exclude each other' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s o -l close -d 'Do not pass the lock down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
@@ -255,6 +257,7 @@ ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -l range -d 'Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets) with OFD byte-range locks; disjoint ranges do not exclude each other' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s o -l close -d 'Do not pass the lock down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "readers", "writer", "waiting_writers"}'
@@ -278,6 +281,7 @@ kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s o -l close -d 'Do not pass the slot down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "slots", "held": [{"slot", "holder"}], "waiters"}'
@@ -292,7 +296,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_se
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_seen_subcommand_from run status help" -f -a "status" -d 'Show which group is inside and how many wait; exit 0 if none is inside, 1 if one is'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and not __fish_seen_subcommand_from run status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l group -d 'The group this process belongs to' -r
-complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l max -d 'At most M members of the group inside at once (fixed per group when first used)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l max -d 'At most M members of the group inside at once: the group\'s cap, set by the first --max given for it; members that omit --max run under it, another M is an error' -r
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
@@ -301,6 +305,7 @@ kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s o -l close -d 'Do not pass the lock down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "inside": [{"group", "count"}], "waiting"}'

@@ -19,15 +19,16 @@ run() { # $1 model, $2 extra define, $3 ltl name
     states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$out" | head -1)
     echo "${errors:-?} ${states:-?}"
 }
-printf '%-16s %-22s %10s %8s %s\n' model property states errors verdict
+printf '%-18s %-22s %10s %8s %s\n' model property states errors verdict
 for spec in "mutex_delete.pml:" "swmr.pml:no_writer_starvation" "msg_send.pml:" \
-            "grouplock.pml:no_group_starvation" "event.pml:" "sem.pml:" "group.pml:" "msg_queue.pml:"; do
+            "grouplock.pml:no_group_starvation" "grouplock_cap.pml:" "event.pml:" "sem.pml:" \
+            "group.pml:" "msg_queue.pml:"; do
     model=${spec%%:*}; ltl=${spec#*:}
     read -r e s <<<"$(run "$model" "" "$ltl")"
     verdict=ok; [ "$e" = 0 ] || { verdict="FAILS"; status=1; }
-    printf '%-16s %-22s %10s %8s %s\n' "$model" "${ltl:-assertions}" "$s" "$e" "$verdict"
+    printf '%-18s %-22s %10s %8s %s\n' "$model" "${ltl:-assertions}" "$s" "$e" "$verdict"
     read -r e s <<<"$(run "$model" "-DBROKEN" "$ltl")"
     verdict="rejected (as it must be)"; [ "$e" != 0 ] && [ "$e" != "?" ] || { verdict="NOT REJECTED"; status=1; }
-    printf '%-16s %-22s %10s %8s %s\n' "  -DBROKEN" "${ltl:-assertions}" "$s" "$e" "$verdict"
+    printf '%-18s %-22s %10s %8s %s\n' "  -DBROKEN" "${ltl:-assertions}" "$s" "$e" "$verdict"
 done
 exit $status

@@ -3,7 +3,12 @@
    it -> release join.lock. Members may crash at any time (their gate lock goes at once; a crash
    while holding join.lock releases it). Properties: at most one member is told "first" per
    non-empty period of the group and one told "last" per period (a crashed member tells
-   nobody); emptiness is exactly "no shared holder of the gate". -DBROKEN: no join.lock. */
+   nobody); emptiness is exactly "no shared holder of the gate". The membership is passed down to
+   the command: a member (fsync) killed while its command runs leaves when the command exits,
+   telling nobody, which is the crash branch taken later; a member whose command left a process
+   running with the membership inherited leaves under join.lock while that process still holds
+   the gate (so it is never "last"), and the process leaves later, telling nobody.
+   -DBROKEN: no join.lock. */
 #define P 3
 byte members = 0;      /* shared holders of the gate */
 bool join_lock = 0;
@@ -38,6 +43,11 @@ active [P] proctype Member() {
           atomic { members--; last = (members == 0); if :: last -> lasts++; assert(lasts <= 1) :: else -> skip fi };
           atomic { if :: members == 0 -> firsts = 0; lasts = 0 :: else -> skip fi };
           unlock_join()
+       :: lock_join();   /* leave while a process the command left running holds the gate */
+          last = (members == 0);
+          assert(!last);
+          unlock_join();
+          atomic { members--; if :: members == 0 -> firsts = 0; lasts = 0 :: else -> skip fi }
        fi
     od
 }

@@ -35,6 +35,27 @@ last member leaving with `--delete`, start over); re-create `G/members` if it is
 empty (a joiner that already waits on the old `join.lock` re-creates everything: the mutex's
 acquisition notices the unlinked file and retries).
 
+**Passing the membership down** (`fsync group join`, unless `--close`): before the command
+starts, the member clears close-on-exec on its descriptors of `gate` and of its registration,
+so the command inherits both open file descriptions, and with them both locks (a `flock` lock
+belongs to the description, not to a process). The membership then lasts as long as any process
+holding them: the command, or a daemon it left running.
+- *The member (fsync) is killed* while its command runs: it never leaves. The command still
+  holds the shared lock on `gate` and the exclusive lock on the registration, which still names
+  the member and its command: *is anyone in?* says yes, `members` lists it, a joiner is not
+  *first*. When the command exits, the kernel drops both locks; the registration is then an
+  unlocked one, which readers reap as a dead member's. Nobody runs the *last* step for this
+  member, so `--delete` deletes nothing then (the next last leaver does).
+- *The command exits but left a process running* with the descriptors: leave's step (2) becomes
+  close the registration first, then probe it with a non-blocking **shared** lock (only its
+  holders ever lock it exclusively; readers probe with shared locks, which do not conflict): if
+  the probe fails, a descendant still holds it, and it stays, locked, as that descendant's;
+  otherwise it is unlinked. A kept registration means the group is not empty, so the leaver is
+  not *last* and deletes nothing. `members` names the live process holding the registration as
+  the member's `child` once the member and its command are gone from this host.
+- Readers never confuse the two states: a registration is removed only when nobody holds it,
+  and only its creator ever locked it, so once unlocked it stays dead.
+
 **watch** creates nothing: until a joiner has made `G`, `G/members` and `G/gate`, it watches
 `G` (or `G`'s parent, until `G` appears) for them; then it waits as *wait-empty* does, or for
 a registration to appear in `members/`.
@@ -225,27 +246,56 @@ impl Membership {
         }
     }
 
+    /// Let the membership (the shared lock on the gate and the registration) survive `exec`
+    /// into children (`true`), as `flock(1)` does with its lock: the command, and anything it
+    /// leaves running with the descriptors inherited, stays a member even if this process
+    /// dies. With `false` (`flock -o`) they stay close-on-exec and the membership ends with
+    /// this process. See the module docs for what leaving means then.
+    pub fn pass_down(&mut self, inherit: bool) -> Result<()> {
+        let gate_path = self.group.dir.join("gate");
+        if let Some(gate) = &self.gate {
+            lock::set_inheritable(gate, inherit)
+                .map_err(|e| Error::io(&gate_path, "cannot pass the membership down", e))?;
+        }
+        if let Some(r) = &mut self.registration {
+            r.reg
+                .pass_down(inherit)
+                .map_err(|e| Error::io(&r.reg.path, "cannot pass the membership down", e))?;
+        }
+        Ok(())
+    }
+
     /// Leave; `true` if we were the last member.
-    pub fn leave(mut self) -> Result<bool> {
+    pub fn leave(self) -> Result<bool> {
+        Ok(self.leave_reporting()? == Left::Last)
+    }
+
+    /// Leave, saying whether we were the last member, or whether a process we passed the
+    /// membership down to is still a member.
+    pub fn leave_reporting(mut self) -> Result<Left> {
         self.leave_inner()
     }
 
-    fn leave_inner(&mut self) -> Result<bool> {
+    fn leave_inner(&mut self) -> Result<Left> {
         let Some(gate) = self.gate.take() else {
-            return Ok(false);
+            return Ok(Left::NotLast);
         };
         let p = paths(&self.group.dir);
         let serial = Mutex::new(&p.join)
             .internal()
             .poll_interval(self.group.poll)
             .acquire(None)?;
-        drop(self.registration.take()); // unlinks the registration
+        // Unlinks the registration, unless a process we passed it down to still holds it.
+        let kept = self.registration.take().is_some_and(|r| r.reg.unregister());
         drop(gate);
         let Some(mut serial) = serial else {
-            return Ok(false);
+            return Ok(Left::NotLast);
         };
+        if kept {
+            return Ok(Left::StillHeld); // so the group is not empty: nothing to delete
+        }
         let Some(top) = Dir::top(&p.dir, false, "cannot open group directory")? else {
-            return Ok(true);
+            return Ok(Left::Last);
         };
         let reopened = top.open("gate", false)?;
         let last = match &reopened {
@@ -262,8 +312,20 @@ impl Membership {
             serial.release()?;
             let _ = std::fs::remove_dir(&p.dir); // fails harmlessly if a joiner is back
         }
-        Ok(last)
+        Ok(if last { Left::Last } else { Left::NotLast })
     }
+}
+
+/// How a member left ([`Membership::leave_reporting`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Left {
+    /// Others are still in.
+    NotLast,
+    /// We were the last member: the group is empty now.
+    Last,
+    /// A process we passed the membership down to (one the command left running) still holds
+    /// it: it stays a member until it exits.
+    StillHeld,
 }
 
 impl Drop for Membership {
@@ -436,7 +498,7 @@ pub fn members(path: &Path) -> Result<Vec<Holder>> {
             }
             Ok(false) => {
                 if let Some(h) = holder::read_from(&file).and_then(|r| r.holder) {
-                    out.push(h);
+                    out.push(live_member(h, &file));
                 }
             }
             Err(_) => {}
@@ -444,6 +506,25 @@ pub fn members(path: &Path) -> Result<Vec<Holder>> {
     }
     out.sort_by_key(|h| (h.since_us, h.pid));
     Ok(out)
+}
+
+/// The member as it is now: where the fsync that joined and its command have both exited on
+/// this host, the registration is held by a process the command left running with the
+/// membership inherited (see the module docs), which is then named as `child`.
+fn live_member(mut h: Holder, registration: &File) -> Holder {
+    use std::os::unix::fs::MetadataExt;
+    let local = h.host == procinfo::hostname();
+    if !local || procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive) {
+        return h;
+    }
+    let Ok(meta) = registration.metadata() else {
+        return h;
+    };
+    if let Some(pid) = procinfo::live_lock_holder(meta.dev(), meta.ino(), None) {
+        h.child = Some(pid);
+        h.command = procinfo::cmdline(pid).unwrap_or_default();
+    }
+    h
 }
 
 /// Block until the group at `path` is empty (kernel wake-up on a local file system).

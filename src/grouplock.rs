@@ -9,19 +9,36 @@ A group lock `L` is a directory (created if missing) holding:
 - `L/turnstile`: taken **exclusively** by every process on its way in, and kept only until it
   is inside (as in [`crate::swmr`]);
 - `L/group.NAME`: every member of group `NAME` inside holds a **shared** `flock` on it;
-- `L/max.NAME/`: with `--max M`, a semaphore of M slots ([`crate::sem`]) the members of `NAME`
-  hold one slot of while inside.
+- `L/max.NAME/`: the group's cap, once one was set: a semaphore ([`crate::sem`]) whose slot count
+  (its `slots` file) is the cap M; every member of `NAME` inside holds one of its slots. The cap
+  is the group's, as the slot count is the semaphore's: set by the first member to give
+  `--max`, it never changes; members that omit `--max` run under it, and another M is refused.
 
 Enter as group `G`: (1) lock the turnstile; (2) for every other `group.H` in `L`, take an
 exclusive lock (blocking: it is granted once the last member of `H` has left) and release it at
-once; (3) take the shared lock on `group.G`; (4) with `--max`, take a slot of `max.G`; (5) release
-the turnstile. Leave: release everything (the kernel does it if we die).
+once; (3) read the cap in force, `max.G/slots` (reached from the open directory of `L` without
+following a link, and only if it is a regular file holding a count): another `--max` is an
+error; a `--max` where no cap is in force yet first takes an exclusive lock on `group.G`
+(granted once the members inside, who came in uncapped, have left); (4) take the shared lock on
+`group.G` (converting that exclusive one); (5) with a cap, take a slot of `max.G` (the first cap
+is recorded there as the semaphore records its count: written under a temporary name and
+`link(2)`ed into place); (6) release the turnstile. Leave: release everything (the kernel does it
+if we die). A conflicting `--max` is also refused before step (1), so that it fails at once.
 
 Never two groups: a process of `G` is only inside after its step (2) saw every other group file
 without shared holders while it held the turnstile, and nobody else can take a shared lock on a
 group file without passing the turnstile. No starvation: a process of `H` that waits in step (2)
 holds the turnstile, so newcomers of `G` queue behind it; it gets in as soon as the members of
 `G` inside leave.
+
+The cap holds from the moment it is recorded: it is recorded only by a process that holds the
+turnstile and has seen `group.G` without members, and every later member reads it under the
+turnstile, so every member inside from then on holds a slot.
+
+Passing down (`run`, unless `--close`): the descriptors of `group.G` and of the slot lose
+close-on-exec before the command starts, so the command inherits their locks: the membership and
+its slot last while the command (or anything it left running with them) runs, even if fsync is
+killed, as the mutex's lock does.
 */
 
 use std::{
@@ -35,6 +52,7 @@ use crate::{
     error::{Error, ErrorKind, Result},
     mutex::DEFAULT_POLL,
     platform::{
+        dir::Dir,
         fs as pfs,
         lock::{self, Mode},
         procinfo,
@@ -82,11 +100,13 @@ impl GroupGuard {
         self.slot.as_ref().map(SlotGuard::slot)
     }
 
-    /// Let the membership survive `exec` into children, as the mutex does.
-    pub fn pass_down(&self) -> Result<()> {
-        lock::set_inheritable(&self._member, true)
+    /// Let the membership (and the `--max` slot) survive `exec` into children (`true`), as the
+    /// mutex does, so that it stays held while they run even if this process dies; `false`
+    /// keeps it close-on-exec.
+    pub fn pass_down(&self, inherit: bool) -> Result<()> {
+        lock::set_inheritable(&self._member, inherit)
             .map_err(|e| Error::io(Path::new("group"), "cannot pass down", e))?;
-        self.slot.as_ref().map_or(Ok(()), SlotGuard::pass_down)
+        self.slot.as_ref().map_or(Ok(()), |s| s.pass_down(inherit))
     }
 }
 
@@ -103,7 +123,10 @@ impl GroupLock {
         self
     }
 
-    /// Enter as a member of `group` (at most `max` of it at once), waiting up to `timeout`.
+    /// Enter as a member of `group`, waiting up to `timeout`. With `max`, at most that many
+    /// members of the group are inside at once: the group's cap, fixed by the first member
+    /// that gives one; with `None`, the cap in force (if any) applies. A `max` other than the
+    /// cap in force is an error ([`ErrorKind::Invalid`]).
     pub fn enter(
         &self,
         group: &str,
@@ -126,6 +149,12 @@ impl GroupLock {
         check_name(group).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
         let start = Instant::now();
         pfs::ensure_dir(&self.dir, "cannot create group lock")?;
+        // A cap never changes once set: a conflicting --max fails before any wait.
+        if let (Some(m), Some(c)) = (max, self.cap(group)?) {
+            if m != c {
+                return Err(self.conflict(group, c, m));
+            }
+        }
         let turnstile_path = self.dir.join("turnstile");
         let (turnstile, _) = pfs::open_internal_lock(&turnstile_path)?;
         let network = pfs::fs_kind(&turnstile).network;
@@ -159,18 +188,22 @@ impl GroupLock {
         }
         let own = self.dir.join(format!("group.{group}"));
         let (member, _) = pfs::open_internal_lock(&own)?;
+        // The cap is read again under the turnstile: only a process holding it sets one.
+        let cap = match (max, self.cap(group)?) {
+            (Some(m), Some(c)) if m != c => return Err(self.conflict(group, c, m)),
+            (Some(m), None) => {
+                // The first cap: members of the group inside without one would not count
+                // against it, so wait until they have left (no one comes in meanwhile: we
+                // hold the turnstile). Our exclusive lock becomes the shared one below.
+                check!(step(&member, Mode::Exclusive, &own)?);
+                Some(m)
+            }
+            (_, in_force) => in_force,
+        };
         check!(step(&member, Mode::Shared, &own)?);
-        let slot = match max {
+        let slot = match cap {
             Some(m) => {
                 let max_dir = self.dir.join(format!("max.{group}"));
-                // Say it in this command's words: the limit is --max, fixed when first used.
-                if let Some(recorded) = crate::sem::recorded_slots(&max_dir)?.filter(|&r| r != m) {
-                    return Err(Error::new(
-                        &self.dir,
-                        ErrorKind::Invalid,
-                        format!("group '{group}' was first used with --max {recorded}, not {m}"),
-                    ));
-                }
                 let sem = Semaphore::new(max_dir, m).poll_interval(self.poll);
                 let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
                 Some(check!(sem.acquire_with(remaining, |w| progress(
@@ -184,6 +217,31 @@ impl GroupLock {
             _member: member,
             slot,
         }))
+    }
+
+    /// The cap in force for `group`: the slot count of its `max.NAME` semaphore, if one was set.
+    /// Read without following a link or blocking on a FIFO; anything but what fsync makes
+    /// there is an error naming it.
+    fn cap(&self, group: &str) -> Result<Option<usize>> {
+        let Some(top) = Dir::top(&self.dir, false, "cannot open group lock")? else {
+            return Ok(None);
+        };
+        match top.sub(&format!("max.{group}"), false)? {
+            Some(max_dir) => crate::sem::slots_in(&max_dir),
+            None => Ok(None),
+        }
+    }
+
+    /// A `--max` other than the cap in force, said in this command's words.
+    fn conflict(&self, group: &str, in_force: usize, given: usize) -> Error {
+        Error::new(
+            &self.dir,
+            ErrorKind::Invalid,
+            format!(
+                "group '{group}' runs under --max {in_force} (its cap), not {given}: give \
+                 --max {in_force}, or leave --max out"
+            ),
+        )
     }
 
     /// The groups that have been inside (each has its `group.NAME` file).
@@ -277,5 +335,32 @@ mod tests {
         assert_ne!(a.slot(), b.slot());
         let st = status(&dir.path().join("g")).unwrap();
         assert_eq!(st.inside, vec![("x".to_string(), Some(2))]);
+    }
+
+    #[test]
+    fn the_cap_is_the_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = GroupLock::new(dir.path().join("g"));
+        let uncapped = lock.enter("y", None, None).unwrap().unwrap();
+        assert_eq!(uncapped.slot(), None, "no cap in force yet");
+        // The first cap waits for the members inside without one.
+        assert!(lock
+            .enter("y", Some(1), Some(Duration::ZERO))
+            .unwrap()
+            .is_none());
+        drop(uncapped);
+        let a = lock.enter("y", Some(1), None).unwrap().unwrap();
+        assert_eq!(a.slot(), Some(0));
+        // Members without --max run under it; another cap is refused.
+        let zero = Some(Duration::ZERO);
+        assert!(lock.enter("y", None, zero).unwrap().is_none());
+        let err = lock.enter("y", Some(2), zero).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Invalid);
+        assert!(err.to_string().contains("--max 1"), "{err}");
+        drop(a);
+        assert_eq!(
+            lock.enter("y", None, zero).unwrap().unwrap().slot(),
+            Some(0)
+        );
     }
 }

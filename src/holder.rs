@@ -215,12 +215,18 @@ fn read_head(file: &File) -> std::io::Result<Vec<u8>> {
 /// locked while its owner lives, and one nobody has locked belongs to a dead owner. Dropping
 /// it unlinks it (the kernel drops the lock when the owner dies instead). Its mode is 0644 less
 /// the umask: it names the command line, which a umask of 077 keeps private.
+///
+/// A registration passed down to a child ([`pass_down`](Self::pass_down)) belongs to every
+/// process that inherited its descriptor: dropping it then closes ours first and unlinks it only
+/// if nobody holds it any more; one a descendant still holds stays, until that process exits
+/// and a reader removes it as a dead owner's.
 #[derive(Debug)]
 pub struct Registration {
     pub path: PathBuf,
     dir: crate::platform::dir::Dir,
     name: String,
-    file: File,
+    file: Option<File>,
+    passed_down: bool,
 }
 
 impl Registration {
@@ -256,21 +262,63 @@ impl Registration {
             path: dir.join(id),
             dir,
             name: id.to_string(),
-            file,
+            file: Some(file),
+            passed_down: false,
         })
     }
 
     /// Replace the content (the owner is the only writer).
     pub fn rewrite(&self, content: &[u8]) {
-        if self.file.write_all_at(content, 0).is_ok() {
-            let _ = self.file.set_len(content.len() as u64);
+        if let Some(file) = &self.file {
+            if file.write_all_at(content, 0).is_ok() {
+                let _ = file.set_len(content.len() as u64);
+            }
         }
+    }
+
+    /// Let the registration survive `exec` into children (`true`), so that it stays held
+    /// while they run even if this process dies; or keep it close-on-exec (`false`).
+    pub fn pass_down(&mut self, inherit: bool) -> std::io::Result<()> {
+        if let Some(file) = &self.file {
+            crate::platform::lock::set_inheritable(file, inherit)?;
+        }
+        self.passed_down = inherit;
+        Ok(())
+    }
+
+    /// Unregister: `false` if it is gone, `true` if it stays because a process this one passed
+    /// it down to still holds it (see the type's docs).
+    pub fn unregister(mut self) -> bool {
+        self.unregister_inner()
+    }
+
+    fn unregister_inner(&mut self) -> bool {
+        use crate::platform::lock::{self, Mode};
+        let Some(file) = self.file.take() else {
+            return false;
+        };
+        if !self.passed_down {
+            // Unlinked while still locked: nobody ever sees it unlocked.
+            let _ = self.dir.unlink_any(&self.name);
+            return false;
+        }
+        drop(file);
+        // Only its owners lock it exclusively (readers probe with shared locks): if a shared
+        // probe fails, a process that inherited our descriptor still holds it.
+        let held = match self.dir.open(&self.name, false) {
+            Ok(Some(f)) => matches!(lock::flock(&f, Mode::Shared, false), Ok(false)),
+            _ => false,
+        };
+        if !held {
+            let _ = self.dir.unlink_any(&self.name);
+        }
+        held
     }
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let _ = self.dir.unlink_any(&self.name);
+        self.unregister_inner();
     }
 }
 

@@ -220,7 +220,7 @@ pub fn recorded_slots(dir: &Path) -> Result<Option<usize>> {
 
 /// The `N` recorded in the semaphore directory `top` (read without following a link or
 /// blocking on a FIFO, and only if it is a count fsync could have written).
-fn slots_in(top: &Dir) -> Result<Option<usize>> {
+pub(crate) fn slots_in(top: &Dir) -> Result<Option<usize>> {
     let path = top.join("slots");
     let Some(file) = top.open("slots", false)? else {
         return Ok(None);
@@ -309,9 +309,10 @@ impl SlotGuard {
         self.slot
     }
 
-    /// Let the slot survive `exec` into children, as the mutex does.
-    pub fn pass_down(&self) -> Result<()> {
-        lock::set_inheritable(&self.file, true)
+    /// Let the slot survive `exec` into children (`true`), as the mutex does, so that it stays
+    /// held while they run even if this process dies; `false` keeps it close-on-exec.
+    pub fn pass_down(&self, inherit: bool) -> Result<()> {
+        lock::set_inheritable(&self.file, inherit)
             .map_err(|e| Error::io(Path::new(&slot_name(self.slot)), "cannot pass down", e))
     }
 

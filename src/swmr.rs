@@ -93,9 +93,10 @@ impl SwmrGuard {
         (self.file.as_raw_fd(), self.mode)
     }
 
-    /// Let the lock survive `exec` into children, as the mutex does.
-    pub fn pass_down(&self) -> Result<()> {
-        lock::set_inheritable(&self.file, true)
+    /// Let the lock survive `exec` into children (`true`), as the mutex does, so that it stays
+    /// held while they run even if this process dies; `false` keeps it close-on-exec.
+    pub fn pass_down(&self, inherit: bool) -> Result<()> {
+        lock::set_inheritable(&self.file, inherit)
             .map_err(|e| Error::io(Path::new("lock"), "cannot pass down", e))
     }
 }

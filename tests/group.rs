@@ -14,7 +14,7 @@ use std::{collections::BTreeSet, time::Duration};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{eventually, json_of, Cmd, Holder, Rng, TestDir};
+use crate::harness::{dead, eventually, json_of, Cmd, Holder, Rng, TestDir};
 
 /// A member's command: says `acquired`, then its own pid and `FSYNC_GROUP_FIRST`, and stays
 /// a member until its stdin is closed.
@@ -228,6 +228,118 @@ fn group_sigkilled_member_has_left_at_once() {
     assert_eq!(next.first, "1", "the dead member still counted as in");
     let v = members_json(&t, "G");
     assert_eq!(listed(&v), pids_of([&next]), "{v}");
+}
+
+/// Regression: the membership was not passed down to the command, so killing `fsync group join`
+/// alone (not its command) emptied the group while the member's command, a server say, still
+/// ran: what `fsync group empty` exists to tell an admin script. Like the mutex's lock, the
+/// membership lives as long as the command.
+#[test]
+fn group_sigkill_of_fsync_alone_leaves_the_membership_with_its_command() {
+    let t = TestDir::new();
+    let mut m = join(&t, "G", &[]);
+    m.holder.signal(Signal::SIGKILL);
+    m.holder.wait_exit();
+    // fsync is gone; its command still runs and is still the member.
+    empty(&t, "G", 1);
+    t.fsync(["group", "wait-empty", "-n", "G"]).run().code(75);
+    let v = members_json(&t, "G");
+    assert_eq!(listed(&v), pids_of([&m]), "{v}");
+    // A newcomer is not the first, and its leaving is not the last.
+    let b = join(&t, "G", &["-v"]);
+    assert_eq!(
+        b.first, "0",
+        "the command of a killed fsync did not count as in"
+    );
+    let out = b.holder.finish();
+    out.code(0);
+    assert!(
+        !out.stderr.contains("last member"),
+        "a member left as the last while the killed fsync's command was in:\n{}",
+        out.stderr
+    );
+    empty(&t, "G", 1);
+    // The command's end is the member's: the group is empty, and its registration is reaped.
+    m.holder.finish().killed_by(Signal::SIGKILL);
+    eventually("the member's command died", || dead(m.child));
+    empty(&t, "G", 0);
+    assert_eq!(members_json(&t, "G")["count"], 0);
+    assert!(
+        registrations(&t, "G").is_empty(),
+        "{:?}",
+        registrations(&t, "G")
+    );
+    assert_eq!(join(&t, "G", &[]).first, "1");
+}
+
+/// `--close` keeps the membership from the command (flock -o): killing fsync ends it.
+#[test]
+fn group_close_does_not_pass_the_membership_down() {
+    let t = TestDir::new();
+    let mut m = join(&t, "G", &["--close"]);
+    empty(&t, "G", 1);
+    m.holder.signal(Signal::SIGKILL);
+    m.holder.wait_exit();
+    // The command still runs, but not as a member.
+    empty(&t, "G", 0);
+    assert!(!dead(m.child), "the command died with fsync");
+    assert_eq!(members_json(&t, "G")["count"], 0);
+    m.holder.finish().killed_by(Signal::SIGKILL);
+}
+
+/// A process the test started in the background, killed when the test ends (even failed).
+struct Daemon(u32);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0 as i32);
+        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+    }
+}
+
+/// A process the command left running, with the membership inherited (a daemon), is a member
+/// after `fsync group join` has left: the group is not empty, nobody was the last to leave
+/// (so `--delete` deletes nothing), and `members` names the live process. It leaves when it
+/// exits.
+#[test]
+fn group_a_process_the_command_left_running_stays_a_member() {
+    let t = TestDir::new();
+    let daemon_script = "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!";
+    let out = t
+        .fsync(["group", "join", "-v", "--delete", "G", "--", "sh", "-c"])
+        .arg(daemon_script)
+        .run();
+    out.code(0);
+    let daemon = Daemon(out.stdout.trim().parse().expect("the daemon's pid"));
+    assert!(
+        !out.stderr.contains("last member") && out.stderr.contains("still a member"),
+        "fsync left as if nobody held its membership:\n{}",
+        out.stderr
+    );
+    assert!(
+        t.join("G/gate").exists(),
+        "--delete removed a group with a member in"
+    );
+    empty(&t, "G", 1);
+    t.fsync(["group", "wait-empty", "-n", "G"]).run().code(75);
+    let v = members_json(&t, "G");
+    assert_eq!(v["count"], 1, "{v}");
+    assert_eq!(v["members"][0]["child_pid"], daemon.0, "{v}");
+    assert_eq!(v["members"][0]["command"], "sleep 1000", "{v}");
+    // A newcomer is not the first.
+    let b = join(&t, "G", &[]);
+    assert_eq!(b.first, "0", "the daemon did not count as in");
+    b.holder.finish().code(0);
+    let pid = daemon.0;
+    drop(daemon);
+    eventually("the daemon died", || dead(pid));
+    empty(&t, "G", 0);
+    assert_eq!(members_json(&t, "G")["count"], 0);
+    assert!(
+        registrations(&t, "G").is_empty(),
+        "{:?}",
+        registrations(&t, "G")
+    );
 }
 
 #[test]

@@ -105,40 +105,57 @@ fn two_groups_never_inside_together_and_members_share() {
     );
 }
 
+/// What a member under a cap appends to `log`: its slot and pid on entry and on exit.
+const SLOT_MARKED: &str =
+    "echo \"+ $FSYNC_SLOT $$\" >> log; sleep 0.05; echo \"- $FSYNC_SLOT $$\" >> log";
+
+/// Replay the `+ SLOT PID` / `- SLOT PID` marks of `log`: at most `cap` inside at every step,
+/// each on a slot of `0..cap` no other member inside holds. Returns the runs completed.
+#[track_caller]
+fn replay_slots(log: &str, cap: usize) -> usize {
+    let mut inside: HashMap<&str, &str> = HashMap::new();
+    let mut done = 0;
+    for line in log.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields[..] {
+            ["+", slot, pid] => {
+                assert!(
+                    slot.parse::<usize>().is_ok_and(|s| s < cap),
+                    "FSYNC_SLOT {slot}:\n{log}"
+                );
+                assert!(
+                    !inside.values().any(|&s| s == slot),
+                    "slot {slot} twice:\n{log}"
+                );
+                inside.insert(pid, slot);
+                assert!(
+                    inside.len() <= cap,
+                    "more than {cap} inside at `{line}`:\n{log}"
+                );
+            }
+            ["-", slot, pid] => {
+                assert_eq!(inside.remove(pid), Some(slot), "{line}:\n{log}");
+                done += 1;
+            }
+            _ => panic!("a malformed mark `{line}` (FSYNC_SLOT unset?):\n{log}"),
+        }
+    }
+    assert!(inside.is_empty(), "runs never ended: {inside:?}\n{log}");
+    done
+}
+
 #[test]
 fn max_limits_the_members_of_a_group_inside() {
     let t = TestDir::new();
-    let script = "echo \"+ $FSYNC_SLOT $$\" >> log; sleep 0.05; echo \"- $FSYNC_SLOT $$\" >> log";
     let workers: Vec<Holder> = (0..5)
-        .map(|_| member(&t, "up", &["--max", "2"], script).start())
+        .map(|_| member(&t, "up", &["--max", "2"], SLOT_MARKED).start())
         .collect();
     for w in workers {
         w.finish().code(0);
     }
     // Replay with the slot in place of the group: at most 2 inside, on distinct slots 0 and 1.
     let log = t.read("log");
-    let mut inside: HashMap<&str, &str> = HashMap::new();
-    for line in log.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        match fields[..] {
-            ["+", slot, pid] => {
-                assert!(["0", "1"].contains(&slot), "FSYNC_SLOT {slot}:\n{log}");
-                assert!(
-                    !inside.values().any(|&s| s == slot),
-                    "slot {slot} twice:\n{log}"
-                );
-                inside.insert(pid, slot);
-                assert!(inside.len() <= 2, "more than 2 inside at `{line}`:\n{log}");
-            }
-            ["-", slot, pid] => assert_eq!(inside.remove(pid), Some(slot), "{line}:\n{log}"),
-            _ => panic!("a malformed mark `{line}` (FSYNC_SLOT unset?):\n{log}"),
-        }
-    }
-    assert_eq!(
-        log.lines().filter(|l| l.starts_with('-')).count(),
-        5,
-        "{log}"
-    );
+    assert_eq!(replay_slots(&log, 2), 5, "{log}");
     // While two are inside, a third finds no room; another group none either.
     let a = member(&t, "up", &["--max", "2"], HOLD).hold();
     let b = member(&t, "up", &["--max", "2"], HOLD).hold();
@@ -316,4 +333,137 @@ fn a_different_max_is_an_error_that_names_max() {
         "the error speaks of an option the user did not give: {}",
         out.stderr
     );
+    // It names the cap in force and the one given (after the path, which may hold digits),
+    // and what to do instead.
+    let after = &out.stderr[out.stderr.find(&lock).unwrap() + lock.len()..];
+    assert!(
+        after.contains("--max 2") && after.contains('3') && after.contains("leave"),
+        "the error does not name both caps and what to do: {}",
+        out.stderr
+    );
+    // With members inside too.
+    let h = member(&t, "up", &["--max", "2"], HOLD).hold();
+    t.fsync([
+        "grouplock",
+        "run",
+        &lock,
+        "--group",
+        "up",
+        "--max",
+        "1",
+        "--",
+    ])
+    .args(["touch", "ran"])
+    .run()
+    .code(2)
+    .error_naming(&lock);
+    h.finish().code(0);
+    assert!(!t.join("ran").exists(), "the command ran");
+}
+
+/// Regression: a member that omitted `--max` went in beside members that ran under a cap of 2,
+/// making three. The cap is the group's, as the slot count is a semaphore's: a member without
+/// `--max` runs under the cap in force.
+#[test]
+fn a_member_without_max_runs_under_the_cap_in_force() {
+    let t = TestDir::new();
+    let a = member(&t, "up", &["--max", "2"], HOLD).hold();
+    let b = member(&t, "up", &["--max", "2"], HOLD).hold();
+    // Two are inside under a cap of 2: a third finds no room, with --max or without.
+    member(&t, "up", &["-n"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+    // It waits for a slot, gets the one a member leaves, and learns it in FSYNC_SLOT.
+    let mut c = member(&t, "up", &["-v"], "echo \"slot $FSYNC_SLOT\"").start();
+    let said = c.stderr_line();
+    assert!(said.contains("waiting"), "-v said {said:?}");
+    a.finish().code(0);
+    let out = c.finish();
+    out.code(0);
+    assert!(
+        ["slot 0\n", "slot 1\n"].contains(&out.stdout.as_str()),
+        "{}",
+        out.stdout
+    );
+    b.finish().code(0);
+    // Counted: members with and without --max, all at once, are never three inside.
+    let workers: Vec<Holder> = (0..6)
+        .map(|i| {
+            let extra: &[&str] = if i % 2 == 0 { &["--max", "2"] } else { &[] };
+            member(&t, "up", extra, SLOT_MARKED).start()
+        })
+        .collect();
+    for w in workers {
+        w.finish().code(0);
+    }
+    let log = t.read("log");
+    assert_eq!(replay_slots(&log, 2), 6, "{log}");
+}
+
+/// The first member to give `--max` fixes the cap; members of the group already inside
+/// without one are not counted by it, so it waits until they have left: the cap holds from the
+/// moment it is in force.
+#[test]
+fn the_first_max_waits_for_members_inside_without_one() {
+    let t = TestDir::new();
+    let a = member(&t, "up", &[], HOLD).hold();
+    let b = member(&t, "up", &[], HOLD).hold();
+    let mut c = member(&t, "up", &["--max", "1", "-v"], HOLD).start();
+    let said = c.stderr_line();
+    assert!(said.contains("waiting"), "-v said {said:?}");
+    a.finish().code(0);
+    let v = status_json(&t, 1);
+    assert_eq!(v["inside"], json!([{"group": "up", "count": 1}]), "{v}");
+    b.finish().code(0);
+    c.expect("acquired");
+    // The cap of 1 is in force: nobody else of the group gets in, with --max or without.
+    member(&t, "up", &["-n"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+    member(&t, "up", &["-n", "--max", "1"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+    c.finish().code(0);
+}
+
+/// Killing `fsync grouplock run` alone leaves the lock (and its `--max` slot) with the command,
+/// as the mutex does; `--close` (flock -o) keeps them from it.
+#[test]
+fn sigkill_of_fsync_alone_leaves_the_lock_with_its_command() {
+    use nix::sys::signal::Signal;
+    for close in [false, true] {
+        for cap in [&[][..], &["--max", "1"][..]] {
+            let t = TestDir::new();
+            let mut extra = cap.to_vec();
+            if close {
+                extra.push("--close");
+            }
+            let mut a = member(&t, "gA", &extra, HOLD).hold();
+            member(&t, "gB", &["-n"], "echo ran").run().code(75);
+            a.signal(Signal::SIGKILL);
+            a.wait_exit();
+            let other_group = member(&t, "gB", &["-n"], "echo ran").run();
+            let same_group = member(&t, "gA", &[cap, &["-n"]].concat(), "echo ran").run();
+            match close {
+                false => {
+                    other_group.code(75).stdout("");
+                    // Under a cap of 1 the slot went down to the command too.
+                    same_group.code(if cap.is_empty() { 0 } else { 75 });
+                    status_json(&t, 1);
+                }
+                true => {
+                    other_group.code(0).stdout("ran\n");
+                    same_group.code(0).stdout("ran\n");
+                }
+            }
+            a.finish().killed_by(Signal::SIGKILL);
+            member(&t, "gB", &["-t", "30s"], "echo ran")
+                .run()
+                .code(0)
+                .stdout("ran\n");
+        }
+    }
 }

@@ -1188,6 +1188,33 @@ fn grouplock_does_not_lock_another_groups_file_link() {
 #[test]
 fn grouplock_does_not_use_a_max_directory_linked_elsewhere() {
     grouplock_refuses("max.a", true, &["--max", "1"]);
+    // A member without --max reads the cap in force there: not through a link either.
+    grouplock_refuses("max.a", true, &[]);
+}
+
+/// The cap in force (`max.NAME/slots`), which members without `--max` read too, is read
+/// neither through a link nor from a FIFO (without hanging).
+#[test]
+fn grouplock_does_not_read_a_cap_through_a_link_or_from_a_fifo() {
+    for fifo in [false, true] {
+        let Some(h) = Hostile::new() else { return };
+        h.mkdir("shared/GL");
+        h.mkdir("shared/GL/max.a");
+        match fifo {
+            true => h.fifo("shared/GL/max.a/slots"),
+            false => h.link(&h.t.arg("victim/count"), "shared/GL/max.a/slots"),
+        }
+        for extra in [&[][..], &["--max", "1"][..]] {
+            h.t.fsync(["grouplock", "run", "shared/GL", "--group", "a"])
+                .args(extra)
+                .args(["--", "touch", "ran"])
+                .deadline(NO_HANG)
+                .run_in(&h)
+                .operational_error("GL/max.a/slots");
+        }
+        assert!(!h.t.join("ran").exists(), "the command ran");
+        h.assert_victim_untouched();
+    }
 }
 
 // The umask: what fsync creates has no more permission than the creator's umask allows.

@@ -147,6 +147,22 @@ fn sigkill_of_fsync_alone_leaves_the_slot_with_its_command() {
     holder.finish().killed_by(Signal::SIGKILL);
 }
 
+/// `--close` keeps the slot from the command (flock -o): killing fsync frees it at once,
+/// although the command still runs.
+#[test]
+fn close_does_not_pass_the_slot_down() {
+    let t = TestDir::new();
+    let mut holder = slot_holder(&t, "S", "1", &["--close"]);
+    assert_full(&t, "S", "1");
+    holder.signal(Signal::SIGKILL);
+    holder.wait_exit();
+    sem_run(&t, "S", "1", &["-n"], "echo ran")
+        .run()
+        .code(0)
+        .stdout("ran\n");
+    holder.finish().killed_by(Signal::SIGKILL);
+}
+
 #[test]
 fn a_different_slot_count_is_a_clear_error() {
     let t = TestDir::new();

@@ -422,3 +422,38 @@ fn swmr_lock_stays_held_by_the_command_when_fsync_is_killed() {
             .code(0);
     }
 }
+
+/// The lock is passed down for byte ranges too; `--close` (flock -o) keeps it from the
+/// command, so that killing fsync frees it at once although the command still runs.
+#[test]
+fn swmr_close_does_not_pass_the_lock_down() {
+    use nix::sys::signal::Signal;
+    let t = TestDir::new();
+    for role in ["read", "write"] {
+        for range in [&[][..], &["--range", "5"][..]] {
+            for close in [false, true] {
+                let mut args = vec!["swmr", role];
+                args.extend(range);
+                if close {
+                    args.push("--close");
+                }
+                let mut holder = t.fsync(&args).args(["L", "--", "sh", "-c", HOLD]).hold();
+                let writer = |wait: &str| {
+                    let mut args = vec!["swmr", "write", "-t", wait];
+                    args.extend(range);
+                    t.fsync(args).args(["L", "--", "echo", "in"]).run()
+                };
+                writer("0").code(75);
+                holder.signal(Signal::SIGKILL);
+                holder.wait_exit();
+                // Held by the command that still runs, unless --close kept it from it.
+                match close {
+                    false => writer("0").code(75).stdout(""),
+                    true => writer("0").code(0).stdout("in\n"),
+                };
+                holder.finish().killed_by(Signal::SIGKILL);
+                writer("30s").code(0);
+            }
+        }
+    }
+}

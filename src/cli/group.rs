@@ -6,7 +6,10 @@ for it to empty, list and watch its members. The protocol is in the library's `g
 use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
 
 use clap::{Args, Subcommand};
-use fsync::{group, Group, Outcome};
+use fsync::{
+    group::{self, Left},
+    Group, Outcome,
+};
 use serde_json::json;
 
 use super::{
@@ -22,7 +25,9 @@ instances join 'app.grp'; a maintenance script waits until the group is empty fi
 
 GROUP is a directory (created if missing) holding a gate file every member holds a shared lock \
 on, and one registration file per member. A member that dies, even by SIGKILL, has left at once: \
-the kernel drops its locks, and its registration is removed by whoever lists the group next.";
+the kernel drops its locks, and its registration is removed by whoever lists the group next. \
+A member is fsync together with its command (which inherits the membership, unless --close): \
+killing fsync alone does not end the membership while the command runs.";
 
 #[derive(Debug, Args)]
 #[command(about = "Pools of processes: join while a command runs; is the group empty?", long_about = GROUP_LONG)]
@@ -46,7 +51,11 @@ enum Verb {
     long_about = "Be a member of GROUP while COMMAND runs, and exit with COMMAND's exit status. \
                   COMMAND sees FSYNC_GROUP_FIRST=1 if the group was empty when it joined, else \
                   0. With -v fsync says on stderr when it was the first to join and the last to \
-                  leave. Signals are forwarded to COMMAND as with 'fsync mutex run'.",
+                  leave. Signals are forwarded to COMMAND as with 'fsync mutex run'.\n\n\
+                  The membership is passed down to COMMAND as 'fsync mutex run' passes its \
+                  lock: it lasts while COMMAND, or anything it left running with the \
+                  membership inherited, runs, even if fsync itself is killed. --close does not \
+                  pass it down.",
     after_long_help = "Examples:\n  \
         # Each application instance is a member while it runs\n  \
         fsync group join /srv/app/app.grp -- ./app-server\n\n  \
@@ -66,6 +75,10 @@ struct JoinArgs {
     /// Remove the group's files when the last member leaves
     #[arg(long)]
     delete: bool,
+
+    /// Do not pass the membership down to COMMAND's processes (flock -o)
+    #[arg(short = 'o', long)]
+    close: bool,
 
     /// The command to run as a member, and its arguments (after `--`)
     #[arg(
@@ -205,11 +218,17 @@ fn join(a: JoinArgs) -> super::Outcome {
         )],
     };
     member.set_child(None, job.display());
+    member.pass_down(!a.close)?;
     let exit = job.run(|pid| member.set_child(Some(pid), job.display()))?;
-    let last = member.leave()?;
-    progress.done(|| match last {
-        true => format!("left {} as its last member", a.group.display()),
-        false => format!("left {}", a.group.display()),
+    let left = member.leave_reporting()?;
+    progress.done(|| match left {
+        Left::Last => format!("left {} as its last member", a.group.display()),
+        Left::NotLast => format!("left {}", a.group.display()),
+        Left::StillHeld => format!(
+            "left {}; a process the command left running is still a member (it inherited \
+             the membership)",
+            a.group.display()
+        ),
     });
     Ok(exit)
 }

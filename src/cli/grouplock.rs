@@ -57,7 +57,14 @@ fn parse_max(s: &str) -> Result<usize, String> {
     about = "Run COMMAND inside LOCK as a member of group NAME",
     long_about = "Run COMMAND inside LOCK as a member of group NAME, and exit with COMMAND's exit \
                   status. With --max M at most M members of NAME are inside at once (COMMAND sees \
-                  its slot in FSYNC_SLOT). Signals are forwarded as with 'fsync mutex run'.",
+                  its slot in FSYNC_SLOT). The cap is the group's: the first --max given for \
+                  NAME sets it (once the members inside without one have left), members that \
+                  omit --max run under it, and another M is an error. Signals are forwarded as \
+                  with 'fsync mutex run'.\n\n\
+                  The lock (and the slot) is passed down to COMMAND as 'fsync mutex run' passes \
+                  its lock: it stays held while COMMAND, or anything it left running with the \
+                  lock inherited, runs, even if fsync itself is killed. --close does not pass \
+                  it down.",
     after_long_help = "Examples:\n  \
         # Many builds may read the cache together; the cleaner runs alone\n  \
         fsync grouplock run /shared/cache.glock --group build -- make\n  \
@@ -74,12 +81,17 @@ struct RunArgs {
     #[arg(long, value_name = "NAME", value_parser = parse_group)]
     group: String,
 
-    /// At most M members of the group inside at once (fixed per group when first used)
+    /// At most M members of the group inside at once: the group's cap, set by the first --max
+    /// given for it; members that omit --max run under it, another M is an error
     #[arg(long, value_name = "M", value_parser = parse_max)]
     max: Option<usize>,
 
     #[command(flatten)]
     wait: WaitArgs,
+
+    /// Do not pass the lock down to COMMAND's processes (flock -o)
+    #[arg(short = 'o', long)]
+    close: bool,
 
     #[command(flatten)]
     loss: LossArgs,
@@ -128,7 +140,7 @@ fn run_command(a: RunArgs) -> super::Outcome {
         Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
     };
     progress.done(|| format!("inside {} as group {}", a.lock.display(), a.group));
-    guard.pass_down()?;
+    guard.pass_down(!a.close)?;
     let mut env = vec![("FSYNC_GROUP".to_string(), a.group.clone())];
     if let Some(slot) = guard.slot() {
         env.push(("FSYNC_SLOT".to_string(), slot.to_string()));

@@ -54,7 +54,11 @@ fn parse_slots(s: &str) -> Result<usize, String> {
     about = "Run COMMAND while holding one of N slots of SEM",
     long_about = "Run COMMAND while holding one of the N slots of SEM, and exit with COMMAND's \
                   exit status. COMMAND sees FSYNC_SLOT, the slot it holds. Signals are forwarded \
-                  and the slot is passed down to COMMAND as with 'fsync mutex run'.",
+                  to COMMAND as with 'fsync mutex run'.\n\n\
+                  The slot is passed down to COMMAND as 'fsync mutex run' passes its lock: it \
+                  stays held while COMMAND, or anything it left running with the slot \
+                  inherited, runs, even if fsync itself is killed. --close does not pass it \
+                  down.",
     after_long_help = "Examples:\n  \
         # At most 4 compile jobs at once on this build farm\n  \
         fsync sem run /shared/cc.sem --slots 4 -- make -C \"$dir\"\n\n  \
@@ -72,6 +76,10 @@ struct RunArgs {
 
     #[command(flatten)]
     wait: WaitArgs,
+
+    /// Do not pass the slot down to COMMAND's processes (flock -o)
+    #[arg(short = 'o', long)]
+    close: bool,
 
     #[command(flatten)]
     loss: LossArgs,
@@ -118,7 +126,7 @@ fn run_command(a: RunArgs) -> super::Outcome {
         Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
     };
     progress.done(|| format!("acquired slot {} of {}", guard.slot(), a.sem.display()));
-    guard.pass_down()?;
+    guard.pass_down(!a.close)?;
     let job = Job {
         argv: &a.command,
         env: vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())],

@@ -44,7 +44,11 @@ enum Verb {
     about = "Run COMMAND holding LOCK as a reader (read) or as the writer (write)",
     long_about = "Run COMMAND while holding LOCK, shared with other readers ('read') or alone \
                   ('write'), and exit with COMMAND's exit status. Signals are forwarded to \
-                  COMMAND as with 'fsync mutex run'.",
+                  COMMAND as with 'fsync mutex run'.\n\n\
+                  The lock is passed down to COMMAND as 'fsync mutex run' passes its lock: it \
+                  stays held while COMMAND, or anything it left running with the lock \
+                  inherited, runs, even if fsync itself is killed. --close does not pass it \
+                  down.",
     after_long_help = "Examples:\n  \
         # Many report jobs may read the database at once\n  \
         fsync swmr read /srv/db/db.lck -- ./report.sh\n\n  \
@@ -58,6 +62,10 @@ struct RunArgs {
 
     #[command(flatten)]
     wait: WaitArgs,
+
+    /// Do not pass the lock down to COMMAND's processes (flock -o)
+    #[arg(short = 'o', long)]
+    close: bool,
 
     #[command(flatten)]
     loss: LossArgs,
@@ -120,8 +128,9 @@ fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
         Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
     };
     progress.done(|| format!("acquired {} as a {role}", a.lock.display()));
-    // Passed down as flock(1) does: the lock stays held while COMMAND runs, even if we die.
-    guard.pass_down()?;
+    // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
+    // even if we die.
+    guard.pass_down(!a.close)?;
     let (fd, held_mode) = guard.raw_fd();
     let loss_guard = match a.range {
         None => a.loss.guard(&a.lock, fd, held_mode),
