@@ -42,7 +42,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_s
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "unlock" -d 'Release the lock held through a descriptor'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "watch" -d 'Print a line each time LOCK is acquired or released'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "watch" -d 'Print whether LOCK is held, then a line each time it is acquired or released'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
@@ -74,14 +74,14 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s t -l timeout -d 'Stop watching after DUR' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l poll -d 'Re-check interval for changes made by tools other than fsync' -r
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l json -d 'One JSON object per line: {"time", "event", "path", "holder"}'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l json -d 'One JSON object per line: {"time", "event": "held"|"free"|"acquired"|"released", "path", "holder"}'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run COMMAND while holding LOCK exclusively'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "unlock" -d 'Release the lock held through a descriptor'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "watch" -d 'Print a line each time LOCK is acquired or released'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "watch" -d 'Print whether LOCK is held, then a line each time it is acquired or released'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and not __fish_seen_subcommand_from join empty wait-empty members watch help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and not __fish_seen_subcommand_from join empty wait-empty members watch help" -s V -l version -d 'Print version'
@@ -320,7 +320,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcom
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "unlock" -d 'Release the lock held through a descriptor'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "watch" -d 'Print a line each time LOCK is acquired or released'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "watch" -d 'Print whether LOCK is held, then a line each time it is acquired or released'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from group" -f -a "join" -d 'Be a member of GROUP while COMMAND runs'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from group" -f -a "empty" -d 'Exit 0 if GROUP is empty, 1 if it has members'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from group" -f -a "wait-empty" -d 'Wait until GROUP is empty'

@@ -188,13 +188,13 @@ struct StatusArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    about = "Print a line each time LOCK is acquired or released",
-    long_about = "Print a line each time LOCK is acquired or released: a timestamp, 'acquired' \
-                  or 'released', and the holder where known; if LOCK is held when the watch \
-                  starts, an 'acquired' line comes first. Changes made by fsync are seen at once; \
-                  those of other tools (flock(1)) within the --poll interval. Runs until \
-                  --timeout (then exits 0) or until interrupted by signal N (INT, TERM, HUP, \
-                  QUIT; then exits 128+N).",
+    about = "Print whether LOCK is held, then a line each time it is acquired or released",
+    long_about = "Print a line with a timestamp and the state of LOCK when the watch starts, \
+                  'held' and the holder where known, or 'free'; then one each time LOCK is \
+                  acquired or released: a timestamp, 'acquired' or 'released', and the holder \
+                  where known. Changes made by fsync are seen at once; those of other tools \
+                  (flock(1)) within the --poll interval. Runs until --timeout (then exits 0) or \
+                  until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
     after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
                        fsync mutex watch --json -t 1h /var/lock/backup.lck >> lock-history.jsonl"
 )]
@@ -202,7 +202,8 @@ struct WatchArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object per line: {"time", "event", "path", "holder"}
+    /// One JSON object per line: {"time", "event": "held"|"free"|"acquired"|"released",
+    /// "path", "holder"}
     #[arg(long)]
     json: bool,
 
@@ -381,12 +382,13 @@ fn status(a: StatusArgs) -> super::Outcome {
 
 fn watch(a: WatchArgs) -> super::Outcome {
     let start = std::time::Instant::now();
-    let mut seen = Status {
-        held: false,
-        holder: None,
-        fence: None,
-    };
-    let mut current = mutex::status(&a.lock)?;
+    // First the state the watch starts in, then its changes.
+    let mut seen = mutex::status(&a.lock)?;
+    match seen.held {
+        true => print_event(&a, "held", &seen)?,
+        false => print_event(&a, "free", &seen)?,
+    }
+    let mut current = seen.clone();
     loop {
         // A new holder without a visible gap is a release followed by an acquisition. The
         // record of one holding fills in as it goes (kernel pid, then command, then child), so
