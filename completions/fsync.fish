@@ -52,7 +52,7 @@ kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l range -d 'Lock only LEN bytes of LOCK from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets; bytes past the end of the file are fine) with an OFD byte-range lock: disjoint ranges do not exclude each other. No holder record, fence or nesting' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l delete -d 'Remove LOCK (and its holder record) on release; racing acquirers never end up holding two different files of the same name. LOCK stays while a process COMMAND left running still holds the lock (-v says so)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s o -l close -d 'Do not pass the lock down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -63,7 +63,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s s -l shared -d 'Take a shared lock instead of an exclusive one'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -l fd -d 'The open file descriptor to unlock' -r
@@ -95,7 +95,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -l delete -d 'Remove the group\'s files when the last member leaves'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s V -l version -d 'Print version'
@@ -105,7 +105,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from members" -l json -d 'One JSON object: {"path", "count", "members": [{"pid", "host", "command", "since"}]}'
@@ -136,7 +136,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -l reset -d 'Consume the event: one signal wakes exactly one --reset waiter'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from reset" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -161,7 +161,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
@@ -172,7 +172,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {"path", "count", "messages": [{"name", "size", "age_ms", "sync"}], "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}'
@@ -213,7 +213,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -l json -d 'One JSON object {"from", "data"} (or "data_b64") instead of the raw payload'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from help" -f -a "connect" -d 'Connect NAME to BUS (removing what an earlier disconnect left)'
@@ -237,7 +237,7 @@ kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -l range -d 'Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets) with OFD byte-range locks; disjoint ranges do not exclude each other' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s t -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
@@ -248,7 +248,7 @@ kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -l range -d 'Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets) with OFD byte-range locks; disjoint ranges do not exclude each other' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "readers", "writer", "waiting_writers"}'
@@ -271,7 +271,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcomm
 kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "slots", "held": [{"slot", "holder"}], "waiters"}'
@@ -294,7 +294,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_s
 kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "inside": [{"group", "count"}], "waiting"}'

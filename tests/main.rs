@@ -22,3 +22,4 @@ mod security;
 mod sem;
 mod signals;
 mod swmr;
+mod verbose;

@@ -242,27 +242,20 @@ fn run_command(a: RunArgs) -> super::Outcome {
         .delete_on_release(a.delete)
         .poll_interval(a.wait.poll)
         .command(job.display());
-    let mut progress = Progress::new(a.wait.verbose);
-    let outcome = mutex.acquire_with(a.wait.timeout(), |waited| {
-        progress.waiting(waited, || {
-            describe(&a.lock) + &mode_note(&a.lock, a.wait.poll)
-        });
-    })?;
-    let mut guard = match outcome {
-        Outcome::Acquired(g) => g,
-        Outcome::TimedOut => {
-            progress.done(|| format!("gave up waiting for {}", a.lock.display()));
-            return Ok(Exit(a.wait.conflict_exit_code));
-        }
-        Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
-    };
-    progress.done(|| match guard.is_nested() {
+    let mut progress = Progress::new(&a.wait, a.lock.display().to_string())
+        .holder(|| holder_of(&a.lock))
+        .note(mode_note(&a.lock, a.wait.poll));
+    let outcome = mutex.acquire_with(a.wait.timeout(), |_| progress.waiting())?;
+    let mut guard = match progress.settle(outcome, |g| match g.is_nested() {
         true => format!(
-            "{} is already held for us by an enclosing fsync",
+            "acquired {} (already held for us by an enclosing fsync)",
             a.lock.display()
         ),
-        false => format!("acquired {} (fence {})", a.lock.display(), guard.fence()),
-    });
+        false => format!("acquired {} (fence {})", a.lock.display(), g.fence()),
+    }) {
+        Ok(g) => g,
+        Err(exit) => return Ok(exit),
+    };
     job.env = vec![
         ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
         (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
@@ -282,7 +275,7 @@ fn run_command(a: RunArgs) -> super::Outcome {
         mutex::Released::Kept
     });
     if released == mutex::Released::KeptStillHeld {
-        progress.done(|| {
+        progress.say(|| {
             format!(
                 "not deleting {}: another process still holds the lock (one the command left \
                  running, through a descriptor it inherited)",
@@ -296,16 +289,14 @@ fn run_command(a: RunArgs) -> super::Outcome {
 /// `run --range`: an OFD lock on a byte range instead of the whole-file protocol.
 fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
     let lock = fsync::range::RangeLock::new(&a.lock, range).poll_interval(a.wait.poll);
-    let mut progress = Progress::new(a.wait.verbose);
+    let what = format!("bytes {range} of {}", a.lock.display());
+    let mut progress = Progress::new(&a.wait, what.clone());
     let mode = fsync::platform::lock::Mode::Exclusive;
-    let guard = match lock.acquire_with(mode, a.wait.timeout(), |waited| {
-        progress.waiting(waited, || format!("bytes {range} of {}", a.lock.display()))
-    })? {
-        Outcome::Acquired(g) => g,
-        Outcome::TimedOut => return Ok(Exit(a.wait.conflict_exit_code)),
-        Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
+    let outcome = lock.acquire_with(mode, a.wait.timeout(), |_| progress.waiting())?;
+    let guard = match progress.settle(outcome, |_| format!("acquired {what}")) {
+        Ok(g) => g,
+        Err(exit) => return Ok(exit),
     };
-    progress.done(|| format!("acquired bytes {range} of {}", a.lock.display()));
     guard.pass_down(!a.close)?;
     let exit = Job {
         argv: &a.command,
@@ -316,12 +307,13 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
     Ok(exit)
 }
 
-/// How we wait where that is not the kernel alone: "; nfs: re-checking every 50ms".
+/// How we wait where that is not the kernel alone: "nfs network file system: also
+/// re-checking every 50ms".
 fn mode_note(lock: &std::path::Path, poll: std::time::Duration) -> String {
     let kind = fsync::platform::fs::fs_kind_of_path(lock);
     match kind.network {
         true => format!(
-            " [{} network file system: also re-checking every {}]",
+            "{} network file system: also re-checking every {}",
             kind.name,
             humantime::format_duration(poll)
         ),
@@ -329,26 +321,39 @@ fn mode_note(lock: &std::path::Path, poll: std::time::Duration) -> String {
     }
 }
 
-/// "LOCK, held by pid 12 on host: cmd, since ..." for `-v`.
-fn describe(lock: &std::path::Path) -> String {
-    match mutex::status(lock) {
-        Ok(Status {
+/// "held by pid 12 on host: cmd, since ..." for `-v`, where it can be known.
+fn holder_of(lock: &std::path::Path) -> Option<String> {
+    match mutex::status(lock).ok()? {
+        Status {
             held: true,
             holder: Some(h),
             ..
-        }) => {
-            format!("{} (held by {})", lock.display(), report::holder_brief(&h))
-        }
-        _ => lock.display().to_string(),
+        } => Some(report::held_by(&h)),
+        Status { held: true, .. } => Some("holder unknown".to_string()),
+        Status { held: false, .. } => None,
     }
 }
 
 fn lock_fd(a: LockArgs) -> super::Outcome {
-    match mutex::lock_fd(a.fd, a.shared, a.wait.timeout(), a.wait.poll)? {
-        Outcome::Acquired(()) => Ok(Exit::OK),
-        Outcome::TimedOut => Ok(Exit(a.wait.conflict_exit_code)),
-        Outcome::Interrupted(sig) => Ok(Exit::signal(sig)),
-    }
+    // The file behind the descriptor, to say what we wait for and ask who holds it.
+    let file = std::fs::read_link(format!("/proc/self/fd/{}", a.fd)).ok();
+    let what = match (&file, a.shared) {
+        (Some(f), false) => format!("fd {} ({})", a.fd, f.display()),
+        (Some(f), true) => format!("a shared lock on fd {} ({})", a.fd, f.display()),
+        (None, false) => format!("fd {}", a.fd),
+        (None, true) => format!("a shared lock on fd {}", a.fd),
+    };
+    let mut progress =
+        Progress::new(&a.wait, what.clone()).holder(|| file.as_deref().and_then(holder_of));
+    let outcome = mutex::lock_fd_with(a.fd, a.shared, a.wait.timeout(), a.wait.poll, |_| {
+        progress.waiting()
+    })?;
+    Ok(
+        match progress.settle(outcome, |()| format!("acquired {what}")) {
+            Ok(()) => Exit::OK,
+            Err(exit) => exit,
+        },
+    )
 }
 
 fn status_json(lock: &std::path::Path, st: &Status) -> serde_json::Value {
