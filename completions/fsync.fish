@@ -42,7 +42,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_s
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "unlock" -d 'Release the lock held through a descriptor'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "watch" -d 'Print a line each time LOCK is acquired or released'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "watch" -d 'Print whether LOCK is held, then a line each time it is acquired or released'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
@@ -53,7 +53,7 @@ ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l range -d 'Lock only LEN bytes of LOCK from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets; bytes past the end of the file are fine) with an OFD byte-range lock: disjoint ranges do not exclude each other. No holder record, fence or nesting' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s c -l command -d 'Run CMDSTRING with \'sh -c\' (as flock -c) instead of COMMAND' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l delete -d 'Remove LOCK (and its holder record) on release; racing acquirers never end up holding two different files of the same name. LOCK stays while a process COMMAND left running still holds the lock (-v says so)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s o -l close -d 'Do not pass the lock down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -l fcntl -d 'Lock the whole file with an fcntl (OFD) lock instead of flock(2), as fcntl-lock tools (s6-setlock, flock --fcntl) do: the same as --range 0:0'
@@ -69,7 +69,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s s -l shared -d 'Take a shared lock instead of an exclusive one'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -l fd -d 'The open file descriptor to unlock' -r
@@ -80,14 +80,14 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s t -l timeout -d 'Stop watching after DUR' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l poll -d 'Re-check interval for changes made by tools other than fsync' -r
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l json -d 'One JSON object per line: {"time", "event", "path", "holder"}'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -l json -d 'One JSON object per line: {"time", "event": "held"|"free"|"acquired"|"released", "path", "holder"}'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run COMMAND while holding LOCK exclusively'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "unlock" -d 'Release the lock held through a descriptor'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "watch" -d 'Print a line each time LOCK is acquired or released'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "watch" -d 'Print whether LOCK is held, then a line each time it is acquired or released'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and not __fish_seen_subcommand_from join empty wait-empty members watch help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and not __fish_seen_subcommand_from join empty wait-empty members watch help" -s V -l version -d 'Print version'
@@ -101,7 +101,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -l delete -d 'Remove the group\'s files when the last member leaves'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s o -l close -d 'Do not pass the membership down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -112,7 +112,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from wait-empty" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from members" -l json -d 'One JSON object: {"path", "count", "members": [{"pid", "host", "command", "since"}]}'
@@ -143,7 +143,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -l reset -d 'Consume the event: one signal wakes exactly one --reset waiter'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from reset" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -168,7 +168,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
@@ -179,7 +179,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {"path", "count", "messages": [{"name", "size", "age_ms", "sync"}], "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}'
@@ -220,7 +220,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -l json -d 'One JSON object {"from", "data"} (or "data_b64") instead of the raw payload'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from recv" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from help" -f -a "connect" -d 'Connect NAME to BUS (removing what an earlier disconnect left)'
@@ -244,7 +244,7 @@ kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -l range -d 'Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets) with OFD byte-range locks; disjoint ranges do not exclude each other' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s o -l close -d 'Do not pass the lock down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from read" -s V -l version -d 'Print version'
@@ -256,7 +256,7 @@ kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -l range -d 'Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets) with OFD byte-range locks; disjoint ranges do not exclude each other' -r
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s o -l close -d 'Do not pass the lock down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand swmr; and __fish_seen_subcommand_from write" -s V -l version -d 'Print version'
@@ -280,7 +280,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcomm
 kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s o -l close -d 'Do not pass the slot down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
@@ -304,7 +304,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_s
 kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
-complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what we wait for, who holds it, and for how long'
+complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s o -l close -d 'Do not pass the lock down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand grouplock; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
@@ -331,7 +331,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcom
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "unlock" -d 'Release the lock held through a descriptor'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "watch" -d 'Print a line each time LOCK is acquired or released'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "watch" -d 'Print whether LOCK is held, then a line each time it is acquired or released'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from group" -f -a "join" -d 'Be a member of GROUP while COMMAND runs'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from group" -f -a "empty" -d 'Exit 0 if GROUP is empty, 1 if it has members'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from group" -f -a "wait-empty" -d 'Wait until GROUP is empty'

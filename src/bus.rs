@@ -194,15 +194,17 @@ impl Bus {
         self.mailbox(name, "participant")?.recv_with(timeout)
     }
 
-    /// Like [`recv_with`](Self::recv_with), calling `skipped` for each entry passed over.
+    /// Like [`recv_with`](Self::recv_with), calling `skipped` for each entry passed over and
+    /// `progress` as [`Mailbox::recv_reporting`] does.
     pub fn recv_reporting(
         &self,
         name: &str,
         timeout: Option<Duration>,
         skipped: impl FnMut(&crate::msg::Skipped),
+        progress: impl FnMut(Duration),
     ) -> Result<Outcome<Received>> {
         self.mailbox(name, "participant")?
-            .recv_reporting(timeout, skipped)
+            .recv_reporting(timeout, skipped, progress)
     }
 
     /// Messages waiting for `name`.

@@ -125,13 +125,33 @@ impl Event {
 
     /// Like [`wait`](Self::wait), telling a timeout from a cancellation.
     pub fn wait_with(&self, timeout: Option<Duration>, reset: bool) -> Result<Outcome<()>> {
+        self.wait_inner(timeout, reset, None)
+    }
+
+    /// Like [`wait_with`](Self::wait_with), calling `progress` with the time waited when the
+    /// wait starts blocking and about once a second after.
+    pub fn wait_reporting(
+        &self,
+        timeout: Option<Duration>,
+        reset: bool,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<()>> {
+        self.wait_inner(timeout, reset, Some(&mut progress))
+    }
+
+    fn wait_inner(
+        &self,
+        timeout: Option<Duration>,
+        reset: bool,
+        progress: Option<&mut dyn FnMut(Duration)>,
+    ) -> Result<Outcome<()>> {
         pfs::check_parent(&self.path)?;
         let dir = pfs::parent_dir(&self.path);
         let network = pfs::fs_kind_of_path(dir).network;
         // Watch before the first check, so a signal between the two is not missed.
         let watch = DirWatch::new(dir).map_err(|e| Error::io(dir, "cannot watch directory", e))?;
         let poll = network.then_some(self.poll);
-        wait::watch_until(timeout, poll, &watch, &self.path, || {
+        wait::watch_until_reporting(timeout, poll, &watch, &self.path, progress, || {
             let got = if reset {
                 self.consume()?
             } else {

@@ -532,12 +532,33 @@ pub fn wait_empty(path: &Path, timeout: Option<Duration>, poll: Duration) -> Res
     wait_for_state(path, true, timeout, poll)
 }
 
+/// Like [`wait_empty`], calling `progress` with the time waited when the wait starts blocking
+/// and about once a second after.
+pub fn wait_empty_reporting(
+    path: &Path,
+    timeout: Option<Duration>,
+    poll: Duration,
+    mut progress: impl FnMut(Duration),
+) -> Result<Outcome<()>> {
+    wait_for_state_inner(path, true, timeout, poll, Some(&mut progress))
+}
+
 /// Block until the group's emptiness is `want_empty`. Used by `wait-empty` and `watch`.
 pub fn wait_for_state(
     path: &Path,
     want_empty: bool,
     timeout: Option<Duration>,
     poll: Duration,
+) -> Result<Outcome<()>> {
+    wait_for_state_inner(path, want_empty, timeout, poll, None)
+}
+
+fn wait_for_state_inner(
+    path: &Path,
+    want_empty: bool,
+    timeout: Option<Duration>,
+    poll: Duration,
+    mut progress: Option<&mut dyn FnMut(Duration)>,
 ) -> Result<Outcome<()>> {
     check_dir(path)?;
     let p = paths(path);
@@ -578,11 +599,15 @@ pub fn wait_for_state(
     let spec = Wait {
         timeout: remaining(),
         poll: network.then_some(poll),
-        progress: None,
+        progress: progress.is_some().then_some(Duration::from_secs(1)),
     };
     let outcome = wait::wait_for(
         spec,
-        |_| {},
+        |waited| {
+            if let Some(p) = progress.as_mut() {
+                p(waited.max(start.elapsed()));
+            }
+        },
         |block| {
             if block {
                 if let Some(w) = &watch {

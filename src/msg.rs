@@ -312,6 +312,26 @@ impl Mailbox {
     /// Send synchronously: return `Acquired` once a receiver has taken the message; on timeout
     /// or cancellation the message is withdrawn and never delivered.
     pub fn send(&self, payload: &mut dyn Read, timeout: Option<Duration>) -> Result<Outcome<()>> {
+        self.send_inner(payload, timeout, None)
+    }
+
+    /// Like [`send`](Self::send), calling `progress` with the time waited when the wait for a
+    /// receiver starts blocking and about once a second after.
+    pub fn send_reporting(
+        &self,
+        payload: &mut dyn Read,
+        timeout: Option<Duration>,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<()>> {
+        self.send_inner(payload, timeout, Some(&mut progress))
+    }
+
+    fn send_inner(
+        &self,
+        payload: &mut dyn Read,
+        timeout: Option<Duration>,
+        progress: Option<&mut dyn FnMut(Duration)>,
+    ) -> Result<Outcome<()>> {
         let l = self.layout()?;
         let name = MessageName {
             seq: 0,
@@ -334,9 +354,10 @@ impl Mailbox {
         let stem = parsed.stem();
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
         let poll = network.then_some(self.poll);
-        let outcome = wait::watch_until(timeout, poll, &watch, l.q.path(), || {
-            Ok(matches!(send_state(&l, &name, &stem)?, SendState::Taken).then_some(()))
-        })?;
+        let outcome =
+            wait::watch_until_reporting(timeout, poll, &watch, l.q.path(), progress, || {
+                Ok(matches!(send_state(&l, &name, &stem)?, SendState::Taken).then_some(()))
+            })?;
         let result = match outcome {
             Outcome::Acquired(()) => Outcome::Acquired(()),
             gave_up => match withdraw(&l, &name, &stem, &watch)? {
@@ -358,15 +379,27 @@ impl Mailbox {
 
     /// Like [`recv`](Self::recv), telling a timeout from a cancellation.
     pub fn recv_with(&self, timeout: Option<Duration>) -> Result<Outcome<Received>> {
-        self.recv_reporting(timeout, |_| {})
+        self.recv_inner(timeout, &mut |_| {}, None)
     }
 
     /// Like [`recv_with`](Self::recv_with), calling `skipped` once for each entry of the
-    /// queue it passes over (see [`Skipped`]) instead of letting it block the mailbox.
+    /// queue it passes over (see [`Skipped`]) instead of letting it block the mailbox, and
+    /// `progress` with the time waited when the wait starts blocking and about once a second
+    /// after.
     pub fn recv_reporting(
         &self,
         timeout: Option<Duration>,
         mut skipped: impl FnMut(&Skipped),
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<Received>> {
+        self.recv_inner(timeout, &mut skipped, Some(&mut progress))
+    }
+
+    fn recv_inner(
+        &self,
+        timeout: Option<Duration>,
+        skipped: &mut dyn FnMut(&Skipped),
+        progress: Option<&mut dyn FnMut(Duration)>,
     ) -> Result<Outcome<Received>> {
         let l = self.layout()?;
         let rid = uniq();
@@ -377,7 +410,7 @@ impl Mailbox {
         let mut me = Some(me);
         let mut passed: Vec<String> = Vec::new();
         let poll = network.then_some(self.poll);
-        wait::watch_until(timeout, poll, &watch, l.q.path(), || {
+        wait::watch_until_reporting(timeout, poll, &watch, l.q.path(), progress, || {
             let mut report = |s: Skipped| {
                 if !passed.contains(&s.name) {
                     skipped(&s);

@@ -936,6 +936,18 @@ pub fn lock_fd(
     timeout: Option<Duration>,
     poll: Duration,
 ) -> Result<Outcome<()>> {
+    lock_fd_with(fd, shared, timeout, poll, |_| {})
+}
+
+/// Like [`lock_fd`], calling `progress` with the time waited when the wait starts blocking and
+/// about once a second after.
+pub fn lock_fd_with(
+    fd: RawFd,
+    shared: bool,
+    timeout: Option<Duration>,
+    poll: Duration,
+    progress: impl FnMut(Duration),
+) -> Result<Outcome<()>> {
     let path = fd_path(fd);
     check_lockable_fd(fd, &path)?;
     // SAFETY: fstat proved the descriptor open; it stays open for this call (the caller's).
@@ -949,13 +961,11 @@ pub fn lock_fd(
     let spec = Wait {
         timeout,
         poll: network.then_some(poll),
-        progress: None,
+        progress: Some(Duration::from_secs(1)),
     };
-    wait::wait_for(
-        spec,
-        |_| {},
-        |block| Ok(lock::flock(&borrowed, mode, block)?.then_some(())),
-    )
+    wait::wait_for(spec, progress, |block| {
+        Ok(lock::flock(&borrowed, mode, block)?.then_some(()))
+    })
     .map_err(|e| lock_error(&path, e, network, Access::ReadWrite))
 }
 

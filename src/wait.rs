@@ -120,17 +120,34 @@ pub fn watch_until<T>(
     poll: Option<Duration>,
     watch: &crate::platform::notify::DirWatch,
     what: &std::path::Path,
+    check: impl FnMut() -> crate::Result<Option<T>>,
+) -> crate::Result<Outcome<T>> {
+    watch_until_reporting(timeout, poll, watch, what, None, check)
+}
+
+/// Like [`watch_until`], calling `progress` (if given) with the time waited when the wait
+/// starts blocking and about once a second after, as [`wait_for`] does: for `-v`.
+pub fn watch_until_reporting<T>(
+    timeout: Option<Duration>,
+    poll: Option<Duration>,
+    watch: &crate::platform::notify::DirWatch,
+    what: &std::path::Path,
+    mut progress: Option<&mut dyn FnMut(Duration)>,
     mut check: impl FnMut() -> crate::Result<Option<T>>,
 ) -> crate::Result<Outcome<T>> {
     let mut error = None;
     let spec = Wait {
         timeout,
         poll,
-        progress: None,
+        progress: progress.is_some().then_some(Duration::from_secs(1)),
     };
     let outcome = wait_for(
         spec,
-        |_| {},
+        |waited| {
+            if let Some(p) = progress.as_mut() {
+                p(waited);
+            }
+        },
         |block| {
             if block {
                 watch.wait()?;

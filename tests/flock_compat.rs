@@ -202,7 +202,7 @@ fn ctrl_c_stops_a_shell_loop_around_fsync() {
         &[
             &cd,
             loop_waiting,
-            "expect:fsync: waiting for",
+            "expect:fsync: waiting",
             "intr",
             "send:echo after-$((40+3))",
             "expect:after-43",

@@ -23,3 +23,4 @@ mod security;
 mod sem;
 mod signals;
 mod swmr;
+mod verbose;

@@ -967,6 +967,11 @@ fn watch_prints_acquired_then_released() {
     let mut watch = t
         .fsync(["mutex", "watch", "--json", "-t", "4s", "L"])
         .start();
+    // First the state the watch started in.
+    let free = json(&watch.line());
+    assert_eq!(free["event"], "free", "{free}");
+    assert_eq!(free["holder"], Value::Null, "{free}");
+    assert_eq!(free["path"], "L", "{free}");
     let holder = t.hold("L");
     let pid = holder.pid();
     let acquired = json(&watch.line());
@@ -987,7 +992,7 @@ fn watch_interrupted_dies_of_the_signal() {
     let t = TestDir::new();
     let holder = t.hold("L");
     let mut watch = t.fsync(["mutex", "watch", "L"]).start();
-    assert!(watch.line().contains(" acquired "));
+    assert!(watch.line().contains(" held "));
     watch.signal(Signal::SIGTERM);
     watch
         .finish()
@@ -995,6 +1000,58 @@ fn watch_interrupted_dies_of_the_signal() {
         .stdout("")
         .stderr("");
     holder.finish().code(0);
+}
+
+/// A watch that starts while the lock is held says so first, `held` and who holds it, then
+/// the changes; one that starts while it is free says `free` first. Text and JSON alike.
+#[test]
+fn watch_starts_with_the_current_state() {
+    let t = TestDir::new();
+    let holder = t.hold("L");
+    let pid = holder.pid();
+    let mut watch = t.fsync(["mutex", "watch", "--json", "L"]).start();
+    let held = json(&watch.line());
+    assert_eq!(held["event"], "held", "{held}");
+    assert_eq!(held["holder"]["pid"], pid, "{held}");
+    assert_eq!(held["path"], "L", "{held}");
+    assert!(held["time"].is_string(), "{held}");
+    holder.finish().code(0);
+    let released = json(&watch.line());
+    assert_eq!(released["event"], "released", "{released}");
+    assert_eq!(released["holder"]["pid"], pid, "{released}");
+    watch.signal(Signal::SIGTERM);
+    assert_eq!(watch.finish().stdout, "", "more than held, released");
+
+    let holder = t.hold("L");
+    let pid = holder.pid();
+    let mut watch = t.fsync(["mutex", "watch", "L"]).start();
+    let line = watch.line();
+    assert!(
+        line.contains(&format!(" held pid {pid} ")) && line.contains(HOLD),
+        "the first line names the holder: {line:?}"
+    );
+    holder.finish().code(0);
+    let line = watch.line();
+    assert!(line.contains(&format!(" released pid {pid} ")), "{line:?}");
+    let holder = t.hold("L");
+    let line = watch.line();
+    assert!(
+        line.contains(&format!(" acquired pid {} ", holder.pid())),
+        "{line:?}"
+    );
+    holder.finish().code(0);
+    assert!(watch.line().contains(" released "));
+    watch.signal(Signal::SIGTERM);
+    assert_eq!(watch.finish().stdout, "");
+
+    let out = t.fsync(["mutex", "watch", "-t", "100ms", "L"]).run();
+    out.code(0);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines.len() == 1 && lines[0].ends_with(" free"),
+        "a watch of a free lock: {:?}",
+        out.stdout
+    );
 }
 
 // ---- lock --fd ------------------------------------------------------------------------

@@ -11,7 +11,8 @@ use serde_json::json;
 
 use super::{
     payload::{check_output, output_error, DataArg},
-    report, Exit, WaitArgs,
+    report::{self, Progress},
+    Exit, WaitArgs,
 };
 
 const BUS_LONG: &str = "\
@@ -170,10 +171,22 @@ pub fn run(cmd: BusCommand) -> super::Outcome {
                 let path = a.member.bus.join(&a.member.name).join("q").join(&s.name);
                 report::warn(&path, &format!("{}; skipped", s.reason));
             };
-            let mut msg = match bus.recv_reporting(&a.member.name, a.wait.timeout(), skipped)? {
-                Outcome::Acquired(m) => m,
-                Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
-                Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
+            let what = format!(
+                "a message for {} on {}",
+                a.member.name,
+                a.member.bus.display()
+            );
+            let mut progress = Progress::new(&a.wait, what.clone());
+            let outcome = bus.recv_reporting(&a.member.name, a.wait.timeout(), skipped, |_| {
+                progress.waiting()
+            })?;
+            let from = |m: &fsync::Received| match &m.from {
+                Some(sender) => format!("received {what} from {sender}"),
+                None => format!("received {what}"),
+            };
+            let mut msg = match progress.settle(outcome, from) {
+                Ok(m) => m,
+                Err(exit) => return Ok(exit),
             };
             let mut out = std::io::stdout().lock();
             if a.json {

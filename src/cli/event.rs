@@ -6,7 +6,7 @@ wakes exactly one `--reset` waiter) is in the library's `event` module.
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use fsync::{Event, Outcome};
+use fsync::Event;
 
 use super::{report::Progress, Exit, WaitArgs};
 
@@ -90,18 +90,16 @@ pub fn run(cmd: EventCommand) -> super::Outcome {
         }),
         Verb::Wait(a) => {
             let event = Event::new(&a.path.event).poll_interval(a.wait.poll);
-            let mut progress = Progress::new(a.wait.verbose);
-            progress.waiting(std::time::Duration::ZERO, || {
-                format!("event {}", a.path.event.display())
-            });
-            match event.wait_with(a.wait.timeout(), a.reset)? {
-                Outcome::Acquired(()) => {
-                    progress.done(|| format!("{} is set", a.path.event.display()));
-                    Ok(Exit::OK)
-                }
-                Outcome::TimedOut => Ok(Exit::code(a.wait.conflict_exit_code)),
-                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
-            }
+            let what = format!("event {}", a.path.event.display());
+            let mut progress = Progress::new(&a.wait, what.clone());
+            let outcome =
+                event.wait_reporting(a.wait.timeout(), a.reset, |_| progress.waiting())?;
+            Ok(
+                match progress.settle(outcome, |()| format!("{what} is set")) {
+                    Ok(()) => Exit::OK,
+                    Err(exit) => exit,
+                },
+            )
         }
     }
 }

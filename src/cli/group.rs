@@ -178,15 +178,18 @@ pub fn run(cmd: GroupCommand) -> super::Outcome {
             Exit::NO
         }),
         Verb::WaitEmpty(a) => {
-            let mut progress = Progress::new(a.wait.verbose);
-            progress.waiting(Duration::ZERO, || {
-                format!("{} to be empty", a.group.display())
-            });
-            match group::wait_empty(&a.group, a.wait.timeout(), a.wait.poll)? {
-                Outcome::Acquired(()) => Ok(Exit::OK),
-                Outcome::TimedOut => Ok(Exit::code(a.wait.conflict_exit_code)),
-                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
-            }
+            let mut progress = Progress::new(&a.wait, format!("{} to be empty", a.group.display()))
+                .holder(|| members_text(&a.group));
+            let outcome =
+                group::wait_empty_reporting(&a.group, a.wait.timeout(), a.wait.poll, |_| {
+                    progress.waiting()
+                })?;
+            Ok(
+                match progress.settle(outcome, |()| format!("{} is empty", a.group.display())) {
+                    Ok(()) => Exit::OK,
+                    Err(exit) => exit,
+                },
+            )
         }
         Verb::Members(a) => members(a),
         Verb::Watch(a) => watch(a),
@@ -197,19 +200,23 @@ fn join(a: JoinArgs) -> super::Outcome {
     let group = Group::new(&a.group)
         .delete_when_empty(a.delete)
         .poll_interval(a.wait.poll);
-    let mut progress = Progress::new(a.wait.verbose);
-    let mut member = match group.join_with(a.wait.timeout(), |waited| {
-        progress.waiting(waited, || format!("{} to let us join", a.group.display()))
-    })? {
-        Outcome::Acquired(m) => m,
-        Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
-        Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
-    };
-    let first = member.first();
-    progress.done(|| match first {
+    // Joining waits only while another member joins or leaves, holding GROUP/join.lock (the
+    // protocol is in the library's `group` module).
+    let join_lock = a.group.join("join.lock");
+    let mut progress = Progress::new(&a.wait, format!("{} to let us join", a.group.display()))
+        .holder(|| {
+            let h = fsync::mutex::status(&join_lock).ok()?.holder?;
+            Some(format!("join lock {}", report::held_by(&h)))
+        });
+    let outcome = group.join_with(a.wait.timeout(), |_| progress.waiting())?;
+    let mut member = match progress.settle(outcome, |m| match m.first() {
         true => format!("joined {} as its first member", a.group.display()),
         false => format!("joined {}", a.group.display()),
-    });
+    }) {
+        Ok(m) => m,
+        Err(exit) => return Ok(exit),
+    };
+    let first = member.first();
     let job = Job {
         argv: &a.command,
         env: vec![(
@@ -221,7 +228,7 @@ fn join(a: JoinArgs) -> super::Outcome {
     member.pass_down(!a.close)?;
     let exit = job.run(|pid| member.set_child(Some(pid), job.display()))?;
     let left = member.leave_reporting()?;
-    progress.done(|| match left {
+    progress.say(|| match left {
         Left::Last => format!("left {} as its last member", a.group.display()),
         Left::NotLast => format!("left {}", a.group.display()),
         Left::StillHeld => format!(
@@ -231,6 +238,22 @@ fn join(a: JoinArgs) -> super::Outcome {
         ),
     });
     Ok(exit)
+}
+
+/// "1 member: pid 12 on host: cmd, since ..." for `-v` (the first few of many).
+fn members_text(group: &std::path::Path) -> Option<String> {
+    const SHOWN: usize = 3;
+    let list = group::members(group).ok()?;
+    let named: Vec<String> = list.iter().take(SHOWN).map(report::holder_text).collect();
+    let mut text = match list.len() {
+        0 => return None,
+        1 => format!("1 member: {}", named.join("; ")),
+        n => format!("{n} members: {}", named.join("; ")),
+    };
+    if list.len() > SHOWN {
+        text += &format!("; and {} more", list.len() - SHOWN);
+    }
+    Some(text)
 }
 
 fn members(a: MembersArgs) -> super::Outcome {

@@ -6,7 +6,7 @@ protocol (turnstile, one shared lock per group) is in the library's `grouplock` 
 use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{grouplock, GroupLock, Outcome};
+use fsync::{grouplock, GroupLock};
 use serde_json::json;
 
 use super::{
@@ -129,17 +129,16 @@ pub fn run(cmd: GroupLockCommand) -> super::Outcome {
 
 fn run_command(a: RunArgs) -> super::Outcome {
     let lock = GroupLock::new(&a.lock).poll_interval(a.wait.poll);
-    let mut progress = Progress::new(a.wait.verbose);
-    let guard = match lock.enter_with(&a.group, a.max, a.wait.timeout(), |waited| {
-        progress.waiting(waited, || {
-            format!("{} as group {}", a.lock.display(), a.group)
-        })
-    })? {
-        Outcome::Acquired(g) => g,
-        Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
-        Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
+    let what = format!("{} as group {}", a.lock.display(), a.group);
+    let mut progress = Progress::new(&a.wait, what.clone()).holder(|| inside_text(&a.lock));
+    let outcome = lock.enter_with(&a.group, a.max, a.wait.timeout(), |_| progress.waiting())?;
+    let guard = match progress.settle(outcome, |g| match g.slot() {
+        Some(slot) => format!("entered {what} (slot {slot})"),
+        None => format!("entered {what}"),
+    }) {
+        Ok(g) => g,
+        Err(exit) => return Ok(exit),
     };
-    progress.done(|| format!("inside {} as group {}", a.lock.display(), a.group));
     guard.pass_down(!a.close)?;
     let mut env = vec![("FSYNC_GROUP".to_string(), a.group.clone())];
     if let Some(slot) = guard.slot() {
@@ -155,6 +154,18 @@ fn run_command(a: RunArgs) -> super::Outcome {
     .run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
+}
+
+/// The group inside, for `-v`: "held by group build (3 inside)".
+fn inside_text(lock: &std::path::Path) -> Option<String> {
+    let st = grouplock::status(lock).ok()?;
+    let texts: Vec<String> = (st.inside.iter())
+        .map(|(g, n)| match n {
+            Some(n) => format!("group {g} ({n} inside)"),
+            None => format!("group {g}"),
+        })
+        .collect();
+    (!texts.is_empty()).then(|| format!("held by {}", texts.join(", ")))
 }
 
 fn status(a: StatusArgs) -> super::Outcome {

@@ -294,7 +294,8 @@ pub struct WaitArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_poll, default_value = "50ms")]
     pub poll: Duration,
 
-    /// Say on stderr what we wait for, who holds it, and for how long
+    /// Say on stderr what the wait is for and who holds it, since when, if it has to wait;
+    /// then how long it waited, whether it got it, gave up or was interrupted
     #[arg(short, long)]
     pub verbose: bool,
 }

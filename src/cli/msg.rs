@@ -150,17 +150,20 @@ pub fn run(cmd: MsgCommand) -> super::Outcome {
             let mailbox = Mailbox::new(&a.mailbox.mailbox)
                 .poll_interval(a.wait.poll)
                 .payload_mode(a.mode.mode);
-            let mut progress = Progress::new(a.wait.verbose);
-            progress.waiting(std::time::Duration::ZERO, || {
-                format!("a receiver on {}", a.mailbox.mailbox.display())
-            });
-            match mailbox.send(&mut a.data.reader(), a.wait.timeout())? {
-                Outcome::Acquired(()) => Ok(Exit::OK),
-                Outcome::TimedOut => {
-                    progress.done(|| "no receiver took it: withdrawn".to_string());
-                    Ok(Exit::code(a.wait.conflict_exit_code))
+            let place = a.mailbox.mailbox.display();
+            let what = format!("a receiver to take the message in {place}");
+            let mut progress = Progress::new(&a.wait, what);
+            let outcome = mailbox.send_reporting(&mut a.data.reader(), a.wait.timeout(), |_| {
+                progress.waiting()
+            })?;
+            match progress.settle(outcome, |()| {
+                format!("a receiver took the message in {place}")
+            }) {
+                Ok(()) => Ok(Exit::OK),
+                Err(exit) => {
+                    progress.say(|| "the message was withdrawn: no receiver will get it".into());
+                    Ok(exit)
                 }
-                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
             }
         }
         Verb::Recv(a) => {
@@ -172,20 +175,23 @@ pub fn run(cmd: MsgCommand) -> super::Outcome {
                     &format!("{}; skipped", s.reason),
                 );
             };
-            match mailbox.recv_reporting(a.wait.timeout(), skipped)? {
-                Outcome::Acquired(mut msg) => {
-                    if let Err(e) = msg.copy_to(&mut std::io::stdout().lock()) {
-                        return match fsync::wait::cancelled() {
-                            Some(s) => Ok(Exit::signal(s)), // dropped: back to the queue
-                            None => Err(output_error(e)),
-                        };
-                    }
-                    msg.finish()?;
-                    Ok(Exit::OK)
-                }
-                Outcome::TimedOut => Ok(Exit::code(a.wait.conflict_exit_code)),
-                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
+            let place = a.mailbox.mailbox.display();
+            let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
+            let outcome =
+                mailbox.recv_reporting(a.wait.timeout(), skipped, |_| progress.waiting())?;
+            let mut msg =
+                match progress.settle(outcome, |_| format!("received a message from {place}")) {
+                    Ok(msg) => msg,
+                    Err(exit) => return Ok(exit),
+                };
+            if let Err(e) = msg.copy_to(&mut std::io::stdout().lock()) {
+                return match fsync::wait::cancelled() {
+                    Some(s) => Ok(Exit::signal(s)), // dropped: back to the queue
+                    None => Err(output_error(e)),
+                };
             }
+            msg.finish()?;
+            Ok(Exit::OK)
         }
         Verb::List(a) => {
             let listing = Mailbox::new(&a.mailbox.mailbox).list()?;

@@ -255,13 +255,13 @@ struct StatusArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    about = "Print a line each time LOCK is acquired or released",
-    long_about = "Print a line each time LOCK is acquired or released: a timestamp, 'acquired' \
-                  or 'released', and the holder where known; if LOCK is held when the watch \
-                  starts, an 'acquired' line comes first. Changes made by fsync are seen at once; \
-                  those of other tools (flock(1)) within the --poll interval. Runs until \
-                  --timeout (then exits 0) or until interrupted by signal N (INT, TERM, HUP, \
-                  QUIT; then exits 128+N).",
+    about = "Print whether LOCK is held, then a line each time it is acquired or released",
+    long_about = "Print a line with a timestamp and the state of LOCK when the watch starts, \
+                  'held' and the holder where known, or 'free'; then one each time LOCK is \
+                  acquired or released: a timestamp, 'acquired' or 'released', and the holder \
+                  where known. Changes made by fsync are seen at once; those of other tools \
+                  (flock(1)) within the --poll interval. Runs until --timeout (then exits 0) or \
+                  until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
     after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
                        fsync mutex watch --json -t 1h /var/lock/backup.lck >> lock-history.jsonl"
 )]
@@ -269,7 +269,8 @@ struct WatchArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object per line: {"time", "event", "path", "holder"}
+    /// One JSON object per line: {"time", "event": "held"|"free"|"acquired"|"released",
+    /// "path", "holder"}
     #[arg(long)]
     json: bool,
 
@@ -318,27 +319,20 @@ fn run_command(mut a: RunArgs) -> super::Outcome {
         .delete_on_release(a.delete)
         .poll_interval(a.wait.poll)
         .command(job.display());
-    let mut progress = Progress::new(a.wait.verbose);
-    let outcome = mutex.acquire_with(a.wait.timeout(), |waited| {
-        progress.waiting(waited, || {
-            describe(&a.lock) + &mode_note(&a.lock, a.wait.poll)
-        });
-    })?;
-    let mut guard = match outcome {
-        Outcome::Acquired(g) => g,
-        Outcome::TimedOut => {
-            progress.done(|| format!("gave up waiting for {}", a.lock.display()));
-            return Ok(Exit::code(a.wait.conflict_exit_code));
-        }
-        Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
-    };
-    progress.done(|| match guard.is_nested() {
+    let mut progress = Progress::new(&a.wait, a.lock.display().to_string())
+        .holder(|| holder_of(&a.lock))
+        .note(mode_note(&a.lock, a.wait.poll));
+    let outcome = mutex.acquire_with(a.wait.timeout(), |_| progress.waiting())?;
+    let mut guard = match progress.settle(outcome, |g| match g.is_nested() {
         true => format!(
-            "{} is already held for us by an enclosing fsync",
+            "acquired {} (already held for us by an enclosing fsync)",
             a.lock.display()
         ),
-        false => format!("acquired {} (fence {})", a.lock.display(), guard.fence()),
-    });
+        false => format!("acquired {} (fence {})", a.lock.display(), g.fence()),
+    }) {
+        Ok(g) => g,
+        Err(exit) => return Ok(exit),
+    };
     job.env = vec![
         ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
         (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
@@ -358,7 +352,7 @@ fn run_command(mut a: RunArgs) -> super::Outcome {
         mutex::Released::Kept
     });
     if released == mutex::Released::KeptStillHeld {
-        progress.done(|| {
+        progress.say(|| {
             format!(
                 "not deleting {}: another process still holds the lock (one the command left \
                  running, through a descriptor it inherited)",
@@ -395,18 +389,15 @@ fn flock_only_options(a: &RunArgs) -> Result<(), Failure> {
 /// `run -s`: a shared flock on LOCK, as `flock -s` takes it.
 fn run_shared(a: &RunArgs) -> super::Outcome {
     let mutex = Mutex::new(&a.lock).poll_interval(a.wait.poll);
-    let mut progress = Progress::new(a.wait.verbose);
-    let guard = match mutex.acquire_shared_with(a.wait.timeout(), |waited| {
-        progress.waiting(waited, || format!("a shared lock on {}", describe(&a.lock)))
-    })? {
-        Outcome::Acquired(g) => g,
-        Outcome::TimedOut => {
-            progress.done(|| format!("gave up waiting for {}", a.lock.display()));
-            return Ok(Exit::code(a.wait.conflict_exit_code));
-        }
-        Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
+    let what = format!("a shared lock on {}", a.lock.display());
+    let mut progress = Progress::new(&a.wait, what.clone())
+        .holder(|| holder_of(&a.lock))
+        .note(mode_note(&a.lock, a.wait.poll));
+    let outcome = mutex.acquire_shared_with(a.wait.timeout(), |_| progress.waiting())?;
+    let guard = match progress.settle(outcome, |_| format!("acquired {what}")) {
+        Ok(g) => g,
+        Err(exit) => return Ok(exit),
     };
-    progress.done(|| format!("acquired a shared lock on {}", a.lock.display()));
     guard.pass_down(!a.close)?;
     let loss_guard = a.loss.guard(&a.lock, guard.raw_fd(), Mode::Shared);
     let exit = Job {
@@ -422,19 +413,17 @@ fn run_shared(a: &RunArgs) -> super::Outcome {
 /// protocol.
 fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
     let lock = fsync::range::RangeLock::new(&a.lock, range).poll_interval(a.wait.poll);
-    let mut progress = Progress::new(a.wait.verbose);
+    let what = format!("bytes {range} of {}", a.lock.display());
+    let mut progress = Progress::new(&a.wait, what.clone());
     let mode = match a.shared {
         true => Mode::Shared,
         false => Mode::Exclusive,
     };
-    let guard = match lock.acquire_with(mode, a.wait.timeout(), |waited| {
-        progress.waiting(waited, || format!("bytes {range} of {}", a.lock.display()))
-    })? {
-        Outcome::Acquired(g) => g,
-        Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
-        Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
+    let outcome = lock.acquire_with(mode, a.wait.timeout(), |_| progress.waiting())?;
+    let guard = match progress.settle(outcome, |_| format!("acquired {what}")) {
+        Ok(g) => g,
+        Err(exit) => return Ok(exit),
     };
-    progress.done(|| format!("acquired bytes {range} of {}", a.lock.display()));
     guard.pass_down(!a.close)?;
     let exit = Job {
         argv: &a.command,
@@ -445,12 +434,13 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
     Ok(exit)
 }
 
-/// How we wait where that is not the kernel alone: "; nfs: re-checking every 50ms".
+/// How we wait where that is not the kernel alone: "nfs network file system: also
+/// re-checking every 50ms".
 fn mode_note(lock: &std::path::Path, poll: std::time::Duration) -> String {
     let kind = fsync::platform::fs::fs_kind_of_path(lock);
     match kind.network {
         true => format!(
-            " [{} network file system: also re-checking every {}]",
+            "{} network file system: also re-checking every {}",
             kind.name,
             humantime::format_duration(poll)
         ),
@@ -458,27 +448,40 @@ fn mode_note(lock: &std::path::Path, poll: std::time::Duration) -> String {
     }
 }
 
-/// "LOCK, held by pid 12 on host: cmd, since ..." for `-v`.
-fn describe(lock: &std::path::Path) -> String {
-    match mutex::status(lock) {
-        Ok(Status {
+/// "held by pid 12 on host: cmd, since ..." for `-v`, where it can be known.
+fn holder_of(lock: &std::path::Path) -> Option<String> {
+    match mutex::status(lock).ok()? {
+        Status {
             held: true,
             holder: Some(h),
             ..
-        }) => {
-            format!("{} (held by {})", lock.display(), report::holder_brief(&h))
-        }
-        _ => lock.display().to_string(),
+        } => Some(report::held_by(&h)),
+        Status { held: true, .. } => Some("holder unknown".to_string()),
+        Status { held: false, .. } => None,
     }
 }
 
 fn lock_fd(a: LockArgs) -> super::Outcome {
     let fd = a.fd.or(a.fd_number).unwrap_or_default(); // one of them: clap requires it
-    match mutex::lock_fd(fd, a.shared, a.wait.timeout(), a.wait.poll)? {
-        Outcome::Acquired(()) => Ok(Exit::OK),
-        Outcome::TimedOut => Ok(Exit::code(a.wait.conflict_exit_code)),
-        Outcome::Interrupted(sig) => Ok(Exit::signal(sig)),
-    }
+                                                       // The file behind the descriptor, to say what we wait for and ask who holds it.
+    let file = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok();
+    let what = match (&file, a.shared) {
+        (Some(f), false) => format!("fd {fd} ({})", f.display()),
+        (Some(f), true) => format!("a shared lock on fd {fd} ({})", f.display()),
+        (None, false) => format!("fd {fd}"),
+        (None, true) => format!("a shared lock on fd {fd}"),
+    };
+    let mut progress =
+        Progress::new(&a.wait, what.clone()).holder(|| file.as_deref().and_then(holder_of));
+    let outcome = mutex::lock_fd_with(fd, a.shared, a.wait.timeout(), a.wait.poll, |_| {
+        progress.waiting()
+    })?;
+    Ok(
+        match progress.settle(outcome, |()| format!("acquired {what}")) {
+            Ok(()) => Exit::OK,
+            Err(exit) => exit,
+        },
+    )
 }
 
 fn status_json(lock: &std::path::Path, st: &Status) -> serde_json::Value {
@@ -512,12 +515,13 @@ fn status(a: StatusArgs) -> super::Outcome {
 
 fn watch(a: WatchArgs) -> super::Outcome {
     let start = std::time::Instant::now();
-    let mut seen = Status {
-        held: false,
-        holder: None,
-        fence: None,
-    };
-    let mut current = mutex::status(&a.lock)?;
+    // First the state the watch starts in, then its changes.
+    let mut seen = mutex::status(&a.lock)?;
+    match seen.held {
+        true => print_event(&a, "held", &seen)?,
+        false => print_event(&a, "free", &seen)?,
+    }
+    let mut current = seen.clone();
     loop {
         // A new holder without a visible gap is a release followed by an acquisition. The
         // record of one holding fills in as it goes (kernel pid, then command, then child), so

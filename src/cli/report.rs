@@ -1,16 +1,18 @@
 /*!
 How holders, states and waits are shown: the text lines people read, the JSON objects scripts
-read (one object per line), and the `-v` progress line on stderr.
+read (one object per line), and the `-v` lines on stderr, which every verb that waits shares.
 */
 
 use std::{
     io::{IsTerminal, Write},
     path::Path,
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use fsync::holder::Holder;
+use fsync::{holder::Holder, Outcome};
 use serde_json::{json, Value};
+
+use super::{Exit, WaitArgs};
 
 /// An RFC 3339 UTC timestamp with microseconds.
 pub fn timestamp(t: SystemTime) -> String {
@@ -76,53 +78,213 @@ pub fn path_text(p: &Path) -> String {
     p.display().to_string()
 }
 
-/// The `-v` reporter: a line when the wait starts, and on a terminal a line that keeps
-/// saying how long, rewritten in place.
-pub struct Progress {
-    enabled: bool,
-    tty: bool,
-    printed: bool,
+/// How long a wait took, for the `-v` lines: 0.80s, 12.35s, 3m04s.
+pub fn waited_text(d: Duration) -> String {
+    match d.as_secs() {
+        0..=59 => format!("{:.2}s", d.as_secs_f64()),
+        _ => short_duration(d),
+    }
 }
 
-impl Progress {
-    pub fn new(enabled: bool) -> Progress {
+/// The `-v` reporter of one wait, the same for every verb that waits. When the wait starts
+/// blocking: `fsync: waiting for WHAT (WHO)`, WHO being who holds it and since when, as far as
+/// that can be known; on a terminal that line is rewritten in place about once a second with
+/// the time waited so far. When the wait ends, one line says how, and after how long, whether
+/// or not it blocked (as `flock -v` does): `fsync: acquired WHAT after 0.80s`, `fsync: gave up
+/// waiting for WHAT after 5.00s (WHO)`, `fsync: interrupted by SIGTERM after waiting 1.20s for
+/// WHAT`.
+pub struct Progress<'a> {
+    enabled: bool,
+    tty: bool,
+    start: Instant,
+    what: String,
+    holder: Box<dyn Fn() -> Option<String> + 'a>,
+    /// Said after WHO on the waiting line only (how we wait on a network file system).
+    note: String,
+    /// The waiting line was printed (on a terminal: is on the screen, to be replaced).
+    shown: bool,
+    conflict: Exit,
+}
+
+impl<'a> Progress<'a> {
+    /// A reporter (silent without `-v`) for a wait for `what` that starts now.
+    pub fn new(wait: &WaitArgs, what: impl Into<String>) -> Progress<'a> {
         Progress {
-            enabled,
-            tty: std::io::stderr().is_terminal(),
-            printed: false,
+            enabled: wait.verbose,
+            tty: wait.verbose && std::io::stderr().is_terminal(),
+            start: Instant::now(),
+            what: what.into(),
+            holder: Box::new(|| None),
+            note: String::new(),
+            shown: false,
+            conflict: Exit::code(wait.conflict_exit_code),
         }
     }
 
-    /// Called by the wait core when it starts blocking and about once a second after.
-    pub fn waiting(&mut self, waited: Duration, what: impl FnOnce() -> String) {
-        if !self.enabled || (self.printed && !self.tty) {
+    /// Who holds what we wait for ("held by pid 12 on host: cmd, since ..."), asked only with
+    /// `-v`, when the wait blocks and when it gives up; `None` where nobody can be named.
+    pub fn holder(mut self, who: impl Fn() -> Option<String> + 'a) -> Progress<'a> {
+        self.holder = Box::new(who);
+        self
+    }
+
+    /// Something to add to the waiting line after the holder (in brackets).
+    pub fn note(mut self, note: String) -> Progress<'a> {
+        self.note = note;
+        self
+    }
+
+    /// Called by the wait core when it starts blocking, and about once a second after (which
+    /// rewrites the line on a terminal).
+    pub fn waiting(&mut self) {
+        if !self.enabled || (self.shown && !self.tty) {
             return;
         }
-        let line = format!("fsync: waiting for {}", what());
+        let mut line = match self.tty {
+            true => format!(
+                "fsync: waiting {} for {}",
+                waited_text(self.start.elapsed()),
+                self.what
+            ),
+            false => format!("fsync: waiting for {}", self.what),
+        };
+        if let Some(who) = (self.holder)() {
+            line += &format!(" ({who})");
+        }
+        if !self.note.is_empty() {
+            line += &format!(" [{}]", self.note);
+        }
         let mut err = std::io::stderr().lock();
         if self.tty {
-            let _ = write!(err, "\r\x1b[K{line} ({})", short_duration(waited));
+            let _ = write!(err, "\r\x1b[K{}", fit_terminal(&line));
         } else {
             let _ = writeln!(err, "{line}");
         }
-        self.printed = true;
+        let _ = err.flush();
+        self.shown = true;
     }
 
-    /// The wait ended; finish the in-place line and say how.
-    pub fn done(&mut self, message: impl FnOnce() -> String) {
+    /// The wait ended: say how, and after how long. The thing waited for, if it came (with
+    /// `done` naming it: "acquired slot 1 of S"), or the exit status for a wait that gave up or
+    /// was interrupted.
+    pub fn settle<T>(
+        &mut self,
+        outcome: Outcome<T>,
+        done: impl FnOnce(&T) -> String,
+    ) -> Result<T, Exit> {
+        let waited = waited_text(self.start.elapsed());
+        let (line, result) = match outcome {
+            Outcome::Acquired(v) => {
+                let line = self.enabled.then(|| format!("{} after {waited}", done(&v)));
+                (line, Ok(v))
+            }
+            Outcome::TimedOut => {
+                let line = self.enabled.then(|| {
+                    let mut line = format!("gave up waiting for {} after {waited}", self.what);
+                    if let Some(who) = (self.holder)() {
+                        line += &format!(" ({who})");
+                    }
+                    line
+                });
+                (line, Err(self.conflict))
+            }
+            Outcome::Interrupted(sig) => {
+                let line = self.enabled.then(|| {
+                    let name = nix::sys::signal::Signal::try_from(sig)
+                        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string());
+                    format!(
+                        "interrupted by {name} after waiting {waited} for {}",
+                        self.what
+                    )
+                });
+                (line, Err(Exit::signal(sig)))
+            }
+        };
+        if let Some(line) = line {
+            self.say(|| line);
+        }
+        result
+    }
+
+    /// Another `-v` line about the same thing (after the wait: "left G as its last member").
+    pub fn say(&mut self, message: impl FnOnce() -> String) {
         if !self.enabled {
             return;
         }
         let mut err = std::io::stderr().lock();
-        if self.tty && self.printed {
+        if self.tty && self.shown {
             let _ = write!(err, "\r\x1b[K");
+            self.shown = false;
         }
         let _ = writeln!(err, "fsync: {}", message());
     }
+}
+
+/// `line` cut to the width of the terminal on stderr, so that rewriting it in place never
+/// leaves wrapped rows behind.
+fn fit_terminal(line: &str) -> String {
+    fit(line, terminal_width().unwrap_or(80))
+}
+
+/// `line` in fewer than `width` columns (the last one would wrap on some terminals), cut
+/// with an ellipsis if it is longer.
+fn fit(line: &str, width: usize) -> String {
+    let width = width.max(10);
+    if line.chars().count() < width {
+        return line.to_string();
+    }
+    let mut cut: String = line.chars().take(width - 2).collect();
+    cut.push('…');
+    cut
+}
+
+fn terminal_width() -> Option<usize> {
+    use nix::libc;
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct we pass, which outlives the call.
+    let r = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (r == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// "held by pid 12 (command pid 13) on host: cmd, since ... (3.1s ago)", for `-v`.
+pub fn held_by(h: &Holder) -> String {
+    format!("held by {}", holder_text(h))
 }
 
 /// A warning: one `fsync: ` line on stderr for something passed over (the command goes on).
 pub fn warn(path: &Path, what: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "fsync: {}: {what}", path.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_told_in_hundredths_then_minutes() {
+        assert_eq!(waited_text(Duration::ZERO), "0.00s");
+        assert_eq!(waited_text(Duration::from_millis(804)), "0.80s");
+        assert_eq!(waited_text(Duration::from_millis(59_994)), "59.99s");
+        assert_eq!(waited_text(Duration::from_secs(184)), "3m04s");
+        assert_eq!(waited_text(Duration::from_secs(7500)), "2h05m");
+    }
+
+    #[test]
+    fn lines_rewritten_in_place_fit_the_terminal() {
+        assert_eq!(fit("fsync: waiting", 80), "fsync: waiting");
+        let long = "fsync: waiting 1.00s for L (held by pid 12 on host: a long command)";
+        let cut = fit(long, 20);
+        assert_eq!(cut.chars().count(), 19);
+        assert!(
+            cut.starts_with("fsync: waiting 1.0") && cut.ends_with('…'),
+            "{cut}"
+        );
+        assert_eq!(fit(long, 0).chars().count(), 9, "a width too small to use");
+    }
 }

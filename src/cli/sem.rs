@@ -7,7 +7,7 @@ module.
 use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{sem, Outcome, Semaphore};
+use fsync::{sem, Semaphore};
 use serde_json::json;
 
 use super::{
@@ -117,15 +117,15 @@ pub fn run(cmd: SemCommand) -> super::Outcome {
 
 fn run_command(a: RunArgs) -> super::Outcome {
     let sem = Semaphore::new(&a.sem, a.slots).poll_interval(a.wait.poll);
-    let mut progress = Progress::new(a.wait.verbose);
-    let mut guard = match sem.acquire_with(a.wait.timeout(), |waited| {
-        progress.waiting(waited, || format!("a slot of {}", a.sem.display()))
-    })? {
-        Outcome::Acquired(g) => g,
-        Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
-        Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
+    let mut progress = Progress::new(&a.wait, format!("a slot of {}", a.sem.display()))
+        .holder(|| holders_text(&a.sem));
+    let outcome = sem.acquire_with(a.wait.timeout(), |_| progress.waiting())?;
+    let mut guard = match progress.settle(outcome, |g| {
+        format!("acquired slot {} of {}", g.slot(), a.sem.display())
+    }) {
+        Ok(g) => g,
+        Err(exit) => return Ok(exit),
     };
-    progress.done(|| format!("acquired slot {} of {}", guard.slot(), a.sem.display()));
     guard.pass_down(!a.close)?;
     let job = Job {
         argv: &a.command,
@@ -140,6 +140,23 @@ fn run_command(a: RunArgs) -> super::Outcome {
     let exit = job.run_guarded(|pid| guard.set_child(Some(pid), job.display()), loss_guard)?;
     drop(guard);
     Ok(exit)
+}
+
+/// "slot 0 held by pid 12 on host: cmd, since ...; slot 1 held by ..." for `-v` (the first
+/// few of many).
+fn holders_text(sem: &std::path::Path) -> Option<String> {
+    const SHOWN: usize = 3;
+    let st = sem::status(sem).ok()?;
+    let mut parts: Vec<String> = (st.held.iter().take(SHOWN))
+        .map(|s| match &s.holder {
+            Some(h) => format!("slot {} {}", s.slot, report::held_by(h)),
+            None => format!("slot {} held (holder unknown)", s.slot),
+        })
+        .collect();
+    if st.held.len() > SHOWN {
+        parts.push(format!("and {} more", st.held.len() - SHOWN));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn status(a: StatusArgs) -> super::Outcome {

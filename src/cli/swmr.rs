@@ -6,7 +6,7 @@ The protocol (and why writers are not starved) is in the library's `swmr` module
 use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{platform::lock::Mode, swmr, Outcome, Swmr};
+use fsync::{platform::lock::Mode, swmr, Swmr};
 use serde_json::json;
 
 use super::{
@@ -114,20 +114,21 @@ pub fn run(cmd: SwmrCommand) -> super::Outcome {
 
 fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
     let role = if mode == Mode::Exclusive {
-        "writer"
+        "the writer"
     } else {
-        "reader"
+        "a reader"
     };
     let lock = Swmr::new(&a.lock).poll_interval(a.wait.poll).range(a.range);
-    let mut progress = Progress::new(a.wait.verbose);
-    let guard = match lock.acquire(mode, a.wait.timeout(), |waited| {
-        progress.waiting(waited, || format!("{} as a {role}", a.lock.display()))
-    })? {
-        Outcome::Acquired(g) => g,
-        Outcome::TimedOut => return Ok(Exit::code(a.wait.conflict_exit_code)),
-        Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
+    let what = match a.range {
+        None => format!("{} as {role}", a.lock.display()),
+        Some(r) => format!("bytes {r} of {} as {role}", a.lock.display()),
     };
-    progress.done(|| format!("acquired {} as a {role}", a.lock.display()));
+    let mut progress = Progress::new(&a.wait, what.clone()).holder(|| holders_text(&a.lock, mode));
+    let outcome = lock.acquire(mode, a.wait.timeout(), |_| progress.waiting())?;
+    let guard = match progress.settle(outcome, |_| format!("acquired {what}")) {
+        Ok(g) => g,
+        Err(exit) => return Ok(exit),
+    };
     // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
     // even if we die.
     guard.pass_down(!a.close)?;
@@ -143,6 +144,30 @@ fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
     .run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
+}
+
+/// Who holds the lock, and the writers a newcomer in `mode` waits behind, for `-v`: "held by
+/// the writer pid 12 on host: cmd", "held by 3 readers; 1 writer waiting first".
+fn holders_text(lock: &std::path::Path, mode: Mode) -> Option<String> {
+    let st = swmr::status(lock).ok()?;
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let mut parts = Vec::new();
+    match (&st.writer_holder, st.writer, st.readers) {
+        (Some(h), _, _) => parts.push(format!("held by the writer {}", report::holder_text(h))),
+        (None, true, _) => parts.push("held by a writer".to_string()),
+        (None, false, Some(0)) => {}
+        (None, false, Some(n)) => parts.push(format!("held by {}", plural(n, "reader"))),
+        (None, false, None) => parts.push("held by readers".to_string()),
+    }
+    // A waiting writer counts itself among the waiting writers.
+    let others = match mode {
+        Mode::Exclusive => st.waiting_writers.map(|n| n.saturating_sub(1)),
+        Mode::Shared => st.waiting_writers,
+    };
+    if let Some(n @ 1..) = others {
+        parts.push(format!("{} waiting first", plural(n, "writer")));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn status(a: StatusArgs) -> super::Outcome {
