@@ -27,13 +27,7 @@ fn main() {
 
 fn run() -> ! {
     fill_closed_standard_fds();
-    // SAFETY: setting a disposition to SIG_IGN installs no handler code.
-    unsafe {
-        let _ = nix::sys::signal::signal(
-            nix::sys::signal::Signal::SIGPIPE,
-            nix::sys::signal::SigHandler::SigIgn,
-        );
-    }
+    fsync::platform::signal::ignore_sigpipe();
     let exit = cli::main();
     if let Some(sig) = exit.signal {
         // Whatever standard output holds goes out first, as `exit` would have flushed it.

@@ -10,19 +10,12 @@ registered), except those that were ignored when fsync started: they stay ignore
 and the command. fsync waits for the child to exit before releasing anything.
 */
 
-use std::{
-    ffi::{OsStr, OsString},
-    os::unix::{
-        ffi::OsStrExt,
-        process::{CommandExt, ExitStatusExt},
-    },
-    path::PathBuf,
-    process::{Child, Command},
+use std::{ffi::OsString, io::Write as _, os::unix::process::ExitStatusExt, process::Child};
+
+use fsync::{
+    platform::process::{self, SpawnError},
+    wait,
 };
-
-use std::io::Write as _;
-
-use fsync::wait;
 use nix::libc;
 
 use super::{Exit, Failure};
@@ -60,61 +53,53 @@ impl Job<'_> {
         let pid = child.id();
         // A signal that arrived while we were starting it is forwarded now.
         if let Some(sig) = wait::set_child(Some(pid as i32)) {
-            // SAFETY: signalling our own child, which we have not reaped.
-            unsafe { libc::kill(pid as i32, sig) };
+            process::kill(pid, sig);
         }
         started(pid);
         let lost = match guard {
             Some(g) => watch_lock(pid, g),
             None => false,
         };
-        let status = wait_for_exit(&mut child);
+        // Unregistered before it is reaped: no signal is ever forwarded to a recycled pid.
+        let status = process::wait_for_exit(&mut child, || {
+            wait::set_child(None);
+        });
         if lost {
             return Ok(Exit::LOCK_LOST);
         }
-        Ok(match (status.code(), status.signal()) {
-            (Some(code), _) => Exit::code(code as u8),
-            (None, Some(sig)) => Exit::signal(sig),
+        Ok(match status.map(|s| (s.code(), s.signal())) {
+            Ok((Some(code), _)) => Exit::code(code as u8),
+            Ok((None, Some(sig))) => Exit::signal(sig),
+            // ECHILD cannot happen for a child we own; report it as a failure of the child.
             _ => Exit::INTERNAL,
         })
     }
 
     fn spawn(&self) -> Result<Child, Failure> {
-        let program = &self.argv[0];
-        let path = resolve(program)?;
-        let mut cmd = Command::new(&path);
-        cmd.arg0(program).args(&self.argv[1..]);
         // Into our own environment, which the child inherits as it is: `Command::envs` would
         // copy the whole environment into a map and back (a tenth of a short run's
         // instructions). This process is single-threaded here and only waits from now on.
         for (k, v) in &self.env {
             std::env::set_var(k, v);
         }
-        let spawned = match cmd.spawn() {
-            // An executable file the kernel cannot run (a script without `#!`) is a shell
-            // script, as execvp(3), env(1) and every shell have it: /bin/sh runs it.
-            Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => Command::new("/bin/sh")
-                .arg(&path)
-                .args(&self.argv[1..])
-                .spawn(),
-            other => other,
-        };
-        spawned.map_err(|e| {
-            let (exit, cause) = match e.kind() {
-                std::io::ErrorKind::NotFound => {
-                    (Exit::COMMAND_NOT_FOUND, "command not found".to_string())
+        process::spawn(self.argv).map_err(|e| {
+            let (exit, cause) = match e {
+                SpawnError::NotFound => (Exit::COMMAND_NOT_FOUND, "command not found".to_string()),
+                SpawnError::CannotExecute(e)
+                    if e.kind() == std::io::ErrorKind::PermissionDenied =>
+                {
+                    (
+                        Exit::CANNOT_EXECUTE,
+                        "cannot execute: permission denied".to_string(),
+                    )
                 }
-                std::io::ErrorKind::PermissionDenied => (
-                    Exit::CANNOT_EXECUTE,
-                    "cannot execute: permission denied".to_string(),
-                ),
-                _ => (
+                SpawnError::CannotExecute(e) => (
                     Exit::CANNOT_EXECUTE,
                     format!("cannot execute: {}", describe(&e)),
                 ),
             };
             Failure::Exec {
-                program: program.to_string_lossy().into_owned(),
+                program: self.argv[0].to_string_lossy().into_owned(),
                 exit,
                 cause,
             }
@@ -163,9 +148,7 @@ impl LossArgs {
         fd: std::os::fd::RawFd,
         mode: fsync::platform::lock::Mode,
     ) -> Option<LossGuard<'static>> {
-        // SAFETY: the caller's guard keeps `fd` open while we look at it.
-        let held = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        fsync::platform::fs::fs_kind(&held)
+        fsync::platform::fs::fs_kind(&fd)
             .network
             .then(|| LossGuard {
                 every: std::time::Duration::from_secs(1),
@@ -180,30 +163,10 @@ impl LossArgs {
 /// `guard.every`; on a loss say so and act. Returns whether the lock was lost and the command
 /// stopped for it.
 fn watch_lock(pid: u32, mut guard: LossGuard<'_>) -> bool {
-    // SAFETY: pidfd_open on our own, unreaped child; the descriptor is closed below.
-    let pidfd =
-        unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) } as libc::c_int;
-    if pidfd < 0 {
+    let Some(pidfd) = process::PidFd::open(pid) else {
         return false; // an old kernel: no checking, as on a local file system
-    }
-    let exited = |timeout: std::time::Duration| {
-        let mut fds = [libc::pollfd {
-            fd: pidfd,
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        // SAFETY: poll on one descriptor we own.
-        let n = unsafe {
-            libc::poll(
-                fds.as_mut_ptr(),
-                1,
-                timeout.as_millis().min(i32::MAX as u128) as i32,
-            )
-        };
-        n > 0
     };
-    let mut lost = false;
-    while !exited(guard.every) {
+    while !pidfd.exited_within(guard.every) {
         if (guard.still_held)() {
             continue;
         }
@@ -215,88 +178,20 @@ fn watch_lock(pid: u32, mut guard: LossGuard<'_>) -> bool {
         match guard.on_lost {
             OnLost::Ignore => {
                 // Say it once, then just wait for the command.
-                exited(std::time::Duration::MAX);
-                break;
+                pidfd.exited_within(std::time::Duration::MAX);
+                return false;
             }
             OnLost::Term => {
-                // SAFETY: signalling our own, unreaped child.
-                unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-                if !exited(GRACE) {
-                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                process::kill(pid, libc::SIGTERM);
+                if !pidfd.exited_within(GRACE) {
+                    process::kill(pid, libc::SIGKILL);
                 }
             }
-            OnLost::Kill => unsafe {
-                libc::kill(pid as i32, libc::SIGKILL);
-            },
+            OnLost::Kill => process::kill(pid, libc::SIGKILL),
         }
-        lost = true;
-        break;
+        return true;
     }
-    // SAFETY: closing the pidfd we opened.
-    unsafe { libc::close(pidfd) };
-    lost
-}
-
-/// Wait for the child to exit without reaping it first, unregister it (so no signal is ever
-/// forwarded to a recycled pid), then reap it.
-fn wait_for_exit(child: &mut Child) -> std::process::ExitStatus {
-    let pid = child.id() as libc::id_t;
-    loop {
-        // SAFETY: waitid on our own child with a zeroed siginfo buffer we own.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let rc =
-            unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
-        if rc == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            break;
-        }
-    }
-    wait::set_child(None);
-    loop {
-        match child.wait() {
-            Ok(status) => return status,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            // ECHILD cannot happen for a child we own; report it as a failure of the child.
-            Err(_) => return std::process::ExitStatus::from_raw((Exit::INTERNAL.code as i32) << 8),
-        }
-    }
-}
-
-/// Find a command on PATH the way the shell does: the first executable regular file wins; a
-/// match that is not executable means 126, none at all 127 (whatever directories on PATH we
-/// could not search, which `execvp` would report as "permission denied").
-fn resolve(program: &OsStr) -> Result<PathBuf, Failure> {
-    let fail = |exit, cause: &str| Failure::Exec {
-        program: program.to_string_lossy().into_owned(),
-        exit,
-        cause: cause.to_string(),
-    };
-    if program.as_bytes().contains(&b'/') {
-        return Ok(PathBuf::from(program));
-    }
-    if program.is_empty() {
-        return Err(fail(Exit::COMMAND_NOT_FOUND, "command not found"));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut not_executable = false;
-    for dir in std::env::split_paths(&path) {
-        let dir = if dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            dir
-        };
-        let candidate = dir.join(program);
-        if !candidate.metadata().is_ok_and(|m| m.is_file()) {
-            continue;
-        }
-        if nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK).is_ok() {
-            return Ok(candidate);
-        }
-        not_executable = true;
-    }
-    Err(match not_executable {
-        true => fail(Exit::CANNOT_EXECUTE, "cannot execute: permission denied"),
-        false => fail(Exit::COMMAND_NOT_FOUND, "command not found"),
-    })
+    false
 }
 
 fn describe(e: &std::io::Error) -> String {

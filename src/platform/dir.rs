@@ -106,8 +106,8 @@ impl Dir {
             fcntl::open(path, DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
         });
         match fd {
-            // SAFETY: open returned a new descriptor that nothing else owns.
             Ok(fd) => Ok(Some(Dir {
+                // SAFETY: open returned a new descriptor that nothing else owns.
                 fd: unsafe { OwnedFd::from_raw_fd(fd) },
                 path: path.to_path_buf(),
             })),
@@ -197,8 +197,8 @@ impl Dir {
             .map_err(io::Error::from)
         });
         match opened {
-            // SAFETY: openat returned a new descriptor that nothing else owns.
             Ok(fd) => Ok(Some(Dir {
+                // SAFETY: openat returned a new descriptor that nothing else owns.
                 fd: unsafe { OwnedFd::from_raw_fd(fd) },
                 path: shown,
             })),

@@ -318,6 +318,7 @@ pub struct FsKind {
 
 /// Classify the file system of `file` by its `statfs` magic number.
 pub fn fs_kind(file: &impl std::os::fd::AsRawFd) -> FsKind {
+    // SAFETY: statfs is plain data, for which all-zero bytes are a valid value.
     let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: fstatfs writes into the buffer we own; the descriptor is open.
     if unsafe { libc::fstatfs(file.as_raw_fd(), &mut buf) } != 0 {
@@ -347,6 +348,7 @@ pub fn fs_kind_of_path(path: &Path) -> FsKind {
             network: false,
         };
     };
+    // SAFETY: statfs is plain data, for which all-zero bytes are a valid value.
     let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: a valid C string and a buffer we own.
     if unsafe { libc::statfs(c.as_ptr(), &mut buf) } != 0 {

@@ -11,6 +11,10 @@ to another Unix means reimplementing this folder with the same contract:
   `flock` and `fsync` exclude each other on the same file; a blocking call can be interrupted by a
   signal (the wait core relies on `EINTR`).
 - [`notify`]: blocking until a directory changes (dnotify, inotify), local changes only.
+- [`process`]: starting a command with the shell's rules (PATH, `/bin/sh` for scripts without
+  `#!`), waiting for it without reaping it early, a pidfd for timed waits, signalling it.
+- [`signal`]: the signal handlers and per-thread timers under the wait core (cancellation,
+  forwarding to a child, death by a signal, wake-ups of blocking calls).
 - [`procinfo`]: who we are (pid, host, command line), the clock, and which process holds a
   lock on a local file (from `/proc/locks` and `/proc/PID/fd`), for status reports and for
   `--delete` (which keeps a lock file another process still holds).
@@ -20,7 +24,9 @@ pub mod dir;
 pub mod fs;
 pub mod lock;
 pub mod notify;
+pub mod process;
 pub mod procinfo;
+pub mod signal;
 
 /// Retry a call that a signal interrupted before it did anything (`EINTR`: the kernel performed
 /// nothing). Calls that do not block rarely report it on local file systems; network ones may,

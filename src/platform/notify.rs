@@ -12,7 +12,7 @@ Measured here (`python3` loop of fork, watch, exit, waitpid): a process with an 
 took 8.5 ms (p50) to exit against 0.57 ms with a dnotify watch or none, and a script waiting on
 `fsync event wait` sees the exit, not the wake-up (about 25 us after the change either way).
 
-dnotify reports by signal: [`wake_signal`](crate::wait::wake_signal), sent to the thread that
+dnotify reports by signal: [`wake_signal`](crate::platform::signal::wake_signal), sent to the thread that
 made the watch (`F_SETSIG`, `F_SETOWN_EX` with `F_OWNER_TID`; so a watch is used on the thread
 that made it). Its handler counts; [`DirWatch::wait`] blocks with `ppoll`, which unblocks the
 signal only while it sleeps, and returns at once if the count moved since the last return (a
@@ -46,7 +46,7 @@ pub struct DirWatch {
 enum Backend {
     Dnotify {
         dirs: Vec<OwnedFd>,
-        /// [`crate::wait::wakes`] when we last returned (or began).
+        /// [`crate::platform::signal::wakes`] when we last returned (or began).
         seen: Cell<u64>,
     },
     Inotify(Inotify),
@@ -85,7 +85,7 @@ mod dn {
     /// Open `dir` and ask for a signal to this thread on every change in it.
     pub fn watch(dir: &Path) -> io::Result<OwnedFd> {
         use std::os::unix::fs::OpenOptionsExt;
-        crate::wait::install_wake_handler();
+        crate::platform::signal::install_wake_handler();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
@@ -104,7 +104,7 @@ mod dn {
         // makes the process the owner, so the thread is named after it; a signal in between goes
         // to some thread of ours and still moves the count.
         unsafe {
-            call(&|| libc::fcntl(fd, F_SETSIG, crate::wait::wake_signal()))?;
+            call(&|| libc::fcntl(fd, F_SETSIG, crate::platform::signal::wake_signal()))?;
             call(&|| libc::fcntl(fd, libc::F_NOTIFY, mask as libc::c_int))?;
             call(&|| libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx))?;
         }
@@ -144,7 +144,7 @@ impl DirWatch {
         let backend = match dn::watch(dir) {
             Ok(fd) => Backend::Dnotify {
                 dirs: vec![fd],
-                seen: Cell::new(crate::wait::wakes()),
+                seen: Cell::new(crate::platform::signal::wakes()),
             },
             // EINVAL: a kernel built without dnotify; the directory's own errors come
             // again from inotify.
@@ -238,7 +238,7 @@ impl DirWatch {
 /// `seen` last moved; `true` if one was. The signal is blocked from the look at the count to
 /// the sleep, so none slips in between.
 fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
-    let sig = crate::wait::wake_signal();
+    let sig = crate::platform::signal::wake_signal();
     // SAFETY: sigset and sigmask calls on sets we own; ppoll with no descriptors only sleeps.
     unsafe {
         let mut block: libc::sigset_t = std::mem::zeroed();
@@ -246,7 +246,7 @@ fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
         libc::sigemptyset(&mut block);
         libc::sigaddset(&mut block, sig);
         libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
-        if crate::wait::wakes() == seen.get() {
+        if crate::platform::signal::wakes() == seen.get() {
             let mut during = old;
             libc::sigdelset(&mut during, sig);
             let ts = limit.map(|d| libc::timespec {
@@ -258,7 +258,7 @@ fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
     }
-    let now = crate::wait::wakes();
+    let now = crate::platform::signal::wakes();
     now != seen.replace(now)
 }
 

@@ -1,0 +1,147 @@
+/*!
+Running a command as the shell would, and watching it: spawning with execvp's rules, waiting
+for its exit without reaping it (so that a signal is never forwarded to a recycled pid), a pidfd
+to wait for its exit with a timeout, and signalling it.
+
+The rules a command line is started by are the shell's: a name without `/` is looked up on
+`PATH` (the first executable regular file wins; a match that is not executable means "cannot
+execute", none at all "not found"), and an executable file the kernel cannot run (a script
+without `#!`) runs under `/bin/sh`, as execvp(3), env(1) and every shell run it.
+*/
+
+use std::{
+    ffi::OsStr,
+    io,
+    os::{
+        fd::{AsRawFd, FromRawFd, OwnedFd},
+        unix::{ffi::OsStrExt, process::CommandExt},
+    },
+    path::PathBuf,
+    process::{Child, Command, ExitStatus},
+    time::Duration,
+};
+
+use nix::libc;
+
+/// Why a command could not be started.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// Not found on `PATH` (or an empty name): the shell's 127.
+    NotFound,
+    /// Found, but it cannot be executed (permission, format): the shell's 126.
+    CannotExecute(io::Error),
+}
+
+/// Start `argv` (`argv[0]` the program, looked up on `PATH` as the shell does), with the
+/// environment the process has now.
+pub fn spawn(argv: &[impl AsRef<OsStr>]) -> Result<Child, SpawnError> {
+    let program = argv[0].as_ref();
+    let path = resolve(program)?;
+    let args = argv[1..].iter().map(AsRef::as_ref);
+    let spawned = match Command::new(&path).arg0(program).args(args.clone()).spawn() {
+        Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => {
+            Command::new("/bin/sh").arg(&path).args(args).spawn()
+        }
+        other => other,
+    };
+    spawned.map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => SpawnError::NotFound,
+        _ => SpawnError::CannotExecute(e),
+    })
+}
+
+/// Find a command on PATH the way the shell does: the first executable regular file wins; a
+/// match that is not executable means 126, none at all 127 (whatever directories on PATH we
+/// could not search, which `execvp` would report as "permission denied").
+fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
+    if program.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(program));
+    }
+    if program.is_empty() {
+        return Err(SpawnError::NotFound);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut not_executable = false;
+    for dir in std::env::split_paths(&path) {
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let candidate = dir.join(program);
+        if !candidate.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK).is_ok() {
+            return Ok(candidate);
+        }
+        not_executable = true;
+    }
+    Err(match not_executable {
+        true => SpawnError::CannotExecute(io::Error::from_raw_os_error(libc::EACCES)),
+        false => SpawnError::NotFound,
+    })
+}
+
+/// Send `sig` to process `pid` (our own child, not yet reaped); errors are ignored (it may have
+/// exited already).
+pub fn kill(pid: u32, sig: i32) {
+    // SAFETY: kill(2) has no memory effects; signalling our own unreaped child.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Wait until `child` has exited, without reaping it (so its pid cannot be reused meanwhile),
+/// then call `before_reap` (unregister it from signal forwarding), then reap it.
+pub fn wait_for_exit(child: &mut Child, before_reap: impl FnOnce()) -> io::Result<ExitStatus> {
+    let pid = child.id() as libc::id_t;
+    loop {
+        // SAFETY: waitid on our own child with a zeroed siginfo buffer we own.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    before_reap();
+    loop {
+        match child.wait() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// A pidfd of a child: lets us wait for its exit with a timeout.
+pub struct PidFd(OwnedFd);
+
+impl PidFd {
+    /// `None` on kernels without pidfd_open (before 5.3).
+    pub fn open(pid: u32) -> Option<PidFd> {
+        // SAFETY: pidfd_open on our own, unreaped child; the result is a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a descriptor pidfd_open just gave us, owned by nobody else.
+        Some(PidFd(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) }))
+    }
+
+    /// Whether the process exits within `timeout` (`Duration::MAX`: for ever). A signal that
+    /// interrupts the wait counts as "not yet".
+    pub fn exited_within(&self, timeout: Duration) -> bool {
+        let mut fds = [libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let ms = match timeout {
+            Duration::MAX => -1,
+            t => t.as_millis().min(i32::MAX as u128) as i32,
+        };
+        // SAFETY: poll on one descriptor we own, through a buffer we own.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
+        n > 0
+    }
+}

@@ -1,0 +1,256 @@
+/*!
+Signals and timers: cancellation by INT, TERM, HUP and QUIT, forwarding them to a running child,
+death by a signal, and the per-thread timer whose signal interrupts blocking calls.
+
+The wait core ([`crate::wait`]) decides *when* to wake and what a cancellation means; this module
+is the machinery underneath. Two kinds of handler are installed, neither with `SA_RESTART`, so a
+blocking call returns `EINTR`:
+
+- the *wake* handler ([`wake_signal`], a real-time signal, so that a program using the library
+  keeps SIGALRM for itself) only counts wake-ups ([`wakes`]); [`WakeTimer`] sends it to the
+  waiting thread at deadlines and poll ticks, and dnotify ([`super::notify`]) reports changes with
+  it;
+- the *cancel* handler (only once a program calls [`install_cancel_handlers`]) records the signal
+  ([`cancelled`]) and fires the active timer at once, or forwards the signal to the child
+  registered with [`set_child`].
+*/
+
+use std::{
+    io, ptr,
+    sync::{
+        atomic::{AtomicI32, AtomicPtr, Ordering},
+        Once,
+    },
+    time::Duration,
+};
+
+use nix::libc;
+
+/// How soon a missed timer signal is repeated; bounds timeout inaccuracy in the worst case.
+const RETRY: Duration = Duration::from_millis(5);
+
+/// The signal that interrupts blocking calls at deadlines and poll ticks. A real-time signal,
+/// so that a program using the library keeps SIGALRM for itself.
+pub fn wake_signal() -> i32 {
+    libc::SIGRTMIN() + 5
+}
+
+static CANCELLED: AtomicI32 = AtomicI32::new(0);
+static CHILD: AtomicI32 = AtomicI32::new(0);
+static ACTIVE_TIMER: AtomicPtr<libc::c_void> = AtomicPtr::new(ptr::null_mut());
+static CANCEL_INSTALLED: Once = Once::new();
+
+/// The cancellation signal received so far, if any.
+pub fn cancelled() -> Option<i32> {
+    match CANCELLED.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// The signals that cancel a wait and are forwarded to a running child.
+pub const CANCEL_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// Make INT, TERM, HUP and QUIT cancel waits (outcome `Interrupted`) instead of killing the
+/// process, and forward them to the child registered with [`set_child`] while one runs.
+/// For programs (the CLI), not libraries: it replaces the process's handlers.
+///
+/// A signal that is ignored when this is called stays ignored, as the Unix convention wants
+/// (`nohup`, `trap '' HUP`, the INT and QUIT a non-interactive shell ignores for `&` jobs): it
+/// neither cancels a wait nor is forwarded, and a command started later inherits it ignored.
+pub fn install_cancel_handlers() {
+    CANCEL_INSTALLED.call_once(|| {
+        for sig in CANCEL_SIGNALS {
+            if !is_ignored(sig) {
+                install(sig, on_cancel as *const () as usize, libc::SA_SIGINFO);
+            }
+        }
+    });
+}
+
+/// Whether `sig`'s disposition is SIG_IGN.
+fn is_ignored(sig: i32) -> bool {
+    // SAFETY: querying a disposition (a null new action) into a zeroed struct we own.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// End the process by signal `sig`, as if it had not been handled: the convention that lets a
+/// shell see that its child died of, say, SIGINT and stop a loop (bash stops a loop after ^C
+/// only when the child died of SIGINT). The default action is restored and the signal
+/// unblocked and raised; no core is dumped for it (the core would be ours, not that of the
+/// process that crashed). Returns only if the signal's default action does not end a process.
+pub fn die_of(sig: i32) {
+    // SAFETY: plain system calls on our own process; no handler code is installed.
+    unsafe {
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, ptr::null_mut());
+        libc::raise(sig);
+    }
+}
+
+/// Register the running child (`Some(pid)`) to which cancellation signals are forwarded, or
+/// none. Returns a signal that arrived before the child was registered, to be forwarded by
+/// the caller.
+pub fn set_child(pid: Option<i32>) -> Option<i32> {
+    CHILD.store(pid.unwrap_or(0), Ordering::SeqCst);
+    if pid.is_some() {
+        return match CANCELLED.swap(0, Ordering::SeqCst) {
+            0 => None,
+            s => Some(s),
+        };
+    }
+    None
+}
+
+extern "C" fn on_cancel(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let child = CHILD.load(Ordering::SeqCst);
+    if child > 0 {
+        // A signal the terminal sent (si_code > 0: from the kernel) reached the child already,
+        // since it shares our process group; forward only what a process sent to us.
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+        let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
+        if !from_kernel {
+            // SAFETY: kill is async-signal-safe.
+            unsafe { libc::kill(child, sig) };
+        }
+        return;
+    }
+    CANCELLED.store(sig, Ordering::SeqCst);
+    let timer = ACTIVE_TIMER.load(Ordering::SeqCst);
+    if !timer.is_null() {
+        // SAFETY: timer_settime is async-signal-safe; the timer stays alive while registered.
+        unsafe {
+            libc::timer_settime(
+                timer,
+                0,
+                &spec(Some(Duration::from_nanos(1))),
+                ptr::null_mut(),
+            )
+        };
+    }
+}
+
+/// Wake signals handled so far in this process: lets a waiter that blocks on signals
+/// ([`super::notify`]'s dnotify watches) tell one that came before it blocked.
+static WAKES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn on_wake(_: libc::c_int) {
+    WAKES.fetch_add(1, Ordering::SeqCst);
+}
+
+/// How many [`wake_signal`]s this process has handled.
+pub(crate) fn wakes() -> u64 {
+    WAKES.load(Ordering::SeqCst)
+}
+
+/// Install the handler of [`wake_signal`] (once per process).
+pub(crate) fn install_wake_handler() {
+    static WAKE_INSTALLED: Once = Once::new();
+    WAKE_INSTALLED.call_once(|| install(wake_signal(), on_wake as *const () as usize, 0));
+}
+
+fn install(sig: i32, handler: usize, flags: i32) {
+    // SAFETY: a zeroed sigaction with a valid handler and an empty mask; no SA_RESTART, so
+    // blocking calls return EINTR.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler;
+        sa.sa_flags = flags;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, ptr::null_mut());
+    }
+}
+
+fn spec(first: Option<Duration>) -> libc::itimerspec {
+    let ts = |d: Duration| libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    };
+    match first {
+        // it_value zero would disarm the timer: fire "now" as 1 ns.
+        Some(d) => libc::itimerspec {
+            it_value: ts(d.max(Duration::from_nanos(1))),
+            it_interval: ts(RETRY),
+        },
+        None => libc::itimerspec {
+            it_value: ts(Duration::ZERO),
+            it_interval: ts(Duration::ZERO),
+        },
+    }
+}
+
+/// A POSIX timer that signals the current thread; deleted (with any pending signal) on drop.
+pub(crate) struct WakeTimer {
+    id: libc::timer_t,
+    registered: bool,
+}
+
+impl WakeTimer {
+    pub(crate) fn new() -> io::Result<WakeTimer> {
+        install_wake_handler();
+        // SAFETY: a zeroed sigevent filled in for SIGEV_THREAD_ID delivery to this thread.
+        let id = unsafe {
+            let mut sev: libc::sigevent = std::mem::zeroed();
+            sev.sigev_notify = libc::SIGEV_THREAD_ID;
+            sev.sigev_signo = wake_signal();
+            sev.sigev_notify_thread_id = libc::gettid();
+            let mut id: libc::timer_t = ptr::null_mut();
+            if libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut id) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            id
+        };
+        let registered = CANCEL_INSTALLED.is_completed()
+            && ACTIVE_TIMER
+                .compare_exchange(ptr::null_mut(), id, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok();
+        Ok(WakeTimer { id, registered })
+    }
+
+    /// Fire after `after` (then every few ms until re-armed), or never.
+    pub(crate) fn arm(&self, after: Option<Duration>) -> io::Result<()> {
+        // SAFETY: the timer is alive for the lifetime of self.
+        if unsafe { libc::timer_settime(self.id, 0, &spec(after), ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WakeTimer {
+    fn drop(&mut self) {
+        if self.registered {
+            ACTIVE_TIMER.store(ptr::null_mut(), Ordering::SeqCst);
+        }
+        // SAFETY: deleting our own timer; Linux also discards its pending signal.
+        unsafe { libc::timer_delete(self.id) };
+    }
+}
+
+/// Block until a signal handler has run (any signal: a wake-up, a cancellation).
+pub(crate) fn pause() {
+    // SAFETY: pause() takes no arguments and only blocks until a handler has run.
+    unsafe { libc::pause() };
+}
+
+/// Ignore SIGPIPE: a write to a closed pipe then fails with `EPIPE`, which a program can report,
+/// instead of killing it. Commands started later inherit it only if they do not reset it (std's
+/// `Command` resets SIGPIPE to the default in the child).
+pub fn ignore_sigpipe() {
+    // SAFETY: setting a disposition to SIG_IGN installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
