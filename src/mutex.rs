@@ -38,7 +38,7 @@ processes do. (Held locks are kept in a process-wide table of device, inode and 
 use std::{
     fs::File,
     os::{
-        fd::{AsFd, AsRawFd, BorrowedFd, RawFd},
+        fd::{AsFd, AsRawFd, RawFd},
         unix::fs::MetadataExt,
     },
     path::{Path, PathBuf},
@@ -461,9 +461,7 @@ fn fd_holds(fd: RawFd, dev: u64, ino: u64) -> bool {
     if (st.st_dev, st.st_ino) != (dev, ino) {
         return false;
     }
-    // SAFETY: the descriptor is open (fstat succeeded) and we only borrow it for the call.
-    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-    matches!(lock::flock(&borrowed, Mode::Exclusive, false), Ok(true))
+    matches!(lock::flock(&fd, Mode::Exclusive, false), Ok(true))
 }
 
 /// [`MutexGuard::still_held`] for a raw descriptor (one that stays open meanwhile).
@@ -950,8 +948,6 @@ pub fn lock_fd_with(
 ) -> Result<Outcome<()>> {
     let path = fd_path(fd);
     check_lockable_fd(fd, &path)?;
-    // SAFETY: fstat proved the descriptor open; it stays open for this call (the caller's).
-    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     let network = pfs::fs_kind_of_path(Path::new(&format!("/proc/self/fd/{fd}"))).network;
     let mode = if shared {
         Mode::Shared
@@ -964,7 +960,7 @@ pub fn lock_fd_with(
         progress: Some(Duration::from_secs(1)),
     };
     wait::wait_for(spec, progress, |block| {
-        Ok(lock::flock(&borrowed, mode, block)?.then_some(()))
+        Ok(lock::flock(&fd, mode, block)?.then_some(()))
     })
     .map_err(|e| lock_error(&path, e, network, Access::ReadWrite))
 }
@@ -973,9 +969,7 @@ pub fn lock_fd_with(
 pub fn unlock_fd(fd: RawFd) -> Result<()> {
     let path = fd_path(fd);
     check_lockable_fd(fd, &path)?;
-    // SAFETY: as in lock_fd.
-    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-    lock::unlock(&borrowed).map_err(|e| Error::io(&path, "cannot unlock", e))
+    lock::unlock(&fd).map_err(|e| Error::io(&path, "cannot unlock", e))
 }
 
 /// That `fd` is open on a regular file or a directory, the only things a lock file can be: a

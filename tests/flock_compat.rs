@@ -179,8 +179,12 @@ fn ctrl_c_stops_a_shell_loop_around_fsync() {
     let t = TestDir::new();
     let cd = format!("send:cd {}", t.arg("."));
     // While the command runs.
-    let loop_running = "send:while true; do fsync mutex run L -- sh -c \
-                        'echo started >> log; echo RUN-$((20+1)); sleep 60'; done";
+    // The command says it runs from the very process that then sleeps (a shell would fork
+    // `sleep` after its echo, and a ^C in between would reach the shell but not `sleep`).
+    require("perl", "perl");
+    let loop_running = "send:while true; do fsync mutex run L -- perl -e \
+                        'open my $f, \">>\", \"log\"; print $f \"started\\n\"; close $f; \
+                        $| = 1; print \"RUN-\", 20 + 1, \"\\n\"; sleep 60'; done";
     pty_session(
         &t,
         &[

@@ -6,6 +6,7 @@ The integration tests: one test binary (`autotests = false` in Cargo.toml) that 
 primitive holds its tests.
 */
 
+mod architecture;
 mod bad_input;
 mod bus;
 mod chaos;

@@ -239,16 +239,7 @@ fn fit(line: &str, width: usize) -> String {
 }
 
 fn terminal_width() -> Option<usize> {
-    use nix::libc;
-    let mut size = libc::winsize {
-        ws_row: 0,
-        ws_col: 0,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCGWINSZ writes one winsize into the struct we pass, which outlives the call.
-    let r = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) };
-    (r == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+    fsync::platform::procinfo::terminal_width(&std::io::stderr())
 }
 
 /// "held by pid 12 (command pid 13) on host: cmd, since ... (3.1s ago)", for `-v`.

@@ -1,0 +1,123 @@
+/*!
+The layering ARCHITECTURE.md describes, checked on the sources: arrows run one way only, and
+`unsafe` lives in the platform layer alone.
+
+- `src/platform/` imports nothing of ours but itself and the error type;
+- the library (everything under `src/` but `src/cli/` and `src/main.rs`) nothing of the CLI;
+- `unsafe` appears in code only under `src/platform/` (clippy's `undocumented_unsafe_blocks`,
+  denied in Cargo.toml, makes each block say why it is sound).
+*/
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `text` without comments (`//...` and `/* ... */`, keeping their line breaks), naive about
+/// strings, which is enough for the words looked for here.
+fn code_of(text: &str) -> String {
+    let mut code = String::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let line = rest.find("//");
+        let block = rest.find("/*");
+        match (line, block) {
+            (None, None) => {
+                code.push_str(rest);
+                rest = "";
+            }
+            (Some(l), b) if b.is_none_or(|b| l < b) => {
+                code.push_str(&rest[..l]);
+                rest = rest[l..].find('\n').map_or("", |n| &rest[l + n..]);
+            }
+            (_, b) => {
+                let b = b.expect("a block comment starts first");
+                code.push_str(&rest[..b]);
+                let end = rest[b..].find("*/").map_or(rest.len(), |e| b + e + 2);
+                // Keep the lines, so that line numbers stay those of the file.
+                code.extend(rest[b..end].matches('\n'));
+                rest = &rest[end..];
+            }
+        }
+    }
+    code
+}
+
+/// Every source file under `src/`, relative to it, with its code.
+fn tree() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p.strip_prefix(&src).unwrap().display().to_string();
+            (name, code_of(&std::fs::read_to_string(&p).unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_platform_layer_imports_nothing_above_it() {
+    let mut wrong = Vec::new();
+    for (name, code) in tree().iter().filter(|(n, _)| n.starts_with("platform/")) {
+        for (i, line) in code.lines().enumerate() {
+            let mut at = 0;
+            while let Some(found) = line[at..].find("crate::") {
+                let path = &line[at + found + "crate::".len()..];
+                if !(path.starts_with("platform") || path.starts_with("error")) {
+                    wrong.push(format!("src/{name}:{}: {}", i + 1, line.trim()));
+                }
+                at += found + 1;
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "upward imports:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_library_imports_nothing_of_the_command_line() {
+    let mut wrong = Vec::new();
+    for (name, code) in tree()
+        .iter()
+        .filter(|(n, _)| !n.starts_with("cli/") && n != "main.rs")
+    {
+        for (i, line) in code.lines().enumerate() {
+            if line.contains("cli::") || line.contains("clap") || line.contains("serde_json") {
+                wrong.push(format!("src/{name}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the library reaches into the CLI:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn unsafe_code_lives_in_the_platform_layer_only() {
+    let mut wrong = Vec::new();
+    for (name, code) in tree().iter().filter(|(n, _)| !n.starts_with("platform/")) {
+        for (i, line) in code.lines().enumerate() {
+            let words = line.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+            if words.into_iter().any(|w| w == "unsafe") {
+                wrong.push(format!("src/{name}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "unsafe outside src/platform/:\n{}",
+        wrong.join("\n")
+    );
+}
