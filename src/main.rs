@@ -1,16 +1,18 @@
 //! The `fsync` command: parse, dispatch, turn the result into an exit status (all in `cli`).
 //!
-//! `main` is the C entry point rather than Rust's (`no_main`): Rust's start-up reads
-//! `/proc/self/maps` to place a stack guard and installs a stack-overflow handler, which for a
-//! program that usually runs for a millisecond (a lock around a short command) was a seventh of
-//! its instructions. What of it we want is done here: closed standard descriptors filled (see
+//! On linux-gnu, `main` is the C entry point rather than Rust's (`no_main`): Rust's start-up
+//! reads `/proc/self/maps` to place a stack guard and installs a stack-overflow handler, which
+//! for a program that usually runs for a millisecond (a lock around a short command) was a
+//! seventh of its instructions. std still fills `args_os()` there (glibc passes argc/argv to
+//! initialisers, which std uses); other C libraries (musl) do not, so elsewhere `main` is Rust's.
+//! What of the start-up we want is done in [`run`]: closed standard descriptors filled (see
 //! [`fill_closed_standard_fds`]), SIGPIPE ignored (a closed pipe is an error we report, see
 //! `Failure::BrokenPipe`), and `exit` flushes standard output.
-#![cfg_attr(not(test), no_main)]
+#![cfg_attr(all(not(test), target_os = "linux", target_env = "gnu"), no_main)]
 
 mod cli;
 
-#[cfg(not(test))]
+#[cfg(all(not(test), target_os = "linux", target_env = "gnu"))]
 #[no_mangle]
 pub extern "C" fn main(
     _argc: std::ffi::c_int,
@@ -19,8 +21,9 @@ pub extern "C" fn main(
     run()
 }
 
-/// In unit-test builds the test harness supplies `main` (and replaces this one).
-#[cfg(test)]
+/// Rust's entry point: in unit-test builds (where the test harness replaces it) and where std
+/// would not see the arguments without its own start-up.
+#[cfg(any(test, not(all(target_os = "linux", target_env = "gnu"))))]
 fn main() {
     run()
 }
