@@ -13,7 +13,7 @@ use std::{
     ffi::OsStr,
     io,
     os::{
-        fd::{AsRawFd, FromRawFd, OwnedFd},
+        fd::{AsFd, FromRawFd, OwnedFd},
         unix::{ffi::OsStrExt, process::CommandExt},
     },
     path::PathBuf,
@@ -86,24 +86,19 @@ fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
 /// Send `sig` to process `pid` (our own child, not yet reaped); errors are ignored (it may have
 /// exited already).
 pub fn kill(pid: u32, sig: i32) {
-    // SAFETY: kill(2) has no memory effects; signalling our own unreaped child.
-    unsafe { libc::kill(pid as libc::pid_t, sig) };
+    if let Ok(sig) = nix::sys::signal::Signal::try_from(sig) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as libc::pid_t), sig);
+    }
 }
 
 /// Wait until `child` has exited, without reaping it (so its pid cannot be reused meanwhile),
 /// then call `before_reap` (unregister it from signal forwarding), then reap it.
 pub fn wait_for_exit(child: &mut Child, before_reap: impl FnOnce()) -> io::Result<ExitStatus> {
-    let pid = child.id() as libc::id_t;
-    loop {
-        // SAFETY: waitid on our own child with a zeroed siginfo buffer we own.
-        let rc = unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
-        };
-        if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            break;
-        }
-    }
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    let pid = nix::unistd::Pid::from_raw(child.id() as libc::pid_t);
+    while let Err(nix::errno::Errno::EINTR) =
+        waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
+    {}
     before_reap();
     loop {
         match child.wait() {
@@ -131,17 +126,12 @@ impl PidFd {
     /// Whether the process exits within `timeout` (`Duration::MAX`: for ever). A signal that
     /// interrupts the wait counts as "not yet".
     pub fn exited_within(&self, timeout: Duration) -> bool {
-        let mut fds = [libc::pollfd {
-            fd: self.0.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        let ms = match timeout {
-            Duration::MAX => -1,
-            t => t.as_millis().min(i32::MAX as u128) as i32,
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+        let timeout = match timeout {
+            Duration::MAX => PollTimeout::NONE,
+            t => PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX),
         };
-        // SAFETY: poll on one descriptor we own, through a buffer we own.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-        n > 0
+        matches!(poll(&mut fds, timeout), Ok(n) if n > 0)
     }
 }
