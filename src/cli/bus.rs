@@ -15,14 +15,17 @@ use super::{
     Exit, WaitArgs,
 };
 
-const BUS_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Message bus: named participants on a shared directory";
+
+/// The description of `fsync bus --help`.
+pub const LONG: &str = "\
 A bus is a directory on which named participants connect, send each other messages and \
 broadcast to all (a bus for processes on machines sharing a network directory). Each \
 participant has a mailbox: messages to it are received exactly once, in the order sent, and a \
 message is never visible half-written. Participant names are letters, digits, '_' and '-'.";
 
 #[derive(Debug, Args)]
-#[command(about = "Message bus: named participants on a shared directory", long_about = BUS_LONG)]
 pub struct BusCommand {
     #[command(subcommand)]
     verb: Verb,
@@ -43,6 +46,7 @@ struct Member {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
     #[command(
         about = "Connect NAME to BUS (removing what an earlier disconnect left)",

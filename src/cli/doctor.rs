@@ -10,19 +10,26 @@ use serde_json::json;
 
 use super::{report, Exit};
 
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Check what PATH's file system supports and how fsync will wait there";
+
+/// The description of `fsync doctor --help`.
+pub const LONG: &str = "\
+Check the file system of the directory PATH (or of the file PATH's directory): its type, whether \
+whole-file flock(2) locks and OFD byte-range locks exclude each other, whether rename is atomic \
+and link refuses an existing name, whether change notification (dnotify/inotify) reports \
+changes, and the resulting mode: kernel wake-ups on local file systems, polling where other hosts \
+cannot wake us. It creates and removes scratch files named .fsync-doctor.PID.* in the directory. \
+Exit 0 if every check passed, 1 if one failed.";
+
+/// The examples after `fsync doctor --help`.
+pub const EXAMPLES: &str = "\
+Examples:
+  # Before putting locks on a shared directory
+  fsync doctor /mnt/shared/locks
+  fsync doctor --json /mnt/shared/locks | jq .mode";
+
 #[derive(Debug, Args)]
-#[command(
-    about = "Check what PATH's file system supports and how fsync will wait there",
-    long_about = "Check the file system of the directory PATH (or of the file PATH's directory): \
-                  its type, whether whole-file flock(2) locks and OFD byte-range locks exclude \
-                  each other, whether rename is atomic and link refuses an existing name, whether \
-                  change notification (dnotify/inotify) reports changes, and the resulting mode: kernel \
-                  wake-ups on local file systems, polling where other hosts cannot wake us. It \
-                  creates and removes scratch files named .fsync-doctor.PID.* in the directory. \
-                  Exit 0 if every check passed, 1 if one failed.",
-    after_long_help = "Examples:\n  # Before putting locks on a shared directory\n  fsync doctor /mnt/shared/locks\n  \
-                       fsync doctor --json /mnt/shared/locks | jq .mode"
-)]
 pub struct DoctorArgs {
     /// The directory (or a file in it) to examine
     #[arg(value_name = "PATH")]

@@ -10,14 +10,17 @@ use fsync::Event;
 
 use super::{report::Progress, Exit, WaitArgs};
 
-const EVENT_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Events: signal, wait (optionally auto-resetting), reset, status";
+
+/// The description of `fsync event --help`.
+pub const LONG: &str = "\
 An event is set while the file EVENT exists (so it survives the crash of whoever set it). \
 'wait' returns once it is set; 'wait --reset' also clears it, and one signal wakes exactly one \
 of any number of --reset waiters, on one machine or several. On a local file system waiters are \
 woken by the kernel at once (dnotify); on a network file system they re-check every --poll interval.";
 
 #[derive(Debug, Args)]
-#[command(about = "Events: signal, wait (optionally auto-resetting), reset, status", long_about = EVENT_LONG)]
 pub struct EventCommand {
     #[command(subcommand)]
     verb: Verb,
@@ -31,6 +34,7 @@ struct PathArg {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
     #[command(
         about = "Set EVENT (exit 0 whether or not it was set already)",

@@ -18,7 +18,11 @@ use super::{
     Exit, WaitArgs,
 };
 
-const GROUP_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Pools of processes: join while a command runs; is the group empty?";
+
+/// The description of `fsync group --help`.
+pub const LONG: &str = "\
 A group is a pool of processes: each joins while its command runs, and anyone can ask whether \
 the group is empty, wait until it is, or list its members. The typical use: application \
 instances join 'app.grp'; a maintenance script waits until the group is empty first.
@@ -30,40 +34,76 @@ A member is fsync together with its command (which inherits the membership, unle
 killing fsync alone does not end the membership while the command runs.";
 
 #[derive(Debug, Args)]
-#[command(about = "Pools of processes: join while a command runs; is the group empty?", long_about = GROUP_LONG)]
 pub struct GroupCommand {
     #[command(subcommand)]
     verb: Verb,
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
+    #[command(
+        about = "Be a member of GROUP while COMMAND runs",
+        long_about = "Be a member of GROUP while COMMAND runs, and exit with COMMAND's exit status. \
+                      COMMAND sees FSYNC_GROUP_FIRST=1 if the group was empty when it joined, else \
+                      0. With -v fsync says on stderr when it was the first to join and the last to \
+                      leave. Signals are forwarded to COMMAND as with 'fsync mutex run'.\n\n\
+                      The membership is passed down to COMMAND as 'fsync mutex run' passes its \
+                      lock: it lasts while COMMAND, or anything it left running with the \
+                      membership inherited, runs, even if fsync itself is killed. --close does not \
+                      pass it down.",
+        after_long_help = "Examples:\n  \
+            # Each application instance is a member while it runs\n  \
+            fsync group join /srv/app/app.grp -- ./app-server\n\n  \
+            # Initialise shared state only in the first instance\n  \
+            fsync group join app.grp -- sh -c '[ \"$FSYNC_GROUP_FIRST\" = 1 ] && ./init; exec ./app'\n\n  \
+            # Leave no files behind when the last member goes\n  \
+            fsync group join --delete /tmp/batch.grp -- ./worker"
+    )]
     Join(JoinArgs),
+    #[command(
+        about = "Exit 0 if GROUP is empty, 1 if it has members",
+        long_about = "Exit 0 if GROUP is empty (or does not exist), 1 if it has members. On a local \
+                      file system this reads the kernel's lock table and disturbs no one.",
+        after_long_help = "Examples:\n  \
+            # Maintenance only when no instance runs\n  \
+            fsync group empty /srv/app/app.grp && ./maintenance.sh"
+    )]
     Empty(EmptyArgs),
+    #[command(
+        about = "Wait until GROUP is empty",
+        long_about = "Wait until GROUP is empty: exit 0 when the last member has left, or the \
+                      conflict exit code (75) when --timeout expires first. On a local file system \
+                      the kernel wakes us when the last member leaves; on a network file system \
+                      fsync re-checks every --poll interval.",
+        after_long_help = "Examples:\n  \
+            # Wait up to 10 minutes for running instances to finish, then upgrade\n  \
+            fsync group wait-empty -t 10m /srv/app/app.grp && ./upgrade.sh"
+    )]
     WaitEmpty(WaitEmptyArgs),
+    #[command(
+        about = "List the live members of GROUP",
+        long_about = "List the live members of GROUP (pid, host, command, since), oldest first, and \
+                      their count. Members that died never appear.",
+        after_long_help = "Examples:\n  \
+            fsync group members /srv/app/app.grp\n  \
+            fsync group members --json app.grp | jq '.count'"
+    )]
     Members(MembersArgs),
+    #[command(
+        about = "Print 'empty' / 'not-empty' each time GROUP changes",
+        long_about = "Print a line with a timestamp and 'empty' or 'not-empty' for the current state \
+                      of GROUP (a GROUP that does not exist is empty; watching creates nothing), \
+                      then one each time it changes, until --timeout (then exits 0) or \
+                      until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
+        after_long_help = "Examples:\n  \
+            fsync group watch /srv/app/app.grp\n  \
+            fsync group watch --json -t 1h app.grp >> app-usage.jsonl"
+    )]
     Watch(WatchArgs),
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Be a member of GROUP while COMMAND runs",
-    long_about = "Be a member of GROUP while COMMAND runs, and exit with COMMAND's exit status. \
-                  COMMAND sees FSYNC_GROUP_FIRST=1 if the group was empty when it joined, else \
-                  0. With -v fsync says on stderr when it was the first to join and the last to \
-                  leave. Signals are forwarded to COMMAND as with 'fsync mutex run'.\n\n\
-                  The membership is passed down to COMMAND as 'fsync mutex run' passes its \
-                  lock: it lasts while COMMAND, or anything it left running with the \
-                  membership inherited, runs, even if fsync itself is killed. --close does not \
-                  pass it down.",
-    after_long_help = "Examples:\n  \
-        # Each application instance is a member while it runs\n  \
-        fsync group join /srv/app/app.grp -- ./app-server\n\n  \
-        # Initialise shared state only in the first instance\n  \
-        fsync group join app.grp -- sh -c '[ \"$FSYNC_GROUP_FIRST\" = 1 ] && ./init; exec ./app'\n\n  \
-        # Leave no files behind when the last member goes\n  \
-        fsync group join --delete /tmp/batch.grp -- ./worker"
-)]
 struct JoinArgs {
     /// The group directory: created if missing
     #[arg(value_name = "GROUP")]
@@ -91,30 +131,12 @@ struct JoinArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Exit 0 if GROUP is empty, 1 if it has members",
-    long_about = "Exit 0 if GROUP is empty (or does not exist), 1 if it has members. On a local \
-                  file system this reads the kernel's lock table and disturbs no one.",
-    after_long_help = "Examples:\n  \
-        # Maintenance only when no instance runs\n  \
-        fsync group empty /srv/app/app.grp && ./maintenance.sh"
-)]
 struct EmptyArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Wait until GROUP is empty",
-    long_about = "Wait until GROUP is empty: exit 0 when the last member has left, or the \
-                  conflict exit code (75) when --timeout expires first. On a local file system \
-                  the kernel wakes us when the last member leaves; on a network file system \
-                  fsync re-checks every --poll interval.",
-    after_long_help = "Examples:\n  \
-        # Wait up to 10 minutes for running instances to finish, then upgrade\n  \
-        fsync group wait-empty -t 10m /srv/app/app.grp && ./upgrade.sh"
-)]
 struct WaitEmptyArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
@@ -124,14 +146,6 @@ struct WaitEmptyArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "List the live members of GROUP",
-    long_about = "List the live members of GROUP (pid, host, command, since), oldest first, and \
-                  their count. Members that died never appear.",
-    after_long_help = "Examples:\n  \
-        fsync group members /srv/app/app.grp\n  \
-        fsync group members --json app.grp | jq '.count'"
-)]
 struct MembersArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
@@ -142,16 +156,6 @@ struct MembersArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Print 'empty' / 'not-empty' each time GROUP changes",
-    long_about = "Print a line with a timestamp and 'empty' or 'not-empty' for the current state \
-                  of GROUP (a GROUP that does not exist is empty; watching creates nothing), \
-                  then one each time it changes, until --timeout (then exits 0) or \
-                  until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
-    after_long_help = "Examples:\n  \
-        fsync group watch /srv/app/app.grp\n  \
-        fsync group watch --json -t 1h app.grp >> app-usage.jsonl"
-)]
 struct WatchArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,

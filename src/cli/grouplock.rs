@@ -15,7 +15,11 @@ use super::{
     Exit, WaitArgs,
 };
 
-const GROUPLOCK_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Group locks: one group at a time, any number of its members";
+
+/// The description of `fsync grouplock --help`.
+pub const LONG: &str = "\
 Asche's group lock: processes belong to named groups; any number of processes of one group (or \
 at most --max M) may be inside together, but never two groups at once. Once a process of another \
 group waits, newcomers of the group inside queue behind it, so the waiting group goes in as soon \
@@ -24,15 +28,38 @@ as the current one drains: no group is starved.
 LOCK is a directory (created if missing). Group names are letters, digits, '_' and '-'.";
 
 #[derive(Debug, Args)]
-#[command(about = "Group locks: one group at a time, any number of its members", long_about = GROUPLOCK_LONG)]
 pub struct GroupLockCommand {
     #[command(subcommand)]
     verb: Verb,
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
+    #[command(
+        about = "Run COMMAND inside LOCK as a member of group NAME",
+        long_about = "Run COMMAND inside LOCK as a member of group NAME, and exit with COMMAND's exit \
+                      status. With --max M at most M members of NAME are inside at once (COMMAND sees \
+                      its slot in FSYNC_SLOT). The cap is the group's: the first --max given for \
+                      NAME sets it (once the members inside without one have left), members that \
+                      omit --max run under it, and another M is an error. Signals are forwarded as \
+                      with 'fsync mutex run'.\n\n\
+                      The lock (and the slot) is passed down to COMMAND as 'fsync mutex run' passes \
+                      its lock: it stays held while COMMAND, or anything it left running with the \
+                      lock inherited, runs, even if fsync itself is killed. --close does not pass \
+                      it down.",
+        after_long_help = "Examples:\n  \
+            # Many builds may read the cache together; the cleaner runs alone\n  \
+            fsync grouplock run /shared/cache.glock --group build -- make\n  \
+            fsync grouplock run /shared/cache.glock --group clean -- ./prune-cache\n\n  \
+            # At most 2 uploaders at once, never while downloads run\n  \
+            fsync grouplock run xfer.glock --group up --max 2 -- ./upload"
+    )]
     Run(RunArgs),
+    #[command(
+        about = "Show which group is inside and how many wait; exit 0 if none is inside, 1 if one is",
+        after_long_help = "Examples:\n  fsync grouplock status /shared/cache.glock"
+    )]
     Status(StatusArgs),
 }
 
@@ -53,25 +80,6 @@ fn parse_max(s: &str) -> Result<usize, String> {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Run COMMAND inside LOCK as a member of group NAME",
-    long_about = "Run COMMAND inside LOCK as a member of group NAME, and exit with COMMAND's exit \
-                  status. With --max M at most M members of NAME are inside at once (COMMAND sees \
-                  its slot in FSYNC_SLOT). The cap is the group's: the first --max given for \
-                  NAME sets it (once the members inside without one have left), members that \
-                  omit --max run under it, and another M is an error. Signals are forwarded as \
-                  with 'fsync mutex run'.\n\n\
-                  The lock (and the slot) is passed down to COMMAND as 'fsync mutex run' passes \
-                  its lock: it stays held while COMMAND, or anything it left running with the \
-                  lock inherited, runs, even if fsync itself is killed. --close does not pass \
-                  it down.",
-    after_long_help = "Examples:\n  \
-        # Many builds may read the cache together; the cleaner runs alone\n  \
-        fsync grouplock run /shared/cache.glock --group build -- make\n  \
-        fsync grouplock run /shared/cache.glock --group clean -- ./prune-cache\n\n  \
-        # At most 2 uploaders at once, never while downloads run\n  \
-        fsync grouplock run xfer.glock --group up --max 2 -- ./upload"
-)]
 struct RunArgs {
     /// The group lock directory: created if missing
     #[arg(value_name = "LOCK")]
@@ -107,10 +115,6 @@ struct RunArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Show which group is inside and how many wait; exit 0 if none is inside, 1 if one is",
-    after_long_help = "Examples:\n  fsync grouplock status /shared/cache.glock"
-)]
 struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,

@@ -15,7 +15,11 @@ use super::{
     Exit, WaitArgs,
 };
 
-const MSG_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Mailboxes: durable and synchronous messages, received exactly once";
+
+/// The description of `fsync msg --help`.
+pub const LONG: &str = "\
 A mailbox BOX is a directory of queued messages (created if missing). Each message goes to \
 exactly one receiver, however many compete, in the order queued. 'post' queues durably and \
 returns; 'send' returns only once a receiver has taken the message, and a message whose sender \
@@ -26,7 +30,6 @@ but before removing the message leaves it to be delivered again (at least once f
 receivers). A receiver killed earlier loses nothing: its claim returns to the queue.";
 
 #[derive(Debug, Args)]
-#[command(about = "Mailboxes: durable and synchronous messages, received exactly once", long_about = MSG_LONG)]
 pub struct MsgCommand {
     #[command(subcommand)]
     verb: Verb,
@@ -40,6 +43,7 @@ struct BoxArg {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
     #[command(
         about = "Send a message and wait until a receiver has taken it",

@@ -19,9 +19,11 @@ use super::{
     Exit, Failure, WaitArgs,
 };
 
-const MUTEX_ABOUT: &str = "Exclusive locks: run a command while holding a lock file";
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Exclusive locks: run a command while holding a lock file";
 
-const MUTEX_LONG: &str = "\
+/// The description of `fsync mutex --help`.
+pub const LONG: &str = "\
 Exclusive locks on a file. 'fsync mutex run LOCK -- COMMAND' runs COMMAND while holding LOCK, \
 so that two cron jobs, CI steps or scripts never touch the resource LOCK stands for at once.
 
@@ -32,18 +34,59 @@ missing and never truncated or written; who holds it is recorded in a separate f
 read-only, in a directory users cannot write, works too.";
 
 #[derive(Debug, Args)]
-#[command(about = MUTEX_ABOUT, long_about = MUTEX_LONG)]
 pub struct MutexCommand {
     #[command(subcommand)]
     verb: Verb,
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
+    #[command(
+        about = "Run COMMAND while holding LOCK exclusively",
+        long_about = RUN_LONG,
+        after_long_help = RUN_EXAMPLES,
+        override_usage = "fsync mutex run [OPTIONS] <LOCK> <COMMAND>...\n       \
+                          fsync mutex run [OPTIONS] <LOCK> -c <CMDSTRING>"
+    )]
     Run(RunArgs),
+    #[command(
+        about = "Lock a descriptor the calling shell already has open",
+        long_about = "Lock file descriptor N, which fsync inherits from the calling shell, for \
+                      scripts of the form 'exec 9>>/var/lock/x; fsync mutex lock --fd 9'. The lock \
+                      belongs to the shell's open file, so it stays held after fsync exits, until \
+                      the shell closes descriptor N or runs 'fsync mutex unlock --fd N'.",
+        after_long_help = LOCK_EXAMPLES
+    )]
     Lock(LockArgs),
+    #[command(
+        about = "Release the lock held through a descriptor",
+        after_long_help = "Examples:\n  exec 9>>/var/lock/mytool.lck\n  fsync mutex lock --fd 9\n  \
+                           ... critical work ...\n  fsync mutex unlock --fd 9"
+    )]
     Unlock(UnlockArgs),
+    #[command(
+        about = "Tell whether LOCK is held (exit 1) or free (exit 0), and by whom",
+        long_about = "Tell whether LOCK is held (exit status 1) or free (0), and who holds it: pid, \
+                      host, command and since when, where that can be known. On a local file system \
+                      the lock is not touched (the kernel's lock table is read); on a network file \
+                      system it is tested with a non-blocking lock that is released at once. A \
+                      missing LOCK is free.",
+        after_long_help = "Examples:\n  fsync mutex status /var/lock/backup.lck && echo free\n  \
+                           fsync mutex status --json /var/lock/backup.lck | jq .holder.pid"
+    )]
     Status(StatusArgs),
+    #[command(
+        about = "Print whether LOCK is held, then a line each time it is acquired or released",
+        long_about = "Print a line with a timestamp and the state of LOCK when the watch starts, \
+                      'held' and the holder where known, or 'free'; then one each time LOCK is \
+                      acquired or released: a timestamp, 'acquired' or 'released', and the holder \
+                      where known. Changes made by fsync are seen at once; those of other tools \
+                      (flock(1)) within the --poll interval. Runs until --timeout (then exits 0) or \
+                      until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
+        after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
+                           fsync mutex watch --json -t 1h /var/lock/backup.lck >> lock-history.jsonl"
+    )]
     Watch(WatchArgs),
 }
 
@@ -103,13 +146,6 @@ Examples:
   fsync mutex run -s /var/lock/db.lck -- ./report";
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Run COMMAND while holding LOCK exclusively",
-    long_about = RUN_LONG,
-    after_long_help = RUN_EXAMPLES,
-    override_usage = "fsync mutex run [OPTIONS] <LOCK> <COMMAND>...\n       \
-                      fsync mutex run [OPTIONS] <LOCK> -c <CMDSTRING>"
-)]
 struct RunArgs {
     /// The lock file: created if missing, never truncated
     #[arg(value_name = "LOCK")]
@@ -190,14 +226,6 @@ Examples:
   fsync mutex lock --fd 8 --shared";
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Lock a descriptor the calling shell already has open",
-    long_about = "Lock file descriptor N, which fsync inherits from the calling shell, for \
-                  scripts of the form 'exec 9>>/var/lock/x; fsync mutex lock --fd 9'. The lock \
-                  belongs to the shell's open file, so it stays held after fsync exits, until \
-                  the shell closes descriptor N or runs 'fsync mutex unlock --fd N'.",
-    after_long_help = LOCK_EXAMPLES
-)]
 #[command(group(clap::ArgGroup::new("descriptor").required(true).args(["fd", "fd_number"])))]
 struct LockArgs {
     /// The open file descriptor to lock
@@ -217,11 +245,6 @@ struct LockArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Release the lock held through a descriptor",
-    after_long_help = "Examples:\n  exec 9>>/var/lock/mytool.lck\n  fsync mutex lock --fd 9\n  \
-                       ... critical work ...\n  fsync mutex unlock --fd 9"
-)]
 #[command(group(clap::ArgGroup::new("descriptor").required(true).args(["fd", "fd_number"])))]
 struct UnlockArgs {
     /// The open file descriptor to unlock
@@ -234,16 +257,6 @@ struct UnlockArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Tell whether LOCK is held (exit 1) or free (exit 0), and by whom",
-    long_about = "Tell whether LOCK is held (exit status 1) or free (0), and who holds it: pid, \
-                  host, command and since when, where that can be known. On a local file system \
-                  the lock is not touched (the kernel's lock table is read); on a network file \
-                  system it is tested with a non-blocking lock that is released at once. A \
-                  missing LOCK is free.",
-    after_long_help = "Examples:\n  fsync mutex status /var/lock/backup.lck && echo free\n  \
-                       fsync mutex status --json /var/lock/backup.lck | jq .holder.pid"
-)]
 struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
@@ -254,17 +267,6 @@ struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Print whether LOCK is held, then a line each time it is acquired or released",
-    long_about = "Print a line with a timestamp and the state of LOCK when the watch starts, \
-                  'held' and the holder where known, or 'free'; then one each time LOCK is \
-                  acquired or released: a timestamp, 'acquired' or 'released', and the holder \
-                  where known. Changes made by fsync are seen at once; those of other tools \
-                  (flock(1)) within the --poll interval. Runs until --timeout (then exits 0) or \
-                  until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
-    after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
-                       fsync mutex watch --json -t 1h /var/lock/backup.lck >> lock-history.jsonl"
-)]
 struct WatchArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,

@@ -16,7 +16,11 @@ use super::{
     Exit, WaitArgs,
 };
 
-const SEM_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Counting semaphores: at most N holders at once, crash-safe";
+
+/// The description of `fsync sem --help`.
+pub const LONG: &str = "\
 A counting semaphore: at most N processes hold it at once, across all machines that share the \
 directory. Each holder holds one slot, and COMMAND learns which in FSYNC_SLOT (0 to N-1), to pick \
 a device, port or build directory by it. A slot whose holder dies, even by SIGKILL, is free \
@@ -27,15 +31,34 @@ SEM is a directory (created if missing) that records N when it is created; using
 another --slots is an error (exit 2).";
 
 #[derive(Debug, Args)]
-#[command(about = "Counting semaphores: at most N holders at once, crash-safe", long_about = SEM_LONG)]
 pub struct SemCommand {
     #[command(subcommand)]
     verb: Verb,
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
+    #[command(
+        about = "Run COMMAND while holding one of N slots of SEM",
+        long_about = "Run COMMAND while holding one of the N slots of SEM, and exit with COMMAND's \
+                      exit status. COMMAND sees FSYNC_SLOT, the slot it holds. Signals are forwarded \
+                      to COMMAND as with 'fsync mutex run'.\n\n\
+                      The slot is passed down to COMMAND as 'fsync mutex run' passes its lock: it \
+                      stays held while COMMAND, or anything it left running with the slot \
+                      inherited, runs, even if fsync itself is killed. --close does not pass it \
+                      down.",
+        after_long_help = "Examples:\n  \
+            # At most 4 compile jobs at once on this build farm\n  \
+            fsync sem run /shared/cc.sem --slots 4 -- make -C \"$dir\"\n\n  \
+            # Give each holder its own GPU\n  \
+            fsync sem run gpu.sem --slots 2 -- sh -c 'CUDA_VISIBLE_DEVICES=$FSYNC_SLOT ./train'"
+    )]
     Run(RunArgs),
+    #[command(
+        about = "Show slots, holders and waiters; exit 0 if a slot is free, 1 if all are held",
+        after_long_help = "Examples:\n  fsync sem status /shared/cc.sem\n  fsync sem status --json /shared/cc.sem | jq .waiters"
+    )]
     Status(StatusArgs),
 }
 
@@ -50,21 +73,6 @@ fn parse_slots(s: &str) -> Result<usize, String> {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Run COMMAND while holding one of N slots of SEM",
-    long_about = "Run COMMAND while holding one of the N slots of SEM, and exit with COMMAND's \
-                  exit status. COMMAND sees FSYNC_SLOT, the slot it holds. Signals are forwarded \
-                  to COMMAND as with 'fsync mutex run'.\n\n\
-                  The slot is passed down to COMMAND as 'fsync mutex run' passes its lock: it \
-                  stays held while COMMAND, or anything it left running with the slot \
-                  inherited, runs, even if fsync itself is killed. --close does not pass it \
-                  down.",
-    after_long_help = "Examples:\n  \
-        # At most 4 compile jobs at once on this build farm\n  \
-        fsync sem run /shared/cc.sem --slots 4 -- make -C \"$dir\"\n\n  \
-        # Give each holder its own GPU\n  \
-        fsync sem run gpu.sem --slots 2 -- sh -c 'CUDA_VISIBLE_DEVICES=$FSYNC_SLOT ./train'"
-)]
 struct RunArgs {
     /// The semaphore directory: created if missing
     #[arg(value_name = "SEM")]
@@ -95,10 +103,6 @@ struct RunArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Show slots, holders and waiters; exit 0 if a slot is free, 1 if all are held",
-    after_long_help = "Examples:\n  fsync sem status /shared/cc.sem\n  fsync sem status --json /shared/cc.sem | jq .waiters"
-)]
 struct StatusArgs {
     #[arg(value_name = "SEM")]
     sem: PathBuf,

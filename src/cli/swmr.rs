@@ -15,7 +15,11 @@ use super::{
     Exit, WaitArgs,
 };
 
-const SWMR_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Reader/writer locks that never starve the writer";
+
+/// The description of `fsync swmr --help`.
+pub const LONG: &str = "\
 A reader/writer lock: any number of readers at once, or one writer alone. Once a writer waits, \
 readers that arrive after it queue behind it, so a stream of overlapping readers cannot starve \
 it (util-linux 'flock -s' readers can); it gets in as soon as the readers already inside leave.
@@ -26,35 +30,50 @@ writer). The queue is the file .NAME.turnstile beside LOCK. There is no read-to-
 flock(2) converts by dropping the shared lock first, so an upgrade could not be atomic.";
 
 #[derive(Debug, Args)]
-#[command(about = "Reader/writer locks that never starve the writer", long_about = SWMR_LONG)]
 pub struct SwmrCommand {
     #[command(subcommand)]
     verb: Verb,
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
+    #[command(about = RUN_ABOUT, long_about = RUN_LONG, after_long_help = RUN_EXAMPLES)]
     Read(RunArgs),
+    #[command(about = RUN_ABOUT, long_about = RUN_LONG, after_long_help = RUN_EXAMPLES)]
     Write(RunArgs),
+    #[command(
+        about = "Show readers, writer and waiting writers; exit 0 if free, 1 if held",
+        long_about = "Show how many readers hold LOCK, whether a writer does (and who), and how many \
+                      writers wait. Exit 0 if nobody holds it, 1 if someone does. On a network file \
+                      system readers and waiting writers cannot be counted and show as unknown.",
+        after_long_help = "Examples:\n  \
+            fsync swmr status /srv/db/db.lck\n  \
+            fsync swmr status --json /srv/db/db.lck | jq .readers"
+    )]
     Status(StatusArgs),
 }
 
+/// The texts of `read` and `write`, which take the same arguments.
+const RUN_ABOUT: &str = "Run COMMAND holding LOCK as a reader (read) or as the writer (write)";
+
+const RUN_LONG: &str = "\
+Run COMMAND while holding LOCK, shared with other readers ('read') or alone ('write'), and exit \
+with COMMAND's exit status. Signals are forwarded to COMMAND as with 'fsync mutex run'.
+
+The lock is passed down to COMMAND as 'fsync mutex run' passes its lock: it stays held while \
+COMMAND, or anything it left running with the lock inherited, runs, even if fsync itself is \
+killed. --close does not pass it down.";
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # Many report jobs may read the database at once
+  fsync swmr read /srv/db/db.lck -- ./report.sh
+
+  # The nightly import waits for readers inside to finish, and new readers wait for it
+  fsync swmr write -t 30m /srv/db/db.lck -- ./import.sh";
+
 #[derive(Debug, Args)]
-#[command(
-    about = "Run COMMAND holding LOCK as a reader (read) or as the writer (write)",
-    long_about = "Run COMMAND while holding LOCK, shared with other readers ('read') or alone \
-                  ('write'), and exit with COMMAND's exit status. Signals are forwarded to \
-                  COMMAND as with 'fsync mutex run'.\n\n\
-                  The lock is passed down to COMMAND as 'fsync mutex run' passes its lock: it \
-                  stays held while COMMAND, or anything it left running with the lock \
-                  inherited, runs, even if fsync itself is killed. --close does not pass it \
-                  down.",
-    after_long_help = "Examples:\n  \
-        # Many report jobs may read the database at once\n  \
-        fsync swmr read /srv/db/db.lck -- ./report.sh\n\n  \
-        # The nightly import waits for readers inside to finish, and new readers wait for it\n  \
-        fsync swmr write -t 30m /srv/db/db.lck -- ./import.sh"
-)]
 struct RunArgs {
     /// The lock file: created if missing, never truncated
     #[arg(value_name = "LOCK")]
@@ -86,15 +105,6 @@ struct RunArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Show readers, writer and waiting writers; exit 0 if free, 1 if held",
-    long_about = "Show how many readers hold LOCK, whether a writer does (and who), and how many \
-                  writers wait. Exit 0 if nobody holds it, 1 if someone does. On a network file \
-                  system readers and waiting writers cannot be counted and show as unknown.",
-    after_long_help = "Examples:\n  \
-        fsync swmr status /srv/db/db.lck\n  \
-        fsync swmr status --json /srv/db/db.lck | jq .readers"
-)]
 struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
