@@ -8,7 +8,7 @@ use clap::Args;
 use fsync::doctor::{self, Check};
 use serde_json::json;
 
-use super::{report, Exit};
+use super::{report, Exit, VerbResult};
 
 /// The one-line description, for `fsync --help`.
 pub const ABOUT: &str = "Check what PATH's file system supports and how fsync will wait there";
@@ -40,7 +40,7 @@ pub struct DoctorArgs {
     json: bool,
 }
 
-pub fn run(a: DoctorArgs) -> super::Outcome {
+pub fn run(a: DoctorArgs) -> VerbResult {
     let r = doctor::examine(&a.path)?;
     let notify_label = format!("change notification ({})", r.notify_interface);
     let checks = [

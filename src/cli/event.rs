@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use fsync::Event;
 
-use super::{report::Progress, Exit, WaitArgs};
+use super::{args::WaitArgs, report::Progress, Exit, VerbResult};
 
 /// The one-line description, for `fsync --help`.
 pub const ABOUT: &str = "Events: signal, wait (optionally auto-resetting), reset, status";
@@ -77,7 +77,7 @@ struct WaitCmd {
     wait: WaitArgs,
 }
 
-pub fn run(cmd: EventCommand) -> super::Outcome {
+pub fn run(cmd: EventCommand) -> VerbResult {
     match cmd.verb {
         Verb::Signal(a) => Event::new(&a.event)
             .signal()
@@ -98,12 +98,8 @@ pub fn run(cmd: EventCommand) -> super::Outcome {
             let mut progress = Progress::new(&a.wait, what.clone());
             let outcome =
                 event.wait_reporting(a.wait.timeout(), a.reset, |_| progress.waiting())?;
-            Ok(
-                match progress.settle(outcome, |()| format!("{what} is set")) {
-                    Ok(()) => Exit::OK,
-                    Err(exit) => exit,
-                },
-            )
+            progress.settle(outcome, |()| format!("{what} is set"))?;
+            Ok(Exit::OK)
         }
     }
 }

@@ -3,19 +3,19 @@
 for it to empty, list and watch its members. The protocol is in the library's `group` module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
+use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
     group::{self, Left},
-    Group, Outcome,
+    Group,
 };
 use serde_json::json;
 
 use super::{
-    child::Job,
+    args::{CommandArgs, WaitArgs, WatchArgs},
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -100,10 +100,13 @@ enum Verb {
             fsync group watch /srv/app/app.grp\n  \
             fsync group watch --json -t 1h app.grp >> app-usage.jsonl"
     )]
-    Watch(WatchArgs),
+    Watch(WatchCmd),
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("command", |arg| {
+    arg.help("The command to run as a member, and its arguments (after `--`)")
+}))]
 struct JoinArgs {
     /// The group directory: created if missing
     #[arg(value_name = "GROUP")]
@@ -120,14 +123,8 @@ struct JoinArgs {
     #[arg(short = 'o', long)]
     close: bool,
 
-    /// The command to run as a member, and its arguments (after `--`)
-    #[arg(
-        value_name = "COMMAND",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 #[derive(Debug, Args)]
@@ -156,7 +153,7 @@ struct MembersArgs {
 }
 
 #[derive(Debug, Args)]
-struct WatchArgs {
+struct WatchCmd {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
 
@@ -164,16 +161,11 @@ struct WatchArgs {
     #[arg(long)]
     json: bool,
 
-    /// Stop watching after DUR
-    #[arg(short = 't', long, value_name = "DUR", value_parser = super::parse_duration)]
-    timeout: Option<Duration>,
-
-    /// Re-check interval on network file systems
-    #[arg(long, value_name = "DUR", value_parser = super::parse_poll, default_value = "50ms")]
-    poll: Duration,
+    #[command(flatten)]
+    watch: WatchArgs,
 }
 
-pub fn run(cmd: GroupCommand) -> super::Outcome {
+pub fn run(cmd: GroupCommand) -> VerbResult {
     match cmd.verb {
         Verb::Join(a) => join(a),
         Verb::Empty(a) => Ok(if group::is_empty(&a.group)? {
@@ -188,19 +180,15 @@ pub fn run(cmd: GroupCommand) -> super::Outcome {
                 group::wait_empty_reporting(&a.group, a.wait.timeout(), a.wait.poll, |_| {
                     progress.waiting()
                 })?;
-            Ok(
-                match progress.settle(outcome, |()| format!("{} is empty", a.group.display())) {
-                    Ok(()) => Exit::OK,
-                    Err(exit) => exit,
-                },
-            )
+            progress.settle(outcome, |()| format!("{} is empty", a.group.display()))?;
+            Ok(Exit::OK)
         }
         Verb::Members(a) => members(a),
         Verb::Watch(a) => watch(a),
     }
 }
 
-fn join(a: JoinArgs) -> super::Outcome {
+fn join(a: JoinArgs) -> VerbResult {
     let group = Group::new(&a.group)
         .delete_when_empty(a.delete)
         .poll_interval(a.wait.poll);
@@ -213,21 +201,15 @@ fn join(a: JoinArgs) -> super::Outcome {
             Some(format!("join lock {}", report::held_by(&h)))
         });
     let outcome = group.join_with(a.wait.timeout(), |_| progress.waiting())?;
-    let mut member = match progress.settle(outcome, |m| match m.first() {
+    let mut member = progress.settle(outcome, |m| match m.first() {
         true => format!("joined {} as its first member", a.group.display()),
         false => format!("joined {}", a.group.display()),
-    }) {
-        Ok(m) => m,
-        Err(exit) => return Ok(exit),
-    };
+    })?;
     let first = member.first();
-    let job = Job {
-        argv: &a.command,
-        env: vec![(
-            "FSYNC_GROUP_FIRST".to_string(),
-            if first { "1" } else { "0" }.to_string(),
-        )],
-    };
+    let job = a.command.job(vec![(
+        "FSYNC_GROUP_FIRST".to_string(),
+        if first { "1" } else { "0" }.to_string(),
+    )]);
     member.set_child(None, job.display());
     member.pass_down(!a.close)?;
     let exit = job.run(|pid| member.set_child(Some(pid), job.display()))?;
@@ -260,7 +242,7 @@ fn members_text(group: &std::path::Path) -> Option<String> {
     Some(text)
 }
 
-fn members(a: MembersArgs) -> super::Outcome {
+fn members(a: MembersArgs) -> VerbResult {
     let list = group::members(&a.group)?;
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -282,7 +264,7 @@ fn members(a: MembersArgs) -> super::Outcome {
     Ok(Exit::OK)
 }
 
-fn watch(a: WatchArgs) -> super::Outcome {
+fn watch(a: WatchCmd) -> VerbResult {
     let start = std::time::Instant::now();
     let mut empty = group::is_empty(&a.group)?;
     loop {
@@ -300,14 +282,9 @@ fn watch(a: WatchArgs) -> super::Outcome {
         }
         out.flush()?;
         drop(out);
-        let remaining = a.timeout.map(|t| t.saturating_sub(start.elapsed()));
-        if remaining == Some(Duration::ZERO) {
-            return Ok(Exit::OK);
-        }
-        match group::wait_for_state(&a.group, !empty, remaining, a.poll)? {
-            Outcome::Acquired(()) => empty = !empty,
-            Outcome::TimedOut => return Ok(Exit::OK),
-            Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
-        }
+        let remaining = a.watch.remaining(start)?;
+        let outcome = group::wait_for_state(&a.group, !empty, remaining, a.watch.poll)?;
+        Exit::unless_acquired(outcome, Exit::OK)?;
+        empty = !empty;
     }
 }

@@ -3,16 +3,17 @@
 protocol (turnstile, one shared lock per group) is in the library's `grouplock` module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf};
+use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{grouplock, GroupLock};
 use serde_json::json;
 
 use super::{
-    child::{Job, LossArgs},
+    args::{CommandArgs, WaitArgs},
+    child::LossArgs,
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -104,14 +105,8 @@ struct RunArgs {
     #[command(flatten)]
     loss: LossArgs,
 
-    /// The command to run, and its arguments (after `--`)
-    #[arg(
-        value_name = "COMMAND",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 #[derive(Debug, Args)]
@@ -124,25 +119,22 @@ struct StatusArgs {
     json: bool,
 }
 
-pub fn run(cmd: GroupLockCommand) -> super::Outcome {
+pub fn run(cmd: GroupLockCommand) -> VerbResult {
     match cmd.verb {
         Verb::Run(a) => run_command(a),
         Verb::Status(a) => status(a),
     }
 }
 
-fn run_command(a: RunArgs) -> super::Outcome {
+fn run_command(a: RunArgs) -> VerbResult {
     let lock = GroupLock::new(&a.lock).poll_interval(a.wait.poll);
     let what = format!("{} as group {}", a.lock.display(), a.group);
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| inside_text(&a.lock));
     let outcome = lock.enter_with(&a.group, a.max, a.wait.timeout(), |_| progress.waiting())?;
-    let guard = match progress.settle(outcome, |g| match g.slot() {
+    let guard = progress.settle(outcome, |g| match g.slot() {
         Some(slot) => format!("entered {what} (slot {slot})"),
         None => format!("entered {what}"),
-    }) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    })?;
     guard.pass_down(!a.close)?;
     let mut env = vec![("FSYNC_GROUP".to_string(), a.group.clone())];
     if let Some(slot) = guard.slot() {
@@ -151,11 +143,7 @@ fn run_command(a: RunArgs) -> super::Outcome {
     let loss_guard = a
         .loss
         .guard(&a.lock, guard.raw_fd(), fsync::platform::lock::Mode::Shared);
-    let exit = Job {
-        argv: &a.command,
-        env,
-    }
-    .run_guarded(|_| {}, loss_guard)?;
+    let exit = a.command.job(env).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
 }
@@ -172,7 +160,7 @@ fn inside_text(lock: &std::path::Path) -> Option<String> {
     (!texts.is_empty()).then(|| format!("held by {}", texts.join(", ")))
 }
 
-fn status(a: StatusArgs) -> super::Outcome {
+fn status(a: StatusArgs) -> VerbResult {
     let st = grouplock::status(&a.lock)?;
     let mut out = std::io::stdout().lock();
     if a.json {

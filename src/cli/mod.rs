@@ -5,6 +5,7 @@ Each subcommand module turns its arguments into plain calls of the library, and 
 [`Exit`] or a [`Failure`]; [`main`] is the one place that prints failures and picks exit codes.
 */
 
+mod args;
 mod bus;
 mod child;
 mod doctor;
@@ -22,9 +23,9 @@ mod report;
 mod sem;
 mod swmr;
 
-use std::{fmt, io::Write, time::Duration};
+use std::{fmt, io::Write};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 pub use exit_code::Exit;
 
@@ -226,102 +227,6 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
 }
 
-// The options every waiting verb shares. (No doc comment: clap would make it the `about` of
-// every command that flattens this struct, clap-rs/clap#3127.)
-#[derive(Debug, Clone, Args)]
-pub struct WaitArgs {
-    /// Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait
-    /// for ever]
-    #[arg(
-        short = 't',
-        long,
-        visible_short_alias = 'w',
-        visible_alias = "wait",
-        value_name = "DUR",
-        value_parser = parse_duration
-    )]
-    pub timeout: Option<Duration>,
-
-    /// Do not wait: give up at once if it is not free (same as --timeout 0)
-    #[arg(
-        short = 'n',
-        long,
-        visible_aliases = ["nonblock", "nb", "nonblocking"],
-        conflicts_with = "timeout"
-    )]
-    pub no_wait: bool,
-
-    /// Exit status when the wait gives up
-    #[arg(short = 'E', long, value_name = "N", default_value_t = Exit::CONFLICT.code)]
-    pub conflict_exit_code: u8,
-
-    /// Re-check interval where other hosts cannot wake us (network file systems)
-    #[arg(long, value_name = "DUR", value_parser = parse_poll, default_value = "50ms")]
-    pub poll: Duration,
-
-    /// Say on stderr what the wait is for and who holds it, since when, if it has to wait;
-    /// then how long it waited, whether it got it, gave up or was interrupted
-    #[arg(short, long)]
-    pub verbose: bool,
-}
-
-impl WaitArgs {
-    pub fn timeout(&self) -> Option<Duration> {
-        if self.no_wait {
-            Some(Duration::ZERO)
-        } else {
-            self.timeout
-        }
-    }
-}
-
-/// The longest duration accepted: about 31,700 years, for ever in practice (and far from the
-/// overflow of a deadline).
-const MAX_DURATION: Duration = Duration::from_secs(1_000_000_000_000);
-
-/// Durations as humantime writes them, plus bare (fractional) seconds as flock(1) takes them.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let too_large = || {
-        format!(
-            "duration '{s}' is too large (at most {}s, about 31,700 years)",
-            MAX_DURATION.as_secs()
-        )
-    };
-    let duration = if let Ok(secs) = s.parse::<f64>() {
-        if secs.is_nan() {
-            return Err(format!("invalid duration '{s}': not a number"));
-        }
-        if secs < 0.0 {
-            return Err(format!(
-                "invalid duration '{s}': must be a non-negative number of seconds"
-            ));
-        }
-        if secs >= MAX_DURATION.as_secs_f64() {
-            return Err(too_large());
-        }
-        Duration::from_secs_f64(secs)
-    } else {
-        humantime::parse_duration(s).map_err(|e| match e {
-            humantime::DurationError::NumberOverflow => too_large(),
-            e => format!("invalid duration '{s}': {e} (for example 250ms, 5s, 2m, 1h30m)"),
-        })?
-    };
-    if duration > MAX_DURATION {
-        return Err(too_large());
-    }
-    Ok(duration)
-}
-
-fn parse_poll(s: &str) -> Result<Duration, String> {
-    match parse_duration(s)? {
-        d if d < Duration::from_millis(1) => {
-            Err(format!("invalid poll interval '{s}': must be at least 1ms"))
-        }
-        d => Ok(d),
-    }
-}
-
 /// Why a verb failed; printed by [`main`] as one `fsync: ...` line.
 #[derive(Debug)]
 pub enum Failure {
@@ -336,11 +241,20 @@ pub enum Failure {
     BrokenPipe,
     /// The command line is wrong (clap's message, on one line).
     Usage(String),
+    /// The verb ends early with this status, with nothing left to say: its wait gave up or was
+    /// interrupted (which `-v` has said).
+    Ended(Exit),
 }
 
 impl From<fsync::Error> for Failure {
     fn from(e: fsync::Error) -> Failure {
         Failure::Lib(e)
+    }
+}
+
+impl From<Exit> for Failure {
+    fn from(exit: Exit) -> Failure {
+        Failure::Ended(exit)
     }
 }
 
@@ -364,6 +278,7 @@ impl fmt::Display for Failure {
             Failure::Exec { program, cause, .. } => write!(f, "{program}: {cause}"),
             Failure::BrokenPipe => write!(f, "broken pipe"),
             Failure::Usage(message) => write!(f, "{message}"),
+            Failure::Ended(exit) => write!(f, "ended with status {}", exit.code),
         }
     }
 }
@@ -375,11 +290,14 @@ impl Failure {
             Failure::Exec { exit, .. } => *exit,
             Failure::BrokenPipe => Exit::OK,
             Failure::Usage(_) => Exit::USAGE,
+            Failure::Ended(exit) => *exit,
         }
     }
 }
 
-pub type Outcome = Result<Exit, Failure>;
+/// How a verb ends: the exit status, or why it failed. (Named so as not to be confused with
+/// [`fsync::Outcome`], how a wait ended.)
+pub type VerbResult = Result<Exit, Failure>;
 
 /// Run the command line; returns how the process is to end.
 pub fn main() -> Exit {
@@ -406,6 +324,7 @@ pub fn main() -> Exit {
     match result {
         Ok(exit) => exit,
         Err(Failure::BrokenPipe) => Exit::OK,
+        Err(Failure::Ended(exit)) => exit,
         Err(failure) => {
             let _ = writeln!(std::io::stderr(), "fsync: {failure}");
             failure.exit()
@@ -419,7 +338,7 @@ pub fn warn(failure: Failure) {
     let _ = writeln!(std::io::stderr(), "fsync: {failure}");
 }
 
-fn dispatch(command: Command) -> Outcome {
+fn dispatch(command: Command) -> VerbResult {
     match command {
         Command::Mutex(cmd) => mutex::run(cmd),
         Command::Group(cmd) => group::run(cmd),
@@ -516,27 +435,5 @@ mod tests {
             let text = watch.get_long_about().expect("long help").to_string();
             assert!(text.contains("128+N"), "{text}");
         }
-    }
-
-    #[test]
-    fn durations_accept_humantime_and_bare_seconds() {
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("-1").is_err());
-        for huge in [
-            "18446744073709551615",
-            "1e300",
-            "inf",
-            "99999999999999999999s",
-            "100000000000000h",
-        ] {
-            let e = parse_duration(huge).unwrap_err();
-            assert!(e.contains(&format!("'{huge}' is too large")), "{e}");
-        }
-        assert!(parse_duration("nan").unwrap_err().contains("not a number"));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_poll("0").is_err());
     }
 }

@@ -6,13 +6,14 @@ by rename, exactly-once claims, sender liveness) is in the library's `msg` modul
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{Mailbox, Outcome};
+use fsync::Mailbox;
 use serde_json::json;
 
 use super::{
+    args::WaitArgs,
     payload::{check_output, output_error, DataArg},
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -139,16 +140,14 @@ struct ListArgs {
     json: bool,
 }
 
-pub fn run(cmd: MsgCommand) -> super::Outcome {
+pub fn run(cmd: MsgCommand) -> VerbResult {
     match cmd.verb {
         Verb::Post(a) => {
-            match Mailbox::new(&a.mailbox.mailbox)
+            let outcome = Mailbox::new(&a.mailbox.mailbox)
                 .payload_mode(a.mode.mode)
-                .post(&mut a.data.reader())?
-            {
-                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
-                _ => Ok(Exit::OK),
-            }
+                .post(&mut a.data.reader())?;
+            Exit::unless_acquired(outcome, Exit::OK)?;
+            Ok(Exit::OK)
         }
         Verb::Send(a) => {
             let mailbox = Mailbox::new(&a.mailbox.mailbox)
@@ -184,10 +183,7 @@ pub fn run(cmd: MsgCommand) -> super::Outcome {
             let outcome =
                 mailbox.recv_reporting(a.wait.timeout(), skipped, |_| progress.waiting())?;
             let mut msg =
-                match progress.settle(outcome, |_| format!("received a message from {place}")) {
-                    Ok(msg) => msg,
-                    Err(exit) => return Ok(exit),
-                };
+                progress.settle(outcome, |_| format!("received a message from {place}"))?;
             if let Err(e) = msg.copy_to(&mut std::io::stdout().lock()) {
                 return match fsync::wait::cancelled() {
                     Some(s) => Ok(Exit::signal(s)), // dropped: back to the queue

@@ -3,20 +3,21 @@
 and watch a lock. The protocol is in the library's `mutex` module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
+use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
     mutex::{self, Status, HELD_ENV},
     platform::lock::Mode,
-    Mutex, Outcome,
+    Mutex,
 };
 use serde_json::json;
 
 use super::{
-    child::{Job, LossArgs},
+    args::{CommandArgs, WaitArgs, WatchArgs},
+    child::LossArgs,
     report::{self, Progress},
-    Exit, Failure, WaitArgs,
+    Exit, Failure, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -87,7 +88,7 @@ enum Verb {
         after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
                            fsync mutex watch --json -t 1h /var/lock/backup.lck >> lock-history.jsonl"
     )]
-    Watch(WatchArgs),
+    Watch(WatchCmd),
 }
 
 const RUN_LONG: &str = "\
@@ -146,6 +147,14 @@ Examples:
   fsync mutex run -s /var/lock/db.lck -- ./report";
 
 #[derive(Debug, Args)]
+#[command(mut_arg("command", |arg| {
+    arg.required(false)
+        .required_unless_present("command_string")
+        .help(
+            "The command to run, and its arguments: everything from the first word after LOCK \
+             on belongs to COMMAND ('--' before it is accepted too)",
+        )
+}))]
 struct RunArgs {
     /// The lock file: created if missing, never truncated
     #[arg(value_name = "LOCK")]
@@ -204,15 +213,8 @@ struct RunArgs {
     #[arg(short = 'F', long, hide = true)]
     no_fork: bool,
 
-    /// The command to run, and its arguments: everything from the first word after LOCK on
-    /// belongs to COMMAND ('--' before it is accepted too)
-    #[arg(
-        value_name = "COMMAND",
-        required_unless_present = "command_string",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 const LOCK_EXAMPLES: &str = "\
@@ -267,7 +269,10 @@ struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
-struct WatchArgs {
+#[command(mut_arg("poll", |arg| {
+    arg.help("Re-check interval for changes made by tools other than fsync")
+}))]
+struct WatchCmd {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
@@ -276,16 +281,11 @@ struct WatchArgs {
     #[arg(long)]
     json: bool,
 
-    /// Stop watching after DUR
-    #[arg(short = 't', long, value_name = "DUR", value_parser = super::parse_duration)]
-    timeout: Option<Duration>,
-
-    /// Re-check interval for changes made by tools other than fsync
-    #[arg(long, value_name = "DUR", value_parser = super::parse_poll, default_value = "50ms")]
-    poll: Duration,
+    #[command(flatten)]
+    watch: WatchArgs,
 }
 
-pub fn run(cmd: MutexCommand) -> super::Outcome {
+pub fn run(cmd: MutexCommand) -> VerbResult {
     match cmd.verb {
         Verb::Run(a) => run_command(a),
         Verb::Lock(a) => lock_fd(a),
@@ -298,10 +298,10 @@ pub fn run(cmd: MutexCommand) -> super::Outcome {
     }
 }
 
-fn run_command(mut a: RunArgs) -> super::Outcome {
+fn run_command(mut a: RunArgs) -> VerbResult {
     flock_only_options(&a)?;
     if let Some(cmdstring) = a.command_string.take() {
-        a.command = vec!["sh".into(), "-c".into(), cmdstring];
+        a.command.argv = vec!["sh".into(), "-c".into(), cmdstring];
     }
     if a.fcntl {
         a.range = Some(fsync::range::ByteRange { start: 0, len: 0 });
@@ -312,10 +312,7 @@ fn run_command(mut a: RunArgs) -> super::Outcome {
     if a.shared {
         return run_shared(&a);
     }
-    let mut job = Job {
-        argv: &a.command,
-        env: Vec::new(),
-    };
+    let mut job = a.command.job(Vec::new());
     // The record names the command from the start: reports never show it as ours.
     let mutex = Mutex::new(&a.lock)
         .delete_on_release(a.delete)
@@ -325,16 +322,13 @@ fn run_command(mut a: RunArgs) -> super::Outcome {
         .holder(|| holder_of(&a.lock))
         .note(mode_note(&a.lock, a.wait.poll));
     let outcome = mutex.acquire_with(a.wait.timeout(), |_| progress.waiting())?;
-    let mut guard = match progress.settle(outcome, |g| match g.is_nested() {
+    let mut guard = progress.settle(outcome, |g| match g.is_nested() {
         true => format!(
             "acquired {} (already held for us by an enclosing fsync)",
             a.lock.display()
         ),
         false => format!("acquired {} (fence {})", a.lock.display(), g.fence()),
-    }) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    })?;
     job.env = vec![
         ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
         (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
@@ -389,31 +383,24 @@ fn flock_only_options(a: &RunArgs) -> Result<(), Failure> {
 }
 
 /// `run -s`: a shared flock on LOCK, as `flock -s` takes it.
-fn run_shared(a: &RunArgs) -> super::Outcome {
+fn run_shared(a: &RunArgs) -> VerbResult {
     let mutex = Mutex::new(&a.lock).poll_interval(a.wait.poll);
     let what = format!("a shared lock on {}", a.lock.display());
     let mut progress = Progress::new(&a.wait, what.clone())
         .holder(|| holder_of(&a.lock))
         .note(mode_note(&a.lock, a.wait.poll));
     let outcome = mutex.acquire_shared_with(a.wait.timeout(), |_| progress.waiting())?;
-    let guard = match progress.settle(outcome, |_| format!("acquired {what}")) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     guard.pass_down(!a.close)?;
     let loss_guard = a.loss.guard(&a.lock, guard.raw_fd(), Mode::Shared);
-    let exit = Job {
-        argv: &a.command,
-        env: Vec::new(),
-    }
-    .run_guarded(|_| {}, loss_guard)?;
+    let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
 }
 
 /// `run --range` (and `--fcntl`): an OFD lock on a byte range instead of the whole-file
 /// protocol.
-fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
+fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> VerbResult {
     let lock = fsync::range::RangeLock::new(&a.lock, range).poll_interval(a.wait.poll);
     let what = format!("bytes {range} of {}", a.lock.display());
     let mut progress = Progress::new(&a.wait, what.clone());
@@ -422,16 +409,9 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
         false => Mode::Exclusive,
     };
     let outcome = lock.acquire_with(mode, a.wait.timeout(), |_| progress.waiting())?;
-    let guard = match progress.settle(outcome, |_| format!("acquired {what}")) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     guard.pass_down(!a.close)?;
-    let exit = Job {
-        argv: &a.command,
-        env: Vec::new(),
-    }
-    .run(|_| {})?;
+    let exit = a.command.job(Vec::new()).run(|_| {})?;
     drop(guard);
     Ok(exit)
 }
@@ -463,7 +443,7 @@ fn holder_of(lock: &std::path::Path) -> Option<String> {
     }
 }
 
-fn lock_fd(a: LockArgs) -> super::Outcome {
+fn lock_fd(a: LockArgs) -> VerbResult {
     let fd = a.fd.or(a.fd_number).unwrap_or_default(); // one of them: clap requires it
                                                        // The file behind the descriptor, to say what we wait for and ask who holds it.
     let file = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok();
@@ -478,12 +458,8 @@ fn lock_fd(a: LockArgs) -> super::Outcome {
     let outcome = mutex::lock_fd_with(fd, a.shared, a.wait.timeout(), a.wait.poll, |_| {
         progress.waiting()
     })?;
-    Ok(
-        match progress.settle(outcome, |()| format!("acquired {what}")) {
-            Ok(()) => Exit::OK,
-            Err(exit) => exit,
-        },
-    )
+    progress.settle(outcome, |()| format!("acquired {what}"))?;
+    Ok(Exit::OK)
 }
 
 fn status_json(lock: &std::path::Path, st: &Status) -> serde_json::Value {
@@ -495,7 +471,7 @@ fn status_json(lock: &std::path::Path, st: &Status) -> serde_json::Value {
     })
 }
 
-fn status(a: StatusArgs) -> super::Outcome {
+fn status(a: StatusArgs) -> VerbResult {
     let st = mutex::status(&a.lock)?;
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -515,7 +491,7 @@ fn status(a: StatusArgs) -> super::Outcome {
     Ok(if st.held { Exit::NO } else { Exit::OK })
 }
 
-fn watch(a: WatchArgs) -> super::Outcome {
+fn watch(a: WatchCmd) -> VerbResult {
     let start = std::time::Instant::now();
     // First the state the watch starts in, then its changes.
     let mut seen = mutex::status(&a.lock)?;
@@ -537,19 +513,13 @@ fn watch(a: WatchArgs) -> super::Outcome {
             print_event(&a, "acquired", &current)?;
         }
         seen = current;
-        let remaining = a.timeout.map(|t| t.saturating_sub(start.elapsed()));
-        if remaining == Some(Duration::ZERO) {
-            return Ok(Exit::OK);
-        }
-        current = match mutex::wait_for_change(&a.lock, &seen, remaining, a.poll)? {
-            Outcome::Acquired(st) => st,
-            Outcome::TimedOut => return Ok(Exit::OK),
-            Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
-        };
+        let remaining = a.watch.remaining(start)?;
+        let outcome = mutex::wait_for_change(&a.lock, &seen, remaining, a.watch.poll)?;
+        current = Exit::unless_acquired(outcome, Exit::OK)?;
     }
 }
 
-fn print_event(a: &WatchArgs, event: &str, st: &Status) -> Result<(), Failure> {
+fn print_event(a: &WatchCmd, event: &str, st: &Status) -> Result<(), Failure> {
     let now = report::timestamp(std::time::SystemTime::now());
     let mut out = std::io::stdout().lock();
     if a.json {

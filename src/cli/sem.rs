@@ -4,16 +4,17 @@ protocol (one lock file per slot, a waiting line, wake-ups on close) is in the l
 module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf};
+use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{sem, Semaphore};
 use serde_json::json;
 
 use super::{
-    child::{Job, LossArgs},
+    args::{CommandArgs, WaitArgs},
+    child::LossArgs,
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -92,14 +93,8 @@ struct RunArgs {
     #[command(flatten)]
     loss: LossArgs,
 
-    /// The command to run, and its arguments (after `--`)
-    #[arg(
-        value_name = "COMMAND",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 #[derive(Debug, Args)]
@@ -112,29 +107,25 @@ struct StatusArgs {
     json: bool,
 }
 
-pub fn run(cmd: SemCommand) -> super::Outcome {
+pub fn run(cmd: SemCommand) -> VerbResult {
     match cmd.verb {
         Verb::Run(a) => run_command(a),
         Verb::Status(a) => status(a),
     }
 }
 
-fn run_command(a: RunArgs) -> super::Outcome {
+fn run_command(a: RunArgs) -> VerbResult {
     let sem = Semaphore::new(&a.sem, a.slots).poll_interval(a.wait.poll);
     let mut progress = Progress::new(&a.wait, format!("a slot of {}", a.sem.display()))
         .holder(|| holders_text(&a.sem));
     let outcome = sem.acquire_with(a.wait.timeout(), |_| progress.waiting())?;
-    let mut guard = match progress.settle(outcome, |g| {
+    let mut guard = progress.settle(outcome, |g| {
         format!("acquired slot {} of {}", g.slot(), a.sem.display())
-    }) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    })?;
     guard.pass_down(!a.close)?;
-    let job = Job {
-        argv: &a.command,
-        env: vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())],
-    };
+    let job = a
+        .command
+        .job(vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())]);
     let loss_guard = a.loss.guard(
         &a.sem,
         guard.raw_fd(),
@@ -163,7 +154,7 @@ fn holders_text(sem: &std::path::Path) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-fn status(a: StatusArgs) -> super::Outcome {
+fn status(a: StatusArgs) -> VerbResult {
     let st = sem::status(&a.sem)?;
     let mut out = std::io::stdout().lock();
     if a.json {

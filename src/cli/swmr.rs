@@ -3,16 +3,17 @@
 The protocol (and why writers are not starved) is in the library's `swmr` module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf};
+use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{platform::lock::Mode, swmr, Swmr};
 use serde_json::json;
 
 use super::{
-    child::{Job, LossArgs},
+    args::{CommandArgs, WaitArgs},
+    child::LossArgs,
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -94,14 +95,8 @@ struct RunArgs {
     #[arg(long, value_name = "START[:LEN]", value_parser = fsync::range::ByteRange::parse)]
     range: Option<fsync::range::ByteRange>,
 
-    /// The command to run, and its arguments (after `--`)
-    #[arg(
-        value_name = "COMMAND",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 #[derive(Debug, Args)]
@@ -114,7 +109,7 @@ struct StatusArgs {
     json: bool,
 }
 
-pub fn run(cmd: SwmrCommand) -> super::Outcome {
+pub fn run(cmd: SwmrCommand) -> VerbResult {
     match cmd.verb {
         Verb::Read(a) => run_locked(a, Mode::Shared),
         Verb::Write(a) => run_locked(a, Mode::Exclusive),
@@ -122,7 +117,7 @@ pub fn run(cmd: SwmrCommand) -> super::Outcome {
     }
 }
 
-fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
+fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
     let role = if mode == Mode::Exclusive {
         "the writer"
     } else {
@@ -135,10 +130,7 @@ fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
     };
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| holders_text(&a.lock, mode));
     let outcome = lock.acquire(mode, a.wait.timeout(), |_| progress.waiting())?;
-    let guard = match progress.settle(outcome, |_| format!("acquired {what}")) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
     // even if we die.
     guard.pass_down(!a.close)?;
@@ -147,11 +139,7 @@ fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
         None => a.loss.guard(&a.lock, fd, held_mode),
         Some(_) => None, // byte ranges are not re-checked (yet)
     };
-    let exit = Job {
-        argv: &a.command,
-        env: Vec::new(),
-    }
-    .run_guarded(|_| {}, loss_guard)?;
+    let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
 }
@@ -180,7 +168,7 @@ fn holders_text(lock: &std::path::Path, mode: Mode) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-fn status(a: StatusArgs) -> super::Outcome {
+fn status(a: StatusArgs) -> VerbResult {
     let st = swmr::status(&a.lock)?;
     let mut out = std::io::stdout().lock();
     if a.json {
