@@ -69,7 +69,7 @@ pub fn run(a: DoctorArgs) -> VerbResult {
             "link": result(&r.link),
             "notify": result(&r.notify),
             "notify_interface": r.notify_interface,
-            "mode": r.mode(),
+            "mode": mode(&r),
         });
         writeln!(out, "{line}")?;
     } else {
@@ -97,7 +97,7 @@ pub fn run(a: DoctorArgs) -> VerbResult {
             (false, _) => "no",
         };
         writeln!(out, "  {:32} {collide}", "flock and byte ranges collide")?;
-        writeln!(out, "  mode: {}", r.mode())?;
+        writeln!(out, "  mode: {}", mode(&r))?;
         for w in &r.warnings {
             writeln!(out, "  warning: {w}")?;
         }
@@ -113,4 +113,15 @@ pub fn run(a: DoctorArgs) -> VerbResult {
     } else {
         Exit::NO
     })
+}
+
+/// How fsync waits on a file system like that of `r`, in the words of its options (`--poll`).
+fn mode(r: &doctor::Report) -> &'static str {
+    match r.network {
+        true => {
+            "blocking lock calls woken by the file server, re-checked every --poll interval; \
+             change notification cannot see other hosts, so event and message waits poll"
+        }
+        false => "kernel wake-ups: blocking locks and change notification, no polling",
+    }
 }

@@ -7,14 +7,14 @@ module.
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{sem, Semaphore};
+use fsync::{sem, ErrorKind, Semaphore};
 use serde_json::json;
 
 use super::{
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
     report::{self, Progress},
-    Exit, VerbResult,
+    Exit, Failure, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -118,7 +118,8 @@ fn run_command(a: RunArgs) -> VerbResult {
     let sem = Semaphore::new(&a.sem, a.slots).poll_interval(a.wait.poll);
     let mut progress = Progress::new(&a.wait, format!("a slot of {}", a.sem.display()))
         .holder(|| holders_text(&a.sem));
-    let outcome = sem.acquire_with(a.wait.timeout(), |_| progress.waiting())?;
+    let outcome = (sem.acquire_with(a.wait.timeout(), |_| progress.waiting()))
+        .map_err(|e| in_our_words(&a, e))?;
     let mut guard = progress.settle(outcome, |g| {
         format!("acquired slot {} of {}", g.slot(), a.sem.display())
     })?;
@@ -135,6 +136,20 @@ fn run_command(a: RunArgs) -> VerbResult {
     let exit = job.run_guarded(|pid| guard.set_child(Some(pid), job.display()), loss_guard)?;
     drop(guard);
     Ok(exit)
+}
+
+/// A semaphore created with another N, said in the command line's words (`--slots`); any other
+/// error as it is.
+fn in_our_words(a: &RunArgs, e: fsync::Error) -> Failure {
+    if e.kind() == ErrorKind::Invalid {
+        if let Ok(Some(recorded)) = sem::recorded_slots(&a.sem) {
+            if recorded != a.slots {
+                let why = format!("was created with --slots {recorded}, not {}", a.slots);
+                return Failure::Lib(fsync::Error::new(&a.sem, ErrorKind::Invalid, why));
+            }
+        }
+    }
+    e.into()
 }
 
 /// "slot 0 held by pid 12 on host: cmd, since ...; slot 1 held by ..." for `-v` (the first
