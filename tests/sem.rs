@@ -182,6 +182,7 @@ fn a_different_slot_count_is_a_clear_error() {
         "the error does not name both 3 and 4: {}",
         out.stderr
     );
+    out.stderr_has("--slots 3");
     // The recorded count stands, with holders inside too.
     let h = slot_holder(&t, &sem, "3", &[]);
     sem_run(&t, &sem, "2", &[], "touch ran").run().code(2);

@@ -6,23 +6,27 @@ protocol is in the library's `bus` module; each participant is a mailbox.
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{Bus, Outcome};
+use fsync::Bus;
 use serde_json::json;
 
 use super::{
+    args::WaitArgs,
     payload::{check_output, output_error, DataArg},
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, VerbResult,
 };
 
-const BUS_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Message bus: named participants on a shared directory";
+
+/// The description of `fsync bus --help`.
+pub const LONG: &str = "\
 A bus is a directory on which named participants connect, send each other messages and \
 broadcast to all (a bus for processes on machines sharing a network directory). Each \
 participant has a mailbox: messages to it are received exactly once, in the order sent, and a \
 message is never visible half-written. Participant names are letters, digits, '_' and '-'.";
 
 #[derive(Debug, Args)]
-#[command(about = "Message bus: named participants on a shared directory", long_about = BUS_LONG)]
 pub struct BusCommand {
     #[command(subcommand)]
     verb: Verb,
@@ -43,6 +47,7 @@ struct Member {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
     #[command(
         about = "Connect NAME to BUS (removing what an earlier disconnect left)",
@@ -125,7 +130,7 @@ struct RecvArgs {
     wait: WaitArgs,
 }
 
-pub fn run(cmd: BusCommand) -> super::Outcome {
+pub fn run(cmd: BusCommand) -> VerbResult {
     match cmd.verb {
         Verb::Connect(m) => Bus::new(&m.bus)
             .connect(&m.name)
@@ -156,14 +161,16 @@ pub fn run(cmd: BusCommand) -> super::Outcome {
             }
             Ok(Exit::OK)
         }
-        Verb::Send(a) => match Bus::new(&a.bus).send(&a.from, &a.to, &mut a.data.reader())? {
-            Outcome::Interrupted(s) => Ok(Exit::signal(s)),
-            _ => Ok(Exit::OK),
-        },
-        Verb::Broadcast(a) => match Bus::new(&a.bus).broadcast(&a.from, &mut a.data.reader())? {
-            Outcome::Interrupted(s) => Ok(Exit::signal(s)),
-            _ => Ok(Exit::OK),
-        },
+        Verb::Send(a) => {
+            let outcome = Bus::new(&a.bus).send(&a.from, &a.to, &mut a.data.reader())?;
+            Exit::unless_acquired(outcome, Exit::OK)?;
+            Ok(Exit::OK)
+        }
+        Verb::Broadcast(a) => {
+            let outcome = Bus::new(&a.bus).broadcast(&a.from, &mut a.data.reader())?;
+            Exit::unless_acquired(outcome, Exit::OK)?;
+            Ok(Exit::OK)
+        }
         Verb::Recv(a) => {
             check_output()?;
             let bus = Bus::new(&a.member.bus).poll_interval(a.wait.poll);
@@ -184,10 +191,7 @@ pub fn run(cmd: BusCommand) -> super::Outcome {
                 Some(sender) => format!("received {what} from {sender}"),
                 None => format!("received {what}"),
             };
-            let mut msg = match progress.settle(outcome, from) {
-                Ok(m) => m,
-                Err(exit) => return Ok(exit),
-            };
+            let mut msg = progress.settle(outcome, from)?;
             let mut out = std::io::stdout().lock();
             if a.json {
                 let data = msg.read_all().map_err(output_error)?;

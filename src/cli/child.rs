@@ -129,7 +129,8 @@ pub struct LossGuard<'a> {
     pub what: String,
 }
 
-/// The `--on-lost` option of the verbs that run a command under a lock.
+// The `--on-lost` option of the verbs that run a command under a lock. (No doc comment: clap
+// would make it the `about` of every command that flattens this struct, clap-rs/clap#3127.)
 #[derive(Debug, clap::Args)]
 pub struct LossArgs {
     /// On a network file system, what to do if the lock is lost while COMMAND runs (it is

@@ -8,21 +8,28 @@ use clap::Args;
 use fsync::doctor::{self, Check};
 use serde_json::json;
 
-use super::{report, Exit};
+use super::{report, Exit, VerbResult};
+
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Check what PATH's file system supports and how fsync will wait there";
+
+/// The description of `fsync doctor --help`.
+pub const LONG: &str = "\
+Check the file system of the directory PATH (or of the file PATH's directory): its type, whether \
+whole-file flock(2) locks and OFD byte-range locks exclude each other, whether rename is atomic \
+and link refuses an existing name, whether change notification (dnotify/inotify) reports \
+changes, and the resulting mode: kernel wake-ups on local file systems, polling where other hosts \
+cannot wake us. It creates and removes scratch files named .fsync-doctor.PID.* in the directory. \
+Exit 0 if every check passed, 1 if one failed.";
+
+/// The examples after `fsync doctor --help`.
+pub const EXAMPLES: &str = "\
+Examples:
+  # Before putting locks on a shared directory
+  fsync doctor /mnt/shared/locks
+  fsync doctor --json /mnt/shared/locks | jq .mode";
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Check what PATH's file system supports and how fsync will wait there",
-    long_about = "Check the file system of the directory PATH (or of the file PATH's directory): \
-                  its type, whether whole-file flock(2) locks and OFD byte-range locks exclude \
-                  each other, whether rename is atomic and link refuses an existing name, whether \
-                  change notification (dnotify/inotify) reports changes, and the resulting mode: kernel \
-                  wake-ups on local file systems, polling where other hosts cannot wake us. It \
-                  creates and removes scratch files named .fsync-doctor.PID.* in the directory. \
-                  Exit 0 if every check passed, 1 if one failed.",
-    after_long_help = "Examples:\n  # Before putting locks on a shared directory\n  fsync doctor /mnt/shared/locks\n  \
-                       fsync doctor --json /mnt/shared/locks | jq .mode"
-)]
 pub struct DoctorArgs {
     /// The directory (or a file in it) to examine
     #[arg(value_name = "PATH")]
@@ -33,7 +40,7 @@ pub struct DoctorArgs {
     json: bool,
 }
 
-pub fn run(a: DoctorArgs) -> super::Outcome {
+pub fn run(a: DoctorArgs) -> VerbResult {
     let r = doctor::examine(&a.path)?;
     let notify_label = format!("change notification ({})", r.notify_interface);
     let checks = [
@@ -62,7 +69,7 @@ pub fn run(a: DoctorArgs) -> super::Outcome {
             "link": result(&r.link),
             "notify": result(&r.notify),
             "notify_interface": r.notify_interface,
-            "mode": r.mode(),
+            "mode": mode(&r),
         });
         writeln!(out, "{line}")?;
     } else {
@@ -90,7 +97,7 @@ pub fn run(a: DoctorArgs) -> super::Outcome {
             (false, _) => "no",
         };
         writeln!(out, "  {:32} {collide}", "flock and byte ranges collide")?;
-        writeln!(out, "  mode: {}", r.mode())?;
+        writeln!(out, "  mode: {}", mode(&r))?;
         for w in &r.warnings {
             writeln!(out, "  warning: {w}")?;
         }
@@ -106,4 +113,15 @@ pub fn run(a: DoctorArgs) -> super::Outcome {
     } else {
         Exit::NO
     })
+}
+
+/// How fsync waits on a file system like that of `r`, in the words of its options (`--poll`).
+fn mode(r: &doctor::Report) -> &'static str {
+    match r.network {
+        true => {
+            "blocking lock calls woken by the file server, re-checked every --poll interval; \
+             change notification cannot see other hosts, so event and message waits poll"
+        }
+        false => "kernel wake-ups: blocking locks and change notification, no polling",
+    }
 }

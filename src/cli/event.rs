@@ -8,16 +8,19 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use fsync::Event;
 
-use super::{report::Progress, Exit, WaitArgs};
+use super::{args::WaitArgs, report::Progress, Exit, VerbResult};
 
-const EVENT_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Events: signal, wait (optionally auto-resetting), reset, status";
+
+/// The description of `fsync event --help`.
+pub const LONG: &str = "\
 An event is set while the file EVENT exists (so it survives the crash of whoever set it). \
 'wait' returns once it is set; 'wait --reset' also clears it, and one signal wakes exactly one \
 of any number of --reset waiters, on one machine or several. On a local file system waiters are \
 woken by the kernel at once (dnotify); on a network file system they re-check every --poll interval.";
 
 #[derive(Debug, Args)]
-#[command(about = "Events: signal, wait (optionally auto-resetting), reset, status", long_about = EVENT_LONG)]
 pub struct EventCommand {
     #[command(subcommand)]
     verb: Verb,
@@ -31,6 +34,7 @@ struct PathArg {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
     #[command(
         about = "Set EVENT (exit 0 whether or not it was set already)",
@@ -73,7 +77,7 @@ struct WaitCmd {
     wait: WaitArgs,
 }
 
-pub fn run(cmd: EventCommand) -> super::Outcome {
+pub fn run(cmd: EventCommand) -> VerbResult {
     match cmd.verb {
         Verb::Signal(a) => Event::new(&a.event)
             .signal()
@@ -94,12 +98,8 @@ pub fn run(cmd: EventCommand) -> super::Outcome {
             let mut progress = Progress::new(&a.wait, what.clone());
             let outcome =
                 event.wait_reporting(a.wait.timeout(), a.reset, |_| progress.waiting())?;
-            Ok(
-                match progress.settle(outcome, |()| format!("{what} is set")) {
-                    Ok(()) => Exit::OK,
-                    Err(exit) => exit,
-                },
-            )
+            progress.settle(outcome, |()| format!("{what} is set"))?;
+            Ok(Exit::OK)
         }
     }
 }

@@ -5,7 +5,7 @@ The values are fixed by the command-line contract; operational errors use the BS
 that scripts can tell a missing directory from a permission problem, and never 0, 1 or 75.
 */
 
-use fsync::ErrorKind;
+use fsync::{ErrorKind, Outcome};
 
 /// How the process ends: an exit status, or death by a signal (whose status the shell shows as
 /// 128+N).
@@ -46,6 +46,17 @@ impl Exit {
         Exit {
             code: (128 + n).clamp(0, 255) as u8,
             signal: Some(n),
+        }
+    }
+
+    /// What a wait's outcome means for how fsync ends: the thing waited for, or `Err` with the
+    /// exit of a wait that gave up (`timed_out`: the conflict exit code; 0 for a watch that has
+    /// run its time, or a wait that cannot time out) or was interrupted (death by its signal).
+    pub fn unless_acquired<T>(outcome: Outcome<T>, timed_out: Exit) -> Result<T, Exit> {
+        match outcome {
+            Outcome::Acquired(v) => Ok(v),
+            Outcome::TimedOut => Err(timed_out),
+            Outcome::Interrupted(sig) => Err(Exit::signal(sig)),
         }
     }
 
@@ -100,6 +111,20 @@ mod tests {
         }
         assert_eq!(Exit::signal(9).code, 137);
         assert_eq!(Exit::signal(15).code, 143);
+    }
+
+    #[test]
+    fn a_wait_ends_in_what_it_waited_for_or_an_exit() {
+        let conflict = Exit::code(99);
+        assert_eq!(Exit::unless_acquired(Outcome::Acquired(7), conflict), Ok(7));
+        assert_eq!(
+            Exit::unless_acquired(Outcome::<()>::TimedOut, conflict),
+            Err(conflict)
+        );
+        assert_eq!(
+            Exit::unless_acquired(Outcome::<()>::Interrupted(15), conflict),
+            Err(Exit::signal(15))
+        );
     }
 
     #[test]

@@ -58,11 +58,34 @@ fn render_all() -> BTreeMap<PathBuf, String> {
 }
 
 fn completion(shell: Shell) -> String {
-    let mut cmd = Cli::command();
+    let mut cmd = with_whole_help_tree();
     let name = cmd.get_name().to_owned();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, name, &mut out);
     String::from_utf8(out).expect("completions are UTF-8")
+}
+
+/// The command tree, built, as completions need it: its `help` subcommand has the whole tree
+/// under it (`fsync help mutex run`). clap copies the tree under `help` when it builds the
+/// root, before the deferred subcommands below it (see [`Cli`]) exist; so that copy is made from
+/// a root whose subcommands were built beforehand (without their own `help`, which the copy
+/// never had), and replaces the shallow one.
+fn with_whole_help_tree() -> Command {
+    let mut subcommands = Cli::command().mut_subcommands(|sub| sub.disable_help_subcommand(true));
+    subcommands.build();
+    let mut for_help = Cli::command().mut_subcommands(|sub| {
+        (subcommands.find_subcommand(sub.get_name()))
+            .expect("the same tree")
+            .clone()
+    });
+    for_help.build();
+    let help = for_help
+        .find_subcommand("help")
+        .expect("clap's help")
+        .clone();
+    let mut root = Cli::command();
+    root.build();
+    root.mut_subcommand("help", |_| help)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -70,8 +93,11 @@ fn completion(shell: Shell) -> String {
 
 /// (file name, page) for the top-level command and every visible subcommand at every level.
 fn man_pages(cli: Command) -> Vec<(String, String)> {
-    let mut root = with_aliases_in_help(cli.disable_help_subcommand(true));
-    root.build(); // gives every subcommand its display name (fsync-mutex-run) and bin name
+    let mut root = cli.disable_help_subcommand(true);
+    // Runs the deferred construction of every subcommand's arguments, and gives every
+    // subcommand its display name (fsync-mutex-run) and bin name.
+    root.build();
+    let root = with_aliases_in_help(root);
     let mut pages = Vec::new();
     add_pages(&root, &mut Vec::new(), &mut pages);
     pages

@@ -3,22 +3,26 @@
 for it to empty, list and watch its members. The protocol is in the library's `group` module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
+use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
     group::{self, Left},
-    Group, Outcome,
+    Group,
 };
 use serde_json::json;
 
 use super::{
-    child::Job,
+    args::{CommandArgs, WaitArgs, WatchArgs},
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, VerbResult,
 };
 
-const GROUP_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Pools of processes: join while a command runs; is the group empty?";
+
+/// The description of `fsync group --help`.
+pub const LONG: &str = "\
 A group is a pool of processes: each joins while its command runs, and anyone can ask whether \
 the group is empty, wait until it is, or list its members. The typical use: application \
 instances join 'app.grp'; a maintenance script waits until the group is empty first.
@@ -30,40 +34,79 @@ A member is fsync together with its command (which inherits the membership, unle
 killing fsync alone does not end the membership while the command runs.";
 
 #[derive(Debug, Args)]
-#[command(about = "Pools of processes: join while a command runs; is the group empty?", long_about = GROUP_LONG)]
 pub struct GroupCommand {
     #[command(subcommand)]
     verb: Verb,
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
+    #[command(
+        about = "Be a member of GROUP while COMMAND runs",
+        long_about = "Be a member of GROUP while COMMAND runs, and exit with COMMAND's exit status. \
+                      COMMAND sees FSYNC_GROUP_FIRST=1 if the group was empty when it joined, else \
+                      0. With -v fsync says on stderr when it was the first to join and the last to \
+                      leave. Signals are forwarded to COMMAND as with 'fsync mutex run'.\n\n\
+                      The membership is passed down to COMMAND as 'fsync mutex run' passes its \
+                      lock: it lasts while COMMAND, or anything it left running with the \
+                      membership inherited, runs, even if fsync itself is killed. --close does not \
+                      pass it down.",
+        after_long_help = "Examples:\n  \
+            # Each application instance is a member while it runs\n  \
+            fsync group join /srv/app/app.grp -- ./app-server\n\n  \
+            # Initialise shared state only in the first instance\n  \
+            fsync group join app.grp -- sh -c '[ \"$FSYNC_GROUP_FIRST\" = 1 ] && ./init; exec ./app'\n\n  \
+            # Leave no files behind when the last member goes\n  \
+            fsync group join --delete /tmp/batch.grp -- ./worker"
+    )]
     Join(JoinArgs),
+    #[command(
+        about = "Exit 0 if GROUP is empty, 1 if it has members",
+        long_about = "Exit 0 if GROUP is empty (or does not exist), 1 if it has members. On a local \
+                      file system this reads the kernel's lock table and disturbs no one.",
+        after_long_help = "Examples:\n  \
+            # Maintenance only when no instance runs\n  \
+            fsync group empty /srv/app/app.grp && ./maintenance.sh"
+    )]
     Empty(EmptyArgs),
+    #[command(
+        about = "Wait until GROUP is empty",
+        long_about = "Wait until GROUP is empty: exit 0 when the last member has left, or the \
+                      conflict exit code (75) when --timeout expires first. On a local file system \
+                      the kernel wakes us when the last member leaves; on a network file system \
+                      fsync re-checks every --poll interval.",
+        after_long_help = "Examples:\n  \
+            # Wait up to 10 minutes for running instances to finish, then upgrade\n  \
+            fsync group wait-empty -t 10m /srv/app/app.grp && ./upgrade.sh"
+    )]
     WaitEmpty(WaitEmptyArgs),
+    #[command(
+        about = "List the live members of GROUP",
+        long_about = "List the live members of GROUP (pid, host, command, since), oldest first, and \
+                      their count. Members that died never appear.",
+        after_long_help = "Examples:\n  \
+            fsync group members /srv/app/app.grp\n  \
+            fsync group members --json app.grp | jq '.count'"
+    )]
     Members(MembersArgs),
-    Watch(WatchArgs),
+    #[command(
+        about = "Print 'empty' / 'not-empty' each time GROUP changes",
+        long_about = "Print a line with a timestamp and 'empty' or 'not-empty' for the current state \
+                      of GROUP (a GROUP that does not exist is empty; watching creates nothing), \
+                      then one each time it changes, until --timeout (then exits 0) or \
+                      until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
+        after_long_help = "Examples:\n  \
+            fsync group watch /srv/app/app.grp\n  \
+            fsync group watch --json -t 1h app.grp >> app-usage.jsonl"
+    )]
+    Watch(WatchCmd),
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Be a member of GROUP while COMMAND runs",
-    long_about = "Be a member of GROUP while COMMAND runs, and exit with COMMAND's exit status. \
-                  COMMAND sees FSYNC_GROUP_FIRST=1 if the group was empty when it joined, else \
-                  0. With -v fsync says on stderr when it was the first to join and the last to \
-                  leave. Signals are forwarded to COMMAND as with 'fsync mutex run'.\n\n\
-                  The membership is passed down to COMMAND as 'fsync mutex run' passes its \
-                  lock: it lasts while COMMAND, or anything it left running with the \
-                  membership inherited, runs, even if fsync itself is killed. --close does not \
-                  pass it down.",
-    after_long_help = "Examples:\n  \
-        # Each application instance is a member while it runs\n  \
-        fsync group join /srv/app/app.grp -- ./app-server\n\n  \
-        # Initialise shared state only in the first instance\n  \
-        fsync group join app.grp -- sh -c '[ \"$FSYNC_GROUP_FIRST\" = 1 ] && ./init; exec ./app'\n\n  \
-        # Leave no files behind when the last member goes\n  \
-        fsync group join --delete /tmp/batch.grp -- ./worker"
-)]
+#[command(mut_arg("command", |arg| {
+    arg.help("The command to run as a member, and its arguments (after `--`)")
+}))]
 struct JoinArgs {
     /// The group directory: created if missing
     #[arg(value_name = "GROUP")]
@@ -80,41 +123,17 @@ struct JoinArgs {
     #[arg(short = 'o', long)]
     close: bool,
 
-    /// The command to run as a member, and its arguments (after `--`)
-    #[arg(
-        value_name = "COMMAND",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Exit 0 if GROUP is empty, 1 if it has members",
-    long_about = "Exit 0 if GROUP is empty (or does not exist), 1 if it has members. On a local \
-                  file system this reads the kernel's lock table and disturbs no one.",
-    after_long_help = "Examples:\n  \
-        # Maintenance only when no instance runs\n  \
-        fsync group empty /srv/app/app.grp && ./maintenance.sh"
-)]
 struct EmptyArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Wait until GROUP is empty",
-    long_about = "Wait until GROUP is empty: exit 0 when the last member has left, or the \
-                  conflict exit code (75) when --timeout expires first. On a local file system \
-                  the kernel wakes us when the last member leaves; on a network file system \
-                  fsync re-checks every --poll interval.",
-    after_long_help = "Examples:\n  \
-        # Wait up to 10 minutes for running instances to finish, then upgrade\n  \
-        fsync group wait-empty -t 10m /srv/app/app.grp && ./upgrade.sh"
-)]
 struct WaitEmptyArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
@@ -124,14 +143,6 @@ struct WaitEmptyArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "List the live members of GROUP",
-    long_about = "List the live members of GROUP (pid, host, command, since), oldest first, and \
-                  their count. Members that died never appear.",
-    after_long_help = "Examples:\n  \
-        fsync group members /srv/app/app.grp\n  \
-        fsync group members --json app.grp | jq '.count'"
-)]
 struct MembersArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
@@ -142,17 +153,7 @@ struct MembersArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Print 'empty' / 'not-empty' each time GROUP changes",
-    long_about = "Print a line with a timestamp and 'empty' or 'not-empty' for the current state \
-                  of GROUP (a GROUP that does not exist is empty; watching creates nothing), \
-                  then one each time it changes, until --timeout (then exits 0) or \
-                  until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
-    after_long_help = "Examples:\n  \
-        fsync group watch /srv/app/app.grp\n  \
-        fsync group watch --json -t 1h app.grp >> app-usage.jsonl"
-)]
-struct WatchArgs {
+struct WatchCmd {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
 
@@ -160,16 +161,11 @@ struct WatchArgs {
     #[arg(long)]
     json: bool,
 
-    /// Stop watching after DUR
-    #[arg(short = 't', long, value_name = "DUR", value_parser = super::parse_duration)]
-    timeout: Option<Duration>,
-
-    /// Re-check interval on network file systems
-    #[arg(long, value_name = "DUR", value_parser = super::parse_poll, default_value = "50ms")]
-    poll: Duration,
+    #[command(flatten)]
+    watch: WatchArgs,
 }
 
-pub fn run(cmd: GroupCommand) -> super::Outcome {
+pub fn run(cmd: GroupCommand) -> VerbResult {
     match cmd.verb {
         Verb::Join(a) => join(a),
         Verb::Empty(a) => Ok(if group::is_empty(&a.group)? {
@@ -184,19 +180,15 @@ pub fn run(cmd: GroupCommand) -> super::Outcome {
                 group::wait_empty_reporting(&a.group, a.wait.timeout(), a.wait.poll, |_| {
                     progress.waiting()
                 })?;
-            Ok(
-                match progress.settle(outcome, |()| format!("{} is empty", a.group.display())) {
-                    Ok(()) => Exit::OK,
-                    Err(exit) => exit,
-                },
-            )
+            progress.settle(outcome, |()| format!("{} is empty", a.group.display()))?;
+            Ok(Exit::OK)
         }
         Verb::Members(a) => members(a),
         Verb::Watch(a) => watch(a),
     }
 }
 
-fn join(a: JoinArgs) -> super::Outcome {
+fn join(a: JoinArgs) -> VerbResult {
     let group = Group::new(&a.group)
         .delete_when_empty(a.delete)
         .poll_interval(a.wait.poll);
@@ -209,21 +201,15 @@ fn join(a: JoinArgs) -> super::Outcome {
             Some(format!("join lock {}", report::held_by(&h)))
         });
     let outcome = group.join_with(a.wait.timeout(), |_| progress.waiting())?;
-    let mut member = match progress.settle(outcome, |m| match m.first() {
+    let mut member = progress.settle(outcome, |m| match m.first() {
         true => format!("joined {} as its first member", a.group.display()),
         false => format!("joined {}", a.group.display()),
-    }) {
-        Ok(m) => m,
-        Err(exit) => return Ok(exit),
-    };
+    })?;
     let first = member.first();
-    let job = Job {
-        argv: &a.command,
-        env: vec![(
-            "FSYNC_GROUP_FIRST".to_string(),
-            if first { "1" } else { "0" }.to_string(),
-        )],
-    };
+    let job = a.command.job(vec![(
+        "FSYNC_GROUP_FIRST".to_string(),
+        if first { "1" } else { "0" }.to_string(),
+    )]);
     member.set_child(None, job.display());
     member.pass_down(!a.close)?;
     let exit = job.run(|pid| member.set_child(Some(pid), job.display()))?;
@@ -256,7 +242,7 @@ fn members_text(group: &std::path::Path) -> Option<String> {
     Some(text)
 }
 
-fn members(a: MembersArgs) -> super::Outcome {
+fn members(a: MembersArgs) -> VerbResult {
     let list = group::members(&a.group)?;
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -278,7 +264,7 @@ fn members(a: MembersArgs) -> super::Outcome {
     Ok(Exit::OK)
 }
 
-fn watch(a: WatchArgs) -> super::Outcome {
+fn watch(a: WatchCmd) -> VerbResult {
     let start = std::time::Instant::now();
     let mut empty = group::is_empty(&a.group)?;
     loop {
@@ -296,14 +282,9 @@ fn watch(a: WatchArgs) -> super::Outcome {
         }
         out.flush()?;
         drop(out);
-        let remaining = a.timeout.map(|t| t.saturating_sub(start.elapsed()));
-        if remaining == Some(Duration::ZERO) {
-            return Ok(Exit::OK);
-        }
-        match group::wait_for_state(&a.group, !empty, remaining, a.poll)? {
-            Outcome::Acquired(()) => empty = !empty,
-            Outcome::TimedOut => return Ok(Exit::OK),
-            Outcome::Interrupted(s) => return Ok(Exit::signal(s)),
-        }
+        let remaining = a.watch.remaining(start)?;
+        let outcome = group::wait_for_state(&a.group, !empty, remaining, a.watch.poll)?;
+        Exit::unless_acquired(outcome, Exit::OK)?;
+        empty = !empty;
     }
 }

@@ -3,19 +3,24 @@
 protocol (turnstile, one shared lock per group) is in the library's `grouplock` module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf};
+use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{grouplock, GroupLock};
 use serde_json::json;
 
 use super::{
-    child::{Job, LossArgs},
+    args::{CommandArgs, WaitArgs},
+    child::LossArgs,
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, VerbResult,
 };
 
-const GROUPLOCK_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Group locks: one group at a time, any number of its members";
+
+/// The description of `fsync grouplock --help`.
+pub const LONG: &str = "\
 Asche's group lock: processes belong to named groups; any number of processes of one group (or \
 at most --max M) may be inside together, but never two groups at once. Once a process of another \
 group waits, newcomers of the group inside queue behind it, so the waiting group goes in as soon \
@@ -24,15 +29,38 @@ as the current one drains: no group is starved.
 LOCK is a directory (created if missing). Group names are letters, digits, '_' and '-'.";
 
 #[derive(Debug, Args)]
-#[command(about = "Group locks: one group at a time, any number of its members", long_about = GROUPLOCK_LONG)]
 pub struct GroupLockCommand {
     #[command(subcommand)]
     verb: Verb,
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
+    #[command(
+        about = "Run COMMAND inside LOCK as a member of group NAME",
+        long_about = "Run COMMAND inside LOCK as a member of group NAME, and exit with COMMAND's exit \
+                      status. With --max M at most M members of NAME are inside at once (COMMAND sees \
+                      its slot in FSYNC_SLOT). The cap is the group's: the first --max given for \
+                      NAME sets it (once the members inside without one have left), members that \
+                      omit --max run under it, and another M is an error. Signals are forwarded as \
+                      with 'fsync mutex run'.\n\n\
+                      The lock (and the slot) is passed down to COMMAND as 'fsync mutex run' passes \
+                      its lock: it stays held while COMMAND, or anything it left running with the \
+                      lock inherited, runs, even if fsync itself is killed. --close does not pass \
+                      it down.",
+        after_long_help = "Examples:\n  \
+            # Many builds may read the cache together; the cleaner runs alone\n  \
+            fsync grouplock run /shared/cache.glock --group build -- make\n  \
+            fsync grouplock run /shared/cache.glock --group clean -- ./prune-cache\n\n  \
+            # At most 2 uploaders at once, never while downloads run\n  \
+            fsync grouplock run xfer.glock --group up --max 2 -- ./upload"
+    )]
     Run(RunArgs),
+    #[command(
+        about = "Show which group is inside and how many wait; exit 0 if none is inside, 1 if one is",
+        after_long_help = "Examples:\n  fsync grouplock status /shared/cache.glock"
+    )]
     Status(StatusArgs),
 }
 
@@ -53,25 +81,6 @@ fn parse_max(s: &str) -> Result<usize, String> {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Run COMMAND inside LOCK as a member of group NAME",
-    long_about = "Run COMMAND inside LOCK as a member of group NAME, and exit with COMMAND's exit \
-                  status. With --max M at most M members of NAME are inside at once (COMMAND sees \
-                  its slot in FSYNC_SLOT). The cap is the group's: the first --max given for \
-                  NAME sets it (once the members inside without one have left), members that \
-                  omit --max run under it, and another M is an error. Signals are forwarded as \
-                  with 'fsync mutex run'.\n\n\
-                  The lock (and the slot) is passed down to COMMAND as 'fsync mutex run' passes \
-                  its lock: it stays held while COMMAND, or anything it left running with the \
-                  lock inherited, runs, even if fsync itself is killed. --close does not pass \
-                  it down.",
-    after_long_help = "Examples:\n  \
-        # Many builds may read the cache together; the cleaner runs alone\n  \
-        fsync grouplock run /shared/cache.glock --group build -- make\n  \
-        fsync grouplock run /shared/cache.glock --group clean -- ./prune-cache\n\n  \
-        # At most 2 uploaders at once, never while downloads run\n  \
-        fsync grouplock run xfer.glock --group up --max 2 -- ./upload"
-)]
 struct RunArgs {
     /// The group lock directory: created if missing
     #[arg(value_name = "LOCK")]
@@ -96,21 +105,11 @@ struct RunArgs {
     #[command(flatten)]
     loss: LossArgs,
 
-    /// The command to run, and its arguments (after `--`)
-    #[arg(
-        value_name = "COMMAND",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Show which group is inside and how many wait; exit 0 if none is inside, 1 if one is",
-    after_long_help = "Examples:\n  fsync grouplock status /shared/cache.glock"
-)]
 struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
@@ -120,25 +119,22 @@ struct StatusArgs {
     json: bool,
 }
 
-pub fn run(cmd: GroupLockCommand) -> super::Outcome {
+pub fn run(cmd: GroupLockCommand) -> VerbResult {
     match cmd.verb {
         Verb::Run(a) => run_command(a),
         Verb::Status(a) => status(a),
     }
 }
 
-fn run_command(a: RunArgs) -> super::Outcome {
+fn run_command(a: RunArgs) -> VerbResult {
     let lock = GroupLock::new(&a.lock).poll_interval(a.wait.poll);
     let what = format!("{} as group {}", a.lock.display(), a.group);
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| inside_text(&a.lock));
     let outcome = lock.enter_with(&a.group, a.max, a.wait.timeout(), |_| progress.waiting())?;
-    let guard = match progress.settle(outcome, |g| match g.slot() {
+    let guard = progress.settle(outcome, |g| match g.slot() {
         Some(slot) => format!("entered {what} (slot {slot})"),
         None => format!("entered {what}"),
-    }) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    })?;
     guard.pass_down(!a.close)?;
     let mut env = vec![("FSYNC_GROUP".to_string(), a.group.clone())];
     if let Some(slot) = guard.slot() {
@@ -147,11 +143,7 @@ fn run_command(a: RunArgs) -> super::Outcome {
     let loss_guard = a
         .loss
         .guard(&a.lock, guard.raw_fd(), fsync::platform::lock::Mode::Shared);
-    let exit = Job {
-        argv: &a.command,
-        env,
-    }
-    .run_guarded(|_| {}, loss_guard)?;
+    let exit = a.command.job(env).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
 }
@@ -168,7 +160,7 @@ fn inside_text(lock: &std::path::Path) -> Option<String> {
     (!texts.is_empty()).then(|| format!("held by {}", texts.join(", ")))
 }
 
-fn status(a: StatusArgs) -> super::Outcome {
+fn status(a: StatusArgs) -> VerbResult {
     let st = grouplock::status(&a.lock)?;
     let mut out = std::io::stdout().lock();
     if a.json {

@@ -5,6 +5,7 @@ Each subcommand module turns its arguments into plain calls of the library, and 
 [`Exit`] or a [`Failure`]; [`main`] is the one place that prints failures and picks exit codes.
 */
 
+mod args;
 mod bus;
 mod child;
 mod doctor;
@@ -22,9 +23,9 @@ mod report;
 mod sem;
 mod swmr;
 
-use std::{fmt, io::Write, time::Duration};
+use std::{fmt, io::Write};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 pub use exit_code::Exit;
 
@@ -91,87 +92,45 @@ Examples:
 
 /// The parsed command line.
 ///
-/// `Parser` is implemented by hand rather than derived so that [`parse`] can build only the
-/// subcommand named on the command line: clap builds every argument of every verb before it looks
-/// at one, and for a lock wrapper that runs once per cron job or CI step that was a third of the
-/// start-up (callgrind: 237k of 682k instructions for `fsync --version`).
-#[derive(Debug)]
+/// Arguments are built only for the subcommand and verb the command line names: `Command` and
+/// every subcommand's verb enum say `#[command(defer = true)]`. clap would otherwise build every
+/// argument of every verb before it looks at one, and for a lock wrapper that runs once per cron
+/// job or CI step that was a third of the start-up (callgrind: 237k of 682k instructions for
+/// `fsync --version`). This replaced a parser of our own that built the root and the one named
+/// subcommand whole. Against it (callgrind, BENCHMARKS.md section 16): `mutex run L -- true`
+/// 465k -> 456k instructions, `mutex status L` 357k -> 320k, `group empty` and `msg list` 13k
+/// fewer, `--help` 256k fewer; but the root now holds all nine subcommands as unbuilt shells,
+/// about 18k instructions, so `--version` (243k -> 262k) and the verbs of subcommands with few
+/// siblings to skip (`sem run`, `grouplock run`, `doctor`: 8k to 15k more) are slower. Kept:
+/// the verbs run most often (`mutex`, `group`) gain, and either way the difference is a few
+/// microseconds, below what the wall clock can tell on this machine.
+///
+/// A parent lists its subcommands with their `about` before building them, so the texts of a
+/// command sit on its enum variant, not on the struct of its arguments; and the structs that
+/// are flattened into others carry no doc comment, which clap would make the `about` of the
+/// command they are flattened into (clap-rs/clap#3127). A unit test checks that every `--help`
+/// printed from the lazily built tree is that of the whole tree.
+#[derive(Debug, Parser)]
+#[command(
+    name = "fsync",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_long_help = ROOT_EXAMPLES,
+    infer_long_args = true,
+    propagate_version = true,
+    max_term_width = 100
+)]
 pub struct Cli {
+    #[command(subcommand)]
     pub command: Command,
 }
 
-/// The root command without its subcommands; its settings apply to the whole tree.
-fn root() -> clap::Command {
-    clap::Command::new("fsync")
-        .version(env!("CARGO_PKG_VERSION"))
-        .about(ABOUT)
-        .long_about(LONG_ABOUT)
-        .after_long_help(ROOT_EXAMPLES)
-        .infer_long_args(true)
-        .propagate_version(true)
-        .max_term_width(100)
-        .subcommand_required(true)
-        .arg_required_else_help(true)
-}
-
-/// The root command with only subcommand `name` in it, if there is one of that name (or with
-/// none for `--version`).
-fn lean_command(name: &std::ffi::OsStr) -> Option<clap::Command> {
-    use clap::Args as _;
-    let sub = match name.to_str()? {
-        "mutex" => mutex::MutexCommand::augment_args(clap::Command::new("mutex")),
-        "group" => group::GroupCommand::augment_args(clap::Command::new("group")),
-        "event" => event::EventCommand::augment_args(clap::Command::new("event")),
-        "msg" => msg::MsgCommand::augment_args(clap::Command::new("msg")),
-        "bus" => bus::BusCommand::augment_args(clap::Command::new("bus")),
-        "swmr" => swmr::SwmrCommand::augment_args(clap::Command::new("swmr")),
-        "sem" => sem::SemCommand::augment_args(clap::Command::new("sem")),
-        "grouplock" => grouplock::GroupLockCommand::augment_args(clap::Command::new("grouplock")),
-        "doctor" => doctor::DoctorArgs::augment_args(clap::Command::new("doctor")),
-        // Version flags act as soon as they are seen: no subcommand is needed.
-        "-V" | "--version" => return Some(root()),
-        _ => return None,
-    };
-    Some(root().subcommand(sub))
-}
-
-impl clap::CommandFactory for Cli {
-    fn command() -> clap::Command {
-        Command::augment_subcommands(root())
-    }
-
-    fn command_for_update() -> clap::Command {
-        Command::augment_subcommands_for_update(root())
-    }
-}
-
-impl clap::FromArgMatches for Cli {
-    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
-        Self::from_arg_matches_mut(&mut matches.clone())
-    }
-
-    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
-        Ok(Cli {
-            command: Command::from_arg_matches_mut(matches)?,
-        })
-    }
-
-    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
-        self.command.update_from_arg_matches(matches)
-    }
-}
-
-impl Parser for Cli {}
-
-/// Parse the process's arguments, building the clap tree only for the subcommand they name
-/// (the whole tree for `--help`, a misspelt subcommand and the like).
+/// Parse the process's arguments.
 fn parse() -> Result<Cli, ParseError> {
     use clap::{CommandFactory as _, FromArgMatches as _};
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let mut cmd = args
-        .get(1)
-        .and_then(|name| lean_command(name))
-        .unwrap_or_else(Cli::command);
+    let mut cmd = Cli::command();
     let parsed = cmd.try_get_matches_from_mut(&args).and_then(|mut matches| {
         // (`from_arg_matches` would clone the matches first.)
         let cli = Cli::from_arg_matches_mut(&mut matches);
@@ -250,111 +209,26 @@ fn command_path(root: &clap::Command, args: &[std::ffi::OsString]) -> String {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
+    #[command(about = mutex::ABOUT, long_about = mutex::LONG)]
     Mutex(mutex::MutexCommand),
+    #[command(about = group::ABOUT, long_about = group::LONG)]
     Group(group::GroupCommand),
+    #[command(about = event::ABOUT, long_about = event::LONG)]
     Event(event::EventCommand),
+    #[command(about = msg::ABOUT, long_about = msg::LONG)]
     Msg(msg::MsgCommand),
+    #[command(about = bus::ABOUT, long_about = bus::LONG)]
     Bus(bus::BusCommand),
+    #[command(about = swmr::ABOUT, long_about = swmr::LONG)]
     Swmr(swmr::SwmrCommand),
+    #[command(about = sem::ABOUT, long_about = sem::LONG)]
     Sem(sem::SemCommand),
+    #[command(about = grouplock::ABOUT, long_about = grouplock::LONG)]
     Grouplock(grouplock::GroupLockCommand),
+    #[command(about = doctor::ABOUT, long_about = doctor::LONG, after_long_help = doctor::EXAMPLES)]
     Doctor(doctor::DoctorArgs),
-}
-
-/// The options every waiting verb shares.
-#[derive(Debug, Clone, Args)]
-pub struct WaitArgs {
-    /// Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait
-    /// for ever]
-    #[arg(
-        short = 't',
-        long,
-        visible_short_alias = 'w',
-        visible_alias = "wait",
-        value_name = "DUR",
-        value_parser = parse_duration
-    )]
-    pub timeout: Option<Duration>,
-
-    /// Do not wait: give up at once if it is not free (same as --timeout 0)
-    #[arg(
-        short = 'n',
-        long,
-        visible_aliases = ["nonblock", "nb", "nonblocking"],
-        conflicts_with = "timeout"
-    )]
-    pub no_wait: bool,
-
-    /// Exit status when the wait gives up
-    #[arg(short = 'E', long, value_name = "N", default_value_t = Exit::CONFLICT.code)]
-    pub conflict_exit_code: u8,
-
-    /// Re-check interval where other hosts cannot wake us (network file systems)
-    #[arg(long, value_name = "DUR", value_parser = parse_poll, default_value = "50ms")]
-    pub poll: Duration,
-
-    /// Say on stderr what the wait is for and who holds it, since when, if it has to wait;
-    /// then how long it waited, whether it got it, gave up or was interrupted
-    #[arg(short, long)]
-    pub verbose: bool,
-}
-
-impl WaitArgs {
-    pub fn timeout(&self) -> Option<Duration> {
-        if self.no_wait {
-            Some(Duration::ZERO)
-        } else {
-            self.timeout
-        }
-    }
-}
-
-/// The longest duration accepted: about 31,700 years, for ever in practice (and far from the
-/// overflow of a deadline).
-const MAX_DURATION: Duration = Duration::from_secs(1_000_000_000_000);
-
-/// Durations as humantime writes them, plus bare (fractional) seconds as flock(1) takes them.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let too_large = || {
-        format!(
-            "duration '{s}' is too large (at most {}s, about 31,700 years)",
-            MAX_DURATION.as_secs()
-        )
-    };
-    let duration = if let Ok(secs) = s.parse::<f64>() {
-        if secs.is_nan() {
-            return Err(format!("invalid duration '{s}': not a number"));
-        }
-        if secs < 0.0 {
-            return Err(format!(
-                "invalid duration '{s}': must be a non-negative number of seconds"
-            ));
-        }
-        if secs >= MAX_DURATION.as_secs_f64() {
-            return Err(too_large());
-        }
-        Duration::from_secs_f64(secs)
-    } else {
-        humantime::parse_duration(s).map_err(|e| match e {
-            humantime::DurationError::NumberOverflow => too_large(),
-            e => format!("invalid duration '{s}': {e} (for example 250ms, 5s, 2m, 1h30m)"),
-        })?
-    };
-    if duration > MAX_DURATION {
-        return Err(too_large());
-    }
-    Ok(duration)
-}
-
-fn parse_poll(s: &str) -> Result<Duration, String> {
-    match parse_duration(s)? {
-        d if d < Duration::from_millis(1) => {
-            Err(format!("invalid poll interval '{s}': must be at least 1ms"))
-        }
-        d => Ok(d),
-    }
 }
 
 /// Why a verb failed; printed by [`main`] as one `fsync: ...` line.
@@ -371,11 +245,20 @@ pub enum Failure {
     BrokenPipe,
     /// The command line is wrong (clap's message, on one line).
     Usage(String),
+    /// The verb ends early with this status, with nothing left to say: its wait gave up or was
+    /// interrupted (which `-v` has said).
+    Ended(Exit),
 }
 
 impl From<fsync::Error> for Failure {
     fn from(e: fsync::Error) -> Failure {
         Failure::Lib(e)
+    }
+}
+
+impl From<Exit> for Failure {
+    fn from(exit: Exit) -> Failure {
+        Failure::Ended(exit)
     }
 }
 
@@ -399,6 +282,7 @@ impl fmt::Display for Failure {
             Failure::Exec { program, cause, .. } => write!(f, "{program}: {cause}"),
             Failure::BrokenPipe => write!(f, "broken pipe"),
             Failure::Usage(message) => write!(f, "{message}"),
+            Failure::Ended(exit) => write!(f, "ended with status {}", exit.code),
         }
     }
 }
@@ -410,11 +294,14 @@ impl Failure {
             Failure::Exec { exit, .. } => *exit,
             Failure::BrokenPipe => Exit::OK,
             Failure::Usage(_) => Exit::USAGE,
+            Failure::Ended(exit) => *exit,
         }
     }
 }
 
-pub type Outcome = Result<Exit, Failure>;
+/// How a verb ends: the exit status, or why it failed. (Named so as not to be confused with
+/// [`fsync::Outcome`], how a wait ended.)
+pub type VerbResult = Result<Exit, Failure>;
 
 /// Run the command line; returns how the process is to end.
 pub fn main() -> Exit {
@@ -441,6 +328,7 @@ pub fn main() -> Exit {
     match result {
         Ok(exit) => exit,
         Err(Failure::BrokenPipe) => Exit::OK,
+        Err(Failure::Ended(exit)) => exit,
         Err(failure) => {
             let _ = writeln!(std::io::stderr(), "fsync: {failure}");
             failure.exit()
@@ -454,7 +342,7 @@ pub fn warn(failure: Failure) {
     let _ = writeln!(std::io::stderr(), "fsync: {failure}");
 }
 
-fn dispatch(command: Command) -> Outcome {
+fn dispatch(command: Command) -> VerbResult {
     match command {
         Command::Mutex(cmd) => mutex::run(cmd),
         Command::Group(cmd) => group::run(cmd),
@@ -478,33 +366,33 @@ mod tests {
         Cli::command().debug_assert();
     }
 
-    /// The lean tree `parse` builds for one subcommand is that subcommand of the whole tree.
+    /// What `-h` and `--help` print, from a tree the parser builds only as far as the command
+    /// line names, is what the whole tree built at once says: deferred construction loses no
+    /// text (a parent lists its subcommands with the `about` they have before they are built).
     #[test]
-    fn lean_command_equals_the_full_tree() {
-        let mut full = Cli::command();
-        full.build();
-        let names: Vec<String> = full
-            .get_subcommands()
-            .map(|c| c.get_name().to_owned())
-            .filter(|n| n != "help")
-            .collect();
-        assert_eq!(names.len(), 9);
-        for name in names {
-            let mut lean = lean_command(name.as_ref()).expect(&name);
-            lean.build();
-            // Equal but for the subcommand's place in the root's list (its first `disp_ord`).
-            let debug = |root: &clap::Command| {
-                let text = format!("{:?}", root.find_subcommand(&name).unwrap());
-                let at = text.find("disp_ord: ").unwrap();
-                let end = at + text[at..].find(')').unwrap();
-                format!("{}{}", &text[..at], &text[end..])
-            };
-            assert_eq!(debug(&lean), debug(&full), "{name}");
+    fn help_is_the_same_when_built_lazily() {
+        fn check(cmd: &mut clap::Command, path: &mut Vec<String>) {
+            for flag in ["-h", "--help"] {
+                let args: Vec<&str> = std::iter::once("fsync")
+                    .chain(path.iter().map(String::as_str))
+                    .chain([flag])
+                    .collect();
+                let lazy = Cli::command().try_get_matches_from(&args).unwrap_err();
+                let whole = match flag {
+                    "-h" => cmd.render_help(),
+                    _ => cmd.render_long_help(),
+                };
+                assert_eq!(lazy.to_string(), whole.to_string(), "{}", args.join(" "));
+            }
+            for sub in cmd.get_subcommands_mut().filter(|s| s.get_name() != "help") {
+                path.push(sub.get_name().to_owned());
+                check(sub, path);
+                path.pop();
+            }
         }
-        let version = lean_command("--version".as_ref()).unwrap();
-        assert_eq!(version.render_version(), full.render_version());
-        assert!(lean_command("help".as_ref()).is_none());
-        assert!(lean_command("mutexx".as_ref()).is_none());
+        let mut whole = Cli::command();
+        whole.build();
+        check(&mut whole, &mut Vec::new());
     }
 
     /// Help text is shown as written: no escape (`\"`) of the source shows through.
@@ -531,14 +419,17 @@ mod tests {
             }
         }
         let mut wrong = Vec::new();
-        check(&Cli::command(), "", &mut wrong);
+        let mut root = Cli::command();
+        root.build();
+        check(&root, "", &mut wrong);
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
     /// Every watch verb's help says how it ends: 0 at the timeout, 128+N when interrupted.
     #[test]
     fn watch_help_gives_the_exit_status_when_interrupted() {
-        let root = Cli::command();
+        let mut root = Cli::command();
+        root.build();
         let watches: Vec<&clap::Command> = root
             .get_subcommands()
             .filter_map(|c| c.find_subcommand("watch"))
@@ -548,27 +439,5 @@ mod tests {
             let text = watch.get_long_about().expect("long help").to_string();
             assert!(text.contains("128+N"), "{text}");
         }
-    }
-
-    #[test]
-    fn durations_accept_humantime_and_bare_seconds() {
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("-1").is_err());
-        for huge in [
-            "18446744073709551615",
-            "1e300",
-            "inf",
-            "99999999999999999999s",
-            "100000000000000h",
-        ] {
-            let e = parse_duration(huge).unwrap_err();
-            assert!(e.contains(&format!("'{huge}' is too large")), "{e}");
-        }
-        assert!(parse_duration("nan").unwrap_err().contains("not a number"));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_poll("0").is_err());
     }
 }

@@ -6,16 +6,21 @@ by rename, exactly-once claims, sender liveness) is in the library's `msg` modul
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{Mailbox, Outcome};
+use fsync::Mailbox;
 use serde_json::json;
 
 use super::{
+    args::WaitArgs,
     payload::{check_output, output_error, DataArg},
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, VerbResult,
 };
 
-const MSG_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Mailboxes: durable and synchronous messages, received exactly once";
+
+/// The description of `fsync msg --help`.
+pub const LONG: &str = "\
 A mailbox BOX is a directory of queued messages (created if missing). Each message goes to \
 exactly one receiver, however many compete, in the order queued. 'post' queues durably and \
 returns; 'send' returns only once a receiver has taken the message, and a message whose sender \
@@ -26,7 +31,6 @@ but before removing the message leaves it to be delivered again (at least once f
 receivers). A receiver killed earlier loses nothing: its claim returns to the queue.";
 
 #[derive(Debug, Args)]
-#[command(about = "Mailboxes: durable and synchronous messages, received exactly once", long_about = MSG_LONG)]
 pub struct MsgCommand {
     #[command(subcommand)]
     verb: Verb,
@@ -40,6 +44,7 @@ struct BoxArg {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
     #[command(
         about = "Send a message and wait until a receiver has taken it",
@@ -135,16 +140,14 @@ struct ListArgs {
     json: bool,
 }
 
-pub fn run(cmd: MsgCommand) -> super::Outcome {
+pub fn run(cmd: MsgCommand) -> VerbResult {
     match cmd.verb {
         Verb::Post(a) => {
-            match Mailbox::new(&a.mailbox.mailbox)
+            let outcome = Mailbox::new(&a.mailbox.mailbox)
                 .payload_mode(a.mode.mode)
-                .post(&mut a.data.reader())?
-            {
-                Outcome::Interrupted(s) => Ok(Exit::signal(s)),
-                _ => Ok(Exit::OK),
-            }
+                .post(&mut a.data.reader())?;
+            Exit::unless_acquired(outcome, Exit::OK)?;
+            Ok(Exit::OK)
         }
         Verb::Send(a) => {
             let mailbox = Mailbox::new(&a.mailbox.mailbox)
@@ -180,10 +183,7 @@ pub fn run(cmd: MsgCommand) -> super::Outcome {
             let outcome =
                 mailbox.recv_reporting(a.wait.timeout(), skipped, |_| progress.waiting())?;
             let mut msg =
-                match progress.settle(outcome, |_| format!("received a message from {place}")) {
-                    Ok(msg) => msg,
-                    Err(exit) => return Ok(exit),
-                };
+                progress.settle(outcome, |_| format!("received a message from {place}"))?;
             if let Err(e) = msg.copy_to(&mut std::io::stdout().lock()) {
                 return match fsync::wait::cancelled() {
                     Some(s) => Ok(Exit::signal(s)), // dropped: back to the queue

@@ -3,25 +3,28 @@
 and watch a lock. The protocol is in the library's `mutex` module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
+use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
     mutex::{self, Status, HELD_ENV},
     platform::lock::Mode,
-    Mutex, Outcome,
+    Mutex,
 };
 use serde_json::json;
 
 use super::{
-    child::{Job, LossArgs},
+    args::{CommandArgs, WaitArgs, WatchArgs},
+    child::LossArgs,
     report::{self, Progress},
-    Exit, Failure, WaitArgs,
+    Exit, Failure, VerbResult,
 };
 
-const MUTEX_ABOUT: &str = "Exclusive locks: run a command while holding a lock file";
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Exclusive locks: run a command while holding a lock file";
 
-const MUTEX_LONG: &str = "\
+/// The description of `fsync mutex --help`.
+pub const LONG: &str = "\
 Exclusive locks on a file. 'fsync mutex run LOCK -- COMMAND' runs COMMAND while holding LOCK, \
 so that two cron jobs, CI steps or scripts never touch the resource LOCK stands for at once.
 
@@ -32,19 +35,60 @@ missing and never truncated or written; who holds it is recorded in a separate f
 read-only, in a directory users cannot write, works too.";
 
 #[derive(Debug, Args)]
-#[command(about = MUTEX_ABOUT, long_about = MUTEX_LONG)]
 pub struct MutexCommand {
     #[command(subcommand)]
     verb: Verb,
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
+    #[command(
+        about = "Run COMMAND while holding LOCK exclusively",
+        long_about = RUN_LONG,
+        after_long_help = RUN_EXAMPLES,
+        override_usage = "fsync mutex run [OPTIONS] <LOCK> <COMMAND>...\n       \
+                          fsync mutex run [OPTIONS] <LOCK> -c <CMDSTRING>"
+    )]
     Run(RunArgs),
+    #[command(
+        about = "Lock a descriptor the calling shell already has open",
+        long_about = "Lock file descriptor N, which fsync inherits from the calling shell, for \
+                      scripts of the form 'exec 9>>/var/lock/x; fsync mutex lock --fd 9'. The lock \
+                      belongs to the shell's open file, so it stays held after fsync exits, until \
+                      the shell closes descriptor N or runs 'fsync mutex unlock --fd N'.",
+        after_long_help = LOCK_EXAMPLES
+    )]
     Lock(LockArgs),
+    #[command(
+        about = "Release the lock held through a descriptor",
+        after_long_help = "Examples:\n  exec 9>>/var/lock/mytool.lck\n  fsync mutex lock --fd 9\n  \
+                           ... critical work ...\n  fsync mutex unlock --fd 9"
+    )]
     Unlock(UnlockArgs),
+    #[command(
+        about = "Tell whether LOCK is held (exit 1) or free (exit 0), and by whom",
+        long_about = "Tell whether LOCK is held (exit status 1) or free (0), and who holds it: pid, \
+                      host, command and since when, where that can be known. On a local file system \
+                      the lock is not touched (the kernel's lock table is read); on a network file \
+                      system it is tested with a non-blocking lock that is released at once. A \
+                      missing LOCK is free.",
+        after_long_help = "Examples:\n  fsync mutex status /var/lock/backup.lck && echo free\n  \
+                           fsync mutex status --json /var/lock/backup.lck | jq .holder.pid"
+    )]
     Status(StatusArgs),
-    Watch(WatchArgs),
+    #[command(
+        about = "Print whether LOCK is held, then a line each time it is acquired or released",
+        long_about = "Print a line with a timestamp and the state of LOCK when the watch starts, \
+                      'held' and the holder where known, or 'free'; then one each time LOCK is \
+                      acquired or released: a timestamp, 'acquired' or 'released', and the holder \
+                      where known. Changes made by fsync are seen at once; those of other tools \
+                      (flock(1)) within the --poll interval. Runs until --timeout (then exits 0) or \
+                      until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
+        after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
+                           fsync mutex watch --json -t 1h /var/lock/backup.lck >> lock-history.jsonl"
+    )]
+    Watch(WatchCmd),
 }
 
 const RUN_LONG: &str = "\
@@ -103,13 +147,14 @@ Examples:
   fsync mutex run -s /var/lock/db.lck -- ./report";
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Run COMMAND while holding LOCK exclusively",
-    long_about = RUN_LONG,
-    after_long_help = RUN_EXAMPLES,
-    override_usage = "fsync mutex run [OPTIONS] <LOCK> <COMMAND>...\n       \
-                      fsync mutex run [OPTIONS] <LOCK> -c <CMDSTRING>"
-)]
+#[command(mut_arg("command", |arg| {
+    arg.required(false)
+        .required_unless_present("command_string")
+        .help(
+            "The command to run, and its arguments: everything from the first word after LOCK \
+             on belongs to COMMAND ('--' before it is accepted too)",
+        )
+}))]
 struct RunArgs {
     /// The lock file: created if missing, never truncated
     #[arg(value_name = "LOCK")]
@@ -168,15 +213,8 @@ struct RunArgs {
     #[arg(short = 'F', long, hide = true)]
     no_fork: bool,
 
-    /// The command to run, and its arguments: everything from the first word after LOCK on
-    /// belongs to COMMAND ('--' before it is accepted too)
-    #[arg(
-        value_name = "COMMAND",
-        required_unless_present = "command_string",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 const LOCK_EXAMPLES: &str = "\
@@ -190,14 +228,6 @@ Examples:
   fsync mutex lock --fd 8 --shared";
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Lock a descriptor the calling shell already has open",
-    long_about = "Lock file descriptor N, which fsync inherits from the calling shell, for \
-                  scripts of the form 'exec 9>>/var/lock/x; fsync mutex lock --fd 9'. The lock \
-                  belongs to the shell's open file, so it stays held after fsync exits, until \
-                  the shell closes descriptor N or runs 'fsync mutex unlock --fd N'.",
-    after_long_help = LOCK_EXAMPLES
-)]
 #[command(group(clap::ArgGroup::new("descriptor").required(true).args(["fd", "fd_number"])))]
 struct LockArgs {
     /// The open file descriptor to lock
@@ -217,11 +247,6 @@ struct LockArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Release the lock held through a descriptor",
-    after_long_help = "Examples:\n  exec 9>>/var/lock/mytool.lck\n  fsync mutex lock --fd 9\n  \
-                       ... critical work ...\n  fsync mutex unlock --fd 9"
-)]
 #[command(group(clap::ArgGroup::new("descriptor").required(true).args(["fd", "fd_number"])))]
 struct UnlockArgs {
     /// The open file descriptor to unlock
@@ -234,16 +259,6 @@ struct UnlockArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Tell whether LOCK is held (exit 1) or free (exit 0), and by whom",
-    long_about = "Tell whether LOCK is held (exit status 1) or free (0), and who holds it: pid, \
-                  host, command and since when, where that can be known. On a local file system \
-                  the lock is not touched (the kernel's lock table is read); on a network file \
-                  system it is tested with a non-blocking lock that is released at once. A \
-                  missing LOCK is free.",
-    after_long_help = "Examples:\n  fsync mutex status /var/lock/backup.lck && echo free\n  \
-                       fsync mutex status --json /var/lock/backup.lck | jq .holder.pid"
-)]
 struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
@@ -254,18 +269,10 @@ struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Print whether LOCK is held, then a line each time it is acquired or released",
-    long_about = "Print a line with a timestamp and the state of LOCK when the watch starts, \
-                  'held' and the holder where known, or 'free'; then one each time LOCK is \
-                  acquired or released: a timestamp, 'acquired' or 'released', and the holder \
-                  where known. Changes made by fsync are seen at once; those of other tools \
-                  (flock(1)) within the --poll interval. Runs until --timeout (then exits 0) or \
-                  until interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N).",
-    after_long_help = "Examples:\n  fsync mutex watch /var/lock/backup.lck\n  \
-                       fsync mutex watch --json -t 1h /var/lock/backup.lck >> lock-history.jsonl"
-)]
-struct WatchArgs {
+#[command(mut_arg("poll", |arg| {
+    arg.help("Re-check interval for changes made by tools other than fsync")
+}))]
+struct WatchCmd {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
@@ -274,16 +281,11 @@ struct WatchArgs {
     #[arg(long)]
     json: bool,
 
-    /// Stop watching after DUR
-    #[arg(short = 't', long, value_name = "DUR", value_parser = super::parse_duration)]
-    timeout: Option<Duration>,
-
-    /// Re-check interval for changes made by tools other than fsync
-    #[arg(long, value_name = "DUR", value_parser = super::parse_poll, default_value = "50ms")]
-    poll: Duration,
+    #[command(flatten)]
+    watch: WatchArgs,
 }
 
-pub fn run(cmd: MutexCommand) -> super::Outcome {
+pub fn run(cmd: MutexCommand) -> VerbResult {
     match cmd.verb {
         Verb::Run(a) => run_command(a),
         Verb::Lock(a) => lock_fd(a),
@@ -296,10 +298,10 @@ pub fn run(cmd: MutexCommand) -> super::Outcome {
     }
 }
 
-fn run_command(mut a: RunArgs) -> super::Outcome {
+fn run_command(mut a: RunArgs) -> VerbResult {
     flock_only_options(&a)?;
     if let Some(cmdstring) = a.command_string.take() {
-        a.command = vec!["sh".into(), "-c".into(), cmdstring];
+        a.command.argv = vec!["sh".into(), "-c".into(), cmdstring];
     }
     if a.fcntl {
         a.range = Some(fsync::range::ByteRange { start: 0, len: 0 });
@@ -310,10 +312,7 @@ fn run_command(mut a: RunArgs) -> super::Outcome {
     if a.shared {
         return run_shared(&a);
     }
-    let mut job = Job {
-        argv: &a.command,
-        env: Vec::new(),
-    };
+    let mut job = a.command.job(Vec::new());
     // The record names the command from the start: reports never show it as ours.
     let mutex = Mutex::new(&a.lock)
         .delete_on_release(a.delete)
@@ -323,16 +322,13 @@ fn run_command(mut a: RunArgs) -> super::Outcome {
         .holder(|| holder_of(&a.lock))
         .note(mode_note(&a.lock, a.wait.poll));
     let outcome = mutex.acquire_with(a.wait.timeout(), |_| progress.waiting())?;
-    let mut guard = match progress.settle(outcome, |g| match g.is_nested() {
+    let mut guard = progress.settle(outcome, |g| match g.is_nested() {
         true => format!(
             "acquired {} (already held for us by an enclosing fsync)",
             a.lock.display()
         ),
         false => format!("acquired {} (fence {})", a.lock.display(), g.fence()),
-    }) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    })?;
     job.env = vec![
         ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
         (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
@@ -387,31 +383,24 @@ fn flock_only_options(a: &RunArgs) -> Result<(), Failure> {
 }
 
 /// `run -s`: a shared flock on LOCK, as `flock -s` takes it.
-fn run_shared(a: &RunArgs) -> super::Outcome {
+fn run_shared(a: &RunArgs) -> VerbResult {
     let mutex = Mutex::new(&a.lock).poll_interval(a.wait.poll);
     let what = format!("a shared lock on {}", a.lock.display());
     let mut progress = Progress::new(&a.wait, what.clone())
         .holder(|| holder_of(&a.lock))
         .note(mode_note(&a.lock, a.wait.poll));
     let outcome = mutex.acquire_shared_with(a.wait.timeout(), |_| progress.waiting())?;
-    let guard = match progress.settle(outcome, |_| format!("acquired {what}")) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     guard.pass_down(!a.close)?;
     let loss_guard = a.loss.guard(&a.lock, guard.raw_fd(), Mode::Shared);
-    let exit = Job {
-        argv: &a.command,
-        env: Vec::new(),
-    }
-    .run_guarded(|_| {}, loss_guard)?;
+    let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
 }
 
 /// `run --range` (and `--fcntl`): an OFD lock on a byte range instead of the whole-file
 /// protocol.
-fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
+fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> VerbResult {
     let lock = fsync::range::RangeLock::new(&a.lock, range).poll_interval(a.wait.poll);
     let what = format!("bytes {range} of {}", a.lock.display());
     let mut progress = Progress::new(&a.wait, what.clone());
@@ -420,16 +409,9 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> super::Outcome {
         false => Mode::Exclusive,
     };
     let outcome = lock.acquire_with(mode, a.wait.timeout(), |_| progress.waiting())?;
-    let guard = match progress.settle(outcome, |_| format!("acquired {what}")) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     guard.pass_down(!a.close)?;
-    let exit = Job {
-        argv: &a.command,
-        env: Vec::new(),
-    }
-    .run(|_| {})?;
+    let exit = a.command.job(Vec::new()).run(|_| {})?;
     drop(guard);
     Ok(exit)
 }
@@ -461,7 +443,7 @@ fn holder_of(lock: &std::path::Path) -> Option<String> {
     }
 }
 
-fn lock_fd(a: LockArgs) -> super::Outcome {
+fn lock_fd(a: LockArgs) -> VerbResult {
     let fd = a.fd.or(a.fd_number).unwrap_or_default(); // one of them: clap requires it
                                                        // The file behind the descriptor, to say what we wait for and ask who holds it.
     let file = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok();
@@ -476,12 +458,8 @@ fn lock_fd(a: LockArgs) -> super::Outcome {
     let outcome = mutex::lock_fd_with(fd, a.shared, a.wait.timeout(), a.wait.poll, |_| {
         progress.waiting()
     })?;
-    Ok(
-        match progress.settle(outcome, |()| format!("acquired {what}")) {
-            Ok(()) => Exit::OK,
-            Err(exit) => exit,
-        },
-    )
+    progress.settle(outcome, |()| format!("acquired {what}"))?;
+    Ok(Exit::OK)
 }
 
 fn status_json(lock: &std::path::Path, st: &Status) -> serde_json::Value {
@@ -493,7 +471,7 @@ fn status_json(lock: &std::path::Path, st: &Status) -> serde_json::Value {
     })
 }
 
-fn status(a: StatusArgs) -> super::Outcome {
+fn status(a: StatusArgs) -> VerbResult {
     let st = mutex::status(&a.lock)?;
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -513,7 +491,7 @@ fn status(a: StatusArgs) -> super::Outcome {
     Ok(if st.held { Exit::NO } else { Exit::OK })
 }
 
-fn watch(a: WatchArgs) -> super::Outcome {
+fn watch(a: WatchCmd) -> VerbResult {
     let start = std::time::Instant::now();
     // First the state the watch starts in, then its changes.
     let mut seen = mutex::status(&a.lock)?;
@@ -535,19 +513,13 @@ fn watch(a: WatchArgs) -> super::Outcome {
             print_event(&a, "acquired", &current)?;
         }
         seen = current;
-        let remaining = a.timeout.map(|t| t.saturating_sub(start.elapsed()));
-        if remaining == Some(Duration::ZERO) {
-            return Ok(Exit::OK);
-        }
-        current = match mutex::wait_for_change(&a.lock, &seen, remaining, a.poll)? {
-            Outcome::Acquired(st) => st,
-            Outcome::TimedOut => return Ok(Exit::OK),
-            Outcome::Interrupted(sig) => return Ok(Exit::signal(sig)),
-        };
+        let remaining = a.watch.remaining(start)?;
+        let outcome = mutex::wait_for_change(&a.lock, &seen, remaining, a.watch.poll)?;
+        current = Exit::unless_acquired(outcome, Exit::OK)?;
     }
 }
 
-fn print_event(a: &WatchArgs, event: &str, st: &Status) -> Result<(), Failure> {
+fn print_event(a: &WatchCmd, event: &str, st: &Status) -> Result<(), Failure> {
     let now = report::timestamp(std::time::SystemTime::now());
     let mut out = std::io::stdout().lock();
     if a.json {

@@ -12,7 +12,7 @@ use std::{
 use fsync::{holder::Holder, Outcome};
 use serde_json::{json, Value};
 
-use super::{Exit, WaitArgs};
+use super::{args::WaitArgs, Exit};
 
 /// An RFC 3339 UTC timestamp with microseconds.
 pub fn timestamp(t: SystemTime) -> String {
@@ -172,38 +172,29 @@ impl<'a> Progress<'a> {
         outcome: Outcome<T>,
         done: impl FnOnce(&T) -> String,
     ) -> Result<T, Exit> {
-        let waited = waited_text(self.start.elapsed());
-        let (line, result) = match outcome {
-            Outcome::Acquired(v) => {
-                let line = self.enabled.then(|| format!("{} after {waited}", done(&v)));
-                (line, Ok(v))
-            }
-            Outcome::TimedOut => {
-                let line = self.enabled.then(|| {
+        if self.enabled {
+            let waited = waited_text(self.start.elapsed());
+            let line = match &outcome {
+                Outcome::Acquired(v) => format!("{} after {waited}", done(v)),
+                Outcome::TimedOut => {
                     let mut line = format!("gave up waiting for {} after {waited}", self.what);
                     if let Some(who) = (self.holder)() {
                         line += &format!(" ({who})");
                     }
                     line
-                });
-                (line, Err(self.conflict))
-            }
-            Outcome::Interrupted(sig) => {
-                let line = self.enabled.then(|| {
-                    let name = nix::sys::signal::Signal::try_from(sig)
+                }
+                Outcome::Interrupted(sig) => {
+                    let name = nix::sys::signal::Signal::try_from(*sig)
                         .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string());
                     format!(
                         "interrupted by {name} after waiting {waited} for {}",
                         self.what
                     )
-                });
-                (line, Err(Exit::signal(sig)))
-            }
-        };
-        if let Some(line) = line {
+                }
+            };
             self.say(|| line);
         }
-        result
+        Exit::unless_acquired(outcome, self.conflict)
     }
 
     /// Another `-v` line about the same thing (after the wait: "left G as its last member").

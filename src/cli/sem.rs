@@ -4,19 +4,24 @@ protocol (one lock file per slot, a waiting line, wake-ups on close) is in the l
 module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf};
+use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{sem, Semaphore};
+use fsync::{sem, ErrorKind, Semaphore};
 use serde_json::json;
 
 use super::{
-    child::{Job, LossArgs},
+    args::{CommandArgs, WaitArgs},
+    child::LossArgs,
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, Failure, VerbResult,
 };
 
-const SEM_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Counting semaphores: at most N holders at once, crash-safe";
+
+/// The description of `fsync sem --help`.
+pub const LONG: &str = "\
 A counting semaphore: at most N processes hold it at once, across all machines that share the \
 directory. Each holder holds one slot, and COMMAND learns which in FSYNC_SLOT (0 to N-1), to pick \
 a device, port or build directory by it. A slot whose holder dies, even by SIGKILL, is free \
@@ -27,15 +32,34 @@ SEM is a directory (created if missing) that records N when it is created; using
 another --slots is an error (exit 2).";
 
 #[derive(Debug, Args)]
-#[command(about = "Counting semaphores: at most N holders at once, crash-safe", long_about = SEM_LONG)]
 pub struct SemCommand {
     #[command(subcommand)]
     verb: Verb,
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
+    #[command(
+        about = "Run COMMAND while holding one of N slots of SEM",
+        long_about = "Run COMMAND while holding one of the N slots of SEM, and exit with COMMAND's \
+                      exit status. COMMAND sees FSYNC_SLOT, the slot it holds. Signals are forwarded \
+                      to COMMAND as with 'fsync mutex run'.\n\n\
+                      The slot is passed down to COMMAND as 'fsync mutex run' passes its lock: it \
+                      stays held while COMMAND, or anything it left running with the slot \
+                      inherited, runs, even if fsync itself is killed. --close does not pass it \
+                      down.",
+        after_long_help = "Examples:\n  \
+            # At most 4 compile jobs at once on this build farm\n  \
+            fsync sem run /shared/cc.sem --slots 4 -- make -C \"$dir\"\n\n  \
+            # Give each holder its own GPU\n  \
+            fsync sem run gpu.sem --slots 2 -- sh -c 'CUDA_VISIBLE_DEVICES=$FSYNC_SLOT ./train'"
+    )]
     Run(RunArgs),
+    #[command(
+        about = "Show slots, holders and waiters; exit 0 if a slot is free, 1 if all are held",
+        after_long_help = "Examples:\n  fsync sem status /shared/cc.sem\n  fsync sem status --json /shared/cc.sem | jq .waiters"
+    )]
     Status(StatusArgs),
 }
 
@@ -50,21 +74,6 @@ fn parse_slots(s: &str) -> Result<usize, String> {
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Run COMMAND while holding one of N slots of SEM",
-    long_about = "Run COMMAND while holding one of the N slots of SEM, and exit with COMMAND's \
-                  exit status. COMMAND sees FSYNC_SLOT, the slot it holds. Signals are forwarded \
-                  to COMMAND as with 'fsync mutex run'.\n\n\
-                  The slot is passed down to COMMAND as 'fsync mutex run' passes its lock: it \
-                  stays held while COMMAND, or anything it left running with the slot \
-                  inherited, runs, even if fsync itself is killed. --close does not pass it \
-                  down.",
-    after_long_help = "Examples:\n  \
-        # At most 4 compile jobs at once on this build farm\n  \
-        fsync sem run /shared/cc.sem --slots 4 -- make -C \"$dir\"\n\n  \
-        # Give each holder its own GPU\n  \
-        fsync sem run gpu.sem --slots 2 -- sh -c 'CUDA_VISIBLE_DEVICES=$FSYNC_SLOT ./train'"
-)]
 struct RunArgs {
     /// The semaphore directory: created if missing
     #[arg(value_name = "SEM")]
@@ -84,21 +93,11 @@ struct RunArgs {
     #[command(flatten)]
     loss: LossArgs,
 
-    /// The command to run, and its arguments (after `--`)
-    #[arg(
-        value_name = "COMMAND",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Show slots, holders and waiters; exit 0 if a slot is free, 1 if all are held",
-    after_long_help = "Examples:\n  fsync sem status /shared/cc.sem\n  fsync sem status --json /shared/cc.sem | jq .waiters"
-)]
 struct StatusArgs {
     #[arg(value_name = "SEM")]
     sem: PathBuf,
@@ -108,29 +107,26 @@ struct StatusArgs {
     json: bool,
 }
 
-pub fn run(cmd: SemCommand) -> super::Outcome {
+pub fn run(cmd: SemCommand) -> VerbResult {
     match cmd.verb {
         Verb::Run(a) => run_command(a),
         Verb::Status(a) => status(a),
     }
 }
 
-fn run_command(a: RunArgs) -> super::Outcome {
+fn run_command(a: RunArgs) -> VerbResult {
     let sem = Semaphore::new(&a.sem, a.slots).poll_interval(a.wait.poll);
     let mut progress = Progress::new(&a.wait, format!("a slot of {}", a.sem.display()))
         .holder(|| holders_text(&a.sem));
-    let outcome = sem.acquire_with(a.wait.timeout(), |_| progress.waiting())?;
-    let mut guard = match progress.settle(outcome, |g| {
+    let outcome = (sem.acquire_with(a.wait.timeout(), |_| progress.waiting()))
+        .map_err(|e| in_our_words(&a, e))?;
+    let mut guard = progress.settle(outcome, |g| {
         format!("acquired slot {} of {}", g.slot(), a.sem.display())
-    }) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    })?;
     guard.pass_down(!a.close)?;
-    let job = Job {
-        argv: &a.command,
-        env: vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())],
-    };
+    let job = a
+        .command
+        .job(vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())]);
     let loss_guard = a.loss.guard(
         &a.sem,
         guard.raw_fd(),
@@ -140,6 +136,20 @@ fn run_command(a: RunArgs) -> super::Outcome {
     let exit = job.run_guarded(|pid| guard.set_child(Some(pid), job.display()), loss_guard)?;
     drop(guard);
     Ok(exit)
+}
+
+/// A semaphore created with another N, said in the command line's words (`--slots`); any other
+/// error as it is.
+fn in_our_words(a: &RunArgs, e: fsync::Error) -> Failure {
+    if e.kind() == ErrorKind::Invalid {
+        if let Ok(Some(recorded)) = sem::recorded_slots(&a.sem) {
+            if recorded != a.slots {
+                let why = format!("was created with --slots {recorded}, not {}", a.slots);
+                return Failure::Lib(fsync::Error::new(&a.sem, ErrorKind::Invalid, why));
+            }
+        }
+    }
+    e.into()
 }
 
 /// "slot 0 held by pid 12 on host: cmd, since ...; slot 1 held by ..." for `-v` (the first
@@ -159,7 +169,7 @@ fn holders_text(sem: &std::path::Path) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-fn status(a: StatusArgs) -> super::Outcome {
+fn status(a: StatusArgs) -> VerbResult {
     let st = sem::status(&a.sem)?;
     let mut out = std::io::stdout().lock();
     if a.json {

@@ -3,19 +3,24 @@
 The protocol (and why writers are not starved) is in the library's `swmr` module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf};
+use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{platform::lock::Mode, swmr, Swmr};
 use serde_json::json;
 
 use super::{
-    child::{Job, LossArgs},
+    args::{CommandArgs, WaitArgs},
+    child::LossArgs,
     report::{self, Progress},
-    Exit, WaitArgs,
+    Exit, VerbResult,
 };
 
-const SWMR_LONG: &str = "\
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str = "Reader/writer locks that never starve the writer";
+
+/// The description of `fsync swmr --help`.
+pub const LONG: &str = "\
 A reader/writer lock: any number of readers at once, or one writer alone. Once a writer waits, \
 readers that arrive after it queue behind it, so a stream of overlapping readers cannot starve \
 it (util-linux 'flock -s' readers can); it gets in as soon as the readers already inside leave.
@@ -26,35 +31,50 @@ writer). The queue is the file .NAME.turnstile beside LOCK. There is no read-to-
 flock(2) converts by dropping the shared lock first, so an upgrade could not be atomic.";
 
 #[derive(Debug, Args)]
-#[command(about = "Reader/writer locks that never starve the writer", long_about = SWMR_LONG)]
 pub struct SwmrCommand {
     #[command(subcommand)]
     verb: Verb,
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Verb {
+    #[command(about = RUN_ABOUT, long_about = RUN_LONG, after_long_help = RUN_EXAMPLES)]
     Read(RunArgs),
+    #[command(about = RUN_ABOUT, long_about = RUN_LONG, after_long_help = RUN_EXAMPLES)]
     Write(RunArgs),
+    #[command(
+        about = "Show readers, writer and waiting writers; exit 0 if free, 1 if held",
+        long_about = "Show how many readers hold LOCK, whether a writer does (and who), and how many \
+                      writers wait. Exit 0 if nobody holds it, 1 if someone does. On a network file \
+                      system readers and waiting writers cannot be counted and show as unknown.",
+        after_long_help = "Examples:\n  \
+            fsync swmr status /srv/db/db.lck\n  \
+            fsync swmr status --json /srv/db/db.lck | jq .readers"
+    )]
     Status(StatusArgs),
 }
 
+/// The texts of `read` and `write`, which take the same arguments.
+const RUN_ABOUT: &str = "Run COMMAND holding LOCK as a reader (read) or as the writer (write)";
+
+const RUN_LONG: &str = "\
+Run COMMAND while holding LOCK, shared with other readers ('read') or alone ('write'), and exit \
+with COMMAND's exit status. Signals are forwarded to COMMAND as with 'fsync mutex run'.
+
+The lock is passed down to COMMAND as 'fsync mutex run' passes its lock: it stays held while \
+COMMAND, or anything it left running with the lock inherited, runs, even if fsync itself is \
+killed. --close does not pass it down.";
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # Many report jobs may read the database at once
+  fsync swmr read /srv/db/db.lck -- ./report.sh
+
+  # The nightly import waits for readers inside to finish, and new readers wait for it
+  fsync swmr write -t 30m /srv/db/db.lck -- ./import.sh";
+
 #[derive(Debug, Args)]
-#[command(
-    about = "Run COMMAND holding LOCK as a reader (read) or as the writer (write)",
-    long_about = "Run COMMAND while holding LOCK, shared with other readers ('read') or alone \
-                  ('write'), and exit with COMMAND's exit status. Signals are forwarded to \
-                  COMMAND as with 'fsync mutex run'.\n\n\
-                  The lock is passed down to COMMAND as 'fsync mutex run' passes its lock: it \
-                  stays held while COMMAND, or anything it left running with the lock \
-                  inherited, runs, even if fsync itself is killed. --close does not pass it \
-                  down.",
-    after_long_help = "Examples:\n  \
-        # Many report jobs may read the database at once\n  \
-        fsync swmr read /srv/db/db.lck -- ./report.sh\n\n  \
-        # The nightly import waits for readers inside to finish, and new readers wait for it\n  \
-        fsync swmr write -t 30m /srv/db/db.lck -- ./import.sh"
-)]
 struct RunArgs {
     /// The lock file: created if missing, never truncated
     #[arg(value_name = "LOCK")]
@@ -75,26 +95,11 @@ struct RunArgs {
     #[arg(long, value_name = "START[:LEN]", value_parser = fsync::range::ByteRange::parse)]
     range: Option<fsync::range::ByteRange>,
 
-    /// The command to run, and its arguments (after `--`)
-    #[arg(
-        value_name = "COMMAND",
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    command: CommandArgs,
 }
 
 #[derive(Debug, Args)]
-#[command(
-    about = "Show readers, writer and waiting writers; exit 0 if free, 1 if held",
-    long_about = "Show how many readers hold LOCK, whether a writer does (and who), and how many \
-                  writers wait. Exit 0 if nobody holds it, 1 if someone does. On a network file \
-                  system readers and waiting writers cannot be counted and show as unknown.",
-    after_long_help = "Examples:\n  \
-        fsync swmr status /srv/db/db.lck\n  \
-        fsync swmr status --json /srv/db/db.lck | jq .readers"
-)]
 struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
@@ -104,7 +109,7 @@ struct StatusArgs {
     json: bool,
 }
 
-pub fn run(cmd: SwmrCommand) -> super::Outcome {
+pub fn run(cmd: SwmrCommand) -> VerbResult {
     match cmd.verb {
         Verb::Read(a) => run_locked(a, Mode::Shared),
         Verb::Write(a) => run_locked(a, Mode::Exclusive),
@@ -112,7 +117,7 @@ pub fn run(cmd: SwmrCommand) -> super::Outcome {
     }
 }
 
-fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
+fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
     let role = if mode == Mode::Exclusive {
         "the writer"
     } else {
@@ -125,10 +130,7 @@ fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
     };
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| holders_text(&a.lock, mode));
     let outcome = lock.acquire(mode, a.wait.timeout(), |_| progress.waiting())?;
-    let guard = match progress.settle(outcome, |_| format!("acquired {what}")) {
-        Ok(g) => g,
-        Err(exit) => return Ok(exit),
-    };
+    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
     // even if we die.
     guard.pass_down(!a.close)?;
@@ -137,11 +139,7 @@ fn run_locked(a: RunArgs, mode: Mode) -> super::Outcome {
         None => a.loss.guard(&a.lock, fd, held_mode),
         Some(_) => None, // byte ranges are not re-checked (yet)
     };
-    let exit = Job {
-        argv: &a.command,
-        env: Vec::new(),
-    }
-    .run_guarded(|_| {}, loss_guard)?;
+    let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
 }
@@ -170,7 +168,7 @@ fn holders_text(lock: &std::path::Path, mode: Mode) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-fn status(a: StatusArgs) -> super::Outcome {
+fn status(a: StatusArgs) -> VerbResult {
     let st = swmr::status(&a.lock)?;
     let mut out = std::io::stdout().lock();
     if a.json {
