@@ -75,7 +75,7 @@ use std::{
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::{self, Holder, Record, Registration},
-    mutex::{Mutex, MutexGuard, DEFAULT_POLL},
+    mutex::{Mutex, MutexGuard},
     platform::{
         dir::Dir,
         fs as pfs,
@@ -83,7 +83,7 @@ use crate::{
         notify::DirWatch,
         procinfo,
     },
-    wait::{self, Outcome, Wait},
+    wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
 
 /// A group of processes at a directory path.
@@ -146,10 +146,7 @@ impl Group {
 
     /// Join, waiting up to `timeout` for the join step; `Ok(None)` if it did not come.
     pub fn join(&self, timeout: Option<Duration>) -> Result<Option<Membership>> {
-        Ok(match self.join_with(timeout, |_| {})? {
-            Outcome::Acquired(m) => Some(m),
-            _ => None,
-        })
+        Ok(self.join_with(timeout, |_| {})?.acquired())
     }
 
     /// Join, reporting how an unsuccessful wait ended.
@@ -159,18 +156,17 @@ impl Group {
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<Membership>> {
         let p = paths(&self.dir);
-        let start = std::time::Instant::now();
+        let deadline = Deadline::after(timeout);
         // A last member leaving with --delete may remove the directory under us at any point
         // until we hold join.lock: then start over (bounded, to never spin for ever).
         let mut attempts = 0;
         let acquired = loop {
             attempts += 1;
-            let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
             let got = ensure_dirs(&p).and_then(|()| {
                 Mutex::new(&p.join)
                     .internal()
                     .poll_interval(self.poll)
-                    .acquire_with(remaining, &mut progress)
+                    .acquire_until(deadline, &mut progress)
             });
             match got {
                 Err(e) if e.kind() == ErrorKind::NotFound && attempts < 1000 => continue,
@@ -178,11 +174,7 @@ impl Group {
                 Ok(outcome) => break outcome,
             }
         };
-        let serial = match acquired {
-            Outcome::Acquired(g) => g,
-            Outcome::TimedOut => return Ok(Outcome::TimedOut),
-            Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
-        };
+        let serial = wait::acquired!(acquired);
         ensure_dirs(&p)?; // the last leaver may have removed `members` before we got join.lock
         let top = Dir::top(&p.dir, false, "cannot open group directory")?
             .ok_or_else(|| Error::new(&p.dir, ErrorKind::NotFound, "was removed meanwhile"))?;
@@ -190,16 +182,12 @@ impl Group {
         let members = top.sub("members", true)?.expect("created");
         let first = !has_members(&top, &p, &gate, Some(&serial))?;
         // Only a momentary exclusive probe can stand in the way; wait for it in the kernel.
-        let got = wait::wait_for(
-            Wait {
-                timeout: None,
-                poll: Some(self.poll),
-                progress: None,
-            },
-            |_| {},
-            |block| Ok(lock::flock(&gate, Mode::Shared, block)?.then_some(())),
-        )
-        .map_err(|e| Error::io(&p.gate, "cannot lock", e))?;
+        let spec = Wait {
+            deadline: Deadline::never(),
+            poll: Some(self.poll),
+            progress: None,
+        };
+        let got = wait::flock(spec, |_| {}, &gate, Mode::Shared, &p.gate)?;
         if let Outcome::Interrupted(s) = got {
             return Ok(Outcome::Interrupted(s));
         }
@@ -562,16 +550,11 @@ fn wait_for_state_inner(
 ) -> Result<Outcome<()>> {
     check_dir(path)?;
     let p = paths(path);
-    let start = std::time::Instant::now();
-    let remaining = || timeout.map(|t| t.saturating_sub(start.elapsed()));
+    let deadline = Deadline::after(timeout);
     let (top, gate, network, watch) = loop {
         if !want_empty {
             // An observer creates nothing: wait for a joiner to make the group's files.
-            match wait_for_files(&p, remaining(), poll)? {
-                Outcome::Acquired(()) => {}
-                Outcome::TimedOut => return Ok(Outcome::TimedOut),
-                Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
-            }
+            wait::acquired!(wait_for_files(&p, deadline, poll)?);
         }
         let top = Dir::top(path, false, "cannot open group directory")?;
         let Some(gate) = top.as_ref().map(open_existing_gate).transpose()?.flatten() else {
@@ -595,45 +578,34 @@ fn wait_for_state_inner(
             Err(e) => return Err(Error::io(&p.members, "cannot watch directory", e)),
         }
     };
-    let mut error = None;
     let spec = Wait {
-        timeout: remaining(),
+        deadline,
         poll: network.then_some(poll),
-        progress: progress.is_some().then_some(Duration::from_secs(1)),
+        progress: progress.is_some().then_some(wait::PROGRESS_EVERY),
     };
-    let outcome = wait::wait_for(
-        spec,
-        |waited| {
-            if let Some(p) = progress.as_mut() {
-                p(waited.max(start.elapsed()));
+    let report = |waited| {
+        if let Some(p) = progress.as_mut() {
+            p(waited);
+        }
+    };
+    wait::wait_for(spec, report, |block| -> Result<_, Failed> {
+        if block {
+            if let Some(w) = &watch {
+                w.wait()?;
+            } else if !network && lock::flock(&gate, Mode::Exclusive, true)? {
+                lock::unlock(&gate)?;
             }
-        },
-        |block| {
-            if block {
-                if let Some(w) = &watch {
-                    w.wait()?;
-                } else if !network && lock::flock(&gate, Mode::Exclusive, true)? {
-                    lock::unlock(&gate)?;
-                }
-                return Ok(None);
-            }
-            match has_members(&top, &p, &gate, None) {
-                Ok(has) => Ok((has != want_empty).then_some(())),
-                Err(e) => {
-                    error = Some(e);
-                    Err(std::io::Error::other("check failed"))
-                }
-            }
-        },
-    );
-    outcome.map_err(|e| error.unwrap_or_else(|| Error::io(path, "cannot wait", e)))
+            return Ok(None);
+        }
+        Ok((has_members(&top, &p, &gate, None)? != want_empty).then_some(()))
+    })
+    .map_err(|f| f.naming(path, "cannot wait"))
 }
 
 /// Block until the group's directory, `members/` and `gate` exist (a joiner makes them), without
 /// creating any of them: watch the group's directory, or its parent until the group appears.
-fn wait_for_files(p: &Paths, timeout: Option<Duration>, poll: Duration) -> Result<Outcome<()>> {
+fn wait_for_files(p: &Paths, deadline: Deadline, poll: Duration) -> Result<Outcome<()>> {
     let ready = || p.members.is_dir() && p.gate.exists();
-    let start = std::time::Instant::now();
     loop {
         if ready() {
             return Ok(Outcome::Acquired(()));
@@ -651,9 +623,9 @@ fn wait_for_files(p: &Paths, timeout: Option<Duration>, poll: Duration) -> Resul
             Err(e) => return Err(Error::io(dir, "cannot watch directory", e)),
         };
         let network = pfs::fs_kind_of_path(dir).network;
-        let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
         // Done when ready, or when the group has appeared while we watched its parent.
-        let outcome = wait::watch_until(remaining, network.then_some(poll), &watch, dir, || {
+        let poll = network.then_some(poll);
+        let outcome = wait::watch_until(deadline, poll, &watch, dir, None, || {
             Ok((ready() || (in_parent && p.dir.is_dir())).then_some(()))
         })?;
         if !matches!(outcome, Outcome::Acquired(())) {

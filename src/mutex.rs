@@ -53,7 +53,7 @@ use crate::{
         lock::{self, Mode},
         procinfo,
     },
-    wait::{self, Outcome, Wait},
+    wait::{self, Deadline, Failed, Outcome, Wait},
 };
 
 mod fences {
@@ -66,6 +66,7 @@ mod fences {
     use crate::{
         holder,
         platform::{dir::Dir, lock},
+        wait,
     };
 
     const NAME: &str = ".fsync.fence";
@@ -120,16 +121,13 @@ mod fences {
             return; // not a file fsync made
         }
         // Held for microseconds by fsync; bounded, so that another user's holder cannot hang us.
-        let spec = crate::wait::Wait {
-            timeout: Some(std::time::Duration::from_secs(1)),
-            ..Default::default()
+        let spec = wait::Wait {
+            deadline: wait::Deadline::after(Some(std::time::Duration::from_secs(1))),
+            poll: None,
+            progress: None,
         };
-        let got = crate::wait::wait_for(
-            spec,
-            |_| {},
-            |block| Ok(lock::flock(&file, lock::Mode::Exclusive, block)?.then_some(())),
-        );
-        if !matches!(got, Ok(crate::wait::Outcome::Acquired(()))) {
+        let got = wait::flock(spec, |_| {}, &file, lock::Mode::Exclusive, lock_path);
+        if !matches!(got, Ok(wait::Outcome::Acquired(()))) {
             return;
         }
         if read(&file) < fence {
@@ -143,9 +141,6 @@ mod fences {
 
 /// The environment variable through which nested acquisitions find an ancestor's lock.
 pub const HELD_ENV: &str = "FSYNC_MUTEX_HELD";
-
-/// Default re-check interval on network file systems.
-pub const DEFAULT_POLL: Duration = Duration::from_millis(50);
 
 /// A file-based mutex; cheap to create, holds nothing until acquired.
 ///
@@ -179,7 +174,7 @@ impl Mutex {
         Mutex {
             path: path.as_ref().to_path_buf(),
             delete: false,
-            poll: DEFAULT_POLL,
+            poll: wait::DEFAULT_POLL,
             command: None,
             internal: false,
         }
@@ -219,10 +214,7 @@ impl Mutex {
     /// guard gets an error of kind [`ErrorKind::Unavailable`] at once instead of waiting for
     /// itself; other threads wait as other processes do.
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<MutexGuard>> {
-        Ok(match self.acquire_with(timeout, |_| {})? {
-            Outcome::Acquired(g) => Some(g),
-            Outcome::TimedOut | Outcome::Interrupted(_) => None,
-        })
+        Ok(self.acquire_with(timeout, |_| {})?.acquired())
     }
 
     /// Like [`acquire`](Self::acquire), reporting which of deadline and cancellation ended an
@@ -232,10 +224,19 @@ impl Mutex {
         timeout: Option<Duration>,
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<MutexGuard>> {
+        self.acquire_until(Deadline::after(timeout), progress)
+    }
+
+    /// [`acquire_with`](Self::acquire_with) as one step of a longer wait.
+    pub(crate) fn acquire_until(
+        &self,
+        deadline: Deadline,
+        progress: impl FnMut(Duration),
+    ) -> Result<Outcome<MutexGuard>> {
         match self.ancestor()? {
             Ancestor::PassedDown(guard) => return Ok(Outcome::Acquired(*guard)),
             Ancestor::Closed(pid) => {
-                if let Outcome::Acquired(g) = self.wait(Some(Duration::ZERO), |_| {})? {
+                if let Outcome::Acquired(g) = self.wait(Deadline::now(), |_| {})? {
                     return Ok(Outcome::Acquired(g));
                 }
                 if procinfo::pid_alive(pid) {
@@ -252,21 +253,16 @@ impl Mutex {
             }
             Ancestor::None => {}
         }
-        self.wait(timeout, progress)
+        self.wait(deadline, progress)
     }
 
     fn wait(
         &self,
-        timeout: Option<Duration>,
+        deadline: Deadline,
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<MutexGuard>> {
-        Ok(match self.lock_file(Mode::Exclusive, timeout, progress)? {
-            Outcome::Acquired((file, network, key)) => {
-                Outcome::Acquired(MutexGuard::new(self, file, network, key))
-            }
-            Outcome::TimedOut => Outcome::TimedOut,
-            Outcome::Interrupted(s) => Outcome::Interrupted(s),
-        })
+        let locked = self.lock_file(Mode::Exclusive, deadline, progress)?;
+        Ok(locked.map(|(file, network, key)| MutexGuard::new(self, file, network, key)))
     }
 
     /// Take a shared lock on the file instead, as `flock -s` does: any number of shared
@@ -284,18 +280,15 @@ impl Mutex {
                 "a shared lock is never deleted on release",
             ));
         }
-        Ok(match self.lock_file(Mode::Shared, timeout, progress)? {
-            Outcome::Acquired((file, _, key)) => {
-                in_process::add(key);
-                Outcome::Acquired(SharedGuard {
-                    path: self.path.clone(),
-                    file,
-                    key,
-                })
+        let locked = self.lock_file(Mode::Shared, Deadline::after(timeout), progress)?;
+        Ok(locked.map(|(file, _, key)| {
+            in_process::add(key);
+            SharedGuard {
+                path: self.path.clone(),
+                file,
+                key,
             }
-            Outcome::TimedOut => Outcome::TimedOut,
-            Outcome::Interrupted(s) => Outcome::Interrupted(s),
-        })
+        }))
     }
 
     /// Open and lock the file in `mode`, per the protocol in the module docs (steps 1 to 3):
@@ -303,7 +296,7 @@ impl Mutex {
     fn lock_file(
         &self,
         mode: Mode,
-        timeout: Option<Duration>,
+        deadline: Deadline,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<(File, bool, in_process::Key)>> {
         let first = self.open()?;
@@ -324,23 +317,11 @@ impl Mutex {
         }
         let network = pfs::fs_kind(&first.0).network;
         let mut open = Some(first);
-        // The attempt closure speaks io::Error to the wait core; the real error waits here.
-        let mut error: Option<Error> = None;
-        let spec = Wait {
-            timeout,
-            poll: network.then_some(self.poll),
-            progress: Some(Duration::from_secs(1)),
-        };
-        let outcome = wait::wait_for(spec, &mut progress, |block| {
+        let spec = Wait::for_lock(deadline, network, self.poll);
+        let outcome = wait::wait_for(spec, &mut progress, |block| -> Result<_, Failed> {
             let (file, access) = match open.take() {
                 Some(f) => f,
-                None => match self.open() {
-                    Ok(f) => f,
-                    Err(e) => {
-                        error = Some(e);
-                        return Err(std::io::Error::other("open failed"));
-                    }
-                },
+                None => self.open()?,
             };
             match lock::flock(&file, mode, block) {
                 Ok(true) => {}
@@ -350,32 +331,15 @@ impl Mutex {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
                     open = Some((file, access));
-                    return Err(e);
+                    return Err(e.into());
                 }
-                Err(e) => {
-                    error = Some(lock_error(&self.path, e, network, access));
-                    return Err(std::io::Error::other("lock failed"));
-                }
+                Err(e) => return Err(lock_error(&self.path, e, network, access).into()),
             }
-            match same_file(&self.path, &file) {
-                Ok(true) => Ok(Some(file)),
-                Ok(false) => Ok(None), // unlinked under us: reopen and lock again
-                Err(e) => {
-                    error = Some(e);
-                    Err(std::io::Error::other("stat failed"))
-                }
-            }
-        });
-        let file = match outcome {
-            Ok(Outcome::Acquired(f)) => f,
-            Ok(Outcome::TimedOut) => return Ok(Outcome::TimedOut),
-            Ok(Outcome::Interrupted(s)) => return Ok(Outcome::Interrupted(s)),
-            Err(e) => {
-                return Err(
-                    error.unwrap_or_else(|| Error::io(&self.path, "cannot wait for lock", e))
-                )
-            }
-        };
+            // Unlinked under us: reopen and lock again.
+            Ok(same_file(&self.path, &file)?.then_some(file))
+        })
+        .map_err(|f| f.naming(&self.path, "cannot wait for lock"))?;
+        let file = wait::acquired!(outcome);
         let key = in_process::Key::of(&self.path, &file, mode)?;
         Ok(Outcome::Acquired((file, network, key)))
     }
@@ -958,11 +922,7 @@ pub fn lock_fd_with(
     } else {
         Mode::Exclusive
     };
-    let spec = Wait {
-        timeout,
-        poll: network.then_some(poll),
-        progress: Some(Duration::from_secs(1)),
-    };
+    let spec = Wait::for_lock(Deadline::after(timeout), network, poll);
     wait::wait_for(spec, progress, |block| {
         Ok(lock::flock(&borrowed, mode, block)?.then_some(()))
     })
@@ -1017,7 +977,8 @@ pub fn wait_for_change(
     let dir = pfs::parent_dir(path);
     let watch = crate::platform::notify::DirWatch::new(dir)
         .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
-    wait::watch_until(timeout, Some(poll), &watch, path, || {
+    let deadline = Deadline::after(timeout);
+    wait::watch_until(deadline, Some(poll), &watch, path, None, || {
         let now = status(path)?;
         Ok((now != *seen).then_some(now))
     })

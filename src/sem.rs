@@ -28,13 +28,12 @@ use std::{
     io,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::{self, Holder, Record, RecordFile},
-    mutex::DEFAULT_POLL,
     platform::{
         dir::Dir,
         fs as pfs,
@@ -42,7 +41,7 @@ use crate::{
         notify::DirWatch,
         procinfo,
     },
-    wait::{self, Outcome, Wait},
+    wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
 
 /// A counting semaphore at a directory path.
@@ -90,45 +89,38 @@ impl Semaphore {
 
     /// Take a slot, waiting up to `timeout`.
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<SlotGuard>> {
-        Ok(match self.acquire_with(timeout, |_| {})? {
-            Outcome::Acquired(g) => Some(g),
-            _ => None,
-        })
+        Ok(self.acquire_with(timeout, |_| {})?.acquired())
     }
 
     /// Like [`acquire`](Self::acquire), telling a timeout from a cancellation.
     pub fn acquire_with(
         &self,
         timeout: Option<Duration>,
+        progress: impl FnMut(Duration),
+    ) -> Result<Outcome<SlotGuard>> {
+        self.acquire_until(Deadline::after(timeout), progress)
+    }
+
+    /// [`acquire_with`](Self::acquire_with) as one step of a longer wait.
+    pub(crate) fn acquire_until(
+        &self,
+        deadline: Deadline,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<SlotGuard>> {
-        let start = Instant::now();
         let top = self.setup()?;
         let queue = top.open_or_create("queue")?;
         let network = pfs::fs_kind(&queue).network;
-        let remaining = || timeout.map(|t| t.saturating_sub(start.elapsed()));
-        let spec = |timeout| Wait {
-            timeout,
-            poll: network.then_some(self.poll),
-            progress: Some(Duration::from_secs(1)),
-        };
-        let in_line = wait::wait_for(spec(remaining()), &mut progress, |block| {
-            Ok(lock::flock(&queue, Mode::Exclusive, block)?.then_some(()))
-        })
-        .map_err(|e| Error::io(&self.dir.join("queue"), "cannot lock", e))?;
-        match in_line {
-            Outcome::Acquired(()) => {}
-            Outcome::TimedOut => return Ok(Outcome::TimedOut),
-            Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
-        }
+        let spec = Wait::for_lock(deadline, network, self.poll);
+        let queue_path = self.dir.join("queue");
+        let in_line = wait::flock(spec, &mut progress, &queue, Mode::Exclusive, &queue_path)?;
+        wait::acquired!(in_line);
         // Head of the line.
         let mut files = Vec::with_capacity(self.slots);
         for i in 0..self.slots {
             files.push(Some(top.open_or_create(&slot_name(i))?));
         }
         let first = (procinfo::now_micros() as usize) % self.slots;
-        let mut error = None;
-        let try_slots = |error: &mut Option<Error>| -> io::Result<Option<usize>> {
+        let try_slots = || -> Result<Option<usize>> {
             for k in 0..self.slots {
                 let i = (first + k) % self.slots;
                 match files[i]
@@ -138,8 +130,7 @@ impl Semaphore {
                     Some(Ok(true)) => return Ok(Some(i)),
                     Some(Ok(false)) | None => {}
                     Some(Err(e)) => {
-                        *error = Some(Error::io(&self.dir.join(slot_name(i)), "cannot lock", e));
-                        return Err(io::Error::other("lock failed"));
+                        return Err(Error::io(&self.dir.join(slot_name(i)), "cannot lock", e))
                     }
                 }
             }
@@ -148,41 +139,31 @@ impl Semaphore {
         // A free slot needs no watch: an inotify instance costs its closer a wait for the
         // kernel (see `platform::notify`), which was 2 ms of an uncontended acquire + release.
         let mut watch = None;
-        let got = match try_slots(&mut error) {
-            Ok(Some(i)) => Ok(Outcome::Acquired(i)),
-            Err(e) => Err(e),
-            Ok(None) => {
+        let got = match try_slots()? {
+            Some(i) => Outcome::Acquired(i),
+            None => {
                 // None free: watch for closes first, then look again, so no release is missed.
                 let w = watch.insert(
                     DirWatch::closes(&top.pinned())
                         .map_err(|e| Error::io(&self.dir, "cannot watch directory", e))?,
                 );
-                wait::wait_for(
-                    spec(remaining()),
-                    |waited| progress(waited.max(start.elapsed())),
-                    |block| {
-                        if block {
-                            w.wait()?;
-                            return Ok(None);
-                        }
-                        try_slots(&mut error)
-                    },
-                )
+                wait::wait_for(spec, &mut progress, |block| -> Result<_, Failed> {
+                    if block {
+                        w.wait()?;
+                        return Ok(None);
+                    }
+                    Ok(try_slots()?)
+                })
+                .map_err(|f| f.naming(&self.dir, "cannot wait"))?
             }
         };
-        let got =
-            got.map_err(|e| error.unwrap_or_else(|| Error::io(&self.dir, "cannot wait", e)))?;
         drop(queue); // the next in line may look now
-        Ok(match got {
-            Outcome::Acquired(i) => {
-                let file = files[i].take().expect("the slot we locked");
-                let mut guard = SlotGuard::new(&top, i, file);
-                guard._watch = watch.and_then(|w| w.retire().unwrap_or(None));
-                Outcome::Acquired(guard)
-            }
-            Outcome::TimedOut => Outcome::TimedOut,
-            Outcome::Interrupted(s) => Outcome::Interrupted(s),
-        })
+        Ok(got.map(|i| {
+            let file = files[i].take().expect("the slot we locked");
+            let mut guard = SlotGuard::new(&top, i, file);
+            guard._watch = watch.and_then(|w| w.retire().unwrap_or(None));
+            guard
+        }))
     }
 
     /// Create the directory and record `N`, or check `N` against the recorded one.

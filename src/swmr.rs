@@ -38,20 +38,19 @@ use std::{
     fs::File,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::{record_path, Holder},
-    mutex::DEFAULT_POLL,
     platform::{
         fs as pfs,
         lock::{self, Mode},
         procinfo,
     },
     range::{ByteRange, RangeLock},
-    wait::{self, Outcome, Wait},
+    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
 
 /// A reader/writer lock at a path.
@@ -133,16 +132,12 @@ impl Swmr {
 
     /// Take a shared (reader) lock, waiting up to `timeout`.
     pub fn read(&self, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
-        Ok(into_option(self.acquire(Mode::Shared, timeout, |_| {})?))
+        Ok(self.acquire(Mode::Shared, timeout, |_| {})?.acquired())
     }
 
     /// Take the exclusive (writer) lock, waiting up to `timeout`.
     pub fn write(&self, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
-        Ok(into_option(self.acquire(
-            Mode::Exclusive,
-            timeout,
-            |_| {},
-        )?))
+        Ok(self.acquire(Mode::Exclusive, timeout, |_| {})?.acquired())
     }
 
     /// Acquire in `mode`, following the protocol in the module docs.
@@ -152,7 +147,7 @@ impl Swmr {
         timeout: Option<Duration>,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<SwmrGuard>> {
-        let start = Instant::now();
+        let deadline = Deadline::after(timeout);
         let purpose = match self.range {
             None => pfs::Purpose::Flock,
             Some(_) => pfs::Purpose::Fcntl,
@@ -170,65 +165,25 @@ impl Swmr {
             Mode::Exclusive => optional_side(&side_file(&self.path, ".writers"))?,
             Mode::Shared => None,
         };
+        let mut step = |file: &File, mode: Mode, deadline: Deadline| {
+            let spec = Wait::for_lock(deadline, network, self.poll);
+            wait::flock(spec, &mut progress, file, mode, &self.path)
+        };
         if let Some(w) = &_writers {
-            let _ = self.step(w, Mode::Shared, None, start, network, &mut progress)?;
+            let _ = step(w, Mode::Shared, Deadline::never())?;
         }
         let turnstile = optional_side(&side_file(&self.path, ".turnstile"))?;
         if let Some(t) = &turnstile {
-            match self.step(t, Mode::Exclusive, timeout, start, network, &mut progress)? {
-                Outcome::Acquired(()) => {}
-                Outcome::TimedOut => return Ok(Outcome::TimedOut),
-                Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
-            }
+            wait::acquired!(step(t, Mode::Exclusive, deadline)?);
         }
         let got = match self.range {
-            None => self.step(&file, mode, timeout, start, network, &mut progress)?,
+            None => step(&file, mode, deadline)?,
             Some(r) => RangeLock::new(&self.path, r)
                 .poll_interval(self.poll)
-                .lock_file(
-                    &file,
-                    access,
-                    mode,
-                    timeout.map(|t| t.saturating_sub(start.elapsed())),
-                    |w| progress(start.elapsed().max(w)),
-                )?,
+                .lock_file(&file, access, mode, deadline, progress)?,
         };
         drop(turnstile); // others may queue again
-        Ok(match got {
-            Outcome::Acquired(()) => Outcome::Acquired(SwmrGuard { file, mode }),
-            Outcome::TimedOut => Outcome::TimedOut,
-            Outcome::Interrupted(s) => Outcome::Interrupted(s),
-        })
-    }
-
-    fn step(
-        &self,
-        file: &File,
-        mode: Mode,
-        timeout: Option<Duration>,
-        start: Instant,
-        network: bool,
-        progress: &mut impl FnMut(Duration),
-    ) -> Result<Outcome<()>> {
-        let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
-        let spec = Wait {
-            timeout: remaining,
-            poll: network.then_some(self.poll),
-            progress: Some(Duration::from_secs(1)),
-        };
-        wait::wait_for(
-            spec,
-            |w| progress(start.elapsed().max(w)),
-            |block| Ok(lock::flock(file, mode, block)?.then_some(())),
-        )
-        .map_err(|e| Error::io(&self.path, "cannot lock", e))
-    }
-}
-
-fn into_option(o: Outcome<SwmrGuard>) -> Option<SwmrGuard> {
-    match o {
-        Outcome::Acquired(g) => Some(g),
-        _ => None,
+        Ok(got.map(|()| SwmrGuard { file, mode }))
     }
 }
 
