@@ -74,7 +74,7 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::{self, Holder, Record, Registration},
+    holder::{self, Found, Holder, Record, Registration},
     mutex::{Mutex, MutexGuard},
     platform::{
         dir::Dir,
@@ -83,6 +83,7 @@ use crate::{
         notify::DirWatch,
         procinfo,
     },
+    probe,
     wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
 
@@ -329,7 +330,6 @@ fn ensure_dirs(p: &Paths) -> Result<()> {
 
 /// Does anyone hold a shared lock on the gate? See the module docs.
 fn has_members(top: &Dir, p: &Paths, gate: &File, serial: Option<&MutexGuard>) -> Result<bool> {
-    use std::os::unix::fs::MetadataExt;
     if !pfs::fs_kind(gate).network {
         // A registration that some member holds proves someone is in (a member takes the
         // gate before it registers and unregisters before it lets the gate go): a few probes
@@ -339,39 +339,21 @@ fn has_members(top: &Dir, p: &Paths, gate: &File, serial: Option<&MutexGuard>) -
                 return Ok(true);
             }
         }
-        let meta = gate
-            .metadata()
-            .map_err(|e| Error::io(&p.gate, "cannot stat", e))?;
-        if let Some(locks) = procinfo::flock_holders(meta.dev(), meta.ino()) {
-            return Ok(locks.iter().any(|l| !l.exclusive));
+        if let Some(listed) = probe::listed(&p.gate, gate, probe::Kinds::Flock)? {
+            return Ok(listed.locks.iter().any(|l| !l.exclusive));
         }
     }
     let _own;
     if serial.is_none() {
         _own = Mutex::new(&p.join).internal().acquire(None)?;
     }
-    match lock::flock(gate, Mode::Exclusive, false) {
-        Ok(true) => {
-            let _ = lock::unlock(gate);
-            Ok(false)
-        }
-        Ok(false) => Ok(true),
-        Err(e) => Err(Error::io(&p.gate, "cannot test lock", e)),
-    }
+    probe::held(gate, Mode::Exclusive).map_err(|e| Error::io(&p.gate, "cannot test lock", e))
 }
 
 fn register(members: &Dir) -> Result<Member> {
-    let pid = std::process::id();
-    let host = procinfo::hostname();
-    let since_us = procinfo::now_micros();
-    let name = format!("{}.{pid}.{since_us:x}", host.replace(['/', '.'], "_"));
-    let holder = Holder {
-        pid,
-        child: None,
-        host,
-        since_us,
-        command: procinfo::own_cmdline(),
-    };
+    let holder = Holder::this_process(procinfo::now_micros(), procinfo::own_cmdline());
+    let host = holder.host.replace(['/', '.'], "_");
+    let name = format!("{host}.{}.{:x}", holder.pid, holder.since_us);
     let reg = Registration::create(members, &name, render_holder(&holder).as_bytes())?;
     Ok(Member { reg, holder })
 }
@@ -391,7 +373,7 @@ fn reap(members: &Dir) {
         return;
     };
     for (name, _) in entries {
-        if let Some(false) = registration_alive(members, &name) {
+        if let Found::Dead = Registration::find(members, &name) {
             let stale_tmp = name.starts_with(".tmp-")
                 && members.stat(&name).is_ok_and(|st| {
                     let now = procinfo::now_micros() as i64 / 1_000_000;
@@ -409,20 +391,9 @@ fn any_registration_held(members: &Dir) -> bool {
     let Ok(entries) = members.entries() else {
         return false;
     };
-    entries
-        .iter()
-        .any(|(name, _)| !name.starts_with('.') && registration_alive(members, name) == Some(true))
-}
-
-/// `Some(true)` if a member holds this registration, `Some(false)` if nobody does, `None` if
-/// it is not a registration fsync made (a link, a FIFO) or cannot be read.
-fn registration_alive(members: &Dir, name: &str) -> Option<bool> {
-    let file = members.open(name, false).ok()??;
-    match lock::flock(&file, Mode::Shared, false) {
-        Ok(true) => Some(false),
-        Ok(false) => Some(true),
-        Err(_) => None,
-    }
+    entries.iter().any(|(name, _)| {
+        !name.starts_with('.') && matches!(Registration::find(members, name), Found::Alive(_))
+    })
 }
 
 /// Is the group at `path` empty? A missing group is empty. Creates nothing.
@@ -477,19 +448,17 @@ pub fn members(path: &Path) -> Result<Vec<Holder>> {
         if name.starts_with('.') {
             continue;
         }
-        let Ok(Some(file)) = members.open(&name, false) else {
-            continue; // not a registration fsync made
-        };
-        match lock::flock(&file, Mode::Shared, false) {
-            Ok(true) => {
-                let _ = members.unlink_file(&name); // dead member
-            }
-            Ok(false) => {
+        match Registration::find(&members, &name) {
+            Found::Alive(file) => {
                 if let Some(h) = holder::read_from(&file).and_then(|r| r.holder) {
                     out.push(live_member(h, &file));
                 }
             }
-            Err(_) => {}
+            Found::Dead => {
+                let _ = members.unlink_file(&name);
+            }
+            // Gone meanwhile, or not a registration fsync made.
+            Found::Nothing | Found::Unknown => {}
         }
     }
     out.sort_by_key(|h| (h.since_us, h.pid));

@@ -54,8 +54,8 @@ use crate::{
         dir::Dir,
         fs as pfs,
         lock::{self, Mode},
-        procinfo,
     },
+    probe,
     sem::{Semaphore, SlotGuard},
     wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
@@ -257,35 +257,22 @@ pub fn status(dir: &Path) -> Result<GroupLockStatus> {
         let Some(file) = pfs::open_if_exists(&path)? else {
             continue;
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(&path, "cannot stat", e))?;
-        let count = if network {
-            None
-        } else {
-            procinfo::flock_holders(meta.dev(), meta.ino())
-        };
-        match count {
-            Some(list) => {
-                let n = list.iter().filter(|l| !l.exclusive).count();
+        match probe::listed(&path, &file, probe::Kinds::Flock)? {
+            Some(listed) => {
+                let n = listed.locks.iter().filter(|l| !l.exclusive).count();
                 if n > 0 {
                     inside.push((g, Some(n)));
                 }
             }
-            None => {
-                // Probe: an exclusive lock fails while members are inside (or one is checking).
-                if let Ok(false) = lock::flock(&file, Mode::Exclusive, false) {
-                    inside.push((g, None));
-                } else {
-                    let _ = lock::unlock(&file);
-                }
+            // An exclusive probe fails while members are inside (or one is checking).
+            None if matches!(probe::held(&file, Mode::Exclusive), Ok(true)) => {
+                inside.push((g, None));
             }
+            None => {}
         }
     }
     let waiting = match std::fs::metadata(dir.join("turnstile")) {
-        Ok(m) if !network => procinfo::flock_holders(m.dev(), m.ino())
-            .zip(procinfo::flock_waiters(m.dev(), m.ino()))
-            .map(|(h, w)| h.len() + w),
+        Ok(m) if !network => probe::in_line(m.dev(), m.ino()),
         Ok(_) => None,
         Err(_) => Some(0),
     };

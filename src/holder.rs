@@ -35,7 +35,14 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::platform::dir::Dir;
+use crate::{
+    platform::{
+        dir::Dir,
+        lock::{self, Mode},
+        procinfo,
+    },
+    probe,
+};
 
 const MAGIC: &str = "fsync-holder 1";
 
@@ -47,6 +54,30 @@ pub struct Holder {
     pub host: String,
     pub since_us: u64,
     pub command: String,
+}
+
+impl Holder {
+    /// This process, holding since `since_us` to run `command`.
+    pub(crate) fn this_process(since_us: u64, command: String) -> Holder {
+        Holder {
+            pid: std::process::id(),
+            child: None,
+            host: procinfo::hostname(),
+            since_us,
+            command,
+        }
+    }
+
+    /// A process of this host known only by its pid (the kernel's lock table names it), with
+    /// its command line as it is now.
+    pub(crate) fn local(pid: u32) -> Holder {
+        Holder {
+            pid,
+            host: procinfo::hostname(),
+            command: procinfo::cmdline(pid).unwrap_or_default(),
+            ..Holder::default()
+        }
+    }
 }
 
 /// The content of a record file.
@@ -183,6 +214,70 @@ impl RecordFile {
     }
 }
 
+/// A holder's own record of its lock: who holds it (this process, and the command it runs
+/// under the lock), written to the record file, where there is one, at every change.
+#[derive(Debug)]
+pub(crate) struct OwnRecord {
+    file: Option<RecordFile>,
+    fence: u64,
+    holder: Holder,
+}
+
+impl OwnRecord {
+    /// Start holding: record `holder` with `fence` in `file`.
+    pub(crate) fn held(file: Option<RecordFile>, fence: u64, holder: Holder) -> OwnRecord {
+        let record = OwnRecord {
+            file,
+            fence,
+            holder,
+        };
+        record.write(true);
+        record
+    }
+
+    /// A holding that keeps no record (one an ancestor's lock satisfied).
+    pub(crate) fn none(fence: u64) -> OwnRecord {
+        OwnRecord {
+            file: None,
+            fence,
+            holder: Holder::default(),
+        }
+    }
+
+    pub(crate) fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// Record the command that runs under the lock: with `None` just before it starts, so
+    /// that reports never show a running command as ours; then again with its pid.
+    pub(crate) fn set_child(&mut self, pid: Option<u32>, command: String) {
+        self.holder.child = pid;
+        self.holder.command = command;
+        self.write(true);
+    }
+
+    /// Record the release (the fence stays for the next holder).
+    pub(crate) fn released(&self) {
+        self.write(false);
+    }
+
+    /// Remove the record file (with its lock, which is being deleted).
+    pub(crate) fn remove(&mut self) {
+        if let Some(file) = self.file.take() {
+            file.remove();
+        }
+    }
+
+    fn write(&self, held: bool) {
+        if let Some(file) = &self.file {
+            file.write(&Record {
+                fence: self.fence,
+                holder: held.then(|| self.holder.clone()),
+            });
+        }
+    }
+}
+
 /// The start of a file, up to [`MAX_RECORD`] bytes, read with `pread` (the file position may
 /// be shared with other processes). One call for a record of the usual size.
 fn read_head(file: &File) -> std::io::Result<Vec<u8>> {
@@ -235,7 +330,7 @@ impl Registration {
         id: &str,
         content: &[u8],
     ) -> crate::Result<Registration> {
-        use crate::{platform::lock, Error, ErrorKind};
+        use crate::{Error, ErrorKind};
         let tmp = format!(".tmp-{id}");
         let file = dir.create_new(&tmp, 0o644).map_err(|e| {
             crate::platform::fs::explain_open_error(&dir.join(&tmp), "cannot register", e)
@@ -293,7 +388,6 @@ impl Registration {
     }
 
     fn unregister_inner(&mut self) -> bool {
-        use crate::platform::lock::{self, Mode};
         let Some(file) = self.file.take() else {
             return false;
         };
@@ -303,17 +397,43 @@ impl Registration {
             return false;
         }
         drop(file);
-        // Only its owners lock it exclusively (readers probe with shared locks): if a shared
-        // probe fails, a process that inherited our descriptor still holds it.
-        let held = match self.dir.open(&self.name, false) {
-            Ok(Some(f)) => matches!(lock::flock(&f, Mode::Shared, false), Ok(false)),
-            _ => false,
-        };
+        // A process that inherited our descriptor may still hold it.
+        let held = matches!(Registration::find(&self.dir, &self.name), Found::Alive(_));
         if !held {
             let _ = self.dir.unlink_any(&self.name);
         }
         held
     }
+
+    /// What is at the registration `name` in `dir`, as a reader sees it. Only a registration's
+    /// owners ever lock it, exclusively; readers probe it with shared locks, which do not
+    /// conflict with each other, and fail exactly while an owner holds it.
+    pub(crate) fn find(dir: &Dir, name: &str) -> Found {
+        let file = match dir.open(name, false) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Found::Nothing,
+            Err(_) => return Found::Unknown,
+        };
+        match probe::held(&file, Mode::Shared) {
+            Ok(true) => Found::Alive(file),
+            Ok(false) => Found::Dead,
+            Err(_) => Found::Unknown,
+        }
+    }
+}
+
+/// What a reader finds at a registration's name ([`Registration::find`]).
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// Nothing: the owner unregistered.
+    Nothing,
+    /// A registration its owner holds, open for reading.
+    Alive(File),
+    /// A registration nobody holds: its owner died.
+    Dead,
+    /// Something that cannot be told: not a registration fsync made (a link, a FIFO), one we
+    /// may not read, or a probe that failed. Never taken for a dead owner's.
+    Unknown,
 }
 
 impl Drop for Registration {

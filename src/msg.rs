@@ -56,7 +56,7 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::Registration,
+    holder::{Found, Registration},
     platform::{
         dir::{Dir, Kind},
         fs as pfs,
@@ -597,17 +597,10 @@ fn with_seq(
     f(next) // the lock goes with `file`
 }
 
-/// Is the registration `dir/id` held by a living process? Missing means no.
+/// Is the registration `dir/id` held by a living process? Missing means no; what cannot be
+/// told means yes: never discard on doubt.
 fn held(dir: &Dir, id: &str) -> bool {
-    let file = match dir.open(id, false) {
-        Ok(Some(f)) => f,
-        Ok(None) => return false,
-        Err(_) => return true, // not ours to judge: never discard on doubt
-    };
-    match lock::flock(&file, Mode::Shared, false) {
-        Ok(got) => !got,
-        Err(_) => true, // cannot tell: assume alive, never discard on doubt
-    }
+    !matches!(Registration::find(dir, id), Found::Nothing | Found::Dead)
 }
 
 /// Queue entries that are messages, with their parsed names.

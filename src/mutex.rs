@@ -47,12 +47,13 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::{self, Holder, Record, RecordFile},
+    holder::{self, Holder, OwnRecord, RecordFile},
     platform::{
         fs::{self as pfs, Access},
         lock::{self, Mode},
         procinfo,
     },
+    probe,
     wait::{self, Deadline, Failed, Outcome, Wait},
 };
 
@@ -476,9 +477,8 @@ pub struct MutexGuard {
     file: Option<File>,
     nested_fd: Option<RawFd>,
     delete: bool,
-    fence: u64,
-    record: Option<RecordFile>,
-    holder: Holder,
+    /// The fencing token and who holds the lock, as recorded beside it.
+    record: OwnRecord,
     network: bool,
     /// Keep the fence in the directory's fence file when deleting (not for the internal
     /// locks of other primitives, whose directories must be left empty).
@@ -501,28 +501,17 @@ impl MutexGuard {
         // file where a `--delete` left it), and never behind the clock: tokens still grow
         // where nothing could be kept (a read-only directory), between hosts whose clocks agree.
         let fence = (old.max(kept) + 1).max(now);
-        let pid = std::process::id();
-        let holder = Holder {
-            pid,
-            child: None,
-            host: procinfo::hostname(),
-            since_us: now,
-            command: mutex.command.clone().unwrap_or_else(procinfo::own_cmdline),
-        };
-        let guard = MutexGuard {
+        let command = mutex.command.clone().unwrap_or_else(procinfo::own_cmdline);
+        MutexGuard {
             path: mutex.path.clone(),
             file: Some(file),
             nested_fd: None,
             delete: mutex.delete,
-            fence,
-            record,
-            holder,
+            record: OwnRecord::held(record, fence, Holder::this_process(now, command)),
             network,
             keep_fence: !mutex.internal,
             in_process: Some(key),
-        };
-        guard.write_record();
-        guard
+        }
     }
 
     fn nested(mutex: &Mutex, fd: RawFd) -> MutexGuard {
@@ -535,9 +524,7 @@ impl MutexGuard {
             file: None,
             nested_fd: Some(fd),
             delete: false,
-            fence,
-            record: None,
-            holder: Holder::default(),
+            record: OwnRecord::none(fence),
             network: false,
             keep_fence: false,
             in_process: None,
@@ -560,7 +547,7 @@ impl MutexGuard {
 
     /// The fencing token: greater than that of every earlier holder of this lock.
     pub fn fence(&self) -> u64 {
-        self.fence
+        self.record.fence()
     }
 
     pub fn path(&self) -> &Path {
@@ -623,18 +610,7 @@ impl MutexGuard {
     /// acquisition with [`Mutex::command`], or call this with `None` just before starting it,
     /// so that reports never show a running command as ours; then again with its pid.)
     pub fn set_child(&mut self, pid: Option<u32>, command: String) {
-        self.holder.child = pid;
-        self.holder.command = command;
-        self.write_record();
-    }
-
-    fn write_record(&self) {
-        if let Some(r) = &self.record {
-            r.write(&Record {
-                fence: self.fence,
-                holder: Some(self.holder.clone()),
-            });
-        }
+        self.record.set_child(pid, command);
     }
 
     /// Release now, saying what became of the lock file and reporting failures (dropping the
@@ -661,11 +637,9 @@ impl MutexGuard {
             // The fence outlives the record in the directory's fence file, so that tokens
             // keep growing after the lock is gone (whatever the next holder's clock says).
             if self.keep_fence {
-                fences::keep(&self.path, self.fence);
+                fences::keep(&self.path, self.record.fence());
             }
-            if let Some(r) = self.record.take() {
-                r.remove();
-            }
+            self.record.remove();
             // Unlink only the file we hold: if the path now names another inode, leave it.
             if matches!(same_file(&self.path, &file), Ok(true)) {
                 result = match crate::platform::fs::remove_file(&self.path) {
@@ -675,11 +649,8 @@ impl MutexGuard {
                     Err(e) => Err(Error::io(&self.path, "cannot delete lock file", e)),
                 };
             }
-        } else if let Some(r) = &self.record {
-            r.write(&Record {
-                fence: self.fence,
-                holder: None,
-            });
+        } else {
+            self.record.released();
         }
         drop(file);
         result
@@ -822,17 +793,10 @@ pub fn status(path: &Path) -> Result<Status> {
             fence: None,
         });
     };
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::io(path, "cannot stat", e))?;
-    let kernel = if pfs::fs_kind(&file).network {
-        None
-    } else {
-        procinfo::lock_holders(meta.dev(), meta.ino())
-    };
-    let (held, kernel_pid) = match &kernel {
-        Some(list) => (!list.is_empty(), list.iter().find_map(|l| l.pid)),
-        None => (probe(path, &file)?, None),
+    let listed = probe::listed(path, &file, probe::Kinds::All)?;
+    let (held, kernel_pid) = match &listed {
+        Some(l) => (!l.locks.is_empty(), l.first_pid()),
+        None => (held_by_probe(path, &file)?, None),
     };
     let record = holder::read(path);
     let fence = record.as_ref().map(|r| r.fence).filter(|&f| f > 0);
@@ -853,21 +817,13 @@ pub fn status(path: &Path) -> Result<Status> {
     });
     // The pid the kernel lists took the lock; it may have exited and left the lock to a
     // process that inherited the descriptor (a daemon the command left): name a live holder.
-    let kernel_pid = match kernel {
-        Some(_) if recorded.is_none() => {
-            procinfo::live_lock_holder(meta.dev(), meta.ino(), kernel_pid).or(kernel_pid)
+    let kernel_pid = match &listed {
+        Some(l) if recorded.is_none() => {
+            procinfo::live_lock_holder(l.dev, l.ino, kernel_pid).or(kernel_pid)
         }
         _ => kernel_pid,
     };
-    let holder = recorded.or_else(|| {
-        kernel_pid.map(|pid| Holder {
-            pid,
-            child: None,
-            host,
-            since_us: 0,
-            command: procinfo::cmdline(pid).unwrap_or_default(),
-        })
-    });
+    let holder = recorded.or_else(|| kernel_pid.map(Holder::local));
     Ok(Status {
         held,
         holder,
@@ -875,21 +831,14 @@ pub fn status(path: &Path) -> Result<Status> {
     })
 }
 
-fn probe(path: &Path, file: &File) -> Result<bool> {
-    let attempt = match lock::flock(file, Mode::Exclusive, false) {
-        Err(e) if e.raw_os_error() == Some(nix::libc::EBADF) => {
-            lock::flock(file, Mode::Shared, false)
-        }
+/// Whether someone holds the lock, by a probe: exclusive, or shared where a read-only file
+/// allows no exclusive lock (NFS).
+fn held_by_probe(path: &Path, file: &File) -> Result<bool> {
+    match probe::held(file, Mode::Exclusive) {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EBADF) => probe::held(file, Mode::Shared),
         other => other,
-    };
-    match attempt {
-        Ok(true) => {
-            let _ = lock::unlock(file);
-            Ok(false)
-        }
-        Ok(false) => Ok(true),
-        Err(e) => Err(Error::io(path, "cannot test lock", e)),
     }
+    .map_err(|e| Error::io(path, "cannot test lock", e))
 }
 
 /// Lock a descriptor the caller already has open (`exec 9>>lock; fsync mutex lock --fd 9`).

@@ -26,14 +26,13 @@ own descriptors of the slot files open while it waits, so it does not wake itsel
 use std::{
     fs::File,
     io,
-    os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     time::Duration,
 };
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::{self, Holder, Record, RecordFile},
+    holder::{self, Holder, OwnRecord, RecordFile},
     platform::{
         dir::Dir,
         fs as pfs,
@@ -41,6 +40,7 @@ use crate::{
         notify::DirWatch,
         procinfo,
     },
+    probe,
     wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
 
@@ -247,8 +247,7 @@ fn record_slots(top: &Dir, n: usize) -> Result<usize> {
 pub struct SlotGuard {
     slot: usize,
     file: File,
-    record: Option<RecordFile>,
-    holder: Holder,
+    record: OwnRecord,
     /// The waiting line's close watch, closed only after the slot (`file`, declared before
     /// it) is free: closing it waits for the kernel (see `platform::notify`), which the next
     /// holder should not wait for, nor our command's start.
@@ -257,26 +256,17 @@ pub struct SlotGuard {
 
 impl SlotGuard {
     fn new(dir: &Dir, slot: usize, file: File) -> SlotGuard {
-        let pid = std::process::id();
-        let holder = Holder {
-            pid,
-            child: None,
-            host: procinfo::hostname(),
-            since_us: procinfo::now_micros(),
-            command: procinfo::own_cmdline(),
-        };
-        let guard = SlotGuard {
+        let holder = Holder::this_process(procinfo::now_micros(), procinfo::own_cmdline());
+        let record = dir
+            .try_clone()
+            .ok()
+            .and_then(|d| RecordFile::open_in(d, &slot_name(slot)));
+        SlotGuard {
             slot,
             file,
-            record: dir
-                .try_clone()
-                .ok()
-                .and_then(|d| RecordFile::open_in(d, &slot_name(slot))),
-            holder,
+            record: OwnRecord::held(record, 0, holder),
             _watch: None,
-        };
-        guard.write_record();
-        guard
+        }
     }
 
     /// The descriptor that holds the slot (exclusively), for lock-loss checks.
@@ -300,29 +290,13 @@ impl SlotGuard {
     /// (Call it with `None` just before starting the command, so that reports never show a
     /// running command as ours, and again with its pid.)
     pub fn set_child(&mut self, pid: Option<u32>, command: String) {
-        self.holder.child = pid;
-        self.holder.command = command;
-        self.write_record();
-    }
-
-    fn write_record(&self) {
-        if let Some(r) = &self.record {
-            r.write(&Record {
-                fence: 0,
-                holder: Some(self.holder.clone()),
-            });
-        }
+        self.record.set_child(pid, command);
     }
 }
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
-        if let Some(r) = &self.record {
-            r.write(&Record {
-                fence: 0,
-                holder: None,
-            });
-        }
+        self.record.released();
     }
 }
 
@@ -365,21 +339,10 @@ pub fn status(dir: &Path) -> Result<SemStatus> {
         let Some(file) = top.open(&name, false)? else {
             continue;
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(&path, "cannot stat", e))?;
-        let kernel = (!pfs::fs_kind(&file).network)
-            .then(|| procinfo::flock_holders(meta.dev(), meta.ino()))
-            .flatten();
-        let (is_held, kernel_pid) = match kernel {
-            Some(list) => (!list.is_empty(), list.first().and_then(|l| l.pid)),
-            None => match lock::flock(&file, Mode::Shared, false) {
-                Ok(true) => {
-                    let _ = lock::unlock(&file);
-                    (false, None)
-                }
-                _ => (true, None),
-            },
+        let (is_held, kernel_pid) = match probe::listed(&path, &file, probe::Kinds::Flock)? {
+            Some(l) => (!l.locks.is_empty(), l.first_pid()),
+            // A probe that fails says "held": never report a slot free on doubt.
+            None => (probe::held(&file, Mode::Shared).unwrap_or(true), None),
         };
         if !is_held {
             continue;
@@ -387,14 +350,7 @@ pub fn status(dir: &Path) -> Result<SemStatus> {
         let recorded = holder::read_in(&top, &name)
             .and_then(|r| r.holder)
             .filter(|h| kernel_pid.is_none_or(|k| k == h.pid));
-        let holder = recorded.or_else(|| {
-            kernel_pid.map(|pid| Holder {
-                pid,
-                host: procinfo::hostname(),
-                command: procinfo::cmdline(pid).unwrap_or_default(),
-                ..Holder::default()
-            })
-        });
+        let holder = recorded.or_else(|| kernel_pid.map(Holder::local));
         held.push(SlotStatus {
             slot: i,
             held: true,
@@ -407,9 +363,7 @@ pub fn status(dir: &Path) -> Result<SemStatus> {
     ) {
         (true, _) => None,
         (false, Err(_)) => Some(0),
-        (false, Ok(m)) => procinfo::flock_holders(m.st_dev, m.st_ino)
-            .zip(procinfo::flock_waiters(m.st_dev, m.st_ino))
-            .map(|(holders, blocked)| holders.len() + blocked),
+        (false, Ok(m)) => probe::in_line(m.st_dev, m.st_ino),
     };
     Ok(SemStatus {
         slots: Some(n),

@@ -49,6 +49,7 @@ use crate::{
         lock::{self, Mode},
         procinfo,
     },
+    probe,
     range::{ByteRange, RangeLock},
     wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
@@ -220,48 +221,32 @@ pub fn status(path: &Path) -> Result<SwmrStatus> {
     let Some(file) = pfs::open_if_exists(path)? else {
         return Ok(none);
     };
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::io(path, "cannot stat", e))?;
-    if !pfs::fs_kind(&file).network {
-        if let Some(locks) = procinfo::flock_holders(meta.dev(), meta.ino()) {
-            let readers = locks.iter().filter(|l| !l.exclusive).count();
-            let writer = locks.iter().find(|l| l.exclusive);
-            let waiting = std::fs::metadata(side_file(path, ".writers"))
-                .ok()
-                .and_then(|m| procinfo::flock_holders(m.dev(), m.ino()))
-                .map_or(0, |l| l.iter().filter(|l| !l.exclusive).count());
-            let writer_holder = writer.and_then(|w| w.pid).map(|pid| Holder {
-                pid,
-                host: procinfo::hostname(),
-                command: procinfo::cmdline(pid).unwrap_or_default(),
-                ..Holder::default()
-            });
-            return Ok(SwmrStatus {
-                readers: Some(readers),
-                writer: writer.is_some(),
-                writer_holder,
-                waiting_writers: Some(waiting),
-            });
-        }
+    if let Some(listed) = probe::listed(path, &file, probe::Kinds::Flock)? {
+        let locks = listed.locks;
+        let readers = locks.iter().filter(|l| !l.exclusive).count();
+        let writer = locks.iter().find(|l| l.exclusive);
+        let waiting = std::fs::metadata(side_file(path, ".writers"))
+            .ok()
+            .and_then(|m| procinfo::flock_holders(m.dev(), m.ino()))
+            .map_or(0, |l| l.iter().filter(|l| !l.exclusive).count());
+        return Ok(SwmrStatus {
+            readers: Some(readers),
+            writer: writer.is_some(),
+            writer_holder: writer.and_then(|w| w.pid).map(Holder::local),
+            waiting_writers: Some(waiting),
+        });
     }
     // Network: probes released at once. An exclusive one succeeds only if nobody is inside
     // (it needs write access on NFS); a shared one fails only while a writer is inside. Readers
     // cannot be counted.
-    let probe = |f: &File, mode| match lock::flock(f, mode, false) {
-        Ok(true) => {
-            let _ = lock::unlock(f);
-            Ok(true)
-        }
-        Ok(false) => Ok(false),
-        Err(e) => Err(Error::io(path, "cannot test lock", e)),
-    };
+    let held =
+        |f: &File, mode| probe::held(f, mode).map_err(|e| Error::io(path, "cannot test lock", e));
     if let Ok(rw) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
     {
-        if probe(&rw, Mode::Exclusive)? {
+        if !held(&rw, Mode::Exclusive)? {
             return Ok(SwmrStatus {
                 readers: Some(0),
                 writer: false,
@@ -270,7 +255,7 @@ pub fn status(path: &Path) -> Result<SwmrStatus> {
             });
         }
     }
-    let writer = !probe(&file, Mode::Shared)?;
+    let writer = held(&file, Mode::Shared)?;
     Ok(SwmrStatus {
         readers: if writer { Some(0) } else { None },
         writer,
