@@ -83,6 +83,8 @@ pub struct GroupLock {
 #[must_use = "the process leaves as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct GroupGuard {
+    /// The group's file (`group.NAME`), for errors.
+    path: PathBuf,
     _member: File,
     slot: Option<SlotGuard>,
 }
@@ -94,17 +96,17 @@ impl GroupGuard {
         self._member.as_raw_fd()
     }
 
-    /// The `--max` slot held, if any.
+    /// The slot held under the group's cap, if one is in force.
     pub fn slot(&self) -> Option<usize> {
         self.slot.as_ref().map(SlotGuard::slot)
     }
 
-    /// Let the membership (and the `--max` slot) survive `exec` into children (`true`), as the
+    /// Let the membership (and the slot under the cap) survive `exec` into children (`true`), as the
     /// mutex does, so that it stays held while they run even if this process dies; `false`
     /// keeps it close-on-exec.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
         lock::set_inheritable(&self._member, inherit)
-            .map_err(|e| Error::io(Path::new("group"), "cannot pass down", e))?;
+            .map_err(|e| Error::io(&self.path, "cannot pass the membership down", e))?;
         self.slot.as_ref().map_or(Ok(()), |s| s.pass_down(inherit))
     }
 }
@@ -189,6 +191,7 @@ impl GroupLock {
         };
         drop(turnstile);
         Ok(Outcome::Acquired(GroupGuard {
+            path: own,
             _member: member,
             slot,
         }))

@@ -583,7 +583,7 @@ fn with_seq(
         _ => {
             return Err(Error::new(
                 &shown,
-                ErrorKind::Invalid,
+                ErrorKind::Corrupt,
                 "does not hold a sequence number fsync wrote; not posting (a wrong one would \
                  reorder the queue)",
             ))

@@ -245,9 +245,9 @@ impl Mutex {
                         &self.path,
                         ErrorKind::Unavailable,
                         format!(
-                            "already held by an enclosing `fsync mutex run` (pid {pid}) that did not \
-                             pass it down (--close, or its descriptor was closed); waiting here \
-                             would deadlock"
+                            "already held by an ancestor process (pid {pid}) that did not pass \
+                             it down (it kept it from its children, or the descriptor was closed \
+                             on the way); waiting here would deadlock"
                         ),
                     ));
                 }

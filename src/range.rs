@@ -81,6 +81,7 @@ pub struct RangeLock {
 #[must_use = "the range is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct RangeGuard {
+    path: PathBuf,
     file: File,
 }
 
@@ -88,7 +89,7 @@ impl RangeGuard {
     /// Let the lock survive `exec` into children, as the mutex does.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
         lock::set_inheritable(&self.file, inherit)
-            .map_err(|e| Error::io(Path::new("range"), "cannot pass down", e))
+            .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
     }
 }
 
@@ -116,7 +117,10 @@ impl RangeLock {
         let deadline = Deadline::after(timeout);
         let (file, access) = pfs::open_lock_file(&self.path, pfs::Purpose::Fcntl)?;
         let locked = self.lock_file(&file, access, mode, deadline, progress)?;
-        Ok(locked.map(|()| RangeGuard { file }))
+        Ok(locked.map(|()| RangeGuard {
+            path: self.path.clone(),
+            file,
+        }))
     }
 
     /// Lock the range through an already open lock file.

@@ -184,7 +184,10 @@ impl Semaphore {
             return Err(Error::new(
                 &self.dir,
                 ErrorKind::Invalid,
-                format!("was created with --slots {recorded}, not {}", self.slots),
+                format!(
+                    "slot count {} differs from the {recorded} this semaphore was created with",
+                    self.slots
+                ),
             ));
         }
         Ok(top)
@@ -215,7 +218,7 @@ pub(crate) fn slots_in(top: &Dir) -> Result<Option<usize>> {
         Ok(n) if (1..=MAX_SLOTS).contains(&n) && bytes.len() as u64 <= SLOTS_TEXT => Ok(Some(n)),
         _ => Err(Error::new(
             &path,
-            ErrorKind::Invalid,
+            ErrorKind::Corrupt,
             "does not hold a slot count",
         )),
     }
@@ -246,6 +249,8 @@ fn record_slots(top: &Dir, n: usize) -> Result<usize> {
 #[derive(Debug)]
 pub struct SlotGuard {
     slot: usize,
+    /// The slot's lock file, for errors.
+    path: PathBuf,
     file: File,
     record: OwnRecord,
     /// The waiting line's close watch, closed only after the slot (`file`, declared before
@@ -263,6 +268,7 @@ impl SlotGuard {
             .and_then(|d| RecordFile::open_in(d, &slot_name(slot)));
         SlotGuard {
             slot,
+            path: dir.join(&slot_name(slot)),
             file,
             record: OwnRecord::held(record, 0, holder),
             _watch: None,
@@ -284,7 +290,7 @@ impl SlotGuard {
     /// held while they run even if this process dies; `false` keeps it close-on-exec.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
         lock::set_inheritable(&self.file, inherit)
-            .map_err(|e| Error::io(Path::new(&slot_name(self.slot)), "cannot pass down", e))
+            .map_err(|e| Error::io(&self.path, "cannot pass the slot down", e))
     }
 
     /// (Call it with `None` just before starting the command, so that reports never show a
@@ -382,7 +388,12 @@ mod tests {
         let path = dir.path().join("s");
         let _a = Semaphore::new(&path, 3).acquire(None).unwrap().unwrap();
         let err = Semaphore::new(&path, 4).acquire(None).unwrap_err();
-        assert!(err.to_string().contains("--slots 3"), "{err}");
+        assert_eq!(err.kind(), ErrorKind::Invalid);
+        assert!(
+            err.to_string()
+                .ends_with("slot count 4 differs from the 3 this semaphore was created with"),
+            "{err}"
+        );
         assert_eq!(status(&path).unwrap().held.len(), 1);
     }
 

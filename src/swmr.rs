@@ -78,6 +78,7 @@ pub struct Swmr {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct SwmrGuard {
+    path: PathBuf,
     file: File,
     mode: Mode,
 }
@@ -97,7 +98,7 @@ impl SwmrGuard {
     /// held while they run even if this process dies; `false` keeps it close-on-exec.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
         lock::set_inheritable(&self.file, inherit)
-            .map_err(|e| Error::io(Path::new("lock"), "cannot pass down", e))
+            .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
     }
 }
 
@@ -184,7 +185,11 @@ impl Swmr {
                 .lock_file(&file, access, mode, deadline, progress)?,
         };
         drop(turnstile); // others may queue again
-        Ok(got.map(|()| SwmrGuard { file, mode }))
+        Ok(got.map(|()| SwmrGuard {
+            path: self.path.clone(),
+            file,
+            mode,
+        }))
     }
 }
 

@@ -57,6 +57,7 @@ impl Exit {
             ErrorKind::Io => Exit::IO,
             ErrorKind::Unavailable => Exit::UNAVAILABLE,
             ErrorKind::Invalid => Exit::USAGE,
+            ErrorKind::Corrupt => Exit::code(65),
             ErrorKind::Os => Exit::OS,
         }
     }
