@@ -90,7 +90,7 @@ impl Event {
     }
 
     /// Clear the event (a no-op if it is clear). Only an event file is removed: an empty
-    /// regular file, not in a sticky directory another user's (see [`removable`]).
+    /// regular file, not in a sticky directory another user's.
     pub fn reset(&self) -> Result<()> {
         self.consume().map(drop)
     }

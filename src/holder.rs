@@ -82,14 +82,14 @@ impl Holder {
 
 /// The content of a record file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Record {
+pub(crate) struct Record {
     pub fence: u64,
     /// `Some` while held, `None` once released.
     pub holder: Option<Holder>,
 }
 
 /// The record file that belongs to a lock path.
-pub fn record_path(lock: &Path) -> PathBuf {
+pub(crate) fn record_path(lock: &Path) -> PathBuf {
     let name = lock.file_name().map(|n| n.as_bytes()).unwrap_or(b"lock");
     let mut file = b".".to_vec();
     file.extend_from_slice(name);
@@ -99,9 +99,8 @@ pub fn record_path(lock: &Path) -> PathBuf {
 
 /// An open record file we are allowed to write.
 #[derive(Debug)]
-pub struct RecordFile {
+pub(crate) struct RecordFile {
     file: File,
-    pub path: PathBuf,
     dir: Dir,
     name: String,
     /// The file's length as we last saw or left it: a rewrite truncates only when it is shorter.
@@ -113,7 +112,7 @@ const MAX_RECORD: usize = 64 * 1024;
 
 /// The largest fence we believe from a file: far beyond any clock in microseconds (the year
 /// 294,000), so that a planted `u64::MAX` can neither wrap the next token nor stop its growth.
-pub const MAX_FENCE: u64 = 1 << 63;
+pub(crate) const MAX_FENCE: u64 = 1 << 63;
 
 /// The record's name for a lock named `lock_name`.
 fn record_name(lock_name: &str) -> String {
@@ -130,13 +129,13 @@ fn split(lock: &Path) -> Option<(Dir, String)> {
 impl RecordFile {
     /// Open (or create) the record of `lock` for writing; `None` where we may not or cannot
     /// (a read-only directory, a file someone else put there).
-    pub fn open(lock: &Path) -> Option<RecordFile> {
+    pub(crate) fn open(lock: &Path) -> Option<RecordFile> {
         let (dir, name) = split(lock)?;
         Self::open_in(dir, &name)
     }
 
     /// Open (or create) the record of the lock `lock_name` in `dir`.
-    pub fn open_in(dir: Dir, lock_name: &str) -> Option<RecordFile> {
+    pub(crate) fn open_in(dir: Dir, lock_name: &str) -> Option<RecordFile> {
         let name = record_name(lock_name);
         // Usually the record exists already (it outlives releases): open it first.
         let (file, len) = match dir.open(&name, true) {
@@ -157,7 +156,6 @@ impl RecordFile {
         };
         Some(RecordFile {
             file,
-            path: dir.join(&name),
             dir,
             name,
             len: std::cell::Cell::new(len),
@@ -183,7 +181,7 @@ impl RecordFile {
     }
 
     /// Read the record; for the lock holder, the only writer, so one read is enough.
-    pub fn read(&self) -> Record {
+    pub(crate) fn read(&self) -> Record {
         read_head(&self.file)
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
@@ -191,7 +189,7 @@ impl RecordFile {
             .unwrap_or_default()
     }
 
-    pub fn write(&self, rec: &Record) {
+    pub(crate) fn write(&self, rec: &Record) {
         let text = render(rec);
         let new_len = text.len() as u64;
         // Best effort: a failure to report the holder must not fail the lock. (Readers stop
@@ -209,7 +207,7 @@ impl RecordFile {
     }
 
     /// Remove the record (with its lock, `--delete`).
-    pub fn remove(self) {
+    pub(crate) fn remove(self) {
         let _ = self.dir.unlink_file(&self.name);
     }
 }
@@ -316,8 +314,8 @@ fn read_head(file: &File) -> std::io::Result<Vec<u8>> {
 /// if nobody holds it any more; one a descendant still holds stays, until that process exits
 /// and a reader removes it as a dead owner's.
 #[derive(Debug)]
-pub struct Registration {
-    pub path: PathBuf,
+pub(crate) struct Registration {
+    pub(crate) path: PathBuf,
     dir: crate::platform::dir::Dir,
     name: String,
     file: Option<File>,
@@ -325,7 +323,7 @@ pub struct Registration {
 }
 
 impl Registration {
-    pub fn create(
+    pub(crate) fn create(
         dir: &crate::platform::dir::Dir,
         id: &str,
         content: &[u8],
@@ -363,7 +361,7 @@ impl Registration {
     }
 
     /// Replace the content (the owner is the only writer).
-    pub fn rewrite(&self, content: &[u8]) {
+    pub(crate) fn rewrite(&self, content: &[u8]) {
         if let Some(file) = &self.file {
             if file.write_all_at(content, 0).is_ok() {
                 let _ = file.set_len(content.len() as u64);
@@ -373,7 +371,7 @@ impl Registration {
 
     /// Let the registration survive `exec` into children (`true`), so that it stays held
     /// while they run even if this process dies; or keep it close-on-exec (`false`).
-    pub fn pass_down(&mut self, inherit: bool) -> std::io::Result<()> {
+    pub(crate) fn pass_down(&mut self, inherit: bool) -> std::io::Result<()> {
         if let Some(file) = &self.file {
             crate::platform::lock::set_inheritable(file, inherit)?;
         }
@@ -383,7 +381,7 @@ impl Registration {
 
     /// Unregister: `false` if it is gone, `true` if it stays because a process this one passed
     /// it down to still holds it (see the type's docs).
-    pub fn unregister(mut self) -> bool {
+    pub(crate) fn unregister(mut self) -> bool {
         self.unregister_inner()
     }
 
@@ -443,7 +441,7 @@ impl Drop for Registration {
 }
 
 /// Read the record of `lock` without creating anything; `None` if absent or unreadable.
-pub fn read(lock: &Path) -> Option<Record> {
+pub(crate) fn read(lock: &Path) -> Option<Record> {
     let (dir, name) = split(lock)?;
     read_in(&dir, &name)
 }
@@ -452,7 +450,7 @@ pub fn read(lock: &Path) -> Option<Record> {
 /// know: a holder on this host must be a process of the record's owner (another user could
 /// otherwise plant a record that names, say, root's pid for a status report to aim a kill
 /// at), unless the record is the caller's or root's.
-pub fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
+pub(crate) fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
     let file = dir.open(&record_name(lock_name), false).ok()??;
     let meta = file.metadata().ok()?;
     if meta.nlink() != 1 {
@@ -476,7 +474,7 @@ pub fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
 /// The holder rewrites its record in place (`pwrite`, then truncate), so a read can catch it
 /// half-way: a record counts only when two reads in a row agree, and parsing stops at the
 /// first `end` line (a shorter record written over a longer one leaves a stale tail).
-pub fn read_from(file: &File) -> Option<Record> {
+pub(crate) fn read_from(file: &File) -> Option<Record> {
     // Only what comes before the first `end` line counts (a stale tail may be anything).
     let read = || {
         let mut bytes = read_head(file).ok()?;
@@ -508,7 +506,7 @@ pub(crate) fn truncated(s: &str) -> &str {
 }
 
 /// The record as text (the format in the module docs).
-pub fn render(rec: &Record) -> String {
+pub(crate) fn render(rec: &Record) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{MAGIC}\nfence {}", rec.fence);
     match &rec.holder {
@@ -528,7 +526,7 @@ pub fn render(rec: &Record) -> String {
 }
 
 /// Parse a record; `None` if it is not one or is torn.
-pub fn parse(text: &str) -> Option<Record> {
+pub(crate) fn parse(text: &str) -> Option<Record> {
     let mut lines = text.lines();
     if lines.next()? != MAGIC {
         return None;

@@ -297,7 +297,11 @@ impl Mailbox {
     }
 
     /// Queue a message recording who sent it (the bus).
-    pub fn post_from(&self, payload: &mut dyn Read, from: Option<&str>) -> Result<Outcome<String>> {
+    pub(crate) fn post_from(
+        &self,
+        payload: &mut dyn Read,
+        from: Option<&str>,
+    ) -> Result<Outcome<String>> {
         let l = self.layout()?;
         let name = MessageName {
             seq: 0,

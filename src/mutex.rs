@@ -602,7 +602,7 @@ impl MutexGuard {
 
     /// Decide at release time whether the lock file goes (compound primitives that learn only
     /// while holding the lock whether they were the last user).
-    pub fn set_delete_on_release(&mut self, yes: bool) {
+    pub(crate) fn set_delete_on_release(&mut self, yes: bool) {
         self.delete = yes && !self.is_nested();
     }
 
