@@ -604,6 +604,52 @@ mod tests {
     }
 
     #[test]
+    fn deadlines_try_once_wait_for_ever_or_count_down() {
+        assert!(Deadline::now().passed());
+        assert_eq!(Deadline::now().remaining(), Some(Duration::ZERO));
+        assert!(!Deadline::never().passed());
+        assert_eq!(Deadline::never().remaining(), None);
+        // Too large to represent: no deadline at all.
+        assert_eq!(Deadline::after(Some(Duration::MAX)).remaining(), None);
+        let left = Deadline::after(Some(Duration::from_secs(60)))
+            .remaining()
+            .unwrap();
+        assert!(left > Duration::from_secs(59) && left <= Duration::from_secs(60));
+    }
+
+    /// A library error of an attempt comes back as it is, whether the attempt blocked or not;
+    /// an interrupted blocking call is looked at again.
+    #[test]
+    fn an_attempts_own_error_comes_back_unchanged() {
+        let spec = Wait {
+            deadline: Deadline::never(),
+            poll: None,
+            progress: None,
+        };
+        let mut calls = 0;
+        let got = wait_for(
+            spec,
+            |_| {},
+            |block| -> Result<Option<()>, Failed> {
+                calls += 1;
+                match (block, calls) {
+                    (false, 1) => Ok(None),
+                    (true, 2) => Err(io::Error::from(io::ErrorKind::Interrupted).into()),
+                    (false, 3) => Ok(None),
+                    _ => Err(Error::new(Path::new("/x"), crate::ErrorKind::Corrupt, "bad").into()),
+                }
+            },
+        )
+        .map_err(|f| f.naming(Path::new("/y"), "cannot wait"));
+        let err = got.unwrap_err();
+        assert_eq!(
+            (err.path(), err.kind()),
+            (Path::new("/x"), crate::ErrorKind::Corrupt)
+        );
+        assert_eq!(calls, 4);
+    }
+
+    #[test]
     fn deadline_interrupts_a_blocking_attempt() {
         let out = wait_for(
             Wait {
