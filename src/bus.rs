@@ -28,12 +28,11 @@ use std::{
 use crate::{
     error::{Error, ErrorKind, Result},
     msg::{Mailbox, Received},
-    mutex::DEFAULT_POLL,
     platform::{
         dir::{Dir, Kind},
         fs as pfs,
     },
-    wait::Outcome,
+    wait::{Outcome, DEFAULT_POLL},
 };
 
 /// A bus directory.
@@ -148,16 +147,10 @@ impl Bus {
     /// Queue a message from `from` for `to`; fails if either is not connected.
     pub fn send(&self, from: &str, to: &str, payload: &mut dyn Read) -> Result<Outcome<()>> {
         self.mailbox(from, "sender")?;
-        Ok(
-            match self
-                .mailbox(to, "receiver")?
-                .post_from(payload, Some(from))?
-            {
-                Outcome::Acquired(_) => Outcome::Acquired(()),
-                Outcome::TimedOut => Outcome::TimedOut,
-                Outcome::Interrupted(s) => Outcome::Interrupted(s),
-            },
-        )
+        let posted = self
+            .mailbox(to, "receiver")?
+            .post_from(payload, Some(from))?;
+        Ok(posted.map(drop))
     }
 
     /// Queue one copy for every connected participant but `from`; returns who got one.
@@ -184,10 +177,7 @@ impl Bus {
 
     /// Take the oldest message for `name`.
     pub fn recv(&self, name: &str, timeout: Option<Duration>) -> Result<Option<Received>> {
-        Ok(match self.recv_with(name, timeout)? {
-            Outcome::Acquired(r) => Some(r),
-            _ => None,
-        })
+        Ok(self.recv_with(name, timeout)?.acquired())
     }
 
     pub fn recv_with(&self, name: &str, timeout: Option<Duration>) -> Result<Outcome<Received>> {

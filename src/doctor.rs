@@ -64,7 +64,7 @@ impl Report {
     /// How fsync waits here, in words.
     pub fn mode(&self) -> &'static str {
         if self.network {
-            "blocking lock calls woken by the file server, re-checked every --poll interval; \
+            "blocking lock calls woken by the file server, re-checked every poll interval; \
              change notification cannot see other hosts, so event and message waits poll"
         } else {
             "kernel wake-ups: blocking locks and change notification, no polling"

@@ -21,8 +21,13 @@ pub enum ErrorKind {
     /// The request cannot be carried out here: no locking on this file system, or waiting
     /// would deadlock (a nested acquisition of a lock that was not passed down).
     Unavailable,
-    /// The request itself is malformed (a bad range, a bad slot count on disk).
+    /// The request itself is malformed (a bad name or range), or asks for what the primitive's
+    /// state refuses (a slot count or cap other than the one in force). Never an
+    /// operating-system error: an `EINVAL` from the kernel is [`Os`](ErrorKind::Os).
     Invalid,
+    /// A file of a primitive's state holds what fsync never writes there (a slot count, a
+    /// sequence number): damaged, or put there by someone else.
+    Corrupt,
     /// Any other operating-system error.
     Os,
 }
@@ -104,7 +109,6 @@ fn kind_of_errno(code: i32) -> ErrorKind {
         EACCES | EPERM | EROFS => ErrorKind::PermissionDenied,
         EIO | ENOSPC | EDQUOT | EFBIG => ErrorKind::Io,
         ENOLCK | EOPNOTSUPP | ENOSYS | EDEADLK => ErrorKind::Unavailable,
-        EINVAL => ErrorKind::Invalid,
         _ => ErrorKind::Os,
     }
 }
@@ -133,5 +137,8 @@ mod tests {
         let e = Error::io(Path::new("/x"), "write", io::Error::from_raw_os_error(5));
         assert_eq!(e.to_string(), "/x: write: I/O error");
         assert_eq!(e.kind(), ErrorKind::Io);
+        // The kernel's EINVAL is not a usage error of ours.
+        let e = Error::io(Path::new("/x"), "lock", io::Error::from_raw_os_error(22));
+        assert_eq!(e.kind(), ErrorKind::Os);
     }
 }

@@ -31,9 +31,8 @@ use nix::libc;
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    mutex::DEFAULT_POLL,
     platform::{fs as pfs, notify::DirWatch},
-    wait::{self, Outcome},
+    wait::{self, Deadline, Outcome, DEFAULT_POLL},
 };
 
 /// A file-system event at a path.
@@ -91,7 +90,7 @@ impl Event {
     }
 
     /// Clear the event (a no-op if it is clear). Only an event file is removed: an empty
-    /// regular file, not in a sticky directory another user's (see [`removable`]).
+    /// regular file, not in a sticky directory another user's.
     pub fn reset(&self) -> Result<()> {
         self.consume().map(drop)
     }
@@ -145,13 +144,14 @@ impl Event {
         reset: bool,
         progress: Option<&mut dyn FnMut(Duration)>,
     ) -> Result<Outcome<()>> {
+        let deadline = Deadline::after(timeout);
         pfs::check_parent(&self.path)?;
         let dir = pfs::parent_dir(&self.path);
         let network = pfs::fs_kind_of_path(dir).network;
         // Watch before the first check, so a signal between the two is not missed.
         let watch = DirWatch::new(dir).map_err(|e| Error::io(dir, "cannot watch directory", e))?;
         let poll = network.then_some(self.poll);
-        wait::watch_until_reporting(timeout, poll, &watch, &self.path, progress, || {
+        wait::watch_until(deadline, poll, &watch, &self.path, progress, || {
             let got = if reset {
                 self.consume()?
             } else {

@@ -74,8 +74,8 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::{self, Holder, Record, Registration},
-    mutex::{Mutex, MutexGuard, DEFAULT_POLL},
+    holder::{self, Found, Holder, Record, Registration},
+    mutex::{Mutex, MutexGuard},
     platform::{
         dir::Dir,
         fs as pfs,
@@ -83,7 +83,8 @@ use crate::{
         notify::DirWatch,
         procinfo,
     },
-    wait::{self, Outcome, Wait},
+    probe,
+    wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
 
 /// A group of processes at a directory path.
@@ -146,10 +147,7 @@ impl Group {
 
     /// Join, waiting up to `timeout` for the join step; `Ok(None)` if it did not come.
     pub fn join(&self, timeout: Option<Duration>) -> Result<Option<Membership>> {
-        Ok(match self.join_with(timeout, |_| {})? {
-            Outcome::Acquired(m) => Some(m),
-            _ => None,
-        })
+        Ok(self.join_with(timeout, |_| {})?.acquired())
     }
 
     /// Join, reporting how an unsuccessful wait ended.
@@ -159,18 +157,17 @@ impl Group {
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<Membership>> {
         let p = paths(&self.dir);
-        let start = std::time::Instant::now();
+        let deadline = Deadline::after(timeout);
         // A last member leaving with --delete may remove the directory under us at any point
         // until we hold join.lock: then start over (bounded, to never spin for ever).
         let mut attempts = 0;
         let acquired = loop {
             attempts += 1;
-            let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
             let got = ensure_dirs(&p).and_then(|()| {
                 Mutex::new(&p.join)
                     .internal()
                     .poll_interval(self.poll)
-                    .acquire_with(remaining, &mut progress)
+                    .acquire_until(deadline, &mut progress)
             });
             match got {
                 Err(e) if e.kind() == ErrorKind::NotFound && attempts < 1000 => continue,
@@ -178,11 +175,7 @@ impl Group {
                 Ok(outcome) => break outcome,
             }
         };
-        let serial = match acquired {
-            Outcome::Acquired(g) => g,
-            Outcome::TimedOut => return Ok(Outcome::TimedOut),
-            Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
-        };
+        let serial = wait::acquired!(acquired);
         ensure_dirs(&p)?; // the last leaver may have removed `members` before we got join.lock
         let top = Dir::top(&p.dir, false, "cannot open group directory")?
             .ok_or_else(|| Error::new(&p.dir, ErrorKind::NotFound, "was removed meanwhile"))?;
@@ -190,16 +183,12 @@ impl Group {
         let members = top.sub("members", true)?.expect("created");
         let first = !has_members(&top, &p, &gate, Some(&serial))?;
         // Only a momentary exclusive probe can stand in the way; wait for it in the kernel.
-        let got = wait::wait_for(
-            Wait {
-                timeout: None,
-                poll: Some(self.poll),
-                progress: None,
-            },
-            |_| {},
-            |block| Ok(lock::flock(&gate, Mode::Shared, block)?.then_some(())),
-        )
-        .map_err(|e| Error::io(&p.gate, "cannot lock", e))?;
+        let spec = Wait {
+            deadline: Deadline::never(),
+            poll: Some(self.poll),
+            progress: None,
+        };
+        let got = wait::flock(spec, |_| {}, &gate, Mode::Shared, &p.gate)?;
         if let Outcome::Interrupted(s) = got {
             return Ok(Outcome::Interrupted(s));
         }
@@ -341,7 +330,6 @@ fn ensure_dirs(p: &Paths) -> Result<()> {
 
 /// Does anyone hold a shared lock on the gate? See the module docs.
 fn has_members(top: &Dir, p: &Paths, gate: &File, serial: Option<&MutexGuard>) -> Result<bool> {
-    use std::os::unix::fs::MetadataExt;
     if !pfs::fs_kind(gate).network {
         // A registration that some member holds proves someone is in (a member takes the
         // gate before it registers and unregisters before it lets the gate go): a few probes
@@ -351,39 +339,21 @@ fn has_members(top: &Dir, p: &Paths, gate: &File, serial: Option<&MutexGuard>) -
                 return Ok(true);
             }
         }
-        let meta = gate
-            .metadata()
-            .map_err(|e| Error::io(&p.gate, "cannot stat", e))?;
-        if let Some(locks) = procinfo::flock_holders(meta.dev(), meta.ino()) {
-            return Ok(locks.iter().any(|l| !l.exclusive));
+        if let Some(listed) = probe::listed(&p.gate, gate, probe::Kinds::Flock)? {
+            return Ok(listed.locks.iter().any(|l| !l.exclusive));
         }
     }
     let _own;
     if serial.is_none() {
         _own = Mutex::new(&p.join).internal().acquire(None)?;
     }
-    match lock::flock(gate, Mode::Exclusive, false) {
-        Ok(true) => {
-            let _ = lock::unlock(gate);
-            Ok(false)
-        }
-        Ok(false) => Ok(true),
-        Err(e) => Err(Error::io(&p.gate, "cannot test lock", e)),
-    }
+    probe::held(gate, Mode::Exclusive).map_err(|e| Error::io(&p.gate, "cannot test lock", e))
 }
 
 fn register(members: &Dir) -> Result<Member> {
-    let pid = std::process::id();
-    let host = procinfo::hostname();
-    let since_us = procinfo::now_micros();
-    let name = format!("{}.{pid}.{since_us:x}", host.replace(['/', '.'], "_"));
-    let holder = Holder {
-        pid,
-        child: None,
-        host,
-        since_us,
-        command: procinfo::own_cmdline(),
-    };
+    let holder = Holder::this_process(procinfo::now_micros(), procinfo::own_cmdline());
+    let host = holder.host.replace(['/', '.'], "_");
+    let name = format!("{host}.{}.{:x}", holder.pid, holder.since_us);
     let reg = Registration::create(members, &name, render_holder(&holder).as_bytes())?;
     Ok(Member { reg, holder })
 }
@@ -403,7 +373,7 @@ fn reap(members: &Dir) {
         return;
     };
     for (name, _) in entries {
-        if let Some(false) = registration_alive(members, &name) {
+        if let Found::Dead = Registration::find(members, &name) {
             let stale_tmp = name.starts_with(".tmp-")
                 && members.stat(&name).is_ok_and(|st| {
                     let now = procinfo::now_micros() as i64 / 1_000_000;
@@ -421,20 +391,9 @@ fn any_registration_held(members: &Dir) -> bool {
     let Ok(entries) = members.entries() else {
         return false;
     };
-    entries
-        .iter()
-        .any(|(name, _)| !name.starts_with('.') && registration_alive(members, name) == Some(true))
-}
-
-/// `Some(true)` if a member holds this registration, `Some(false)` if nobody does, `None` if
-/// it is not a registration fsync made (a link, a FIFO) or cannot be read.
-fn registration_alive(members: &Dir, name: &str) -> Option<bool> {
-    let file = members.open(name, false).ok()??;
-    match lock::flock(&file, Mode::Shared, false) {
-        Ok(true) => Some(false),
-        Ok(false) => Some(true),
-        Err(_) => None,
-    }
+    entries.iter().any(|(name, _)| {
+        !name.starts_with('.') && matches!(Registration::find(members, name), Found::Alive(_))
+    })
 }
 
 /// Is the group at `path` empty? A missing group is empty. Creates nothing.
@@ -489,19 +448,17 @@ pub fn members(path: &Path) -> Result<Vec<Holder>> {
         if name.starts_with('.') {
             continue;
         }
-        let Ok(Some(file)) = members.open(&name, false) else {
-            continue; // not a registration fsync made
-        };
-        match lock::flock(&file, Mode::Shared, false) {
-            Ok(true) => {
-                let _ = members.unlink_file(&name); // dead member
-            }
-            Ok(false) => {
+        match Registration::find(&members, &name) {
+            Found::Alive(file) => {
                 if let Some(h) = holder::read_from(&file).and_then(|r| r.holder) {
                     out.push(live_member(h, &file));
                 }
             }
-            Err(_) => {}
+            Found::Dead => {
+                let _ = members.unlink_file(&name);
+            }
+            // Gone meanwhile, or not a registration fsync made.
+            Found::Nothing | Found::Unknown => {}
         }
     }
     out.sort_by_key(|h| (h.since_us, h.pid));
@@ -562,16 +519,11 @@ fn wait_for_state_inner(
 ) -> Result<Outcome<()>> {
     check_dir(path)?;
     let p = paths(path);
-    let start = std::time::Instant::now();
-    let remaining = || timeout.map(|t| t.saturating_sub(start.elapsed()));
+    let deadline = Deadline::after(timeout);
     let (top, gate, network, watch) = loop {
         if !want_empty {
             // An observer creates nothing: wait for a joiner to make the group's files.
-            match wait_for_files(&p, remaining(), poll)? {
-                Outcome::Acquired(()) => {}
-                Outcome::TimedOut => return Ok(Outcome::TimedOut),
-                Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
-            }
+            wait::acquired!(wait_for_files(&p, deadline, poll)?);
         }
         let top = Dir::top(path, false, "cannot open group directory")?;
         let Some(gate) = top.as_ref().map(open_existing_gate).transpose()?.flatten() else {
@@ -595,45 +547,34 @@ fn wait_for_state_inner(
             Err(e) => return Err(Error::io(&p.members, "cannot watch directory", e)),
         }
     };
-    let mut error = None;
     let spec = Wait {
-        timeout: remaining(),
+        deadline,
         poll: network.then_some(poll),
-        progress: progress.is_some().then_some(Duration::from_secs(1)),
+        progress: progress.is_some().then_some(wait::PROGRESS_EVERY),
     };
-    let outcome = wait::wait_for(
-        spec,
-        |waited| {
-            if let Some(p) = progress.as_mut() {
-                p(waited.max(start.elapsed()));
+    let report = |waited| {
+        if let Some(p) = progress.as_mut() {
+            p(waited);
+        }
+    };
+    wait::wait_for(spec, report, |block| -> Result<_, Failed> {
+        if block {
+            if let Some(w) = &watch {
+                w.wait()?;
+            } else if !network && lock::flock(&gate, Mode::Exclusive, true)? {
+                lock::unlock(&gate)?;
             }
-        },
-        |block| {
-            if block {
-                if let Some(w) = &watch {
-                    w.wait()?;
-                } else if !network && lock::flock(&gate, Mode::Exclusive, true)? {
-                    lock::unlock(&gate)?;
-                }
-                return Ok(None);
-            }
-            match has_members(&top, &p, &gate, None) {
-                Ok(has) => Ok((has != want_empty).then_some(())),
-                Err(e) => {
-                    error = Some(e);
-                    Err(std::io::Error::other("check failed"))
-                }
-            }
-        },
-    );
-    outcome.map_err(|e| error.unwrap_or_else(|| Error::io(path, "cannot wait", e)))
+            return Ok(None);
+        }
+        Ok((has_members(&top, &p, &gate, None)? != want_empty).then_some(()))
+    })
+    .map_err(|f| f.naming(path, "cannot wait"))
 }
 
 /// Block until the group's directory, `members/` and `gate` exist (a joiner makes them), without
 /// creating any of them: watch the group's directory, or its parent until the group appears.
-fn wait_for_files(p: &Paths, timeout: Option<Duration>, poll: Duration) -> Result<Outcome<()>> {
+fn wait_for_files(p: &Paths, deadline: Deadline, poll: Duration) -> Result<Outcome<()>> {
     let ready = || p.members.is_dir() && p.gate.exists();
-    let start = std::time::Instant::now();
     loop {
         if ready() {
             return Ok(Outcome::Acquired(()));
@@ -651,9 +592,9 @@ fn wait_for_files(p: &Paths, timeout: Option<Duration>, poll: Duration) -> Resul
             Err(e) => return Err(Error::io(dir, "cannot watch directory", e)),
         };
         let network = pfs::fs_kind_of_path(dir).network;
-        let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
         // Done when ready, or when the group has appeared while we watched its parent.
-        let outcome = wait::watch_until(remaining, network.then_some(poll), &watch, dir, || {
+        let poll = network.then_some(poll);
+        let outcome = wait::watch_until(deadline, poll, &watch, dir, None, || {
             Ok((ready() || (in_parent && p.dir.is_dir())).then_some(()))
         })?;
         if !matches!(outcome, Outcome::Acquired(())) {

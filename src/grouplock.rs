@@ -44,21 +44,20 @@ killed, as the mutex's lock does.
 use std::{
     fs::File,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
     bus::check_name,
     error::{Error, ErrorKind, Result},
-    mutex::DEFAULT_POLL,
     platform::{
         dir::Dir,
         fs as pfs,
         lock::{self, Mode},
-        procinfo,
     },
+    probe,
     sem::{Semaphore, SlotGuard},
-    wait::{self, Outcome, Wait},
+    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
 
 /// A group lock at a directory path.
@@ -84,6 +83,8 @@ pub struct GroupLock {
 #[must_use = "the process leaves as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct GroupGuard {
+    /// The group's file (`group.NAME`), for errors.
+    path: PathBuf,
     _member: File,
     slot: Option<SlotGuard>,
 }
@@ -95,17 +96,17 @@ impl GroupGuard {
         self._member.as_raw_fd()
     }
 
-    /// The `--max` slot held, if any.
+    /// The slot held under the group's cap, if one is in force.
     pub fn slot(&self) -> Option<usize> {
         self.slot.as_ref().map(SlotGuard::slot)
     }
 
-    /// Let the membership (and the `--max` slot) survive `exec` into children (`true`), as the
+    /// Let the membership (and the slot under the cap) survive `exec` into children (`true`), as the
     /// mutex does, so that it stays held while they run even if this process dies; `false`
     /// keeps it close-on-exec.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
         lock::set_inheritable(&self._member, inherit)
-            .map_err(|e| Error::io(Path::new("group"), "cannot pass down", e))?;
+            .map_err(|e| Error::io(&self.path, "cannot pass the membership down", e))?;
         self.slot.as_ref().map_or(Ok(()), |s| s.pass_down(inherit))
     }
 }
@@ -133,10 +134,7 @@ impl GroupLock {
         max: Option<usize>,
         timeout: Option<Duration>,
     ) -> Result<Option<GroupGuard>> {
-        Ok(match self.enter_with(group, max, timeout, |_| {})? {
-            Outcome::Acquired(g) => Some(g),
-            _ => None,
-        })
+        Ok(self.enter_with(group, max, timeout, |_| {})?.acquired())
     }
 
     pub fn enter_with(
@@ -147,7 +145,7 @@ impl GroupLock {
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<GroupGuard>> {
         check_name(group).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
-        let start = Instant::now();
+        let deadline = Deadline::after(timeout);
         pfs::ensure_dir(&self.dir, "cannot create group lock")?;
         // A cap never changes once set: a conflicting --max fails before any wait.
         if let (Some(m), Some(c)) = (max, self.cap(group)?) {
@@ -158,33 +156,15 @@ impl GroupLock {
         let turnstile_path = self.dir.join("turnstile");
         let (turnstile, _) = pfs::open_internal_lock(&turnstile_path)?;
         let network = pfs::fs_kind(&turnstile).network;
-        let mut step = |file: &File, mode: Mode, path: &Path| -> Result<Outcome<()>> {
-            let spec = Wait {
-                timeout: timeout.map(|t| t.saturating_sub(start.elapsed())),
-                poll: network.then_some(self.poll),
-                progress: Some(Duration::from_secs(1)),
-            };
-            wait::wait_for(
-                spec,
-                |w| progress(w.max(start.elapsed())),
-                |block| Ok(lock::flock(file, mode, block)?.then_some(())),
-            )
-            .map_err(|e| Error::io(path, "cannot lock", e))
+        let spec = Wait::for_lock(deadline, network, self.poll);
+        let mut step = |file: &File, mode: Mode, path: &Path| {
+            wait::flock(spec, &mut progress, file, mode, path)
         };
-        macro_rules! check {
-            ($outcome:expr) => {
-                match $outcome {
-                    Outcome::Acquired(v) => v,
-                    Outcome::TimedOut => return Ok(Outcome::TimedOut),
-                    Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
-                }
-            };
-        }
-        check!(step(&turnstile, Mode::Exclusive, &turnstile_path)?);
+        wait::acquired!(step(&turnstile, Mode::Exclusive, &turnstile_path)?);
         for other in self.groups()?.into_iter().filter(|g| g != group) {
             let path = self.dir.join(format!("group.{other}"));
             let (file, _) = pfs::open_internal_lock(&path)?;
-            check!(step(&file, Mode::Exclusive, &path)?); // granted once that group is empty
+            wait::acquired!(step(&file, Mode::Exclusive, &path)?); // granted once that group is empty
         }
         let own = self.dir.join(format!("group.{group}"));
         let (member, _) = pfs::open_internal_lock(&own)?;
@@ -195,25 +175,23 @@ impl GroupLock {
                 // The first cap: members of the group inside without one would not count
                 // against it, so wait until they have left (no one comes in meanwhile: we
                 // hold the turnstile). Our exclusive lock becomes the shared one below.
-                check!(step(&member, Mode::Exclusive, &own)?);
+                wait::acquired!(step(&member, Mode::Exclusive, &own)?);
                 Some(m)
             }
             (_, in_force) => in_force,
         };
-        check!(step(&member, Mode::Shared, &own)?);
+        wait::acquired!(step(&member, Mode::Shared, &own)?);
         let slot = match cap {
             Some(m) => {
                 let max_dir = self.dir.join(format!("max.{group}"));
                 let sem = Semaphore::new(max_dir, m).poll_interval(self.poll);
-                let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
-                Some(check!(sem.acquire_with(remaining, |w| progress(
-                    w.max(start.elapsed())
-                ))?))
+                Some(wait::acquired!(sem.acquire_until(deadline, &mut progress)?))
             }
             None => None,
         };
         drop(turnstile);
         Ok(Outcome::Acquired(GroupGuard {
+            path: own,
             _member: member,
             slot,
         }))
@@ -282,35 +260,22 @@ pub fn status(dir: &Path) -> Result<GroupLockStatus> {
         let Some(file) = pfs::open_if_exists(&path)? else {
             continue;
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(&path, "cannot stat", e))?;
-        let count = if network {
-            None
-        } else {
-            procinfo::flock_holders(meta.dev(), meta.ino())
-        };
-        match count {
-            Some(list) => {
-                let n = list.iter().filter(|l| !l.exclusive).count();
+        match probe::listed(&path, &file, probe::Kinds::Flock)? {
+            Some(listed) => {
+                let n = listed.locks.iter().filter(|l| !l.exclusive).count();
                 if n > 0 {
                     inside.push((g, Some(n)));
                 }
             }
-            None => {
-                // Probe: an exclusive lock fails while members are inside (or one is checking).
-                if let Ok(false) = lock::flock(&file, Mode::Exclusive, false) {
-                    inside.push((g, None));
-                } else {
-                    let _ = lock::unlock(&file);
-                }
+            // An exclusive probe fails while members are inside (or one is checking).
+            None if matches!(probe::held(&file, Mode::Exclusive), Ok(true)) => {
+                inside.push((g, None));
             }
+            None => {}
         }
     }
     let waiting = match std::fs::metadata(dir.join("turnstile")) {
-        Ok(m) if !network => procinfo::flock_holders(m.dev(), m.ino())
-            .zip(procinfo::flock_waiters(m.dev(), m.ino()))
-            .map(|(h, w)| h.len() + w),
+        Ok(m) if !network => probe::in_line(m.dev(), m.ino()),
         Ok(_) => None,
         Err(_) => Some(0),
     };

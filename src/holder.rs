@@ -35,7 +35,14 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::platform::dir::Dir;
+use crate::{
+    platform::{
+        dir::Dir,
+        lock::{self, Mode},
+        procinfo,
+    },
+    probe,
+};
 
 const MAGIC: &str = "fsync-holder 1";
 
@@ -49,16 +56,40 @@ pub struct Holder {
     pub command: String,
 }
 
+impl Holder {
+    /// This process, holding since `since_us` to run `command`.
+    pub(crate) fn this_process(since_us: u64, command: String) -> Holder {
+        Holder {
+            pid: std::process::id(),
+            child: None,
+            host: procinfo::hostname(),
+            since_us,
+            command,
+        }
+    }
+
+    /// A process of this host known only by its pid (the kernel's lock table names it), with
+    /// its command line as it is now.
+    pub(crate) fn local(pid: u32) -> Holder {
+        Holder {
+            pid,
+            host: procinfo::hostname(),
+            command: procinfo::cmdline(pid).unwrap_or_default(),
+            ..Holder::default()
+        }
+    }
+}
+
 /// The content of a record file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Record {
+pub(crate) struct Record {
     pub fence: u64,
     /// `Some` while held, `None` once released.
     pub holder: Option<Holder>,
 }
 
 /// The record file that belongs to a lock path.
-pub fn record_path(lock: &Path) -> PathBuf {
+pub(crate) fn record_path(lock: &Path) -> PathBuf {
     let name = lock.file_name().map(|n| n.as_bytes()).unwrap_or(b"lock");
     let mut file = b".".to_vec();
     file.extend_from_slice(name);
@@ -68,9 +99,8 @@ pub fn record_path(lock: &Path) -> PathBuf {
 
 /// An open record file we are allowed to write.
 #[derive(Debug)]
-pub struct RecordFile {
+pub(crate) struct RecordFile {
     file: File,
-    pub path: PathBuf,
     dir: Dir,
     name: String,
     /// The file's length as we last saw or left it: a rewrite truncates only when it is shorter.
@@ -82,7 +112,7 @@ const MAX_RECORD: usize = 64 * 1024;
 
 /// The largest fence we believe from a file: far beyond any clock in microseconds (the year
 /// 294,000), so that a planted `u64::MAX` can neither wrap the next token nor stop its growth.
-pub const MAX_FENCE: u64 = 1 << 63;
+pub(crate) const MAX_FENCE: u64 = 1 << 63;
 
 /// The record's name for a lock named `lock_name`.
 fn record_name(lock_name: &str) -> String {
@@ -99,13 +129,13 @@ fn split(lock: &Path) -> Option<(Dir, String)> {
 impl RecordFile {
     /// Open (or create) the record of `lock` for writing; `None` where we may not or cannot
     /// (a read-only directory, a file someone else put there).
-    pub fn open(lock: &Path) -> Option<RecordFile> {
+    pub(crate) fn open(lock: &Path) -> Option<RecordFile> {
         let (dir, name) = split(lock)?;
         Self::open_in(dir, &name)
     }
 
     /// Open (or create) the record of the lock `lock_name` in `dir`.
-    pub fn open_in(dir: Dir, lock_name: &str) -> Option<RecordFile> {
+    pub(crate) fn open_in(dir: Dir, lock_name: &str) -> Option<RecordFile> {
         let name = record_name(lock_name);
         // Usually the record exists already (it outlives releases): open it first.
         let (file, len) = match dir.open(&name, true) {
@@ -126,7 +156,6 @@ impl RecordFile {
         };
         Some(RecordFile {
             file,
-            path: dir.join(&name),
             dir,
             name,
             len: std::cell::Cell::new(len),
@@ -152,7 +181,7 @@ impl RecordFile {
     }
 
     /// Read the record; for the lock holder, the only writer, so one read is enough.
-    pub fn read(&self) -> Record {
+    pub(crate) fn read(&self) -> Record {
         read_head(&self.file)
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
@@ -160,7 +189,7 @@ impl RecordFile {
             .unwrap_or_default()
     }
 
-    pub fn write(&self, rec: &Record) {
+    pub(crate) fn write(&self, rec: &Record) {
         let text = render(rec);
         let new_len = text.len() as u64;
         // Best effort: a failure to report the holder must not fail the lock. (Readers stop
@@ -178,8 +207,72 @@ impl RecordFile {
     }
 
     /// Remove the record (with its lock, `--delete`).
-    pub fn remove(self) {
+    pub(crate) fn remove(self) {
         let _ = self.dir.unlink_file(&self.name);
+    }
+}
+
+/// A holder's own record of its lock: who holds it (this process, and the command it runs
+/// under the lock), written to the record file, where there is one, at every change.
+#[derive(Debug)]
+pub(crate) struct OwnRecord {
+    file: Option<RecordFile>,
+    fence: u64,
+    holder: Holder,
+}
+
+impl OwnRecord {
+    /// Start holding: record `holder` with `fence` in `file`.
+    pub(crate) fn held(file: Option<RecordFile>, fence: u64, holder: Holder) -> OwnRecord {
+        let record = OwnRecord {
+            file,
+            fence,
+            holder,
+        };
+        record.write(true);
+        record
+    }
+
+    /// A holding that keeps no record (one an ancestor's lock satisfied).
+    pub(crate) fn none(fence: u64) -> OwnRecord {
+        OwnRecord {
+            file: None,
+            fence,
+            holder: Holder::default(),
+        }
+    }
+
+    pub(crate) fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// Record the command that runs under the lock: with `None` just before it starts, so
+    /// that reports never show a running command as ours; then again with its pid.
+    pub(crate) fn set_child(&mut self, pid: Option<u32>, command: String) {
+        self.holder.child = pid;
+        self.holder.command = command;
+        self.write(true);
+    }
+
+    /// Record the release (the fence stays for the next holder).
+    pub(crate) fn released(&self) {
+        self.write(false);
+    }
+
+    /// Remove the record file (with its lock, which is being deleted).
+    pub(crate) fn remove(&mut self) {
+        if let Some(file) = self.file.take() {
+            file.remove();
+        }
+    }
+
+    fn write(&self, held: bool) {
+        if let Some(file) = &self.file {
+            file.write(&Record {
+                fence: self.fence,
+                holder: held.then(|| self.holder.clone()),
+            });
+        }
     }
 }
 
@@ -221,8 +314,8 @@ fn read_head(file: &File) -> std::io::Result<Vec<u8>> {
 /// if nobody holds it any more; one a descendant still holds stays, until that process exits
 /// and a reader removes it as a dead owner's.
 #[derive(Debug)]
-pub struct Registration {
-    pub path: PathBuf,
+pub(crate) struct Registration {
+    pub(crate) path: PathBuf,
     dir: crate::platform::dir::Dir,
     name: String,
     file: Option<File>,
@@ -230,12 +323,12 @@ pub struct Registration {
 }
 
 impl Registration {
-    pub fn create(
+    pub(crate) fn create(
         dir: &crate::platform::dir::Dir,
         id: &str,
         content: &[u8],
     ) -> crate::Result<Registration> {
-        use crate::{platform::lock, Error, ErrorKind};
+        use crate::{Error, ErrorKind};
         let tmp = format!(".tmp-{id}");
         let file = dir.create_new(&tmp, 0o644).map_err(|e| {
             crate::platform::fs::explain_open_error(&dir.join(&tmp), "cannot register", e)
@@ -268,7 +361,7 @@ impl Registration {
     }
 
     /// Replace the content (the owner is the only writer).
-    pub fn rewrite(&self, content: &[u8]) {
+    pub(crate) fn rewrite(&self, content: &[u8]) {
         if let Some(file) = &self.file {
             if file.write_all_at(content, 0).is_ok() {
                 let _ = file.set_len(content.len() as u64);
@@ -278,7 +371,7 @@ impl Registration {
 
     /// Let the registration survive `exec` into children (`true`), so that it stays held
     /// while they run even if this process dies; or keep it close-on-exec (`false`).
-    pub fn pass_down(&mut self, inherit: bool) -> std::io::Result<()> {
+    pub(crate) fn pass_down(&mut self, inherit: bool) -> std::io::Result<()> {
         if let Some(file) = &self.file {
             crate::platform::lock::set_inheritable(file, inherit)?;
         }
@@ -288,12 +381,11 @@ impl Registration {
 
     /// Unregister: `false` if it is gone, `true` if it stays because a process this one passed
     /// it down to still holds it (see the type's docs).
-    pub fn unregister(mut self) -> bool {
+    pub(crate) fn unregister(mut self) -> bool {
         self.unregister_inner()
     }
 
     fn unregister_inner(&mut self) -> bool {
-        use crate::platform::lock::{self, Mode};
         let Some(file) = self.file.take() else {
             return false;
         };
@@ -303,17 +395,43 @@ impl Registration {
             return false;
         }
         drop(file);
-        // Only its owners lock it exclusively (readers probe with shared locks): if a shared
-        // probe fails, a process that inherited our descriptor still holds it.
-        let held = match self.dir.open(&self.name, false) {
-            Ok(Some(f)) => matches!(lock::flock(&f, Mode::Shared, false), Ok(false)),
-            _ => false,
-        };
+        // A process that inherited our descriptor may still hold it.
+        let held = matches!(Registration::find(&self.dir, &self.name), Found::Alive(_));
         if !held {
             let _ = self.dir.unlink_any(&self.name);
         }
         held
     }
+
+    /// What is at the registration `name` in `dir`, as a reader sees it. Only a registration's
+    /// owners ever lock it, exclusively; readers probe it with shared locks, which do not
+    /// conflict with each other, and fail exactly while an owner holds it.
+    pub(crate) fn find(dir: &Dir, name: &str) -> Found {
+        let file = match dir.open(name, false) {
+            Ok(Some(f)) => f,
+            Ok(None) => return Found::Nothing,
+            Err(_) => return Found::Unknown,
+        };
+        match probe::held(&file, Mode::Shared) {
+            Ok(true) => Found::Alive(file),
+            Ok(false) => Found::Dead,
+            Err(_) => Found::Unknown,
+        }
+    }
+}
+
+/// What a reader finds at a registration's name ([`Registration::find`]).
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// Nothing: the owner unregistered.
+    Nothing,
+    /// A registration its owner holds, open for reading.
+    Alive(File),
+    /// A registration nobody holds: its owner died.
+    Dead,
+    /// Something that cannot be told: not a registration fsync made (a link, a FIFO), one we
+    /// may not read, or a probe that failed. Never taken for a dead owner's.
+    Unknown,
 }
 
 impl Drop for Registration {
@@ -323,7 +441,7 @@ impl Drop for Registration {
 }
 
 /// Read the record of `lock` without creating anything; `None` if absent or unreadable.
-pub fn read(lock: &Path) -> Option<Record> {
+pub(crate) fn read(lock: &Path) -> Option<Record> {
     let (dir, name) = split(lock)?;
     read_in(&dir, &name)
 }
@@ -332,7 +450,7 @@ pub fn read(lock: &Path) -> Option<Record> {
 /// know: a holder on this host must be a process of the record's owner (another user could
 /// otherwise plant a record that names, say, root's pid for a status report to aim a kill
 /// at), unless the record is the caller's or root's.
-pub fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
+pub(crate) fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
     let file = dir.open(&record_name(lock_name), false).ok()??;
     let meta = file.metadata().ok()?;
     if meta.nlink() != 1 {
@@ -356,7 +474,7 @@ pub fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
 /// The holder rewrites its record in place (`pwrite`, then truncate), so a read can catch it
 /// half-way: a record counts only when two reads in a row agree, and parsing stops at the
 /// first `end` line (a shorter record written over a longer one leaves a stale tail).
-pub fn read_from(file: &File) -> Option<Record> {
+pub(crate) fn read_from(file: &File) -> Option<Record> {
     // Only what comes before the first `end` line counts (a stale tail may be anything).
     let read = || {
         let mut bytes = read_head(file).ok()?;
@@ -388,7 +506,7 @@ pub(crate) fn truncated(s: &str) -> &str {
 }
 
 /// The record as text (the format in the module docs).
-pub fn render(rec: &Record) -> String {
+pub(crate) fn render(rec: &Record) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{MAGIC}\nfence {}", rec.fence);
     match &rec.holder {
@@ -408,7 +526,7 @@ pub fn render(rec: &Record) -> String {
 }
 
 /// Parse a record; `None` if it is not one or is torn.
-pub fn parse(text: &str) -> Option<Record> {
+pub(crate) fn parse(text: &str) -> Option<Record> {
     let mut lines = text.lines();
     if lines.next()? != MAGIC {
         return None;

@@ -16,6 +16,7 @@ pub mod holder;
 pub mod msg;
 pub mod mutex;
 pub mod platform;
+mod probe;
 pub mod range;
 pub mod sem;
 pub mod swmr;

@@ -56,8 +56,7 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::Registration,
-    mutex::DEFAULT_POLL,
+    holder::{Found, Registration},
     platform::{
         dir::{Dir, Kind},
         fs as pfs,
@@ -65,7 +64,7 @@ use crate::{
         notify::DirWatch,
         procinfo,
     },
-    wait::{self, Outcome, Wait},
+    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
 
 /// A mailbox directory.
@@ -298,7 +297,11 @@ impl Mailbox {
     }
 
     /// Queue a message recording who sent it (the bus).
-    pub fn post_from(&self, payload: &mut dyn Read, from: Option<&str>) -> Result<Outcome<String>> {
+    pub(crate) fn post_from(
+        &self,
+        payload: &mut dyn Read,
+        from: Option<&str>,
+    ) -> Result<Outcome<String>> {
         let l = self.layout()?;
         let name = MessageName {
             seq: 0,
@@ -332,6 +335,7 @@ impl Mailbox {
         timeout: Option<Duration>,
         progress: Option<&mut dyn FnMut(Duration)>,
     ) -> Result<Outcome<()>> {
+        let deadline = Deadline::after(timeout);
         let l = self.layout()?;
         let name = MessageName {
             seq: 0,
@@ -345,19 +349,14 @@ impl Mailbox {
         watch
             .add(&l.claimed.pinned())
             .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
-        let name = match post(&l, payload, name, self.mode, self.poll)? {
-            Outcome::Acquired(name) => name,
-            Outcome::TimedOut => return Ok(Outcome::TimedOut),
-            Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
-        };
+        let name = wait::acquired!(post(&l, payload, name, self.mode, self.poll)?);
         let parsed = MessageName::parse(&name).expect("we made it");
         let stem = parsed.stem();
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
         let poll = network.then_some(self.poll);
-        let outcome =
-            wait::watch_until_reporting(timeout, poll, &watch, l.q.path(), progress, || {
-                Ok(matches!(send_state(&l, &name, &stem)?, SendState::Taken).then_some(()))
-            })?;
+        let outcome = wait::watch_until(deadline, poll, &watch, l.q.path(), progress, || {
+            Ok(matches!(send_state(&l, &name, &stem)?, SendState::Taken).then_some(()))
+        })?;
         let result = match outcome {
             Outcome::Acquired(()) => Outcome::Acquired(()),
             gave_up => match withdraw(&l, &name, &stem, &watch)? {
@@ -371,10 +370,7 @@ impl Mailbox {
 
     /// Take the oldest message, waiting up to `timeout` for one.
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Option<Received>> {
-        Ok(match self.recv_with(timeout)? {
-            Outcome::Acquired(r) => Some(r),
-            _ => None,
-        })
+        Ok(self.recv_with(timeout)?.acquired())
     }
 
     /// Like [`recv`](Self::recv), telling a timeout from a cancellation.
@@ -401,6 +397,7 @@ impl Mailbox {
         skipped: &mut dyn FnMut(&Skipped),
         progress: Option<&mut dyn FnMut(Duration)>,
     ) -> Result<Outcome<Received>> {
+        let deadline = Deadline::after(timeout);
         let l = self.layout()?;
         let rid = uniq();
         let me = Registration::create(&l.recv, &rid, b"")?;
@@ -410,7 +407,7 @@ impl Mailbox {
         let mut me = Some(me);
         let mut passed: Vec<String> = Vec::new();
         let poll = network.then_some(self.poll);
-        wait::watch_until_reporting(timeout, poll, &watch, l.q.path(), progress, || {
+        wait::watch_until(deadline, poll, &watch, l.q.path(), progress, || {
             let mut report = |s: Skipped| {
                 if !passed.contains(&s.name) {
                     skipped(&s);
@@ -573,16 +570,11 @@ fn with_seq(
     }
     let network = pfs::fs_kind(&file).network;
     let spec = Wait {
-        timeout: None,
+        deadline: Deadline::never(),
         poll: network.then_some(poll),
         progress: None,
     };
-    let locked = wait::wait_for(
-        spec,
-        |_| {},
-        |block| Ok(lock::flock(&file, Mode::Exclusive, block)?.then_some(())),
-    )
-    .map_err(|e| Error::io(&shown, "cannot lock", e))?;
+    let locked = wait::flock(spec, |_| {}, &file, Mode::Exclusive, &shown)?;
     if let Outcome::Interrupted(sig) = locked {
         return Ok(Outcome::Interrupted(sig));
     }
@@ -595,7 +587,7 @@ fn with_seq(
         _ => {
             return Err(Error::new(
                 &shown,
-                ErrorKind::Invalid,
+                ErrorKind::Corrupt,
                 "does not hold a sequence number fsync wrote; not posting (a wrong one would \
                  reorder the queue)",
             ))
@@ -609,17 +601,10 @@ fn with_seq(
     f(next) // the lock goes with `file`
 }
 
-/// Is the registration `dir/id` held by a living process? Missing means no.
+/// Is the registration `dir/id` held by a living process? Missing means no; what cannot be
+/// told means yes: never discard on doubt.
 fn held(dir: &Dir, id: &str) -> bool {
-    let file = match dir.open(id, false) {
-        Ok(Some(f)) => f,
-        Ok(None) => return false,
-        Err(_) => return true, // not ours to judge: never discard on doubt
-    };
-    match lock::flock(&file, Mode::Shared, false) {
-        Ok(got) => !got,
-        Err(_) => true, // cannot tell: assume alive, never discard on doubt
-    }
+    !matches!(Registration::find(dir, id), Found::Nothing | Found::Dead)
 }
 
 /// Queue entries that are messages, with their parsed names.

@@ -47,13 +47,14 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::{self, Holder, Record, RecordFile},
+    holder::{self, Holder, OwnRecord, RecordFile},
     platform::{
         fs::{self as pfs, Access},
         lock::{self, Mode},
         procinfo,
     },
-    wait::{self, Outcome, Wait},
+    probe,
+    wait::{self, Deadline, Failed, Outcome, Wait},
 };
 
 mod fences {
@@ -66,6 +67,7 @@ mod fences {
     use crate::{
         holder,
         platform::{dir::Dir, lock},
+        wait,
     };
 
     const NAME: &str = ".fsync.fence";
@@ -120,16 +122,13 @@ mod fences {
             return; // not a file fsync made
         }
         // Held for microseconds by fsync; bounded, so that another user's holder cannot hang us.
-        let spec = crate::wait::Wait {
-            timeout: Some(std::time::Duration::from_secs(1)),
-            ..Default::default()
+        let spec = wait::Wait {
+            deadline: wait::Deadline::after(Some(std::time::Duration::from_secs(1))),
+            poll: None,
+            progress: None,
         };
-        let got = crate::wait::wait_for(
-            spec,
-            |_| {},
-            |block| Ok(lock::flock(&file, lock::Mode::Exclusive, block)?.then_some(())),
-        );
-        if !matches!(got, Ok(crate::wait::Outcome::Acquired(()))) {
+        let got = wait::flock(spec, |_| {}, &file, lock::Mode::Exclusive, lock_path);
+        if !matches!(got, Ok(wait::Outcome::Acquired(()))) {
             return;
         }
         if read(&file) < fence {
@@ -143,9 +142,6 @@ mod fences {
 
 /// The environment variable through which nested acquisitions find an ancestor's lock.
 pub const HELD_ENV: &str = "FSYNC_MUTEX_HELD";
-
-/// Default re-check interval on network file systems.
-pub const DEFAULT_POLL: Duration = Duration::from_millis(50);
 
 /// A file-based mutex; cheap to create, holds nothing until acquired.
 ///
@@ -179,7 +175,7 @@ impl Mutex {
         Mutex {
             path: path.as_ref().to_path_buf(),
             delete: false,
-            poll: DEFAULT_POLL,
+            poll: wait::DEFAULT_POLL,
             command: None,
             internal: false,
         }
@@ -219,10 +215,7 @@ impl Mutex {
     /// guard gets an error of kind [`ErrorKind::Unavailable`] at once instead of waiting for
     /// itself; other threads wait as other processes do.
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<MutexGuard>> {
-        Ok(match self.acquire_with(timeout, |_| {})? {
-            Outcome::Acquired(g) => Some(g),
-            Outcome::TimedOut | Outcome::Interrupted(_) => None,
-        })
+        Ok(self.acquire_with(timeout, |_| {})?.acquired())
     }
 
     /// Like [`acquire`](Self::acquire), reporting which of deadline and cancellation ended an
@@ -232,10 +225,19 @@ impl Mutex {
         timeout: Option<Duration>,
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<MutexGuard>> {
+        self.acquire_until(Deadline::after(timeout), progress)
+    }
+
+    /// [`acquire_with`](Self::acquire_with) as one step of a longer wait.
+    pub(crate) fn acquire_until(
+        &self,
+        deadline: Deadline,
+        progress: impl FnMut(Duration),
+    ) -> Result<Outcome<MutexGuard>> {
         match self.ancestor()? {
             Ancestor::PassedDown(guard) => return Ok(Outcome::Acquired(*guard)),
             Ancestor::Closed(pid) => {
-                if let Outcome::Acquired(g) = self.wait(Some(Duration::ZERO), |_| {})? {
+                if let Outcome::Acquired(g) = self.wait(Deadline::now(), |_| {})? {
                     return Ok(Outcome::Acquired(g));
                 }
                 if procinfo::pid_alive(pid) {
@@ -243,30 +245,25 @@ impl Mutex {
                         &self.path,
                         ErrorKind::Unavailable,
                         format!(
-                            "already held by an enclosing `fsync mutex run` (pid {pid}) that did not \
-                             pass it down (--close, or its descriptor was closed); waiting here \
-                             would deadlock"
+                            "already held by an ancestor process (pid {pid}) that did not pass \
+                             it down (it kept it from its children, or the descriptor was closed \
+                             on the way); waiting here would deadlock"
                         ),
                     ));
                 }
             }
             Ancestor::None => {}
         }
-        self.wait(timeout, progress)
+        self.wait(deadline, progress)
     }
 
     fn wait(
         &self,
-        timeout: Option<Duration>,
+        deadline: Deadline,
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<MutexGuard>> {
-        Ok(match self.lock_file(Mode::Exclusive, timeout, progress)? {
-            Outcome::Acquired((file, network, key)) => {
-                Outcome::Acquired(MutexGuard::new(self, file, network, key))
-            }
-            Outcome::TimedOut => Outcome::TimedOut,
-            Outcome::Interrupted(s) => Outcome::Interrupted(s),
-        })
+        let locked = self.lock_file(Mode::Exclusive, deadline, progress)?;
+        Ok(locked.map(|(file, network, key)| MutexGuard::new(self, file, network, key)))
     }
 
     /// Take a shared lock on the file instead, as `flock -s` does: any number of shared
@@ -284,18 +281,15 @@ impl Mutex {
                 "a shared lock is never deleted on release",
             ));
         }
-        Ok(match self.lock_file(Mode::Shared, timeout, progress)? {
-            Outcome::Acquired((file, _, key)) => {
-                in_process::add(key);
-                Outcome::Acquired(SharedGuard {
-                    path: self.path.clone(),
-                    file,
-                    key,
-                })
+        let locked = self.lock_file(Mode::Shared, Deadline::after(timeout), progress)?;
+        Ok(locked.map(|(file, _, key)| {
+            in_process::add(key);
+            SharedGuard {
+                path: self.path.clone(),
+                file,
+                key,
             }
-            Outcome::TimedOut => Outcome::TimedOut,
-            Outcome::Interrupted(s) => Outcome::Interrupted(s),
-        })
+        }))
     }
 
     /// Open and lock the file in `mode`, per the protocol in the module docs (steps 1 to 3):
@@ -303,7 +297,7 @@ impl Mutex {
     fn lock_file(
         &self,
         mode: Mode,
-        timeout: Option<Duration>,
+        deadline: Deadline,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<(File, bool, in_process::Key)>> {
         let first = self.open()?;
@@ -324,23 +318,11 @@ impl Mutex {
         }
         let network = pfs::fs_kind(&first.0).network;
         let mut open = Some(first);
-        // The attempt closure speaks io::Error to the wait core; the real error waits here.
-        let mut error: Option<Error> = None;
-        let spec = Wait {
-            timeout,
-            poll: network.then_some(self.poll),
-            progress: Some(Duration::from_secs(1)),
-        };
-        let outcome = wait::wait_for(spec, &mut progress, |block| {
+        let spec = Wait::for_lock(deadline, network, self.poll);
+        let outcome = wait::wait_for(spec, &mut progress, |block| -> Result<_, Failed> {
             let (file, access) = match open.take() {
                 Some(f) => f,
-                None => match self.open() {
-                    Ok(f) => f,
-                    Err(e) => {
-                        error = Some(e);
-                        return Err(std::io::Error::other("open failed"));
-                    }
-                },
+                None => self.open()?,
             };
             match lock::flock(&file, mode, block) {
                 Ok(true) => {}
@@ -350,32 +332,15 @@ impl Mutex {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
                     open = Some((file, access));
-                    return Err(e);
+                    return Err(e.into());
                 }
-                Err(e) => {
-                    error = Some(lock_error(&self.path, e, network, access));
-                    return Err(std::io::Error::other("lock failed"));
-                }
+                Err(e) => return Err(lock_error(&self.path, e, network, access).into()),
             }
-            match same_file(&self.path, &file) {
-                Ok(true) => Ok(Some(file)),
-                Ok(false) => Ok(None), // unlinked under us: reopen and lock again
-                Err(e) => {
-                    error = Some(e);
-                    Err(std::io::Error::other("stat failed"))
-                }
-            }
-        });
-        let file = match outcome {
-            Ok(Outcome::Acquired(f)) => f,
-            Ok(Outcome::TimedOut) => return Ok(Outcome::TimedOut),
-            Ok(Outcome::Interrupted(s)) => return Ok(Outcome::Interrupted(s)),
-            Err(e) => {
-                return Err(
-                    error.unwrap_or_else(|| Error::io(&self.path, "cannot wait for lock", e))
-                )
-            }
-        };
+            // Unlinked under us: reopen and lock again.
+            Ok(same_file(&self.path, &file)?.then_some(file))
+        })
+        .map_err(|f| f.naming(&self.path, "cannot wait for lock"))?;
+        let file = wait::acquired!(outcome);
         let key = in_process::Key::of(&self.path, &file, mode)?;
         Ok(Outcome::Acquired((file, network, key)))
     }
@@ -510,9 +475,8 @@ pub struct MutexGuard {
     file: Option<File>,
     nested_fd: Option<RawFd>,
     delete: bool,
-    fence: u64,
-    record: Option<RecordFile>,
-    holder: Holder,
+    /// The fencing token and who holds the lock, as recorded beside it.
+    record: OwnRecord,
     network: bool,
     /// Keep the fence in the directory's fence file when deleting (not for the internal
     /// locks of other primitives, whose directories must be left empty).
@@ -535,28 +499,17 @@ impl MutexGuard {
         // file where a `--delete` left it), and never behind the clock: tokens still grow
         // where nothing could be kept (a read-only directory), between hosts whose clocks agree.
         let fence = (old.max(kept) + 1).max(now);
-        let pid = std::process::id();
-        let holder = Holder {
-            pid,
-            child: None,
-            host: procinfo::hostname(),
-            since_us: now,
-            command: mutex.command.clone().unwrap_or_else(procinfo::own_cmdline),
-        };
-        let guard = MutexGuard {
+        let command = mutex.command.clone().unwrap_or_else(procinfo::own_cmdline);
+        MutexGuard {
             path: mutex.path.clone(),
             file: Some(file),
             nested_fd: None,
             delete: mutex.delete,
-            fence,
-            record,
-            holder,
+            record: OwnRecord::held(record, fence, Holder::this_process(now, command)),
             network,
             keep_fence: !mutex.internal,
             in_process: Some(key),
-        };
-        guard.write_record();
-        guard
+        }
     }
 
     fn nested(mutex: &Mutex, fd: RawFd) -> MutexGuard {
@@ -569,9 +522,7 @@ impl MutexGuard {
             file: None,
             nested_fd: Some(fd),
             delete: false,
-            fence,
-            record: None,
-            holder: Holder::default(),
+            record: OwnRecord::none(fence),
             network: false,
             keep_fence: false,
             in_process: None,
@@ -594,7 +545,7 @@ impl MutexGuard {
 
     /// The fencing token: greater than that of every earlier holder of this lock.
     pub fn fence(&self) -> u64 {
-        self.fence
+        self.record.fence()
     }
 
     pub fn path(&self) -> &Path {
@@ -649,7 +600,7 @@ impl MutexGuard {
 
     /// Decide at release time whether the lock file goes (compound primitives that learn only
     /// while holding the lock whether they were the last user).
-    pub fn set_delete_on_release(&mut self, yes: bool) {
+    pub(crate) fn set_delete_on_release(&mut self, yes: bool) {
         self.delete = yes && !self.is_nested();
     }
 
@@ -657,18 +608,7 @@ impl MutexGuard {
     /// acquisition with [`Mutex::command`], or call this with `None` just before starting it,
     /// so that reports never show a running command as ours; then again with its pid.)
     pub fn set_child(&mut self, pid: Option<u32>, command: String) {
-        self.holder.child = pid;
-        self.holder.command = command;
-        self.write_record();
-    }
-
-    fn write_record(&self) {
-        if let Some(r) = &self.record {
-            r.write(&Record {
-                fence: self.fence,
-                holder: Some(self.holder.clone()),
-            });
-        }
+        self.record.set_child(pid, command);
     }
 
     /// Release now, saying what became of the lock file and reporting failures (dropping the
@@ -695,11 +635,9 @@ impl MutexGuard {
             // The fence outlives the record in the directory's fence file, so that tokens
             // keep growing after the lock is gone (whatever the next holder's clock says).
             if self.keep_fence {
-                fences::keep(&self.path, self.fence);
+                fences::keep(&self.path, self.record.fence());
             }
-            if let Some(r) = self.record.take() {
-                r.remove();
-            }
+            self.record.remove();
             // Unlink only the file we hold: if the path now names another inode, leave it.
             if matches!(same_file(&self.path, &file), Ok(true)) {
                 result = match crate::platform::fs::remove_file(&self.path) {
@@ -709,11 +647,8 @@ impl MutexGuard {
                     Err(e) => Err(Error::io(&self.path, "cannot delete lock file", e)),
                 };
             }
-        } else if let Some(r) = &self.record {
-            r.write(&Record {
-                fence: self.fence,
-                holder: None,
-            });
+        } else {
+            self.record.released();
         }
         drop(file);
         result
@@ -856,17 +791,10 @@ pub fn status(path: &Path) -> Result<Status> {
             fence: None,
         });
     };
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::io(path, "cannot stat", e))?;
-    let kernel = if pfs::fs_kind(&file).network {
-        None
-    } else {
-        procinfo::lock_holders(meta.dev(), meta.ino())
-    };
-    let (held, kernel_pid) = match &kernel {
-        Some(list) => (!list.is_empty(), list.iter().find_map(|l| l.pid)),
-        None => (probe(path, &file)?, None),
+    let listed = probe::listed(path, &file, probe::Kinds::All)?;
+    let (held, kernel_pid) = match &listed {
+        Some(l) => (!l.locks.is_empty(), l.first_pid()),
+        None => (held_by_probe(path, &file)?, None),
     };
     let record = holder::read(path);
     let fence = record.as_ref().map(|r| r.fence).filter(|&f| f > 0);
@@ -887,21 +815,13 @@ pub fn status(path: &Path) -> Result<Status> {
     });
     // The pid the kernel lists took the lock; it may have exited and left the lock to a
     // process that inherited the descriptor (a daemon the command left): name a live holder.
-    let kernel_pid = match kernel {
-        Some(_) if recorded.is_none() => {
-            procinfo::live_lock_holder(meta.dev(), meta.ino(), kernel_pid).or(kernel_pid)
+    let kernel_pid = match &listed {
+        Some(l) if recorded.is_none() => {
+            procinfo::live_lock_holder(l.dev, l.ino, kernel_pid).or(kernel_pid)
         }
         _ => kernel_pid,
     };
-    let holder = recorded.or_else(|| {
-        kernel_pid.map(|pid| Holder {
-            pid,
-            child: None,
-            host,
-            since_us: 0,
-            command: procinfo::cmdline(pid).unwrap_or_default(),
-        })
-    });
+    let holder = recorded.or_else(|| kernel_pid.map(Holder::local));
     Ok(Status {
         held,
         holder,
@@ -909,21 +829,14 @@ pub fn status(path: &Path) -> Result<Status> {
     })
 }
 
-fn probe(path: &Path, file: &File) -> Result<bool> {
-    let attempt = match lock::flock(file, Mode::Exclusive, false) {
-        Err(e) if e.raw_os_error() == Some(nix::libc::EBADF) => {
-            lock::flock(file, Mode::Shared, false)
-        }
+/// Whether someone holds the lock, by a probe: exclusive, or shared where a read-only file
+/// allows no exclusive lock (NFS).
+fn held_by_probe(path: &Path, file: &File) -> Result<bool> {
+    match probe::held(file, Mode::Exclusive) {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EBADF) => probe::held(file, Mode::Shared),
         other => other,
-    };
-    match attempt {
-        Ok(true) => {
-            let _ = lock::unlock(file);
-            Ok(false)
-        }
-        Ok(false) => Ok(true),
-        Err(e) => Err(Error::io(path, "cannot test lock", e)),
     }
+    .map_err(|e| Error::io(path, "cannot test lock", e))
 }
 
 /// Lock a descriptor the caller already has open (`exec 9>>lock; fsync mutex lock --fd 9`).
@@ -954,11 +867,7 @@ pub fn lock_fd_with(
     } else {
         Mode::Exclusive
     };
-    let spec = Wait {
-        timeout,
-        poll: network.then_some(poll),
-        progress: Some(Duration::from_secs(1)),
-    };
+    let spec = Wait::for_lock(Deadline::after(timeout), network, poll);
     wait::wait_for(spec, progress, |block| {
         Ok(lock::flock(&fd, mode, block)?.then_some(()))
     })
@@ -1011,7 +920,8 @@ pub fn wait_for_change(
     let dir = pfs::parent_dir(path);
     let watch = crate::platform::notify::DirWatch::new(dir)
         .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
-    wait::watch_until(timeout, Some(poll), &watch, path, || {
+    let deadline = Deadline::after(timeout);
+    wait::watch_until(deadline, Some(poll), &watch, path, None, || {
         let now = status(path)?;
         Ok((now != *seen).then_some(now))
     })

@@ -21,12 +21,11 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    mutex::DEFAULT_POLL,
     platform::{
         fs::{self as pfs, Access},
         lock::{self, Mode},
     },
-    wait::{self, Outcome, Wait},
+    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
 
 /// `LEN` bytes from `START`; `LEN` 0 reaches to the end of all offsets.
@@ -82,6 +81,7 @@ pub struct RangeLock {
 #[must_use = "the range is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct RangeGuard {
+    path: PathBuf,
     file: File,
 }
 
@@ -89,7 +89,7 @@ impl RangeGuard {
     /// Let the lock survive `exec` into children, as the mutex does.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
         lock::set_inheritable(&self.file, inherit)
-            .map_err(|e| Error::io(Path::new("range"), "cannot pass down", e))
+            .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
     }
 }
 
@@ -114,23 +114,22 @@ impl RangeLock {
         timeout: Option<Duration>,
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<RangeGuard>> {
+        let deadline = Deadline::after(timeout);
         let (file, access) = pfs::open_lock_file(&self.path, pfs::Purpose::Fcntl)?;
-        Ok(
-            match self.lock_file(&file, access, mode, timeout, progress)? {
-                Outcome::Acquired(()) => Outcome::Acquired(RangeGuard { file }),
-                Outcome::TimedOut => Outcome::TimedOut,
-                Outcome::Interrupted(s) => Outcome::Interrupted(s),
-            },
-        )
+        let locked = self.lock_file(&file, access, mode, deadline, progress)?;
+        Ok(locked.map(|()| RangeGuard {
+            path: self.path.clone(),
+            file,
+        }))
     }
 
     /// Lock the range through an already open lock file.
-    pub fn lock_file(
+    pub(crate) fn lock_file(
         &self,
         file: &File,
         access: Access,
         mode: Mode,
-        timeout: Option<Duration>,
+        deadline: Deadline,
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<()>> {
         if mode == Mode::Exclusive && access == Access::ReadOnly {
@@ -141,11 +140,7 @@ impl RangeLock {
             ));
         }
         let network = pfs::fs_kind(file).network;
-        let spec = Wait {
-            timeout,
-            poll: network.then_some(self.poll),
-            progress: Some(Duration::from_secs(1)),
-        };
+        let spec = Wait::for_lock(deadline, network, self.poll);
         let r = self.range;
         wait::wait_for(spec, progress, |block| {
             Ok(lock::ofd_lock(file, mode, r.start, r.len, block)?.then_some(()))

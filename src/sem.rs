@@ -26,15 +26,13 @@ own descriptors of the slot files open while it waits, so it does not wake itsel
 use std::{
     fs::File,
     io,
-    os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::{self, Holder, Record, RecordFile},
-    mutex::DEFAULT_POLL,
+    holder::{self, Holder, OwnRecord, RecordFile},
     platform::{
         dir::Dir,
         fs as pfs,
@@ -42,7 +40,8 @@ use crate::{
         notify::DirWatch,
         procinfo,
     },
-    wait::{self, Outcome, Wait},
+    probe,
+    wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
 
 /// A counting semaphore at a directory path.
@@ -90,45 +89,38 @@ impl Semaphore {
 
     /// Take a slot, waiting up to `timeout`.
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<SlotGuard>> {
-        Ok(match self.acquire_with(timeout, |_| {})? {
-            Outcome::Acquired(g) => Some(g),
-            _ => None,
-        })
+        Ok(self.acquire_with(timeout, |_| {})?.acquired())
     }
 
     /// Like [`acquire`](Self::acquire), telling a timeout from a cancellation.
     pub fn acquire_with(
         &self,
         timeout: Option<Duration>,
+        progress: impl FnMut(Duration),
+    ) -> Result<Outcome<SlotGuard>> {
+        self.acquire_until(Deadline::after(timeout), progress)
+    }
+
+    /// [`acquire_with`](Self::acquire_with) as one step of a longer wait.
+    pub(crate) fn acquire_until(
+        &self,
+        deadline: Deadline,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<SlotGuard>> {
-        let start = Instant::now();
         let top = self.setup()?;
         let queue = top.open_or_create("queue")?;
         let network = pfs::fs_kind(&queue).network;
-        let remaining = || timeout.map(|t| t.saturating_sub(start.elapsed()));
-        let spec = |timeout| Wait {
-            timeout,
-            poll: network.then_some(self.poll),
-            progress: Some(Duration::from_secs(1)),
-        };
-        let in_line = wait::wait_for(spec(remaining()), &mut progress, |block| {
-            Ok(lock::flock(&queue, Mode::Exclusive, block)?.then_some(()))
-        })
-        .map_err(|e| Error::io(&self.dir.join("queue"), "cannot lock", e))?;
-        match in_line {
-            Outcome::Acquired(()) => {}
-            Outcome::TimedOut => return Ok(Outcome::TimedOut),
-            Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
-        }
+        let spec = Wait::for_lock(deadline, network, self.poll);
+        let queue_path = self.dir.join("queue");
+        let in_line = wait::flock(spec, &mut progress, &queue, Mode::Exclusive, &queue_path)?;
+        wait::acquired!(in_line);
         // Head of the line.
         let mut files = Vec::with_capacity(self.slots);
         for i in 0..self.slots {
             files.push(Some(top.open_or_create(&slot_name(i))?));
         }
         let first = (procinfo::now_micros() as usize) % self.slots;
-        let mut error = None;
-        let try_slots = |error: &mut Option<Error>| -> io::Result<Option<usize>> {
+        let try_slots = || -> Result<Option<usize>> {
             for k in 0..self.slots {
                 let i = (first + k) % self.slots;
                 match files[i]
@@ -138,8 +130,7 @@ impl Semaphore {
                     Some(Ok(true)) => return Ok(Some(i)),
                     Some(Ok(false)) | None => {}
                     Some(Err(e)) => {
-                        *error = Some(Error::io(&self.dir.join(slot_name(i)), "cannot lock", e));
-                        return Err(io::Error::other("lock failed"));
+                        return Err(Error::io(&self.dir.join(slot_name(i)), "cannot lock", e))
                     }
                 }
             }
@@ -148,41 +139,31 @@ impl Semaphore {
         // A free slot needs no watch: an inotify instance costs its closer a wait for the
         // kernel (see `platform::notify`), which was 2 ms of an uncontended acquire + release.
         let mut watch = None;
-        let got = match try_slots(&mut error) {
-            Ok(Some(i)) => Ok(Outcome::Acquired(i)),
-            Err(e) => Err(e),
-            Ok(None) => {
+        let got = match try_slots()? {
+            Some(i) => Outcome::Acquired(i),
+            None => {
                 // None free: watch for closes first, then look again, so no release is missed.
                 let w = watch.insert(
                     DirWatch::closes(&top.pinned())
                         .map_err(|e| Error::io(&self.dir, "cannot watch directory", e))?,
                 );
-                wait::wait_for(
-                    spec(remaining()),
-                    |waited| progress(waited.max(start.elapsed())),
-                    |block| {
-                        if block {
-                            w.wait()?;
-                            return Ok(None);
-                        }
-                        try_slots(&mut error)
-                    },
-                )
+                wait::wait_for(spec, &mut progress, |block| -> Result<_, Failed> {
+                    if block {
+                        w.wait()?;
+                        return Ok(None);
+                    }
+                    Ok(try_slots()?)
+                })
+                .map_err(|f| f.naming(&self.dir, "cannot wait"))?
             }
         };
-        let got =
-            got.map_err(|e| error.unwrap_or_else(|| Error::io(&self.dir, "cannot wait", e)))?;
         drop(queue); // the next in line may look now
-        Ok(match got {
-            Outcome::Acquired(i) => {
-                let file = files[i].take().expect("the slot we locked");
-                let mut guard = SlotGuard::new(&top, i, file);
-                guard._watch = watch.and_then(|w| w.retire().unwrap_or(None));
-                Outcome::Acquired(guard)
-            }
-            Outcome::TimedOut => Outcome::TimedOut,
-            Outcome::Interrupted(s) => Outcome::Interrupted(s),
-        })
+        Ok(got.map(|i| {
+            let file = files[i].take().expect("the slot we locked");
+            let mut guard = SlotGuard::new(&top, i, file);
+            guard._watch = watch.and_then(|w| w.retire().unwrap_or(None));
+            guard
+        }))
     }
 
     /// Create the directory and record `N`, or check `N` against the recorded one.
@@ -203,7 +184,10 @@ impl Semaphore {
             return Err(Error::new(
                 &self.dir,
                 ErrorKind::Invalid,
-                format!("was created with --slots {recorded}, not {}", self.slots),
+                format!(
+                    "slot count {} differs from the {recorded} this semaphore was created with",
+                    self.slots
+                ),
             ));
         }
         Ok(top)
@@ -234,7 +218,7 @@ pub(crate) fn slots_in(top: &Dir) -> Result<Option<usize>> {
         Ok(n) if (1..=MAX_SLOTS).contains(&n) && bytes.len() as u64 <= SLOTS_TEXT => Ok(Some(n)),
         _ => Err(Error::new(
             &path,
-            ErrorKind::Invalid,
+            ErrorKind::Corrupt,
             "does not hold a slot count",
         )),
     }
@@ -265,9 +249,10 @@ fn record_slots(top: &Dir, n: usize) -> Result<usize> {
 #[derive(Debug)]
 pub struct SlotGuard {
     slot: usize,
+    /// The slot's lock file, for errors.
+    path: PathBuf,
     file: File,
-    record: Option<RecordFile>,
-    holder: Holder,
+    record: OwnRecord,
     /// The waiting line's close watch, closed only after the slot (`file`, declared before
     /// it) is free: closing it waits for the kernel (see `platform::notify`), which the next
     /// holder should not wait for, nor our command's start.
@@ -276,26 +261,18 @@ pub struct SlotGuard {
 
 impl SlotGuard {
     fn new(dir: &Dir, slot: usize, file: File) -> SlotGuard {
-        let pid = std::process::id();
-        let holder = Holder {
-            pid,
-            child: None,
-            host: procinfo::hostname(),
-            since_us: procinfo::now_micros(),
-            command: procinfo::own_cmdline(),
-        };
-        let guard = SlotGuard {
+        let holder = Holder::this_process(procinfo::now_micros(), procinfo::own_cmdline());
+        let record = dir
+            .try_clone()
+            .ok()
+            .and_then(|d| RecordFile::open_in(d, &slot_name(slot)));
+        SlotGuard {
             slot,
+            path: dir.join(&slot_name(slot)),
             file,
-            record: dir
-                .try_clone()
-                .ok()
-                .and_then(|d| RecordFile::open_in(d, &slot_name(slot))),
-            holder,
+            record: OwnRecord::held(record, 0, holder),
             _watch: None,
-        };
-        guard.write_record();
-        guard
+        }
     }
 
     /// The descriptor that holds the slot (exclusively), for lock-loss checks.
@@ -313,35 +290,19 @@ impl SlotGuard {
     /// held while they run even if this process dies; `false` keeps it close-on-exec.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
         lock::set_inheritable(&self.file, inherit)
-            .map_err(|e| Error::io(Path::new(&slot_name(self.slot)), "cannot pass down", e))
+            .map_err(|e| Error::io(&self.path, "cannot pass the slot down", e))
     }
 
     /// (Call it with `None` just before starting the command, so that reports never show a
     /// running command as ours, and again with its pid.)
     pub fn set_child(&mut self, pid: Option<u32>, command: String) {
-        self.holder.child = pid;
-        self.holder.command = command;
-        self.write_record();
-    }
-
-    fn write_record(&self) {
-        if let Some(r) = &self.record {
-            r.write(&Record {
-                fence: 0,
-                holder: Some(self.holder.clone()),
-            });
-        }
+        self.record.set_child(pid, command);
     }
 }
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
-        if let Some(r) = &self.record {
-            r.write(&Record {
-                fence: 0,
-                holder: None,
-            });
-        }
+        self.record.released();
     }
 }
 
@@ -384,21 +345,10 @@ pub fn status(dir: &Path) -> Result<SemStatus> {
         let Some(file) = top.open(&name, false)? else {
             continue;
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(&path, "cannot stat", e))?;
-        let kernel = (!pfs::fs_kind(&file).network)
-            .then(|| procinfo::flock_holders(meta.dev(), meta.ino()))
-            .flatten();
-        let (is_held, kernel_pid) = match kernel {
-            Some(list) => (!list.is_empty(), list.first().and_then(|l| l.pid)),
-            None => match lock::flock(&file, Mode::Shared, false) {
-                Ok(true) => {
-                    let _ = lock::unlock(&file);
-                    (false, None)
-                }
-                _ => (true, None),
-            },
+        let (is_held, kernel_pid) = match probe::listed(&path, &file, probe::Kinds::Flock)? {
+            Some(l) => (!l.locks.is_empty(), l.first_pid()),
+            // A probe that fails says "held": never report a slot free on doubt.
+            None => (probe::held(&file, Mode::Shared).unwrap_or(true), None),
         };
         if !is_held {
             continue;
@@ -406,14 +356,7 @@ pub fn status(dir: &Path) -> Result<SemStatus> {
         let recorded = holder::read_in(&top, &name)
             .and_then(|r| r.holder)
             .filter(|h| kernel_pid.is_none_or(|k| k == h.pid));
-        let holder = recorded.or_else(|| {
-            kernel_pid.map(|pid| Holder {
-                pid,
-                host: procinfo::hostname(),
-                command: procinfo::cmdline(pid).unwrap_or_default(),
-                ..Holder::default()
-            })
-        });
+        let holder = recorded.or_else(|| kernel_pid.map(Holder::local));
         held.push(SlotStatus {
             slot: i,
             held: true,
@@ -426,9 +369,7 @@ pub fn status(dir: &Path) -> Result<SemStatus> {
     ) {
         (true, _) => None,
         (false, Err(_)) => Some(0),
-        (false, Ok(m)) => procinfo::flock_holders(m.st_dev, m.st_ino)
-            .zip(procinfo::flock_waiters(m.st_dev, m.st_ino))
-            .map(|(holders, blocked)| holders.len() + blocked),
+        (false, Ok(m)) => probe::in_line(m.st_dev, m.st_ino),
     };
     Ok(SemStatus {
         slots: Some(n),
@@ -447,7 +388,12 @@ mod tests {
         let path = dir.path().join("s");
         let _a = Semaphore::new(&path, 3).acquire(None).unwrap().unwrap();
         let err = Semaphore::new(&path, 4).acquire(None).unwrap_err();
-        assert!(err.to_string().contains("--slots 3"), "{err}");
+        assert_eq!(err.kind(), ErrorKind::Invalid);
+        assert!(
+            err.to_string()
+                .ends_with("slot count 4 differs from the 3 this semaphore was created with"),
+            "{err}"
+        );
         assert_eq!(status(&path).unwrap().held.len(), 1);
     }
 

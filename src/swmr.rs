@@ -38,20 +38,20 @@ use std::{
     fs::File,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::{record_path, Holder},
-    mutex::DEFAULT_POLL,
     platform::{
         fs as pfs,
         lock::{self, Mode},
         procinfo,
     },
+    probe,
     range::{ByteRange, RangeLock},
-    wait::{self, Outcome, Wait},
+    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
 
 /// A reader/writer lock at a path.
@@ -78,6 +78,7 @@ pub struct Swmr {
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct SwmrGuard {
+    path: PathBuf,
     file: File,
     mode: Mode,
 }
@@ -97,7 +98,7 @@ impl SwmrGuard {
     /// held while they run even if this process dies; `false` keeps it close-on-exec.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
         lock::set_inheritable(&self.file, inherit)
-            .map_err(|e| Error::io(Path::new("lock"), "cannot pass down", e))
+            .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
     }
 }
 
@@ -133,16 +134,12 @@ impl Swmr {
 
     /// Take a shared (reader) lock, waiting up to `timeout`.
     pub fn read(&self, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
-        Ok(into_option(self.acquire(Mode::Shared, timeout, |_| {})?))
+        Ok(self.acquire(Mode::Shared, timeout, |_| {})?.acquired())
     }
 
     /// Take the exclusive (writer) lock, waiting up to `timeout`.
     pub fn write(&self, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
-        Ok(into_option(self.acquire(
-            Mode::Exclusive,
-            timeout,
-            |_| {},
-        )?))
+        Ok(self.acquire(Mode::Exclusive, timeout, |_| {})?.acquired())
     }
 
     /// Acquire in `mode`, following the protocol in the module docs.
@@ -152,7 +149,7 @@ impl Swmr {
         timeout: Option<Duration>,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<SwmrGuard>> {
-        let start = Instant::now();
+        let deadline = Deadline::after(timeout);
         let purpose = match self.range {
             None => pfs::Purpose::Flock,
             Some(_) => pfs::Purpose::Fcntl,
@@ -170,65 +167,29 @@ impl Swmr {
             Mode::Exclusive => optional_side(&side_file(&self.path, ".writers"))?,
             Mode::Shared => None,
         };
+        let mut step = |file: &File, mode: Mode, deadline: Deadline| {
+            let spec = Wait::for_lock(deadline, network, self.poll);
+            wait::flock(spec, &mut progress, file, mode, &self.path)
+        };
         if let Some(w) = &_writers {
-            let _ = self.step(w, Mode::Shared, None, start, network, &mut progress)?;
+            let _ = step(w, Mode::Shared, Deadline::never())?;
         }
         let turnstile = optional_side(&side_file(&self.path, ".turnstile"))?;
         if let Some(t) = &turnstile {
-            match self.step(t, Mode::Exclusive, timeout, start, network, &mut progress)? {
-                Outcome::Acquired(()) => {}
-                Outcome::TimedOut => return Ok(Outcome::TimedOut),
-                Outcome::Interrupted(s) => return Ok(Outcome::Interrupted(s)),
-            }
+            wait::acquired!(step(t, Mode::Exclusive, deadline)?);
         }
         let got = match self.range {
-            None => self.step(&file, mode, timeout, start, network, &mut progress)?,
+            None => step(&file, mode, deadline)?,
             Some(r) => RangeLock::new(&self.path, r)
                 .poll_interval(self.poll)
-                .lock_file(
-                    &file,
-                    access,
-                    mode,
-                    timeout.map(|t| t.saturating_sub(start.elapsed())),
-                    |w| progress(start.elapsed().max(w)),
-                )?,
+                .lock_file(&file, access, mode, deadline, progress)?,
         };
         drop(turnstile); // others may queue again
-        Ok(match got {
-            Outcome::Acquired(()) => Outcome::Acquired(SwmrGuard { file, mode }),
-            Outcome::TimedOut => Outcome::TimedOut,
-            Outcome::Interrupted(s) => Outcome::Interrupted(s),
-        })
-    }
-
-    fn step(
-        &self,
-        file: &File,
-        mode: Mode,
-        timeout: Option<Duration>,
-        start: Instant,
-        network: bool,
-        progress: &mut impl FnMut(Duration),
-    ) -> Result<Outcome<()>> {
-        let remaining = timeout.map(|t| t.saturating_sub(start.elapsed()));
-        let spec = Wait {
-            timeout: remaining,
-            poll: network.then_some(self.poll),
-            progress: Some(Duration::from_secs(1)),
-        };
-        wait::wait_for(
-            spec,
-            |w| progress(start.elapsed().max(w)),
-            |block| Ok(lock::flock(file, mode, block)?.then_some(())),
-        )
-        .map_err(|e| Error::io(&self.path, "cannot lock", e))
-    }
-}
-
-fn into_option(o: Outcome<SwmrGuard>) -> Option<SwmrGuard> {
-    match o {
-        Outcome::Acquired(g) => Some(g),
-        _ => None,
+        Ok(got.map(|()| SwmrGuard {
+            path: self.path.clone(),
+            file,
+            mode,
+        }))
     }
 }
 
@@ -265,48 +226,32 @@ pub fn status(path: &Path) -> Result<SwmrStatus> {
     let Some(file) = pfs::open_if_exists(path)? else {
         return Ok(none);
     };
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::io(path, "cannot stat", e))?;
-    if !pfs::fs_kind(&file).network {
-        if let Some(locks) = procinfo::flock_holders(meta.dev(), meta.ino()) {
-            let readers = locks.iter().filter(|l| !l.exclusive).count();
-            let writer = locks.iter().find(|l| l.exclusive);
-            let waiting = std::fs::metadata(side_file(path, ".writers"))
-                .ok()
-                .and_then(|m| procinfo::flock_holders(m.dev(), m.ino()))
-                .map_or(0, |l| l.iter().filter(|l| !l.exclusive).count());
-            let writer_holder = writer.and_then(|w| w.pid).map(|pid| Holder {
-                pid,
-                host: procinfo::hostname(),
-                command: procinfo::cmdline(pid).unwrap_or_default(),
-                ..Holder::default()
-            });
-            return Ok(SwmrStatus {
-                readers: Some(readers),
-                writer: writer.is_some(),
-                writer_holder,
-                waiting_writers: Some(waiting),
-            });
-        }
+    if let Some(listed) = probe::listed(path, &file, probe::Kinds::Flock)? {
+        let locks = listed.locks;
+        let readers = locks.iter().filter(|l| !l.exclusive).count();
+        let writer = locks.iter().find(|l| l.exclusive);
+        let waiting = std::fs::metadata(side_file(path, ".writers"))
+            .ok()
+            .and_then(|m| procinfo::flock_holders(m.dev(), m.ino()))
+            .map_or(0, |l| l.iter().filter(|l| !l.exclusive).count());
+        return Ok(SwmrStatus {
+            readers: Some(readers),
+            writer: writer.is_some(),
+            writer_holder: writer.and_then(|w| w.pid).map(Holder::local),
+            waiting_writers: Some(waiting),
+        });
     }
     // Network: probes released at once. An exclusive one succeeds only if nobody is inside
     // (it needs write access on NFS); a shared one fails only while a writer is inside. Readers
     // cannot be counted.
-    let probe = |f: &File, mode| match lock::flock(f, mode, false) {
-        Ok(true) => {
-            let _ = lock::unlock(f);
-            Ok(true)
-        }
-        Ok(false) => Ok(false),
-        Err(e) => Err(Error::io(path, "cannot test lock", e)),
-    };
+    let held =
+        |f: &File, mode| probe::held(f, mode).map_err(|e| Error::io(path, "cannot test lock", e));
     if let Ok(rw) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
     {
-        if probe(&rw, Mode::Exclusive)? {
+        if !held(&rw, Mode::Exclusive)? {
             return Ok(SwmrStatus {
                 readers: Some(0),
                 writer: false,
@@ -315,7 +260,7 @@ pub fn status(path: &Path) -> Result<SwmrStatus> {
             });
         }
     }
-    let writer = !probe(&file, Mode::Shared)?;
+    let writer = held(&file, Mode::Shared)?;
     Ok(SwmrStatus {
         readers: if writer { Some(0) } else { None },
         writer,

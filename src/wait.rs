@@ -22,13 +22,29 @@ a program needs of it are re-exported here.
 
 use std::{
     io,
+    os::fd::AsRawFd,
+    path::Path,
     time::{Duration, Instant},
 };
 
-use crate::platform::signal::{self, WakeTimer};
+use crate::platform::signal::WakeTimer;
 pub use crate::platform::signal::{
     cancelled, die_of, install_cancel_handlers, set_child, wake_signal, CANCEL_SIGNALS,
 };
+
+use crate::{
+    error::{Error, Result},
+    platform::{
+        lock::{self, Mode},
+        notify::DirWatch,
+    },
+};
+
+/// Default re-check interval on network file systems.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(50);
+
+/// How often a wait that reports progress (`-v`) calls its progress callback.
+pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// How a wait ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -42,38 +58,188 @@ pub enum Outcome<T> {
     Interrupted(i32),
 }
 
+impl<T> Outcome<T> {
+    /// The thing waited for, if it was had.
+    pub fn acquired(self) -> Option<T> {
+        match self {
+            Outcome::Acquired(v) => Some(v),
+            Outcome::TimedOut | Outcome::Interrupted(_) => None,
+        }
+    }
+
+    /// The same outcome, with the thing waited for (if it was had) made into another.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Outcome<U> {
+        match self {
+            Outcome::Acquired(v) => Outcome::Acquired(f(v)),
+            Outcome::TimedOut => Outcome::TimedOut,
+            Outcome::Interrupted(s) => Outcome::Interrupted(s),
+        }
+    }
+}
+
+/// The value of an [`Outcome::Acquired`]; any other outcome is returned at once, as `Ok`, from
+/// the enclosing function (which returns a `Result<Outcome<_>>`): how a wait made of steps gives
+/// up at the first step that did not succeed.
+macro_rules! acquired {
+    ($outcome:expr) => {
+        match $outcome {
+            $crate::wait::Outcome::Acquired(v) => v,
+            $crate::wait::Outcome::TimedOut => return Ok($crate::wait::Outcome::TimedOut),
+            $crate::wait::Outcome::Interrupted(s) => {
+                return Ok($crate::wait::Outcome::Interrupted(s))
+            }
+        }
+    };
+}
+pub(crate) use acquired;
+
+/// When a wait must end, fixed when it begins. A wait made of steps (a queue, then a slot)
+/// passes the same deadline to each, so that the whole takes no longer than asked and its
+/// progress counts from its beginning. A caller that waits in a loop (a watch that runs until a
+/// timeout) keeps one too, and passes on what [`remaining`](Deadline::remaining) says.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    start: Instant,
+    /// `None`: never.
+    end: Option<Instant>,
+}
+
+impl Deadline {
+    /// `timeout` from now: `None` waits for ever, zero tries once. A timeout too large to
+    /// represent is no timeout at all.
+    pub fn after(timeout: Option<Duration>) -> Deadline {
+        let start = Instant::now();
+        Deadline {
+            start,
+            end: timeout.and_then(|t| start.checked_add(t)),
+        }
+    }
+
+    /// Try once, without waiting.
+    pub fn now() -> Deadline {
+        Deadline::after(Some(Duration::ZERO))
+    }
+
+    /// Wait until the thing happens or a cancellation signal arrives.
+    pub fn never() -> Deadline {
+        Deadline::after(None)
+    }
+
+    /// The time left (zero once it has passed); `None` without a deadline.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.end
+            .map(|end| end.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether the deadline has passed.
+    pub fn passed(&self) -> bool {
+        self.passed_at(Instant::now())
+    }
+
+    fn passed_at(&self, now: Instant) -> bool {
+        self.end.is_some_and(|end| end <= now)
+    }
+
+    /// How long since the wait began.
+    pub fn waited(&self) -> Duration {
+        self.start.elapsed()
+    }
+}
+
 /// The parameters of one wait.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Wait {
-    /// Give up after this long; `None` waits forever, zero tries once.
-    pub timeout: Option<Duration>,
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wait {
+    pub(crate) deadline: Deadline,
     /// Re-check at least this often even if nothing wakes us (network file systems).
-    pub poll: Option<Duration>,
+    pub(crate) poll: Option<Duration>,
     /// Call the progress callback when the wait starts blocking and then this often (`-v`).
-    pub progress: Option<Duration>,
+    pub(crate) progress: Option<Duration>,
+}
+
+impl Wait {
+    /// A wait for a lock: until `deadline`, re-checking every `poll` on a network file system
+    /// (where a release on another host may not wake a blocked call), reporting progress.
+    pub(crate) fn for_lock(deadline: Deadline, network: bool, poll: Duration) -> Wait {
+        Wait {
+            deadline,
+            poll: network.then_some(poll),
+            progress: Some(PROGRESS_EVERY),
+        }
+    }
+}
+
+/// What the wait core needs to know of an attempt's error: whether a signal interrupted a
+/// blocking call (the deadline, a poll tick or a cancellation ended it: look again) or the
+/// attempt failed. Errors of waiting itself (its timer) come as `io::Error`.
+pub(crate) trait AttemptError: From<io::Error> {
+    fn is_interrupted(&self) -> bool;
+}
+
+impl AttemptError for io::Error {
+    fn is_interrupted(&self) -> bool {
+        self.kind() == io::ErrorKind::Interrupted
+    }
+}
+
+/// The error of an attempt that speaks the library's errors: one of them, passed through as it
+/// is, or an operating-system error of waiting (a blocking call, the timer), which the caller
+/// names with [`Failed::naming`].
+#[derive(Debug)]
+pub(crate) enum Failed {
+    Lib(Error),
+    Os(io::Error),
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Failed {
+        Failed::Lib(e)
+    }
+}
+
+impl From<io::Error> for Failed {
+    fn from(e: io::Error) -> Failed {
+        Failed::Os(e)
+    }
+}
+
+impl AttemptError for Failed {
+    fn is_interrupted(&self) -> bool {
+        matches!(self, Failed::Os(e) if e.is_interrupted())
+    }
+}
+
+impl Failed {
+    /// The library error: the attempt's own, or the operating-system error of waiting as a
+    /// failure to do `what` at `path`.
+    pub(crate) fn naming(self, path: &Path, what: &str) -> Error {
+        match self {
+            Failed::Lib(e) => e,
+            Failed::Os(e) => Error::io(path, what, e),
+        }
+    }
 }
 
 /// Wait until `attempt` succeeds, the deadline passes, or a cancellation signal arrives.
-pub fn wait_for<T>(
+/// `progress` gets the time waited since the deadline was set.
+pub(crate) fn wait_for<T, E: AttemptError>(
     spec: Wait,
     mut progress: impl FnMut(Duration),
-    mut attempt: impl FnMut(bool) -> io::Result<Option<T>>,
-) -> io::Result<Outcome<T>> {
+    mut attempt: impl FnMut(bool) -> Result<Option<T>, E>,
+) -> Result<Outcome<T>, E> {
     let start = Instant::now();
+    let deadline = spec.deadline;
     if let Some(sig) = cancelled() {
         return Ok(Outcome::Interrupted(sig));
     }
     if let Some(v) = attempt(false)? {
         return Ok(Outcome::Acquired(v));
     }
-    // A timeout too large to represent is no timeout at all.
-    let deadline = spec.timeout.and_then(|t| start.checked_add(t));
-    if spec.timeout == Some(Duration::ZERO) {
-        return Ok(Outcome::TimedOut);
+    if deadline.passed() {
+        return Ok(Outcome::TimedOut); // zero tries once
     }
     let timer = WakeTimer::new()?;
     if spec.progress.is_some() {
-        progress(start.elapsed()); // say at once what we wait for
+        progress(deadline.waited()); // say at once what we wait for
     }
     let mut next_progress = spec.progress.map(|p| start + p);
     loop {
@@ -81,14 +247,14 @@ pub fn wait_for<T>(
             return Ok(Outcome::Interrupted(sig));
         }
         let now = Instant::now();
-        if deadline.is_some_and(|d| d <= now) {
+        if deadline.passed_at(now) {
             return Ok(Outcome::TimedOut);
         }
         if let Some(p) = next_progress.filter(|&p| p <= now) {
-            progress(now - start);
+            progress(now.saturating_duration_since(deadline.start));
             next_progress = spec.progress.map(|step| p.max(now) + step);
         }
-        let next = [deadline, spec.poll.map(|p| now + p), next_progress]
+        let next = [deadline.end, spec.poll.map(|p| now + p), next_progress]
             .into_iter()
             .flatten()
             .min();
@@ -98,7 +264,7 @@ pub fn wait_for<T>(
             // Something may have changed, or a poll tick, the deadline or a cancellation
             // interrupted the call: re-check without blocking (polling sees other hosts so).
             Ok(None) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.is_interrupted() => {}
             Err(e) => return Err(e),
         }
         if cancelled().is_none() {
@@ -109,78 +275,52 @@ pub fn wait_for<T>(
     }
 }
 
+/// Wait for a whole-file `flock` lock on `file` in `mode`, blocking in the kernel so that a
+/// release wakes us at once. Errors name `path`.
+pub(crate) fn flock(
+    spec: Wait,
+    progress: impl FnMut(Duration),
+    file: &impl AsRawFd,
+    mode: Mode,
+    path: &Path,
+) -> Result<Outcome<()>> {
+    wait_for(spec, progress, |block| {
+        Ok(lock::flock(file, mode, block)?.then_some(()))
+    })
+    .map_err(|e| Error::io(path, "cannot lock", e))
+}
+
 /// Wait until `check` finds what we wait for, blocking in `watch` (change notification) between
 /// checks: the common shape of the waits on files appearing and disappearing (events, messages,
-/// lock holders). `poll` re-checks where notification cannot see other hosts. Errors of `check`
-/// come back as they are; errors of waiting itself name `what`.
-pub fn watch_until<T>(
-    timeout: Option<Duration>,
+/// lock holders). `poll` re-checks where notification cannot see other hosts. `progress`, if
+/// given, is called as [`wait_for`] calls it (`-v`). Errors of `check` come back as they are;
+/// errors of waiting itself name `what`.
+pub(crate) fn watch_until<T>(
+    deadline: Deadline,
     poll: Option<Duration>,
-    watch: &crate::platform::notify::DirWatch,
-    what: &std::path::Path,
-    check: impl FnMut() -> crate::Result<Option<T>>,
-) -> crate::Result<Outcome<T>> {
-    watch_until_reporting(timeout, poll, watch, what, None, check)
-}
-
-/// Like [`watch_until`], calling `progress` (if given) with the time waited when the wait
-/// starts blocking and about once a second after, as [`wait_for`] does: for `-v`.
-pub fn watch_until_reporting<T>(
-    timeout: Option<Duration>,
-    poll: Option<Duration>,
-    watch: &crate::platform::notify::DirWatch,
-    what: &std::path::Path,
+    watch: &DirWatch,
+    what: &Path,
     mut progress: Option<&mut dyn FnMut(Duration)>,
-    mut check: impl FnMut() -> crate::Result<Option<T>>,
-) -> crate::Result<Outcome<T>> {
-    let mut error = None;
+    mut check: impl FnMut() -> Result<Option<T>>,
+) -> Result<Outcome<T>> {
     let spec = Wait {
-        timeout,
+        deadline,
         poll,
-        progress: progress.is_some().then_some(Duration::from_secs(1)),
+        progress: progress.is_some().then_some(PROGRESS_EVERY),
     };
-    let outcome = wait_for(
-        spec,
-        |waited| {
-            if let Some(p) = progress.as_mut() {
-                p(waited);
-            }
-        },
-        |block| {
-            if block {
-                watch.wait()?;
-                return Ok(None);
-            }
-            check().map_err(|e| {
-                error = Some(e);
-                io::Error::other("check failed")
-            })
-        },
-    );
-    outcome.map_err(|e| error.unwrap_or_else(|| crate::Error::io(what, "cannot wait", e)))
-}
-
-/// Sleep up to `d`, ending early (with `Interrupted`) on a cancellation signal. For verbs that
-/// must re-check on a schedule (watching a lock held by tools that do not notify us).
-pub fn sleep(d: Duration) -> Outcome<()> {
-    match wait_for(
-        Wait {
-            timeout: Some(d),
-            ..Wait::default()
-        },
-        |_| {},
-        |block| {
-            if block {
-                signal::pause();
-                Err(io::Error::from(io::ErrorKind::Interrupted))
-            } else {
-                Ok(None::<()>)
-            }
-        },
-    ) {
-        Ok(Outcome::Interrupted(s)) => Outcome::Interrupted(s),
-        _ => Outcome::Acquired(()),
-    }
+    let report = |waited| {
+        if let Some(p) = progress.as_mut() {
+            p(waited);
+        }
+    };
+    wait_for(spec, report, |block| -> Result<_, Failed> {
+        if block {
+            watch.wait()?;
+            return Ok(None);
+        }
+        Ok(check()?)
+    })
+    .map_err(|f| f.naming(what, "cannot wait"))
 }
 
 /// Copy `from` to `to` until the end, or until a cancellation signal arrives: a read or write
@@ -234,14 +374,15 @@ mod tests {
         let mut calls = 0;
         let out = wait_for(
             Wait {
-                timeout: Some(Duration::ZERO),
-                ..Wait::default()
+                deadline: Deadline::now(),
+                poll: None,
+                progress: None,
             },
             |_| {},
             |b| {
                 assert!(!b);
                 calls += 1;
-                Ok(None::<()>)
+                Ok::<_, io::Error>(None::<()>)
             },
         )
         .unwrap();
@@ -250,16 +391,63 @@ mod tests {
     }
 
     #[test]
+    fn deadlines_try_once_wait_for_ever_or_count_down() {
+        assert!(Deadline::now().passed());
+        assert_eq!(Deadline::now().remaining(), Some(Duration::ZERO));
+        assert!(!Deadline::never().passed());
+        assert_eq!(Deadline::never().remaining(), None);
+        // Too large to represent: no deadline at all.
+        assert_eq!(Deadline::after(Some(Duration::MAX)).remaining(), None);
+        let left = Deadline::after(Some(Duration::from_secs(60)))
+            .remaining()
+            .unwrap();
+        assert!(left > Duration::from_secs(59) && left <= Duration::from_secs(60));
+    }
+
+    /// A library error of an attempt comes back as it is, whether the attempt blocked or not;
+    /// an interrupted blocking call is looked at again.
+    #[test]
+    fn an_attempts_own_error_comes_back_unchanged() {
+        let spec = Wait {
+            deadline: Deadline::never(),
+            poll: None,
+            progress: None,
+        };
+        let mut calls = 0;
+        let got = wait_for(
+            spec,
+            |_| {},
+            |block| -> Result<Option<()>, Failed> {
+                calls += 1;
+                match (block, calls) {
+                    (false, 1) => Ok(None),
+                    (true, 2) => Err(io::Error::from(io::ErrorKind::Interrupted).into()),
+                    (false, 3) => Ok(None),
+                    _ => Err(Error::new(Path::new("/x"), crate::ErrorKind::Corrupt, "bad").into()),
+                }
+            },
+        )
+        .map_err(|f| f.naming(Path::new("/y"), "cannot wait"));
+        let err = got.unwrap_err();
+        assert_eq!(
+            (err.path(), err.kind()),
+            (Path::new("/x"), crate::ErrorKind::Corrupt)
+        );
+        assert_eq!(calls, 4);
+    }
+
+    #[test]
     fn deadline_interrupts_a_blocking_attempt() {
         let out = wait_for(
             Wait {
-                timeout: Some(Duration::from_millis(30)),
-                ..Wait::default()
+                deadline: Deadline::after(Some(Duration::from_millis(30))),
+                poll: None,
+                progress: None,
             },
             |_| {},
             |b| {
                 if b {
-                    signal::pause();
+                    nix::unistd::pause(); // returns when the wake signal's handler has run
                     return Err(io::Error::from(io::ErrorKind::Interrupted));
                 }
                 Ok(None::<()>)
@@ -274,13 +462,14 @@ mod tests {
         let mut checks = 0;
         let out = wait_for(
             Wait {
+                deadline: Deadline::never(),
                 poll: Some(Duration::from_millis(1)),
-                ..Wait::default()
+                progress: None,
             },
             |_| {},
             |b| {
                 if b {
-                    signal::pause();
+                    nix::unistd::pause();
                     return Err(io::Error::from(io::ErrorKind::Interrupted));
                 }
                 checks += 1;

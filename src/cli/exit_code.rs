@@ -22,6 +22,8 @@ impl Exit {
     /// Predicate verbs: held, not empty, not signalled.
     pub const NO: Exit = Exit::code(1);
     pub const USAGE: Exit = Exit::code(2);
+    /// A file of a primitive holds what no writer of the protocol writes (EX_DATAERR).
+    pub const CORRUPT: Exit = Exit::code(65);
     pub const NOT_FOUND: Exit = Exit::code(66);
     pub const UNAVAILABLE: Exit = Exit::code(69);
     pub const INTERNAL: Exit = Exit::code(70);
@@ -68,6 +70,7 @@ impl Exit {
             ErrorKind::Io => Exit::IO,
             ErrorKind::Unavailable => Exit::UNAVAILABLE,
             ErrorKind::Invalid => Exit::USAGE,
+            ErrorKind::Corrupt => Exit::CORRUPT,
             ErrorKind::Os => Exit::OS,
         }
     }
@@ -80,6 +83,7 @@ pub const TABLE: &[(&str, &str)] = &[
     ("0", "success; for predicate verbs (status, empty): free, empty or signalled"),
     ("1", "predicate verbs: held, not empty or not signalled"),
     ("2", "usage error: unknown option, bad duration, range or number"),
+    ("65", "a file of a primitive holds what the protocol never writes (a semaphore's slot count, a mailbox's sequence number): damaged, or not made by fsync"),
     ("66", "a path does not exist, its parent directory is missing, or it is of the wrong kind (a directory where a file is needed, a dangling symbolic link)"),
     ("69", "the request cannot be carried out: the file system has no locking, or waiting would deadlock (a nested acquisition of a lock an enclosing --close run did not pass down)"),
     ("70", "internal error (a bug; please report it)"),
@@ -105,6 +109,7 @@ mod tests {
             ErrorKind::Io,
             ErrorKind::Unavailable,
             ErrorKind::Os,
+            ErrorKind::Corrupt,
         ] {
             let code = Exit::of_error(kind).code;
             assert!(![0, 1, 75].contains(&code), "{kind:?} -> {code}");
@@ -129,7 +134,7 @@ mod tests {
 
     #[test]
     fn every_exit_constant_is_documented() {
-        for code in [0, 1, 2, 66, 69, 70, 71, 74, 75, 76, 77, 126, 127] {
+        for code in [0, 1, 2, 65, 66, 69, 70, 71, 74, 75, 76, 77, 126, 127] {
             assert!(
                 TABLE.iter().any(|(c, _)| *c == code.to_string()),
                 "{code} missing from TABLE"

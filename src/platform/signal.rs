@@ -239,12 +239,6 @@ impl Drop for WakeTimer {
     }
 }
 
-/// Block until a signal handler has run (any signal: a wake-up, a cancellation).
-pub(crate) fn pause() {
-    // SAFETY: pause() takes no arguments and only blocks until a handler has run.
-    unsafe { libc::pause() };
-}
-
 /// Ignore SIGPIPE: a write to a closed pipe then fails with `EPIPE`, which a program can report,
 /// instead of killing it. Commands started later inherit it only if they do not reset it (std's
 /// `Command` resets SIGPIPE to the default in the child).
