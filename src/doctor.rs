@@ -80,6 +80,14 @@ fn check(result: std::io::Result<bool>, what: &str) -> Check {
     }
 }
 
+/// The kind of file system `path` (or, if it does not exist, its parent) lies on, from its
+/// `statfs` magic number alone: cheap enough to ask before every wait.
+pub fn file_system(path: &Path) -> FileSystem {
+    pfs::fs_kind_of_path(path)
+}
+
+pub use crate::platform::fs::FsKind as FileSystem;
+
 /// Examine the directory `path` (or the directory of the file `path`).
 pub fn examine(path: &Path) -> Result<Report> {
     let dir = if path.is_dir() {

@@ -90,10 +90,10 @@ pub struct GroupGuard {
 }
 
 impl GroupGuard {
-    /// The descriptor of our shared lock on the group's file, for lock-loss checks.
-    pub fn raw_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsRawFd;
-        self._member.as_raw_fd()
+    /// On a network file system, the check that our shared lock on the group's file is still
+    /// ours.
+    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+        crate::LossCheck::of(&self._member, lock::Mode::Shared)
     }
 
     /// The slot held under the group's cap, if one is in force.

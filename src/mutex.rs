@@ -557,8 +557,14 @@ impl MutexGuard {
         self.file.is_none()
     }
 
+    /// On a network file system, the check that the lock is still ours (through an
+    /// ancestor's descriptor for a nested guard).
+    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+        crate::LossCheck::of(&self.raw_fd(), Mode::Exclusive)
+    }
+
     /// The descriptor that holds the lock.
-    pub fn raw_fd(&self) -> RawFd {
+    pub(crate) fn raw_fd(&self) -> RawFd {
         self.file
             .as_ref()
             .map(|f| f.as_raw_fd())
@@ -745,9 +751,9 @@ impl SharedGuard {
             .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
     }
 
-    /// The descriptor that holds the lock.
-    pub fn raw_fd(&self) -> RawFd {
-        self.file.as_raw_fd()
+    /// On a network file system, the check that the lock is still ours.
+    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+        crate::LossCheck::of(&self.file, Mode::Shared)
     }
 }
 

@@ -275,10 +275,9 @@ impl SlotGuard {
         }
     }
 
-    /// The descriptor that holds the slot (exclusively), for lock-loss checks.
-    pub fn raw_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsRawFd;
-        self.file.as_raw_fd()
+    /// On a network file system, the check that the slot is still ours.
+    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+        crate::LossCheck::of(&self.file, lock::Mode::Exclusive)
     }
 
     /// Which slot (0 to N-1) is ours: for allocating devices, ports or directories by slot.

@@ -81,6 +81,8 @@ pub struct SwmrGuard {
     path: PathBuf,
     file: File,
     mode: Mode,
+    /// Held on a byte range (OFD locks), which lock-loss checks do not cover.
+    ranged: bool,
 }
 
 impl SwmrGuard {
@@ -88,10 +90,13 @@ impl SwmrGuard {
         self.mode == Mode::Exclusive
     }
 
-    /// The descriptor that holds the lock, and in which mode (for lock-loss checks).
-    pub fn raw_fd(&self) -> (std::os::fd::RawFd, Mode) {
-        use std::os::fd::AsRawFd;
-        (self.file.as_raw_fd(), self.mode)
+    /// On a network file system, the check that the lock is still ours (not for byte ranges,
+    /// which are not re-checked).
+    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+        match self.ranged {
+            false => crate::LossCheck::of(&self.file, self.mode),
+            true => None,
+        }
     }
 
     /// Let the lock survive `exec` into children (`true`), as the mutex does, so that it stays
@@ -189,6 +194,7 @@ impl Swmr {
             path: self.path.clone(),
             file,
             mode,
+            ranged: self.range.is_some(),
         }))
     }
 }

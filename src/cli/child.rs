@@ -141,22 +141,20 @@ pub struct LossArgs {
 }
 
 impl LossArgs {
-    /// A check of the lock held through `fd` in `mode`, where `lock` lies on a network file
-    /// system (elsewhere a living holder cannot lose its lock, and nothing is checked).
+    /// Checking the lock on `lock` with the guard's `check` while COMMAND runs; the guard
+    /// gives one only on a network file system (elsewhere a living holder cannot lose its
+    /// lock, and nothing is checked).
     pub fn guard(
         &self,
         lock: &std::path::Path,
-        fd: std::os::fd::RawFd,
-        mode: fsync::platform::lock::Mode,
+        check: Option<fsync::LossCheck>,
     ) -> Option<LossGuard<'static>> {
-        fsync::platform::fs::fs_kind(&fd)
-            .network
-            .then(|| LossGuard {
-                every: std::time::Duration::from_secs(1),
-                still_held: Box::new(move || fsync::platform::lock::still_held(fd, mode)),
-                on_lost: self.on_lost,
-                what: lock.display().to_string(),
-            })
+        check.map(|check| LossGuard {
+            every: std::time::Duration::from_secs(1),
+            still_held: Box::new(move || check.still_held()),
+            on_lost: self.on_lost,
+            what: lock.display().to_string(),
+        })
     }
 }
 

@@ -140,9 +140,7 @@ fn run_command(a: RunArgs) -> VerbResult {
     if let Some(slot) = guard.slot() {
         env.push(("FSYNC_SLOT".to_string(), slot.to_string()));
     }
-    let loss_guard = a
-        .loss
-        .guard(&a.lock, guard.raw_fd(), fsync::platform::lock::Mode::Shared);
+    let loss_guard = a.loss.guard(&a.lock, guard.loss_check());
     let exit = a.command.job(env).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)

@@ -8,8 +8,7 @@ use std::{ffi::OsString, io::Write, path::PathBuf};
 use clap::{Args, Subcommand};
 use fsync::{
     mutex::{self, Status, HELD_ENV},
-    platform::lock::Mode,
-    Mutex,
+    Mode, Mutex,
 };
 use serde_json::json;
 
@@ -333,7 +332,7 @@ fn run_command(mut a: RunArgs) -> VerbResult {
         ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
         (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
     ];
-    let loss_guard = a.loss.guard(&a.lock, guard.raw_fd(), Mode::Exclusive);
+    let loss_guard = a.loss.guard(&a.lock, guard.loss_check());
     let exit = job.run_guarded(
         |pid| {
             if !guard.is_nested() {
@@ -392,7 +391,7 @@ fn run_shared(a: &RunArgs) -> VerbResult {
     let outcome = mutex.acquire_shared_with(a.wait.timeout(), |_| progress.waiting())?;
     let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     guard.pass_down(!a.close)?;
-    let loss_guard = a.loss.guard(&a.lock, guard.raw_fd(), Mode::Shared);
+    let loss_guard = a.loss.guard(&a.lock, guard.loss_check());
     let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
@@ -419,7 +418,7 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> VerbResult {
 /// How we wait where that is not the kernel alone: "nfs network file system: also
 /// re-checking every 50ms".
 fn mode_note(lock: &std::path::Path, poll: std::time::Duration) -> String {
-    let kind = fsync::platform::fs::fs_kind_of_path(lock);
+    let kind = fsync::doctor::file_system(lock);
     match kind.network {
         true => format!(
             "{} network file system: also re-checking every {}",

@@ -127,11 +127,7 @@ fn run_command(a: RunArgs) -> VerbResult {
     let job = a
         .command
         .job(vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())]);
-    let loss_guard = a.loss.guard(
-        &a.sem,
-        guard.raw_fd(),
-        fsync::platform::lock::Mode::Exclusive,
-    );
+    let loss_guard = a.loss.guard(&a.sem, guard.loss_check());
     guard.set_child(None, job.display());
     let exit = job.run_guarded(|pid| guard.set_child(Some(pid), job.display()), loss_guard)?;
     drop(guard);

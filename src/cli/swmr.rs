@@ -6,7 +6,7 @@ The protocol (and why writers are not starved) is in the library's `swmr` module
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{platform::lock::Mode, swmr, Swmr};
+use fsync::{swmr, Mode, Swmr};
 use serde_json::json;
 
 use super::{
@@ -134,11 +134,7 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
     // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
     // even if we die.
     guard.pass_down(!a.close)?;
-    let (fd, held_mode) = guard.raw_fd();
-    let loss_guard = match a.range {
-        None => a.loss.guard(&a.lock, fd, held_mode),
-        Some(_) => None, // byte ranges are not re-checked (yet)
-    };
+    let loss_guard = a.loss.guard(&a.lock, guard.loss_check());
     let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)
