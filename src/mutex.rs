@@ -301,18 +301,19 @@ impl Mutex {
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<(File, bool, in_process::Key)>> {
         let first = self.open()?;
-        let key = in_process::Key::of(&self.path, &first.0, mode)?;
-        if in_process::held_by_this_thread(key) {
+        let meta = (first.0.metadata()).map_err(|e| Error::io(&self.path, "cannot stat", e))?;
+        if in_process::held_by_this_thread(in_process::Key::new(&meta, mode)) {
             return Err(Error::new(
                 &self.path,
                 ErrorKind::Unavailable,
                 "already held by this thread through another guard; waiting would deadlock",
             ));
         }
-        if self.delete && first.0.metadata().is_ok_and(|m| m.is_dir()) {
+        if self.delete && meta.is_dir() {
+            // A path of the wrong kind for what was asked, as a directory for a byte range.
             return Err(Error::new(
                 &self.path,
-                ErrorKind::Invalid,
+                ErrorKind::NotFound,
                 "is a directory: it can be the lock, but delete on release removes only lock files",
             ));
         }
@@ -341,8 +342,14 @@ impl Mutex {
         })
         .map_err(|f| f.naming(&self.path, "cannot wait for lock"))?;
         let file = wait::acquired!(outcome);
-        let key = in_process::Key::of(&self.path, &file, mode)?;
-        Ok(Outcome::Acquired((file, network, key)))
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(&self.path, "cannot stat", e))?;
+        Ok(Outcome::Acquired((
+            file,
+            network,
+            in_process::Key::new(&meta, mode),
+        )))
     }
 
     /// A lock inside a primitive's directory (a group's `join.lock`): a symbolic link there is
@@ -670,17 +677,13 @@ impl Drop for MutexGuard {
 /// The locks this process holds through guards, and which thread took each (module docs).
 mod in_process {
     use std::{
-        fs::File,
+        fs::Metadata,
         os::unix::fs::MetadataExt,
-        path::Path,
         sync::Mutex,
         thread::{self, ThreadId},
     };
 
-    use crate::{
-        error::{Error, Result},
-        platform::lock::Mode,
-    };
+    use crate::platform::lock::Mode;
 
     /// One holding: the lock file's device and inode, the thread that took it, and how.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -692,16 +695,14 @@ mod in_process {
     }
 
     impl Key {
-        pub fn of(path: &Path, file: &File, mode: Mode) -> Result<Key> {
-            let meta = file
-                .metadata()
-                .map_err(|e| Error::io(path, "cannot stat", e))?;
-            Ok(Key {
+        /// This thread's holding, in `mode`, of the file `meta` describes.
+        pub fn new(meta: &Metadata, mode: Mode) -> Key {
+            Key {
                 dev: meta.dev(),
                 ino: meta.ino(),
                 thread: thread::current().id(),
                 mode,
-            })
+            }
         }
     }
 
@@ -966,8 +967,18 @@ mod tests {
             }
         });
         assert_eq!(rx.recv().unwrap(), "waiting");
-        // The other thread cannot have it while this one does.
-        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
+        // The other thread blocks in the kernel (the lock table lists its request) and cannot
+        // have the lock while this one does.
+        let meta = std::fs::metadata(&path).unwrap();
+        let give_up = std::time::Instant::now() + Duration::from_secs(30);
+        while procinfo::flock_waiters(meta.dev(), meta.ino()) != Some(1) {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the other thread never blocked"
+            );
+            std::thread::yield_now();
+        }
+        assert!(rx.try_recv().is_err());
         drop(held);
         assert_eq!(rx.recv().unwrap(), "acquired");
         other.join().unwrap();

@@ -530,11 +530,13 @@ fn a_directory_can_be_the_lock() {
         .stdout_has("held by pid");
     holder.finish().code(0);
     t.fsync(["mutex", "status", "D"]).run().code(0);
-    // --delete removes lock files only: a directory is refused before anything runs.
+    // --delete removes lock files only: a directory is a path of the wrong kind for it (66,
+    // as for a byte-range lock), refused before anything runs.
     t.fsync(["mutex", "run", "--delete", "D", "echo", "ran"])
         .run()
-        .code(2)
+        .code(66)
         .stdout("")
+        .error_naming("D")
         .stderr_has("is a directory");
     assert!(t.join("D").is_dir());
 }
