@@ -20,7 +20,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use fsync::{platform::lock::Mode, GroupLock, Mutex, Swmr};
+use fsync::{GroupLock, Mode, Mutex, Swmr};
 
 const ROLE: &str = "FSYNC_LOCKTEST_WORKER";
 

@@ -69,17 +69,6 @@ impl Error {
         }
     }
 
-    /// The same error with a path under `from` named under `to` instead.
-    pub(crate) fn reroot(mut self, from: &Path, to: &Path) -> Error {
-        if let Ok(rest) = self.path.strip_prefix(from) {
-            self.path = match rest.as_os_str().is_empty() {
-                true => to.to_path_buf(),
-                false => to.join(rest),
-            };
-        }
-        self
-    }
-
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }

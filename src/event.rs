@@ -15,7 +15,7 @@ crash of whoever sent it and needs no process to keep it.
   will always trigger exactly one Pong"); the losers go back to waiting.
 
 Waking: on a local file system waiters sleep until the kernel reports a change in the directory
-(dnotify, see [`crate::platform::notify`]), so a signal wakes them at once. Change notification
+(dnotify), so a signal wakes them at once. Change notification
 never sees another host's changes, so on network file systems the wait core also re-checks
 every `poll` interval.
 */

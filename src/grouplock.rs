@@ -147,7 +147,7 @@ impl GroupLock {
         check_name(group).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
         let deadline = Deadline::after(timeout);
         pfs::ensure_dir(&self.dir, "cannot create group lock")?;
-        // A cap never changes once set: a conflicting --max fails before any wait.
+        // A cap never changes once set: a conflicting `max` fails before any wait.
         if let (Some(m), Some(c)) = (max, self.cap(group)?) {
             if m != c {
                 return Err(self.conflict(group, c, m));
@@ -197,10 +197,10 @@ impl GroupLock {
         }))
     }
 
-    /// The cap in force for `group`: the slot count of its `max.NAME` semaphore, if one was set.
-    /// Read without following a link or blocking on a FIFO; anything but what fsync makes
-    /// there is an error naming it.
-    fn cap(&self, group: &str) -> Result<Option<usize>> {
+    /// The cap in force for `group` (the `max` its first capped member gave), if one was set:
+    /// the slot count of its `max.NAME` semaphore. Read without following a link or blocking on
+    /// a FIFO; anything but what fsync makes there is an error naming it.
+    pub fn cap(&self, group: &str) -> Result<Option<usize>> {
         let Some(top) = Dir::top(&self.dir, false, "cannot open group lock")? else {
             return Ok(None);
         };
@@ -210,14 +210,14 @@ impl GroupLock {
         }
     }
 
-    /// A `--max` other than the cap in force, said in this command's words.
+    /// A `max` other than the cap in force.
     fn conflict(&self, group: &str, in_force: usize, given: usize) -> Error {
         Error::new(
             &self.dir,
             ErrorKind::Invalid,
             format!(
-                "group '{group}' runs under --max {in_force} (its cap), not {given}: give \
-                 --max {in_force}, or leave --max out"
+                "group '{group}' has a cap of {in_force} members, not {given}: a cap never \
+                 changes once set; give {in_force} or none"
             ),
         )
     }
@@ -316,12 +316,12 @@ mod tests {
         drop(uncapped);
         let a = lock.enter("y", Some(1), None).unwrap().unwrap();
         assert_eq!(a.slot(), Some(0));
-        // Members without --max run under it; another cap is refused.
+        // Members without a cap run under it; another cap is refused.
         let zero = Some(Duration::ZERO);
         assert!(lock.enter("y", None, zero).unwrap().is_none());
         let err = lock.enter("y", Some(2), zero).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Invalid);
-        assert!(err.to_string().contains("--max 1"), "{err}");
+        assert!(err.to_string().contains("cap of 1"), "{err}");
         drop(a);
         assert_eq!(
             lock.enter("y", None, zero).unwrap().unwrap().slot(),

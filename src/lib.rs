@@ -2,11 +2,13 @@
 `fsync`: synchronise processes through the file system.
 
 Each primitive is one module with its on-disk protocol written in its docs; they share the wait
-core ([`wait`]) and the platform layer ([`platform`]). The `fsync` command-line tool is a thin
+core ([`wait`]) and a platform layer (private: the only code that talks to the operating system
+directly). The `fsync` command-line tool is a thin
 layer over this library.
 */
 
 pub mod bus;
+pub mod command;
 pub mod doctor;
 pub mod error;
 pub mod event;
@@ -16,7 +18,7 @@ pub mod guard;
 pub mod holder;
 pub mod msg;
 pub mod mutex;
-pub mod platform;
+pub(crate) mod platform;
 mod probe;
 pub mod range;
 pub mod sem;

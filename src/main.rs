@@ -30,7 +30,7 @@ fn main() {
 
 fn run() -> ! {
     fill_closed_standard_fds();
-    fsync::platform::signal::ignore_sigpipe();
+    fsync::wait::ignore_sigpipe();
     let exit = cli::main();
     if let Some(sig) = exit.signal {
         // Whatever standard output holds goes out first, as `exit` would have flushed it.

@@ -8,7 +8,7 @@ A mutex `L` is the file `L` plus, where the directory is writable, the holder re
 `DIR/.NAME.fsync` (see [`crate::holder`]). To acquire:
 
 1. **open** `L`: create if missing (mode 0666 less umask), never truncate; read-write, else
-   read-only (module [`crate::platform::fs`]);
+   read-only;
 2. **lock** it with `flock(LOCK_EX)` (interoperates with `flock(1)`, Perl, Python);
 3. **verify** that `L` still names the locked inode and that it still has links; if not (a
    holder with `--delete` unlinked it between our open and our lock), close and go to 1. This
@@ -38,7 +38,7 @@ processes do. (Held locks are kept in a process-wide table of device, inode and 
 use std::{
     fs::File,
     os::{
-        fd::{AsFd, AsRawFd, RawFd},
+        fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd},
         unix::fs::MetadataExt,
     },
     path::{Path, PathBuf},
@@ -436,9 +436,9 @@ fn fd_holds(fd: RawFd, dev: u64, ino: u64) -> bool {
     matches!(lock::flock(&fd, Mode::Exclusive, false), Ok(true))
 }
 
-/// [`MutexGuard::still_held`] for a raw descriptor (one that stays open meanwhile).
-pub fn fd_still_held(fd: RawFd) -> bool {
-    lock::still_held(fd, Mode::Exclusive)
+/// [`MutexGuard::still_held`] for a descriptor the caller locked with [`lock_fd`].
+pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
+    lock::still_held(fd.as_raw_fd(), Mode::Exclusive)
 }
 
 /// Does `path` still name the inode `file` has open, with at least one link?
@@ -547,7 +547,7 @@ impl MutexGuard {
     /// once another holder has it, and the file server answers EBADFD/EIO/ESTALE to a client
     /// whose locks it has dropped). A nested guard answers for its ancestor's descriptor.
     pub fn still_held(&self) -> bool {
-        fd_still_held(self.raw_fd())
+        lock::still_held(self.raw_fd(), Mode::Exclusive)
     }
 
     /// The fencing token: greater than that of every earlier holder of this lock.
@@ -846,10 +846,11 @@ fn held_by_probe(path: &Path, file: &File) -> Result<bool> {
     .map_err(|e| Error::io(path, "cannot test lock", e))
 }
 
-/// Lock a descriptor the caller already has open (`exec 9>>lock; fsync mutex lock --fd 9`).
-/// The lock belongs to the open file description, so it outlives this process.
+/// Lock a descriptor the caller already has open (`exec 9>>lock; fsync mutex lock --fd 9`,
+/// with [`inherited_fd`]). The lock belongs to the open file description, so it outlives this
+/// process.
 pub fn lock_fd(
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     shared: bool,
     timeout: Option<Duration>,
     poll: Duration,
@@ -860,15 +861,15 @@ pub fn lock_fd(
 /// Like [`lock_fd`], calling `progress` with the time waited when the wait starts blocking and
 /// about once a second after.
 pub fn lock_fd_with(
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     shared: bool,
     timeout: Option<Duration>,
     poll: Duration,
     progress: impl FnMut(Duration),
 ) -> Result<Outcome<()>> {
-    let path = fd_path(fd);
-    check_lockable_fd(fd, &path)?;
-    let network = pfs::fs_kind_of_path(Path::new(&format!("/proc/self/fd/{fd}"))).network;
+    let path = fd_file(fd.as_raw_fd());
+    check_lockable_fd(fd.as_raw_fd(), &path)?;
+    let network = pfs::fs_kind(&fd).network;
     let mode = if shared {
         Mode::Shared
     } else {
@@ -882,10 +883,21 @@ pub fn lock_fd_with(
 }
 
 /// Release the lock held through a descriptor.
-pub fn unlock_fd(fd: RawFd) -> Result<()> {
-    let path = fd_path(fd);
-    check_lockable_fd(fd, &path)?;
+pub fn unlock_fd(fd: BorrowedFd<'_>) -> Result<()> {
+    let path = fd_file(fd.as_raw_fd());
+    check_lockable_fd(fd.as_raw_fd(), &path)?;
     lock::unlock(&fd).map_err(|e| Error::io(&path, "cannot unlock", e))
+}
+
+/// A descriptor of our own for descriptor number `number`, which this process inherited
+/// (`exec 9>>lock` in the shell): a close-on-exec duplicate. Locks belong to the open file
+/// description both share, so [`lock_fd`] and [`unlock_fd`] on it lock and unlock `number`.
+/// Fails if `number` is not open, or is open on something that cannot be a lock file (a pipe,
+/// a socket, a device).
+pub fn inherited_fd(number: RawFd) -> Result<OwnedFd> {
+    let path = fd_path(number);
+    check_lockable_fd(number, &path)?;
+    pfs::duplicate(number).map_err(|e| Error::io(&path, "cannot duplicate descriptor", e))
 }
 
 /// That `fd` is open on a regular file or a directory, the only things a lock file can be: a
@@ -907,7 +919,13 @@ fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<()> {
     Err(Error::new(path, ErrorKind::NotFound, cause))
 }
 
-/// A name for a descriptor in messages: the file it refers to, or `fd N`.
+/// A name for a descriptor in messages: the file it is open on (a duplicate's number would
+/// mean nothing to whoever passed the original), or `fd N`.
+fn fd_file(fd: RawFd) -> PathBuf {
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap_or_else(|_| format!("fd {fd}").into())
+}
+
+/// A name for a descriptor number in messages: `fd N (FILE)`, or `fd N`.
 fn fd_path(fd: RawFd) -> PathBuf {
     std::fs::read_link(format!("/proc/self/fd/{fd}"))
         .map(|p| PathBuf::from(format!("fd {fd} ({})", p.display())))

@@ -16,8 +16,8 @@ release on another host may not wake a blocked call); its handler does nothing a
 without `SA_RESTART`, so the call returns `EINTR` and the loop re-checks. The timer keeps firing
 every few milliseconds after it first expires, which closes the window in which a signal arrives
 just before the thread enters the blocking call. Cancellation handlers fire that same timer.
-The handlers and the timer are platform machinery, in [`crate::platform::signal`]; the functions
-a program needs of it are re-exported here.
+The handlers and the timer are platform machinery (the crate's private platform layer); the
+functions a program needs of it are re-exported here.
 */
 
 use std::{
@@ -29,7 +29,7 @@ use std::{
 
 use crate::platform::signal::WakeTimer;
 pub use crate::platform::signal::{
-    cancelled, die_of, install_cancel_handlers, set_child, wake_signal, CANCEL_SIGNALS,
+    cancelled, die_of, ignore_sigpipe, install_cancel_handlers, wake_signal, CANCEL_SIGNALS,
 };
 
 use crate::{

@@ -121,3 +121,36 @@ fn unsafe_code_lives_in_the_platform_layer_only() {
         wrong.join("\n")
     );
 }
+
+#[test]
+fn the_platform_layer_is_private_and_the_api_borrows_descriptors() {
+    let files = tree();
+    let lib = &files.iter().find(|(n, _)| n == "lib.rs").unwrap().1;
+    assert!(
+        lib.lines().any(|l| l.trim() == "pub(crate) mod platform;"),
+        "src/lib.rs must declare `pub(crate) mod platform;`: the platform layer is not API"
+    );
+    // A public function of the library takes a descriptor as `BorrowedFd` (or `impl AsFd`),
+    // never as a bare number that may have been closed and reused; the one exception turns an
+    // inherited number into a descriptor of our own.
+    let mut wrong = Vec::new();
+    for (name, code) in files
+        .iter()
+        .filter(|(n, _)| !n.starts_with("platform/") && !n.starts_with("cli/") && n != "main.rs")
+    {
+        for (i, line) in code.lines().enumerate() {
+            let line = line.trim();
+            if line.starts_with("pub fn")
+                && line.contains("RawFd")
+                && !line.starts_with("pub fn inherited_fd(number: RawFd)")
+            {
+                wrong.push(format!("src/{name}:{}: {line}", i + 1));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "public functions taking raw descriptors:\n{}",
+        wrong.join("\n")
+    );
+}

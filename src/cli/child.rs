@@ -10,12 +10,9 @@ registered), except those that were ignored when fsync started: they stay ignore
 and the command. fsync waits for the child to exit before releasing anything.
 */
 
-use std::{ffi::OsString, io::Write as _, os::unix::process::ExitStatusExt, process::Child};
+use std::{ffi::OsString, io::Write as _, os::unix::process::ExitStatusExt};
 
-use fsync::{
-    platform::process::{self, SpawnError},
-    wait,
-};
+use fsync::command::{self, Running, SpawnError};
 use nix::libc;
 
 use super::{Exit, Failure};
@@ -49,21 +46,13 @@ impl Job<'_> {
         started: impl FnOnce(u32),
         guard: Option<LossGuard<'_>>,
     ) -> Result<Exit, Failure> {
-        let mut child = self.spawn()?;
-        let pid = child.id();
-        // A signal that arrived while we were starting it is forwarded now.
-        if let Some(sig) = wait::set_child(Some(pid as i32)) {
-            process::kill(pid, sig);
-        }
-        started(pid);
+        let child = self.spawn()?;
+        started(child.pid());
         let lost = match guard {
-            Some(g) => watch_lock(pid, g),
+            Some(g) => watch_lock(&child, g),
             None => false,
         };
-        // Unregistered before it is reaped: no signal is ever forwarded to a recycled pid.
-        let status = process::wait_for_exit(&mut child, || {
-            wait::set_child(None);
-        });
+        let status = child.wait();
         if lost {
             return Ok(Exit::LOCK_LOST);
         }
@@ -75,14 +64,14 @@ impl Job<'_> {
         })
     }
 
-    fn spawn(&self) -> Result<Child, Failure> {
+    fn spawn(&self) -> Result<Running, Failure> {
         // Into our own environment, which the child inherits as it is: `Command::envs` would
         // copy the whole environment into a map and back (a tenth of a short run's
         // instructions). This process is single-threaded here and only waits from now on.
         for (k, v) in &self.env {
             std::env::set_var(k, v);
         }
-        process::spawn(self.argv).map_err(|e| {
+        command::spawn(self.argv).map_err(|e| {
             let (exit, cause) = match e {
                 SpawnError::NotFound => (Exit::COMMAND_NOT_FOUND, "command not found".to_string()),
                 SpawnError::CannotExecute(e)
@@ -161,8 +150,8 @@ impl LossArgs {
 /// Until the child exits (seen on a pidfd, so no exit is noticed late), check the lock every
 /// `guard.every`; on a loss say so and act. Returns whether the lock was lost and the command
 /// stopped for it.
-fn watch_lock(pid: u32, mut guard: LossGuard<'_>) -> bool {
-    let Some(pidfd) = process::PidFd::open(pid) else {
+fn watch_lock(child: &Running, mut guard: LossGuard<'_>) -> bool {
+    let Some(pidfd) = child.exit_watch() else {
         return false; // an old kernel: no checking, as on a local file system
     };
     while !pidfd.exited_within(guard.every) {
@@ -181,12 +170,12 @@ fn watch_lock(pid: u32, mut guard: LossGuard<'_>) -> bool {
                 return false;
             }
             OnLost::Term => {
-                process::kill(pid, libc::SIGTERM);
+                child.signal(libc::SIGTERM);
                 if !pidfd.exited_within(GRACE) {
-                    process::kill(pid, libc::SIGKILL);
+                    child.signal(libc::SIGKILL);
                 }
             }
-            OnLost::Kill => process::kill(pid, libc::SIGKILL),
+            OnLost::Kill => child.signal(libc::SIGKILL),
         }
         return true;
     }

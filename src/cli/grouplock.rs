@@ -128,6 +128,18 @@ pub fn run(cmd: GroupLockCommand) -> VerbResult {
 
 fn run_command(a: RunArgs) -> VerbResult {
     let lock = GroupLock::new(&a.lock).poll_interval(a.wait.poll);
+    // The library would refuse a different cap too (and does, if one is set meanwhile); here
+    // the refusal speaks of the option the user gave.
+    if let (Some(given), Some(in_force)) = (a.max, lock.cap(&a.group)?) {
+        if given != in_force {
+            let why = format!(
+                "group '{}' runs under --max {in_force} (its cap), not {given}: give \
+                 --max {in_force}, or leave --max out",
+                a.group
+            );
+            return Err(fsync::Error::new(&a.lock, fsync::ErrorKind::Invalid, why).into());
+        }
+    }
     let what = format!("{} as group {}", a.lock.display(), a.group);
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| inside_text(&a.lock));
     let outcome = lock.enter_with(&a.group, a.max, a.wait.timeout(), |_| progress.waiting())?;

@@ -3,7 +3,7 @@
 and watch a lock. The protocol is in the library's `mutex` module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf};
+use std::{ffi::OsString, io::Write, os::fd::AsFd, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
@@ -289,7 +289,8 @@ pub fn run(cmd: MutexCommand) -> VerbResult {
         Verb::Run(a) => run_command(a),
         Verb::Lock(a) => lock_fd(a),
         Verb::Unlock(a) => {
-            mutex::unlock_fd(a.fd.or(a.fd_number).unwrap_or_default())?;
+            let fd = mutex::inherited_fd(a.fd.or(a.fd_number).unwrap_or_default())?;
+            mutex::unlock_fd(fd.as_fd())?;
             Ok(Exit::OK)
         }
         Verb::Status(a) => status(a),
@@ -454,9 +455,14 @@ fn lock_fd(a: LockArgs) -> VerbResult {
     };
     let mut progress =
         Progress::new(&a.wait, what.clone()).holder(|| file.as_deref().and_then(holder_of));
-    let outcome = mutex::lock_fd_with(fd, a.shared, a.wait.timeout(), a.wait.poll, |_| {
-        progress.waiting()
-    })?;
+    let inherited = mutex::inherited_fd(fd)?;
+    let outcome = mutex::lock_fd_with(
+        inherited.as_fd(),
+        a.shared,
+        a.wait.timeout(),
+        a.wait.poll,
+        |_| progress.waiting(),
+    )?;
     progress.settle(outcome, |()| format!("acquired {what}"))?;
     Ok(Exit::OK)
 }

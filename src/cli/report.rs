@@ -230,7 +230,7 @@ fn fit(line: &str, width: usize) -> String {
 }
 
 fn terminal_width() -> Option<usize> {
-    fsync::platform::procinfo::terminal_width(&std::io::stderr())
+    terminal_size::terminal_size_of(std::io::stderr()).map(|(w, _)| usize::from(w.0))
 }
 
 /// "held by pid 12 (command pid 13) on host: cmd, since ... (3.1s ago)", for `-v`.

@@ -20,13 +20,9 @@ else's data.
 */
 
 use std::{
-    ffi::OsStr,
     fs::File,
     io,
-    os::{
-        fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
-        unix::ffi::OsStrExt,
-    },
+    os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
     path::{Path, PathBuf},
 };
 
@@ -127,12 +123,6 @@ impl Dir {
         })
     }
 
-    /// An error that names a pinned path of ours (see [`pinned`](Self::pinned)) with the
-    /// path the user knows instead.
-    pub fn unpin(&self, e: Error) -> Error {
-        e.reroot(&self.pinned(), &self.path)
-    }
-
     /// The path the user named, for messages.
     pub fn path(&self) -> &Path {
         &self.path
@@ -156,11 +146,6 @@ impl Dir {
 
     fn raw(&self) -> Option<RawFd> {
         Some(self.fd.as_raw_fd())
-    }
-
-    /// The directory's own status.
-    pub fn stat_self(&self) -> io::Result<FileStat> {
-        stat::fstat(self.fd.as_raw_fd()).map_err(io::Error::from)
     }
 
     /// An entry's status, not following a link.
@@ -385,12 +370,6 @@ impl Dir {
         }
         Ok(out)
     }
-}
-
-/// A name for an entry, safe to join: one component, never `.` or `..`.
-pub fn is_plain_name(name: &OsStr) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty() && b != b"." && b != b".." && !b.contains(&b'/')
 }
 
 #[cfg(test)]

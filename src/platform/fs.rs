@@ -391,14 +391,22 @@ pub fn set_mode(file: &File, mode: u32) {
     let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
 }
 
-/// `rename(2)`, retried on `EINTR`.
-pub fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
-    super::retrying(|| std::fs::rename(from.as_ref(), to.as_ref()))
-}
-
 /// `unlink(2)`, retried on `EINTR`.
 pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
     super::retrying(|| std::fs::remove_file(path.as_ref()))
+}
+
+/// A descriptor of our own for the open file description behind descriptor number `number`
+/// (one this process inherited: `exec 9>>lock` in the shell): a close-on-exec duplicate. Locks
+/// taken with `flock(2)` or OFD `fcntl(2)` belong to the description, so they are shared with
+/// `number` and outlive the duplicate.
+pub fn duplicate(number: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    // The lowest free descriptor from 3 on: never one of the standard three.
+    // SAFETY: F_DUPFD_CLOEXEC reads no memory; it fails with EBADF if `number` is not open.
+    let fd =
+        super::retrying(|| super::cvt(unsafe { libc::fcntl(number, libc::F_DUPFD_CLOEXEC, 3) }))?;
+    // SAFETY: a descriptor the kernel just gave us, owned by nobody else.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]

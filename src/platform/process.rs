@@ -109,6 +109,7 @@ pub fn wait_for_exit(child: &mut Child, before_reap: impl FnOnce()) -> io::Resul
 }
 
 /// A pidfd of a child: lets us wait for its exit with a timeout.
+#[derive(Debug)]
 pub struct PidFd(OwnedFd);
 
 impl PidFd {

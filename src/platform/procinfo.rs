@@ -257,20 +257,6 @@ fn proc_locks_key(dev: u64, ino: u64) -> String {
     format!("{major:02x}:{minor:02x}:{ino}")
 }
 
-/// The width in columns of the terminal `fd` is open on, if it is one.
-pub fn terminal_width(fd: &impl std::os::fd::AsRawFd) -> Option<usize> {
-    use nix::libc;
-    let mut size = libc::winsize {
-        ws_row: 0,
-        ws_col: 0,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCGWINSZ writes one winsize into the struct we pass, which outlives the call.
-    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut size) };
-    (r == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

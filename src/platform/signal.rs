@@ -52,7 +52,7 @@ pub fn cancelled() -> Option<i32> {
 pub const CANCEL_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 /// Make INT, TERM, HUP and QUIT cancel waits (outcome `Interrupted`) instead of killing the
-/// process, and forward them to the child registered with [`set_child`] while one runs.
+/// process, and forward them to the child registered by [`crate::command::spawn`] while one runs.
 /// For programs (the CLI), not libraries: it replaces the process's handlers.
 ///
 /// A signal that is ignored when this is called stays ignored, as the Unix convention wants

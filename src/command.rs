@@ -1,0 +1,118 @@
+/*!
+Running a command under a lock, as the shell would run it.
+
+[`spawn`] starts `argv` with the shell's rules: a name without `/` is looked up on `PATH` (the
+first executable regular file wins; a match that is not executable means "cannot execute", none
+at all "not found"), and an executable file the kernel cannot run (a script without `#!`) runs
+under `/bin/sh`, as execvp(3), env(1) and every shell run it. The command inherits the process's
+environment and descriptors, so a lock held through a descriptor without close-on-exec stays
+held for as long as the command (or anything it leaves running) keeps it.
+
+While a [`Running`] command exists, the cancellation signals the program asked for
+([`install_cancel_handlers`](crate::wait::install_cancel_handlers)) are forwarded to it instead
+of cancelling a wait; [`Running::wait`] stops forwarding before the child is reaped, so a signal
+is never sent to a recycled pid. One command at a time per process is forwarded to.
+
+```no_run
+# fn main() -> Result<(), Box<dyn std::error::Error>> {
+let lock = fsync::Mutex::new("/tmp/nightly.lck");
+let _guard = lock.try_acquire()?.ok_or("another run is going on")?;
+let status = fsync::command::spawn(&["make", "nightly"])?.wait()?;
+println!("make: {status}");
+# Ok(())
+# }
+```
+*/
+
+use std::{ffi::OsStr, fmt, io, process::ExitStatus, time::Duration};
+
+use crate::platform::{process, signal};
+
+/// Why a command could not be started.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// Not found on `PATH` (or an empty name): the shell's 127.
+    NotFound,
+    /// Found, but it cannot be executed (permission, format): the shell's 126.
+    CannotExecute(io::Error),
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpawnError::NotFound => f.write_str("command not found"),
+            SpawnError::CannotExecute(e) => write!(f, "cannot execute: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
+/// A command started by [`spawn`], not yet waited for.
+#[derive(Debug)]
+pub struct Running {
+    child: std::process::Child,
+}
+
+/// Start `argv` (`argv[0]` the program) with the environment the process has now, and forward
+/// cancellation signals to it until [`Running::wait`]. A signal that arrived while it was being
+/// started is forwarded at once.
+///
+/// # Panics
+///
+/// If `argv` is empty.
+pub fn spawn(argv: &[impl AsRef<OsStr>]) -> Result<Running, SpawnError> {
+    let child = process::spawn(argv)?;
+    let pid = child.id();
+    if let Some(sig) = signal::set_child(Some(pid as i32)) {
+        process::kill(pid, sig);
+    }
+    Ok(Running { child })
+}
+
+impl From<process::SpawnError> for SpawnError {
+    fn from(e: process::SpawnError) -> SpawnError {
+        match e {
+            process::SpawnError::NotFound => SpawnError::NotFound,
+            process::SpawnError::CannotExecute(e) => SpawnError::CannotExecute(e),
+        }
+    }
+}
+
+impl Running {
+    /// The command's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Send signal `sig` to the command (ignored if it has exited already).
+    pub fn signal(&self, sig: i32) {
+        process::kill(self.pid(), sig);
+    }
+
+    /// A way to wait for the command's exit with a timeout, while it still runs; `None` on
+    /// kernels without pidfds (before Linux 5.3).
+    pub fn exit_watch(&self) -> Option<ExitWatch> {
+        process::PidFd::open(self.pid()).map(ExitWatch)
+    }
+
+    /// Wait until the command exits and return its status. Signals are no longer forwarded to
+    /// it once it has exited, before its pid is released.
+    pub fn wait(mut self) -> io::Result<ExitStatus> {
+        process::wait_for_exit(&mut self.child, || {
+            signal::set_child(None);
+        })
+    }
+}
+
+/// Waits for a [`Running`] command's exit with a timeout (see [`Running::exit_watch`]).
+#[derive(Debug)]
+pub struct ExitWatch(process::PidFd);
+
+impl ExitWatch {
+    /// Whether the command exits within `timeout` (`Duration::MAX`: for ever). A signal that
+    /// interrupts the wait counts as "not yet".
+    pub fn exited_within(&self, timeout: Duration) -> bool {
+        self.0.exited_within(timeout)
+    }
+}
