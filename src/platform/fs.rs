@@ -18,12 +18,11 @@ a shared directory must not make us create a file somewhere else.
 */
 
 use std::{
-    ffi::CString,
     fs::File,
     io,
     os::{
-        fd::AsRawFd,
-        unix::{ffi::OsStrExt, fs::OpenOptionsExt, fs::PermissionsExt},
+        fd::{AsRawFd, BorrowedFd},
+        unix::{fs::OpenOptionsExt, fs::PermissionsExt},
     },
     path::Path,
 };
@@ -92,6 +91,10 @@ pub fn open_lock_file(path: &Path, purpose: Purpose) -> Result<(File, Access)> {
 /// Open (creating if missing) a lock file that only fsync makes, inside a primitive's
 /// directory: like [`open_lock_file`], but a symbolic link is never followed, even to an
 /// existing file, and a FIFO or device is refused without blocking.
+///
+/// Not built on [`open_existing`]: that one never creates, falls back to read-only on more
+/// errors (`ETXTBSY`, `EISDIR`), follows a link when asked and words its errors as opening, not
+/// creating; sharing it would change what this reports.
 pub fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
     let nofollow = libc::O_NOFOLLOW;
     let opened = match open(path, libc::O_RDWR | libc::O_CREAT | nofollow) {
@@ -317,17 +320,26 @@ pub struct FsKind {
 }
 
 /// Classify the file system of `file` by its `statfs` magic number.
-pub fn fs_kind(file: &impl std::os::fd::AsRawFd) -> FsKind {
-    // SAFETY: statfs is plain data, for which all-zero bytes are a valid value.
-    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: fstatfs writes into the buffer we own; the descriptor is open.
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut buf) } != 0 {
-        return FsKind {
-            name: "unknown",
-            network: false,
-        };
+pub fn fs_kind(file: &impl AsRawFd) -> FsKind {
+    let unknown = FsKind {
+        name: "unknown",
+        network: false,
+    };
+    // Callers pass raw descriptors too (a guard's), hence `AsRawFd` and a borrow below; -1
+    // (never open, and not representable as a `BorrowedFd`) fails like any bad descriptor.
+    let raw = file.as_raw_fd();
+    if raw < 0 {
+        return unknown;
     }
-    classify(buf.f_type as i64)
+    // SAFETY: not negative (checked above); `file` is borrowed for the whole call and callers
+    // pass a descriptor they hold open. The borrow lives only for the one fstatfs, which only
+    // reads the statistics of the descriptor's file system (a descriptor closed by mistake
+    // would give EBADF: "unknown").
+    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+    match nix::sys::statfs::fstatfs(fd) {
+        Ok(st) => classify(magic(&st)),
+        Err(_) => unknown,
+    }
 }
 
 /// Classify the file system that holds `path` (or its parent, if it does not exist yet).
@@ -342,22 +354,20 @@ pub fn fs_kind_of_path(path: &Path) -> FsKind {
     } else {
         probe
     };
-    let Ok(c) = CString::new(probe.as_os_str().as_bytes()) else {
-        return FsKind {
+    // A path with a NUL byte in it fails (EINVAL) like any other error: "unknown".
+    match nix::sys::statfs::statfs(probe) {
+        Ok(st) => classify(magic(&st)),
+        Err(_) => FsKind {
             name: "unknown",
             network: false,
-        };
-    };
-    // SAFETY: statfs is plain data, for which all-zero bytes are a valid value.
-    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and a buffer we own.
-    if unsafe { libc::statfs(c.as_ptr(), &mut buf) } != 0 {
-        return FsKind {
-            name: "unknown",
-            network: false,
-        };
+        },
     }
-    classify(buf.f_type as i64)
+}
+
+/// The magic number of a `statfs` result (`f_type`), whose C type depends on the target.
+#[allow(clippy::unnecessary_cast)] // i64 here; u32 on s390x, c_ulong with musl
+fn magic(st: &nix::sys::statfs::Statfs) -> i64 {
+    st.filesystem_type().0 as i64
 }
 
 fn classify(magic: i64) -> FsKind {

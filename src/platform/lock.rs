@@ -13,7 +13,11 @@ file, because NFS and FUSE emulate `flock` as a whole-file POSIX lock and the tw
 
 use std::{io, os::fd::AsRawFd};
 
-use nix::libc;
+use nix::{
+    errno::Errno,
+    fcntl::{fcntl, FcntlArg, FdFlag},
+    libc,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -23,6 +27,9 @@ pub enum Mode {
 
 /// Try to take the lock. `Ok(true)`: held; `Ok(false)`: someone else holds it (only when not
 /// blocking); `Err` with `Interrupted` when a blocking call was interrupted by a signal.
+///
+/// Raw `flock(2)`: nix 0.29 deprecates its `flock` function, and its `Flock` type takes the
+/// file over and unlocks on drop, whereas the descriptors locked here belong to the caller.
 pub fn flock(fd: &impl AsRawFd, mode: Mode, block: bool) -> io::Result<bool> {
     let mut op = match mode {
         Mode::Shared => libc::LOCK_SH,
@@ -63,15 +70,11 @@ pub fn unlock(fd: &impl AsRawFd) -> io::Result<()> {
 /// Let (or stop) a descriptor survive `exec`, to pass a lock down to a child on purpose.
 pub fn set_inheritable(fd: &impl AsRawFd, inherit: bool) -> io::Result<()> {
     let raw = fd.as_raw_fd();
-    // SAFETY: fcntl flag manipulation on an open descriptor.
-    let flags = super::retrying(|| super::cvt(unsafe { libc::fcntl(raw, libc::F_GETFD) }))?;
-    let flags = if inherit {
-        flags & !libc::FD_CLOEXEC
-    } else {
-        flags | libc::FD_CLOEXEC
-    };
-    // SAFETY: as above.
-    super::retrying(|| super::cvt(unsafe { libc::fcntl(raw, libc::F_SETFD, flags) }))?;
+    let flags = super::retrying(|| fcntl(raw, FcntlArg::F_GETFD).map_err(io::Error::from))?;
+    // Keep whatever other bits the kernel reports, as the C idiom `flags & ~FD_CLOEXEC` does.
+    let mut flags = FdFlag::from_bits_retain(flags);
+    flags.set(FdFlag::FD_CLOEXEC, !inherit);
+    super::retrying(|| fcntl(raw, FcntlArg::F_SETFD(flags)).map_err(io::Error::from))?;
     Ok(())
 }
 
@@ -94,21 +97,19 @@ pub fn ofd_lock(
     fl.l_whence = libc::SEEK_SET as libc::c_short;
     fl.l_start = i64::try_from(start).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
     fl.l_len = i64::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
-    let cmd = if block {
-        libc::F_OFD_SETLKW
-    } else {
-        libc::F_OFD_SETLK
-    };
     loop {
-        // SAFETY: fcntl with a valid flock struct on a descriptor the caller keeps open.
-        if unsafe { libc::fcntl(fd.as_raw_fd(), cmd, &fl) } == 0 {
-            return Ok(true);
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EAGAIN | libc::EACCES) if !block => return Ok(false),
-            Some(libc::EINTR) if !block => continue,
-            _ => return Err(err),
+        // A blocking request is not retried on EINTR (nix's `fcntl` does not either): the
+        // caller sees `Interrupted`, which is how the wait core ends it.
+        let arg = if block {
+            FcntlArg::F_OFD_SETLKW(&fl)
+        } else {
+            FcntlArg::F_OFD_SETLK(&fl)
+        };
+        match fcntl(fd.as_raw_fd(), arg) {
+            Ok(_) => return Ok(true),
+            Err(Errno::EAGAIN | Errno::EACCES) if !block => return Ok(false),
+            Err(Errno::EINTR) if !block => continue,
+            Err(e) => return Err(io::Error::from(e)),
         }
     }
 }

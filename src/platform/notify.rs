@@ -53,7 +53,8 @@ enum Backend {
 }
 
 /// dnotify, where the `fcntl` values are the asm-generic ones (they are not in the `libc` crate
-/// for glibc targets; from `<linux/fcntl.h>`).
+/// for glibc targets; from `<linux/fcntl.h>`). Raw `fcntl`: nix's `FcntlArg` has no
+/// `F_NOTIFY`, `F_SETSIG` or `F_SETOWN_EX`.
 #[cfg(any(
     target_arch = "x86_64",
     target_arch = "x86",
@@ -94,8 +95,7 @@ mod dn {
         let mask = DN_CREATE | DN_DELETE | DN_RENAME | DN_MODIFY | DN_ATTRIB | DN_MULTISHOT;
         let owner = FOwnerEx {
             kind: F_OWNER_TID,
-            // SAFETY: gettid has no preconditions.
-            pid: unsafe { libc::gettid() },
+            pid: nix::unistd::gettid().as_raw(),
         };
         let call = |f: &dyn Fn() -> libc::c_int| {
             crate::platform::retrying(|| crate::platform::cvt(f())).map(drop)
@@ -237,6 +237,9 @@ impl DirWatch {
 /// Sleep until a wake signal is handled (or `limit` passes), unless one was handled since
 /// `seen` last moved; `true` if one was. The signal is blocked from the look at the count to
 /// the sleep, so none slips in between.
+///
+/// Raw libc rather than nix's `SigSet`, `pthread_sigmask` and `ppoll`: the wake signal is a
+/// real-time one, which nix 0.29's `Signal` (and so every safe `SigSet` method) cannot name.
 fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
     let sig = crate::platform::signal::wake_signal();
     // SAFETY: sigset and sigmask calls on sets we own; ppoll with no descriptors only sleeps.

@@ -24,7 +24,11 @@ use std::{
     time::Duration,
 };
 
-use nix::libc;
+use nix::{
+    libc,
+    sys::signal::{kill, Signal},
+    unistd::Pid,
+};
 
 /// How soon a missed timer signal is repeated; bounds timeout inaccuracy in the worst case.
 const RETRY: Duration = Duration::from_millis(5);
@@ -68,7 +72,8 @@ pub fn install_cancel_handlers() {
     });
 }
 
-/// Whether `sig`'s disposition is SIG_IGN.
+/// Whether `sig`'s disposition is SIG_IGN. Raw `sigaction`: nix has no safe way to query a
+/// disposition (its `sigaction` always installs one).
 fn is_ignored(sig: i32) -> bool {
     // SAFETY: querying a disposition (a null new action) into a zeroed struct we own.
     unsafe {
@@ -83,14 +88,14 @@ fn is_ignored(sig: i32) -> bool {
 /// unblocked and raised; no core is dumped for it (the core would be ours, not that of the
 /// process that crashed). Returns only if the signal's default action does not end a process.
 pub fn die_of(sig: i32) {
-    // SAFETY: plain system calls on our own process; no handler code is installed.
+    // Failures are ignored, as before: at worst a core is dumped.
+    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+    let _ = nix::sys::prctl::set_dumpable(false);
+    // Raw libc for the rest: `sig` may be a real-time signal (a command that died of
+    // SIGRTMIN+n), which nix 0.29's `Signal` cannot name; nix's `signal` is not a safe fn either.
+    // SAFETY: plain system calls on our own process on a set we own; restoring the default
+    // action installs no handler code.
     unsafe {
-        let no_core = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         libc::signal(sig, libc::SIG_DFL);
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
@@ -122,8 +127,11 @@ extern "C" fn on_cancel(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
         // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
         let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
         if !from_kernel {
-            // SAFETY: kill is async-signal-safe.
-            unsafe { libc::kill(child, sig) };
+            // Only installed for CANCEL_SIGNALS, which `Signal` names; the conversion is a
+            // plain `match` and nix's `kill` the bare system call: async-signal-safe.
+            if let Ok(sig) = Signal::try_from(sig) {
+                let _ = kill(Pid::from_raw(child), sig);
+            }
         }
         return;
     }
@@ -161,6 +169,8 @@ pub(crate) fn install_wake_handler() {
     WAKE_INSTALLED.call_once(|| install(wake_signal(), on_wake as *const () as usize, 0));
 }
 
+/// Raw `sigaction`: nix's is not a safe fn either, and its `Signal` cannot name the real-time
+/// [`wake_signal`].
 fn install(sig: i32, handler: usize, flags: i32) {
     // SAFETY: a zeroed sigaction with a valid handler and an empty mask; no SA_RESTART, so
     // blocking calls return EINTR.
@@ -192,6 +202,11 @@ fn spec(first: Option<Duration>) -> libc::itimerspec {
 }
 
 /// A POSIX timer that signals the current thread; deleted (with any pending signal) on drop.
+///
+/// Raw `timer_*` calls rather than nix's `Timer`: its `SigevNotify::SigevThreadId` takes a
+/// `Signal`, which cannot name the real-time [`wake_signal`]; and the cancel handler re-arms the
+/// active timer through the bare `timer_t` in `ACTIVE_TIMER`, which `Timer` does not expose (its
+/// `set` also wants `&mut`, which a handler cannot have without aliasing the owner's).
 pub(crate) struct WakeTimer {
     id: libc::timer_t,
     registered: bool,
@@ -200,12 +215,13 @@ pub(crate) struct WakeTimer {
 impl WakeTimer {
     pub(crate) fn new() -> io::Result<WakeTimer> {
         install_wake_handler();
+        let tid = nix::unistd::gettid().as_raw();
         // SAFETY: a zeroed sigevent filled in for SIGEV_THREAD_ID delivery to this thread.
         let id = unsafe {
             let mut sev: libc::sigevent = std::mem::zeroed();
             sev.sigev_notify = libc::SIGEV_THREAD_ID;
             sev.sigev_signo = wake_signal();
-            sev.sigev_notify_thread_id = libc::gettid();
+            sev.sigev_notify_thread_id = tid;
             let mut id: libc::timer_t = ptr::null_mut();
             if libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut id) != 0 {
                 return Err(io::Error::last_os_error());
@@ -243,6 +259,7 @@ impl Drop for WakeTimer {
 /// instead of killing it. Commands started later inherit it only if they do not reset it (std's
 /// `Command` resets SIGPIPE to the default in the child).
 pub fn ignore_sigpipe() {
+    // Raw libc: nix's `signal` is not a safe fn either, so using it would gain nothing.
     // SAFETY: setting a disposition to SIG_IGN installs no handler code.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
