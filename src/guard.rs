@@ -7,7 +7,7 @@ a long command checks now and then; every guard's `loss_check()` gives that chec
 needed, and `None` elsewhere.
 */
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use crate::platform::{
     fs as pfs,
@@ -24,11 +24,17 @@ pub struct LossCheck {
 impl LossCheck {
     /// The check for a lock held through `file` in `mode`, if `file` lies on a network file
     /// system.
-    pub(crate) fn of(file: &impl AsRawFd, mode: Mode) -> Option<LossCheck> {
+    pub(crate) fn of(file: &(impl AsFd + AsRawFd), mode: Mode) -> Option<LossCheck> {
         pfs::fs_kind(file).network.then(|| LossCheck {
             fd: file.as_raw_fd(),
             mode,
         })
+    }
+
+    /// The check for a lock held through descriptor `fd` (which may be inherited from an
+    /// ancestor that holds it, for a nested guard), if `network`.
+    pub(crate) fn on(network: bool, fd: RawFd, mode: Mode) -> Option<LossCheck> {
+        network.then_some(LossCheck { fd, mode })
     }
 
     /// Whether the lock is still ours: the descriptor still works, and a non-blocking re-lock

@@ -530,7 +530,8 @@ impl MutexGuard {
             nested_fd: Some(fd),
             delete: false,
             record: OwnRecord::none(fence),
-            network: false,
+            // The ancestor's descriptor, named through /proc: the file system of its file.
+            network: pfs::fs_kind_of_path(Path::new(&format!("/proc/self/fd/{fd}"))).network,
             keep_fence: false,
             in_process: None,
         }
@@ -567,7 +568,8 @@ impl MutexGuard {
     /// On a network file system, the check that the lock is still ours (through an
     /// ancestor's descriptor for a nested guard).
     pub fn loss_check(&self) -> Option<crate::LossCheck> {
-        crate::LossCheck::of(&self.raw_fd(), Mode::Exclusive)
+        // Whether the file system is a network one was learnt when the lock was taken.
+        crate::LossCheck::on(self.network, self.raw_fd(), Mode::Exclusive)
     }
 
     /// The descriptor that holds the lock.

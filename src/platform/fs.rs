@@ -21,7 +21,7 @@ use std::{
     fs::File,
     io,
     os::{
-        fd::{AsRawFd, BorrowedFd},
+        fd::{AsFd, AsRawFd},
         unix::{fs::OpenOptionsExt, fs::PermissionsExt},
     },
     path::Path,
@@ -320,25 +320,13 @@ pub struct FsKind {
 }
 
 /// Classify the file system of `file` by its `statfs` magic number.
-pub fn fs_kind(file: &impl AsRawFd) -> FsKind {
-    let unknown = FsKind {
-        name: "unknown",
-        network: false,
-    };
-    // Callers pass raw descriptors too (a guard's), hence `AsRawFd` and a borrow below; -1
-    // (never open, and not representable as a `BorrowedFd`) fails like any bad descriptor.
-    let raw = file.as_raw_fd();
-    if raw < 0 {
-        return unknown;
-    }
-    // SAFETY: not negative (checked above); `file` is borrowed for the whole call and callers
-    // pass a descriptor they hold open. The borrow lives only for the one fstatfs, which only
-    // reads the statistics of the descriptor's file system (a descriptor closed by mistake
-    // would give EBADF: "unknown").
-    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
-    match nix::sys::statfs::fstatfs(fd) {
+pub fn fs_kind(file: &impl AsFd) -> FsKind {
+    match nix::sys::statfs::fstatfs(file) {
         Ok(st) => classify(magic(&st)),
-        Err(_) => unknown,
+        Err(_) => FsKind {
+            name: "unknown",
+            network: false,
+        },
     }
 }
 

@@ -119,10 +119,7 @@ pub fn ofd_lock(
 /// hold it; it fails once another holder has it, and a file server that dropped our locks
 /// answers EBADFD, EIO or ESTALE). For lock-loss detection on network file systems.
 pub fn still_held(fd: std::os::fd::RawFd, mode: Mode) -> bool {
-    if nix::sys::stat::fstat(fd).is_err() {
-        return false;
-    }
-    // SAFETY: fstat proved the descriptor open; we only borrow it for the call.
-    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    matches!(flock(&borrowed, mode, false), Ok(true))
+    // A closed descriptor fails the fstat (EBADF), which flock would not tell from a lock it
+    // could not take.
+    nix::sys::stat::fstat(fd).is_ok() && matches!(flock(&fd, mode, false), Ok(true))
 }
