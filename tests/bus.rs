@@ -76,7 +76,7 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 fn base64_decode(text: &str) -> Vec<u8> {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     assert!(
-        text.len() % 4 == 0,
+        text.len().is_multiple_of(4),
         "base64 of a length not a multiple of 4: {text:?}"
     );
     let mut out = Vec::new();
