@@ -19,6 +19,9 @@ _fsync() {
             fsync,bus)
                 cmd="fsync__subcmd__bus"
                 ;;
+            fsync,completions)
+                cmd="fsync__subcmd__completions"
+                ;;
             fsync,doctor)
                 cmd="fsync__subcmd__doctor"
                 ;;
@@ -33,6 +36,9 @@ _fsync() {
                 ;;
             fsync,help)
                 cmd="fsync__subcmd__help"
+                ;;
+            fsync,man)
+                cmd="fsync__subcmd__man"
                 ;;
             fsync,msg)
                 cmd="fsync__subcmd__msg"
@@ -175,6 +181,9 @@ _fsync() {
             fsync__subcmd__help,bus)
                 cmd="fsync__subcmd__help__subcmd__bus"
                 ;;
+            fsync__subcmd__help,completions)
+                cmd="fsync__subcmd__help__subcmd__completions"
+                ;;
             fsync__subcmd__help,doctor)
                 cmd="fsync__subcmd__help__subcmd__doctor"
                 ;;
@@ -189,6 +198,9 @@ _fsync() {
                 ;;
             fsync__subcmd__help,help)
                 cmd="fsync__subcmd__help__subcmd__help"
+                ;;
+            fsync__subcmd__help,man)
+                cmd="fsync__subcmd__help__subcmd__man"
                 ;;
             fsync__subcmd__help,msg)
                 cmd="fsync__subcmd__help__subcmd__msg"
@@ -410,7 +422,7 @@ _fsync() {
 
     case "${cmd}" in
         fsync)
-            opts="-h -V --help --version mutex group event msg bus swmr sem grouplock doctor help"
+            opts="-h -V --help --version mutex group event msg bus swmr sem grouplock doctor completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -674,6 +686,20 @@ _fsync() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__completions)
+            opts="-h -V --help --version bash elvish fish powershell zsh"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;
@@ -1266,7 +1292,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help)
-            opts="mutex group event msg bus swmr sem grouplock doctor help"
+            opts="mutex group event msg bus swmr sem grouplock doctor completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1366,6 +1392,20 @@ _fsync() {
         fsync__subcmd__help__subcmd__bus__subcmd__send)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1588,6 +1628,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__man)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1842,6 +1896,20 @@ _fsync() {
         fsync__subcmd__help__subcmd__swmr__subcmd__write)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__man)
+            opts="-h -V --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -17,6 +17,7 @@ mod group;
 mod grouplock;
 mod harness;
 mod msg;
+mod packaging;
 mod mutex;
 mod netfs;
 mod range;

@@ -4,7 +4,6 @@ into the ENVIRONMENT section of the man pages that concern each.
 */
 
 /// (variable, the man pages it concerns (by name prefix), meaning).
-#[cfg_attr(not(test), allow(dead_code))] // rendered into the man pages by the generator
 pub const TABLE: &[(&str, &[&str], &str)] = &[
     (
         "FSYNC_FENCE",

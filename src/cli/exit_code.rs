@@ -77,7 +77,6 @@ impl Exit {
 }
 
 /// The EXIT STATUS table of the man pages: (code, meaning).
-#[cfg_attr(not(test), allow(dead_code))] // rendered into the man pages by the generator
 pub const TABLE: &[(&str, &str)] = &[
     ("the command's own", "run and join verbs exit with the status of COMMAND; if COMMAND dies of signal N, fsync dies of N too once it has released everything, which the shell shows as 128+N"),
     ("0", "success; for predicate verbs (status, empty): free, empty or signalled"),

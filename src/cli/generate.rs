@@ -1,10 +1,11 @@
 /*!
-Man pages and shell completions, generated from the clap definition in this module and checked
-in under `man/` and `completions/`, so that a packager needs neither a build script nor a run of
-the binary, and the shipped binary carries no generator.
+Man pages and shell completions, generated from the clap definition: at run time by
+`fsync man [DIR]` and `fsync completions SHELL` (so an installed binary installs its own pages
+and completions, as rg, fd and just do), and checked in under `man/` and `completions/`, so that
+a packager needs neither a build script nor a run of the binary.
 
-Generation runs only in tests: `generated_files_are_current` renders every file in memory and
-fails when a checked-in file differs from it; `FSYNC_BLESS=1 cargo test generated` rewrites them.
+`generated_files_are_current` renders every file in memory and fails when a checked-in file
+differs from it; `FSYNC_BLESS=1 cargo test generated` rewrites them.
 
 Each command gets a page named like git's (`fsync-mutex-run.1`): clap_mangen's NAME, SYNOPSIS,
 DESCRIPTION, OPTIONS and SUBCOMMANDS, then our ENVIRONMENT (from [`environment::TABLE`]), EXIT
@@ -15,9 +16,8 @@ subcommand, have no place in them. Nothing depends on the date or the machine.
 */
 
 use std::{
-    collections::BTreeMap,
-    fmt::Write as _,
     fs,
+    io::Write as _,
     path::{Path, PathBuf},
 };
 
@@ -28,34 +28,105 @@ use clap_mangen::{
     Man,
 };
 
-use super::{environment, exit_code, Cli};
+use super::{environment, exit_code, Cli, Exit, VerbResult};
+
+pub const COMPLETIONS_ABOUT: &str = "Print the completion script for a shell";
+
+pub const COMPLETIONS_LONG: &str = "\
+Print the completion script for SHELL on standard output, generated from the command line \
+fsync itself parses, so it always matches this version. Install it where the shell looks for \
+completions (see the examples), or load it in the shell's start-up file.";
+
+pub const COMPLETIONS_EXAMPLES: &str = "\
+Examples:
+  # bash, for the current user (bash-completion 2.x)
+  mkdir -p ~/.local/share/bash-completion/completions
+  fsync completions bash > ~/.local/share/bash-completion/completions/fsync
+
+  # zsh: a directory on $fpath
+  fsync completions zsh > ~/.zfunc/_fsync
+
+  # fish
+  fsync completions fish > ~/.config/fish/completions/fsync.fish";
+
+pub const MAN_ABOUT: &str = "Write the manual pages, or print fsync(1)";
+
+pub const MAN_LONG: &str = "\
+Without DIR, print the manual page fsync(1) on standard output (roff, for man -l -). With DIR, \
+write every manual page, one per command (fsync-mutex-run.1 and so on), into DIR/man1, \
+creating it if needed, replacing pages already there: DIR becomes a directory man(1) can search \
+(man -M DIR, or MANPATH). The pages are generated from the command line fsync itself parses, \
+so they always match this version.";
+
+pub const MAN_EXAMPLES: &str = "\
+Examples:
+  man -l - < <(fsync man)
+  fsync man ~/.local/share/man && man fsync-mutex-run
+  sudo fsync man /usr/local/share/man";
+
+// The arguments of `fsync completions`.
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to print the completion script for
+    #[arg(value_name = "SHELL", value_enum)]
+    shell: Shell,
+}
+
+// The arguments of `fsync man`.
+#[derive(Debug, clap::Args)]
+pub struct ManArgs {
+    /// Write every page into DIR/man1 instead of printing fsync(1)
+    #[arg(value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// `fsync completions SHELL`.
+pub fn completions(a: CompletionsArgs) -> VerbResult {
+    std::io::stdout().write_all(completion(a.shell).as_bytes())?;
+    Ok(Exit::OK)
+}
+
+/// `fsync man [DIR]`.
+pub fn man(a: ManArgs) -> VerbResult {
+    let pages = man_pages(Cli::command());
+    let Some(dir) = a.dir else {
+        let (_, top) = pages.first().expect("the top page comes first");
+        std::io::stdout().write_all(top.as_bytes())?;
+        return Ok(Exit::OK);
+    };
+    let man1 = dir.join("man1");
+    fs::create_dir_all(&man1).map_err(|e| fsync::Error::io(&man1, "cannot create directory", e))?;
+    for (name, page) in &pages {
+        write_replacing(&man1.join(name), page.as_bytes())?;
+    }
+    Ok(Exit::OK)
+}
+
+/// Write `path` by writing a new file beside it and renaming it into place: a symbolic link
+/// or another user's file at `path` is replaced, never written through, and a reader never sees
+/// half a page.
+fn write_replacing(path: &Path, contents: &[u8]) -> Result<(), fsync::Error> {
+    let name = path.file_name().expect("a page name").to_string_lossy();
+    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let written = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .and_then(|mut f| f.write_all(contents))
+        .and_then(|()| fs::rename(&temp, path));
+    written.map_err(|e| {
+        let _ = fs::remove_file(&temp);
+        fsync::Error::io(path, "cannot write", e)
+    })
+}
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// The environment variable that makes the test rewrite the files instead of comparing them.
-const BLESS: &str = "FSYNC_BLESS";
 
 /// How many examples a page without examples of its own gathers from its subcommands.
 const GATHERED_EXAMPLES: usize = 6;
 
 /// Other pages every page refers to.
 const SEE_ALSO_SYSTEM: &[(&str, &str)] = &[("flock", "1"), ("flock", "2")];
-
-/// Every generated file: path relative to the crate root -> contents.
-fn render_all() -> BTreeMap<PathBuf, String> {
-    let mut files = BTreeMap::new();
-    for (name, page) in man_pages(Cli::command()) {
-        files.insert(Path::new("man").join(name), page);
-    }
-    for (shell, name) in [
-        (Shell::Bash, "fsync.bash"),
-        (Shell::Zsh, "_fsync"),
-        (Shell::Fish, "fsync.fish"),
-    ] {
-        files.insert(Path::new("completions").join(name), completion(shell));
-    }
-    files
-}
 
 fn completion(shell: Shell) -> String {
     let mut cmd = with_whole_help_tree();
@@ -533,156 +604,182 @@ fn examples_section(roff: &mut Roff, examples: &[Example]) {
 // ---------------------------------------------------------------------------------------------
 // The test
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+#[cfg(test)]
+mod tests {
+    use std::{collections::BTreeMap, fmt::Write as _};
 
-/// Checked-in man pages that no command renders any more.
-fn stale_man_pages(files: &BTreeMap<PathBuf, String>) -> Vec<PathBuf> {
-    let Ok(entries) = fs::read_dir(root().join("man")) else {
-        return Vec::new();
-    };
-    let mut stale: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| Path::new("man").join(e.file_name()))
-        .filter(|p| p.extension().is_some_and(|x| x == "1") && !files.contains_key(p))
-        .collect();
-    stale.sort();
-    stale
-}
+    use super::*;
 
-/// Where `old` and `new` first differ, for the failure message.
-fn first_difference(old: &str, new: &str) -> String {
-    let (mut old_lines, mut new_lines) = (old.lines(), new.lines());
-    for n in 1.. {
-        match (old_lines.next(), new_lines.next()) {
-            (Some(a), Some(b)) if a == b => continue,
-            (None, None) => break,
-            (a, b) => {
-                return format!(
-                    "line {n}: checked in {:?}, generated {:?}",
-                    a.unwrap_or("<end>"),
-                    b.unwrap_or("<end>")
-                )
+    /// The environment variable that makes the test rewrite the files instead of comparing them.
+    const BLESS: &str = "FSYNC_BLESS";
+
+    /// Every generated file: path relative to the crate root -> contents.
+    fn render_all() -> BTreeMap<PathBuf, String> {
+        let mut files = BTreeMap::new();
+        for (name, page) in man_pages(Cli::command()) {
+            files.insert(Path::new("man").join(name), page);
+        }
+        for (shell, name) in [
+            (Shell::Bash, "fsync.bash"),
+            (Shell::Zsh, "_fsync"),
+            (Shell::Fish, "fsync.fish"),
+        ] {
+            files.insert(Path::new("completions").join(name), completion(shell));
+        }
+        files
+    }
+
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// Checked-in man pages that no command renders any more.
+    fn stale_man_pages(files: &BTreeMap<PathBuf, String>) -> Vec<PathBuf> {
+        let Ok(entries) = fs::read_dir(root().join("man")) else {
+            return Vec::new();
+        };
+        let mut stale: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| Path::new("man").join(e.file_name()))
+            .filter(|p| p.extension().is_some_and(|x| x == "1") && !files.contains_key(p))
+            .collect();
+        stale.sort();
+        stale
+    }
+
+    /// Where `old` and `new` first differ, for the failure message.
+    fn first_difference(old: &str, new: &str) -> String {
+        let (mut old_lines, mut new_lines) = (old.lines(), new.lines());
+        for n in 1.. {
+            match (old_lines.next(), new_lines.next()) {
+                (Some(a), Some(b)) if a == b => continue,
+                (None, None) => break,
+                (a, b) => {
+                    return format!(
+                        "line {n}: checked in {:?}, generated {:?}",
+                        a.unwrap_or("<end>"),
+                        b.unwrap_or("<end>")
+                    )
+                }
             }
         }
+        "line endings differ".to_owned()
     }
-    "line endings differ".to_owned()
-}
 
-#[test]
-fn generated_files_are_current() {
-    let files = render_all();
-    let stale = stale_man_pages(&files);
-    let bless = std::env::var_os(BLESS).is_some_and(|v| v == "1");
-    let mut drift = String::new();
-    for (path, contents) in &files {
-        let full = root().join(path);
-        let old = fs::read_to_string(&full).ok();
-        if old.as_deref() == Some(contents.as_str()) {
-            continue;
+    #[test]
+    fn generated_files_are_current() {
+        let files = render_all();
+        let stale = stale_man_pages(&files);
+        let bless = std::env::var_os(BLESS).is_some_and(|v| v == "1");
+        let mut drift = String::new();
+        for (path, contents) in &files {
+            let full = root().join(path);
+            let old = fs::read_to_string(&full).ok();
+            if old.as_deref() == Some(contents.as_str()) {
+                continue;
+            }
+            if bless {
+                fs::create_dir_all(full.parent().expect("files live in a directory")).unwrap();
+                fs::write(&full, contents).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
+                eprintln!("wrote {}", path.display());
+                continue;
+            }
+            let why = match old {
+                None => "missing".to_owned(),
+                Some(old) => first_difference(&old, contents),
+            };
+            writeln!(drift, "  {}: {why}", path.display()).unwrap();
         }
-        if bless {
-            fs::create_dir_all(full.parent().expect("files live in a directory")).unwrap();
-            fs::write(&full, contents).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
-            eprintln!("wrote {}", path.display());
-            continue;
+        for path in &stale {
+            if bless {
+                fs::remove_file(root().join(path)).unwrap();
+                eprintln!("removed {}", path.display());
+            } else {
+                writeln!(drift, "  {}: no such command any more", path.display()).unwrap();
+            }
         }
-        let why = match old {
-            None => "missing".to_owned(),
-            Some(old) => first_difference(&old, contents),
-        };
-        writeln!(drift, "  {}: {why}", path.display()).unwrap();
+        assert!(
+            drift.is_empty(),
+            "man pages or completions differ from the CLI definition:\n{drift}\
+             run `{BLESS}=1 cargo test generated` to regenerate them, and check in the result"
+        );
     }
-    for path in &stale {
-        if bless {
-            fs::remove_file(root().join(path)).unwrap();
-            eprintln!("removed {}", path.display());
-        } else {
-            writeln!(drift, "  {}: no such command any more", path.display()).unwrap();
-        }
-    }
-    assert!(
-        drift.is_empty(),
-        "man pages or completions differ from the CLI definition:\n{drift}\
-         run `{BLESS}=1 cargo test generated` to regenerate them, and check in the result"
-    );
-}
 
-#[test]
-fn examples_split_into_comments_and_commands() {
-    let (notes, examples) =
-        split_examples("Note.\n\nExamples:\n  # one\n  a --b\n    c\n\n  d\n  .e\n");
-    assert_eq!(notes, "Note.");
-    assert_eq!(
-        examples,
-        vec![vec!["# one", "a --b", "  c"], vec!["d", ".e"]]
-    );
-    let mut roff = Roff::new();
-    examples_section(&mut roff, &examples);
-    let text = roff.render();
-    assert!(
-        text.contains("\n.PP\none\n.RS 4\n.nf\na \\-\\-b\n  c\n.fi\n.RE\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("\n\\&.e\n"),
-        "a leading dot is escaped: {text}"
-    );
-}
+    #[test]
+    fn examples_split_into_comments_and_commands() {
+        let (notes, examples) =
+            split_examples("Note.\n\nExamples:\n  # one\n  a --b\n    c\n\n  d\n  .e\n");
+        assert_eq!(notes, "Note.");
+        assert_eq!(
+            examples,
+            vec![vec!["# one", "a --b", "  c"], vec!["d", ".e"]]
+        );
+        let mut roff = Roff::new();
+        examples_section(&mut roff, &examples);
+        let text = roff.render();
+        assert!(
+            text.contains("\n.PP\none\n.RS 4\n.nf\na \\-\\-b\n  c\n.fi\n.RE\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n\\&.e\n"),
+            "a leading dot is escaped: {text}"
+        );
+    }
 
-#[test]
-fn every_page_has_the_sections_and_no_help_page() {
-    let pages = man_pages(Cli::command());
-    let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
-    assert!(
-        names.contains(&"fsync.1") && names.contains(&"fsync-mutex-run.1"),
-        "{names:?}"
-    );
-    assert!(!names.iter().any(|n| n.ends_with("-help.1")), "{names:?}");
-    for (name, page) in &pages {
-        for section in [
-            "NAME",
-            "SYNOPSIS",
-            "DESCRIPTION",
-            "OPTIONS",
-            "\"EXIT STATUS\"",
-            "EXAMPLES",
-            "\"SEE ALSO\"",
-            "VERSION",
-        ] {
-            assert!(
-                page.contains(&format!("\n.SH {section}\n")),
-                "{name} has no {section} section (examples come from an `Examples:` block in the \
-                 command's after_long_help)"
-            );
+    #[test]
+    fn every_page_has_the_sections_and_no_help_page() {
+        let pages = man_pages(Cli::command());
+        let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(
+            names.contains(&"fsync.1") && names.contains(&"fsync-mutex-run.1"),
+            "{names:?}"
+        );
+        assert!(!names.iter().any(|n| n.ends_with("-help.1")), "{names:?}");
+        for (name, page) in &pages {
+            for section in [
+                "NAME",
+                "SYNOPSIS",
+                "DESCRIPTION",
+                "OPTIONS",
+                "\"EXIT STATUS\"",
+                "EXAMPLES",
+                "\"SEE ALSO\"",
+                "VERSION",
+            ] {
+                assert!(
+                    page.contains(&format!("\n.SH {section}\n")),
+                    "{name} has no {section} section (examples come from an `Examples:` block in the \
+                     command's after_long_help)"
+                );
+            }
+            assert!(!page.contains("\\-help("), "{name} refers to a help page");
         }
-        assert!(!page.contains("\\-help("), "{name} refers to a help page");
     }
-}
 
-#[test]
-fn hidden_arguments_and_subcommands_have_no_place() {
-    let cli = Command::new("t")
-        .version("1")
-        .arg(Arg::new("shown").long("shown").visible_alias("seen"))
-        .arg(Arg::new("secret").long("secret").hide(true))
-        .arg(Arg::new("SECRET_POS").hide(true))
-        .subcommand(Command::new("open").after_long_help("Examples:\n  t open"))
-        .subcommand(Command::new("closed").hide(true));
-    let pages = man_pages(cli);
-    let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["t.1", "t-open.1"]);
-    let top = &pages[0].1;
-    assert!(
-        top.contains("\\-\\-shown") && top.contains("[alias: \\-\\-seen]"),
-        "{top}"
-    );
-    for hidden in ["secret", "SECRET", "closed", "help("] {
-        assert!(!top.contains(hidden), "{hidden} in {top}");
+    #[test]
+    fn hidden_arguments_and_subcommands_have_no_place() {
+        let cli = Command::new("t")
+            .version("1")
+            .arg(Arg::new("shown").long("shown").visible_alias("seen"))
+            .arg(Arg::new("secret").long("secret").hide(true))
+            .arg(Arg::new("SECRET_POS").hide(true))
+            .subcommand(Command::new("open").after_long_help("Examples:\n  t open"))
+            .subcommand(Command::new("closed").hide(true));
+        let pages = man_pages(cli);
+        let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["t.1", "t-open.1"]);
+        let top = &pages[0].1;
+        assert!(
+            top.contains("\\-\\-shown") && top.contains("[alias: \\-\\-seen]"),
+            "{top}"
+        );
+        for hidden in ["secret", "SECRET", "closed", "help("] {
+            assert!(!top.contains(hidden), "{hidden} in {top}");
+        }
+        assert!(
+            top.contains(".SH EXAMPLES\n.PP\n.RS 4\n.nf\nt open\n"),
+            "gathered: {top}"
+        );
     }
-    assert!(
-        top.contains(".SH EXAMPLES\n.PP\n.RS 4\n.nf\nt open\n"),
-        "gathered: {top}"
-    );
 }

@@ -12,7 +12,6 @@ mod doctor;
 mod environment;
 mod event;
 mod exit_code;
-#[cfg(test)]
 mod generate;
 mod group;
 mod grouplock;
@@ -32,7 +31,6 @@ pub use exit_code::Exit;
 const ABOUT: &str = "Synchronise processes through the file system";
 
 /// The top manual page's NOTES (too long for `--help`).
-#[cfg_attr(not(test), allow(dead_code))] // rendered into the man page by the generator
 const NOTES: &str = "\
 Network file systems (NFS, SMB/CIFS, FUSE such as GlusterFS or sshfs, Ceph; found with statfs, \
 see 'fsync doctor'): whole-file and byte-range locks, exclusive create, link and rename work \
@@ -229,6 +227,18 @@ pub enum Command {
     Grouplock(grouplock::GroupLockCommand),
     #[command(about = doctor::ABOUT, long_about = doctor::LONG, after_long_help = doctor::EXAMPLES)]
     Doctor(doctor::DoctorArgs),
+    #[command(
+        about = generate::COMPLETIONS_ABOUT,
+        long_about = generate::COMPLETIONS_LONG,
+        after_long_help = generate::COMPLETIONS_EXAMPLES
+    )]
+    Completions(generate::CompletionsArgs),
+    #[command(
+        about = generate::MAN_ABOUT,
+        long_about = generate::MAN_LONG,
+        after_long_help = generate::MAN_EXAMPLES
+    )]
+    Man(generate::ManArgs),
 }
 
 /// Why a verb failed; printed by [`main`] as one `fsync: ...` line.
@@ -353,6 +363,8 @@ fn dispatch(command: Command) -> VerbResult {
         Command::Event(cmd) => event::run(cmd),
         Command::Msg(cmd) => msg::run(cmd),
         Command::Bus(cmd) => bus::run(cmd),
+        Command::Completions(a) => generate::completions(a),
+        Command::Man(a) => generate::man(a),
     }
 }
 
