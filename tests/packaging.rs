@@ -13,7 +13,7 @@ fn checked_in(path: &str) -> String {
 }
 
 fn checked_in_pages() -> Vec<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("man/man1");
     let mut pages: Vec<String> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -26,7 +26,7 @@ fn checked_in_pages() -> Vec<String> {
 #[test]
 fn man_without_dir_prints_the_top_page() {
     let t = TestDir::new();
-    t.fsync(["man"]).run().code(0).stdout(&checked_in("man/fsync.1"));
+    t.fsync(["man"]).run().code(0).stdout(&checked_in("man/man1/fsync.1"));
 }
 
 #[test]
@@ -45,7 +45,7 @@ fn man_dir_writes_every_page_into_man1_where_man_finds_it() {
     for page in &pages {
         assert_eq!(
             t.read(&format!("share/man/man1/{page}")),
-            checked_in(&format!("man/{page}")),
+            checked_in(&format!("man/man1/{page}")),
             "{page}"
         );
     }
@@ -74,7 +74,7 @@ fn man_dir_replaces_a_planted_link_instead_of_writing_through_it() {
     assert_eq!(t.read("victim"), "precious\n");
     let page = fs::symlink_metadata(t.join("m/man1/fsync.1")).unwrap();
     assert!(page.is_file(), "the link became the page");
-    assert_eq!(t.read("m/man1/fsync.1"), checked_in("man/fsync.1"));
+    assert_eq!(t.read("m/man1/fsync.1"), checked_in("man/man1/fsync.1"));
 }
 
 #[test]

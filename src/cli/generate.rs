@@ -617,7 +617,7 @@ mod tests {
     fn render_all() -> BTreeMap<PathBuf, String> {
         let mut files = BTreeMap::new();
         for (name, page) in man_pages(Cli::command()) {
-            files.insert(Path::new("man").join(name), page);
+            files.insert(Path::new("man/man1").join(name), page);
         }
         for (shell, name) in [
             (Shell::Bash, "fsync.bash"),
@@ -635,12 +635,12 @@ mod tests {
 
     /// Checked-in man pages that no command renders any more.
     fn stale_man_pages(files: &BTreeMap<PathBuf, String>) -> Vec<PathBuf> {
-        let Ok(entries) = fs::read_dir(root().join("man")) else {
+        let Ok(entries) = fs::read_dir(root().join("man/man1")) else {
             return Vec::new();
         };
         let mut stale: Vec<PathBuf> = entries
             .filter_map(|e| e.ok())
-            .map(|e| Path::new("man").join(e.file_name()))
+            .map(|e| Path::new("man/man1").join(e.file_name()))
             .filter(|p| p.extension().is_some_and(|x| x == "1") && !files.contains_key(p))
             .collect();
         stale.sort();
