@@ -848,7 +848,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__event__subcmd__status)
-            opts="-h -V --help --version"
+            opts="-h -V --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -16,6 +16,7 @@ mod flock_compat;
 mod group;
 mod grouplock;
 mod harness;
+mod json;
 mod msg;
 mod packaging;
 mod mutex;

@@ -234,7 +234,7 @@ fn a_waiter_is_woken_by_the_release_and_status_shows_holders_and_waiters() {
     let h = slot_holder(&t, "S", "1", &[]);
     let v = status_json(&t, "S", 1);
     assert_eq!(v["slots"], 1, "{v}");
-    assert_eq!(v["waiters"], 0, "{v}");
+    assert_eq!(v["waiting"], 0, "{v}");
     // `--poll 1h`: on a local file system the waiter must not depend on a poll interval; the
     // release itself (a close the waiter watches for) lets it in. (How soon is not asserted.)
     let mut waiter = t
@@ -257,7 +257,7 @@ fn a_waiter_is_woken_by_the_release_and_status_shows_holders_and_waiters() {
     assert!(said.contains("waiting"), "-v said {said:?}");
     let v = status_json(&t, "S", 1);
     assert_eq!(v["slots"], 1, "{v}");
-    assert_eq!(v["waiters"], 1, "{v}");
+    assert_eq!(v["waiting"], 1, "{v}");
     let held = v["held"].as_array().expect("held is a list");
     assert_eq!(held.len(), 1, "{v}");
     assert_eq!(held[0]["slot"], 0, "{v}");
@@ -274,5 +274,5 @@ fn a_waiter_is_woken_by_the_release_and_status_shows_holders_and_waiters() {
     waiter.finish().code(0).stdout("in 0\n");
     let v = status_json(&t, "S", 0);
     assert_eq!(v["held"], serde_json::json!([]), "{v}");
-    assert_eq!(v["waiters"], 0, "{v}");
+    assert_eq!(v["waiting"], 0, "{v}");
 }

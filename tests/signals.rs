@@ -430,7 +430,7 @@ fn sem_run_waiting_for_a_slot_is_cancelled_and_runs_nothing() {
                 .stdout,
         );
         assert_eq!(
-            v["waiters"], 0,
+            v["waiting"], 0,
             "after {sig}: a cancelled waiter still counts: {v}"
         );
     }

@@ -349,7 +349,7 @@ fn swmr_sigkilled_readers_and_writers_hold_nothing() {
     eventually("the writer waits for L", || waits_to_write(&t, pid));
     waiting.kill_process_group();
     assert_eq!(
-        status_json(&t, 1)["waiting_writers"],
+        status_json(&t, 1)["waiting"],
         0,
         "a killed writer still counts as waiting"
     );
@@ -365,8 +365,8 @@ fn swmr_status_counts_readers_the_writer_and_waiting_writers() {
     let t = TestDir::new();
     let v = status_json(&t, 0);
     assert_eq!(
-        (&v["readers"], &v["writer"], &v["waiting_writers"]),
-        (&0.into(), &false.into(), &0.into()),
+        (&v["state"], &v["readers"], &v["writer"], &v["waiting"]),
+        (&"free".into(), &0.into(), &Value::Null, &0.into()),
         "{v}"
     );
 
@@ -374,31 +374,38 @@ fn swmr_status_counts_readers_the_writer_and_waiting_writers() {
     let r2 = hold(&t, "read");
     let v = status_json(&t, 1);
     assert_eq!(v["path"], "L", "{v}");
+    assert_eq!(v["state"], "read", "{v}");
     assert_eq!(v["readers"], 2, "{v}");
-    assert_eq!(v["writer"], false, "{v}");
-    assert_eq!(v["waiting_writers"], 0, "{v}");
+    assert_eq!(v["writer"], Value::Null, "{v}");
+    assert_eq!(v["waiting"], 0, "{v}");
 
     let mut writer = holder_cmd(&t, "write", &[]).start();
     let pid = writer.pid();
     eventually("the writer waits for L", || waits_to_write(&t, pid));
     let v = status_json(&t, 1);
     assert_eq!(v["readers"], 2, "{v}");
-    assert_eq!(v["waiting_writers"], 1, "{v}");
-    assert_eq!(v["writer"], false, "a waiting writer shows as inside: {v}");
+    assert_eq!(v["waiting"], 1, "{v}");
+    assert_eq!(v["state"], "read", "a waiting writer shows as inside: {v}");
+    assert_eq!(
+        v["writer"],
+        Value::Null,
+        "a waiting writer shows as inside: {v}"
+    );
 
     r1.finish().code(0);
     r2.finish().code(0);
     writer.expect("acquired");
     let v = status_json(&t, 1);
     assert_eq!(v["readers"], 0, "{v}");
-    assert_eq!(v["waiting_writers"], 0, "{v}");
+    assert_eq!(v["waiting"], 0, "{v}");
+    assert_eq!(v["state"], "write", "{v}");
     assert_eq!(v["writer"]["pid"], pid, "the writer inside: {v}");
 
     writer.finish().code(0);
     let v = status_json(&t, 0);
     assert_eq!(
-        (&v["readers"], &v["writer"], &v["waiting_writers"]),
-        (&0.into(), &false.into(), &0.into()),
+        (&v["state"], &v["readers"], &v["writer"], &v["waiting"]),
+        (&"free".into(), &0.into(), &Value::Null, &0.into()),
         "{v}"
     );
 }

@@ -7,7 +7,7 @@ use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::Bus;
-use serde_json::json;
+use serde::Serialize;
 
 use super::{
     args::WaitArgs,
@@ -130,6 +130,38 @@ struct RecvArgs {
     wait: WaitArgs,
 }
 
+/// `fsync bus members --json` (docs/json.md, `bus-members`).
+#[derive(Serialize)]
+struct MembersJson<'a> {
+    path: String,
+    count: usize,
+    members: Vec<MemberJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct MemberJson<'a> {
+    name: &'a str,
+    /// Messages queued for it; `None` where its mailbox cannot be read.
+    pending: Option<usize>,
+}
+
+/// `fsync bus recv --json` (docs/json.md, `bus-recv`).
+#[derive(Serialize)]
+struct ReceivedJson<'a> {
+    /// The sender, where the message names one.
+    from: Option<&'a str>,
+    #[serde(flatten)]
+    payload: Payload,
+}
+
+/// The payload as text (`data`) if it is UTF-8, else in base64 (`data_b64`).
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Payload {
+    Data(String),
+    DataB64(String),
+}
+
 pub fn run(cmd: BusCommand) -> VerbResult {
     match cmd.verb {
         Verb::Connect(m) => Bus::new(&m.bus)
@@ -145,15 +177,18 @@ pub fn run(cmd: BusCommand) -> VerbResult {
             let names = bus.members()?;
             let mut out = std::io::stdout().lock();
             if a.json {
-                let members: Vec<_> = names
-                    .iter()
-                    .map(|n| json!({"name": n, "pending": bus.pending(n).ok()}))
+                let members = (names.iter())
+                    .map(|name| MemberJson {
+                        name,
+                        pending: bus.pending(name).ok(),
+                    })
                     .collect();
-                writeln!(
-                    out,
-                    "{}",
-                    json!({"path": report::path_text(&a.bus), "count": names.len(), "members": members})
-                )?;
+                let line = MembersJson {
+                    path: report::path_text(&a.bus),
+                    count: names.len(),
+                    members,
+                };
+                report::print_json(&mut out, &line)?;
             } else {
                 for n in &names {
                     writeln!(out, "{n}")?;
@@ -195,11 +230,15 @@ pub fn run(cmd: BusCommand) -> VerbResult {
             let mut out = std::io::stdout().lock();
             if a.json {
                 let data = msg.read_all().map_err(output_error)?;
-                let line = match String::from_utf8(data) {
-                    Ok(text) => json!({"from": msg.from, "data": text}),
-                    Err(e) => json!({"from": msg.from, "data_b64": base64(e.as_bytes())}),
+                let payload = match String::from_utf8(data) {
+                    Ok(text) => Payload::Data(text),
+                    Err(e) => Payload::DataB64(base64(e.as_bytes())),
                 };
-                writeln!(out, "{line}")
+                let line = ReceivedJson {
+                    from: msg.from.as_deref(),
+                    payload,
+                };
+                report::print_json(&mut out, &line)
                     .and_then(|()| out.flush())
                     .map_err(output_error)?;
             } else if let Err(e) = msg.copy_to(&mut out) {

@@ -6,7 +6,7 @@ use std::{io::Write, path::PathBuf};
 
 use clap::Args;
 use fsync::doctor::{self, Check};
-use serde_json::json;
+use serde::Serialize;
 
 use super::{report, Exit, VerbResult};
 
@@ -35,7 +35,9 @@ pub struct DoctorArgs {
     #[arg(value_name = "PATH")]
     path: PathBuf,
 
-    /// One JSON object with every check and the mode
+    /// One JSON object with every check and the mode: {"path", "fs_type", "mount_type",
+    /// "network", "flock", "byte_range", "flock_and_byte_range_collide", "rename", "link",
+    /// "notify", "notify_interface", "mode", "warnings"}
     #[arg(long)]
     json: bool,
 }
@@ -52,26 +54,22 @@ pub fn run(a: DoctorArgs) -> VerbResult {
     ];
     let mut out = std::io::stdout().lock();
     if a.json {
-        let result = |c: &Check| match c {
-            Check::Works => json!(true),
-            Check::Fails(why) => json!(why),
+        let line = DoctorJson {
+            path: report::path_text(&r.dir),
+            fs_type: r.fs_type,
+            mount_type: r.mount_type.as_deref(),
+            network: r.network,
+            flock: CheckJson::from(&r.flock),
+            byte_range: CheckJson::from(&r.byte_range),
+            flock_and_byte_range_collide: r.kinds_collide,
+            rename: CheckJson::from(&r.rename),
+            link: CheckJson::from(&r.link),
+            notify: CheckJson::from(&r.notify),
+            notify_interface: r.notify_interface,
+            mode: mode(&r),
+            warnings: &r.warnings,
         };
-        let line = json!({
-            "path": report::path_text(&r.dir),
-            "fs_type": r.fs_type,
-            "mount_type": r.mount_type,
-            "network": r.network,
-            "flock_and_byte_range_collide": r.kinds_collide,
-            "warnings": r.warnings,
-            "flock": result(&r.flock),
-            "byte_range": result(&r.byte_range),
-            "rename": result(&r.rename),
-            "link": result(&r.link),
-            "notify": result(&r.notify),
-            "notify_interface": r.notify_interface,
-            "mode": mode(&r),
-        });
-        writeln!(out, "{line}")?;
+        report::print_json(&mut out, &line)?;
     } else {
         let kind = if r.network { "network" } else { "local" };
         let mount = r
@@ -113,6 +111,41 @@ pub fn run(a: DoctorArgs) -> VerbResult {
     } else {
         Exit::NO
     })
+}
+
+/// `fsync doctor --json` (docs/json.md, `doctor`).
+#[derive(Serialize)]
+struct DoctorJson<'a> {
+    path: String,
+    fs_type: &'a str,
+    mount_type: Option<&'a str>,
+    network: bool,
+    flock: CheckJson<'a>,
+    byte_range: CheckJson<'a>,
+    flock_and_byte_range_collide: bool,
+    rename: CheckJson<'a>,
+    link: CheckJson<'a>,
+    notify: CheckJson<'a>,
+    notify_interface: &'a str,
+    mode: &'a str,
+    warnings: &'a [String],
+}
+
+/// A check: `true` if it works, else why not (a string).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum CheckJson<'a> {
+    Works(bool),
+    Fails(&'a str),
+}
+
+impl<'a> From<&'a Check> for CheckJson<'a> {
+    fn from(c: &'a Check) -> CheckJson<'a> {
+        match c {
+            Check::Works => CheckJson::Works(true),
+            Check::Fails(why) => CheckJson::Fails(why),
+        }
+    }
 }
 
 /// How fsync waits on a file system like that of `r`, in the words of its options (`--poll`).

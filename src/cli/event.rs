@@ -7,8 +7,13 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use fsync::Event;
+use serde::Serialize;
 
-use super::{args::WaitArgs, report::Progress, Exit, VerbResult};
+use super::{
+    args::WaitArgs,
+    report::{self, Progress},
+    Exit, VerbResult,
+};
 
 /// The one-line description, for `fsync --help`.
 pub const ABOUT: &str = "Events: signal, wait (optionally auto-resetting), reset, status";
@@ -59,9 +64,34 @@ enum Verb {
     Reset(PathArg),
     #[command(
         about = "Exit 0 if EVENT is set, 1 if not",
-        after_long_help = "Examples:\n  fsync event status /shared/data.ready && echo ready"
+        after_long_help = "Examples:\n  fsync event status /shared/data.ready && echo ready\n  \
+                           fsync event status --json /shared/data.ready | jq -r .state"
     )]
-    Status(PathArg),
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    path: PathArg,
+
+    /// One JSON object: {"path", "state": "set"|"unset"}
+    #[arg(long)]
+    json: bool,
+}
+
+/// `fsync event status --json` (docs/json.md, `event-status`).
+#[derive(Serialize)]
+struct StatusJson {
+    path: String,
+    state: State,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum State {
+    Set,
+    Unset,
 }
 
 #[derive(Debug, Args)]
@@ -87,11 +117,17 @@ pub fn run(cmd: EventCommand) -> VerbResult {
             .reset()
             .map(|()| Exit::OK)
             .map_err(Into::into),
-        Verb::Status(a) => Ok(if Event::new(&a.event).is_set()? {
-            Exit::OK
-        } else {
-            Exit::NO
-        }),
+        Verb::Status(a) => {
+            let set = Event::new(&a.path.event).is_set()?;
+            if a.json {
+                let line = StatusJson {
+                    path: report::path_text(&a.path.event),
+                    state: if set { State::Set } else { State::Unset },
+                };
+                report::print_json(&mut std::io::stdout().lock(), &line)?;
+            }
+            Ok(if set { Exit::OK } else { Exit::NO })
+        }
         Verb::Wait(a) => {
             let event = Event::new(&a.path.event).poll_interval(a.wait.poll);
             let what = format!("event {}", a.path.event.display());

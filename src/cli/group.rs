@@ -10,7 +10,7 @@ use fsync::{
     group::{self, Left},
     Group,
 };
-use serde_json::json;
+use serde::Serialize;
 
 use super::{
     args::{CommandArgs, WaitArgs, WatchArgs},
@@ -147,7 +147,8 @@ struct MembersArgs {
     #[arg(value_name = "GROUP")]
     group: PathBuf,
 
-    /// One JSON object: {"path", "count", "members": [{"pid", "host", "command", "since"}]}
+    /// One JSON object: {"path", "count", "members": [{"pid", "child_pid", "host", "command",
+    /// "since"}]}
     #[arg(long)]
     json: bool,
 }
@@ -242,14 +243,49 @@ fn members_text(group: &std::path::Path) -> Option<String> {
     Some(text)
 }
 
+/// `fsync group members --json` (docs/json.md, `group-members`).
+#[derive(Serialize)]
+struct MembersJson<'a> {
+    path: String,
+    count: usize,
+    members: Vec<report::HolderJson<'a>>,
+}
+
+/// A line of `fsync group watch --json` (docs/json.md, `group-watch`).
+#[derive(Serialize)]
+struct WatchJson {
+    time: String,
+    event: WatchEvent,
+    path: String,
+}
+
+#[derive(Clone, Copy, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum WatchEvent {
+    Empty,
+    NotEmpty,
+}
+
+impl WatchEvent {
+    /// Its word in the text form (the same as in JSON).
+    fn word(self) -> &'static str {
+        match self {
+            WatchEvent::Empty => "empty",
+            WatchEvent::NotEmpty => "not-empty",
+        }
+    }
+}
+
 fn members(a: MembersArgs) -> VerbResult {
     let list = group::members(&a.group)?;
     let mut out = std::io::stdout().lock();
     if a.json {
-        let members: Vec<_> = list.iter().map(report::holder_json).collect();
-        let line =
-            json!({ "path": report::path_text(&a.group), "count": list.len(), "members": members });
-        writeln!(out, "{line}")?;
+        let line = MembersJson {
+            path: report::path_text(&a.group),
+            count: list.len(),
+            members: list.iter().map(report::HolderJson::from).collect(),
+        };
+        report::print_json(&mut out, &line)?;
     } else {
         for h in &list {
             writeln!(out, "{}", report::holder_text(h))?;
@@ -268,17 +304,22 @@ fn watch(a: WatchCmd) -> VerbResult {
     let start = std::time::Instant::now();
     let mut empty = group::is_empty(&a.group)?;
     loop {
-        let event = if empty { "empty" } else { "not-empty" };
+        let event = if empty {
+            WatchEvent::Empty
+        } else {
+            WatchEvent::NotEmpty
+        };
         let now = report::timestamp(std::time::SystemTime::now());
         let mut out = std::io::stdout().lock();
         if a.json {
-            writeln!(
-                out,
-                "{}",
-                json!({ "time": now, "event": event, "path": report::path_text(&a.group) })
-            )?;
+            let line = WatchJson {
+                time: now,
+                event,
+                path: report::path_text(&a.group),
+            };
+            report::print_json(&mut out, &line)?;
         } else {
-            writeln!(out, "{now} {event}")?;
+            writeln!(out, "{now} {}", event.word())?;
         }
         out.flush()?;
         drop(out);

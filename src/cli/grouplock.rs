@@ -7,7 +7,7 @@ use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{grouplock, GroupLock};
-use serde_json::json;
+use serde::Serialize;
 
 use super::{
     args::{CommandArgs, WaitArgs},
@@ -170,20 +170,38 @@ fn inside_text(lock: &std::path::Path) -> Option<String> {
     (!texts.is_empty()).then(|| format!("held by {}", texts.join(", ")))
 }
 
+/// `fsync grouplock status --json` (docs/json.md, `grouplock-status`).
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    path: String,
+    inside: Vec<InsideJson<'a>>,
+    /// `None` where waiters cannot be counted.
+    waiting: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct InsideJson<'a> {
+    group: &'a str,
+    /// `None` where members cannot be counted.
+    count: Option<usize>,
+}
+
 fn status(a: StatusArgs) -> VerbResult {
     let st = grouplock::status(&a.lock)?;
     let mut out = std::io::stdout().lock();
     if a.json {
-        let inside: Vec<_> = st
-            .inside
-            .iter()
-            .map(|(g, n)| json!({"group": g, "count": n}))
+        let inside = (st.inside.iter())
+            .map(|(group, count)| InsideJson {
+                group,
+                count: *count,
+            })
             .collect();
-        writeln!(
-            out,
-            "{}",
-            json!({"path": report::path_text(&a.lock), "inside": inside, "waiting": st.waiting})
-        )?;
+        let line = StatusJson {
+            path: report::path_text(&a.lock),
+            inside,
+            waiting: st.waiting,
+        };
+        report::print_json(&mut out, &line)?;
     } else {
         let waiting = st.waiting.map_or("unknown".to_string(), |w| w.to_string());
         match st.inside.first() {

@@ -3,11 +3,11 @@
 by rename, exactly-once claims, sender liveness) is in the library's `msg` module.
 */
 
-use std::{io::Write, path::PathBuf};
+use std::{io::Write, path::PathBuf, time::SystemTime};
 
 use clap::{Args, Subcommand};
 use fsync::Mailbox;
-use serde_json::json;
+use serde::Serialize;
 
 use super::{
     args::WaitArgs,
@@ -134,10 +134,38 @@ struct RecvArgs {
 struct ListArgs {
     #[command(flatten)]
     mailbox: BoxArg,
-    /// One JSON object: {"path", "count", "messages": [{"name", "size", "age_ms", "sync"}],
+    /// One JSON object: {"path", "count", "messages": [{"name", "size", "since", "sync"}],
     /// "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}
     #[arg(long)]
     json: bool,
+}
+
+/// `fsync msg list --json` (docs/json.md, `msg-list`).
+#[derive(Serialize)]
+struct ListJson<'a> {
+    path: String,
+    count: usize,
+    messages: Vec<MessageJson<'a>>,
+    /// Messages being received (or left by a receiver that died).
+    claimed: usize,
+    skipped: Vec<SkippedJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct MessageJson<'a> {
+    name: &'a str,
+    /// Bytes.
+    size: u64,
+    /// When it was queued (the payload file's modification time).
+    since: String,
+    /// A synchronous message whose sender waits for it.
+    sync: bool,
+}
+
+#[derive(Serialize)]
+struct SkippedJson<'a> {
+    name: &'a str,
+    reason: &'a str,
 }
 
 pub fn run(cmd: MsgCommand) -> VerbResult {
@@ -198,17 +226,29 @@ pub fn run(cmd: MsgCommand) -> VerbResult {
             let list = &listing.queued;
             let mut out = std::io::stdout().lock();
             if a.json {
-                let messages: Vec<_> = list
-                    .iter()
-                    .map(|m| json!({"name": m.name, "size": m.size, "age_ms": m.age.as_millis() as u64, "sync": m.sync}))
+                let now = SystemTime::now();
+                let messages = (list.iter())
+                    .map(|m| MessageJson {
+                        name: &m.name,
+                        size: m.size,
+                        since: report::timestamp(now.checked_sub(m.age).unwrap_or(now)),
+                        sync: m.sync,
+                    })
                     .collect();
-                let skipped: Vec<_> = listing
-                    .skipped
-                    .iter()
-                    .map(|s| json!({"name": s.name, "reason": s.reason}))
+                let skipped = (listing.skipped.iter())
+                    .map(|s| SkippedJson {
+                        name: &s.name,
+                        reason: &s.reason,
+                    })
                     .collect();
-                let line = json!({"path": report::path_text(&a.mailbox.mailbox), "count": list.len(), "messages": messages, "claimed": listing.claimed, "skipped": skipped});
-                writeln!(out, "{line}")?;
+                let line = ListJson {
+                    path: report::path_text(&a.mailbox.mailbox),
+                    count: list.len(),
+                    messages,
+                    claimed: listing.claimed,
+                    skipped,
+                };
+                report::print_json(&mut out, &line)?;
             } else {
                 for s in &listing.skipped {
                     writeln!(out, "{}  skipped: {}", s.name, s.reason)?;

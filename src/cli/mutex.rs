@@ -10,7 +10,7 @@ use fsync::{
     mutex::{self, Status, HELD_ENV},
     Mode, Mutex,
 };
-use serde_json::json;
+use serde::Serialize;
 
 use super::{
     args::{CommandArgs, WaitArgs, WatchArgs},
@@ -467,20 +467,64 @@ fn lock_fd(a: LockArgs) -> VerbResult {
     Ok(Exit::OK)
 }
 
-fn status_json(lock: &std::path::Path, st: &Status) -> serde_json::Value {
-    json!({
-        "path": report::path_text(lock),
-        "state": if st.held { "held" } else { "free" },
-        "holder": st.holder.as_ref().map(report::holder_json),
-        "fence": st.fence,
-    })
+/// `fsync mutex status --json` (docs/json.md, `mutex-status`).
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    path: String,
+    state: State,
+    holder: Option<report::HolderJson<'a>>,
+    fence: Option<u64>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum State {
+    Free,
+    Held,
+}
+
+/// A line of `fsync mutex watch --json` (docs/json.md, `mutex-watch`).
+#[derive(Serialize)]
+struct WatchJson<'a> {
+    time: String,
+    event: WatchEvent,
+    path: String,
+    holder: Option<report::HolderJson<'a>>,
+}
+
+/// What a line of `fsync mutex watch` says: the state it starts in, then each change.
+#[derive(Clone, Copy, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum WatchEvent {
+    Held,
+    Free,
+    Acquired,
+    Released,
+}
+
+impl WatchEvent {
+    /// Its word in the text form (the same as in JSON).
+    fn word(self) -> &'static str {
+        match self {
+            WatchEvent::Held => "held",
+            WatchEvent::Free => "free",
+            WatchEvent::Acquired => "acquired",
+            WatchEvent::Released => "released",
+        }
+    }
 }
 
 fn status(a: StatusArgs) -> VerbResult {
     let st = mutex::status(&a.lock)?;
     let mut out = std::io::stdout().lock();
     if a.json {
-        writeln!(out, "{}", status_json(&a.lock, &st))?;
+        let line = StatusJson {
+            path: report::path_text(&a.lock),
+            state: if st.held { State::Held } else { State::Free },
+            holder: report::holder_json(st.holder.as_ref()),
+            fence: st.fence,
+        };
+        report::print_json(&mut out, &line)?;
     } else {
         match (&st.held, &st.holder) {
             (false, _) => writeln!(out, "{}: free", a.lock.display())?,
@@ -501,8 +545,8 @@ fn watch(a: WatchCmd) -> VerbResult {
     // First the state the watch starts in, then its changes.
     let mut seen = mutex::status(&a.lock)?;
     match seen.held {
-        true => print_event(&a, "held", &seen)?,
-        false => print_event(&a, "free", &seen)?,
+        true => print_event(&a, WatchEvent::Held, &seen)?,
+        false => print_event(&a, WatchEvent::Free, &seen)?,
     }
     let mut current = seen.clone();
     loop {
@@ -512,10 +556,10 @@ fn watch(a: WatchCmd) -> VerbResult {
         let pid = |st: &Status| st.holder.as_ref().map(|h| h.pid);
         let changed = seen.held != current.held || pid(&seen) != pid(&current);
         if seen.held && changed {
-            print_event(&a, "released", &seen)?;
+            print_event(&a, WatchEvent::Released, &seen)?;
         }
         if current.held && changed {
-            print_event(&a, "acquired", &current)?;
+            print_event(&a, WatchEvent::Acquired, &current)?;
         }
         seen = current;
         let remaining = a.watch.remaining(start)?;
@@ -524,18 +568,19 @@ fn watch(a: WatchCmd) -> VerbResult {
     }
 }
 
-fn print_event(a: &WatchCmd, event: &str, st: &Status) -> Result<(), Failure> {
+fn print_event(a: &WatchCmd, event: WatchEvent, st: &Status) -> Result<(), Failure> {
     let now = report::timestamp(std::time::SystemTime::now());
     let mut out = std::io::stdout().lock();
     if a.json {
-        let line = json!({
-            "time": now,
-            "event": event,
-            "path": report::path_text(&a.lock),
-            "holder": st.holder.as_ref().map(report::holder_json),
-        });
-        writeln!(out, "{line}")?;
+        let line = WatchJson {
+            time: now,
+            event,
+            path: report::path_text(&a.lock),
+            holder: report::holder_json(st.holder.as_ref()),
+        };
+        report::print_json(&mut out, &line)?;
     } else {
+        let event = event.word();
         match &st.holder {
             Some(h) => writeln!(out, "{now} {event} {}", report::holder_text(h))?,
             None => writeln!(out, "{now} {event}")?,

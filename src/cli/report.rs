@@ -1,6 +1,11 @@
 /*!
 How holders, states and waits are shown: the text lines people read, the JSON objects scripts
 read (one object per line), and the `-v` lines on stderr, which every verb that waits shares.
+
+Every `--json` output is a `Serialize` type of the verb's module, built from the pieces here
+(a holder is [`HolderJson`] wherever it appears) and printed by [`print_json`]. Their schemas
+are documented in docs/json.md, and the integration tests check every output against that
+document: a field renamed, added or retyped here must be changed there too.
 */
 
 use std::{
@@ -10,7 +15,7 @@ use std::{
 };
 
 use fsync::{holder::Holder, Outcome};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use super::{args::WaitArgs, Exit};
 
@@ -54,14 +59,44 @@ pub fn holder_brief(h: &Holder) -> String {
     s
 }
 
-pub fn holder_json(h: &Holder) -> Value {
-    json!({
-        "pid": h.pid,
-        "child_pid": h.child,
-        "host": h.host,
-        "command": h.command,
-        "since": since_time(h).map(timestamp),
-    })
+/// A holder in every `--json` output (docs/json.md, `holder`): a lock's holder, a slot's, a
+/// group's member.
+#[derive(Debug, Serialize)]
+pub struct HolderJson<'a> {
+    /// The fsync process (or the process the kernel names as holding the lock).
+    pub pid: u32,
+    /// The command fsync runs, once it has started; `null` before, or where not recorded.
+    pub child_pid: Option<u32>,
+    /// Empty where not known.
+    pub host: &'a str,
+    /// Empty where not known.
+    pub command: &'a str,
+    /// RFC 3339; `null` where not known.
+    pub since: Option<String>,
+}
+
+impl<'a> From<&'a Holder> for HolderJson<'a> {
+    fn from(h: &'a Holder) -> HolderJson<'a> {
+        HolderJson {
+            pid: h.pid,
+            child_pid: h.child,
+            host: &h.host,
+            command: &h.command,
+            since: since_time(h).map(timestamp),
+        }
+    }
+}
+
+/// `holder` as it appears in JSON, `null` for none.
+pub fn holder_json(holder: Option<&Holder>) -> Option<HolderJson<'_>> {
+    holder.map(HolderJson::from)
+}
+
+/// Write `report` as one line of JSON (the form of every `--json` output).
+pub fn print_json(out: &mut impl Write, report: &impl Serialize) -> std::io::Result<()> {
+    // Our reports have string keys and no maps, so only writing can fail.
+    serde_json::to_writer(&mut *out, report)?;
+    writeln!(out)
 }
 
 /// 12s, 3m04s, 2h05m: for people, not scripts.

@@ -8,7 +8,7 @@ use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{sem, ErrorKind, Semaphore};
-use serde_json::json;
+use serde::Serialize;
 
 use super::{
     args::{CommandArgs, WaitArgs},
@@ -58,7 +58,7 @@ enum Verb {
     Run(RunArgs),
     #[command(
         about = "Show slots, holders and waiters; exit 0 if a slot is free, 1 if all are held",
-        after_long_help = "Examples:\n  fsync sem status /shared/cc.sem\n  fsync sem status --json /shared/cc.sem | jq .waiters"
+        after_long_help = "Examples:\n  fsync sem status /shared/cc.sem\n  fsync sem status --json /shared/cc.sem | jq .waiting"
     )]
     Status(StatusArgs),
 }
@@ -102,7 +102,7 @@ struct StatusArgs {
     #[arg(value_name = "SEM")]
     sem: PathBuf,
 
-    /// One JSON object: {"path", "slots", "held": [{"slot", "holder"}], "waiters"}
+    /// One JSON object: {"path", "slots", "held": [{"slot", "holder"}], "waiting"}
     #[arg(long)]
     json: bool,
 }
@@ -165,20 +165,40 @@ fn holders_text(sem: &std::path::Path) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// `fsync sem status --json` (docs/json.md, `sem-status`).
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    path: String,
+    /// `None` until the semaphore is created.
+    slots: Option<usize>,
+    held: Vec<SlotJson<'a>>,
+    /// `None` where waiters cannot be counted.
+    waiting: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct SlotJson<'a> {
+    slot: usize,
+    holder: Option<report::HolderJson<'a>>,
+}
+
 fn status(a: StatusArgs) -> VerbResult {
     let st = sem::status(&a.sem)?;
     let mut out = std::io::stdout().lock();
     if a.json {
-        let held: Vec<_> = st
-            .held
-            .iter()
-            .map(|s| json!({"slot": s.slot, "holder": s.holder.as_ref().map(report::holder_json)}))
+        let held = (st.held.iter())
+            .map(|s| SlotJson {
+                slot: s.slot,
+                holder: report::holder_json(s.holder.as_ref()),
+            })
             .collect();
-        writeln!(
-            out,
-            "{}",
-            json!({"path": report::path_text(&a.sem), "slots": st.slots, "held": held, "waiters": st.waiters})
-        )?;
+        let line = StatusJson {
+            path: report::path_text(&a.sem),
+            slots: st.slots,
+            held,
+            waiting: st.waiters,
+        };
+        report::print_json(&mut out, &line)?;
     } else {
         match st.slots {
             None => writeln!(out, "{}: not created yet (all slots free)", a.sem.display())?,

@@ -7,7 +7,7 @@ use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{swmr, Mode, Swmr};
-use serde_json::json;
+use serde::Serialize;
 
 use super::{
     args::{CommandArgs, WaitArgs},
@@ -104,7 +104,8 @@ struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object: {"path", "readers", "writer", "waiting_writers"}
+    /// One JSON object: {"path", "state": "free"|"read"|"write", "readers", "writer" (the
+    /// holder), "waiting" (writers)}
     #[arg(long)]
     json: bool,
 }
@@ -164,17 +165,45 @@ fn holders_text(lock: &std::path::Path, mode: Mode) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// `fsync swmr status --json` (docs/json.md, `swmr-status`).
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    path: String,
+    state: State,
+    /// `None` where readers cannot be counted (network file systems).
+    readers: Option<usize>,
+    /// The writer inside, where it can be named (`state` says whether there is one).
+    writer: Option<report::HolderJson<'a>>,
+    /// Writers waiting; `None` where they cannot be counted.
+    waiting: Option<usize>,
+}
+
+/// Who is inside: nobody, readers, or the writer.
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum State {
+    Free,
+    Read,
+    Write,
+}
+
 fn status(a: StatusArgs) -> VerbResult {
     let st = swmr::status(&a.lock)?;
     let mut out = std::io::stdout().lock();
     if a.json {
-        let line = json!({
-            "path": report::path_text(&a.lock),
-            "readers": st.readers,
-            "writer": st.writer_holder.as_ref().map(report::holder_json).unwrap_or(json!(st.writer)),
-            "waiting_writers": st.waiting_writers,
-        });
-        writeln!(out, "{line}")?;
+        let state = match (st.writer, st.held()) {
+            (true, _) => State::Write,
+            (false, true) => State::Read,
+            (false, false) => State::Free,
+        };
+        let line = StatusJson {
+            path: report::path_text(&a.lock),
+            state,
+            readers: st.readers,
+            writer: report::holder_json(st.writer_holder.as_ref()),
+            waiting: st.waiting_writers,
+        };
+        report::print_json(&mut out, &line)?;
     } else {
         let count = |n: Option<usize>| n.map_or("unknown".to_string(), |n| n.to_string());
         let writer = match (&st.writer, &st.writer_holder) {
