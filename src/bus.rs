@@ -1,14 +1,16 @@
 /*!
-The message bus (seed 003): named participants on a shared directory, made safe.
+The message bus: named participants on a shared directory, made safe. The design is that of a
+(Russian) article on a message bus between BlackBox processes on the machines of a local
+network, through a shared network directory.
 
 # Protocol on disk
 
 A bus `B` is a directory (created if missing). A participant `NAME` is connected while the
 directory `B/NAME` exists; `connect` creates it (first removing a hidden `B/.NAME` an earlier
-`disconnect` left), `disconnect` hides it by renaming it to `B/.NAME` (as in the seed). Names are
+`disconnect` left), `disconnect` hides it by renaming it to `B/.NAME` (as in the article). Names are
 letters, digits, `_` and `-`, so they can never be hidden or path names.
 
-Each participant's directory is a mailbox ([`crate::msg`]), which keeps the seed's three states
+Each participant's directory is a mailbox ([`crate::msg`]), which keeps the article's three states
 of a message, moved between by rename, with unique names (`tmp/` being written, `q/` done,
 `claimed/` being received) and closes its gaps: a message is visible to the receiver only once
 complete and flushed, each is received exactly once in the order queued, and a receiver's crash
@@ -35,7 +37,8 @@ use crate::{
     wait::{Outcome, DEFAULT_POLL},
 };
 
-/// A bus directory.
+/// A bus directory: participants connect under a name, send each other messages (or
+/// broadcast to all), and receive their own, each from its own [`Mailbox`].
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -56,7 +59,8 @@ pub struct Bus {
     poll: Duration,
 }
 
-/// A valid participant name, or the reason it is not.
+/// A valid participant name (1 to 200 letters, digits, `_` and `-`), or the reason it is not.
+/// The same rule holds for [`GroupLock`](crate::GroupLock) group names.
 pub fn check_name(name: &str) -> std::result::Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 200
@@ -72,6 +76,8 @@ pub fn check_name(name: &str) -> std::result::Result<(), String> {
 }
 
 impl Bus {
+    /// The bus at the directory `path`, which is created on first connection. Touches nothing
+    /// until then.
     pub fn new(path: impl AsRef<Path>) -> Bus {
         Bus {
             dir: path.as_ref().to_path_buf(),
@@ -79,6 +85,8 @@ impl Bus {
         }
     }
 
+    /// How often a receiver re-checks on a network file system, where change notification
+    /// cannot see other hosts' messages ([`crate::wait::DEFAULT_POLL`] unless set).
     pub fn poll_interval(mut self, every: Duration) -> Bus {
         self.poll = every;
         self
@@ -104,6 +112,10 @@ impl Bus {
         Ok(Mailbox::in_dir(member).poll_interval(self.poll))
     }
 
+    /// Connect the participant `name` (creating the bus if missing); connecting again is fine.
+    /// Messages left for an earlier, disconnected, participant of that name are discarded.
+    /// Errors:
+    /// [`ErrorKind::Invalid`] for a name that is not 1 to 200 letters, digits, `_` and `-`.
     pub fn connect(&self, name: &str) -> Result<()> {
         check_name(name).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
         let top = self.top(true)?.expect("created");
@@ -111,6 +123,9 @@ impl Bus {
         top.sub(name, true).map(drop) // already connected is fine
     }
 
+    /// Disconnect the participant `name`: from now on nobody can send to it, and messages
+    /// queued for it stay hidden until it connects again (which discards them). Errors:
+    /// [`ErrorKind::Unavailable`] if it is not connected.
     pub fn disconnect(&self, name: &str) -> Result<()> {
         self.mailbox(name, "participant")?;
         let top = self.top(false)?.expect("it has a member");
@@ -144,7 +159,8 @@ impl Bus {
         Ok(names)
     }
 
-    /// Queue a message from `from` for `to`; fails if either is not connected.
+    /// Queue a message from `from` for `to`, durably, as [`Mailbox::post`] does; fails
+    /// ([`ErrorKind::Unavailable`]) if either is not connected. Waits for nobody.
     pub fn send(&self, from: &str, to: &str, payload: &mut dyn Read) -> Result<Outcome<()>> {
         self.mailbox(from, "sender")?;
         let posted = self
@@ -175,11 +191,13 @@ impl Bus {
         Ok(Outcome::Acquired(sent))
     }
 
-    /// Take the oldest message for `name`.
+    /// Take the oldest message for `name`, waiting up to `timeout` as [`Mailbox::recv`] does;
+    /// [`ErrorKind::Unavailable`] if `name` is not connected.
     pub fn recv(&self, name: &str, timeout: Option<Duration>) -> Result<Option<Received>> {
         Ok(self.recv_with(name, timeout)?.acquired())
     }
 
+    /// Like [`recv`](Self::recv), telling a timeout from a cancellation.
     pub fn recv_with(&self, name: &str, timeout: Option<Duration>) -> Result<Outcome<Received>> {
         self.mailbox(name, "participant")?.recv_with(timeout)
     }

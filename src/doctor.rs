@@ -17,7 +17,7 @@ use std::{
 use nix::libc;
 
 use crate::{
-    error::{Error, Result},
+    error::{Error, ErrorKind, Result},
     platform::{
         fs as pfs,
         lock::{self, Mode},
@@ -28,20 +28,32 @@ use crate::{
 /// The findings for one directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
+    /// The directory examined.
     pub dir: PathBuf,
+    /// The file system's kind by its magic number (`ext4`, `tmpfs`, `nfs`, `fuse`, ...).
     pub fs_type: &'static str,
+    /// Whether other hosts may share it: then waits poll, and status reports cannot always
+    /// count holders.
     pub network: bool,
     /// The FUSE subtype (`glusterfs`, `sshfs`, ...) or the mount's type from mountinfo.
     pub mount_type: Option<String>,
     /// Mount options that defeat locking across hosts (`nolock`, `local_lock=...`).
     pub warnings: Vec<String>,
+    /// Whole-file `flock` locks: two open file descriptions exclude each other (what
+    /// [`Mutex`](crate::Mutex) and most primitives need).
     pub flock: Check,
+    /// OFD byte-range locks: conflicting ranges exclude each other, others do not (what
+    /// [`RangeLock`](crate::RangeLock) needs).
     pub byte_range: Check,
     /// Whether a whole-file flock and a byte-range lock on one file exclude each other (they
     /// do on NFS and FUSE, which emulate flock with POSIX locks; never mix them there).
     pub kinds_collide: bool,
+    /// `rename` is atomic (messages, registrations).
     pub rename: Check,
+    /// `link` refuses an existing name (files created once, such as a semaphore's count).
     pub link: Check,
+    /// Change notification reports a change made here (prompt wake-ups of event and message
+    /// waits on this host).
     pub notify: Check,
     /// The interface that watches here (`dnotify`, or `inotify` where the kernel lacks it).
     pub notify_interface: &'static str,
@@ -50,11 +62,14 @@ pub struct Report {
 /// The outcome of one check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Check {
+    /// It behaves as the primitives need.
     Works,
+    /// It does not: what went wrong, in words.
     Fails(String),
 }
 
 impl Check {
+    /// Whether it works.
     pub fn works(&self) -> bool {
         *self == Check::Works
     }
@@ -86,9 +101,16 @@ pub fn file_system(path: &Path) -> FileSystem {
     pfs::fs_kind_of_path(path)
 }
 
+/// The kind of file system a path lies on ([`file_system`]): its name, and whether it is a
+/// network one.
 pub use crate::platform::fs::FsKind as FileSystem;
 
-/// Examine the directory `path` (or the directory of the file `path`).
+/// Examine the directory `path` (or the directory of the file `path`) by trying what the
+/// primitives need on scratch files, removed afterwards. Takes a few hundred milliseconds (it
+/// waits up to 200 ms for a change notification). Errors: [`ErrorKind::NotFound`] if there
+/// is no such directory; [`ErrorKind::PermissionDenied`] if it is not writable (the checks need
+/// to create files). Installs the [wake signal](crate::wait#the-wake-signal)'s handler, as a
+/// wait does.
 pub fn examine(path: &Path) -> Result<Report> {
     let dir = if path.is_dir() {
         path.to_path_buf()
@@ -102,11 +124,7 @@ pub fn examine(path: &Path) -> Result<Report> {
     };
     if !dir.is_dir() {
         pfs::check_parent(path)?;
-        return Err(Error::new(
-            path,
-            crate::ErrorKind::NotFound,
-            "no such directory",
-        ));
+        return Err(Error::new(path, ErrorKind::NotFound, "no such directory"));
     }
     let kind = pfs::fs_kind_of_path(&dir);
     let base = dir.join(format!(".fsync-doctor.{}", std::process::id()));

@@ -1,9 +1,9 @@
 /*!
 The library's one error type.
 
-Every failure a user can see names the path it concerns and the cause in words, because the
-command-line tool prints it as one `fsync: PATH: cause` line. The coarse [`ErrorKind`] is what
-the CLI turns into an exit code (in exactly one place, `cli::exit_code`); the library never picks
+Every failure names the path it concerns and the cause in words, so that a program can print
+it as one line (the `fsync` command prints `fsync: PATH: cause`). The coarse [`ErrorKind`] is
+what a program acts on (the command turns it into its exit status); the library never picks
 exit codes and never prints.
 */
 
@@ -32,7 +32,9 @@ pub enum ErrorKind {
     Os,
 }
 
-/// A failure concerning one path.
+/// A failure concerning one path: displayed as `PATH: cause` (`/var/lock/backup.lck: cannot
+/// open lock file: permission denied`), with a [`kind`](Error::kind) to act on and the
+/// operating-system error number where there was one.
 #[derive(Debug)]
 pub struct Error {
     path: PathBuf,
@@ -41,10 +43,14 @@ pub struct Error {
     errno: Option<i32>,
 }
 
+/// The result of a library call: an [`Error`] unless said otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// A failure of `what` ("cannot open lock file") with an operating-system error.
+    /// A failure of `what` ("cannot open lock file") at `path` with an operating-system error,
+    /// its kind derived from the error number (`EACCES`: [`ErrorKind::PermissionDenied`], ...).
+    /// For programs that report their own failures as the library does (the `fsync` command
+    /// does).
     pub fn io(path: &Path, what: &str, err: io::Error) -> Error {
         let errno = err.raw_os_error();
         let cause = match errno {
@@ -59,7 +65,8 @@ impl Error {
         }
     }
 
-    /// A failure described entirely in words.
+    /// A failure at `path` described entirely in words, of the given kind. Like
+    /// [`Error::io`], for programs that report their own failures as the library does.
     pub fn new(path: &Path, kind: ErrorKind, message: impl Into<String>) -> Error {
         Error {
             path: path.to_path_buf(),
@@ -69,10 +76,12 @@ impl Error {
         }
     }
 
+    /// What kind of failure it is: what a program decides on (an exit status, a retry).
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
 
+    /// The path the failure concerns (a lock file, a primitive's directory, a file in it).
     pub fn path(&self) -> &Path {
         &self.path
     }

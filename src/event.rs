@@ -1,10 +1,11 @@
 /*!
-The event (seed 000's TGpFileEvent): set by one process, awaited by others.
+The event: set by one process, awaited by others (the `TGpFileEvent` of Primoz Gabrijelcic's
+*Let's Cooperate: File system-based synchronisation primitives*).
 
 # Protocol on disk
 
-An event `E` is signalled exactly when the file `E` exists (seed 000), so a signal survives the
-crash of whoever sent it and needs no process to keep it.
+An event `E` is signalled exactly when the file `E` exists (as in the article), so a signal
+survives the crash of whoever sent it and needs no process to keep it.
 
 - **signal**: create `E` (`O_CREAT`, no truncation; already there is fine);
 - **reset**: unlink `E` (already gone is fine);
@@ -35,7 +36,10 @@ use crate::{
     wait::{self, Deadline, Outcome, DEFAULT_POLL},
 };
 
-/// A file-system event at a path.
+/// A file-system event at a path: set while the file exists. [`signal`](Event::signal) sets
+/// it, [`reset`](Event::reset) clears it, [`wait`](Event::wait) waits until it is set, or
+/// with `reset` consumes it: one signal then wakes exactly one such waiter, on one host or
+/// several.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -54,6 +58,7 @@ pub struct Event {
 }
 
 impl Event {
+    /// The event at `path` (a file in an existing directory). Touches nothing until used.
     pub fn new(path: impl AsRef<Path>) -> Event {
         Event {
             path: path.as_ref().to_path_buf(),
@@ -61,6 +66,8 @@ impl Event {
         }
     }
 
+    /// How often a wait re-checks on a network file system, where change notification cannot
+    /// see other hosts' signals ([`wait::DEFAULT_POLL`] unless set).
     pub fn poll_interval(mut self, every: Duration) -> Event {
         self.poll = every;
         self
@@ -68,6 +75,8 @@ impl Event {
 
     /// Set the event (a no-op if it is set). Creates an empty file; whatever is already at
     /// the path (even a link or a FIFO another user put there) means "set", and is never opened.
+    /// Errors: [`ErrorKind::NotFound`] if the directory is missing,
+    /// [`ErrorKind::PermissionDenied`] if it is not writable.
     pub fn signal(&self) -> Result<()> {
         if self.is_set()? {
             return Ok(());
@@ -90,11 +99,15 @@ impl Event {
     }
 
     /// Clear the event (a no-op if it is clear). Only an event file is removed: an empty
-    /// regular file, not in a sticky directory another user's.
+    /// regular file, not in a sticky directory another user's. Errors: [`ErrorKind::NotFound`]
+    /// for anything else at the path (a link, a directory, a file with data), which is left
+    /// alone; [`ErrorKind::PermissionDenied`] where it may not be removed.
     pub fn reset(&self) -> Result<()> {
         self.consume().map(drop)
     }
 
+    /// Whether the event is set (something exists at the path). Never waits. Errors:
+    /// [`ErrorKind::NotFound`] if the path is a directory or its directory is missing.
     pub fn is_set(&self) -> Result<bool> {
         match std::fs::symlink_metadata(&self.path) {
             Ok(m) if m.is_dir() => Err(Error::new(
@@ -114,7 +127,14 @@ impl Event {
         }
     }
 
-    /// Wait up to `timeout` for the event; with `reset`, consume it. `Ok(false)` on timeout.
+    /// Wait up to `timeout` (`None`: for ever; zero: look once) for the event; with `reset`,
+    /// consume it (only one of any number of resetting waiters gets each signal; the others
+    /// wait on). `Ok(false)` on timeout.
+    ///
+    /// The thread sleeps until the directory changes: on a local file system a signal wakes it
+    /// at once; on a network file system, whose other hosts' changes notify nobody, it
+    /// re-checks every [`poll_interval`](Self::poll_interval). Errors as
+    /// [`is_set`](Self::is_set) and, with `reset`, [`reset`](Self::reset).
     pub fn wait(&self, timeout: Option<Duration>, reset: bool) -> Result<bool> {
         Ok(matches!(
             self.wait_with(timeout, reset)?,

@@ -1,6 +1,7 @@
 /*!
-The group: a pool of processes that join and leave; others ask whether it is empty (seed 000's
-TGpFileGroup, made countable and crash-safe).
+The group: a pool of processes that join and leave; others ask whether it is empty (the
+`TGpFileGroup` of Primoz Gabrijelcic's *Let's Cooperate: File system-based synchronisation
+primitives*, made countable and crash-safe).
 
 # Protocol on disk
 
@@ -87,7 +88,11 @@ use crate::{
     wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
 
-/// A group of processes at a directory path.
+/// A group of processes at a directory path. Members join and leave (or die: a dead member has
+/// left at once); anyone can ask whether the group is empty ([`is_empty`]), list its members
+/// ([`members`]) or wait until it is empty ([`wait_empty`]). A joiner learns whether it was the
+/// first, a leaver whether it was the last: what "start the server if nobody runs it, stop it
+/// with the last client" needs.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -125,6 +130,8 @@ fn paths(dir: &Path) -> Paths {
 }
 
 impl Group {
+    /// The group at the directory `path`, which is created on first join. Touches nothing
+    /// until then.
     pub fn new(path: impl AsRef<Path>) -> Group {
         Group {
             dir: path.as_ref().to_path_buf(),
@@ -133,24 +140,46 @@ impl Group {
         }
     }
 
-    /// Remove the group's files when the last member leaves.
+    /// Remove the group's files (and its directory, if then empty) when the last member leaves.
     pub fn delete_when_empty(mut self, yes: bool) -> Group {
         self.delete = yes;
         self
     }
 
-    /// Re-check interval on network file systems.
+    /// How often a wait re-checks on a network file system, where other hosts' changes wake
+    /// nobody ([`wait::DEFAULT_POLL`] unless set).
     pub fn poll_interval(mut self, every: Duration) -> Group {
         self.poll = every;
         self
     }
 
     /// Join, waiting up to `timeout` for the join step; `Ok(None)` if it did not come.
+    ///
+    /// Joining never waits for the members: any number join. It waits only while another
+    /// process joins or leaves (a short lock that makes *first* and *last* exact), blocking in
+    /// the kernel. Errors: [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the
+    /// group's directory or files cannot be created or opened.
     pub fn join(&self, timeout: Option<Duration>) -> Result<Option<Membership>> {
         Ok(self.join_with(timeout, |_| {})?.acquired())
     }
 
-    /// Join, reporting how an unsuccessful wait ended.
+    /// Join if no other process is joining or leaving at this instant; `Ok(None)` if one is.
+    /// Never waits for it. Errors as [`join`](Self::join).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("app.grp");
+    /// let group = fsync::Group::new(&path);
+    /// let member = group.try_join()?.expect("nobody else is joining or leaving");
+    /// assert!(member.first());
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn try_join(&self) -> Result<Option<Membership>> {
+        self.join(Some(Duration::ZERO))
+    }
+
+    /// Join, reporting how an unsuccessful wait ended, and calling `progress` with the time
+    /// waited when the wait starts blocking and about once a second after.
     pub fn join_with(
         &self,
         timeout: Option<Duration>,
@@ -225,8 +254,9 @@ impl Membership {
         self.first
     }
 
-    /// Record the command that runs as the member, for `members`.
-    /// (Call it with `None` just before starting the command, and again with its pid.)
+    /// Record the command that runs as the member, for [`members`]: for programs that run a
+    /// command as the member. (Call it with `None` just before starting the command, and again
+    /// with its pid.)
     pub fn set_child(&mut self, pid: Option<u32>, command: String) {
         if let Some(r) = &mut self.registration {
             r.holder.child = pid;
@@ -254,7 +284,8 @@ impl Membership {
         Ok(())
     }
 
-    /// Leave; `true` if we were the last member.
+    /// Leave; `true` if we were the last member. Dropping the membership leaves too, silently.
+    /// Waits, like joining, only while another process joins or leaves.
     pub fn leave(self) -> Result<bool> {
         Ok(self.leave_reporting()? == Left::Last)
     }
@@ -396,7 +427,9 @@ fn any_registration_held(members: &Dir) -> bool {
     })
 }
 
-/// Is the group at `path` empty? A missing group is empty. Creates nothing.
+/// Is the group at `path` empty? A missing group is empty. Creates nothing, and never waits on a
+/// local file system (it reads the kernel's lock table); on a network file system it probes
+/// with a lock released at once. [`ErrorKind::NotFound`] if `path` is not a directory.
 pub fn is_empty(path: &Path) -> Result<bool> {
     let p = paths(path);
     check_dir(path)?;
@@ -484,7 +517,9 @@ fn live_member(mut h: Holder, registration: &File) -> Holder {
     h
 }
 
-/// Block until the group at `path` is empty (kernel wake-up on a local file system).
+/// Block until the group at `path` is empty, up to `timeout` (`None`: for ever); a missing
+/// group is empty. Creates nothing. On a local file system the kernel wakes the waiter when the
+/// last member leaves (or dies); on a network file system it re-checks every `poll`.
 pub fn wait_empty(path: &Path, timeout: Option<Duration>, poll: Duration) -> Result<Outcome<()>> {
     wait_for_state(path, true, timeout, poll)
 }
@@ -500,7 +535,9 @@ pub fn wait_empty_reporting(
     wait_for_state_inner(path, true, timeout, poll, Some(&mut progress))
 }
 
-/// Block until the group's emptiness is `want_empty`. Used by `wait-empty` and `watch`.
+/// Block until the group's emptiness is `want_empty` (until someone joins, with `false`), up to
+/// `timeout`, re-checking every `poll` on a network file system. Creates nothing: waiting for
+/// a member of a group that does not exist yet watches for its creation.
 pub fn wait_for_state(
     path: &Path,
     want_empty: bool,
@@ -621,6 +658,23 @@ mod tests {
         assert!(b.leave().unwrap());
         assert!(is_empty(&path).unwrap());
         assert!(!path.exists(), "deleted with the last member");
+    }
+
+    /// Trying to join never waits for another process's join or leave step.
+    #[test]
+    fn try_join_is_refused_while_another_joins_and_succeeds_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g");
+        let group = Group::new(&path);
+        ensure_dirs(&paths(&path)).unwrap();
+        // Another process's join step holds join.lock (its own open file description).
+        let (busy, _) = pfs::open_internal_lock(&paths(&path).join).unwrap();
+        assert!(lock::flock(&busy, Mode::Exclusive, false).unwrap());
+        assert!(group.try_join().unwrap().is_none());
+        drop(busy);
+        let member = group.try_join().unwrap().expect("free now");
+        assert!(member.first());
+        assert!(!is_empty(&path).unwrap());
     }
 
     #[test]

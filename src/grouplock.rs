@@ -1,6 +1,7 @@
 /*!
-Asche's group lock (seed 001): any number (or at most M) of processes of one group inside
-together, never two groups at once, and no group starved by newcomers of the group inside.
+The group lock of Ruediger R. Asche's *Compound Win32 Synchronization Objects* (MSDN, 1994):
+any number (or at most M) of processes of one group inside together, never two groups at once,
+and no group starved by newcomers of the group inside.
 
 # Protocol on disk
 
@@ -60,7 +61,10 @@ use crate::{
     wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
 
-/// A group lock at a directory path.
+/// A group lock at a directory path: processes enter as members of a named group (letters,
+/// digits, `_` and `-`); any number of one group, or at most the group's cap, are inside
+/// together, never two groups at once. A group that waits holds back newcomers of the group
+/// inside, so no group is starved.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -112,6 +116,8 @@ impl GroupGuard {
 }
 
 impl GroupLock {
+    /// The group lock at the directory `path`, which is created on first entry. Touches
+    /// nothing until then.
     pub fn new(path: impl AsRef<Path>) -> GroupLock {
         GroupLock {
             dir: path.as_ref().to_path_buf(),
@@ -119,6 +125,8 @@ impl GroupLock {
         }
     }
 
+    /// How often a wait re-checks on a network file system, where another host's leaving
+    /// wakes nobody ([`wait::DEFAULT_POLL`] unless set).
     pub fn poll_interval(mut self, every: Duration) -> GroupLock {
         self.poll = every;
         self
@@ -128,6 +136,13 @@ impl GroupLock {
     /// members of the group are inside at once: the group's cap, fixed by the first member
     /// that gives one; with `None`, the cap in force (if any) applies. A `max` other than the
     /// cap in force is an error ([`ErrorKind::Invalid`]).
+    ///
+    /// Blocks in the kernel until the other groups' members have left (and, under a cap,
+    /// until a slot is free), which wakes it at once on a local file system; on a network file
+    /// system it also re-checks every [`poll_interval`](Self::poll_interval). Other errors:
+    /// [`ErrorKind::Invalid`] for a group name that is not letters, digits, `_` and `-`;
+    /// [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the directory or its files
+    /// cannot be created or opened.
     pub fn enter(
         &self,
         group: &str,
@@ -137,6 +152,27 @@ impl GroupLock {
         Ok(self.enter_with(group, max, timeout, |_| {})?.acquired())
     }
 
+    /// Enter if that can be done right now: no other group inside or waiting and, under a
+    /// cap, a slot free. `Ok(None)` otherwise, and also while another process is on its way in
+    /// at this very instant. Never waits. `max` and errors as [`enter`](Self::enter).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("repo.glock");
+    /// let lock = fsync::GroupLock::new(&path);
+    /// let reader = lock.try_enter("readers", None)?.expect("nobody inside");
+    /// assert!(lock.try_enter("gc", None)?.is_none()); // busy: another group is inside
+    /// drop(reader);
+    /// assert!(lock.try_enter("gc", None)?.is_some()); // free
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn try_enter(&self, group: &str, max: Option<usize>) -> Result<Option<GroupGuard>> {
+        self.enter(group, max, Some(Duration::ZERO))
+    }
+
+    /// Like [`enter`](Self::enter), telling a timeout from a cancellation, and calling
+    /// `progress` with the time waited when the wait starts blocking and about once a second
+    /// after.
     pub fn enter_with(
         &self,
         group: &str,
@@ -239,10 +275,15 @@ impl GroupLock {
 /// network file systems the counts are `None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupLockStatus {
+    /// The groups inside (normally one), sorted, each with its number of members inside.
     pub inside: Vec<(String, Option<usize>)>,
+    /// Processes waiting to enter, of any group.
     pub waiting: Option<usize>,
 }
 
+/// Who is inside the group lock at `dir`, and how many wait. Creates nothing; on a local file
+/// system it reads the kernel's lock table and does not touch the locks, on a network file
+/// system it probes with locks released at once. A missing group lock is empty.
 pub fn status(dir: &Path) -> Result<GroupLockStatus> {
     use std::os::unix::fs::MetadataExt;
     if !dir.exists() {

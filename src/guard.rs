@@ -14,7 +14,10 @@ use crate::platform::{
     lock::{self, Mode},
 };
 
-/// A check that a lock is still ours, valid while the guard it came from lives.
+/// A check that a lock is still ours, valid while the guard it came from lives: what a holder
+/// that runs long work on a network file system calls now and then, to stop (or stop writing)
+/// once the file server has given its lock to someone else. Guards return one only where the
+/// lock can be lost (`loss_check()` is `None` on a local file system).
 #[derive(Debug, Clone, Copy)]
 pub struct LossCheck {
     fd: RawFd,

@@ -49,10 +49,15 @@ const MAGIC: &str = "fsync-holder 1";
 /// Who holds (or last held) a lock.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Holder {
+    /// The process that took the lock (on `host`).
     pub pid: u32,
+    /// The command it runs under the lock, if any (on `host`).
     pub child: Option<u32>,
+    /// The host it runs on, as its `gethostname` says.
     pub host: String,
+    /// When it took the lock, in microseconds since the Unix epoch (0: unknown).
     pub since_us: u64,
+    /// The work it does under the lock: its command line, or the command it runs.
     pub command: String,
 }
 

@@ -1,11 +1,100 @@
 /*!
 `fsync`: synchronise processes through the file system.
 
-Each primitive is one module with its on-disk protocol written in its docs; they share the wait
-core ([`wait`]) and a platform layer (private: the only code that talks to the operating system
-directly). The `fsync` command-line tool is a thin
-layer over this library.
+Mutexes, reader/writer locks, byte-range locks, counting semaphores, group locks, groups,
+events, mailboxes and a message bus whose state lives in files. They work between unrelated
+processes on one machine, between machines that share a directory over NFS, SMB or a cluster
+file system, and alongside util-linux `flock(1)` and Perl's and Python's `flock` on the same
+files. There is no server and no daemon: the shared directory is the medium. Locks are kernel
+locks, so a process that dies, however it dies, releases everything it held.
+
+The smallest useful program: one process at a time runs the critical section, the others wait
+up to ten seconds for it.
+
+```
+use std::time::Duration;
+use fsync::Mutex;
+# let dir = tempfile::tempdir().unwrap();
+# let path = dir.path().join("counter.lck");
+
+let lock = Mutex::new(&path); // any path; the file is created if missing, never truncated
+match lock.acquire(Some(Duration::from_secs(10)))? {
+    Some(_guard) => {
+        // ... only one process (and one thread) at a time gets here ...
+    } // released when the guard is dropped, or by the kernel if the process dies
+    None => eprintln!("still busy after 10 s"),
+}
+# Ok::<(), fsync::Error>(())
+```
+
+# Depending on the library
+
+The package is `fsync-tool`; the library crate in it is `fsync`. Its default feature `cli`
+builds the `fsync` command too (with its command-line parser and JSON output); a program that
+only uses the library turns it off, and builds no command-line parser, JSON or man-page code:
+
+```toml
+[dependencies]
+fsync-tool = { version = "0.1", default-features = false }
+```
+
+and writes `use fsync::Mutex;`. The library runs on Linux only.
+
+# The primitives
+
+| type | what it is | module (with its protocol on disk) |
+| --- | --- | --- |
+| [`Mutex`] | an exclusive (or shared, as `flock -s`) lock on a file, with fencing tokens | [`mutex`] |
+| [`RangeLock`] | a shared or exclusive lock on a byte range of a file | [`range`] |
+| [`Swmr`] | a reader/writer lock that never starves a writer | [`swmr`] |
+| [`Semaphore`] | at most N holders at once, each with a slot number | [`sem`] |
+| [`GroupLock`] | members of one named group inside at once (optionally at most M) | [`grouplock`] |
+| [`Group`] | processes join and leave; others ask whether it is empty, or wait until it is | [`group`] |
+| [`Event`] | set by one process, awaited by others; auto-reset wakes exactly one | [`event`] |
+| [`Mailbox`] | durable queued messages, synchronous sends, exactly-once receipt | [`msg`] |
+| [`Bus`] | named participants exchanging messages on a shared directory | [`bus`] |
+
+Each type is a path and a few settings: cheap to create, it holds nothing until used, and it
+can be cloned and shared. What acquires returns a guard that releases when dropped (or
+explicitly, where releasing can report something). Acquiring comes in three forms:
+
+- `try_*` ([`Mutex::try_acquire`], [`Swmr::try_write`], ...) tries once and never waits:
+  `Ok(None)` when busy;
+- the plain call takes a timeout (`None`: for ever) and returns `Ok(None)` if it ran out;
+- `*_with` returns an [`Outcome`], which tells a timeout from a cancellation and can report
+  progress while it waits.
+
+Errors are [`Error`]s: each names the path it concerns and the cause in words, and has an
+[`ErrorKind`] (not found, permission denied, unavailable here, invalid request, corrupt state,
+...). The library never prints and never exits the process.
+
+Within one process, threads exclude each other as processes do: every acquisition opens the
+files it locks anew. So a thread that asks for what it already holds through another guard
+waits for itself; the [`Mutex`] notices and fails at once instead ([`ErrorKind::Unavailable`]).
+
+# Waiting, and the signal it installs
+
+A waiting thread blocks in the kernel, so on a local file system a release wakes it at once;
+on network file systems waits also re-check every poll interval. See [`wait`] for the details,
+and for cancellation by INT, TERM, HUP and QUIT, which only a program that asks for it gets
+([`wait::install_cancel_handlers`]).
+
+**Waiting installs a process-wide signal handler** for a real-time signal, by default
+`SIGRTMIN+5`: the first time the library waits (or watches a directory), it installs a handler,
+without `SA_RESTART`, that does nothing but count; its only purpose is to interrupt the
+blocking call it arrives in, so that deadlines and wake-ups end it. A program that embeds the library must not use that signal
+for anything else, nor block it in threads that wait; it can choose another real-time signal
+with [`wait::set_wake_signal`] before the first wait.
+
+# Network file systems
+
+Every primitive works across hosts that share a directory, with three differences the
+primitives' docs spell out: waits poll (each type's `poll_interval`), status reports cannot
+always count holders (`None` where the kernel's lock table cannot see other hosts), and a living
+holder can lose its lock (a partition, an expired lease): guards offer a [`LossCheck`] there.
+[`doctor::examine`] tries what a directory's file system can do.
 */
+#![deny(missing_docs)]
 
 pub mod bus;
 pub mod command;
@@ -14,7 +103,7 @@ pub mod error;
 pub mod event;
 pub mod group;
 pub mod grouplock;
-pub mod guard;
+mod guard;
 pub mod holder;
 pub mod msg;
 pub mod mutex;
@@ -37,6 +126,7 @@ pub use guard::LossCheck;
 pub use msg::{Mailbox, Received};
 pub use mutex::{Mutex, MutexGuard, SharedGuard};
 pub use platform::lock::Mode;
+pub use range::{ByteRange, RangeGuard, RangeLock};
 pub use sem::{Semaphore, SlotGuard};
 pub use swmr::{Swmr, SwmrGuard};
 pub use wait::Outcome;

@@ -1,13 +1,15 @@
 /*!
 Mailboxes: durable queued messages (`post`), synchronous messages that are never delivered once
-their sender died or gave up (`send`, seed 000's SendMessage), and exactly-once receipt.
+their sender died or gave up (`send`: the `SendMessage` of Primoz Gabrijelcic's *Let's
+Cooperate: File system-based synchronisation primitives*), and exactly-once receipt.
 
 # Protocol on disk
 
-A mailbox `B` is a directory (created if missing) whose subdirectories are the states of seed
-003's messages, each step between them one `rename(2)`:
+A mailbox `B` is a directory (created if missing) whose subdirectories are the states of a
+message in the (Russian) article on a message bus for BlackBox processes over a shared network
+directory (see [`crate::bus`]), each step between them one `rename(2)`:
 
-| state | place | seed 003 |
+| state | place | the article's suffix |
 | --- | --- | --- |
 | being written | `B/tmp/.UNIQ` | `w` |
 | queued (done) | `B/q/NAME` | `d` |
@@ -67,7 +69,12 @@ use crate::{
     wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
 
-/// A mailbox directory.
+/// A mailbox directory: a queue of messages (arbitrary bytes) that any number of processes
+/// post to and receive from. Posting is durable (flushed before it returns); receiving takes
+/// the oldest message, exactly once among competing receivers; a receiver that dies before it
+/// [`finish`](Received::finish)es returns the message to the queue.
+/// [`send`](Mailbox::send) waits until a receiver has taken the message, and withdraws it if
+/// none did in time.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -180,12 +187,16 @@ fn uniq() -> String {
     )
 }
 
-/// A queued message, as `list` shows it.
+/// A queued message, as [`Mailbox::list`] shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
+    /// Its file name in the queue, `SEQ.UNIQ.FROM.KIND` (module docs).
     pub name: String,
+    /// The payload's size in bytes.
     pub size: u64,
+    /// How long it has been queued (by the file's modification time).
     pub age: Duration,
+    /// The bus participant that sent it, if it came over a [`Bus`](crate::Bus).
     pub from: Option<String>,
     /// A synchronous message whose sender waits for it.
     pub sync: bool,
@@ -195,12 +206,13 @@ pub struct Queued {
 /// a directory someone put there), or a message this user may not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
+    /// The entry's name in the queue.
     pub name: String,
     /// Why, in words: "is a FIFO, not a message", "cannot read: permission denied".
     pub reason: String,
 }
 
-/// What `list` found.
+/// What [`Mailbox::list`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listing {
     /// The messages a receiver would take, oldest first.
@@ -225,7 +237,7 @@ impl Mailbox {
     }
 
     /// Permissions of the payload files this mailbox creates (less the umask); 0640 unless set,
-    /// so that other users cannot read messages unless asked to (`--mode 0644`).
+    /// so that other users cannot read messages unless asked to (`payload_mode(0o644)`).
     pub fn payload_mode(mut self, mode: u32) -> Mailbox {
         self.mode = mode & 0o777;
         self
@@ -247,11 +259,14 @@ impl Mailbox {
         }
     }
 
+    /// How often a wait re-checks on a network file system, where change notification cannot
+    /// see other hosts' posts ([`wait::DEFAULT_POLL`] unless set).
     pub fn poll_interval(mut self, every: Duration) -> Mailbox {
         self.poll = every;
         self
     }
 
+    /// The mailbox's directory.
     pub fn path(&self) -> &Path {
         match &self.opened {
             Some(d) => d.path(),
@@ -291,7 +306,14 @@ impl Mailbox {
         })
     }
 
-    /// Queue a message durably (see the module docs); returns its name.
+    /// Queue a message durably (see the module docs): `payload` is read to its end and written
+    /// to the mailbox, flushed, then made visible to receivers in one rename; returns its name.
+    /// Waits only for the short lock that numbers messages; a cancellation signal (once the
+    /// program has called [`install_cancel_handlers`](crate::wait::install_cancel_handlers))
+    /// while reading the payload gives [`Outcome::Interrupted`] and queues nothing. Errors:
+    /// [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the mailbox cannot be
+    /// created or written, [`ErrorKind::Io`] if the file system is full,
+    /// [`ErrorKind::Corrupt`] if its sequence file holds what fsync never writes.
     pub fn post(&self, payload: &mut dyn Read) -> Result<Outcome<String>> {
         self.post_from(payload, None)
     }
@@ -313,7 +335,11 @@ impl Mailbox {
     }
 
     /// Send synchronously: return `Acquired` once a receiver has taken the message; on timeout
-    /// or cancellation the message is withdrawn and never delivered.
+    /// or cancellation the message is withdrawn and never delivered. If this process dies
+    /// while it waits, no receiver ever gets the message either.
+    ///
+    /// The thread sleeps until the mailbox changes (on a network file system it also re-checks
+    /// every [`poll_interval`](Self::poll_interval)). Errors as [`post`](Self::post).
     pub fn send(&self, payload: &mut dyn Read, timeout: Option<Duration>) -> Result<Outcome<()>> {
         self.send_inner(payload, timeout, None)
     }
@@ -368,7 +394,16 @@ impl Mailbox {
         Ok(result)
     }
 
-    /// Take the oldest message, waiting up to `timeout` for one.
+    /// Take the oldest message, waiting up to `timeout` (`None`: for ever; zero: look once) for
+    /// one; `Ok(None)` if none came. Read it, then [`finish`](Received::finish) it; dropped
+    /// unfinished, it goes back to the queue. Entries of the queue that are not messages fsync
+    /// made, or that this user may not read, are passed over (see
+    /// [`recv_reporting`](Self::recv_reporting)).
+    ///
+    /// The thread sleeps until the queue changes: on a local file system a post wakes it at
+    /// once; on a network file system it also re-checks every
+    /// [`poll_interval`](Self::poll_interval). Errors: [`ErrorKind::NotFound`] or
+    /// [`ErrorKind::PermissionDenied`] if the mailbox cannot be created or opened.
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Option<Received>> {
         Ok(self.recv_with(timeout)?.acquired())
     }

@@ -1,6 +1,9 @@
 /*!
-The mutex: an exclusive lock on a file (seed 000's mutex and critical section, seed 002's
-semaphore file).
+The mutex: an exclusive lock on a file. It is the mutex and the nesting critical section of
+Primoz Gabrijelcic's *Let's Cooperate: File system-based synchronisation primitives*, and the
+"semaphore file" of Sean M. Burke's *Resource Locking with Semaphore Files* (The Perl Journal,
+2002): lock a separate file for as long as you touch the resource, and Perl and Python
+programs that `flock` the same file exclude and are excluded by ours.
 
 # Protocol on disk
 
@@ -140,10 +143,19 @@ mod fences {
     }
 }
 
-/// The environment variable through which nested acquisitions find an ancestor's lock.
+/// The environment variable through which nested acquisitions find an ancestor's lock (see
+/// the module docs): a program that passes a held lock down to a command sets it in the
+/// command's environment to what [`MutexGuard::pass_down`] returns.
 pub const HELD_ENV: &str = "FSYNC_MUTEX_HELD";
 
 /// A file-based mutex; cheap to create, holds nothing until acquired.
+///
+/// The lock is a `flock(2)` lock on the file at the path (created if missing, never truncated
+/// or written, so it may be any file, even a directory), taken by one process at a time and
+/// by util-linux `flock(1)`, Perl and Python `flock` on the same file alike. Beside it, where
+/// the directory is writable, the holder keeps a record (`DIR/.NAME.fsync`) of who holds it and
+/// of the [fencing token](MutexGuard::fence). The kernel, or the file server, releases the lock
+/// when its holder dies.
 ///
 /// ```
 /// use std::time::Duration;
@@ -171,6 +183,7 @@ pub struct Mutex {
 }
 
 impl Mutex {
+    /// The mutex at `path`. Touches nothing until it is acquired.
     pub fn new(path: impl AsRef<Path>) -> Mutex {
         Mutex {
             path: path.as_ref().to_path_buf(),
@@ -188,38 +201,59 @@ impl Mutex {
         self
     }
 
-    /// Remove the lock file (and its record) on release.
+    /// Remove the lock file (and its record) on release, while still holding the lock; a
+    /// waiter that already opened the old file notices and locks the new one (module docs).
+    /// The fencing token survives in the directory's `.fsync.fence`. A lock file that a process
+    /// which inherited the lock still holds is kept ([`Released::KeptStillHeld`]).
     pub fn delete_on_release(mut self, yes: bool) -> Mutex {
         self.delete = yes;
         self
     }
 
-    /// How often to re-check where other hosts cannot wake us (network file systems).
+    /// How often a wait re-checks on a network file system, where a release on another host
+    /// may not wake a blocked call ([`wait::DEFAULT_POLL`] unless set). Unused on local file
+    /// systems, where the kernel wakes the waiter.
     pub fn poll_interval(mut self, every: Duration) -> Mutex {
         self.poll = every;
         self
     }
 
+    /// The lock file's path, as given.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Take the lock if it is free right now.
+    /// Take the lock if it is free right now; `Ok(None)` if someone holds it. Never waits.
+    ///
+    /// Errors as [`acquire`](Self::acquire).
     pub fn try_acquire(&self) -> Result<Option<MutexGuard>> {
         self.acquire(Some(Duration::ZERO))
     }
 
     /// Wait up to `timeout` (`None`: for ever) for the lock; `Ok(None)` if it did not come.
     ///
+    /// Blocks the calling thread in `flock(2)` while another holder has the lock: on a local
+    /// file system the release wakes it at once; on a network file system it also re-checks
+    /// every [`poll_interval`](Self::poll_interval). A cancellation signal (once the program
+    /// has called [`wait::install_cancel_handlers`]) ends the wait as a timeout does; use
+    /// [`acquire_with`](Self::acquire_with) to tell them apart.
+    ///
     /// A thread that already holds this lock (the same file, by any path) through another
     /// guard gets an error of kind [`ErrorKind::Unavailable`] at once instead of waiting for
-    /// itself; other threads wait as other processes do.
+    /// itself; other threads wait as other processes do. So does a process whose ancestor
+    /// holds the lock without having passed it down (see nesting in the module docs).
+    /// Other errors: [`ErrorKind::NotFound`] (a missing parent directory, a path through a
+    /// file, a FIFO or device where the lock file should be), [`ErrorKind::PermissionDenied`]
+    /// (the file can be neither created nor opened; on a network file system, an exclusive lock
+    /// needs write access to it), [`ErrorKind::Unavailable`] (the file system does not support
+    /// locks).
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<MutexGuard>> {
         Ok(self.acquire_with(timeout, |_| {})?.acquired())
     }
 
     /// Like [`acquire`](Self::acquire), reporting which of deadline and cancellation ended an
-    /// unsuccessful wait, and calling `progress` with the time waited about once a second.
+    /// unsuccessful wait, and calling `progress` with the time waited when the wait starts
+    /// blocking and about once a second after (a program's "still waiting" messages).
     pub fn acquire_with(
         &self,
         timeout: Option<Duration>,
@@ -268,7 +302,9 @@ impl Mutex {
 
     /// Take a shared lock on the file instead, as `flock -s` does: any number of shared
     /// holders together, none while an exclusive holder has it. It is a plain flock(2) lock:
-    /// no holder record, no fencing token and no nesting; deleting on release does not apply.
+    /// no holder record, no fencing token and no nesting. Waits and errors as
+    /// [`acquire_with`](Self::acquire_with); a mutex set to
+    /// [`delete_on_release`](Self::delete_on_release) is refused ([`ErrorKind::Invalid`]).
     pub fn acquire_shared_with(
         &self,
         timeout: Option<Duration>,
@@ -436,7 +472,8 @@ fn fd_holds(fd: RawFd, dev: u64, ino: u64) -> bool {
     matches!(lock::flock(&fd, Mode::Exclusive, false), Ok(true))
 }
 
-/// [`MutexGuard::still_held`] for a descriptor the caller locked with [`lock_fd`].
+/// [`MutexGuard::still_held`] for a descriptor the caller locked exclusively with [`lock_fd`]
+/// (not for a shared lock, which the check would try to convert).
 pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
     lock::still_held(fd.as_raw_fd(), Mode::Exclusive)
 }
@@ -551,11 +588,18 @@ impl MutexGuard {
         lock::still_held(self.raw_fd(), Mode::Exclusive)
     }
 
-    /// The fencing token: greater than that of every earlier holder of this lock.
+    /// The fencing token: greater than that of every earlier holder of this lock. Pass it to
+    /// the resource the lock protects, which then refuses writes with a smaller token than one
+    /// it has seen: a holder that lost its lock without knowing (a network partition, a long
+    /// pause) cannot overwrite its successor's work. It is the current time in microseconds
+    /// or one more than the last recorded token, whichever is greater; so tokens grow even
+    /// where no record can be kept (a read-only directory), as long as clocks agree. A nested
+    /// guard has its ancestor's token (from `FSYNC_FENCE`, or 0).
     pub fn fence(&self) -> u64 {
         self.record.fence()
     }
 
+    /// The lock file's path, as the mutex was given it.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -583,7 +627,9 @@ impl MutexGuard {
 
     /// Let the lock survive `exec` into children (`true`), as `flock(1)` does, so that it stays
     /// held while they run even if this process dies; and return the value of
-    /// [`HELD_ENV`] the children need for nesting.
+    /// [`HELD_ENV`] the children need for nesting. With `false` the lock stays close-on-exec,
+    /// and the value tells children that an ancestor holds it without having passed it down
+    /// (their acquisitions then fail at once instead of deadlocking).
     pub fn pass_down(&self, inherit: bool) -> Result<String> {
         let fd = self.raw_fd();
         if self.is_nested() {
@@ -619,9 +665,10 @@ impl MutexGuard {
         self.delete = yes && !self.is_nested();
     }
 
-    /// Record the command that runs under the lock, for status reports. (Name it at
-    /// acquisition with [`Mutex::command`], or call this with `None` just before starting it,
-    /// so that reports never show a running command as ours; then again with its pid.)
+    /// Record the command that runs under the lock, for status reports ([`status`]): for
+    /// programs that run a command under the lock. (Name it at acquisition with
+    /// [`Mutex::command`], or call this with `None` just before starting it, so that reports
+    /// never show a running command as ours; then again with its pid.)
     pub fn set_child(&mut self, pid: Option<u32>, command: String) {
         self.record.set_child(pid, command);
     }
@@ -778,9 +825,10 @@ pub enum Released {
     KeptStillHeld,
 }
 
-/// What `status` found.
+/// What [`status`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
+    /// Whether any lock is held on the file.
     pub held: bool,
     /// Who holds it, where that can be known.
     pub holder: Option<Holder>,
@@ -789,9 +837,10 @@ pub struct Status {
 }
 
 /// Is the mutex at `path` held, and by whom? Held means any lock on the file: `flock`, POSIX or
-/// OFD, on any byte range (`--range`, other tools' `fcntl` locks). Never creates the lock file,
-/// and on a local file system never touches the lock (it reads `/proc/locks`); on a network
-/// file system it probes with a non-blocking lock, released at once.
+/// OFD, on any byte range ([`RangeLock`](crate::RangeLock), other tools' `fcntl` locks). Never
+/// creates the lock file, and on a local file system never touches the lock (it reads
+/// `/proc/locks`); on a network file system it probes with a non-blocking lock, released at
+/// once, and cannot always name the holder.
 pub fn status(path: &Path) -> Result<Status> {
     let Some(file) = pfs::open_if_exists(path)? else {
         return Ok(Status {
@@ -849,8 +898,13 @@ fn held_by_probe(path: &Path, file: &File) -> Result<bool> {
 }
 
 /// Lock a descriptor the caller already has open (`exec 9>>lock; fsync mutex lock --fd 9`,
-/// with [`inherited_fd`]). The lock belongs to the open file description, so it outlives this
-/// process.
+/// with [`inherited_fd`]): exclusively, or `shared`, waiting up to `timeout` as
+/// [`Mutex::acquire`] does and re-checking every `poll` on a network file system. The lock
+/// belongs to the open file description, so it outlives this process; nothing releases it but
+/// [`unlock_fd`] or the last close of the description. No holder record, fencing token or
+/// nesting. Errors: [`ErrorKind::NotFound`] if `fd` is not open on a regular file or a
+/// directory, [`ErrorKind::Unavailable`] where the file system does not support locks. (On NFS
+/// an exclusive lock needs a descriptor open for writing: `exec 9>>lock`, not `9<lock`.)
 pub fn lock_fd(
     fd: BorrowedFd<'_>,
     shared: bool,
@@ -884,7 +938,8 @@ pub fn lock_fd_with(
     .map_err(|e| lock_error(&path, e, network, Access::ReadWrite))
 }
 
-/// Release the lock held through a descriptor.
+/// Release the lock held through a descriptor (a no-op if it holds none). Errors as
+/// [`lock_fd`].
 pub fn unlock_fd(fd: BorrowedFd<'_>) -> Result<()> {
     let path = fd_file(fd.as_raw_fd());
     check_lockable_fd(fd.as_raw_fd(), &path)?;

@@ -1,5 +1,6 @@
 /*!
-Byte-range locks (seed 004): any byte of a file, even one far past its end, is a lock.
+Byte-range locks: any byte of a file, even one far past its end, is a lock, as Raymond Chen's
+*You can use a file as a synchronization object, too* (The Old New Thing) tells.
 
 # Protocol on disk
 
@@ -28,10 +29,13 @@ use crate::{
     wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
 
-/// `LEN` bytes from `START`; `LEN` 0 reaches to the end of all offsets.
+/// `LEN` bytes from `START`; `LEN` 0 reaches to the end of all offsets. Displayed, and parsed,
+/// as `START:LEN`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ByteRange {
+    /// The first byte (0 to 2^63-1).
     pub start: u64,
+    /// How many bytes; 0 reaches to the end of all offsets.
     pub len: u64,
 }
 
@@ -69,7 +73,33 @@ impl std::fmt::Display for ByteRange {
     }
 }
 
-/// A byte range of a lock file.
+/// A byte range of a lock file, locked shared ([`Mode::Shared`]: any number of holders) or
+/// exclusively ([`Mode::Exclusive`]: one holder). Ranges that do not overlap do not exclude each
+/// other, so one file holds any number of independent locks: one per record of a database,
+/// per device, per port. The file is created if missing (it must be writable for an exclusive
+/// lock) and never changed; its bytes need not exist.
+///
+/// The locks are open-file-description (OFD) locks, `fcntl(F_OFD_SETLK[W])`: they belong to
+/// the guard's own open file, so two guards exclude each other even in one thread, and the
+/// kernel (or the file server) releases them when their holder dies. Do not lock the same file
+/// whole with [`Mutex`](crate::Mutex) or `flock(1)` as well: NFS and FUSE emulate `flock` with
+/// a whole-file lock of this kind, and the two collide there.
+///
+/// ```
+/// use fsync::{ByteRange, Mode, RangeLock};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("records.lck");
+/// let first = RangeLock::new(&path, ByteRange::parse("0:100").unwrap());
+/// let second = RangeLock::new(&path, ByteRange { start: 100, len: 100 });
+/// let a = first.acquire(Mode::Exclusive, None)?.expect("free");
+/// let b = second.try_acquire(Mode::Exclusive)?.expect("does not overlap");
+/// assert!(first.try_acquire(Mode::Shared)?.is_none()); // busy: held exclusively
+/// drop((a, b));
+/// let r1 = first.try_acquire(Mode::Shared)?.expect("free");
+/// let r2 = first.try_acquire(Mode::Shared)?.expect("shared holders share");
+/// # drop((r1, r2));
+/// # Ok::<(), fsync::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct RangeLock {
     path: PathBuf,
@@ -77,7 +107,7 @@ pub struct RangeLock {
     poll: Duration,
 }
 
-/// Proof of holding a byte range; released on drop.
+/// Proof of holding a byte range ([`RangeLock`]); released on drop.
 #[must_use = "the range is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct RangeGuard {
@@ -94,6 +124,7 @@ impl RangeGuard {
 }
 
 impl RangeLock {
+    /// The lock on `range` of the file at `path`. Touches nothing until acquired.
     pub fn new(path: impl AsRef<Path>, range: ByteRange) -> RangeLock {
         RangeLock {
             path: path.as_ref().to_path_buf(),
@@ -102,12 +133,36 @@ impl RangeLock {
         }
     }
 
+    /// How often a wait re-checks on a network file system, where another host's release may
+    /// not wake a blocked call ([`wait::DEFAULT_POLL`] unless set).
     pub fn poll_interval(mut self, every: Duration) -> RangeLock {
         self.poll = every;
         self
     }
 
-    /// Lock the range shared or exclusively, waiting up to `timeout`.
+    /// Lock the range in `mode` if nobody holds an overlapping range in a conflicting mode
+    /// right now; `Ok(None)` if someone does. Never waits. Errors as
+    /// [`acquire`](Self::acquire); see the type's docs for an example.
+    pub fn try_acquire(&self, mode: Mode) -> Result<Option<RangeGuard>> {
+        self.acquire(mode, Some(Duration::ZERO))
+    }
+
+    /// Lock the range in `mode`, waiting up to `timeout` (`None`: for ever); `Ok(None)` if it
+    /// did not come.
+    ///
+    /// Blocks in the kernel (`F_OFD_SETLKW`), so a release on this host wakes it at once; on a
+    /// network file system it also re-checks every [`poll_interval`](Self::poll_interval).
+    /// Errors: [`ErrorKind::PermissionDenied`] for an exclusive lock on a file this process may
+    /// only read; [`ErrorKind::NotFound`] for a path that is a directory or not a regular file,
+    /// or whose directory is missing; [`ErrorKind::Unavailable`] where the file system does
+    /// not support byte-range locks.
+    pub fn acquire(&self, mode: Mode, timeout: Option<Duration>) -> Result<Option<RangeGuard>> {
+        Ok(self.acquire_with(mode, timeout, |_| {})?.acquired())
+    }
+
+    /// Like [`acquire`](Self::acquire), telling a timeout from a cancellation, and calling
+    /// `progress` with the time waited when the wait starts blocking and about once a second
+    /// after.
     pub fn acquire_with(
         &self,
         mode: Mode,

@@ -1,5 +1,7 @@
 /*!
-The counting semaphore that survives crashes (seed 000's "ultimate challenge").
+The counting semaphore that survives crashes: the "ultimate challenge" that Primoz Gabrijelcic's
+*Let's Cooperate: File system-based synchronisation primitives* set and left unwritten. A
+holder that dies gives its slot back at once, because every slot is a kernel lock.
 
 # Protocol on disk
 
@@ -44,7 +46,9 @@ use crate::{
     wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
 
-/// A counting semaphore at a directory path.
+/// A counting semaphore at a directory path: at most N holders at once, each with its own slot
+/// number (0 to N-1). N is fixed by whoever creates the semaphore; an acquisition with another
+/// N is refused. Waiters are served roughly in order of arrival.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -74,6 +78,8 @@ fn slot_name(i: usize) -> String {
 }
 
 impl Semaphore {
+    /// The semaphore of `slots` slots (1 to [`MAX_SLOTS`]) at the directory `path`, which is
+    /// created on first acquisition. Touches nothing until then.
     pub fn new(path: impl AsRef<Path>, slots: usize) -> Semaphore {
         Semaphore {
             dir: path.as_ref().to_path_buf(),
@@ -82,17 +88,47 @@ impl Semaphore {
         }
     }
 
+    /// How often a wait re-checks on a network file system, where another host's release
+    /// wakes nobody ([`wait::DEFAULT_POLL`] unless set).
     pub fn poll_interval(mut self, every: Duration) -> Semaphore {
         self.poll = every;
         self
     }
 
-    /// Take a slot, waiting up to `timeout`.
+    /// Take a slot if one is free right now; `Ok(None)` if all are taken, and also while
+    /// another process is choosing its slot at this very instant. Never waits. Errors as
+    /// [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("gpu.sem");
+    /// let gpu = fsync::Semaphore::new(&path, 1);
+    /// let held = gpu.try_acquire()?.expect("free");
+    /// assert!(gpu.try_acquire()?.is_none()); // busy: the one slot is taken
+    /// drop(held);
+    /// assert_eq!(gpu.try_acquire()?.map(|g| g.slot()), Some(0)); // free again
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn try_acquire(&self) -> Result<Option<SlotGuard>> {
+        self.acquire(Some(Duration::ZERO))
+    }
+
+    /// Take a slot, waiting up to `timeout` (`None`: for ever); `Ok(None)` if none came.
+    ///
+    /// Waiters line up on a lock: the first in line blocks until a slot's holder closes it
+    /// (releases, or dies), which wakes it at once on a local file system; on a network file
+    /// system it also re-checks every [`poll_interval`](Self::poll_interval). Errors:
+    /// [`ErrorKind::Invalid`] for a slot count outside 1 to [`MAX_SLOTS`] or other than the one
+    /// the semaphore was created with, [`ErrorKind::Corrupt`] if its `slots` file holds no
+    /// count, [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the directory
+    /// cannot be created or opened.
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<SlotGuard>> {
         Ok(self.acquire_with(timeout, |_| {})?.acquired())
     }
 
-    /// Like [`acquire`](Self::acquire), telling a timeout from a cancellation.
+    /// Like [`acquire`](Self::acquire), telling a timeout from a cancellation, and calling
+    /// `progress` with the time waited when the wait starts blocking and about once a second
+    /// after.
     pub fn acquire_with(
         &self,
         timeout: Option<Duration>,
@@ -194,7 +230,8 @@ impl Semaphore {
     }
 }
 
-/// The `N` a semaphore was created with, if it was.
+/// The `N` a semaphore was created with, if it was (`None`: it does not exist yet). Creates
+/// nothing. [`ErrorKind::Corrupt`] if its `slots` file holds no count.
 pub fn recorded_slots(dir: &Path) -> Result<Option<usize>> {
     match Dir::top(dir, false, "cannot open semaphore")? {
         Some(top) => slots_in(&top),
@@ -292,8 +329,9 @@ impl SlotGuard {
             .map_err(|e| Error::io(&self.path, "cannot pass the slot down", e))
     }
 
-    /// (Call it with `None` just before starting the command, so that reports never show a
-    /// running command as ours, and again with its pid.)
+    /// Record the command that runs in the slot, for status reports ([`status`]): for programs
+    /// that run a command under the slot. (Call it with `None` just before starting the
+    /// command, so that reports never show a running command as ours, and again with its pid.)
     pub fn set_child(&mut self, pid: Option<u32>, command: String) {
         self.record.set_child(pid, command);
     }
@@ -305,19 +343,23 @@ impl Drop for SlotGuard {
     }
 }
 
-/// One slot as `status` shows it.
+/// One slot as [`status`] shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotStatus {
+    /// Which slot (0 to N-1).
     pub slot: usize,
+    /// Whether someone holds it (always, for the slots `status` lists).
     pub held: bool,
+    /// Who holds it, where that can be known (its record, or the kernel's lock table).
     pub holder: Option<Holder>,
 }
 
-/// What `status` found.
+/// What [`status`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SemStatus {
     /// `None` if the semaphore was never created.
     pub slots: Option<usize>,
+    /// The slots held, in slot order.
     pub held: Vec<SlotStatus>,
     /// Processes waiting for a slot (`None` where it cannot be counted: network file systems).
     pub waiters: Option<usize>,

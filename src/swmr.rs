@@ -1,6 +1,7 @@
 /*!
-The single-writer-multiple-reader lock (seed 000's SWMR guard, seed 001's reader/writer lock)
-that never starves a writer.
+The single-writer-multiple-reader lock that never starves a writer: the SWMR guard of Primoz
+Gabrijelcic's *Let's Cooperate: File system-based synchronisation primitives*, and the
+reader/writer lock of Ruediger R. Asche's *Compound Win32 Synchronization Objects* (MSDN, 1994).
 
 # Protocol on disk
 
@@ -54,7 +55,10 @@ use crate::{
     wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
 
-/// A reader/writer lock at a path.
+/// A reader/writer lock at a path: any number of readers together, or one writer alone; a
+/// waiting writer holds back readers who arrive after it, so a stream of readers cannot starve
+/// it. The lock file is created if missing and never written; `flock -s` and `flock -x` on it
+/// interoperate (module docs).
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -86,6 +90,7 @@ pub struct SwmrGuard {
 }
 
 impl SwmrGuard {
+    /// Whether this is the writer's (exclusive) lock rather than a reader's.
     pub fn is_writer(&self) -> bool {
         self.mode == Mode::Exclusive
     }
@@ -117,6 +122,7 @@ fn side_file(path: &Path, suffix: &str) -> PathBuf {
 }
 
 impl Swmr {
+    /// The lock at `path`. Touches nothing until acquired.
     pub fn new(path: impl AsRef<Path>) -> Swmr {
         Swmr {
             path: path.as_ref().to_path_buf(),
@@ -132,22 +138,64 @@ impl Swmr {
         self
     }
 
+    /// How often a wait re-checks on a network file system, where another host's release
+    /// wakes nobody ([`wait::DEFAULT_POLL`] unless set).
     pub fn poll_interval(mut self, every: Duration) -> Swmr {
         self.poll = every;
         self
     }
 
-    /// Take a shared (reader) lock, waiting up to `timeout`.
+    /// Take a shared (reader) lock, waiting up to `timeout` (`None`: for ever) while a writer
+    /// is inside or waiting; `Ok(None)` if it did not come. Errors as
+    /// [`acquire`](Self::acquire).
     pub fn read(&self, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
         Ok(self.acquire(Mode::Shared, timeout, |_| {})?.acquired())
     }
 
-    /// Take the exclusive (writer) lock, waiting up to `timeout`.
+    /// Take the exclusive (writer) lock, waiting up to `timeout` (`None`: for ever) until the
+    /// readers inside have left; `Ok(None)` if it did not come. Errors as
+    /// [`acquire`](Self::acquire).
     pub fn write(&self, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
         Ok(self.acquire(Mode::Exclusive, timeout, |_| {})?.acquired())
     }
 
-    /// Acquire in `mode`, following the protocol in the module docs.
+    /// Take a reader's lock if no writer is inside or waiting right now; `Ok(None)` otherwise.
+    /// Never waits.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("db.lck");
+    /// let lock = fsync::Swmr::new(&path);
+    /// let writer = lock.try_write()?.expect("free");
+    /// assert!(lock.try_read()?.is_none()); // busy: the writer is inside
+    /// drop(writer);
+    /// let reader = lock.try_read()?.expect("free again");
+    /// assert!(lock.try_read()?.is_some()); // readers share
+    /// assert!(lock.try_write()?.is_none()); // but exclude the writer
+    /// drop(reader);
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn try_read(&self) -> Result<Option<SwmrGuard>> {
+        self.read(Some(Duration::ZERO))
+    }
+
+    /// Take the writer's lock if nobody is inside right now; `Ok(None)` otherwise. Never
+    /// waits (see [`try_read`](Self::try_read) for an example).
+    pub fn try_write(&self) -> Result<Option<SwmrGuard>> {
+        self.write(Some(Duration::ZERO))
+    }
+
+    /// Acquire in `mode` ([`Mode::Shared`] for a reader, [`Mode::Exclusive`] for the writer),
+    /// following the protocol in the module docs, waiting up to `timeout` and calling
+    /// `progress` with the time waited when the wait starts blocking and about once a second
+    /// after.
+    ///
+    /// The thread blocks in the kernel (`flock`, or an OFD lock with a byte range), so a
+    /// release on this host wakes it at once; on a network file system it also re-checks every
+    /// [`poll_interval`](Self::poll_interval). Errors: [`ErrorKind::NotFound`] or
+    /// [`ErrorKind::PermissionDenied`] if the lock file cannot be created or opened (a
+    /// writer on a network file system needs write access to it), [`ErrorKind::Unavailable`]
+    /// where the file system does not support locks.
     pub fn acquire(
         &self,
         mode: Mode,
@@ -208,13 +256,14 @@ fn optional_side(path: &Path) -> Result<Option<File>> {
     }
 }
 
-/// What `status` found.
+/// What [`status`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SwmrStatus {
     /// Readers inside (`None` where it cannot be counted: network file systems).
     pub readers: Option<usize>,
-    /// Whether a writer is inside, and who where known.
+    /// Whether a writer is inside.
     pub writer: bool,
+    /// Who the writer is, where that can be known (local file systems).
     pub writer_holder: Option<Holder>,
     /// Writers waiting (fsync writers; `None` where it cannot be counted).
     pub waiting_writers: Option<usize>,

@@ -1,23 +1,89 @@
 /*!
-The wait core: every primitive that waits (for a lock, a slot, an event, a message) waits here.
+How the primitives wait: timeouts, outcomes, cancellation, and the one signal the library uses.
 
-One loop owns the three things every wait needs: a deadline, cancellation by a signal (INT,
-TERM, HUP, QUIT, once the CLI has called [`install_cancel_handlers`]), and an [`Outcome`] that
-says which of them ended the wait. The primitive supplies one *attempt* function:
+Every primitive that waits (for a lock, a slot, an event, a message) waits in this one core.
+
+# Timeouts and outcomes
+
+Every call that may wait takes a timeout: `None` waits for ever, `Some(Duration::ZERO)` tries
+once and never waits, anything else waits at most that long. The plain calls
+([`Mutex::acquire`](crate::Mutex::acquire)) return `Ok(None)` when the wait ended without
+success, the `try_*` calls try once, and the `*_with` calls return an [`Outcome`] that tells a
+timeout from a cancellation. A wait that merely did not succeed is not an error: [`Error`]s
+are failures (a missing directory, a file that cannot be opened).
+
+# Blocking, local and network file systems
+
+A waiting thread blocks in the kernel: in a blocking `flock(2)` or byte-range lock, or asleep
+until a directory changes (dnotify, or inotify where the kernel lacks it). On a local file
+system a release or a change wakes it at once, with no polling. On a network file system (NFS,
+SMB, CIFS, FUSE: see [`doctor::file_system`](crate::doctor::file_system)) another host's release
+may not wake a blocked call and change notification never sees other hosts, so the wait also
+re-checks every *poll interval* ([`DEFAULT_POLL`] unless a primitive's `poll_interval` sets
+another). A call never spins: between checks the thread sleeps.
+
+# Cancellation
+
+Nothing cancels a wait unless the program asks: after [`install_cancel_handlers`] (for
+programs, not libraries: it replaces the process's handlers of INT, TERM, HUP and QUIT), one of
+those signals ends every wait in every thread with [`Outcome::Interrupted`] carrying its number,
+and [`cancelled`] says which arrived. Without it those signals keep whatever disposition the
+program gave them.
+
+# The wake signal
+
+**Waiting installs a process-wide signal handler.** To end a blocking call at a deadline or at
+a poll tick, the core sends a real-time signal, the *wake signal* ([`wake_signal`]: `SIGRTMIN+5`
+unless chosen otherwise), to the waiting thread from a per-thread POSIX timer; the kernel also
+sends it to a thread that watches a directory with dnotify when the directory changes. Its
+handler is installed, without `SA_RESTART`, the first time the library waits or watches a
+directory (a wait that does not succeed at once, an event or message wait, a group watch,
+[`doctor::examine`](crate::doctor::examine)), and stays installed for the life of the process.
+It does nothing but count: it exists only to interrupt a blocking call (`EINTR`), after which
+the core looks again.
+
+A program that embeds the library must therefore:
+
+- leave the wake signal to the library: not install its own handler for it, nor send it for
+  another purpose (a stray one only costs a spurious re-check, but a replaced handler breaks
+  deadlines and wake-ups);
+- not block it (`pthread_sigmask`) in threads that wait: a blocked wake signal stays pending and
+  a wait on a lock held elsewhere then outlives its timeout;
+- choose another real-time signal with [`set_wake_signal`] before the first wait if `SIGRTMIN+5`
+  is taken (by the program or by another library).
+
+```
+use std::time::Duration;
+# use nix::libc;
+# let dir = tempfile::tempdir().unwrap();
+# let path = dir.path().join("ready");
+// Early in main, before any wait: the program uses SIGRTMIN+5 for its own purposes.
+fsync::wait::set_wake_signal(libc::SIGRTMIN() + 7)?;
+let ready = fsync::Event::new(&path);
+assert!(!ready.wait(Some(Duration::from_millis(20)), false)?); // timed out, woken by SIGRTMIN+7
+assert_eq!(fsync::wait::wake_signal(), libc::SIGRTMIN() + 7);
+// Fixed for the life of the process now.
+let too_late = fsync::wait::set_wake_signal(libc::SIGRTMIN() + 8).unwrap_err();
+assert_eq!(too_late.kind(), fsync::ErrorKind::Invalid);
+# Ok::<(), fsync::Error>(())
+```
+
+# How it works
+
+One loop owns the three things every wait needs: a deadline, cancellation by a signal, and an
+[`Outcome`] that says which of them ended the wait. The primitive supplies one *attempt*
+function:
 
 - `attempt(false)` must not block: it checks once (a non-blocking lock, a directory scan);
 - `attempt(true)` may block in the kernel (a blocking `flock`, a sleep until change notification)
   until the thing happens (`Some`) or may have happened (`None`: the core re-checks with
   `attempt(false)`), so on a local file system a release wakes the waiter at once.
 
-A blocking call is ended by a signal: a per-thread POSIX timer sends [`wake_signal`] to the
-waiting thread at the deadline (and on network file systems every `poll` interval, because a
-release on another host may not wake a blocked call); its handler does nothing and is installed
-without `SA_RESTART`, so the call returns `EINTR` and the loop re-checks. The timer keeps firing
-every few milliseconds after it first expires, which closes the window in which a signal arrives
-just before the thread enters the blocking call. Cancellation handlers fire that same timer.
-The handlers and the timer are platform machinery (the crate's private platform layer); the
-functions a program needs of it are re-exported here.
+The per-thread timer sends the wake signal at the deadline (and on network file systems every
+poll interval), and keeps firing every few milliseconds after it first expires, which closes the
+window in which a signal arrives just before the thread enters the blocking call. Cancellation
+handlers fire that same timer. The handlers and the timer are platform machinery (the crate's
+private platform layer); the functions a program needs of it are re-exported here.
 */
 
 use std::{
@@ -29,7 +95,8 @@ use std::{
 
 use crate::platform::signal::WakeTimer;
 pub use crate::platform::signal::{
-    cancelled, die_of, ignore_sigpipe, install_cancel_handlers, wake_signal, CANCEL_SIGNALS,
+    cancelled, die_of, ignore_sigpipe, install_cancel_handlers, set_wake_signal, wake_signal,
+    CANCEL_SIGNALS,
 };
 
 use crate::{
@@ -40,13 +107,16 @@ use crate::{
     },
 };
 
-/// Default re-check interval on network file systems.
+/// The default re-check interval on network file systems (50 ms), where other hosts' releases
+/// and changes wake nobody: every primitive's `poll_interval` starts at this.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(50);
 
 /// How often a wait that reports progress (`-v`) calls its progress callback.
 pub(crate) const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// How a wait ended.
+/// How a wait ended: what the `*_with` calls return, so that a program can tell a timeout
+/// from a cancellation (and exit with a different status for each, as the `fsync` command
+/// does).
 #[derive(Debug, PartialEq, Eq)]
 #[must_use]
 pub enum Outcome<T> {
@@ -54,7 +124,8 @@ pub enum Outcome<T> {
     Acquired(T),
     /// The deadline passed first.
     TimedOut,
-    /// A cancellation signal (its number) arrived first.
+    /// A cancellation signal (its number) arrived first; only once the program has called
+    /// [`install_cancel_handlers`].
     Interrupted(i32),
 }
 
@@ -95,10 +166,9 @@ pub(crate) use acquired;
 
 /// When a wait must end, fixed when it begins. A wait made of steps (a queue, then a slot)
 /// passes the same deadline to each, so that the whole takes no longer than asked and its
-/// progress counts from its beginning. A caller that waits in a loop (a watch that runs until a
-/// timeout) keeps one too, and passes on what [`remaining`](Deadline::remaining) says.
+/// progress counts from its beginning.
 #[derive(Debug, Clone, Copy)]
-pub struct Deadline {
+pub(crate) struct Deadline {
     start: Instant,
     /// `None`: never.
     end: Option<Instant>,
@@ -107,7 +177,7 @@ pub struct Deadline {
 impl Deadline {
     /// `timeout` from now: `None` waits for ever, zero tries once. A timeout too large to
     /// represent is no timeout at all.
-    pub fn after(timeout: Option<Duration>) -> Deadline {
+    pub(crate) fn after(timeout: Option<Duration>) -> Deadline {
         let start = Instant::now();
         Deadline {
             start,
@@ -116,23 +186,24 @@ impl Deadline {
     }
 
     /// Try once, without waiting.
-    pub fn now() -> Deadline {
+    pub(crate) fn now() -> Deadline {
         Deadline::after(Some(Duration::ZERO))
     }
 
     /// Wait until the thing happens or a cancellation signal arrives.
-    pub fn never() -> Deadline {
+    pub(crate) fn never() -> Deadline {
         Deadline::after(None)
     }
 
     /// The time left (zero once it has passed); `None` without a deadline.
-    pub fn remaining(&self) -> Option<Duration> {
+    #[cfg(test)]
+    fn remaining(&self) -> Option<Duration> {
         self.end
             .map(|end| end.saturating_duration_since(Instant::now()))
     }
 
     /// Whether the deadline has passed.
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.passed_at(Instant::now())
     }
 
@@ -141,7 +212,7 @@ impl Deadline {
     }
 
     /// How long since the wait began.
-    pub fn waited(&self) -> Duration {
+    pub(crate) fn waited(&self) -> Duration {
         self.start.elapsed()
     }
 }
@@ -327,7 +398,7 @@ pub(crate) fn watch_until<T>(
 /// that a signal interrupted is retried only if it was not a cancellation (the std copy retries
 /// every `EINTR`, so a `^C` at a terminal or a TERM during a blocked write would go unheeded).
 /// A cancellation gives an error of kind `Interrupted`; [`cancelled`] names the signal.
-pub fn copy_cancellable(from: &mut dyn io::Read, to: &mut dyn io::Write) -> io::Result<u64> {
+pub(crate) fn copy_cancellable(from: &mut dyn io::Read, to: &mut dyn io::Write) -> io::Result<u64> {
     let interrupted = || io::Error::new(io::ErrorKind::Interrupted, "cancelled by a signal");
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;

@@ -19,9 +19,13 @@ use nix::{
     libc,
 };
 
+/// How a lock is held: shared with other shared holders, or alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// Any number of shared holders together, none while an exclusive holder has it
+    /// (`flock -s`, `LOCK_SH`, `F_RDLCK`).
     Shared,
+    /// One holder alone (`flock -x`, `LOCK_EX`, `F_WRLCK`).
     Exclusive,
 }
 

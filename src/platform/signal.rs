@@ -7,22 +7,28 @@ is the machinery underneath. Two kinds of handler are installed, neither with `S
 blocking call returns `EINTR`:
 
 - the *wake* handler ([`wake_signal`], a real-time signal, so that a program using the library
-  keeps SIGALRM for itself) only counts wake-ups ([`wakes`]); [`WakeTimer`] sends it to the
-  waiting thread at deadlines and poll ticks, and dnotify ([`super::notify`]) reports changes with
-  it;
+  keeps SIGALRM for itself; `SIGRTMIN+5` unless the program chose another with
+  [`set_wake_signal`] before the handler was installed) only counts wake-ups ([`wakes`]);
+  [`WakeTimer`] sends it to the waiting thread at deadlines and poll ticks, and dnotify
+  ([`super::notify`]) reports changes with it. The first of them to need it installs it, and
+  fixes the signal for the life of the process;
 - the *cancel* handler (only once a program calls [`install_cancel_handlers`]) records the signal
   ([`cancelled`]) and fires the active timer at once, or forwards the signal to the child
   registered with [`set_child`].
 */
 
 use std::{
-    io, ptr,
+    io,
+    path::Path,
+    ptr,
     sync::{
         atomic::{AtomicI32, AtomicPtr, Ordering},
         Once,
     },
     time::Duration,
 };
+
+use crate::error::{Error, ErrorKind, Result};
 
 use nix::{
     libc,
@@ -33,10 +39,75 @@ use nix::{
 /// How soon a missed timer signal is repeated; bounds timeout inaccuracy in the worst case.
 const RETRY: Duration = Duration::from_millis(5);
 
-/// The signal that interrupts blocking calls at deadlines and poll ticks. A real-time signal,
-/// so that a program using the library keeps SIGALRM for itself.
+/// The default wake signal is `SIGRTMIN + DEFAULT_WAKE_OFFSET`.
+const DEFAULT_WAKE_OFFSET: i32 = 5;
+
+/// The wake signal chosen with [`set_wake_signal`] (0: the default), with [`WAKE_FIXED`] set
+/// once its handler is installed: from then on it never changes. One word, so that a choice
+/// and the first installation cannot interleave.
+static WAKE: AtomicI32 = AtomicI32::new(0);
+
+/// The bit of [`WAKE`] that says the handler is installed (signal numbers are far below it).
+const WAKE_FIXED: i32 = 1 << 30;
+
+/// The signal that interrupts blocking calls at deadlines and poll ticks (and that dnotify
+/// reports directory changes with): `SIGRTMIN + 5` unless [`set_wake_signal`] chose another. A
+/// real-time signal, so that a program using the library keeps SIGALRM for itself.
 pub fn wake_signal() -> i32 {
-    libc::SIGRTMIN() + 5
+    wake_signal_of(WAKE.load(Ordering::SeqCst))
+}
+
+fn wake_signal_of(state: i32) -> i32 {
+    match state & !WAKE_FIXED {
+        0 => libc::SIGRTMIN() + DEFAULT_WAKE_OFFSET,
+        sig => sig,
+    }
+}
+
+/// Choose the wake signal, for a program that needs `SIGRTMIN+5` for something else: call it
+/// early in `main`, before any thread waits (the first wait installs the handler and fixes the
+/// signal for the life of the process; see the `wait` module docs). `sig` is a signal number,
+/// `SIGRTMIN() + k` as libc's `SIGRTMIN()` counts (glibc keeps the first two real-time signals
+/// for itself, so its `SIGRTMIN()` is usually 34).
+///
+/// Errors, of kind [`ErrorKind::Invalid`] and naming the pseudo-path `wake signal`: `sig` is
+/// not in `SIGRTMIN()..=SIGRTMAX()`, or the handler is installed already (this process has
+/// waited, or watched a directory).
+pub fn set_wake_signal(sig: i32) -> Result<()> {
+    choose_wake_signal(&WAKE, sig)
+}
+
+fn choose_wake_signal(state: &AtomicI32, sig: i32) -> Result<()> {
+    let what = Path::new("wake signal");
+    let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+    if !(min..=max).contains(&sig) {
+        return Err(Error::new(
+            what,
+            ErrorKind::Invalid,
+            format!("{sig} is not a real-time signal (SIGRTMIN..=SIGRTMAX is {min}..={max} here)"),
+        ));
+    }
+    state
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+            (s & WAKE_FIXED == 0).then_some(sig)
+        })
+        .map(drop)
+        .map_err(|s| {
+            Error::new(
+                what,
+                ErrorKind::Invalid,
+                format!(
+                    "cannot change it to {sig}: a wait already installed the handler of signal \
+                     {}; choose the wake signal before the first wait",
+                    wake_signal_of(s)
+                ),
+            )
+        })
+}
+
+/// Fix the wake signal for good (its handler is being installed) and return it.
+fn fix_wake_signal(state: &AtomicI32) -> i32 {
+    wake_signal_of(state.fetch_or(WAKE_FIXED, Ordering::SeqCst))
 }
 
 static CANCELLED: AtomicI32 = AtomicI32::new(0);
@@ -44,7 +115,9 @@ static CHILD: AtomicI32 = AtomicI32::new(0);
 static ACTIVE_TIMER: AtomicPtr<libc::c_void> = AtomicPtr::new(ptr::null_mut());
 static CANCEL_INSTALLED: Once = Once::new();
 
-/// The cancellation signal received so far, if any.
+/// The cancellation signal received so far, if any: always `None` until the program has
+/// called [`install_cancel_handlers`]. While it is set, every wait in the process ends at once
+/// with [`Outcome::Interrupted`](crate::wait::Outcome::Interrupted).
 pub fn cancelled() -> Option<i32> {
     match CANCELLED.load(Ordering::SeqCst) {
         0 => None,
@@ -52,12 +125,14 @@ pub fn cancelled() -> Option<i32> {
     }
 }
 
-/// The signals that cancel a wait and are forwarded to a running child.
+/// The signals that cancel a wait and are forwarded to a running child, once the program has
+/// called [`install_cancel_handlers`]: INT, TERM, HUP and QUIT.
 pub const CANCEL_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 /// Make INT, TERM, HUP and QUIT cancel waits (outcome `Interrupted`) instead of killing the
 /// process, and forward them to the child registered by [`crate::command::spawn`] while one runs.
-/// For programs (the CLI), not libraries: it replaces the process's handlers.
+/// For programs (the `fsync` command), not libraries: it replaces the process's handlers of
+/// those four signals.
 ///
 /// A signal that is ignored when this is called stays ignored, as the Unix convention wants
 /// (`nohup`, `trap '' HUP`, the INT and QUIT a non-interactive shell ignores for `&` jobs): it
@@ -87,8 +162,10 @@ fn is_ignored(sig: i32) -> bool {
 /// only when the child died of SIGINT). The default action is restored and the signal
 /// unblocked and raised; no core is dumped for it (the core would be ours, not that of the
 /// process that crashed). Returns only if the signal's default action does not end a process.
+///
+/// For programs, not libraries: it ends the process. Call it last, once everything is released.
 pub fn die_of(sig: i32) {
-    // Failures are ignored, as before: at worst a core is dumped.
+    // Failures are ignored: at worst a core is dumped.
     let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
     let _ = nix::sys::prctl::set_dumpable(false);
     // Raw libc for the rest: `sig` may be a real-time signal (a command that died of
@@ -163,10 +240,11 @@ pub(crate) fn wakes() -> u64 {
     WAKES.load(Ordering::SeqCst)
 }
 
-/// Install the handler of [`wake_signal`] (once per process).
+/// Install the handler of [`wake_signal`] (once per process), which fixes the signal: every
+/// use of it (timers, dnotify) comes after this call.
 pub(crate) fn install_wake_handler() {
     static WAKE_INSTALLED: Once = Once::new();
-    WAKE_INSTALLED.call_once(|| install(wake_signal(), on_wake as *const () as usize, 0));
+    WAKE_INSTALLED.call_once(|| install(fix_wake_signal(&WAKE), on_wake as *const () as usize, 0));
 }
 
 /// Raw `sigaction`: nix's is not a safe fn either, and its `Signal` cannot name the real-time
@@ -258,10 +336,50 @@ impl Drop for WakeTimer {
 /// Ignore SIGPIPE: a write to a closed pipe then fails with `EPIPE`, which a program can report,
 /// instead of killing it. Commands started later inherit it only if they do not reset it (std's
 /// `Command` resets SIGPIPE to the default in the child).
+///
+/// For programs, not libraries: it changes a process-wide disposition.
 pub fn ignore_sigpipe() {
     // Raw libc: nix's `signal` is not a safe fn either, so using it would gain nothing.
     // SAFETY: setting a disposition to SIG_IGN installs no handler code.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real-time signal can be chosen until the handler is installed, never after; anything
+    /// else is refused and changes nothing.
+    #[test]
+    fn the_wake_signal_is_a_real_time_one_chosen_before_the_first_wait() {
+        let state = AtomicI32::new(0);
+        let default = libc::SIGRTMIN() + DEFAULT_WAKE_OFFSET;
+        assert_eq!(wake_signal_of(state.load(Ordering::SeqCst)), default);
+        let other = libc::SIGRTMIN() + 7;
+        choose_wake_signal(&state, other).unwrap();
+        assert_eq!(wake_signal_of(state.load(Ordering::SeqCst)), other);
+        for bad in [0, libc::SIGALRM, libc::SIGRTMIN() - 1, libc::SIGRTMAX() + 1] {
+            let err = choose_wake_signal(&state, bad).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+            assert!(err.to_string().contains("not a real-time signal"), "{err}");
+        }
+        assert_eq!(
+            fix_wake_signal(&state),
+            other,
+            "the choice is what gets installed"
+        );
+        let err = choose_wake_signal(&state, libc::SIGRTMIN() + 8).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Invalid);
+        assert!(err.to_string().contains("already installed"), "{err}");
+        assert_eq!(wake_signal_of(state.load(Ordering::SeqCst)), other);
+        assert_eq!(fix_wake_signal(&state), other, "fixed for good");
+
+        // This process's own: once installed (by a wait, or here), no choice is taken.
+        install_wake_handler();
+        let err = set_wake_signal(libc::SIGRTMIN() + 9).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Invalid);
+        assert_eq!(wake_signal(), default, "no test chose another one");
     }
 }
