@@ -78,7 +78,9 @@ fn replay(log: &str) -> Replay {
 }
 
 #[test]
-fn two_groups_never_inside_together_and_members_share() {
+/// (That members of one group share the lock is shown without timing in
+/// `status_names_the_group_inside_and_counts_members_and_waiters`, where two hold it at once.)
+fn two_groups_never_inside_together() {
     let t = TestDir::new();
     let workers: Vec<Holder> = ["gA", "gB"]
         .iter()
@@ -98,11 +100,6 @@ fn two_groups_never_inside_together_and_members_share() {
     let log = t.read("log");
     let r = replay(&log);
     assert_eq!(r.done, 30, "not all 30 runs completed:\n{log}");
-    assert!(
-        r.most.values().any(|&m| m >= 2),
-        "no two members of one group were ever inside together ({:?}):\n{log}",
-        r.most
-    );
 }
 
 /// What a member under a cap appends to `log`: its slot and pid on entry and on exit.

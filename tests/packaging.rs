@@ -26,7 +26,10 @@ fn checked_in_pages() -> Vec<String> {
 #[test]
 fn man_without_dir_prints_the_top_page() {
     let t = TestDir::new();
-    t.fsync(["man"]).run().code(0).stdout(&checked_in("man/man1/fsync.1"));
+    t.fsync(["man"])
+        .run()
+        .code(0)
+        .stdout(&checked_in("man/man1/fsync.1"));
 }
 
 #[test]
@@ -59,7 +62,9 @@ fn man_dir_writes_every_page_into_man1_where_man_finds_it() {
     found.code(0);
     assert_eq!(
         found.stdout.trim(),
-        t.join("share/man/man1/fsync-mutex-run.1").display().to_string()
+        t.join("share/man/man1/fsync-mutex-run.1")
+            .display()
+            .to_string()
     );
 }
 
