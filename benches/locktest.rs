@@ -1,15 +1,23 @@
-//! Seed 001's LOCKTEST, across processes (`cargo bench --bench locktest`; see BENCHMARKS.md).
+//! The LOCKTEST of Asche's "Compound Win32 Synchronization Objects" (MSDN, 1994), on fsync's
+//! locks (`cargo bench --bench locktest`; see BENCHMARKS.md).
 //!
-//! Two groups of 3 worker processes each loop `LOOPS` times: think (random 0-10 ms), claim,
-//! hold (random 0-10 ms), release. A claim first tries without waiting (an "ace" if that
-//! succeeds), then waits. Every worker appends `+ GROUP pid` / `- GROUP pid` to one O_APPEND log
-//! while inside; the sanity check replays it and counts "goofups": members of two groups inside
-//! at once (for the mutex: two processes at once; for --max 2: three of one group). Reported per
-//! group: claims, aces, and average / min / max wait, for the mutex, the group lock, the group
-//! lock with --max 2, and the reader/writer lock (group A reads, group B writes).
+//! Two groups of 3 workers each loop `LOOPS` times: think (random), claim, hold (random),
+//! release. A claim first tries without waiting (an "ace" if that succeeds), then waits. Every
+//! worker appends `+ GROUP id` / `- GROUP id` to one O_APPEND log while inside; the sanity
+//! check replays it and counts "goofups": states the lock forbids (members of two groups inside
+//! at once; for the mutex two workers at once; for --max 2 three of one group; for the
+//! reader/writer lock a writer with anyone). Reported per group: claims, aces, average / min /
+//! max wait, and turnaround (the average time of one loop), and per variant the total time.
+//!
+//! Two settings:
+//! - default: processes, think and hold 0-10 ms, for the mutex, the group lock, the group lock
+//!   with --max 2 and the reader/writer lock (group A reads, group B writes);
+//! - `cargo bench --bench locktest -- --article`: the article's own settings (think and hold
+//!   0-100 ms, 200 loops), with threads of one process and with processes, and the article's
+//!   unsafe baseline (no lock at all), which must show goofups: proof that the check can fail.
 //!
 //! `FSYNC_LOCKTEST_LOOPS` sets the loops per worker (default 200, as the article's; 20 under
-//! `cargo test --benches`).
+//! `cargo test --benches`); `FSYNC_LOCKTEST_ONLY=mutex,swmr` runs only those variants.
 
 use std::{
     collections::HashMap,
@@ -26,6 +34,8 @@ const ROLE: &str = "FSYNC_LOCKTEST_WORKER";
 
 #[derive(Clone, Copy, Debug)]
 enum Variant {
+    /// The article's CUnsafe: claim and release do nothing.
+    Unsafe,
     Mutex,
     GroupLock,
     GroupLockMax2,
@@ -35,6 +45,7 @@ enum Variant {
 impl Variant {
     fn name(self) -> &'static str {
         match self {
+            Variant::Unsafe => "unsafe (no lock)",
             Variant::Mutex => "mutex",
             Variant::GroupLock => "grouplock",
             Variant::GroupLockMax2 => "grouplock --max 2",
@@ -44,6 +55,7 @@ impl Variant {
 
     fn parse(s: &str) -> Variant {
         match s {
+            "unsafe" => Variant::Unsafe,
             "mutex" => Variant::Mutex,
             "grouplock" => Variant::GroupLock,
             "grouplock2" => Variant::GroupLockMax2,
@@ -53,6 +65,7 @@ impl Variant {
 
     fn key(self) -> &'static str {
         match self {
+            Variant::Unsafe => "unsafe",
             Variant::Mutex => "mutex",
             Variant::GroupLock => "grouplock",
             Variant::GroupLockMax2 => "grouplock2",
@@ -82,67 +95,135 @@ fn mark(log: &Path, line: &str) {
     f.write_all(line.as_bytes()).unwrap();
 }
 
-/// One worker process: loops, and prints `claims aces total_us min_us max_us`.
-fn worker(variant: Variant, group: &str, dir: &Path, loops: usize, seed: u64) {
+/// How long workers think and hold: each a random time from 0 to `max_ms`.
+#[derive(Clone, Copy)]
+struct Setting {
+    loops: usize,
+    max_ms: u64,
+}
+
+/// One worker's figures: claims, aces, and waits and loop time in microseconds.
+#[derive(Clone, Copy)]
+struct Stats {
+    claims: usize,
+    aces: usize,
+    wait_us: u128,
+    min_us: u128,
+    max_us: u128,
+    loop_us: u128,
+}
+
+impl Stats {
+    fn line(&self) -> String {
+        let s = self;
+        let (c, a, w, lo, hi, l) = (s.claims, s.aces, s.wait_us, s.min_us, s.max_us, s.loop_us);
+        format!("{c} {a} {w} {lo} {hi} {l}")
+    }
+
+    fn parse(line: &str) -> Stats {
+        let f: Vec<u128> = line
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        Stats {
+            claims: f[0] as usize,
+            aces: f[1] as usize,
+            wait_us: f[2],
+            min_us: f[3],
+            max_us: f[4],
+            loop_us: f[5],
+        }
+    }
+
+    fn add(&mut self, o: &Stats) {
+        self.claims += o.claims;
+        self.aces += o.aces;
+        self.wait_us += o.wait_us;
+        self.min_us = self.min_us.min(o.min_us);
+        self.max_us = self.max_us.max(o.max_us);
+        self.loop_us += o.loop_us;
+    }
+}
+
+/// Claim the lock for `group`, waiting up to `t`.
+fn claim(
+    variant: Variant,
+    lock: &Path,
+    group: &str,
+    t: Option<Duration>,
+) -> Option<Box<dyn std::any::Any>> {
+    match variant {
+        Variant::Unsafe => Some(Box::new(())),
+        Variant::Mutex => Mutex::new(lock)
+            .acquire(t)
+            .unwrap()
+            .map(|g| Box::new(g) as _),
+        Variant::GroupLock => GroupLock::new(lock)
+            .enter(group, None, t)
+            .unwrap()
+            .map(|g| Box::new(g) as _),
+        Variant::GroupLockMax2 => GroupLock::new(lock)
+            .enter(group, Some(2), t)
+            .unwrap()
+            .map(|g| Box::new(g) as _),
+        Variant::Swmr => {
+            let mode = if group == "A" {
+                Mode::Shared
+            } else {
+                Mode::Exclusive
+            };
+            match Swmr::new(lock).acquire(mode, t, |_| {}).unwrap() {
+                fsync::Outcome::Acquired(g) => Some(Box::new(g) as _),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// One worker: loops as the article's threads do; `id` names it in the log.
+fn worker(
+    variant: Variant,
+    group: &str,
+    dir: &Path,
+    setting: Setting,
+    seed: u64,
+    id: &str,
+) -> Stats {
     let log = dir.join("log");
     let lock = dir.join("lock");
     let mut rng = Rng(seed);
-    let (mut aces, mut total, mut min, mut max) =
-        (0usize, Duration::ZERO, Duration::MAX, Duration::ZERO);
-    for _ in 0..loops {
-        std::thread::sleep(rng.ms(10));
+    let mut stats = Stats {
+        claims: 0,
+        aces: 0,
+        wait_us: 0,
+        min_us: u128::MAX,
+        max_us: 0,
+        loop_us: 0,
+    };
+    let begin = Instant::now();
+    for _ in 0..setting.loops {
+        std::thread::sleep(rng.ms(setting.max_ms));
         let start = Instant::now();
-        let claim = |t: Option<Duration>| -> Option<Box<dyn std::any::Any>> {
-            match variant {
-                Variant::Mutex => Mutex::new(&lock)
-                    .acquire(t)
-                    .unwrap()
-                    .map(|g| Box::new(g) as _),
-                Variant::GroupLock => GroupLock::new(&lock)
-                    .enter(group, None, t)
-                    .unwrap()
-                    .map(|g| Box::new(g) as _),
-                Variant::GroupLockMax2 => GroupLock::new(&lock)
-                    .enter(group, Some(2), t)
-                    .unwrap()
-                    .map(|g| Box::new(g) as _),
-                Variant::Swmr => {
-                    let mode = if group == "A" {
-                        Mode::Shared
-                    } else {
-                        Mode::Exclusive
-                    };
-                    let outcome = Swmr::new(&lock).acquire(mode, t, |_| {}).unwrap();
-                    match outcome {
-                        fsync::Outcome::Acquired(g) => Some(Box::new(g) as _),
-                        _ => None,
-                    }
-                }
-            }
-        };
-        let guard = match claim(Some(Duration::ZERO)) {
+        let guard = match claim(variant, &lock, group, Some(Duration::ZERO)) {
             Some(g) => {
-                aces += 1;
+                stats.aces += 1;
                 g
             }
-            None => claim(None).expect("a wait without timeout ends with the lock"),
+            None => claim(variant, &lock, group, None)
+                .expect("a wait without timeout ends with the lock"),
         };
-        let waited = start.elapsed();
-        total += waited;
-        min = min.min(waited);
-        max = max.max(waited);
-        let pid = std::process::id();
-        mark(&log, &format!("+ {group} {pid}\n"));
-        std::thread::sleep(rng.ms(10));
-        mark(&log, &format!("- {group} {pid}\n"));
+        let waited = start.elapsed().as_micros();
+        stats.claims += 1;
+        stats.wait_us += waited;
+        stats.min_us = stats.min_us.min(waited);
+        stats.max_us = stats.max_us.max(waited);
+        mark(&log, &format!("+ {group} {id}\n"));
+        std::thread::sleep(rng.ms(setting.max_ms));
+        mark(&log, &format!("- {group} {id}\n"));
         drop(guard);
     }
-    println!(
-        "{loops} {aces} {} {} {}",
-        total.as_micros(),
-        min.as_micros(),
-        max.as_micros()
-    );
+    stats.loop_us = begin.elapsed().as_micros() / setting.loops.max(1) as u128;
+    stats
 }
 
 /// Replay the log: goofups are states the variant forbids.
@@ -162,7 +243,7 @@ fn goofups(log: &str, variant: Variant) -> usize {
         let a = inside.values().filter(|g| **g == "A").count();
         let b = inside.len() - a;
         let ok = match variant {
-            Variant::Mutex => inside.len() <= 1,
+            Variant::Unsafe | Variant::Mutex => inside.len() <= 1,
             Variant::GroupLock => a == 0 || b == 0,
             Variant::GroupLockMax2 => (a == 0 || b == 0) && a <= 2 && b <= 2,
             Variant::Swmr => b == 0 || (b == 1 && a == 0),
@@ -174,88 +255,164 @@ fn goofups(log: &str, variant: Variant) -> usize {
     bad
 }
 
-fn main() {
-    if let Ok(spec) = std::env::var(ROLE) {
-        let parts: Vec<&str> = spec.split(',').collect();
-        worker(
-            Variant::parse(parts[0]),
-            parts[1],
-            Path::new(parts[2]),
-            parts[3].parse().unwrap(),
-            parts[4].parse().unwrap(),
-        );
-        return;
-    }
-    let smoke = !std::env::args().any(|a| a == "--bench");
-    let loops: usize = std::env::var("FSYNC_LOCKTEST_LOOPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(if smoke { 20 } else { 200 });
+/// A started worker: waiting for it gives its figures.
+type Job = Box<dyn FnOnce() -> Stats + Send>;
+
+/// Workers as processes (`threads == false`) or as threads of this one; returns per-group
+/// figures, the goofups and the total time.
+fn run(
+    variant: Variant,
+    setting: Setting,
+    threads: bool,
+) -> (HashMap<&'static str, Stats>, usize, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("log"), "").unwrap();
     let exe = std::env::current_exe().unwrap();
-    println!(
-        "LOCKTEST across processes: 2 groups x 3 processes x {loops} loops, hold and think 0-10 ms"
-    );
-    println!(
-        "{:26} {:5} {:>6} {:>5} {:>9} {:>8} {:>8} {:>8}",
-        "variant", "group", "claims", "aces", "avg ms", "min ms", "max ms", "goofups"
-    );
-    for variant in [
-        Variant::Mutex,
-        Variant::GroupLock,
-        Variant::GroupLockMax2,
-        Variant::Swmr,
-    ] {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("log"), "").unwrap();
-        let workers: Vec<(&str, std::process::Child)> = (0..6)
-            .map(|i| {
-                let group = if i < 3 { "A" } else { "B" };
+    let begin = Instant::now();
+    let workers: Vec<(&'static str, Job)> = (0..6)
+        .map(|i| {
+            let group: &'static str = if i < 3 { "A" } else { "B" };
+            let seed = 0x9e37_79b9 + i as u64 * 7919;
+            let path = dir.path().to_path_buf();
+            let job: Job = if threads {
+                let handle = std::thread::spawn(move || {
+                    worker(variant, group, &path, setting, seed, &format!("t{i}"))
+                });
+                Box::new(move || handle.join().expect("worker thread"))
+            } else {
                 let spec = format!(
-                    "{},{group},{},{loops},{}",
+                    "{},{group},{},{},{},{seed}",
                     variant.key(),
-                    dir.path().display(),
-                    0x9e37_79b9 + i as u64 * 7919
+                    path.display(),
+                    setting.loops,
+                    setting.max_ms
                 );
                 let child = Command::new(&exe)
                     .env(ROLE, spec)
                     .stdout(Stdio::piped())
                     .spawn()
                     .unwrap();
-                (group, child)
-            })
-            .collect();
-        let mut per_group: HashMap<&str, (usize, usize, u128, u128, u128)> = HashMap::new();
-        for (group, child) in workers {
-            let out = child.wait_with_output().unwrap();
-            assert!(out.status.success(), "worker failed");
-            let f: Vec<u128> = String::from_utf8(out.stdout)
-                .unwrap()
-                .split_whitespace()
-                .map(|x| x.parse().unwrap())
-                .collect();
-            let e = per_group.entry(group).or_insert((0, 0, 0, u128::MAX, 0));
-            e.0 += f[0] as usize;
-            e.1 += f[1] as usize;
-            e.2 += f[2];
-            e.3 = e.3.min(f[3]);
-            e.4 = e.4.max(f[4]);
+                Box::new(move || {
+                    let out = child.wait_with_output().unwrap();
+                    assert!(out.status.success(), "worker failed");
+                    Stats::parse(&String::from_utf8(out.stdout).unwrap())
+                })
+            };
+            (group, job)
+        })
+        .collect();
+    let mut per_group: HashMap<&'static str, Stats> = HashMap::new();
+    for (group, job) in workers {
+        let stats = job();
+        per_group
+            .entry(group)
+            .and_modify(|s| s.add(&stats))
+            .or_insert(stats);
+    }
+    let total = begin.elapsed();
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    (per_group, goofups(&log, variant), total)
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var(ROLE) {
+        let parts: Vec<&str> = spec.split(',').collect();
+        let setting = Setting {
+            loops: parts[3].parse().unwrap(),
+            max_ms: parts[4].parse().unwrap(),
+        };
+        let id = format!("p{}", std::process::id());
+        let stats = worker(
+            Variant::parse(parts[0]),
+            parts[1],
+            Path::new(parts[2]),
+            setting,
+            parts[5].parse().unwrap(),
+            &id,
+        );
+        println!("{}", stats.line());
+        return;
+    }
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let article = std::env::args().any(|a| a == "--article");
+    let loops: usize = std::env::var("FSYNC_LOCKTEST_LOOPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if smoke { 20 } else { 200 });
+    let setting = Setting {
+        loops,
+        max_ms: if article { 100 } else { 10 },
+    };
+    let variants: &[Variant] = if article {
+        &[
+            Variant::Unsafe,
+            Variant::Mutex,
+            Variant::GroupLock,
+            Variant::GroupLockMax2,
+            Variant::Swmr,
+        ]
+    } else {
+        &[
+            Variant::Mutex,
+            Variant::GroupLock,
+            Variant::GroupLockMax2,
+            Variant::Swmr,
+        ]
+    };
+    // `FSYNC_LOCKTEST_ONLY=mutex,swmr`: only those variants (by their keys).
+    let only = std::env::var("FSYNC_LOCKTEST_ONLY").ok();
+    let variants: Vec<Variant> = variants
+        .iter()
+        .copied()
+        .filter(|v| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|k| k == v.key()))
+        })
+        .collect();
+    let placements: &[bool] = if article { &[true, false] } else { &[false] };
+    println!(
+        "LOCKTEST: 2 groups x 3 workers x {loops} loops, think and hold 0-{} ms each",
+        setting.max_ms
+    );
+    println!(
+        "{:26} {:9} {:5} {:>6} {:>5} {:>8} {:>7} {:>7} {:>10} {:>8} {:>8}",
+        "variant",
+        "workers",
+        "group",
+        "claims",
+        "aces",
+        "avg ms",
+        "min ms",
+        "max ms",
+        "turnaround",
+        "total s",
+        "goofups"
+    );
+    for &threads in placements {
+        for &variant in &variants {
+            let (per_group, bad, total) = run(variant, setting, threads);
+            for group in ["A", "B"] {
+                let s = per_group[group];
+                println!(
+                    "{:26} {:9} {:5} {:>6} {:>5} {:>8.2} {:>7.2} {:>7.2} {:>10.1} {:>8.1} {:>8}",
+                    variant.name(),
+                    if threads { "threads" } else { "processes" },
+                    group,
+                    s.claims,
+                    s.aces,
+                    s.wait_us as f64 / s.claims as f64 / 1000.0,
+                    s.min_us as f64 / 1000.0,
+                    s.max_us as f64 / 1000.0,
+                    s.loop_us as f64 / 3.0 / 1000.0,
+                    total.as_secs_f64(),
+                    bad
+                );
+            }
+            match variant {
+                // The check must be able to fail: without a lock, workers overlap.
+                Variant::Unsafe => assert!(bad > 0, "the unsafe baseline showed no goofups"),
+                _ => assert_eq!(bad, 0, "goofups in {}", variant.name()),
+            }
         }
-        let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
-        let bad = goofups(&log, variant);
-        for group in ["A", "B"] {
-            let (claims, aces, total, min, max) = per_group[group];
-            println!(
-                "{:26} {:5} {:>6} {:>5} {:>9.2} {:>8.2} {:>8.2} {:>8}",
-                variant.name(),
-                group,
-                claims,
-                aces,
-                total as f64 / claims as f64 / 1000.0,
-                min as f64 / 1000.0,
-                max as f64 / 1000.0,
-                bad
-            );
-        }
-        assert_eq!(bad, 0, "goofups in {}", variant.name());
     }
 }
