@@ -126,23 +126,33 @@ pub fn run(cmd: GroupLockCommand) -> VerbResult {
     }
 }
 
-fn run_command(a: RunArgs) -> VerbResult {
-    let lock = GroupLock::new(&a.lock).poll_interval(a.wait.poll);
-    // The library would refuse a different cap too (and does, if one is set meanwhile); here
-    // the refusal speaks of the option the user gave.
-    if let (Some(given), Some(in_force)) = (a.max, lock.cap(&a.group)?) {
-        if given != in_force {
-            let why = format!(
+/// The library refuses a `max` other than the group's cap in its own terms; say it with the
+/// option the user gave. (The cap is read again only on this error path.)
+fn in_our_words(lock: &GroupLock, a: &RunArgs, e: fsync::Error) -> fsync::Error {
+    let (Some(given), fsync::ErrorKind::Invalid) = (a.max, e.kind()) else {
+        return e;
+    };
+    match lock.cap(&a.group) {
+        Ok(Some(in_force)) if in_force != given => fsync::Error::new(
+            &a.lock,
+            fsync::ErrorKind::Invalid,
+            format!(
                 "group '{}' runs under --max {in_force} (its cap), not {given}: give \
                  --max {in_force}, or leave --max out",
                 a.group
-            );
-            return Err(fsync::Error::new(&a.lock, fsync::ErrorKind::Invalid, why).into());
-        }
+            ),
+        ),
+        _ => e,
     }
+}
+
+fn run_command(a: RunArgs) -> VerbResult {
+    let lock = GroupLock::new(&a.lock).poll_interval(a.wait.poll);
     let what = format!("{} as group {}", a.lock.display(), a.group);
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| inside_text(&a.lock));
-    let outcome = lock.enter_with(&a.group, a.max, a.wait.timeout(), |_| progress.waiting())?;
+    let outcome = lock
+        .enter_with(&a.group, a.max, a.wait.timeout(), |_| progress.waiting())
+        .map_err(|e| in_our_words(&lock, &a, e))?;
     let guard = progress.settle(outcome, |g| match g.slot() {
         Some(slot) => format!("entered {what} (slot {slot})"),
         None => format!("entered {what}"),
