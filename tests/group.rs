@@ -14,7 +14,7 @@ use std::{collections::BTreeSet, time::Duration};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{dead, eventually, json_of, Cmd, Holder, Rng, TestDir};
+use crate::harness::{dead, eventually, json_of, Cmd, Daemon, Holder, Rng, TestDir};
 
 /// A member's command: says `acquired`, then its own pid and `FSYNC_GROUP_FIRST`, and stays
 /// a member until its stdin is closed.
@@ -285,16 +285,6 @@ fn group_close_does_not_pass_the_membership_down() {
     assert!(!dead(m.child), "the command died with fsync");
     assert_eq!(members_json(&t, "G")["count"], 0);
     m.holder.finish().killed_by(Signal::SIGKILL);
-}
-
-/// A process the test started in the background, killed when the test ends (even failed).
-struct Daemon(u32);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.0 as i32);
-        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
-    }
 }
 
 /// A process the command left running, with the membership inherited (a daemon), is a member

@@ -16,7 +16,7 @@ use std::{
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{dead, eventually, fsync_bin, is_root, require, Cmd, TestDir, HOLD};
+use crate::harness::{dead, eventually, fsync_bin, is_root, require, Cmd, Daemon, TestDir, HOLD};
 
 /// Seed 002's read-increment-write of a counter file, with no lock of its own.
 fn increment(file: &str) -> String {
@@ -769,16 +769,6 @@ fn bad_duration_and_missing_command_are_usage_errors() {
 }
 
 // ---- status, watch, fencing --------------------------------------------------------------
-
-/// A process the test started in the background, killed when the test ends (even failed).
-struct Daemon(u32);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.0 as i32);
-        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
-    }
-}
 
 /// `fsync mutex run LOCK [OPTIONS] -- sh -c 'sleep 1000 & echo $!'`: fsync and the shell have
 /// exited, the background `sleep` they left holds the lock through the descriptor it

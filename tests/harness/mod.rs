@@ -790,3 +790,14 @@ impl Rng {
         picked
     }
 }
+
+/// A process the test started in the background (one a command left running), killed when the
+/// test ends, even a failed one.
+pub struct Daemon(pub u32);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0 as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+}
