@@ -6,9 +6,11 @@ tested is a real one; the 1,000-round queue between two processes would hang (an
 harness deadline) on a single lost wake-up, and counts every item. Nothing waits on a sleep.
 */
 
+use std::os::unix::fs::PermissionsExt;
+
 use nix::sys::signal::Signal;
 
-use crate::harness::{eventually, Cmd, Holder, TestDir};
+use crate::harness::{eventually, is_root, require, Cmd, Holder, TestDir};
 
 /// Start `CMD` (an `fsync mutex run -v ... --when ...`) and return once it says it is waiting:
 /// it has evaluated its condition, found it false and released the lock.
@@ -228,4 +230,44 @@ fn when_needs_the_whole_file_lock() {
             .stderr_has("'--when <CONDITION>'")
             .stderr_has("cannot be used with");
     }
+}
+
+/// Where the waiter can keep no record (here another user's record, or a read-only directory),
+/// holders that leave none either, such as flock(1), are seen by the `--poll` re-check.
+#[test]
+fn without_a_record_the_poll_sees_a_holder_that_leaves_none() {
+    require("flock", "util-linux");
+    let t = TestDir::new();
+    std::fs::create_dir(t.join("locks")).unwrap();
+    t.write("locks/L", "");
+    t.write("queue", "");
+    if is_root() {
+        // Root writes anywhere: a record of `nobody`'s, which root does not write into.
+        t.write("locks/.L.fsync", "");
+        std::os::unix::fs::chown(t.join("locks/.L.fsync"), Some(65534), Some(65534)).unwrap();
+    } else {
+        let ro = std::fs::Permissions::from_mode(0o555);
+        std::fs::set_permissions(t.join("locks"), ro).unwrap();
+    }
+    let cmd = t.fsync([
+        "mutex",
+        "run",
+        "-v",
+        "--poll",
+        "20ms",
+        "locks/L",
+        "--when",
+        "test -s queue",
+        "--",
+        "cat",
+        "queue",
+    ]);
+    let consumer = waiting(cmd, "locks/L", "test -s queue");
+    t.cmd("flock")
+        .args(["locks/L", "sh", "-c", "echo x >> queue"])
+        .run()
+        .code(0);
+    consumer.finish().code(0).stdout("x\n");
+    let rw = std::fs::Permissions::from_mode(0o755);
+    std::fs::set_permissions(t.join("locks"), rw).unwrap();
 }
