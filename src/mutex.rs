@@ -63,8 +63,8 @@ conditions stay false both sleep; only an entry wakes them.
 
 Holders that leave no record are not seen by step 4: `flock(1)` and other tools, shared,
 byte-range and descriptor locks (`-s`, `--range`, `mutex lock --fd`), and another user's fsync
-where the record is not theirs to write. Neither is another host's entry, where notification
-does not reach. So on a network file system, and where the waiter could open no record to write
+where the record is not theirs to write; and another host's entry wakes nobody (change
+notification does not cross hosts). So on a network file system, and where the waiter could open no record to write
 (a read-only directory, another user's record), step 4 also ends every poll interval
 ([`Mutex::poll_interval`]) and the condition is evaluated again; on a local file system with a
 record, those holders wake nobody. Nesting: a process to which an enclosing holder passed `L`
