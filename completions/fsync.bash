@@ -2306,7 +2306,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__run)
-            opts="-w -t -n -E -v -o -s -x -c -u -F -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --range --fcntl --shared --exclusive --command --unlock --no-fork --help --version"
+            opts="-w -t -n -E -v -o -s -x -c -u -F -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --range --fcntl --shared --exclusive --when --command --unlock --no-fork --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2345,6 +2345,10 @@ _fsync() {
                     return 0
                     ;;
                 --range)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --when)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -22,7 +22,7 @@ run() { # $1 model, $2 extra define, $3 ltl name
 printf '%-18s %-22s %10s %8s %s\n' model property states errors verdict
 for spec in "mutex_delete.pml:" "swmr.pml:no_writer_starvation" "msg_send.pml:" \
             "grouplock.pml:no_group_starvation" "grouplock_cap.pml:" "event.pml:" "sem.pml:" \
-            "group.pml:" "msg_queue.pml:"; do
+            "group.pml:" "msg_queue.pml:" "ccr.pml:no_lost_wakeup"; do
     model=${spec%%:*}; ltl=${spec#*:}
     read -r e s <<<"$(run "$model" "" "$ltl")"
     verdict=ok; [ "$e" = 0 ] || { verdict="FAILS"; status=1; }

@@ -31,6 +31,46 @@ non-blocking `flock(FD, LOCK_EX)` succeeds (so the inherited description really 
 `-` (or an `FD` that no longer holds it), if the lock is busy and that `PID` is alive, it fails
 at once instead of deadlocking.
 
+# Conditional regions
+
+A conditional critical region (Asche, *Compound Win32 Synchronization Objects*) is a region one
+process at a time executes, entered only when a condition evaluated under the lock holds
+([`Mutex::acquire_when`], `fsync mutex run --when`). A holder *enters* the region when it records
+a new fence (step 4 above): every acquisition does, except the evaluation of a condition that
+turns out false. Whatever a condition looks at must change only inside the region. To acquire
+`L` when the condition `C` holds:
+
+1. **lock** `L` (steps 1 to 3 above) without recording: an evaluation is not an entry, and the
+   record keeps saying `released` (status reports name the process from the kernel's lock
+   table);
+2. **read** the token `F`, the greater of the record's fence (opened as step 4 opens it, so that
+   it exists from now on where the directory is writable) and the directory's `.fsync.fence`;
+3. **evaluate** `C` while holding `L`; if it holds, **enter** (step 4: a fence greater than `F`)
+   and return holding the lock;
+4. otherwise **release** `L`, writing nothing, and **sleep until a holder enters**: until the
+   record's fence, or `.fsync.fence`, is greater than `F`. The waiter watches the directory
+   (change notification) and only then looks, and looks again at every change;
+5. go to 1: the lock is granted once that holder has left the region; evaluate `C` again.
+
+No lost wake-up: `F` is read while `L` is held, so no entry comes between the evaluation and
+`F`; any holder that enters after our release writes a fence greater than `F` (one more than the
+record's, or than `.fsync.fence` where a `--delete` removed the record); tokens only grow, so the
+look in step 4 sees that entry however late it looks, and change notification makes it look.
+Reading `F` after the release instead (a waiter that looks before it has registered) loses the
+wake-up of a holder that enters and leaves in between: `models/ccr.pml` shows both. Waiters do
+not wake one another: an evaluation that finds `C` false records nothing, so two waiters whose
+conditions stay false both sleep; only an entry wakes them.
+
+Holders that leave no record are not seen by step 4: `flock(1)` and other tools, shared,
+byte-range and descriptor locks (`-s`, `--range`, `mutex lock --fd`), and another user's fsync
+where the record is not theirs to write; and another host's entry wakes nobody (change
+notification does not cross hosts). So on a network file system, and where the waiter could open no record to write
+(a read-only directory, another user's record), step 4 also ends every poll interval
+([`Mutex::poll_interval`]) and the condition is evaluated again; on a local file system with a
+record, those holders wake nobody. Nesting: a process to which an enclosing holder passed `L`
+down evaluates `C` once; if it is false, waiting would wait for ever (nobody can enter while the
+ancestor holds `L`), which is an error (kind `Unavailable`), or a timeout for a wait of zero.
+
 Within one process: a thread that asks for a lock it already holds through another guard
 would wait for itself for ever (two open file descriptions of one file exclude each other).
 That is an error at once (kind `Unavailable`), not a wait, and not nesting: a second guard that
@@ -275,20 +315,163 @@ impl Mutex {
                     return Ok(Outcome::Acquired(g));
                 }
                 if procinfo::pid_alive(pid) {
-                    return Err(Error::new(
-                        &self.path,
-                        ErrorKind::Unavailable,
-                        format!(
-                            "already held by an ancestor process (pid {pid}) that did not pass \
-                             it down (it kept it from its children, or the descriptor was closed \
-                             on the way); waiting here would deadlock"
-                        ),
-                    ));
+                    return Err(self.ancestor_deadlock(pid));
                 }
             }
             Ancestor::None => {}
         }
         self.wait(deadline, progress)
+    }
+
+    /// Wait up to `timeout` (`None`: for ever) for the lock *and* `condition`: enter the
+    /// conditional region (module docs, "Conditional regions") once `condition`, called while
+    /// the lock is held, returns `true`; `Ok(None)` if that did not happen in time.
+    ///
+    /// When `condition` is false the lock is released and the thread sleeps until another
+    /// holder has entered the region (a holder of this mutex whose condition held, or any plain
+    /// [`acquire`](Self::acquire)) and left it, then evaluates again. On a local file system
+    /// change notification wakes it; it never polls there. On a network file system, or where
+    /// no holder record can be kept, it also evaluates again every
+    /// [`poll_interval`](Self::poll_interval), which is also the only way holders that leave no
+    /// record (`flock(1)`, shared or byte-range locks) are noticed. `condition` must only read
+    /// what holders change inside the region, and must not take this mutex. A timeout of zero
+    /// evaluates once. Errors as [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use std::{fs, path::Path, time::Duration};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let lock = dir.path().join("queue.lck");
+    /// # let queue = dir.path().join("queue");
+    /// let non_empty = |q: &Path| fs::metadata(q).is_ok_and(|m| m.len() > 0);
+    /// let mutex = fsync::Mutex::new(&lock);
+    /// // Nothing queued: the condition stays false, and the wait gives up.
+    /// let ms = Some(Duration::from_millis(20));
+    /// assert!(mutex.acquire_when(|| non_empty(&queue), ms)?.is_none());
+    /// // A producer queues a job inside the region...
+    /// let producer = mutex.acquire(None)?.expect("free");
+    /// fs::write(&queue, "job 1\n").unwrap();
+    /// drop(producer);
+    /// // ... and a consumer enters when there is one, holding the lock.
+    /// let consumer = mutex.acquire_when(|| non_empty(&queue), None)?.expect("a job is queued");
+    /// fs::write(&queue, "").unwrap();
+    /// drop(consumer);
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn acquire_when(
+        &self,
+        mut condition: impl FnMut() -> bool,
+        timeout: Option<Duration>,
+    ) -> Result<Option<MutexGuard>> {
+        let outcome = self.acquire_when_with(|| Ok::<_, Error>(condition()), timeout, |_| {})?;
+        Ok(outcome.acquired())
+    }
+
+    /// Like [`acquire_when`](Self::acquire_when), with a condition that may fail and progress
+    /// reports as [`acquire_with`](Self::acquire_with) makes them (when a wait for the lock or
+    /// for another holder starts blocking, and about once a second after). An error of
+    /// `condition` ends the wait at once, with the lock released, and comes back as it is;
+    /// the library's errors come as `E::from`.
+    pub fn acquire_when_with<E: From<Error>>(
+        &self,
+        mut condition: impl FnMut() -> Result<bool, E>,
+        timeout: Option<Duration>,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<MutexGuard>, E> {
+        let deadline = Deadline::after(timeout);
+        match self.ancestor()? {
+            Ancestor::PassedDown(guard) => {
+                if condition()? {
+                    return Ok(Outcome::Acquired(*guard));
+                }
+                if deadline.passed() {
+                    return Ok(Outcome::TimedOut);
+                }
+                return Err(Error::new(
+                    &self.path,
+                    ErrorKind::Unavailable,
+                    "held for us by an enclosing process, and the condition is false: nobody \
+                     can enter to change it while we wait, so waiting would deadlock",
+                )
+                .into());
+            }
+            Ancestor::Closed(pid) => {
+                let free = self.lock_file(Mode::Exclusive, Deadline::now(), |_| {})?;
+                // (Dropped at once: the loop below locks it again.)
+                if free.acquired().is_none() && procinfo::pid_alive(pid) {
+                    return Err(self.ancestor_deadlock(pid).into());
+                }
+            }
+            Ancestor::None => {}
+        }
+        loop {
+            // 1. lock, without recording
+            let (file, network, key) =
+                wait::acquired!(self.lock_file(Mode::Exclusive, deadline, &mut progress)?);
+            let evaluating = Evaluating::new(file, key);
+            // 2. the token before our evaluation
+            let record = RecordFile::open(&self.path);
+            let before = match &record {
+                Some(r) => r.read().fence,
+                // Another user's record, say: read it as step 4 will.
+                None => holder::read(&self.path).map_or(0, |r| r.fence),
+            };
+            let seen = before.max(fences::last(&self.path));
+            // 3. evaluate; enter if it holds
+            if condition()? {
+                let file = evaluating.into_file();
+                return Ok(Outcome::Acquired(MutexGuard::new(self, file, network, key)));
+            }
+            // 4. release, and sleep until a holder enters
+            drop(evaluating);
+            if deadline.passed() {
+                return Ok(Outcome::TimedOut);
+            }
+            let reevaluate = (network || record.is_none()).then_some(self.poll);
+            drop(record);
+            wait::acquired!(self.wait_for_entry(seen, reevaluate, deadline, &mut progress)?);
+        }
+    }
+
+    /// Step 4 of a conditional region: sleep until a holder has recorded a fence greater than
+    /// `seen`, or `reevaluate` has passed.
+    fn wait_for_entry(
+        &self,
+        seen: u64,
+        reevaluate: Option<Duration>,
+        deadline: Deadline,
+        progress: &mut dyn FnMut(Duration),
+    ) -> Result<Outcome<()>> {
+        let dir = pfs::parent_dir(&self.path);
+        let watch = crate::platform::notify::DirWatch::new(dir)
+            .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
+        let start = std::time::Instant::now();
+        wait::watch_until(
+            deadline,
+            reevaluate,
+            &watch,
+            &self.path,
+            Some(progress),
+            || {
+                if reevaluate.is_some_and(|every| start.elapsed() >= every) {
+                    return Ok(Some(()));
+                }
+                let fence = holder::read(&self.path).map_or(0, |r| r.fence);
+                Ok((fence.max(fences::last(&self.path)) > seen).then_some(()))
+            },
+        )
+    }
+
+    /// Waiting for a lock an ancestor holds without having passed it down.
+    fn ancestor_deadlock(&self, pid: u32) -> Error {
+        Error::new(
+            &self.path,
+            ErrorKind::Unavailable,
+            format!(
+                "already held by an ancestor process (pid {pid}) that did not pass it down (it \
+                 kept it from its children, or the descriptor was closed on the way); waiting \
+                 here would deadlock"
+            ),
+        )
     }
 
     fn wait(
@@ -427,6 +610,38 @@ impl Mutex {
             }
         }
         Ok(Ancestor::None)
+    }
+}
+
+/// The lock held while a condition is evaluated (a conditional region's steps 1 to 3): in the
+/// process's table, so that the condition cannot wait for its own thread's lock; released,
+/// writing nothing, when dropped.
+struct Evaluating {
+    file: Option<File>,
+    key: in_process::Key,
+}
+
+impl Evaluating {
+    fn new(file: File, key: in_process::Key) -> Evaluating {
+        in_process::add(key);
+        Evaluating {
+            file: Some(file),
+            key,
+        }
+    }
+
+    /// The lock, to enter with (out of the table: the guard puts it back).
+    fn into_file(mut self) -> File {
+        in_process::remove(self.key);
+        self.file.take().expect("taken once")
+    }
+}
+
+impl Drop for Evaluating {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            in_process::remove(self.key);
+        }
     }
 }
 
@@ -1075,6 +1290,70 @@ mod tests {
         assert!(!status(&path).unwrap().held);
         let g2 = m.try_acquire().unwrap().unwrap();
         assert!(g2.fence() > f1);
+    }
+
+    /// A consumer thread waits in `acquire_when` until a producer has entered and made its
+    /// condition true; a false evaluation records nothing; a failing condition releases.
+    #[test]
+    fn acquire_when_sleeps_until_a_holder_makes_the_condition_true() {
+        use std::sync::{
+            atomic::{AtomicUsize, Ordering::SeqCst},
+            Arc,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let items = Arc::new(AtomicUsize::new(0));
+        let mutex = Mutex::new(&path);
+        // Once: false, and nothing recorded (no entry, so no new fence).
+        drop(mutex.try_acquire().unwrap().unwrap());
+        let fence = status(&path).unwrap().fence;
+        let mut evaluations = 0;
+        let no = mutex.acquire_when(
+            || {
+                evaluations += 1;
+                false
+            },
+            Some(Duration::ZERO),
+        );
+        assert!(no.unwrap().is_none());
+        assert_eq!((evaluations, status(&path).unwrap().fence), (1, fence));
+        // A consumer that sleeps until an item is there.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let consumer = std::thread::spawn({
+            let (path, items) = (path.clone(), items.clone());
+            move || {
+                let mut evaluations = 0;
+                let got = Mutex::new(&path).acquire_when_with(
+                    || {
+                        evaluations += 1;
+                        Ok::<_, Error>(items.load(SeqCst) > 0)
+                    },
+                    None,
+                    |_| {
+                        let _ = tx.send(());
+                    },
+                );
+                let guard = got.unwrap().acquired().unwrap();
+                items.fetch_sub(1, SeqCst);
+                (guard.fence(), evaluations)
+            }
+        });
+        rx.recv().unwrap(); // it evaluated, released, and sleeps
+        let producer = mutex.acquire(None).unwrap().unwrap();
+        items.fetch_add(1, SeqCst);
+        let produced = producer.fence();
+        drop(producer);
+        let (consumed, evaluations) = consumer.join().unwrap();
+        assert!(consumed > produced);
+        assert_eq!((evaluations, items.load(SeqCst)), (2, 0));
+        // A condition that fails ends the wait with its error, the lock released.
+        let failed = mutex.acquire_when_with(
+            || Err(Error::new(&path, ErrorKind::Corrupt, "cannot tell")),
+            None,
+            |_| {},
+        );
+        assert_eq!(failed.unwrap_err().kind(), ErrorKind::Corrupt);
+        assert!(mutex.acquire_when(|| true, None).unwrap().is_some());
     }
 
     #[test]

@@ -9,6 +9,7 @@ primitive holds its tests.
 mod architecture;
 mod bad_input;
 mod bus;
+mod ccr;
 mod chaos;
 mod event;
 mod faults;

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::{
     args::{CommandArgs, WaitArgs, WatchArgs},
-    child::LossArgs,
+    child::{Job, LossArgs},
     report::{self, Progress},
     Exit, Failure, VerbResult,
 };
@@ -116,6 +116,18 @@ Nesting: 'fsync mutex run LOCK' started anywhere inside COMMAND's process tree o
 runs at once (the lock is already held for it). Under --close a nested attempt fails at once \
 with exit status 69 instead of waiting for ever.
 
+--when CONDITION makes a conditional critical region: COMMAND runs, holding LOCK, only once \
+'sh -c CONDITION', run while fsync holds LOCK, exits 0. Until then fsync releases LOCK after each \
+evaluation and sleeps until another holder of LOCK has entered (a 'mutex run' without --when, or \
+one whose CONDITION held) and left, then evaluates again: a file-based condition variable, for \
+queues and hand-overs between scripts. Make CONDITION look only at what holders change under \
+LOCK, and keep it from taking LOCK itself. An evaluation that finds CONDITION false wakes nobody, \
+so waiters do not keep each other busy. The wake-up comes from the holder record (.NAME.fsync) \
+through change notification, with no polling on a local file system; holders that leave no \
+record (flock(1), -s, --range, 'mutex lock --fd', another user's fsync where the record is not \
+theirs) are seen only by the --poll re-check, which runs on network file systems and where no \
+record can be written (a read-only directory): there CONDITION is also evaluated every --poll.
+
 flock(1)'s options work as they do there: -w SECS, -n/--nb, -c CMDSTRING, -s, -x/-e, -o, -E, \
 --fcntl; the differences are listed in docs/flock-compat.md. A wait that gives up exits 75, not \
 1, unless -E says otherwise.";
@@ -140,6 +152,11 @@ Examples:
   # A script that runs one copy at a time of itself (the FLOCKER idiom of flock(1)), locking
   # its own file; 'fsync mutex run' replaces 'flock' in it and nothing else changes
   [ \"${FLOCKER}\" != \"$0\" ] && exec env FLOCKER=\"$0\" fsync mutex run -n -E 0 \"$0\" \"$0\" \"$@\" || :
+
+  # A bounded queue of at most 10 jobs in the file q, between a producer and a consumer: each
+  # enters only when its condition holds, and sleeps (no polling) until the other has been in
+  touch q; while read -r job; do fsync mutex run q.lck --when '[ $(wc -l < q) -lt 10 ]' -- sh -c 'echo \"$1\" >> q' - \"$job\"; done < jobs.txt
+  while :; do fsync mutex run q.lck --when 'test -s q' -c 'head -n 1 q; sed -i 1d q'; done | sh
 
   # As flock(1) is used: a command string, a timeout in seconds, a shared lock
   fsync mutex run -w 10 /var/lock/db.lck -c 'pg_dump app > app.sql'
@@ -194,6 +211,18 @@ struct RunArgs {
     /// Take an exclusive lock: the default (accepted as flock(1) takes it)
     #[arg(short = 'x', short_alias = 'e', long, conflicts_with = "shared")]
     exclusive: bool,
+
+    /// Enter only when CONDITION holds: a shell command ('sh -c CONDITION') run under the lock,
+    /// exit status 0 meaning yes. Otherwise release LOCK, sleep until another holder has entered
+    /// and left (kernel-woken; also every --poll on network file systems), and evaluate again.
+    /// Its output goes where fsync's does; a CONDITION the shell cannot run (status 126 or 127)
+    /// is an error. With -n: evaluate once
+    #[arg(
+        long,
+        value_name = "CONDITION",
+        conflicts_with_all = ["range", "fcntl", "shared"]
+    )]
+    when: Option<OsString>,
 
     /// Run CMDSTRING with 'sh -c' (as flock -c) instead of COMMAND
     #[arg(
@@ -318,16 +347,23 @@ fn run_command(mut a: RunArgs) -> VerbResult {
         .delete_on_release(a.delete)
         .poll_interval(a.wait.poll)
         .command(job.display());
-    let mut progress = Progress::new(&a.wait, a.lock.display().to_string())
+    let condition = a.when.as_deref().map(|c| c.to_string_lossy());
+    let what = match &condition {
+        None => a.lock.display().to_string(),
+        Some(c) => format!("{} when '{c}'", a.lock.display()),
+    };
+    let mut progress = Progress::new(&a.wait, what.clone())
         .holder(|| holder_of(&a.lock))
         .note(mode_note(&a.lock, a.wait.poll));
-    let outcome = mutex.acquire_with(a.wait.timeout(), |_| progress.waiting())?;
+    let outcome = match &a.when {
+        None => mutex.acquire_with(a.wait.timeout(), |_| progress.waiting())?,
+        Some(c) => {
+            mutex.acquire_when_with(|| evaluate(c), a.wait.timeout(), |_| progress.waiting())?
+        }
+    };
     let mut guard = progress.settle(outcome, |g| match g.is_nested() {
-        true => format!(
-            "acquired {} (already held for us by an enclosing fsync)",
-            a.lock.display()
-        ),
-        false => format!("acquired {} (fence {})", a.lock.display(), g.fence()),
+        true => format!("acquired {what} (already held for us by an enclosing fsync)"),
+        false => format!("acquired {what} (fence {})", g.fence()),
     })?;
     job.env = vec![
         ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
@@ -357,6 +393,37 @@ fn run_command(mut a: RunArgs) -> VerbResult {
         });
     }
     Ok(exit)
+}
+
+/// `--when CONDITION`: run `sh -c CONDITION` (under the lock) and say whether it exited 0. The
+/// shell's 126 and 127 (it could not run CONDITION, or found no such command) are errors, not
+/// "false", so that a typing mistake does not wait for ever; a CONDITION killed by a signal (a
+/// forwarded ^C) ends fsync as a COMMAND killed by it would.
+fn evaluate(condition: &std::ffi::OsStr) -> Result<bool, Failure> {
+    let argv = ["sh".into(), "-c".into(), condition.to_os_string()];
+    let failed = |exit, cause: String| Failure::Exec {
+        program: format!("--when '{}'", condition.to_string_lossy()),
+        exit,
+        cause,
+    };
+    let exit = Job {
+        argv: &argv,
+        env: Vec::new(),
+    }
+    .run(|_| {})
+    .map_err(|f| match f {
+        Failure::Exec { exit, cause, .. } => failed(exit, format!("cannot run sh: {cause}")),
+        other => other,
+    })?;
+    match exit {
+        Exit {
+            signal: Some(_), ..
+        } => Err(Failure::Ended(exit)),
+        Exit { code: 0, .. } => Ok(true),
+        Exit { code: 126, .. } => Err(failed(exit, "cannot be executed (sh exited 126)".into())),
+        Exit { code: 127, .. } => Err(failed(exit, "not found (sh exited 127)".into())),
+        Exit { .. } => Ok(false),
+    }
 }
 
 /// The options of flock(1) that fsync has no use for, refused with what to do instead.
