@@ -596,24 +596,35 @@ fn prepared(e: Error, p: &Paths) -> Error {
     if e.kind() != ErrorKind::PermissionDenied {
         return e;
     }
+    if e.path().parent() == Some(p.members.as_path()) {
+        // Our registration (a temporary name in `members/`, then its own).
+        let cause = e.errno().map_or_else(
+            || "permission denied".to_string(),
+            |n| nix::errno::Errno::from_raw(n).desc().to_lowercase(),
+        );
+        return Error::new(
+            &p.members,
+            e.kind(),
+            format!(
+                "cannot register as a member: {cause}; every member must be able to create its \
+                 registration here (in a prepared group directory: mode 1777, or 3770 for the \
+                 members of one Unix group)"
+            ),
+        );
+    }
     let shown = format!("{}: ", e.path().display());
     let text = e.to_string();
     let message = text.strip_prefix(&shown).unwrap_or(&text);
-    let hint = if e.path().starts_with(&p.members) {
+    Error::new(
+        e.path(),
+        e.kind(),
         format!(
-            "every member must be able to create its registration in {} (a prepared group \
-             directory: make it writable by all members, e.g. mode 1777)",
-            p.members.display()
-        )
-    } else {
-        format!(
-            "where members may not write {}, it must be prepared for them: the directory, the \
-             empty files gate and join.lock in it, and a directory members in it that every \
-             member can write",
+            "{message}; where members may not write {}, it must be prepared for them: the \
+             empty files gate and join.lock in it, and a directory members that every member \
+             can write",
             p.dir.display()
-        )
-    };
-    Error::new(e.path(), e.kind(), format!("{message} ({hint})"))
+        ),
+    )
 }
 
 fn render_holder(holder: &Holder) -> String {
