@@ -19,8 +19,9 @@ A group `G` is a directory (created if missing) holding:
   visible registration is always locked while its member lives.
 
 **Is anyone in?** On a local file system: some registration in `members/` is locked (a member
-takes `gate` before it registers and unregisters before it lets `gate` go, so this proves it),
-or else the kernel's lock table (`/proc/locks`) lists a shared lock on `gate`: passive reads that
+takes `gate` before it registers and unregisters before it lets `gate` go, so this proves it; a
+leaver with a clean-up keeps its registration until the clean-up is over, and is in until then,
+see below), or else the kernel's lock table (`/proc/locks`) lists a shared lock on `gate`: passive reads that
 disturb no one. On a network file system: under
 `join.lock`, a non-blocking exclusive lock on `gate` fails (it is released at once if it
 succeeds); holding `join.lock` keeps two observers' probes from colliding.
@@ -134,7 +135,8 @@ use crate::{
 /// left at once); anyone can ask whether the group is empty ([`is_empty`]), list its members
 /// ([`members`]) or wait until it is empty ([`wait_empty`]). A joiner learns whether it was the
 /// first, a leaver whether it was the last: what "start the server if nobody runs it, stop it
-/// with the last client" needs.
+/// with the last client" needs ([`Membership::leave_then`] stops it before anyone can join
+/// again).
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();

@@ -603,6 +603,9 @@ fn group_last_runs_before_anyone_can_join_again() {
     // Observers count the leaver in while it cleans up.
     empty(&t, "G", 1);
     t.fsync(["group", "wait-empty", "-n", "G"]).run().code(75);
+    let mut waiter = t.fsync(["group", "wait-empty", "-v", "G"]).start();
+    let said = waiter.stderr_line();
+    assert!(said.contains("waiting"), "wait-empty -v said {said:?}");
     let v = members_json(&t, "G");
     assert_eq!(v["count"], 1, "{v}");
     assert_eq!(v["members"][0]["pid"], a.pid(), "{v}");
@@ -612,6 +615,7 @@ fn group_last_runs_before_anyone_can_join_again() {
         "members does not show the clean-up: {v}"
     );
     assert!(b.running(), "the joiner got in during the clean-up");
+    assert!(waiter.running(), "wait-empty returned during the clean-up");
 
     let out = a.holder.finish(); // the clean-up reads EOF and ends
     out.code(0).stdout("cleaned\n");
@@ -623,6 +627,7 @@ fn group_last_runs_before_anyone_can_join_again() {
     let b = admitted(b);
     assert_eq!(b.first, "1", "the joiner after the clean-up was not first");
     b.holder.finish().code(0);
+    waiter.finish().code(0);
     empty(&t, "G", 0);
 }
 
