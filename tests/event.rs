@@ -1,5 +1,6 @@
 //! `fsync event`: one signal wakes exactly one `--reset` waiter (and every plain waiter), exit
-//! codes, a signal outlives its signaller, and waiting needs only read access.
+//! codes, a signal outlives its signaller, waiting needs only read access, and `signal` and
+//! `reset` tell exactly one of racing processes that it changed the event (`--json`).
 //!
 //! Waiters run with `-v` and the tests read their `waiting for` line before signalling, so every
 //! waiter really is blocked (and competing) when the signal comes. Which waiters woke is read from

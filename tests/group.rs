@@ -1,7 +1,8 @@
 /*!
 `fsync group`, end to end (issue 3): membership and `FSYNC_GROUP_FIRST`, `empty`, `members`,
 `wait-empty`, `watch`, `--delete`, members killed by SIGKILL (alone and at random among
-others), and bad input.
+others), and bad input; (issue 17) the last member's clean-up (`--last`), and a group directory
+an administrator prepared read-only.
 
 Every member runs in a process group of its own, so a SIGKILL reaches both the `fsync` and the
 command it runs (which inherits the member's locks): a crash test kills both, as a crash of
