@@ -820,7 +820,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__event__subcmd__reset)
-            opts="-h -V --help --version"
+            opts="-h -V --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -834,7 +834,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__event__subcmd__signal)
-            opts="-h -V --help --version"
+            opts="-h -V --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1030,7 +1030,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__group__subcmd__join)
-            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --help --version"
+            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --last --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1061,6 +1061,10 @@ _fsync() {
                     return 0
                     ;;
                 --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --last)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -103,9 +103,10 @@ complete -c fsync -n "__fish_fsync_using_subcommand group; and not __fish_seen_s
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -l last -d 'When this member is the last to leave, run CMDSTRING with \'sh -c\' before anyone can join again (clean-up: the mirror of FSYNC_GROUP_FIRST)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
-complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -l delete -d 'Remove the group\'s files when the last member leaves'
+complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -l delete -d 'Remove the group\'s files when the last member leaves (nothing from a directory the member may not change)'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s o -l close -d 'Do not pass the membership down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand group; and __fish_seen_subcommand_from join" -s V -l version -d 'Print version'
@@ -139,6 +140,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand event; and not __fish_seen_s
 complete -c fsync -n "__fish_fsync_using_subcommand event; and not __fish_seen_subcommand_from signal wait reset status help" -f -a "reset" -d 'Clear EVENT (exit 0 whether or not it was set)'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and not __fish_seen_subcommand_from signal wait reset status help" -f -a "status" -d 'Exit 0 if EVENT is set, 1 if not'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and not __fish_seen_subcommand_from signal wait reset status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from signal" -l json -d 'One JSON object: {"path", "was_set"}, whether EVENT was set before'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from signal" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from signal" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
@@ -149,6 +151,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from wait" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from reset" -l json -d 'One JSON object: {"path", "was_set"}, whether EVENT was set before'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from reset" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from reset" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "state": "set"|"unset"}'

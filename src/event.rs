@@ -7,8 +7,13 @@ The event: set by one process, awaited by others (the `TGpFileEvent` of Primoz G
 An event `E` is signalled exactly when the file `E` exists (as in the article), so a signal
 survives the crash of whoever sent it and needs no process to keep it.
 
-- **signal**: create `E` (`O_CREAT`, no truncation; already there is fine);
-- **reset**: unlink `E` (already gone is fine);
+- **signal**: create `E` exclusively (`O_CREAT | O_EXCL`, which never opens, truncates or
+  follows what is there): `EEXIST` means it was set already, which is fine. Whether it was set
+  is the answer of that one atomic operation: of any number of processes signalling an unset
+  event at once, exactly one is told it was not set (its create won).
+- **reset**: unlink `E` (already gone is fine). Whether it was set is whether *our* unlink
+  removed it: of two resets racing (or a reset and a `--reset` waiter), only the one whose
+  unlink succeeded is told it was set.
 - **wait**: return once `E` exists; needs only read access to the directory;
 - **wait with reset (auto-reset)**: return once *we* unlinked `E`. `unlink` is one atomic
   file-system operation that exactly one of any number of competitors wins (on one host or
@@ -37,7 +42,8 @@ use crate::{
 };
 
 /// A file-system event at a path: set while the file exists. [`signal`](Event::signal) sets
-/// it, [`reset`](Event::reset) clears it, [`wait`](Event::wait) waits until it is set, or
+/// it, [`reset`](Event::reset) clears it (both say whether it was set, as the operation itself
+/// found it), [`wait`](Event::wait) waits until it is set, or
 /// with `reset` consumes it: one signal then wakes exactly one such waiter, on one host or
 /// several.
 ///
@@ -46,9 +52,11 @@ use crate::{
 /// # let path = dir.path().join("ping");
 /// let ping = fsync::Event::new(&path);
 /// assert!(!ping.is_set()?);
-/// ping.signal()?;
+/// assert!(!ping.signal()?); // it was not set before
+/// assert!(ping.signal()?); // now it was: still one signal
 /// assert!(ping.wait(Some(std::time::Duration::ZERO), true)?); // consumed it
 /// assert!(!ping.is_set()?);
+/// assert!(!ping.reset()?); // nothing to clear
 /// # Ok::<(), fsync::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -73,37 +81,76 @@ impl Event {
         self
     }
 
-    /// Set the event (a no-op if it is set). Creates an empty file; whatever is already at
-    /// the path (even a link or a FIFO another user put there) means "set", and is never opened.
+    /// Set the event (a no-op if it is set); `Ok(true)` if it was set already.
+    ///
+    /// The answer is that of the operation itself, not of a look beforehand: the file is
+    /// created with `O_EXCL`, which fails exactly when something is there. So of any number
+    /// of processes signalling an unset event at once, exactly one is told `false`. Whatever
+    /// is already at the path (even a link or a FIFO another user put there) means "set", and
+    /// is never opened. Creates an empty file.
+    ///
     /// Errors: [`ErrorKind::NotFound`] if the directory is missing,
-    /// [`ErrorKind::PermissionDenied`] if it is not writable.
-    pub fn signal(&self) -> Result<()> {
-        if self.is_set()? {
-            return Ok(());
-        }
-        std::fs::OpenOptions::new()
+    /// [`ErrorKind::PermissionDenied`] if it is not writable (and the event is not set).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let ready = fsync::Event::new(dir.path().join("ready"));
+    /// if !ready.signal()? {
+    ///     println!("we set it"); // the first signaller since the last reset
+    /// }
+    /// assert!(ready.signal()?); // set already
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn signal(&self) -> Result<bool> {
+        let created = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o644)
             .custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY)
-            .open(&self.path)
-            .map(drop)
-            .or_else(|e| match e.kind() {
-                io::ErrorKind::AlreadyExists => Ok(()), // signalled meanwhile
-                _ => Err(pfs::explain_open_error(
+            .open(&self.path);
+        match created {
+            Ok(_) => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // Something is there: set, unless it is a directory (not an event).
+                self.is_set().map(|_| true)
+            }
+            // Where we may not create (a read-only directory or file system, some file
+            // servers that check permission first), an event that is set is still set.
+            Err(e)
+                if e.kind() == io::ErrorKind::PermissionDenied
+                    || e.raw_os_error() == Some(libc::EROFS) =>
+            {
+                match self.is_set() {
+                    Ok(true) => Ok(true),
+                    _ => Err(pfs::explain_open_error(
+                        &self.path,
+                        "cannot signal event",
+                        e,
+                    )),
+                }
+            }
+            Err(e) => {
+                // A missing directory, or a path that is a directory, said as `is_set` says it.
+                self.is_set()?;
+                Err(pfs::explain_open_error(
                     &self.path,
                     "cannot signal event",
                     e,
-                )),
-            })
+                ))
+            }
+        }
     }
 
-    /// Clear the event (a no-op if it is clear). Only an event file is removed: an empty
-    /// regular file, not in a sticky directory another user's. Errors: [`ErrorKind::NotFound`]
-    /// for anything else at the path (a link, a directory, a file with data), which is left
-    /// alone; [`ErrorKind::PermissionDenied`] where it may not be removed.
-    pub fn reset(&self) -> Result<()> {
-        self.consume().map(drop)
+    /// Clear the event (a no-op if it is clear); `Ok(true)` if it was set.
+    ///
+    /// The answer is that of the operation itself: `true` exactly when our `unlink` removed the
+    /// event file, so of two resets racing (or a reset and a resetting waiter), only the one
+    /// whose unlink won is told it was set. Only an event file is removed: an empty regular
+    /// file, not in a sticky directory another user's. Errors: [`ErrorKind::NotFound`] for
+    /// anything else at the path (a link, a directory, a file with data), which is left alone;
+    /// [`ErrorKind::PermissionDenied`] where it may not be removed.
+    pub fn reset(&self) -> Result<bool> {
+        self.consume()
     }
 
     /// Whether the event is set (something exists at the path). Never waits. Errors:
@@ -244,15 +291,49 @@ mod tests {
     fn one_signal_wakes_one_resetting_waiter() {
         let dir = tempfile::tempdir().unwrap();
         let e = Event::new(dir.path().join("e"));
-        e.signal().unwrap();
-        e.signal().unwrap(); // still one signal
+        assert!(!e.signal().unwrap(), "was not set");
+        assert!(e.signal().unwrap(), "still one signal, and it was set");
         assert!(
             e.wait(Some(Duration::ZERO), false).unwrap(),
             "plain wait leaves it set"
         );
         assert!(e.wait(Some(Duration::ZERO), true).unwrap());
         assert!(!e.wait(Some(Duration::ZERO), true).unwrap());
-        e.reset().unwrap();
+        assert!(!e.reset().unwrap(), "consumed: nothing to clear");
+        e.signal().unwrap();
+        assert!(e.reset().unwrap(), "cleared a set event");
+        assert!(!e.is_set().unwrap());
+    }
+
+    /// Of many threads signalling an unset event at once, exactly one is told it was not set;
+    /// of many resetting a set one, exactly one is told it was.
+    #[test]
+    fn was_set_is_decided_by_the_operation_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e");
+        let race = |op: fn(&Event) -> bool| {
+            let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    let (path, start) = (path.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        let e = Event::new(path);
+                        start.wait();
+                        op(&e)
+                    })
+                })
+                .collect();
+            let answers: Vec<bool> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+            answers.iter().filter(|&&was_set| was_set).count()
+        };
+        for _ in 0..20 {
+            assert_eq!(
+                race(|e| e.signal().unwrap()),
+                7,
+                "one signaller found it unset"
+            );
+            assert_eq!(race(|e| e.reset().unwrap()), 1, "one resetter found it set");
+        }
     }
 
     #[test]

@@ -19,8 +19,9 @@ A group `G` is a directory (created if missing) holding:
   visible registration is always locked while its member lives.
 
 **Is anyone in?** On a local file system: some registration in `members/` is locked (a member
-takes `gate` before it registers and unregisters before it lets `gate` go, so this proves it),
-or else the kernel's lock table (`/proc/locks`) lists a shared lock on `gate`: passive reads that
+takes `gate` before it registers and unregisters before it lets `gate` go, so this proves it; a
+leaver with a clean-up keeps its registration until the clean-up is over, and is in until then,
+see below), or else the kernel's lock table (`/proc/locks`) lists a shared lock on `gate`: passive reads that
 disturb no one. On a network file system: under
 `join.lock`, a non-blocking exclusive lock on `gate` fails (it is released at once if it
 succeeds); holding `join.lock` keeps two observers' probes from colliding.
@@ -35,6 +36,46 @@ last member leaving with `--delete`, start over); re-create `G/members` if it is
 `gate`, reap `members/` and remove it, release `join.lock` deleting it, and remove `G` if it is
 empty (a joiner that already waits on the old `join.lock` re-creates everything: the mutex's
 acquisition notices the unlinked file and retries).
+
+**leave with a clean-up** ([`Membership::leave_then`], `fsync group join --last`): the
+clean-up runs when the leaver is the last, before anyone can join again. (1) acquire
+`join.lock`; (2) close `gate` (our shared lock goes, unless a process we passed the
+membership down to keeps it) but keep the registration, locked; (3) *last* = nobody else is
+in: *is anyone in?* passing over our own registration; (4) if not *last*: unregister as
+leave's step (2) does (*not last*, or kept by a descendant) and release `join.lock`; (5) if
+*last*: take a shared lock on `gate` again (a new open of it; only a momentary exclusive
+probe can be in the way, and we wait for that in the kernel), run the clean-up, then
+unregister, close `gate`, with `--delete` remove the files as leave's step (5) does, and
+release `join.lock`.
+- Joiners take `join.lock` first, so from the moment the leaver finds itself last until its
+  clean-up has finished nobody joins; the next joiner then is *first* (its set-up never
+  overlaps the clean-up). Leaving is serialised the same way: a clean-up never runs twice for
+  one period of the group.
+- Observers see the leaver as a member until the clean-up has finished: its registration stays
+  locked throughout, and its shared lock on `gate` is missing only between steps (2) and (5),
+  while the registration says it is in. So `is_empty` says no, `members` lists it (with the
+  clean-up's command, which the leaver records), and *wait-empty* and *watch*, blocked on
+  `gate`, wake when it is over. (A local *wait-empty* that wakes between steps (2) and (5) finds
+  the registration and waits again.) On a network file system observers take `join.lock`, so
+  they wait for the clean-up there too: a clean-up must not ask whether its own group is empty
+  there.
+- If the membership was passed down ([`Membership::pass_down`]), so are the leaver's holds
+  while the clean-up runs (`join.lock`, `gate` and the registration): a command the clean-up
+  starts inherits them, and a leaver killed while it runs keeps joiners out until that command,
+  and anything it left running with them, has exited. A member whose membership outlives it
+  (see below) never runs the clean-up, since nobody runs its *last* step.
+
+**A prepared directory**: members create only their registrations, in `G/members`; `G`,
+`gate` and `join.lock` they only open and lock, and opening an existing file read-only is
+enough for `flock` on a local file system (on a network file system an exclusive lock needs
+write access, so there `gate` and `join.lock` must be writable by every member). So an
+administrator can create `G`, the empty files `gate` and `join.lock`, and a `members`
+directory that every member may write (sticky, `1777`, or `3770` for the members of one Unix
+group), and leave the rest read-only to them. A member that cannot create what is missing, or
+its registration, fails with [`ErrorKind::PermissionDenied`] naming what must be writable.
+With `--delete`, a last leaver that may not remove `gate` removes nothing: a prepared directory
+stays as it was made. In a sticky `members`, a dead member's registration can be removed only
+by its owner (or root): until then readers pass over it, as over any dead member's.
 
 **Passing the membership down** (`fsync group join`, unless `--close`): before the command
 starts, the member clears close-on-exec on its descriptors of `gate` and of its registration,
@@ -73,6 +114,8 @@ use std::{
     time::Duration,
 };
 
+use nix::libc;
+
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::{self, Found, Holder, Record, Registration},
@@ -92,7 +135,8 @@ use crate::{
 /// left at once); anyone can ask whether the group is empty ([`is_empty`]), list its members
 /// ([`members`]) or wait until it is empty ([`wait_empty`]). A joiner learns whether it was the
 /// first, a leaver whether it was the last: what "start the server if nobody runs it, stop it
-/// with the last client" needs.
+/// with the last client" needs ([`Membership::leave_then`] stops it before anyone can join
+/// again).
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -200,17 +244,18 @@ impl Group {
             });
             match got {
                 Err(e) if e.kind() == ErrorKind::NotFound && attempts < 1000 => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(prepared(e, &p)),
                 Ok(outcome) => break outcome,
             }
         };
         let serial = wait::acquired!(acquired);
-        ensure_dirs(&p)?; // the last leaver may have removed `members` before we got join.lock
+        // The last leaver may have removed `members` before we got join.lock.
+        ensure_dirs(&p).map_err(|e| prepared(e, &p))?;
         let top = Dir::top(&p.dir, false, "cannot open group directory")?
             .ok_or_else(|| Error::new(&p.dir, ErrorKind::NotFound, "was removed meanwhile"))?;
-        let gate = top.open_or_create("gate")?;
+        let gate = top.open_or_create("gate").map_err(|e| prepared(e, &p))?;
         let members = top.sub("members", true)?.expect("created");
-        let first = !has_members(&top, &p, &gate, Some(&serial))?;
+        let first = !has_members(&top, &p, &gate, Some(&serial), None)?;
         // Only a momentary exclusive probe can stand in the way; wait for it in the kernel.
         let spec = Wait {
             deadline: Deadline::never(),
@@ -221,13 +266,14 @@ impl Group {
         if let Outcome::Interrupted(s) = got {
             return Ok(Outcome::Interrupted(s));
         }
-        let registration = register(&members)?;
+        let registration = register(&members).map_err(|e| prepared(e, &p))?;
         drop(serial);
         Ok(Outcome::Acquired(Membership {
             group: self.clone(),
             gate: Some(gate),
             registration: Some(registration),
             first,
+            passed_down: false,
         }))
     }
 }
@@ -240,12 +286,23 @@ pub struct Membership {
     gate: Option<File>,
     registration: Option<Member>,
     first: bool,
+    passed_down: bool,
 }
 
 #[derive(Debug)]
 struct Member {
     reg: Registration,
     holder: Holder,
+    /// Its file name in `members/`.
+    name: String,
+}
+
+impl Member {
+    fn set_child(&mut self, pid: Option<u32>, command: String) {
+        self.holder.child = pid;
+        self.holder.command = command;
+        self.reg.rewrite(render_holder(&self.holder).as_bytes());
+    }
 }
 
 impl Membership {
@@ -259,9 +316,7 @@ impl Membership {
     /// with its pid.)
     pub fn set_child(&mut self, pid: Option<u32>, command: String) {
         if let Some(r) = &mut self.registration {
-            r.holder.child = pid;
-            r.holder.command = command;
-            r.reg.rewrite(render_holder(&r.holder).as_bytes());
+            r.set_child(pid, command);
         }
     }
 
@@ -281,13 +336,116 @@ impl Membership {
                 .pass_down(inherit)
                 .map_err(|e| Error::io(&r.reg.path, "cannot pass the membership down", e))?;
         }
+        self.passed_down = inherit;
         Ok(())
     }
 
     /// Leave; `true` if we were the last member. Dropping the membership leaves too, silently.
-    /// Waits, like joining, only while another process joins or leaves.
+    /// Waits, like joining, only while another process joins or leaves. To act as the last
+    /// member before anyone can join again, use [`leave_then`](Self::leave_then).
     pub fn leave(self) -> Result<bool> {
         Ok(self.leave_reporting()? == Left::Last)
+    }
+
+    /// Leave, and if we are the last member, run `cleanup` first, under the group's join lock:
+    /// no process joins from the moment we are found to be the last until `cleanup` has
+    /// returned (a joiner waits, and is then [`first`](Self::first)), and observers still count
+    /// us as a member meanwhile ([`is_empty`] says no, [`members`] lists us, [`wait_empty`]
+    /// waits). The mirror of [`first`](Self::first): set-up by the first member, clean-up by
+    /// the last. Returns how we left and, exactly when that is [`Left::Last`], what `cleanup`
+    /// returned.
+    ///
+    /// `cleanup` is not run when others are still in, nor when a process we passed the
+    /// membership down to still holds it ([`Left::StillHeld`]): then whoever leaves last is
+    /// another member, or nobody (a passed-down membership ends with its last process, which
+    /// runs nothing). It may record the command it runs, for [`members`], through the
+    /// [`Cleanup`] it is given. If the membership was passed down ([`pass_down`](Self::pass_down)),
+    /// the holds that keep joiners out are passed down to the commands `cleanup` starts, so
+    /// they last while such a command runs even if this process dies.
+    ///
+    /// `cleanup` must not join this group (in this thread that fails at once with
+    /// [`ErrorKind::Unavailable`]; another thread or process would wait for ever), nor, on a
+    /// network file system, ask whether it is empty (that waits for the join lock too). The
+    /// module docs have the protocol.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("app.grp");
+    /// let group = fsync::Group::new(&path);
+    /// let a = group.join(None)?.expect("joins at once");
+    /// let b = group.join(None)?.expect("joins at once");
+    /// let (left, ran) = a.leave_then(|_| "cleaned up")?;
+    /// assert_eq!((left, ran), (fsync::group::Left::NotLast, None)); // b is still in
+    /// let (left, ran) = b.leave_then(|_| {
+    ///     // Nobody can join now, and the group is not empty yet.
+    ///     assert!(!fsync::group::is_empty(&path).unwrap());
+    ///     "cleaned up"
+    /// })?;
+    /// assert_eq!((left, ran), (fsync::group::Left::Last, Some("cleaned up")));
+    /// assert!(fsync::group::is_empty(&path)?);
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn leave_then<T>(
+        mut self,
+        cleanup: impl FnOnce(&mut Cleanup<'_>) -> T,
+    ) -> Result<(Left, Option<T>)> {
+        let Some(gate) = self.gate.take() else {
+            return Ok((Left::NotLast, None));
+        };
+        let p = paths(&self.group.dir);
+        let serial = Mutex::new(&p.join)
+            .internal()
+            .poll_interval(self.group.poll)
+            .acquire(None)?;
+        let Some(serial) = serial else {
+            // Interrupted while waiting to leave: leave without asking.
+            self.registration.take();
+            return Ok((Left::NotLast, None));
+        };
+        // Our shared lock goes (unless a process we passed it down to keeps it); our
+        // registration stays, locked: to observers we are in until the clean-up is over.
+        drop(gate);
+        let Some(top) = Dir::top(&p.dir, false, "cannot open group directory")? else {
+            self.registration.take();
+            return Ok((Left::Last, None)); // removed under us: nothing left to clean
+        };
+        let own = self.registration.as_ref().map(|r| r.name.as_str());
+        let reopened = open_existing_gate(&top)?;
+        let last = match &reopened {
+            Some(g) => !has_members(&top, &p, g, Some(&serial), own)?,
+            None => true,
+        };
+        if !last {
+            let kept = self.registration.take().is_some_and(|r| r.reg.unregister());
+            return Ok((if kept { Left::StillHeld } else { Left::NotLast }, None));
+        }
+        let gate = match reopened {
+            Some(g) => g,
+            None => top.open_or_create("gate")?,
+        };
+        // Only a momentary exclusive probe can stand in the way (nobody can join: we hold
+        // join.lock); wait for it in the kernel. Interrupted (a cancellation signal came as we
+        // left): clean up all the same, the registration alone saying we are in.
+        let spec = Wait {
+            deadline: Deadline::never(),
+            poll: Some(self.group.poll),
+            progress: None,
+        };
+        let _ = wait::flock(spec, |_| {}, &gate, Mode::Shared, &p.gate)?;
+        if self.passed_down {
+            lock::set_inheritable(&gate, true)
+                .map_err(|e| Error::io(&p.gate, "cannot pass the membership down", e))?;
+            serial.pass_down(true)?;
+        }
+        let value = cleanup(&mut Cleanup {
+            member: self.registration.as_mut(),
+        });
+        let kept = self.registration.take().is_some_and(|r| r.reg.unregister());
+        drop(gate);
+        if self.group.delete && !kept {
+            delete_files(&top, serial)?;
+        }
+        Ok((Left::Last, Some(value)))
     }
 
     /// Leave, saying whether we were the last member, or whether a process we passed the
@@ -308,7 +466,7 @@ impl Membership {
         // Unlinks the registration, unless a process we passed it down to still holds it.
         let kept = self.registration.take().is_some_and(|r| r.reg.unregister());
         drop(gate);
-        let Some(mut serial) = serial else {
+        let Some(serial) = serial else {
             return Ok(Left::NotLast);
         };
         if kept {
@@ -317,23 +475,60 @@ impl Membership {
         let Some(top) = Dir::top(&p.dir, false, "cannot open group directory")? else {
             return Ok(Left::Last);
         };
-        let reopened = top.open("gate", false)?;
+        // Read-write where we may: a network file system's exclusive probe needs it.
+        let reopened = open_existing_gate(&top)?;
         let last = match &reopened {
-            Some(g) => !has_members(&top, &p, g, Some(&serial))?,
+            Some(g) => !has_members(&top, &p, g, Some(&serial), None)?,
             None => true,
         };
+        drop(reopened);
         if last && self.group.delete {
-            let _ = top.unlink_file("gate");
-            if let Ok(Some(members)) = top.sub("members", false) {
-                reap(&members);
-            }
-            let _ = top.rmdir("members");
-            serial.set_delete_on_release(true);
-            serial.release()?;
-            let _ = std::fs::remove_dir(&p.dir); // fails harmlessly if a joiner is back
+            delete_files(&top, serial)?;
         }
         Ok(if last { Left::Last } else { Left::NotLast })
     }
+}
+
+/// The last member's clean-up under way ([`Membership::leave_then`]).
+#[derive(Debug)]
+pub struct Cleanup<'a> {
+    member: Option<&'a mut Member>,
+}
+
+impl Cleanup<'_> {
+    /// Record the command that runs the clean-up, for [`members`], which lists the leaving
+    /// member until the clean-up is over: as [`Membership::set_child`] records the member's
+    /// command (with `None` just before starting it, then with its pid).
+    pub fn set_child(&mut self, pid: Option<u32>, command: String) {
+        if let Some(m) = self.member.as_deref_mut() {
+            m.set_child(pid, command);
+        }
+    }
+}
+
+/// The last leaver's `--delete`, holding `join.lock` (`serial`): remove `gate`, reap `members/`
+/// and remove it, release `join.lock` deleting it, and remove the directory if it is empty. In
+/// a directory we may not change (prepared by an administrator), nothing.
+fn delete_files(top: &Dir, mut serial: MutexGuard) -> Result<()> {
+    match top.unlink_file("gate") {
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EACCES | libc::EPERM | libc::EROFS)
+            ) =>
+        {
+            return Ok(()); // a prepared directory: it stays as it was made
+        }
+        _ => {}
+    }
+    if let Ok(Some(members)) = top.sub("members", false) {
+        reap(&members);
+    }
+    let _ = top.rmdir("members");
+    serial.set_delete_on_release(true);
+    serial.release()?;
+    let _ = std::fs::remove_dir(top.path()); // fails harmlessly if a joiner is back
+    Ok(())
 }
 
 /// How a member left ([`Membership::leave_reporting`]).
@@ -359,14 +554,22 @@ fn ensure_dirs(p: &Paths) -> Result<()> {
     pfs::ensure_dir(&p.members, "cannot create group directory")
 }
 
-/// Does anyone hold a shared lock on the gate? See the module docs.
-fn has_members(top: &Dir, p: &Paths, gate: &File, serial: Option<&MutexGuard>) -> Result<bool> {
+/// Is anyone in (but the member whose registration is `own`, which the caller holds)? See the
+/// module docs.
+fn has_members(
+    top: &Dir,
+    p: &Paths,
+    gate: &File,
+    serial: Option<&MutexGuard>,
+    own: Option<&str>,
+) -> Result<bool> {
     if !pfs::fs_kind(gate).network {
         // A registration that some member holds proves someone is in (a member takes the
-        // gate before it registers and unregisters before it lets the gate go): a few probes
-        // instead of the kernel's lock table, which costs ~3 ms per pass with 1000 members.
+        // gate before it registers, and unregisters before it lets the gate go or, leaving
+        // with a clean-up, once the clean-up is over): a few probes instead of the kernel's
+        // lock table, which costs ~3 ms per pass with 1000 members.
         if let Some(members) = top.sub("members", false)? {
-            if any_registration_held(&members) {
+            if any_registration_held(&members, own) {
                 return Ok(true);
             }
         }
@@ -386,7 +589,44 @@ fn register(members: &Dir) -> Result<Member> {
     let host = holder.host.replace(['/', '.'], "_");
     let name = format!("{host}.{}.{:x}", holder.pid, holder.since_us);
     let reg = Registration::create(members, &name, render_holder(&holder).as_bytes())?;
-    Ok(Member { reg, holder })
+    Ok(Member { reg, holder, name })
+}
+
+/// A join that may not create what it needs: say what must be writable, for a group directory
+/// prepared by someone else (see the module docs). Other errors pass as they are.
+fn prepared(e: Error, p: &Paths) -> Error {
+    if e.kind() != ErrorKind::PermissionDenied {
+        return e;
+    }
+    if e.path().parent() == Some(p.members.as_path()) {
+        // Our registration (a temporary name in `members/`, then its own).
+        let cause = e.errno().map_or_else(
+            || "permission denied".to_string(),
+            |n| nix::errno::Errno::from_raw(n).desc().to_lowercase(),
+        );
+        return Error::new(
+            &p.members,
+            e.kind(),
+            format!(
+                "cannot register as a member: {cause}; every member must be able to create its \
+                 registration here (in a prepared group directory: mode 1777, or 3770 for the \
+                 members of one Unix group)"
+            ),
+        );
+    }
+    let shown = format!("{}: ", e.path().display());
+    let text = e.to_string();
+    let message = text.strip_prefix(&shown).unwrap_or(&text);
+    Error::new(
+        e.path(),
+        e.kind(),
+        format!(
+            "{message}; where members may not write {}, it must be prepared for them: the \
+             empty files gate and join.lock in it, and a directory members that every member \
+             can write",
+            p.dir.display()
+        ),
+    )
 }
 
 fn render_holder(holder: &Holder) -> String {
@@ -417,13 +657,16 @@ fn reap(members: &Dir) {
     }
 }
 
-/// Whether some member holds a registration in `members` (dead ones' are skipped).
-fn any_registration_held(members: &Dir) -> bool {
+/// Whether some member holds a registration in `members` (dead ones' are skipped, and so is
+/// `own`, the caller's).
+fn any_registration_held(members: &Dir, own: Option<&str>) -> bool {
     let Ok(entries) = members.entries() else {
         return false;
     };
     entries.iter().any(|(name, _)| {
-        !name.starts_with('.') && matches!(Registration::find(members, name), Found::Alive(_))
+        !name.starts_with('.')
+            && Some(name.as_str()) != own
+            && matches!(Registration::find(members, name), Found::Alive(_))
     })
 }
 
@@ -439,7 +682,7 @@ pub fn is_empty(path: &Path) -> Result<bool> {
     let Some(gate) = open_existing_gate(&top)? else {
         return Ok(true);
     };
-    Ok(!has_members(&top, &p, &gate, None)?)
+    Ok(!has_members(&top, &p, &gate, None, None)?)
 }
 
 fn check_dir(path: &Path) -> Result<()> {
@@ -603,7 +846,7 @@ fn wait_for_state_inner(
             }
             return Ok(None);
         }
-        Ok((has_members(&top, &p, &gate, None)? != want_empty).then_some(()))
+        Ok((has_members(&top, &p, &gate, None, None)? != want_empty).then_some(()))
     })
     .map_err(|f| f.naming(path, "cannot wait"))
 }
@@ -675,6 +918,58 @@ mod tests {
         let member = group.try_join().unwrap().expect("free now");
         assert!(member.first());
         assert!(!is_empty(&path).unwrap());
+    }
+
+    /// The clean-up runs for the last member only, with the join lock held: another thread
+    /// cannot join meanwhile (this one is refused at once), observers count the leaver in, and
+    /// the next joiner is first.
+    #[test]
+    fn leave_then_cleans_up_as_the_last_member_before_anyone_joins() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g");
+        let group = Group::new(&path);
+        let a = group.join(None).unwrap().unwrap();
+        let b = group.join(None).unwrap().unwrap();
+        let (left, ran) = a.leave_then(|_| unreachable!("a is not last")).unwrap();
+        assert_eq!((left, ran), (Left::NotLast, None::<()>));
+        let (left, ran) = b
+            .leave_then(|cleanup| {
+                cleanup.set_child(Some(4242), "tear down".into());
+                assert!(!is_empty(&path).unwrap(), "empty while the clean-up runs");
+                let listed = members(&path).unwrap();
+                assert_eq!(listed.len(), 1);
+                assert_eq!(
+                    (listed[0].child, listed[0].command.as_str()),
+                    (Some(4242), "tear down")
+                );
+                let refused = group.try_join().unwrap_err();
+                assert_eq!(refused.kind(), ErrorKind::Unavailable, "{refused}");
+                let other = {
+                    let group = group.clone();
+                    std::thread::spawn(move || group.try_join().unwrap().is_none())
+                };
+                assert!(
+                    other.join().unwrap(),
+                    "another thread joined during the clean-up"
+                );
+                7
+            })
+            .unwrap();
+        assert_eq!((left, ran), (Left::Last, Some(7)));
+        assert!(is_empty(&path).unwrap());
+        let c = group.try_join().unwrap().expect("free again");
+        assert!(c.first(), "the joiner after a clean-up is first");
+    }
+
+    #[test]
+    fn leave_then_with_delete_removes_the_group_after_the_clean_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g");
+        let group = Group::new(&path).delete_when_empty(true);
+        let a = group.join(None).unwrap().unwrap();
+        let (left, ran) = a.leave_then(|_| path.join("gate").exists()).unwrap();
+        assert_eq!((left, ran), (Left::Last, Some(true)));
+        assert!(!path.exists(), "deleted with the last member");
     }
 
     #[test]

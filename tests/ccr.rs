@@ -1,5 +1,5 @@
 /*!
-`fsync mutex run --when`: conditional critical regions (issue 17), end to end.
+`fsync mutex run --when`: conditional critical regions, end to end.
 
 A consumer is shown waiting through its `-v` line before the producer comes, so the wake-up
 tested is a real one; the 1,000-round queue between two processes would hang (and fail at the

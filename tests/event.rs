@@ -1,5 +1,6 @@
 //! `fsync event`: one signal wakes exactly one `--reset` waiter (and every plain waiter), exit
-//! codes, a signal outlives its signaller, and waiting needs only read access.
+//! codes, a signal outlives its signaller, waiting needs only read access, and `signal` and
+//! `reset` tell exactly one of racing processes that it changed the event (`--json`).
 //!
 //! Waiters run with `-v` and the tests read their `waiting for` line before signalling, so every
 //! waiter really is blocked (and competing) when the signal comes. Which waiters woke is read from
@@ -7,7 +8,7 @@
 
 use nix::sys::signal::Signal;
 
-use crate::harness::{eventually, fsync_bin, is_root, require, Cmd, Holder, TestDir};
+use crate::harness::{eventually, fsync_bin, is_root, json_of, require, Cmd, Holder, TestDir};
 
 /// Start `fsync event wait -v ARGS... EVENT` and return once it says it is waiting.
 #[track_caller]
@@ -231,4 +232,102 @@ fn waiting_needs_only_read_access() {
     as_nobody(&t, ["event", "wait", "-t", "300ms", &event])
         .run()
         .code(75);
+}
+
+/// `fsync event VERB --json E` in `n` processes started together (each waits for a line on its
+/// stdin, all of which are sent at once): what each said about `was_set`.
+fn racing(t: &TestDir, verb: &str, n: usize) -> Vec<bool> {
+    let script = format!("read x; exec \"$FSYNC\" event {verb} --json E");
+    let mut racers: Vec<Holder> = (0..n).map(|_| t.sh(&script).start()).collect();
+    for r in &mut racers {
+        r.send("go");
+    }
+    racers
+        .into_iter()
+        .map(|r| {
+            let out = r.finish();
+            out.code(0).stderr("");
+            let v = json_of(&out.stdout);
+            v["was_set"]
+                .as_bool()
+                .unwrap_or_else(|| panic!("no was_set: {v}"))
+        })
+        .collect()
+}
+
+/// Whether it was set is the answer of the operation itself: of processes signalling an unset
+/// event at once exactly one is told it was not set; of processes resetting a set one exactly
+/// one is told it was.
+#[test]
+fn signal_and_reset_tell_exactly_one_racer_that_they_changed_the_event() {
+    let t = TestDir::new();
+    for round in 0..5 {
+        let said = racing(&t, "signal", 6);
+        let setters = said.iter().filter(|&&was_set| !was_set).count();
+        assert_eq!(setters, 1, "round {round}: signals said {said:?}");
+        assert_eq!(status(&t, "E"), 0);
+        let said = racing(&t, "reset", 6);
+        let clearers = said.iter().filter(|&&was_set| was_set).count();
+        assert_eq!(clearers, 1, "round {round}: resets said {said:?}");
+        assert_eq!(status(&t, "E"), 1);
+    }
+}
+
+/// A reset and `--reset` waiters compete for one signal: exactly one of them gets it, and only
+/// the reset that got it says it was set.
+#[test]
+fn reset_and_resetting_waiters_share_one_signal_between_them() {
+    let t = TestDir::new();
+    let mut waiters: Vec<Holder> = (0..2)
+        .map(|_| waiter(t.fsync(["event", "wait", "--reset", "-v", "E"])))
+        .collect();
+    let mut resetter = t.sh("read x; exec \"$FSYNC\" event reset --json E").start();
+    t.fsync(["event", "signal", "E"]).run().code(0);
+    resetter.send("go");
+    let out = resetter.finish();
+    let reset_got_it = json_of(&out.code(0).stdout)["was_set"] == true;
+    // Whoever got it has consumed it; a waiter that did exits.
+    eventually("the signal was consumed", || status(&t, "E") == 1);
+    let want_woken = usize::from(!reset_got_it);
+    eventually("the waiter that got the signal exited", || {
+        exited(&mut waiters) == want_woken
+    });
+    // Give a second wake-up the chance to show (a payload, not a synchronisation): a wait that
+    // must time out, then count again.
+    t.fsync(["event", "wait", "-t", "300ms", "E"])
+        .run()
+        .code(75);
+    assert_eq!(
+        exited(&mut waiters),
+        want_woken,
+        "one signal woke a waiter and a reset said it was set: {}",
+        out.stdout
+    );
+    for w in &mut waiters {
+        if w.running() {
+            w.signal(Signal::SIGKILL);
+        }
+        w.wait_exit();
+    }
+}
+
+/// Without --json nothing is printed; with it, one line, whatever the answer.
+#[test]
+fn signal_and_reset_print_only_with_json() {
+    let t = TestDir::new();
+    t.fsync(["event", "signal", "E"]).run().code(0).stdout("");
+    t.fsync(["event", "reset", "E"]).run().code(0).stdout("");
+    t.fsync(["event", "signal", "--json", "E"])
+        .run()
+        .code(0)
+        .stdout("{\"path\":\"E\",\"was_set\":false}\n");
+    t.fsync(["event", "reset", "--json", "E"])
+        .run()
+        .code(0)
+        .stdout("{\"path\":\"E\",\"was_set\":true}\n");
+    // An error prints no JSON.
+    t.fsync(["event", "signal", "--json", "no/such/E"])
+        .run()
+        .stdout("")
+        .operational_error("no/such/E");
 }

@@ -1,7 +1,8 @@
 /*!
-`fsync group`, end to end (issue 3): membership and `FSYNC_GROUP_FIRST`, `empty`, `members`,
+`fsync group`, end to end: membership and `FSYNC_GROUP_FIRST`, `empty`, `members`,
 `wait-empty`, `watch`, `--delete`, members killed by SIGKILL (alone and at random among
-others), and bad input.
+others), and bad input; the last member's clean-up (`--last`), and a group directory
+an administrator prepared read-only.
 
 Every member runs in a process group of its own, so a SIGKILL reaches both the `fsync` and the
 command it runs (which inherits the member's locks): a crash test kills both, as a crash of
@@ -9,12 +10,14 @@ the whole job would. The tests synchronise on what processes print and on proces
 reaped, never on sleeps.
 */
 
-use std::{collections::BTreeSet, time::Duration};
+use std::{collections::BTreeSet, os::unix::fs::PermissionsExt, time::Duration};
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{dead, eventually, json_of, Cmd, Daemon, Holder, Rng, TestDir};
+use crate::harness::{
+    dead, eventually, fsync_bin, is_root, json_of, require, Cmd, Daemon, Holder, Rng, TestDir,
+};
 
 /// A member's command: says `acquired`, then its own pid and `FSYNC_GROUP_FIRST`, and stays
 /// a member until its stdin is closed.
@@ -554,4 +557,337 @@ fn group_bad_input() {
         .run()
         .operational_error("file");
     assert_eq!(t.read("file"), "data\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// --last: the last member's clean-up.
+
+/// The clean-up of `--last` in the tests below: says it started, then waits for a line on the
+/// stdin it shares with the member's command, then says it is done.
+const CLEANUP: &str = "echo cleaning; read x || true; echo cleaned";
+
+/// The last member runs CMDSTRING before anyone can join again: a joiner waits for it (and is
+/// then first), and until it is over the group is not empty to observers, who see the clean-up
+/// as the member's command.
+#[test]
+fn group_last_runs_before_anyone_can_join_again() {
+    let t = TestDir::new();
+    let mut a = admitted(join_cmd(&t, "G", &["-v", "--last", CLEANUP]).start());
+    assert_eq!(a.first, "1");
+    a.holder.send(""); // the member's command ends
+    a.holder.expect("cleaning");
+    let said = a.holder.stderr_line();
+    assert!(said.contains("first member"), "{said}");
+    let said = a.holder.stderr_line();
+    assert!(
+        said.contains("as its last member; running the --last command"),
+        "-v said {said:?}"
+    );
+
+    // A joiner waits for the clean-up.
+    let mut b = join_cmd(&t, "G", &["-v"]).start();
+    let said = b.stderr_line();
+    assert!(
+        said.starts_with("fsync: waiting for G to let us join"),
+        "the joiner said {said:?}"
+    );
+    // Observers count the leaver in while it cleans up.
+    empty(&t, "G", 1);
+    t.fsync(["group", "wait-empty", "-n", "G"]).run().code(75);
+    let mut waiter = t.fsync(["group", "wait-empty", "-v", "G"]).start();
+    let said = waiter.stderr_line();
+    assert!(said.contains("waiting"), "wait-empty -v said {said:?}");
+    let v = members_json(&t, "G");
+    assert_eq!(v["count"], 1, "{v}");
+    assert_eq!(v["members"][0]["pid"], a.pid(), "{v}");
+    assert_eq!(
+        v["members"][0]["command"],
+        format!("sh -c {CLEANUP}"),
+        "members does not show the clean-up: {v}"
+    );
+    assert!(b.running(), "the joiner got in during the clean-up");
+    assert!(waiter.running(), "wait-empty returned during the clean-up");
+
+    let out = a.holder.finish(); // the clean-up reads EOF and ends
+    out.code(0).stdout("cleaned\n");
+    assert!(
+        out.stderr.ends_with("fsync: left G as its last member\n"),
+        "{}",
+        out.stderr
+    );
+    let b = admitted(b);
+    assert_eq!(b.first, "1", "the joiner after the clean-up was not first");
+    b.holder.finish().code(0);
+    waiter.finish().code(0);
+    empty(&t, "G", 0);
+}
+
+/// Only the last member runs it, with the environment its command had; a member that leaves
+/// while others are in runs nothing.
+#[test]
+fn group_last_is_run_by_the_last_member_only() {
+    let t = TestDir::new();
+    let cleanup = "echo \"cleaned by $$, first=$FSYNC_GROUP_FIRST\"";
+    let a = join(&t, "G", &["--last", cleanup]);
+    let b = join(&t, "G", &["--last", cleanup]);
+    assert_eq!((a.first.as_str(), b.first.as_str()), ("1", "0"));
+    a.holder.finish().code(0).stdout("").stderr("");
+    let out = b.holder.finish();
+    out.code(0).stderr("");
+    assert!(
+        out.stdout.starts_with("cleaned by ") && out.stdout.ends_with(", first=0\n"),
+        "{}",
+        out.stdout
+    );
+    empty(&t, "G", 0);
+}
+
+/// fsync exits with its command's status; a failed clean-up only warns, naming the group.
+#[test]
+fn group_last_failure_warns_and_the_command_decides_the_exit_status() {
+    let t = TestDir::new();
+    let join = |last: &str, command: &str| {
+        t.fsync([
+            "group", "join", "--last", last, "G", "--", "sh", "-c", command,
+        ])
+        .run()
+    };
+    join("exit 4", "true")
+        .code(0)
+        .stdout("")
+        .stderr("fsync: G: --last command exited 4\n");
+    join("exit 4", "exit 3")
+        .code(3)
+        .stderr("fsync: G: --last command exited 4\n");
+    join("echo cleaned", "exit 3")
+        .code(3)
+        .stdout("cleaned\n")
+        .stderr("");
+    join("kill -TERM $$", "true")
+        .code(0)
+        .stderr("fsync: G: --last command died of SIGTERM\n");
+    // A command that cannot be run still ends a membership: the last member cleans up.
+    t.fsync(["group", "join", "--last", "echo cleaned", "G", "--"])
+        .arg("no-such-command-4711")
+        .run()
+        .code(127)
+        .stdout("cleaned\n")
+        .stderr_has("no-such-command-4711");
+    empty(&t, "G", 0);
+}
+
+/// A process the command left running with the membership keeps it: fsync is not the last,
+/// so it runs no clean-up (nor does anyone when that process exits).
+#[test]
+fn group_last_is_not_run_while_a_process_the_command_left_running_is_a_member() {
+    let t = TestDir::new();
+    let out = t
+        .fsync(["group", "join", "-v", "--last", "echo cleaned", "G", "--"])
+        .args([
+            "sh",
+            "-c",
+            "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!",
+        ])
+        .run();
+    out.code(0);
+    let daemon = Daemon(out.stdout.trim().parse().expect("only the daemon's pid"));
+    assert!(out.stderr.contains("still a member"), "{}", out.stderr);
+    empty(&t, "G", 1);
+    let pid = daemon.0;
+    drop(daemon);
+    eventually("the daemon died", || dead(pid));
+    empty(&t, "G", 0);
+}
+
+/// The clean-up inherits what keeps joiners out: fsync killed while it runs, joiners still
+/// wait until it has exited.
+#[test]
+fn group_last_keeps_joiners_out_after_fsync_is_killed() {
+    let t = TestDir::new();
+    let mut a = t
+        .fsync(["group", "join", "--last", CLEANUP, "G", "--", "true"])
+        .start();
+    a.expect("cleaning");
+    a.signal(Signal::SIGKILL);
+    a.wait_exit();
+    let mut b = join_cmd(&t, "G", &["-v"]).start();
+    let said = b.stderr_line();
+    assert!(said.starts_with("fsync: waiting for G"), "{said}");
+    empty(&t, "G", 1);
+    // The clean-up reads EOF and exits: the joiner gets in, first.
+    a.finish().killed_by(Signal::SIGKILL).stdout("cleaned\n");
+    let b = admitted(b);
+    assert_eq!(b.first, "1");
+    b.holder.finish().code(0);
+}
+
+/// Members joining and leaving at random, each with a clean-up: no member's command runs while
+/// a clean-up does, a clean-up starts only once every member's command has ended, and the
+/// group's periods (from its first member to its clean-up) do not overlap: each has exactly one
+/// first member and ends with one clean-up. Every process appends to one log. (The commands of
+/// one period log in any order: a later joiner's may log before the first member's.)
+#[test]
+fn group_last_never_overlaps_a_member() {
+    let t = TestDir::new();
+    // The clean-up does some work between its two lines, so that a joiner let in too early
+    // would show between them.
+    let cleanup = "echo start >> log; i=0; while [ $i -lt 300 ]; do i=$((i+1)); done; \
+                   echo end >> log";
+    let script = format!(
+        "i=0; while [ $i -lt 15 ]; do i=$((i+1)); \
+         \"$FSYNC\" group join --last '{cleanup}' G -- sh -c 'echo \"in $FSYNC_GROUP_FIRST\" >> log; \
+         echo out >> log' || {{ echo \"join $i exited $?\" >&2; exit 1; }}; done"
+    );
+    let racers: Vec<Holder> = (0..4).map(|_| t.sh(&script).start()).collect();
+    for r in racers {
+        r.finish().code(0).stdout("").stderr("");
+    }
+    let log = t.read("log");
+    let periods: Vec<&str> = log.split_inclusive("end\n").collect();
+    let (ins, _) = log
+        .lines()
+        .partition::<Vec<&str>, _>(|l| l.starts_with("in "));
+    assert_eq!(ins.len(), 60, "not every join ran its command:\n{log}");
+    for (n, period) in periods.iter().enumerate() {
+        let lines: Vec<&str> = period.lines().collect();
+        let at = || format!("period {} of the log:\n{period}\nwhole log:\n{log}", n + 1);
+        assert!(
+            lines.ends_with(&["start", "end"]),
+            "the period does not end with its clean-up, or something ran during it: {}",
+            at()
+        );
+        let firsts = lines.iter().filter(|&&l| l == "in 1").count();
+        assert_eq!(
+            firsts,
+            1,
+            "a period with other than one first member: {}",
+            at()
+        );
+        let mut inside = 0;
+        for line in &lines[..lines.len() - 2] {
+            match *line {
+                "in 0" | "in 1" => inside += 1,
+                "out" => inside -= 1,
+                _ => panic!("unexpected line {line:?} in {}", at()),
+            }
+        }
+        assert_eq!(inside, 0, "a clean-up started with members in: {}", at());
+    }
+    empty(&t, "G", 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A group directory an administrator prepared.
+
+/// `fsync ARGS...` as the unprivileged user `nobody`.
+fn as_nobody(t: &TestDir, args: &[&str]) -> Cmd {
+    t.cmd("runuser")
+        .args(["-u", "nobody", "--"])
+        .arg(fsync_bin())
+        .args(args)
+}
+
+/// The names in a directory, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Create (as root) the directory `name` with `mode`.
+fn dir_with_mode(t: &TestDir, name: &str, mode: u32) {
+    std::fs::create_dir(t.join(name)).unwrap();
+    std::fs::set_permissions(t.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Members only lock `gate` and `join.lock` and create their registrations in `members/`: in a
+/// group directory root prepared (read-only to members but for a sticky `members/`), users who
+/// may not write it join, leave, clean up and delete nothing; where they may not register, the
+/// error says what must be writable.
+#[test]
+fn group_join_in_a_directory_prepared_read_only() {
+    if !is_root() {
+        eprintln!(
+            "skipped group::group_join_in_a_directory_prepared_read_only: needs root (a \
+             root-owned group directory, runuser -u nobody)"
+        );
+        return;
+    }
+    require("runuser", "util-linux");
+    let t = TestDir::new();
+    t.open_to_others(); // root-owned, 0755
+    dir_with_mode(&t, "G", 0o755);
+    for file in ["G/gate", "G/join.lock"] {
+        std::fs::write(t.join(file), "").unwrap();
+        std::fs::set_permissions(t.join(file), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    dir_with_mode(&t, "G/members", 0o1777);
+    let prepared = names_in(&t.join("G"));
+    let group = t.arg("G");
+    let member = |options: &[&str]| {
+        as_nobody(&t, &["group", "join"])
+            .args(options)
+            .args([group.as_str(), "--", "sh", "-c", MEMBER])
+            .start()
+    };
+
+    let a = admitted(member(&[]));
+    let b = admitted(member(&["--delete"]));
+    assert_eq!((a.first.as_str(), b.first.as_str()), ("1", "0"));
+    empty(&t, &group, 1);
+    let v = members_json(&t, &group);
+    let children: BTreeSet<u64> = (v["members"].as_array().unwrap().iter())
+        .filter_map(|m| m["child_pid"].as_u64())
+        .collect();
+    assert_eq!(
+        children,
+        BTreeSet::from([u64::from(a.child), u64::from(b.child)]),
+        "{v}"
+    );
+    a.holder.finish().code(0).stderr("");
+    // The last member leaves with --delete: a prepared directory stays as it was made.
+    b.holder.finish().code(0).stderr("");
+    empty(&t, &group, 0);
+    assert_eq!(names_in(&t.join("G")), prepared);
+    assert!(registrations(&t, "G").is_empty());
+    // The clean-up of the last member runs there too.
+    as_nobody(
+        &t,
+        &[
+            "group",
+            "join",
+            "--last",
+            "echo cleaned",
+            &group,
+            "--",
+            "true",
+        ],
+    )
+    .run()
+    .code(0)
+    .stdout("cleaned\n")
+    .stderr("");
+
+    // Where members may not register: status 77, and the error says what must be writable.
+    std::fs::set_permissions(t.join("G/members"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let members = t.arg("G/members");
+    as_nobody(&t, &["group", "join", &group, "--", "echo", "ran"])
+        .run()
+        .code(77)
+        .stdout("")
+        .error_naming(&members)
+        .stderr_has("cannot register as a member: permission denied; every member must be able to create its registration here");
+    // A directory nothing was prepared in: it says what it must hold.
+    dir_with_mode(&t, "H", 0o755);
+    let bare = t.arg("H");
+    as_nobody(&t, &["group", "join", &bare, "--", "echo", "ran"])
+        .run()
+        .code(77)
+        .stdout("")
+        .error_naming(&bare)
+        .stderr_has("the empty files gate and join.lock in it, and a directory members");
+    assert!(names_in(&t.join("H")).is_empty());
 }

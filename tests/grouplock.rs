@@ -1,5 +1,5 @@
 /*!
-`fsync grouplock`, end to end (issue 5): Asche's group lock across processes.
+`fsync grouplock`, end to end: Asche's group lock across processes.
 
 A witness log proves exclusion: every command appends `+ GROUP PID` when it starts and
 `- GROUP PID` when it ends (`>>`, so `O_APPEND`), and the test replays it; a mark is written

@@ -37,6 +37,8 @@ const REPORTS: &[(&str, &[&str])] = &[
     ("sem-status", &["sem", "status"]),
     ("swmr-status", &["swmr", "status"]),
     ("event-status", &["event", "status"]),
+    ("event-signal", &["event", "signal"]),
+    ("event-reset", &["event", "reset"]),
     ("msg-list", &["msg", "list"]),
     ("bus-members", &["bus", "members"]),
     ("bus-recv", &["bus", "recv"]),
@@ -698,6 +700,19 @@ fn event_status_unset_and_set() {
     assert_eq!(report(&t, "event-status", &status, 1)["state"], "unset");
     t.fsync(["event", "signal", "E"]).run().code(0);
     assert_eq!(report(&t, "event-status", &status, 0)["state"], "set");
+}
+
+#[test]
+fn event_signal_and_reset_say_whether_it_was_set() {
+    let t = TestDir::new();
+    let signal = ["event", "signal", "--json", "E"];
+    let reset = ["event", "reset", "--json", "E"];
+    let v = report(&t, "event-reset", &reset, 0);
+    assert_eq!((&v["path"], &v["was_set"]), (&"E".into(), &false.into()));
+    assert_eq!(report(&t, "event-signal", &signal, 0)["was_set"], false);
+    assert_eq!(report(&t, "event-signal", &signal, 0)["was_set"], true);
+    assert_eq!(report(&t, "event-reset", &reset, 0)["was_set"], true);
+    assert_eq!(report(&t, "event-reset", &reset, 0)["was_set"], false);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 /*!
-`fsync mutex`, end to end: the tests of issue 2, each against real processes.
+`fsync mutex`, end to end: each test against real processes.
 
 Counters (seed 002's lost update) prove mutual exclusion by an exact count; holders prove
 exclusion by a contender's exit status while the holder has said `acquired`; interop runs

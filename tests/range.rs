@@ -1,5 +1,5 @@
 /*!
-`--range START[:LEN]` on `fsync mutex run` and `fsync swmr read|write`, end to end (issue 5):
+`--range START[:LEN]` on `fsync mutex run` and `fsync swmr read|write`, end to end:
 OFD byte-range locks, where disjoint ranges do not conflict and bytes past the end of the file
 are locks too.
 

@@ -1,5 +1,5 @@
 /*!
-`fsync sem`, end to end (issue 5): a counting semaphore that survives crashes.
+`fsync sem`, end to end: a counting semaphore that survives crashes.
 
 Exclusion is proved by a witness log: every command appends `+ SLOT PID` when it starts and
 `- SLOT PID` when it ends (`>>`, so `O_APPEND`: one write per mark, never torn), and the test

@@ -1,5 +1,5 @@
 /*!
-`fsync swmr`, end to end (issue 3): readers and writers checked by an independent witness (an
+`fsync swmr`, end to end: readers and writers checked by an independent witness (an
 O_APPEND log of enter/leave marks), a writer that a stream of overlapping readers cannot
 starve, interop with flock(1), holders killed by SIGKILL, and `status`.
 

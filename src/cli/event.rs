@@ -43,9 +43,17 @@ struct PathArg {
 enum Verb {
     #[command(
         about = "Set EVENT (exit 0 whether or not it was set already)",
-        after_long_help = "Examples:\n  # Tell the waiting job the data is ready\n  fsync event signal /shared/data.ready"
+        long_about = "Set EVENT: exit 0 whether or not it was set already. With --json, say \
+                      which: {\"was_set\": false} exactly when this signal set it. The answer is \
+                      that of the signal itself (an exclusive create, which fails when the file \
+                      is there), not of a look beforehand: of any number of processes signalling \
+                      an unset event at once, exactly one is told it was not set.",
+        after_long_help = "Examples:\n  # Tell the waiting job the data is ready\n  \
+            fsync event signal /shared/data.ready\n\n  \
+            # Of all who ask for a rebuild before it runs, only the first schedules it\n  \
+            [ \"$(fsync event signal --json /shared/rebuild | jq .was_set)\" = false ] && ./schedule-rebuild"
     )]
-    Signal(PathArg),
+    Signal(ChangeArgs),
     #[command(
         about = "Wait until EVENT is set (exit 0), or the timeout (75)",
         long_about = "Wait until EVENT is set: exit 0, or the conflict exit code (75) when \
@@ -59,15 +67,39 @@ enum Verb {
     Wait(WaitCmd),
     #[command(
         about = "Clear EVENT (exit 0 whether or not it was set)",
-        after_long_help = "Examples:\n  fsync event reset /shared/data.ready"
+        long_about = "Clear EVENT: exit 0 whether or not it was set. With --json, say which: \
+                      {\"was_set\": true} exactly when this reset removed the event file. Of two \
+                      resets racing (or a reset and a 'wait --reset'), only the one that removed \
+                      it is told it was set. Only an event file (an empty regular file) is \
+                      removed; anything else at EVENT is an error and stays.",
+        after_long_help = "Examples:\n  fsync event reset /shared/data.ready\n\n  \
+            # The rebuild job: run only if someone asked, taking the request\n  \
+            fsync event reset --json /shared/rebuild | jq -e .was_set >/dev/null && ./rebuild"
     )]
-    Reset(PathArg),
+    Reset(ChangeArgs),
     #[command(
         about = "Exit 0 if EVENT is set, 1 if not",
         after_long_help = "Examples:\n  fsync event status /shared/data.ready && echo ready\n  \
                            fsync event status --json /shared/data.ready | jq -r .state"
     )]
     Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+struct ChangeArgs {
+    #[command(flatten)]
+    path: PathArg,
+
+    /// One JSON object: {"path", "was_set"}, whether EVENT was set before
+    #[arg(long)]
+    json: bool,
+}
+
+/// `fsync event signal --json` and `reset --json` (docs/json.md, `event-signal`, `event-reset`).
+#[derive(Serialize)]
+struct ChangeJson {
+    path: String,
+    was_set: bool,
 }
 
 #[derive(Debug, Args)]
@@ -109,14 +141,14 @@ struct WaitCmd {
 
 pub fn run(cmd: EventCommand) -> VerbResult {
     match cmd.verb {
-        Verb::Signal(a) => Event::new(&a.event)
-            .signal()
-            .map(|()| Exit::OK)
-            .map_err(Into::into),
-        Verb::Reset(a) => Event::new(&a.event)
-            .reset()
-            .map(|()| Exit::OK)
-            .map_err(Into::into),
+        Verb::Signal(a) => {
+            let was_set = Event::new(&a.path.event).signal()?;
+            report_change(&a, was_set)
+        }
+        Verb::Reset(a) => {
+            let was_set = Event::new(&a.path.event).reset()?;
+            report_change(&a, was_set)
+        }
         Verb::Status(a) => {
             let set = Event::new(&a.path.event).is_set()?;
             if a.json {
@@ -138,4 +170,16 @@ pub fn run(cmd: EventCommand) -> VerbResult {
             Ok(Exit::OK)
         }
     }
+}
+
+/// `signal` and `reset` exit 0 either way; with `--json` they say whether EVENT was set.
+fn report_change(a: &ChangeArgs, was_set: bool) -> VerbResult {
+    if a.json {
+        let line = ChangeJson {
+            path: report::path_text(&a.path.event),
+            was_set,
+        };
+        report::print_json(&mut std::io::stdout().lock(), &line)?;
+    }
+    Ok(Exit::OK)
 }

@@ -3,7 +3,11 @@
 for it to empty, list and watch its members. The protocol is in the library's `group` module.
 */
 
-use std::{io::Write, path::PathBuf};
+use std::{
+    ffi::OsString,
+    io::Write,
+    path::{Path, PathBuf},
+};
 
 use clap::{Args, Subcommand};
 use fsync::{
@@ -14,6 +18,7 @@ use serde::Serialize;
 
 use super::{
     args::{CommandArgs, WaitArgs, WatchArgs},
+    child::Job,
     report::{self, Progress},
     Exit, VerbResult,
 };
@@ -44,21 +49,8 @@ pub struct GroupCommand {
 enum Verb {
     #[command(
         about = "Be a member of GROUP while COMMAND runs",
-        long_about = "Be a member of GROUP while COMMAND runs, and exit with COMMAND's exit status. \
-                      COMMAND sees FSYNC_GROUP_FIRST=1 if the group was empty when it joined, else \
-                      0. With -v fsync says on stderr when it was the first to join and the last to \
-                      leave. Signals are forwarded to COMMAND as with 'fsync mutex run'.\n\n\
-                      The membership is passed down to COMMAND as 'fsync mutex run' passes its \
-                      lock: it lasts while COMMAND, or anything it left running with the \
-                      membership inherited, runs, even if fsync itself is killed. --close does not \
-                      pass it down.",
-        after_long_help = "Examples:\n  \
-            # Each application instance is a member while it runs\n  \
-            fsync group join /srv/app/app.grp -- ./app-server\n\n  \
-            # Initialise shared state only in the first instance\n  \
-            fsync group join app.grp -- sh -c '[ \"$FSYNC_GROUP_FIRST\" = 1 ] && ./init; exec ./app'\n\n  \
-            # Leave no files behind when the last member goes\n  \
-            fsync group join --delete /tmp/batch.grp -- ./worker"
+        long_about = JOIN_LONG,
+        after_long_help = JOIN_AFTER
     )]
     Join(JoinArgs),
     #[command(
@@ -103,6 +95,65 @@ enum Verb {
     Watch(WatchCmd),
 }
 
+const JOIN_LONG: &str = "\
+Be a member of GROUP while COMMAND runs, and exit with COMMAND's exit status. COMMAND sees \
+FSYNC_GROUP_FIRST=1 if the group was empty when it joined, else 0. With -v fsync says on stderr \
+when it was the first to join and the last to leave. Signals are forwarded to COMMAND as with \
+'fsync mutex run'.
+
+The membership is passed down to COMMAND as 'fsync mutex run' passes its lock: it lasts while \
+COMMAND, or anything it left running with the membership inherited, runs, even if fsync itself \
+is killed. --close does not pass it down.
+
+--last CMDSTRING is the clean-up to FSYNC_GROUP_FIRST's set-up: the member that leaves last runs \
+'sh -c CMDSTRING' before anyone can join again. A process that joins meanwhile waits until \
+CMDSTRING has exited, and is then the first; until then the group is not empty to anyone who \
+asks ('empty' exits 1, 'members' lists the member with CMDSTRING as its command, 'wait-empty' \
+and 'watch' wait). CMDSTRING has COMMAND's environment (FSYNC_GROUP_FIRST too), its signals are \
+forwarded as COMMAND's were, and unless --close it inherits what keeps joiners out, so that they \
+stay out while it runs even if fsync is killed. It does not run when other members are still \
+in, nor when a process COMMAND left running still holds the membership: then the last to leave \
+is that process, which runs nothing (nor does --delete delete anything then). It runs whether \
+COMMAND succeeded or not. fsync exits with COMMAND's status all the same: if CMDSTRING fails, \
+fsync says so on stderr ('fsync: GROUP: --last command exited N') and the exit status is still \
+COMMAND's. CMDSTRING must not join GROUP (it would wait for itself), nor, on a network file \
+system, ask whether GROUP is empty (that waits for it too).";
+
+const JOIN_AFTER: &str = "\
+Preparing a group directory: members create nothing but their registrations, in GROUP/members; \
+the rest they only open and lock, and opening an existing file read-only is enough for that on \
+a local file system. So an administrator can prepare GROUP for users who may not write it: the \
+directory GROUP, the empty files GROUP/gate and GROUP/join.lock, and the directory GROUP/members, \
+writable by every member and sticky, so that members cannot remove each other's registrations \
+(mode 1777, or 3770 with the group of the members). Everything else may stay read-only, owned by \
+the administrator. On a network file system an exclusive lock needs write access: there gate and \
+join.lock must be writable by the members (mode 0666, or 0660 with their group). A member that \
+cannot create its registration, or what is missing from GROUP, fails with status 77 and says \
+what must be writable. --delete removes nothing from a directory the member may not change: a \
+prepared directory stays as it was made. In a sticky members directory a member that died \
+leaves its registration behind until its owner or root lists the group; everyone passes over it \
+meanwhile.
+
+Examples:
+  # Each application instance is a member while it runs
+  fsync group join /srv/app/app.grp -- ./app-server
+
+  # Initialise shared state only in the first instance
+  fsync group join app.grp -- sh -c '[ \"$FSYNC_GROUP_FIRST\" = 1 ] && ./init; exec ./app'
+
+  # Set up with the first instance (./app sees FSYNC_GROUP_FIRST=1), tear down after the
+  # last one; no instance starts while ./teardown runs
+  fsync group join --last ./teardown app.grp -- ./app
+
+  # Leave no files behind when the last member goes
+  fsync group join --delete /tmp/batch.grp -- ./worker
+
+  # Prepare a group directory for the users of Unix group 'app' (as root)
+  install -d -m 0755 /srv/app/app.grp
+  install -m 0644 /dev/null /srv/app/app.grp/gate
+  install -m 0644 /dev/null /srv/app/app.grp/join.lock
+  install -d -g app -m 3770 /srv/app/app.grp/members";
+
 #[derive(Debug, Args)]
 #[command(mut_arg("command", |arg| {
     arg.help("The command to run as a member, and its arguments (after `--`)")
@@ -115,13 +166,19 @@ struct JoinArgs {
     #[command(flatten)]
     wait: WaitArgs,
 
-    /// Remove the group's files when the last member leaves
+    /// Remove the group's files when the last member leaves (nothing from a directory the
+    /// member may not change)
     #[arg(long)]
     delete: bool,
 
     /// Do not pass the membership down to COMMAND's processes (flock -o)
     #[arg(short = 'o', long)]
     close: bool,
+
+    /// When this member is the last to leave, run CMDSTRING with 'sh -c' before anyone can
+    /// join again (clean-up: the mirror of FSYNC_GROUP_FIRST)
+    #[arg(long, value_name = "CMDSTRING")]
+    last: Option<OsString>,
 
     #[command(flatten)]
     command: CommandArgs,
@@ -213,8 +270,34 @@ fn join(a: JoinArgs) -> VerbResult {
     )]);
     member.set_child(None, job.display());
     member.pass_down(!a.close)?;
-    let exit = job.run(|pid| member.set_child(Some(pid), job.display()))?;
-    let left = member.leave_reporting()?;
+    // COMMAND that cannot be started ends the membership as any other COMMAND does (the last
+    // member still runs --last); its error is said after.
+    let exit = job.run(|pid| member.set_child(Some(pid), job.display()));
+    let left = match &a.last {
+        None => member.leave_reporting()?,
+        Some(cmdstring) => {
+            let argv = ["sh".into(), "-c".into(), cmdstring.clone()];
+            // The environment COMMAND had (FSYNC_GROUP_FIRST), which this process still has.
+            let cleanup = Job {
+                argv: &argv,
+                env: Vec::new(),
+            };
+            let (left, ran) = member.leave_then(|c| {
+                progress.say(|| {
+                    format!(
+                        "left {} as its last member; running the --last command",
+                        a.group.display()
+                    )
+                });
+                c.set_child(None, cleanup.display());
+                cleanup.run(|pid| c.set_child(Some(pid), cleanup.display()))
+            })?;
+            if let Some(done) = ran {
+                last_failed(&a.group, done);
+            }
+            left
+        }
+    };
     progress.say(|| match left {
         Left::Last => format!("left {} as its last member", a.group.display()),
         Left::NotLast => format!("left {}", a.group.display()),
@@ -224,7 +307,25 @@ fn join(a: JoinArgs) -> VerbResult {
             a.group.display()
         ),
     });
-    Ok(exit)
+    exit
+}
+
+/// Say how the --last command failed, if it did. It does not decide fsync's exit status:
+/// COMMAND's does (as after a failed --delete of 'mutex run').
+fn last_failed(group: &Path, done: VerbResult) {
+    let what = match done {
+        Ok(exit) if exit == Exit::OK => return,
+        Ok(Exit {
+            signal: Some(sig), ..
+        }) => {
+            let name = nix::sys::signal::Signal::try_from(sig)
+                .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string());
+            format!("--last command died of {name}")
+        }
+        Ok(exit) => format!("--last command exited {}", exit.code),
+        Err(failure) => format!("--last command: {failure}"),
+    };
+    report::warn(group, &what);
 }
 
 /// "1 member: pid 12 on host: cmd, since ..." for `-v` (the first few of many).
