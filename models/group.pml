@@ -23,8 +23,7 @@
    -DBROKEN: no join.lock. -DBROKEN_LAST: the clean-up path releases join.lock before it runs the
    clean-up (leave, then clean up: a joiner gets in). -DBROKEN_UNREGISTER: it unregisters before
    the clean-up (an observer finds the group empty while the clean-up runs). models/check.sh
-   checks -DBROKEN; the other two are checked by hand:
-   spin -a -DBROKEN_LAST group.pml && gcc -DCOLLAPSE -o pan pan.c && ./pan -m100000 */
+   checks all three. */
 #define P 3
 byte members = 0;      /* shared holders of the gate */
 byte regs = 0;         /* held registrations */
