@@ -2264,13 +2264,17 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__lock)
-            opts="-s -w -t -n -E -v -h -V --fd --shared --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-s -w -t -n -E -v -h -V --fd --shared --range --fcntl --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --range)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2386,13 +2390,17 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__unlock)
-            opts="-h -V --fd --help --version"
+            opts="-h -V --fd --range --fcntl --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --fd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --range)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

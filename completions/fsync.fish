@@ -41,8 +41,8 @@ complete -c fsync -n "__fish_fsync_needs_command" -f -a "help" -d 'Print this me
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "run" -d 'Run COMMAND while holding LOCK exclusively'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "unlock" -d 'Release the lock held through a descriptor'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "lock" -d '`--range`/`--fcntl` on `lock` and `unlock`: an OFD byte-range lock through the descriptor instead of a flock'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "unlock" -d '`--range`/`--fcntl` on `lock` and `unlock`: an OFD byte-range lock through the descriptor instead of a flock'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "watch" -d 'Print whether LOCK is held, then a line each time it is acquired or released'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and not __fish_seen_subcommand_from run lock unlock status watch help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -67,15 +67,19 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -l fd -d 'The open file descriptor to lock' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -l range -d 'Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets) with an OFD byte-range lock, as \'mutex run --range\' does: disjoint ranges do not exclude each other. An exclusive range needs N open for writing' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s s -l shared -d 'Take a shared lock instead of an exclusive one'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -l fcntl -d 'The whole file with an fcntl (OFD) lock instead of flock(2): the same as --range 0:0'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0)'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from lock" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -l fd -d 'The open file descriptor to unlock' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -l range -d 'Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all offsets) with an OFD byte-range lock, as \'mutex run --range\' does: disjoint ranges do not exclude each other. An exclusive range needs N open for writing' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -l fcntl -d 'The whole file with an fcntl (OFD) lock instead of flock(2): the same as --range 0:0'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "state": "free"|"held", "holder", "fence"}'
@@ -341,8 +345,8 @@ complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_su
 complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock doctor completions man help" -f -a "man" -d 'Write the manual pages, or print fsync(1)'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and not __fish_seen_subcommand_from mutex group event msg bus swmr sem grouplock doctor completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "run" -d 'Run COMMAND while holding LOCK exclusively'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "lock" -d 'Lock a descriptor the calling shell already has open'
-complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "unlock" -d 'Release the lock held through a descriptor'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "lock" -d '`--range`/`--fcntl` on `lock` and `unlock`: an OFD byte-range lock through the descriptor instead of a flock'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "unlock" -d '`--range`/`--fcntl` on `lock` and `unlock`: an OFD byte-range lock through the descriptor instead of a flock'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "status" -d 'Tell whether LOCK is held (exit 1) or free (exit 0), and by whom'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from mutex" -f -a "watch" -d 'Print whether LOCK is held, then a line each time it is acquired or released'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from group" -f -a "join" -d 'Be a member of GROUP while COMMAND runs'

@@ -1174,7 +1174,7 @@ pub fn inherited_fd(number: RawFd) -> Result<OwnedFd> {
 
 /// That `fd` is open on a regular file or a directory, the only things a lock file can be: a
 /// lock on a pipe, a socket or a device (`/dev/null`) would exclude nobody.
-fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<()> {
+pub(crate) fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<()> {
     use nix::sys::stat::SFlag;
     let st = nix::sys::stat::fstat(fd)
         .map_err(|_| Error::new(path, ErrorKind::NotFound, "not an open file descriptor"))?;
@@ -1193,7 +1193,7 @@ fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<()> {
 
 /// A name for a descriptor in messages: the file it is open on (a duplicate's number would
 /// mean nothing to whoever passed the original), or `fd N`.
-fn fd_file(fd: RawFd) -> PathBuf {
+pub(crate) fn fd_file(fd: RawFd) -> PathBuf {
     std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap_or_else(|_| format!("fd {fd}").into())
 }
 

@@ -16,6 +16,7 @@ and FUSE file systems `flock` is emulated with a whole-file POSIX lock, and the 
 
 use std::{
     fs::File,
+    os::fd::{AsRawFd, BorrowedFd},
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -202,6 +203,87 @@ impl RangeLock {
         })
         .map_err(|e| Error::io(&self.path, &format!("cannot lock bytes {r}"), e))
     }
+}
+
+/// Lock `range` of the file open on descriptor `fd` in `mode`, waiting up to `timeout` (`None`:
+/// for ever) and re-checking every `poll` on a network file system; `progress` as in
+/// [`RangeLock::acquire_with`]. The lock belongs to the open file description, so it is held
+/// through every duplicate of `fd` (`exec 9>>L` in a shell, then this on fd 9, as
+/// [`mutex::inherited_fd`](crate::mutex::inherited_fd) gives it) until the last one is closed or
+/// [`unlock_fd`] releases it. Ranges that do not overlap do not exclude each other, and ranges
+/// taken through one descriptor never exclude each other (they merge, as `fcntl` locks do).
+///
+/// Errors: [`ErrorKind::NotFound`] if `fd` is not open on a regular file (a directory, a pipe,
+/// a device); [`ErrorKind::PermissionDenied`] for an exclusive lock through a descriptor not
+/// open for writing, or a shared one through a descriptor not open for reading; [`ErrorKind::Unavailable`] where the file system has no byte-range locks.
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// use fsync::{range, ByteRange, Mode};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let file = std::fs::File::options().create(true).append(true).open(dir.path().join("l"))?;
+/// let row = ByteRange { start: 7, len: 1 };
+/// let poll = fsync::wait::DEFAULT_POLL;
+/// let got = range::lock_fd(file.as_fd(), row, Mode::Exclusive, None, poll, |_| {})?;
+/// assert!(got.acquired().is_some());
+/// range::unlock_fd(file.as_fd(), row)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn lock_fd(
+    fd: BorrowedFd<'_>,
+    range: ByteRange,
+    mode: Mode,
+    timeout: Option<Duration>,
+    poll: Duration,
+    progress: impl FnMut(Duration),
+) -> Result<Outcome<()>> {
+    let path = check_range_fd(fd)?;
+    let network = pfs::fs_kind(&fd).network;
+    let spec = Wait::for_lock(Deadline::after(timeout), network, poll);
+    let r = range;
+    wait::wait_for(spec, progress, |block| {
+        Ok(lock::ofd_lock(&fd, mode, r.start, r.len, block)?.then_some(()))
+    })
+    .map_err(|e: std::io::Error| match e.raw_os_error() {
+        Some(nix::libc::EBADF) => Error::new(
+            &path,
+            ErrorKind::PermissionDenied,
+            match mode {
+                Mode::Exclusive => {
+                    "an exclusive byte-range lock needs a descriptor open for writing (exec N>>FILE)"
+                }
+                Mode::Shared => {
+                    "a shared byte-range lock needs a descriptor open for reading (exec N<FILE)"
+                }
+            },
+        ),
+        _ => Error::io(&path, &format!("cannot lock bytes {r}"), e),
+    })
+}
+
+/// Release `range` of the lock held through descriptor `fd` (a no-op where none is held);
+/// the rest of what the open file description holds stays locked. Errors as [`lock_fd`].
+pub fn unlock_fd(fd: BorrowedFd<'_>, range: ByteRange) -> Result<()> {
+    let path = check_range_fd(fd)?;
+    lock::ofd_unlock(&fd, range.start, range.len)
+        .map_err(|e| Error::io(&path, &format!("cannot unlock bytes {range}"), e))
+}
+
+/// That `fd` is open on a regular file, the only thing a byte range can be taken on; the
+/// file's name for messages.
+fn check_range_fd(fd: BorrowedFd<'_>) -> Result<PathBuf> {
+    let path = crate::mutex::fd_file(fd.as_raw_fd());
+    crate::mutex::check_lockable_fd(fd.as_raw_fd(), &path)?;
+    let st = nix::sys::stat::fstat(fd.as_raw_fd())
+        .map_err(|e| Error::io(&path, "cannot examine descriptor", e.into()))?;
+    if st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR {
+        return Err(Error::new(
+            &path,
+            ErrorKind::NotFound,
+            "is a directory: a byte range needs a regular file",
+        ));
+    }
+    Ok(path)
 }
 
 #[cfg(test)]

@@ -323,3 +323,118 @@ fn status_reports_byte_range_locks_as_held() {
     holder.finish().code(0);
     t.fsync(["mutex", "status", "L"]).run().code(0);
 }
+
+/// A shell that locks a range of `L` through its descriptor 9 (`exec 9>>L`, or `exec 9<L` for
+/// a shared lock, which needs read access) with `fsync mutex lock --fd 9 RANGE [--shared]` and
+/// says `acquired`; after a line on its stdin it unlocks with `fsync mutex unlock 9 RANGE`, says
+/// `unlocked`, and waits for another line before it exits.
+#[track_caller]
+fn shell_holding(t: &TestDir, range: &str, shared: bool) -> crate::harness::Holder {
+    let (open, mode) = match shared {
+        true => ("9<L", "--shared"),
+        false => ("9>>L", ""),
+    };
+    t.sh(&format!(
+        "touch L; exec {open}; \"$FSYNC\" mutex lock --fd 9 {range} {mode} && echo acquired; \
+         read x; \"$FSYNC\" mutex unlock 9 {range} && echo unlocked; read x"
+    ))
+    .hold()
+}
+
+#[test]
+fn a_shell_holds_a_byte_range_through_its_descriptor_after_fsync_exits() {
+    let t = TestDir::new();
+    let mut shell = shell_holding(&t, "--range 7", false);
+    // The lock belongs to the shell's open file: fsync has exited, the range is still held.
+    try_range(&t, MUTEX, "7", "L", 75);
+    try_range(&t, MUTEX, "0:7", "L", 0);
+    try_range(&t, MUTEX, "8", "L", 0);
+    shell.send("unlock");
+    shell.expect("unlocked");
+    try_range(&t, MUTEX, "7", "L", 0);
+    shell.send("exit");
+    shell.finish().code(0);
+}
+
+#[test]
+fn fcntl_on_a_descriptor_is_the_whole_file_range_and_shared_ranges_share() {
+    let t = TestDir::new();
+    let mut shell = shell_holding(&t, "--fcntl", false);
+    try_range(&t, MUTEX, "0x7ffffffffffffff0", "L", 75);
+    try_range(&t, READ, "0:0", "L", 75);
+    shell.send("unlock");
+    shell.expect("unlocked");
+    try_range(&t, MUTEX, "0:0", "L", 0);
+    shell.send("exit");
+    shell.finish().code(0);
+
+    // Shared ranges through descriptors: two shells share, a writer is refused.
+    let mut one = shell_holding(&t, "--range 0:10", true);
+    let mut two = shell_holding(&t, "--range 5:10", true);
+    try_range(&t, READ, "0:20", "L", 0);
+    try_range(&t, WRITE, "9", "L", 75);
+    try_range(&t, WRITE, "15", "L", 0);
+    for shell in [&mut one, &mut two] {
+        shell.send("unlock");
+        shell.expect("unlocked");
+    }
+    try_range(&t, WRITE, "9", "L", 0);
+    for mut shell in [one, two] {
+        shell.send("exit");
+        shell.finish().code(0);
+    }
+}
+
+#[test]
+fn a_descriptor_range_waits_times_out_and_excludes_run_range() {
+    let t = TestDir::new();
+    let h = hold(&t, MUTEX, "0:10", "L");
+    t.sh("exec 9>>L; \"$FSYNC\" mutex lock --fd 9 --range 5 -n")
+        .run()
+        .code(75);
+    t.sh("exec 9>>L; \"$FSYNC\" mutex lock --fd 9 --range 5 -E 3 -t 10ms")
+        .run()
+        .code(3);
+    let mut waiter = t
+        .sh("exec 9>>L; \"$FSYNC\" mutex lock -v --fd 9 --range 5 && echo acquired")
+        .start();
+    let said = waiter.stderr_line();
+    assert!(
+        said.contains("waiting") && said.contains("bytes 5:1 of fd 9"),
+        "-v said {said:?}"
+    );
+    h.finish().code(0);
+    waiter.expect("acquired");
+    waiter.finish().code(0);
+}
+
+#[test]
+fn a_descriptor_range_on_the_wrong_kind_of_descriptor_says_why() {
+    let t = TestDir::new();
+    t.write("L", "");
+    // An exclusive range needs the descriptor open for writing; a shared one does not.
+    let out = t
+        .sh("exec 9<L; \"$FSYNC\" mutex lock --fd 9 --range 5")
+        .run();
+    out.operational_error("L");
+    out.stderr_has("open for writing");
+    t.sh("exec 9<L; \"$FSYNC\" mutex lock --fd 9 --range 5 --shared")
+        .run()
+        .code(0);
+    let out = t
+        .sh("exec 9>>L; \"$FSYNC\" mutex lock --fd 9 --range 5 --shared")
+        .run();
+    out.operational_error("L");
+    out.stderr_has("open for reading");
+    // A directory has no bytes to lock; a pipe is no lock file.
+    std::fs::create_dir(t.join("D")).unwrap();
+    let out = t.sh("exec 9<D; \"$FSYNC\" mutex lock --fd 9 --fcntl").run();
+    out.operational_error("D");
+    out.stderr_has("byte range needs a regular file");
+    let out = t.sh("echo | \"$FSYNC\" mutex lock --fd 0 --range 1").run();
+    out.stderr_has("is a pipe");
+    // --range and --fcntl are one choice.
+    t.fsync(["mutex", "lock", "--fd", "0", "--range", "1", "--fcntl"])
+        .run()
+        .code(2);
+}

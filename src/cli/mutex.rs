@@ -253,7 +253,11 @@ Examples:
 
   # Several readers may share it
   exec 8</etc/app.conf
-  fsync mutex lock --fd 8 --shared";
+  fsync mutex lock --fd 8 --shared
+
+  # Row 7 of a shared table, as 'mutex run --range 7' locks it
+  exec 7>>/shared/table.lck
+  fsync mutex lock --fd 7 --range 7 && ./update-row 7; fsync mutex unlock --fd 7 --range 7";
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("descriptor").required(true).args(["fd", "fd_number"])))]
@@ -271,7 +275,35 @@ struct LockArgs {
     shared: bool,
 
     #[command(flatten)]
+    fd_range: FdRangeArgs,
+
+    #[command(flatten)]
     wait: WaitArgs,
+}
+
+/// `--range`/`--fcntl` on `lock` and `unlock`: an OFD byte-range lock through the descriptor
+/// instead of a flock.
+#[derive(Debug, Args)]
+struct FdRangeArgs {
+    /// Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all
+    /// offsets) with an OFD byte-range lock, as 'mutex run --range' does: disjoint ranges do not
+    /// exclude each other. An exclusive range needs N open for writing
+    #[arg(long, value_name = "START[:LEN]", value_parser = fsync::range::ByteRange::parse)]
+    range: Option<fsync::range::ByteRange>,
+
+    /// The whole file with an fcntl (OFD) lock instead of flock(2): the same as --range 0:0
+    #[arg(long, conflicts_with = "range")]
+    fcntl: bool,
+}
+
+impl FdRangeArgs {
+    /// The byte range asked for, if any.
+    fn range(&self) -> Option<fsync::range::ByteRange> {
+        match self.fcntl {
+            true => Some(fsync::range::ByteRange { start: 0, len: 0 }),
+            false => self.range,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -284,6 +316,9 @@ struct UnlockArgs {
     /// The descriptor as a plain argument: 'fsync mutex unlock 9' is 'fsync mutex unlock --fd 9'
     #[arg(value_name = "N")]
     fd_number: Option<i32>,
+
+    #[command(flatten)]
+    fd_range: FdRangeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -319,7 +354,10 @@ pub fn run(cmd: MutexCommand) -> VerbResult {
         Verb::Lock(a) => lock_fd(a),
         Verb::Unlock(a) => {
             let fd = mutex::inherited_fd(a.fd.or(a.fd_number).unwrap_or_default())?;
-            mutex::unlock_fd(fd.as_fd())?;
+            match a.fd_range.range() {
+                Some(range) => fsync::range::unlock_fd(fd.as_fd(), range)?,
+                None => mutex::unlock_fd(fd.as_fd())?,
+            }
             Ok(Exit::OK)
         }
         Verb::Status(a) => status(a),
@@ -512,24 +550,48 @@ fn holder_of(lock: &std::path::Path) -> Option<String> {
 
 fn lock_fd(a: LockArgs) -> VerbResult {
     let fd = a.fd.or(a.fd_number).unwrap_or_default(); // one of them: clap requires it
-                                                       // The file behind the descriptor, to say what we wait for and ask who holds it.
+    let range = a.fd_range.range();
+    // The file behind the descriptor, to say what we wait for and ask who holds it.
     let file = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok();
-    let what = match (&file, a.shared) {
-        (Some(f), false) => format!("fd {fd} ({})", f.display()),
-        (Some(f), true) => format!("a shared lock on fd {fd} ({})", f.display()),
-        (None, false) => format!("fd {fd}"),
-        (None, true) => format!("a shared lock on fd {fd}"),
+    let mut what = match (a.shared, range) {
+        (false, None) => format!("fd {fd}"),
+        (true, None) => format!("a shared lock on fd {fd}"),
+        (false, Some(r)) => format!("bytes {r} of fd {fd}"),
+        (true, Some(r)) => format!("a shared lock on bytes {r} of fd {fd}"),
     };
-    let mut progress =
-        Progress::new(&a.wait, what.clone()).holder(|| file.as_deref().and_then(holder_of));
+    if let Some(f) = &file {
+        what = format!("{what} ({})", f.display());
+    }
+    // A byte range has no holder record to read.
+    let mut progress = Progress::new(&a.wait, what.clone()).holder(|| {
+        file.as_deref()
+            .filter(|_| range.is_none())
+            .and_then(holder_of)
+    });
     let inherited = mutex::inherited_fd(fd)?;
-    let outcome = mutex::lock_fd_with(
-        inherited.as_fd(),
-        a.shared,
-        a.wait.timeout(),
-        a.wait.poll,
-        |_| progress.waiting(),
-    )?;
+    let outcome = match range {
+        Some(r) => {
+            let mode = match a.shared {
+                true => fsync::Mode::Shared,
+                false => fsync::Mode::Exclusive,
+            };
+            fsync::range::lock_fd(
+                inherited.as_fd(),
+                r,
+                mode,
+                a.wait.timeout(),
+                a.wait.poll,
+                |_| progress.waiting(),
+            )?
+        }
+        None => mutex::lock_fd_with(
+            inherited.as_fd(),
+            a.shared,
+            a.wait.timeout(),
+            a.wait.poll,
+            |_| progress.waiting(),
+        )?,
+    };
     progress.settle(outcome, |()| format!("acquired {what}"))?;
     Ok(Exit::OK)
 }

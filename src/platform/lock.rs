@@ -118,6 +118,22 @@ pub fn ofd_lock(
     }
 }
 
+/// Release an open-file-description byte-range lock on `len` bytes from `start`, as
+/// `fcntl(F_OFD_SETLK)` with `F_UNLCK` (a no-op where none is held).
+pub fn ofd_unlock(fd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
+    // SAFETY: as in `ofd_lock`.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_UNLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = i64::try_from(start).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    fl.l_len = i64::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    super::retrying(|| {
+        fcntl(fd.as_raw_fd(), FcntlArg::F_OFD_SETLK(&fl))
+            .map(drop)
+            .map_err(io::Error::from)
+    })
+}
+
 /// Whether the lock held through descriptor `fd` in `mode` is still ours: the descriptor still
 /// works, and a non-blocking re-lock of our own open file description succeeds (a no-op while we
 /// hold it; it fails once another holder has it, and a file server that dropped our locks
