@@ -215,6 +215,21 @@ impl RecordFile {
     pub(crate) fn remove(self) {
         let _ = self.dir.unlink_file(&self.name);
     }
+
+    /// Remove the record if its name still names this file.
+    fn remove_if_named(self) {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = self.file.metadata() else {
+            return;
+        };
+        if self
+            .dir
+            .stat(&self.name)
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == (meta.dev(), meta.ino()))
+        {
+            let _ = self.dir.unlink_file(&self.name);
+        }
+    }
 }
 
 /// A holder's own record of its lock: who holds it (this process, and the command it runs
@@ -268,6 +283,18 @@ impl OwnRecord {
     pub(crate) fn remove(&mut self) {
         if let Some(file) = self.file.take() {
             file.remove();
+        }
+    }
+
+    /// Remove the record file if it is still as we left it (our holding, our fence): for a
+    /// holder whose lock file was deleted under it, which is no longer the record's writer.
+    pub(crate) fn remove_if_unchanged(&mut self) {
+        let Some(file) = self.file.take() else { return };
+        let rec = file.read();
+        let ours =
+            rec.fence == self.fence && rec.holder.as_ref().map(|h| h.pid) == Some(self.holder.pid);
+        if ours {
+            file.remove_if_named();
         }
     }
 

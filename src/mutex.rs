@@ -22,6 +22,12 @@ A mutex `L` is the file `L` plus, where the directory is writable, the holder re
 
 To release: write `state released` (keeping the fence); with `--delete` instead unlink the
 record and then `L` while still holding the lock; then close `L` (the kernel drops the lock).
+A holder whose `L` was deleted (or replaced) by someone else while it held it no longer owns the
+record: it keeps its fence in `.fsync.fence` (below), then unlinks the record only if it still
+holds its own pid and fence and still has that name, and writes nothing to it. (A holder of a new
+`L` that read the record in the instant between that check and the unlink loses its record,
+not its lock: status reports fall back on the kernel's lock table, and its token is greater
+than the kept one.)
 
 Nesting: a process that passes a held lock down to a command (`fsync mutex run`) adds
 `DEV:INO:FD:PID` to the environment variable `FSYNC_MUTEX_HELD` (`;`-separated), with `FD`
@@ -924,6 +930,14 @@ impl MutexGuard {
                     Err(e) => Err(Error::io(&self.path, "cannot delete lock file", e)),
                 };
             }
+        } else if matches!(same_file(&self.path, &file), Ok(false)) {
+            // LOCK was deleted (or replaced) while we held it: the record now belongs to
+            // whoever locks that name next. Keep the fence for them, and remove the record
+            // unless someone has written it since we did.
+            if self.keep_fence {
+                fences::keep(&self.path, self.record.fence());
+            }
+            self.record.remove_if_unchanged();
         } else {
             self.record.released();
         }

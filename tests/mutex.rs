@@ -1147,3 +1147,62 @@ fn a_closed_stdout_never_becomes_the_lock_file() {
         .code(0);
     assert!(!t.read("L").contains("into-the-lock"), "{}", t.read("L"));
 }
+
+/// `fsync mutex run L` holding, having printed `acquired` and then its `FSYNC_FENCE`.
+fn hold_with_fence(t: &TestDir) -> (crate::harness::Holder, u64) {
+    let mut h = t
+        .fsync([
+            "mutex",
+            "run",
+            "L",
+            "--",
+            "sh",
+            "-c",
+            "echo acquired; echo $FSYNC_FENCE; read x || true",
+        ])
+        .hold();
+    let fence = h.line().parse().expect("FSYNC_FENCE is a number");
+    (h, fence)
+}
+
+#[test]
+fn a_lock_deleted_while_held_leaves_no_record_and_tokens_keep_growing() {
+    let t = TestDir::new();
+    let (h, first) = hold_with_fence(&t);
+    assert!(t.join(".L.fsync").exists(), "the holder keeps a record");
+    std::fs::remove_file(t.join("L")).unwrap();
+    h.finish().code(0);
+    assert!(
+        !t.join(".L.fsync").exists(),
+        "the record of a deleted lock was left behind"
+    );
+    assert!(!t.join("L").exists(), "the release recreated the lock file");
+    let (h, next) = hold_with_fence(&t);
+    assert!(next > first, "token {next} after {first}");
+    h.finish().code(0);
+}
+
+#[test]
+fn a_holder_of_a_deleted_lock_leaves_the_new_holders_record_alone() {
+    let t = TestDir::new();
+    let (old, first) = hold_with_fence(&t);
+    std::fs::remove_file(t.join("L")).unwrap();
+    // A new L, and a new holder of it, while the old holder still runs.
+    let (new, second) = hold_with_fence(&t);
+    assert!(second > first, "token {second} after {first}");
+    old.finish().code(0);
+    // The old holder's release wrote nothing: the record still names the new holder.
+    let out = t.fsync(["mutex", "status", "--json", "L"]).run();
+    let status = json(out.code(1).stdout.trim());
+    assert_eq!(status["state"], "held");
+    assert_eq!(status["fence"], second, "{status}");
+    assert_eq!(status["holder"]["pid"], new.pid(), "{status}");
+    new.finish().code(0);
+    let (last, third) = hold_with_fence(&t);
+    assert!(third > second, "token {third} after {second}");
+    last.finish().code(0);
+    assert!(
+        t.join(".L.fsync").exists(),
+        "the record of a live lock stays"
+    );
+}
