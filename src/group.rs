@@ -775,7 +775,13 @@ pub fn wait_empty_reporting(
     poll: Duration,
     mut progress: impl FnMut(Duration),
 ) -> Result<Outcome<()>> {
-    wait_for_state_inner(path, true, timeout, poll, Some(&mut progress))
+    wait_for_state_inner(
+        path,
+        true,
+        Deadline::after(timeout),
+        poll,
+        Some(&mut progress),
+    )
 }
 
 /// Block until the group's emptiness is `want_empty` (until someone joins, with `false`), up to
@@ -787,19 +793,118 @@ pub fn wait_for_state(
     timeout: Option<Duration>,
     poll: Duration,
 ) -> Result<Outcome<()>> {
-    wait_for_state_inner(path, want_empty, timeout, poll, None)
+    wait_for_state_inner(path, want_empty, Deadline::after(timeout), poll, None)
+}
+
+/// Watch the group at `path` for up to `timeout` (`None`: for ever), re-checking every `poll`
+/// on a network file system: an iterator over the times it became empty and non-empty, in
+/// order, that ends when the time is up or a cancellation signal arrives ([`Watch::interrupted`]
+/// tells which). [`Watch::is_empty`] is the state it started in, then the latest. Creates
+/// nothing.
+///
+/// ```
+/// use std::time::Duration;
+/// use fsync::group::{self, Change};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("app.grp");
+/// let mut watch = group::watch(&path, Some(Duration::from_secs(5)), fsync::wait::DEFAULT_POLL)?;
+/// assert!(watch.is_empty());
+/// let member = fsync::Group::new(&path).join(None)?.expect("joined");
+/// assert_eq!(watch.next().transpose()?, Some(Change::NotEmpty));
+/// drop(member);
+/// assert_eq!(watch.next().transpose()?, Some(Change::Empty));
+/// # Ok::<(), fsync::Error>(())
+/// ```
+pub fn watch(path: impl AsRef<Path>, timeout: Option<Duration>, poll: Duration) -> Result<Watch> {
+    let deadline = Deadline::after(timeout);
+    let path = path.as_ref().to_path_buf();
+    let empty = is_empty(&path)?;
+    Ok(Watch {
+        path,
+        empty,
+        deadline,
+        poll,
+        interrupted: None,
+        done: false,
+    })
+}
+
+/// A change [`Watch`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// The group became empty: its last member left.
+    Empty,
+    /// The group became non-empty: a member joined an empty group.
+    NotEmpty,
+}
+
+/// The times a group becomes empty and non-empty, as they happen ([`watch`]).
+#[derive(Debug)]
+pub struct Watch {
+    path: PathBuf,
+    empty: bool,
+    deadline: Deadline,
+    poll: Duration,
+    interrupted: Option<i32>,
+    done: bool,
+}
+
+impl Watch {
+    /// Whether the group was empty when the watch started, and after each change whether it
+    /// is now.
+    pub fn is_empty(&self) -> bool {
+        self.empty
+    }
+
+    /// The cancellation signal that ended the watch, if one did (`None` while it runs, and
+    /// when its time ran out).
+    pub fn interrupted(&self) -> Option<i32> {
+        self.interrupted
+    }
+}
+
+impl Iterator for Watch {
+    type Item = Result<Change>;
+
+    fn next(&mut self) -> Option<Result<Change>> {
+        if self.done {
+            return None;
+        }
+        match wait_for_state_inner(&self.path, !self.empty, self.deadline, self.poll, None) {
+            Ok(Outcome::Acquired(())) => {
+                self.empty = !self.empty;
+                Some(Ok(if self.empty {
+                    Change::Empty
+                } else {
+                    Change::NotEmpty
+                }))
+            }
+            Ok(Outcome::TimedOut) => {
+                self.done = true;
+                None
+            }
+            Ok(Outcome::Interrupted(sig)) => {
+                self.done = true;
+                self.interrupted = Some(sig);
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
 }
 
 fn wait_for_state_inner(
     path: &Path,
     want_empty: bool,
-    timeout: Option<Duration>,
+    deadline: Deadline,
     poll: Duration,
     mut progress: Option<&mut dyn FnMut(Duration)>,
 ) -> Result<Outcome<()>> {
     check_dir(path)?;
     let p = paths(path);
-    let deadline = Deadline::after(timeout);
     let (top, gate, network, watch) = loop {
         if !want_empty {
             // An observer creates nothing: wait for a joiner to make the group's files.

@@ -1222,25 +1222,172 @@ fn fd_path(fd: RawFd) -> PathBuf {
 /// the timeout passes, or a cancellation signal arrives. fsync holders write their record and
 /// close the lock file after writing, which wakes us at once (change notification); other tools
 /// (`flock(1)`) leave no trace we can be notified of, so this also re-checks every `poll`.
+/// [`watch`] turns this into an iterator over acquisitions and releases.
 pub fn wait_for_change(
     path: &Path,
     seen: &Status,
     timeout: Option<Duration>,
     poll: Duration,
 ) -> Result<Outcome<Status>> {
+    change_by(path, seen, Deadline::after(timeout), poll)
+}
+
+fn change_by(
+    path: &Path,
+    seen: &Status,
+    deadline: Deadline,
+    poll: Duration,
+) -> Result<Outcome<Status>> {
     let dir = pfs::parent_dir(path);
     let watch = crate::platform::notify::DirWatch::new(dir)
         .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
-    let deadline = Deadline::after(timeout);
     wait::watch_until(deadline, Some(poll), &watch, path, None, || {
         let now = status(path)?;
         Ok((now != *seen).then_some(now))
     })
 }
 
+/// Watch the mutex at `path` for up to `timeout` (`None`: for ever), re-checking every `poll`
+/// where nothing wakes us (as [`wait_for_change`]): an iterator over its acquisitions and
+/// releases, in order, that ends when the time is up or a cancellation signal arrives
+/// ([`Watch::interrupted`] tells which). [`Watch::status`] is the state it started in, then the
+/// latest seen. A new holder that took over without a visible gap comes as a release followed by
+/// an acquisition.
+///
+/// ```
+/// use std::time::Duration;
+/// use fsync::mutex::{self, Change};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("l");
+/// let mut watch = mutex::watch(&path, Some(Duration::from_secs(5)), fsync::wait::DEFAULT_POLL)?;
+/// assert!(!watch.status().held);
+/// let guard = fsync::Mutex::new(&path).acquire(None)?.expect("free");
+/// assert!(matches!(watch.next(), Some(Ok(Change::Acquired(_)))));
+/// drop(guard);
+/// assert!(matches!(watch.next(), Some(Ok(Change::Released(_)))));
+/// # Ok::<(), fsync::Error>(())
+/// ```
+pub fn watch(path: impl AsRef<Path>, timeout: Option<Duration>, poll: Duration) -> Result<Watch> {
+    let deadline = Deadline::after(timeout);
+    let path = path.as_ref().to_path_buf();
+    let seen = status(&path)?;
+    Ok(Watch {
+        path,
+        seen,
+        pending: std::collections::VecDeque::new(),
+        deadline,
+        poll,
+        interrupted: None,
+        done: false,
+    })
+}
+
+/// A change [`Watch`] saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The lock was taken; the status just after.
+    Acquired(Status),
+    /// The lock was released; the status of the holding that ended.
+    Released(Status),
+}
+
+/// The acquisitions and releases of a mutex, as they happen ([`watch`]).
+#[derive(Debug)]
+pub struct Watch {
+    path: PathBuf,
+    seen: Status,
+    pending: std::collections::VecDeque<Change>,
+    deadline: Deadline,
+    poll: Duration,
+    interrupted: Option<i32>,
+    done: bool,
+}
+
+impl Watch {
+    /// The state the watch started in, and after each change the latest seen.
+    pub fn status(&self) -> &Status {
+        &self.seen
+    }
+
+    /// The cancellation signal that ended the watch, if one did (`None` while it runs, and
+    /// when its time ran out).
+    pub fn interrupted(&self) -> Option<i32> {
+        self.interrupted
+    }
+}
+
+impl Iterator for Watch {
+    type Item = Result<Change>;
+
+    fn next(&mut self) -> Option<Result<Change>> {
+        loop {
+            if let Some(change) = self.pending.pop_front() {
+                return Some(Ok(change));
+            }
+            if self.done {
+                return None;
+            }
+            let current = match change_by(&self.path, &self.seen, self.deadline, self.poll) {
+                Ok(Outcome::Acquired(st)) => st,
+                Ok(Outcome::TimedOut) => {
+                    self.done = true;
+                    return None;
+                }
+                Ok(Outcome::Interrupted(sig)) => {
+                    self.done = true;
+                    self.interrupted = Some(sig);
+                    return None;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            // The record of one holding fills in as it goes (kernel pid, then command, then
+            // child), so a holding is told apart by its pid.
+            let pid = |st: &Status| st.holder.as_ref().map(|h| h.pid);
+            let changed = self.seen.held != current.held || pid(&self.seen) != pid(&current);
+            if self.seen.held && changed {
+                self.pending.push_back(Change::Released(self.seen.clone()));
+            }
+            if current.held && changed {
+                self.pending.push_back(Change::Acquired(current.clone()));
+            }
+            self.seen = current;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each holding comes as an acquisition then a release, in order; a watch whose time is up
+    /// ends, and says it was not interrupted.
+    #[test]
+    fn a_watch_sees_each_holding_in_order_and_ends_when_its_time_is_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let poll = wait::DEFAULT_POLL;
+        let mut changes = watch(&path, Some(Duration::from_secs(60)), poll).unwrap();
+        assert!(!changes.status().held);
+        for _ in 0..3 {
+            let guard = Mutex::new(&path).acquire(None).unwrap().unwrap();
+            match changes.next() {
+                Some(Ok(Change::Acquired(st))) => {
+                    assert!(st.held);
+                    assert_eq!(st.holder.map(|h| h.pid), Some(std::process::id()));
+                }
+                other => panic!("expected an acquisition, got {other:?}"),
+            }
+            drop(guard);
+            assert!(matches!(changes.next(), Some(Ok(Change::Released(_)))));
+        }
+        let mut over = watch(&path, Some(Duration::ZERO), poll).unwrap();
+        assert!(over.next().is_none());
+        assert_eq!(over.interrupted(), None);
+        assert!(over.next().is_none(), "an ended watch stays ended");
+    }
 
     /// A thread that asks again for a lock it holds fails at once instead of waiting for
     /// itself; another thread of the process waits for it as another process would, and gets

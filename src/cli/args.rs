@@ -8,10 +8,7 @@ another help text for one of their arguments says so with `mut_arg`. They skip t
 clap derives for each struct, which nothing refers to (and which costs start-up time).
 */
 
-use std::{
-    ffi::OsString,
-    time::{Duration, Instant},
-};
+use std::{ffi::OsString, time::Duration};
 
 use clap::Args;
 
@@ -106,17 +103,6 @@ pub struct WatchArgs {
     pub poll: Duration,
 }
 
-impl WatchArgs {
-    /// The time left to a watch that started at `start` (`None`: no end), or `Err` with the exit
-    /// status of a watch that has run its time.
-    pub fn remaining(&self, start: Instant) -> Result<Option<Duration>, Exit> {
-        match self.timeout.map(|t| t.saturating_sub(start.elapsed())) {
-            Some(Duration::ZERO) => Err(Exit::OK),
-            remaining => Ok(remaining),
-        }
-    }
-}
-
 /// The longest duration accepted: about 31,700 years, for ever in practice (and far from the
 /// overflow of a deadline).
 const MAX_DURATION: Duration = Duration::from_secs(1_000_000_000_000);
@@ -188,18 +174,5 @@ mod tests {
         assert!(parse_duration("nan").unwrap_err().contains("not a number"));
         assert!(parse_duration("soon").is_err());
         assert!(parse_poll("0").is_err());
-    }
-
-    #[test]
-    fn a_watch_ends_with_status_0_when_its_time_is_up() {
-        let watch = |timeout| WatchArgs {
-            timeout,
-            poll: Duration::from_millis(50),
-        };
-        let start = Instant::now();
-        assert_eq!(watch(None).remaining(start), Ok(None));
-        assert_eq!(watch(Some(Duration::ZERO)).remaining(start), Err(Exit::OK));
-        let hour = Duration::from_secs(3600);
-        assert!(watch(Some(hour)).remaining(start).unwrap().unwrap() <= hour);
     }
 }

@@ -20,7 +20,7 @@ use super::{
     args::{CommandArgs, WaitArgs, WatchArgs},
     child::Job,
     report::{self, Progress},
-    Exit, VerbResult,
+    Exit, Failure, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -402,31 +402,32 @@ fn members(a: MembersArgs) -> VerbResult {
 }
 
 fn watch(a: WatchCmd) -> VerbResult {
-    let start = std::time::Instant::now();
-    let mut empty = group::is_empty(&a.group)?;
-    loop {
-        let event = if empty {
-            WatchEvent::Empty
-        } else {
-            WatchEvent::NotEmpty
-        };
-        let now = report::timestamp(std::time::SystemTime::now());
-        let mut out = std::io::stdout().lock();
-        if a.json {
-            let line = WatchJson {
-                time: now,
-                event,
-                path: report::path_text(&a.group),
-            };
-            report::print_json(&mut out, &line)?;
-        } else {
-            writeln!(out, "{now} {}", event.word())?;
-        }
-        out.flush()?;
-        drop(out);
-        let remaining = a.watch.remaining(start)?;
-        let outcome = group::wait_for_state(&a.group, !empty, remaining, a.watch.poll)?;
-        Exit::unless_acquired(outcome, Exit::OK)?;
-        empty = !empty;
+    let mut watch = group::watch(&a.group, a.watch.timeout, a.watch.poll)?;
+    let event = |empty| match empty {
+        true => WatchEvent::Empty,
+        false => WatchEvent::NotEmpty,
+    };
+    print_event(&a, event(watch.is_empty()))?;
+    for change in watch.by_ref() {
+        print_event(&a, event(change? == group::Change::Empty))?;
     }
+    Ok(watch.interrupted().map_or(Exit::OK, Exit::signal))
+}
+
+/// A line of `fsync group watch`: the time and the state the group is in from now on.
+fn print_event(a: &WatchCmd, event: WatchEvent) -> Result<(), Failure> {
+    let now = report::timestamp(std::time::SystemTime::now());
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let line = WatchJson {
+            time: now,
+            event,
+            path: report::path_text(&a.group),
+        };
+        report::print_json(&mut out, &line)?;
+    } else {
+        writeln!(out, "{now} {}", event.word())?;
+    }
+    out.flush()?;
+    Ok(())
 }

@@ -281,8 +281,8 @@ struct LockArgs {
     wait: WaitArgs,
 }
 
-/// `--range`/`--fcntl` on `lock` and `unlock`: an OFD byte-range lock through the descriptor
-/// instead of a flock.
+// `--range`/`--fcntl` on `lock` and `unlock`: an OFD byte-range lock through the descriptor
+// instead of a flock. (A plain comment: a doc comment would become the verbs' about text.)
 #[derive(Debug, Args)]
 struct FdRangeArgs {
     /// Lock only LEN bytes from START (decimal or 0x hex; LEN 1 if absent, 0 to the end of all
@@ -670,31 +670,22 @@ fn status(a: StatusArgs) -> VerbResult {
 }
 
 fn watch(a: WatchCmd) -> VerbResult {
-    let start = std::time::Instant::now();
     // First the state the watch starts in, then its changes.
-    let mut seen = mutex::status(&a.lock)?;
-    match seen.held {
-        true => print_event(&a, WatchEvent::Held, &seen)?,
-        false => print_event(&a, WatchEvent::Free, &seen)?,
-    }
-    let mut current = seen.clone();
-    loop {
-        // A new holder without a visible gap is a release followed by an acquisition. The
-        // record of one holding fills in as it goes (kernel pid, then command, then child), so
-        // a holding is told apart by its pid.
-        let pid = |st: &Status| st.holder.as_ref().map(|h| h.pid);
-        let changed = seen.held != current.held || pid(&seen) != pid(&current);
-        if seen.held && changed {
-            print_event(&a, WatchEvent::Released, &seen)?;
+    let mut watch = mutex::watch(&a.lock, a.watch.timeout, a.watch.poll)?;
+    let start = watch.status().clone();
+    let event = if start.held {
+        WatchEvent::Held
+    } else {
+        WatchEvent::Free
+    };
+    print_event(&a, event, &start)?;
+    for change in watch.by_ref() {
+        match change? {
+            mutex::Change::Acquired(st) => print_event(&a, WatchEvent::Acquired, &st)?,
+            mutex::Change::Released(st) => print_event(&a, WatchEvent::Released, &st)?,
         }
-        if current.held && changed {
-            print_event(&a, WatchEvent::Acquired, &current)?;
-        }
-        seen = current;
-        let remaining = a.watch.remaining(start)?;
-        let outcome = mutex::wait_for_change(&a.lock, &seen, remaining, a.watch.poll)?;
-        current = Exit::unless_acquired(outcome, Exit::OK)?;
     }
+    Ok(watch.interrupted().map_or(Exit::OK, Exit::signal))
 }
 
 fn print_event(a: &WatchCmd, event: WatchEvent, st: &Status) -> Result<(), Failure> {
