@@ -1080,7 +1080,10 @@ pub fn status(path: &Path) -> Result<Status> {
     };
     let listed = probe::listed(path, &file, probe::Kinds::All)?;
     let (held, kernel_pid) = match &listed {
-        Some(l) => (!l.locks.is_empty(), l.first_pid()),
+        // `/proc/locks` comes a page at a time, and may skip a line while other locks come and
+        // go: a byte-range lock it did not list is asked for directly.
+        Some(l) if l.locks.is_empty() => (lock::range_lock_held(&file).unwrap_or(false), None),
+        Some(l) => (true, l.first_pid()),
         None => (held_by_probe(path, &file)?, None),
     };
     let record = holder::read(path);

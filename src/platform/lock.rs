@@ -118,6 +118,23 @@ pub fn ofd_lock(
     }
 }
 
+/// Whether some POSIX (`fcntl`, `lockf`) or OFD byte-range lock is held on any byte of the file
+/// `fd` is open on, asked with `F_OFD_GETLK`, which takes nothing: the kernel's own answer, for
+/// when `/proc/locks` (read a page at a time) may have skipped a line. (`flock` locks have no
+/// such question.)
+pub fn range_lock_held(fd: &impl AsRawFd) -> io::Result<bool> {
+    // SAFETY: as in `ofd_lock`; the kernel fills in the conflicting lock, if any.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    super::retrying(|| {
+        fcntl(fd.as_raw_fd(), FcntlArg::F_OFD_GETLK(&mut fl))
+            .map(drop)
+            .map_err(io::Error::from)
+    })?;
+    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+}
+
 /// Release an open-file-description byte-range lock on `len` bytes from `start`, as
 /// `fcntl(F_OFD_SETLK)` with `F_UNLCK` (a no-op where none is held).
 pub fn ofd_unlock(fd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
