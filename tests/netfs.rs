@@ -270,6 +270,57 @@ fn netfs_sem_group_swmr_grouplock_across_hosts() {
 
 /// Host a's file system client crashes while a holds a lock and a counter update is half-way:
 /// host b gets the lock, and the counter written under the lock is whole.
+/// Both hosts create the same new files at the same moment, many times: every primitive's
+/// first use makes its files with `open(O_CREAT)`, which on a FUSE file system is a lookup then
+/// a create, so the host that loses the race is told `EEXIST`. Every run must still succeed.
+#[test]
+fn netfs_both_hosts_creating_the_same_files_at_once_both_succeed() {
+    let Some((a, b, _t)) = bed("create") else {
+        return;
+    };
+    let rounds: usize = std::env::var("FSYNC_NETFS_CREATE_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300);
+    let verbs: [&[&str]; 4] = [
+        &["mutex", "run"],
+        &["sem", "run", "--slots", "2"],
+        &["group", "join"],
+        &["swmr", "write"],
+    ];
+    let mut failures = Vec::new();
+    for i in 0..rounds {
+        let verb = verbs[i % verbs.len()];
+        let name = format!("N{i}");
+        let start = |host: &std::path::Path| {
+            std::process::Command::new(fsync_bin())
+                .args(verb)
+                .arg(host.join(&name))
+                .args(["--", "true"])
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (one, two) = (start(&a), start(&b));
+        for child in [one, two] {
+            let out = child.wait_with_output().unwrap();
+            if !out.status.success() {
+                failures.push(format!(
+                    "{} {name}: {:?} {}",
+                    verb.join(" "),
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} runs failed: {failures:#?}",
+        failures.len()
+    );
+}
+
 #[test]
 fn netfs_zy_client_crash_frees_the_lock_and_corrupts_nothing() {
     let Some((a, b, t)) = bed("crash") else {

@@ -277,9 +277,12 @@ impl Dir {
     fn openat(&self, name: &str, flags: OFlag, mode: Mode) -> io::Result<File> {
         let flags =
             flags | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
-        crate::platform::retrying(|| {
-            fcntl::openat(self.raw(), name, flags, mode).map_err(io::Error::from)
-        })
+        let call = || fcntl::openat(self.raw(), name, flags, mode).map_err(io::Error::from);
+        match flags.contains(OFlag::O_CREAT) && !flags.contains(OFlag::O_EXCL) {
+            // Two hosts creating the file at once: "it exists" means open it.
+            true => crate::platform::creating(call),
+            false => crate::platform::retrying(call),
+        }
         // SAFETY: openat returned a new descriptor that nothing else owns.
         .map(|fd| unsafe { File::from_raw_fd(fd) })
     }

@@ -182,15 +182,20 @@ pub fn open_if_exists(path: &Path) -> Result<Option<File>> {
 }
 
 fn open(path: &Path, flags: libc::c_int) -> io::Result<File> {
-    std::fs::OpenOptions::new()
+    let mut options = std::fs::OpenOptions::new();
+    options
         .read(true)
         .write(flags & libc::O_ACCMODE == libc::O_RDWR)
         .mode(0o666)
         // O_CREAT as a custom flag: std refuses to create through a read-only descriptor,
         // which open(2) does not. O_NONBLOCK so that a FIFO at the path cannot hang us; it
         // changes nothing for locks.
-        .custom_flags((flags & !libc::O_ACCMODE) | libc::O_NOCTTY | libc::O_NONBLOCK)
-        .open(path)
+        .custom_flags((flags & !libc::O_ACCMODE) | libc::O_NOCTTY | libc::O_NONBLOCK);
+    match flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT {
+        // Two hosts creating the lock file at once: "it exists" means open it.
+        true => super::creating(|| options.open(path)),
+        false => options.open(path),
+    }
 }
 
 fn check_regular(path: &Path, file: &File) -> Result<()> {

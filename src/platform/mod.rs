@@ -40,6 +40,23 @@ pub(crate) fn retrying<T>(mut call: impl FnMut() -> std::io::Result<T>) -> std::
     }
 }
 
+/// Run an open that creates the file if missing *without* `O_CREAT | O_EXCL` until it does not
+/// fail with `EEXIST`, which it can only do on a FUSE network file system (GlusterFS, MooseFS):
+/// there such an open is a lookup, then a create, and another host that creates the same name
+/// in between makes the server answer `EEXIST`. The file exists now, so opening again finds it
+/// (or, if a holder with `--delete` removed it meanwhile, creates it). Bounded, so that another
+/// host creating and deleting the name in a loop cannot keep us here for ever.
+pub(crate) fn creating<T>(mut call: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    const TRIES: u32 = 1000;
+    let mut tries = 0;
+    loop {
+        match retrying(&mut call) {
+            Err(e) if e.raw_os_error() == Some(nix::libc::EEXIST) && tries < TRIES => tries += 1,
+            other => return other,
+        }
+    }
+}
+
 /// A C call's `-1` as the `errno` it set.
 pub(crate) fn cvt(rc: nix::libc::c_int) -> std::io::Result<nix::libc::c_int> {
     if rc == -1 {
