@@ -4,7 +4,8 @@
 //! when one host is cut off.
 //!
 //! These run only when `FSYNC_NETFS=1` (`.ci/run` sets the bed up, runs them, and tears it
-//! down); otherwise each says it was skipped and passes.
+//! down); otherwise each says it was skipped and passes. `FSYNC_NETFS_A` and `FSYNC_NETFS_B`
+//! point them at another bed's two mounts.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -18,9 +19,12 @@ fn bed(name: &str) -> Option<(PathBuf, PathBuf, TestDir)> {
         return None;
     }
     let dir = format!("{name}.{}", std::process::id());
-    let a = PathBuf::from("/mnt/fsbed/a").join(&dir);
-    std::fs::create_dir_all(&a).expect("the bed is mounted at /mnt/fsbed/a");
-    let b = PathBuf::from("/mnt/fsbed/b").join(&dir);
+    let mount = |var: &str, default: &str| {
+        PathBuf::from(std::env::var_os(var).unwrap_or_else(|| default.into()))
+    };
+    let a = mount("FSYNC_NETFS_A", "/mnt/fsbed/a").join(&dir);
+    std::fs::create_dir_all(&a).unwrap_or_else(|e| panic!("host a's mount: {}: {e}", a.display()));
+    let b = mount("FSYNC_NETFS_B", "/mnt/fsbed/b").join(&dir);
     assert!(b.is_dir(), "host b does not see host a's directory");
     Some((a, b, TestDir::new()))
 }
