@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Cross-host figures on the GlusterFS bed (issue 8): run ../shared/netfs/setup.sh first.
+# Cross-host figures on the GlusterFS bed: run tests/beds/glusterfs/setup.sh first.
 #   bench/netfs.sh [TRIALS]   (needs a release build; root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SETUP=$PWD/../shared/netfs/setup.sh
+SETUP=$PWD/tests/beds/glusterfs/setup.sh
 F=${FSYNC:-$PWD/target/release/fsync}
 TRIALS=${1:-20}
 A=/mnt/fsbed/a/bench.$$ B=/mnt/fsbed/b/bench.$$

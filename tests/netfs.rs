@@ -1,11 +1,13 @@
 //! Across machines: every primitive with its participants split over two client "hosts" of a
-//! real GlusterFS file system (`../shared/netfs`: `/mnt/fsbed/a` and `/mnt/fsbed/b` are the same
-//! directory seen through two clients in their own network namespaces), and lock-loss detection
-//! when one host is cut off.
+//! real network file system (a bed under `tests/beds/`: GlusterFS's `/mnt/fsbed/a` and
+//! `/mnt/fsbed/b`, or MooseFS's `/mnt/fsbed2/a` and `/mnt/fsbed2/b`, are one directory seen
+//! through two clients in their own network namespaces), and lock-loss detection when one host is
+//! cut off.
 //!
 //! These run only when `FSYNC_NETFS=1` (`.ci/run` sets the bed up, runs them, and tears it
-//! down); otherwise each says it was skipped and passes. `FSYNC_NETFS_A` and `FSYNC_NETFS_B`
-//! point them at another bed's two mounts.
+//! down); otherwise each says it was skipped and passes. `FSYNC_NETFS_BED` names the bed
+//! (`glusterfs`, the default, or `moosefs`); `FSYNC_NETFS_A` and `FSYNC_NETFS_B` override its two
+//! mounts.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -15,18 +17,58 @@ use crate::harness::{fsync_bin, json_of, Holder, TestDir};
 /// The two views of one fresh directory on the bed, or `None` (skip) without the bed.
 fn bed(name: &str) -> Option<(PathBuf, PathBuf, TestDir)> {
     if std::env::var("FSYNC_NETFS").as_deref() != Ok("1") {
-        eprintln!("skipped: set FSYNC_NETFS=1 with ../shared/netfs set up (as .ci/run does)");
+        eprintln!("skipped: set FSYNC_NETFS=1 with a bed of tests/beds set up (as .ci/run does)");
         return None;
     }
     let dir = format!("{name}.{}", std::process::id());
     let mount = |var: &str, default: &str| {
         PathBuf::from(std::env::var_os(var).unwrap_or_else(|| default.into()))
     };
-    let a = mount("FSYNC_NETFS_A", "/mnt/fsbed/a").join(&dir);
+    let bed = Bed::current();
+    let a = mount("FSYNC_NETFS_A", &format!("{}/a", bed.mounts)).join(&dir);
     std::fs::create_dir_all(&a).unwrap_or_else(|e| panic!("host a's mount: {}: {e}", a.display()));
-    let b = mount("FSYNC_NETFS_B", "/mnt/fsbed/b").join(&dir);
+    let b = mount("FSYNC_NETFS_B", &format!("{}/b", bed.mounts)).join(&dir);
     assert!(b.is_dir(), "host b does not see host a's directory");
     Some((a, b, TestDir::new()))
+}
+
+/// What the tests need to know of a bed: where it mounts, how to reach host a's client, how
+/// long its server takes to give a dead client's locks away.
+struct Bed {
+    /// Its directory under `tests/beds/`.
+    name: &'static str,
+    /// The two clients' mounts are `MOUNTS/a` and `MOUNTS/b`.
+    mounts: &'static str,
+    /// Host a's network namespace.
+    netns_a: &'static str,
+    /// The pid file of host a's client.
+    client_a_pid: &'static str,
+    /// A wait long enough for the server to free a dead or cut-off client's locks.
+    server_timeout: &'static str,
+}
+
+impl Bed {
+    fn current() -> Bed {
+        match std::env::var("FSYNC_NETFS_BED").as_deref() {
+            Ok("moosefs") => Bed {
+                name: "moosefs",
+                mounts: "/mnt/fsbed2",
+                netns_a: "fsbed2-a",
+                client_a_pid: "/tmp/fsbed2-state/client-a.pid",
+                // The master keeps a lost client's session 60 s, sweeps every 10 s, and
+                // notices a silent one ~10 s late.
+                server_timeout: "150s",
+            },
+            Ok("glusterfs") | Err(_) => Bed {
+                name: "glusterfs",
+                mounts: "/mnt/fsbed",
+                netns_a: "fsbed-a",
+                client_a_pid: "/tmp/fsbed-state/client-a.pid",
+                server_timeout: "60s",
+            },
+            Ok(other) => panic!("FSYNC_NETFS_BED={other}: the beds are glusterfs and moosefs"),
+        }
+    }
 }
 
 fn s(p: &std::path::Path, name: &str) -> String {
@@ -349,8 +391,8 @@ fn netfs_zy_client_crash_frees_the_lock_and_corrupts_nothing() {
         .trim()
         .parse()
         .unwrap();
-    let pid = std::fs::read_to_string("/tmp/fsbed-state/client-a.pid")
-        .expect("the bed's client pid file");
+    let pid =
+        std::fs::read_to_string(Bed::current().client_a_pid).expect("the bed's client pid file");
     let ok = std::process::Command::new("kill")
         .args(["-9", pid.trim()])
         .status()
@@ -361,13 +403,14 @@ fn netfs_zy_client_crash_frees_the_lock_and_corrupts_nothing() {
         "mutex",
         "run",
         "-t",
-        "60s",
+        Bed::current().server_timeout,
         &s(&b, "L"),
         "--",
         "sh",
         "-c",
         &bump,
     ])
+    .deadline(std::time::Duration::from_secs(240))
     .run()
     .code(0);
     assert_eq!(
@@ -402,7 +445,7 @@ fn netfs_zz_lock_loss_is_detected_and_the_command_stopped() {
         .hold();
     let cut = |state: &str| {
         let ok = std::process::Command::new("ip")
-            .args(["-n", "fsbed-a", "link", "set", "eth0", state])
+            .args(["-n", Bed::current().netns_a, "link", "set", "eth0", state])
             .status()
             .is_ok_and(|s| s.success());
         assert!(ok, "cannot set host a's link {state}");
@@ -410,7 +453,7 @@ fn netfs_zz_lock_loss_is_detected_and_the_command_stopped() {
     cut("down");
     // The other side gets the lock once the server has given up on host a (~10 s).
     let other = std::process::Command::new(fsync_bin())
-        .args(["mutex", "run", "-t", "60s"])
+        .args(["mutex", "run", "-t", Bed::current().server_timeout])
         .arg(b.join("L"))
         .args(["--", "true"])
         .output()
@@ -430,8 +473,12 @@ fn netfs_zz_lock_loss_is_detected_and_the_command_stopped() {
 
 /// Re-mount host a (its client gives up after the cut), as the bed's set-up does.
 fn heal() {
-    let setup = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/netfs/setup.sh");
-    let ok = std::process::Command::new(setup)
+    let setup = format!(
+        "{}/tests/beds/{}/setup.sh",
+        env!("CARGO_MANIFEST_DIR"),
+        Bed::current().name
+    );
+    let ok = std::process::Command::new(&setup)
         .stdout(std::process::Stdio::null())
         .status();
     assert!(ok.is_ok_and(|s| s.success()), "could not re-mount the bed");
