@@ -396,7 +396,7 @@ impl Bus {
     /// The error for a name a living holder has.
     fn held_error(&self, name: &str, owner: &File, more: &str) -> Error {
         let who = match holder::read_believed(owner).and_then(|r| r.holder) {
-            Some(h) => by_whom(&h),
+            Some(h) => by_whom(&live_holder(h, owner)),
             None => "a living holder".to_string(),
         };
         Error::new(

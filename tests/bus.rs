@@ -11,7 +11,7 @@ use std::{collections::BTreeSet, time::Duration};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{eventually, fsync_bin, json_of, Cmd, Holder, TestDir};
+use crate::harness::{dead, eventually, fsync_bin, json_of, Cmd, Daemon, Holder, TestDir};
 
 #[track_caller]
 fn connect(t: &TestDir, name: &str) {
@@ -535,6 +535,40 @@ fn killing_fsync_alone_keeps_the_name_held_while_the_command_runs() {
     let line = member_line(&t, "svc");
     assert!(line.starts_with("svc stale: its holder died ("), "{line}");
     assert_eq!(pending(&t, "svc"), 1);
+}
+
+/// A process the command left running with the hold inherited keeps the name held after fsync
+/// and the command have exited; the name is stale once it exits.
+#[test]
+fn a_process_the_command_left_running_keeps_the_name_held() {
+    let t = TestDir::new();
+    nix::unistd::mkfifo(
+        &t.join("go"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let out = t
+        .fsync(["bus", "connect", "--hold", "-v", "BUS", "svc", "-c"])
+        .arg("(read x < go) >/dev/null 2>&1 & echo $!")
+        .run();
+    out.code(0)
+        .stderr_has("svc stays connected to BUS: a process the command left running");
+    let left: u32 = out
+        .stdout
+        .trim()
+        .parse()
+        .expect("the pid of what was left running");
+    let _daemon = Daemon(left);
+    let m = member_json(&t, "svc");
+    assert_eq!(m["state"], "held", "{m}");
+    assert_eq!(m["holder"]["child_pid"], left, "{m}");
+    t.fsync(["bus", "connect", "BUS", "svc"])
+        .run()
+        .operational_error("BUS/svc")
+        .stderr_has(&format!("already connected by pid {left} "));
+    std::fs::write(t.join("go"), "go\n").unwrap();
+    eventually("what the command left running exits", || dead(left));
+    assert_eq!(member_json(&t, "svc")["state"], "stale");
 }
 
 #[test]
