@@ -472,12 +472,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__connect)
-            opts="-h -V --help --version"
+            opts="-o -c -v -h -V --hold --close --command --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --command)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -19,23 +19,90 @@ returns the message it was reading to the queue. A message's name records its se
 `send` posts into `B/TO`; when `TO` is not connected the post fails (the rename into a missing
 directory cannot succeed, even if `TO` disconnects mid-way). `broadcast` posts one copy into every
 connected participant's mailbox but the sender's.
+
+## Owned names
+
+A participant connected by a holder ([`Bus::connect_held`], `fsync bus connect --hold`) has an
+*owner file* `B/NAME/owner`: the holder keeps an exclusive `flock` on it for as long as it is
+connected, and writes its holder record into it (the format of [`crate::holder`]: pid, the
+command's pid, host, since, command). A participant is in one of three states
+([`ParticipantState`]):
+
+| `B/NAME/owner` | state | meaning |
+| --- | --- | --- |
+| missing | connected | a plain connection: it lasts until `disconnect` |
+| locked | held | its holder, or a process the holder passed the lock down to, lives |
+| not locked | stale | its holder died without disconnecting: the name stays, its messages wait |
+
+Readers (`members`, `send`, `broadcast`) tell locked from not locked with a non-blocking
+**shared** `flock` released at once: only owners lock exclusively, so readers never exclude one
+another, and they never change anything.
+
+Every change of a participant's state (connect, a takeover, disconnect) happens under the
+**bus lock**, an exclusive `flock` on `B/.fsync.lock` held for a moment. Its name, like
+`.NAME.new` and `.owner.new` below, has a dot after the first character, so it is never a
+participant or a hidden participant.
+
+1. **connect** (plain), under the bus lock: `B/NAME` missing: remove `B/.NAME` (messages left
+   for an earlier participant of the name are discarded) and create `B/NAME`. Connected
+   already: nothing. Held: refuse. Stale: unlink `owner` (a takeover: the name is plainly
+   connected from now on, and keeps its queued messages).
+2. **connect_held**, under the bus lock: held, or plainly connected: refuse. `B/NAME` missing:
+   remove `B/.NAME` and whatever a crashed connect left at `B/.NAME.new`; create the directory
+   `B/.NAME.new`, its owner file (step 4), and rename it to `B/NAME`, so the participant appears
+   held in one step. Stale (a takeover, keeping the queued messages): remove a leftover
+   `B/NAME/.owner.new`, create it as the owner file (step 4) and rename it over `owner`.
+3. The holder **passes the lock down** to the command it runs (unless `--close`), as the mutex
+   does: its descriptor of `owner` survives `exec`, so the name stays held while the command,
+   or anything it left running with the descriptor, runs, even if the holder is killed.
+4. **An owner file** is created exclusively (`O_EXCL`, `O_NOFOLLOW`, mode 0644 less the umask),
+   locked exclusively without waiting (nobody else can have it open yet), and given the
+   holder's record, before it is renamed into place: a visible owner file is locked while its
+   holder lives, and one that is not locked belongs to a holder that died.
+5. **The holder disconnects** when its command has exited (or its [`Connection`] is dropped),
+   under the bus lock: if `B/NAME/owner` is still the file it created (device and inode) and no
+   other process shares its open file description (one it passed the lock down to, still
+   running), it hides `B/NAME` as `B/.NAME`, as `disconnect` does; otherwise it changes
+   nothing (the name stays held by that process, and is stale once it exits). Then it closes
+   the owner file.
+6. **disconnect** (plain), under the bus lock: refused while held; a connected or stale name is
+   hidden as `B/.NAME`.
+7. **send** to a stale participant fails, as to one not connected; **broadcast** skips stale
+   participants. A holder that dies between that check and the post leaves the message queued
+   for the next holder of the name.
+
+Of any number of processes that find a name stale and take it over at once, exactly one does:
+each holds the bus lock from its look at `owner` to its rename, so the others find it held.
 */
 
 use std::{
-    io::Read,
+    fs::File,
+    io::{self, Read},
+    os::unix::fs::{FileExt, MetadataExt},
     path::{Path, PathBuf},
     time::Duration,
 };
 
 use crate::{
     error::{Error, ErrorKind, Result},
+    holder::{self, Holder, Record},
     msg::{Mailbox, Received},
     platform::{
         dir::{Dir, Kind},
         fs as pfs,
+        lock::{self, Mode},
+        procinfo,
     },
-    wait::{Outcome, DEFAULT_POLL},
+    probe,
+    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
+
+/// The owner file of a held participant, in its directory.
+const OWNER: &str = "owner";
+/// An owner file being made, in the participant's directory.
+const OWNER_NEW: &str = ".owner.new";
+/// The bus lock, in the bus directory.
+const BUS_LOCK: &str = ".fsync.lock";
 
 /// A bus directory: participants connect under a name, send each other messages (or
 /// broadcast to all), and receive their own, each from its own [`Mailbox`].
@@ -75,6 +142,61 @@ pub fn check_name(name: &str) -> std::result::Result<(), String> {
     }
 }
 
+/// The state of a connected participant (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParticipantState {
+    /// Connected without a holder ([`Bus::connect`]): until someone disconnects it.
+    Connected,
+    /// Connected by a holder that lives ([`Bus::connect_held`]): nobody else can connect or
+    /// disconnect it. Also a participant whose owner file cannot be read or tested (another
+    /// user's, or not a file fsync made): in doubt, it counts as held.
+    Held,
+    /// Connected by a holder that died without disconnecting: still connected, but messages
+    /// are not sent to it; the next [`connect`](Bus::connect) or
+    /// [`connect_held`](Bus::connect_held) takes the name over, with its queued messages.
+    Stale,
+}
+
+/// A connected participant, as [`Bus::participants`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Participant {
+    /// Its name.
+    pub name: String,
+    /// Whether it is held, and whether its holder lives.
+    pub state: ParticipantState,
+    /// Who holds it ([`ParticipantState::Held`]) or held it ([`ParticipantState::Stale`]), as
+    /// its owner file records it; `None` for a plain connection, and where the record cannot
+    /// be read or believed (another user's record naming a process not theirs). Where the
+    /// holder and its command have exited on this host but a process they left running still
+    /// holds the name, that process is named as `child`.
+    pub holder: Option<Holder>,
+}
+
+/// What a connection found ([`Bus::connect`], [`Connection::how`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connected {
+    /// The name was not connected: it is now.
+    New,
+    /// The name was connected already, without a holder: nothing changed.
+    Already,
+    /// The name was stale: its holder (as far as its record tells) had died. It is ours now,
+    /// with the messages queued for it.
+    TookOver {
+        /// The holder that died, where its record can be read and believed.
+        holder: Option<Holder>,
+    },
+}
+
+/// What a participant's owner file says, read without the bus lock.
+enum Owner {
+    /// No owner file: a plain connection.
+    None,
+    /// Locked: its holder lives. The file, open for reading.
+    Held(File),
+    /// Not locked: its holder died.
+    Dead(File),
+}
+
 impl Bus {
     /// The bus at the directory `path`, which is created on first connection. Touches nothing
     /// until then.
@@ -92,14 +214,28 @@ impl Bus {
         self
     }
 
+    /// The bus directory, as given.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
     /// The bus directory, opened (see [`crate::platform::dir`]: another user may have made it
     /// and put links in it); `None` if it does not exist.
     fn top(&self, create: bool) -> Result<Option<Dir>> {
         Dir::top(&self.dir, create, "cannot create bus directory")
     }
 
+    fn check(&self, name: &str) -> Result<()> {
+        check_name(name).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))
+    }
+
     fn mailbox(&self, name: &str, role: &str) -> Result<Mailbox> {
-        check_name(name).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
+        Ok(Mailbox::in_dir(self.member(name, role)?).poll_interval(self.poll))
+    }
+
+    /// The directory of the connected participant `name`.
+    fn member(&self, name: &str, role: &str) -> Result<Dir> {
+        self.check(name)?;
         let not_connected = || {
             Error::new(
                 &self.dir,
@@ -108,33 +244,195 @@ impl Bus {
             )
         };
         let top = self.top(false)?.ok_or_else(not_connected)?;
-        let member = top.sub(name, false)?.ok_or_else(not_connected)?;
-        Ok(Mailbox::in_dir(member).poll_interval(self.poll))
+        top.sub(name, false)?.ok_or_else(not_connected)
     }
 
-    /// Connect the participant `name` (creating the bus if missing); connecting again is fine.
-    /// Messages left for an earlier, disconnected, participant of that name are discarded.
-    /// Errors:
-    /// [`ErrorKind::Invalid`] for a name that is not 1 to 200 letters, digits, `_` and `-`.
-    pub fn connect(&self, name: &str) -> Result<()> {
-        check_name(name).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
+    /// The exclusive lock under which participants change state (module docs), waited for in
+    /// the kernel. A cancellation signal while waiting gives an error
+    /// ([`wait::cancelled`] names the signal).
+    fn lock(&self, top: &Dir) -> Result<File> {
+        let shown = top.join(BUS_LOCK);
+        let file = top.open_or_create(BUS_LOCK)?;
+        let spec = Wait {
+            deadline: Deadline::never(),
+            poll: pfs::fs_kind(&file).network.then_some(self.poll),
+            progress: None,
+        };
+        match wait::flock(spec, |_| {}, &file, Mode::Exclusive, &shown)? {
+            Outcome::Acquired(()) => Ok(file),
+            _ => Err(Error::io(
+                &shown,
+                "interrupted while waiting for the bus lock",
+                io::Error::from_raw_os_error(nix::libc::EINTR),
+            )),
+        }
+    }
+
+    /// Connect the participant `name` (creating the bus if missing) until someone disconnects
+    /// it. Connecting a name that is connected already changes nothing
+    /// ([`Connected::Already`]); a stale name (its holder died) is taken over
+    /// ([`Connected::TookOver`]), keeping its queued messages. Messages left for an earlier,
+    /// disconnected, participant of that name are discarded.
+    ///
+    /// Waits only for the bus lock, which others hold for a moment; a cancellation signal
+    /// ([`wait::install_cancel_handlers`]) while waiting gives an error, and
+    /// [`wait::cancelled`] names the signal. Errors: [`ErrorKind::Unavailable`] if a living
+    /// holder has the name ([`connect_held`](Self::connect_held)), naming it;
+    /// [`ErrorKind::Invalid`] for a name that is not 1 to 200 letters, digits, `_` and `-`;
+    /// [`ErrorKind::NotFound`] for an entry of the bus that is not what fsync makes there (a
+    /// link, a FIFO).
+    ///
+    /// ```
+    /// use fsync::bus::Connected;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let bus = fsync::Bus::new(dir.path().join("bus"));
+    /// assert_eq!(bus.connect("alice")?, Connected::New);
+    /// assert_eq!(bus.connect("alice")?, Connected::Already); // fine for scripts
+    /// let held = bus.connect_held("bob")?;
+    /// let refused = bus.connect("bob").unwrap_err();
+    /// assert_eq!(refused.kind(), fsync::ErrorKind::Unavailable);
+    /// assert!(refused.to_string().contains("already connected by pid"), "{refused}");
+    /// # drop(held);
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn connect(&self, name: &str) -> Result<Connected> {
+        self.check(name)?;
         let top = self.top(true)?.expect("created");
-        remove_hidden(&top, name)?;
-        top.sub(name, true).map(drop) // already connected is fine
+        let _serial = self.lock(&top)?;
+        let Some(member) = top.sub(name, false)? else {
+            remove_hidden(&top, name)?;
+            top.sub(name, true)?;
+            return Ok(Connected::New);
+        };
+        match owner(&member)? {
+            Owner::None => Ok(Connected::Already),
+            Owner::Held(file) => Err(self.held_error(name, &file, "")),
+            Owner::Dead(file) => {
+                let holder = holder::read_believed(&file).and_then(|r| r.holder);
+                member
+                    .unlink_file(OWNER)
+                    .map_err(|e| Error::io(&member.join(OWNER), "cannot take over", e))?;
+                Ok(Connected::TookOver { holder })
+            }
+        }
+    }
+
+    /// Connect `name` for as long as the returned [`Connection`] lives: dropping it (or
+    /// [`Connection::disconnect`]) disconnects the name, and if this process dies the name is
+    /// left [stale](ParticipantState::Stale), for the next connection to take over. Nobody
+    /// else can connect or disconnect the name meanwhile. A stale name is taken over, keeping
+    /// its queued messages (a restarted service gets its backlog); of several processes taking
+    /// it over at once, exactly one does.
+    ///
+    /// Waits as [`connect`](Self::connect) does. Errors: [`ErrorKind::Unavailable`] if a
+    /// living holder has the name (naming its pid and command), or if it is connected without
+    /// a holder (a plain [`connect`](Self::connect): [`disconnect`](Self::disconnect) it
+    /// first); others as [`connect`](Self::connect).
+    ///
+    /// ```
+    /// use fsync::bus::ParticipantState;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let bus = fsync::Bus::new(dir.path().join("bus"));
+    /// let service = bus.connect_held("service")?;
+    /// let listed = bus.participants()?;
+    /// assert_eq!(listed[0].state, ParticipantState::Held);
+    /// assert_eq!(listed[0].holder.as_ref().map(|h| h.pid), Some(std::process::id()));
+    /// assert!(bus.connect_held("service").is_err()); // ours while `service` lives
+    /// drop(service); // disconnects
+    /// assert!(bus.participants()?.is_empty());
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn connect_held(&self, name: &str) -> Result<Connection> {
+        self.check(name)?;
+        let top = self.top(true)?.expect("created");
+        let serial = self.lock(&top)?;
+        let now = procinfo::now_micros();
+        let holder = Holder::this_process(now, procinfo::own_cmdline());
+        let (file, how) = match top.sub(name, false)? {
+            None => {
+                remove_hidden(&top, name)?;
+                let staging = format!(".{name}.new");
+                remove_dir(&top, &staging)?;
+                let new = top.sub(&staging, true)?.expect("created");
+                let file = create_owner(&new, &holder)?;
+                let placed = new
+                    .rename(OWNER_NEW, &new, OWNER)
+                    .and_then(|()| top.rename(&staging, &top, name));
+                if let Err(e) = placed {
+                    drop(file);
+                    let _ = remove_dir(&top, &staging);
+                    return Err(Error::io(&top.join(name), "cannot connect", e));
+                }
+                (file, Connected::New)
+            }
+            Some(member) => match owner(&member)? {
+                Owner::None => return Err(self.plain_error(name)),
+                Owner::Held(file) => return Err(self.held_error(name, &file, "")),
+                Owner::Dead(old) => {
+                    let stale = holder::read_believed(&old).and_then(|r| r.holder);
+                    let file = create_owner(&member, &holder)?;
+                    member
+                        .rename(OWNER_NEW, &member, OWNER)
+                        .map_err(|e| Error::io(&member.join(OWNER), "cannot take over", e))?;
+                    (file, Connected::TookOver { holder: stale })
+                }
+            },
+        };
+        drop(serial);
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(&top.join(name).join(OWNER), "cannot stat", e))?;
+        Ok(Connection {
+            bus: self.clone(),
+            name: name.to_string(),
+            file: Some(file),
+            id: (meta.dev(), meta.ino()),
+            holder,
+            how,
+            passed_down: false,
+        })
+    }
+
+    /// The error for a name a living holder has.
+    fn held_error(&self, name: &str, owner: &File, more: &str) -> Error {
+        let who = match holder::read_believed(owner).and_then(|r| r.holder) {
+            Some(h) => by_whom(&live_holder(h, owner)),
+            None => "a living holder".to_string(),
+        };
+        Error::new(
+            &self.dir.join(name),
+            ErrorKind::Unavailable,
+            format!("already connected by {who}{more}"),
+        )
+    }
+
+    fn plain_error(&self, name: &str) -> Error {
+        Error::new(
+            &self.dir.join(name),
+            ErrorKind::Unavailable,
+            "already connected without a holder (a plain 'connect'); disconnect it first to \
+             hold it",
+        )
     }
 
     /// Disconnect the participant `name`: from now on nobody can send to it, and messages
-    /// queued for it stay hidden until it connects again (which discards them). Errors:
-    /// [`ErrorKind::Unavailable`] if it is not connected.
+    /// queued for it stay hidden until it connects again (which discards them). A stale
+    /// participant can be disconnected; a held one disconnects itself. Waits as
+    /// [`connect`](Self::connect) does. Errors: [`ErrorKind::Unavailable`] if it is not
+    /// connected, or if a living holder has it.
     pub fn disconnect(&self, name: &str) -> Result<()> {
-        self.mailbox(name, "participant")?;
+        self.member(name, "participant")?;
         let top = self.top(false)?.expect("it has a member");
-        remove_hidden(&top, name)?;
-        top.rename(name, &top, &format!(".{name}"))
-            .map_err(|e| Error::io(&top.join(name), "cannot disconnect", e))
+        let _serial = self.lock(&top)?;
+        // Looked at again under the lock: it may have changed since.
+        let member = self.member(name, "participant")?;
+        if let Owner::Held(file) = owner(&member)? {
+            return Err(self.held_error(name, &file, "; it disconnects when its holder exits"));
+        }
+        hide(&top, name)
     }
 
-    /// The connected participants, sorted.
+    /// The connected participants, sorted (held and stale ones too).
     pub fn members(&self) -> Result<Vec<String>> {
         let Some(top) = self.top(false)? else {
             return Ok(Vec::new());
@@ -159,19 +457,53 @@ impl Bus {
         Ok(names)
     }
 
+    /// The connected participants, sorted by name, each with its state and holder. Creates
+    /// and locks nothing (a held participant is told by a lock probe released at once).
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        let Some(top) = self.top(false)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for name in self.members()? {
+            // Gone meanwhile (disconnected), or not a directory fsync made: not listed.
+            let Ok(Some(member)) = top.sub(&name, false) else {
+                continue;
+            };
+            out.push(participant(&member, name));
+        }
+        Ok(out)
+    }
+
     /// Queue a message from `from` for `to`, durably, as [`Mailbox::post`] does; fails
-    /// ([`ErrorKind::Unavailable`]) if either is not connected. Waits for nobody.
+    /// ([`ErrorKind::Unavailable`]) if either is not connected, or if `to` is
+    /// [stale](ParticipantState::Stale) (its holder died). Waits for nobody.
     pub fn send(&self, from: &str, to: &str, payload: &mut dyn Read) -> Result<Outcome<()>> {
-        self.mailbox(from, "sender")?;
-        let posted = self
-            .mailbox(to, "receiver")?
+        self.member(from, "sender")?;
+        let member = self.member(to, "receiver")?;
+        if let Ok(Owner::Dead(file)) = owner(&member) {
+            let whose = match holder::read_believed(&file).and_then(|r| r.holder) {
+                Some(h) => format!(" ({})", brief(&h)),
+                None => String::new(),
+            };
+            return Err(Error::new(
+                &self.dir,
+                ErrorKind::Unavailable,
+                format!(
+                    "receiver '{to}' is not connected any more: its holder died{whose}; not \
+                     sending (a new connection takes the name over with its messages)"
+                ),
+            ));
+        }
+        let posted = Mailbox::in_dir(member)
+            .poll_interval(self.poll)
             .post_from(payload, Some(from))?;
         Ok(posted.map(drop))
     }
 
-    /// Queue one copy for every connected participant but `from`; returns who got one.
+    /// Queue one copy for every connected participant but `from` and the
+    /// [stale](ParticipantState::Stale) ones; returns who got one.
     pub fn broadcast(&self, from: &str, payload: &mut dyn Read) -> Result<Outcome<Vec<String>>> {
-        self.mailbox(from, "sender")?;
+        self.member(from, "sender")?;
         let mut data = Vec::new();
         if let Err(e) = crate::wait::copy_cancellable(payload, &mut data) {
             return match crate::wait::cancelled() {
@@ -182,10 +514,15 @@ impl Bus {
         let mut sent = Vec::new();
         for to in self.members()?.into_iter().filter(|m| m != from) {
             // A participant that disconnects meanwhile simply misses it.
-            if let Ok(mailbox) = self.mailbox(&to, "receiver") {
-                if let Ok(Outcome::Acquired(_)) = mailbox.post_from(&mut &data[..], Some(from)) {
-                    sent.push(to);
-                }
+            let Ok(member) = self.member(&to, "receiver") else {
+                continue;
+            };
+            if let Ok(Owner::Dead(_)) = owner(&member) {
+                continue;
+            }
+            let mailbox = Mailbox::in_dir(member).poll_interval(self.poll);
+            if let Ok(Outcome::Acquired(_)) = mailbox.post_from(&mut &data[..], Some(from)) {
+                sent.push(to);
             }
         }
         Ok(Outcome::Acquired(sent))
@@ -221,16 +558,255 @@ impl Bus {
     }
 }
 
+/// A participant name held by this process ([`Bus::connect_held`]): connected while it lives,
+/// disconnected when dropped (or by [`disconnect`](Self::disconnect), which reports how).
+#[must_use = "the name is disconnected as soon as the connection is dropped"]
+#[derive(Debug)]
+pub struct Connection {
+    bus: Bus,
+    name: String,
+    /// The owner file, locked; `None` once disconnected.
+    file: Option<File>,
+    /// Its device and inode: how the holder knows it is still its own.
+    id: (u64, u64),
+    holder: Holder,
+    how: Connected,
+    passed_down: bool,
+}
+
+/// How a [`Connection`] ended ([`Connection::disconnect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disconnected {
+    /// The name is disconnected.
+    Yes,
+    /// A process the lock was passed down to ([`Connection::pass_down`]; one the command left
+    /// running) still holds it: the name stays held by that process, and is stale once it
+    /// exits.
+    StillHeld,
+    /// The name was no longer this connection's (its directory or owner file was removed or
+    /// replaced by hand): nothing was changed.
+    NotOurs,
+}
+
+impl Connection {
+    /// The participant's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the connection found: [`Connected::New`], or [`Connected::TookOver`] for a stale
+    /// name (never [`Connected::Already`]).
+    pub fn how(&self) -> &Connected {
+        &self.how
+    }
+
+    /// Record the command that runs as the participant, for [`Bus::participants`] and for the
+    /// error that refuses another connection: with `None` just before starting it, then with
+    /// its pid.
+    pub fn set_child(&mut self, pid: Option<u32>, command: String) {
+        self.holder.child = pid;
+        self.holder.command = command;
+        if let Some(file) = &self.file {
+            write_record(file, &self.holder);
+        }
+    }
+
+    /// Let the lock on the name survive `exec` into children (`true`), as `flock(1)` does: the
+    /// command, and anything it leaves running with the descriptor inherited, keeps the name
+    /// held even if this process dies. With `false` (`flock -o`) it stays close-on-exec, and
+    /// the name is stale as soon as this process dies.
+    pub fn pass_down(&mut self, inherit: bool) -> Result<()> {
+        if let Some(file) = &self.file {
+            lock::set_inheritable(file, inherit)
+                .map_err(|e| Error::io(&self.owner_path(), "cannot pass the connection down", e))?;
+        }
+        self.passed_down = inherit;
+        Ok(())
+    }
+
+    fn owner_path(&self) -> PathBuf {
+        self.bus.dir.join(&self.name).join(OWNER)
+    }
+
+    /// Disconnect the name now (module docs, step 5), saying how it went; dropping the
+    /// connection does the same silently. Waits for the bus lock as [`Bus::connect`] does;
+    /// interrupted, it leaves the name stale.
+    pub fn disconnect(mut self) -> Result<Disconnected> {
+        self.disconnect_inner()
+    }
+
+    fn disconnect_inner(&mut self) -> Result<Disconnected> {
+        let Some(file) = self.file.take() else {
+            return Ok(Disconnected::NotOurs);
+        };
+        let Some(top) = self.bus.top(false)? else {
+            return Ok(Disconnected::NotOurs);
+        };
+        let _serial = self.bus.lock(&top)?;
+        let Some(member) = top.sub(&self.name, false)? else {
+            return Ok(Disconnected::NotOurs);
+        };
+        let ours = member
+            .stat(OWNER)
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == self.id);
+        if !ours {
+            return Ok(Disconnected::NotOurs);
+        }
+        if self.passed_down && procinfo::description_shared(std::os::fd::AsFd::as_fd(&file)) {
+            return Ok(Disconnected::StillHeld);
+        }
+        hide(&top, &self.name)?;
+        drop(file); // after the rename: nobody ever sees it stale
+        Ok(Disconnected::Yes)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let _ = self.disconnect_inner();
+    }
+}
+
+/// "pid 12 (make -j4)", naming the process that lives where the holder was killed but its
+/// command runs on; with its host where that is not this one.
+fn by_whom(h: &Holder) -> String {
+    let local = h.host == procinfo::hostname();
+    let pid = match h.child {
+        Some(c) if local && !procinfo::pid_alive(h.pid) => c,
+        _ => h.pid,
+    };
+    let mut s = format!("pid {pid}");
+    if !h.command.is_empty() {
+        s += &format!(" ({})", h.command);
+    }
+    if !local && !h.host.is_empty() {
+        s += &format!(" on {}", h.host);
+    }
+    s
+}
+
+/// "pid 12: make -j4", for a holder that died.
+fn brief(h: &Holder) -> String {
+    match h.command.is_empty() {
+        true => format!("pid {}", h.pid),
+        false => format!("pid {}: {}", h.pid, h.command),
+    }
+}
+
+/// What the owner file of the participant directory `member` says (module docs).
+fn owner(member: &Dir) -> Result<Owner> {
+    let Some(file) = member.open(OWNER, false)? else {
+        return Ok(Owner::None);
+    };
+    match probe::held(&file, Mode::Shared) {
+        Ok(true) => Ok(Owner::Held(file)),
+        Ok(false) => Ok(Owner::Dead(file)),
+        Err(e) => Err(Error::io(&member.join(OWNER), "cannot test lock", e)),
+    }
+}
+
+/// The participant `name` whose directory is `member`, as [`Bus::participants`] shows it.
+fn participant(member: &Dir, name: String) -> Participant {
+    let (state, holder) = match owner(member) {
+        Ok(Owner::None) => (ParticipantState::Connected, None),
+        Ok(Owner::Held(file)) => {
+            let holder = holder::read_believed(&file).and_then(|r| r.holder);
+            (
+                ParticipantState::Held,
+                holder.map(|h| live_holder(h, &file)),
+            )
+        }
+        Ok(Owner::Dead(file)) => (
+            ParticipantState::Stale,
+            holder::read_believed(&file).and_then(|r| r.holder),
+        ),
+        // Never taken for a dead holder's: in doubt, it is held.
+        Err(_) => (ParticipantState::Held, None),
+    };
+    Participant {
+        name,
+        state,
+        holder,
+    }
+}
+
+/// The holder as it is now: where the fsync that connected and its command have both exited
+/// on this host, the owner file is held by a process the command left running with the lock
+/// inherited, which is then named as `child`.
+fn live_holder(mut h: Holder, owner: &File) -> Holder {
+    let local = h.host == procinfo::hostname();
+    if !local || procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive) {
+        return h;
+    }
+    let Ok(meta) = owner.metadata() else {
+        return h;
+    };
+    if let Some(pid) = procinfo::live_lock_holder(meta.dev(), meta.ino(), None) {
+        h.child = Some(pid);
+        h.command = procinfo::cmdline(pid).unwrap_or_default();
+    }
+    h
+}
+
+/// Create the owner file `.owner.new` in `dir`, locked, with `holder`'s record (module docs,
+/// step 4), removing one a crashed connection left (under the bus lock nobody else makes it).
+/// The caller renames it into place.
+fn create_owner(dir: &Dir, holder: &Holder) -> Result<File> {
+    let shown = dir.join(OWNER_NEW);
+    match dir.unlink_any(OWNER_NEW) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            return Err(Error::io(&shown, "cannot remove", e))
+        }
+        _ => {}
+    }
+    let file = dir
+        .create_new(OWNER_NEW, 0o644)
+        .map_err(|e| pfs::explain_open_error(&shown, "cannot create owner file", e))?;
+    if !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {
+        let _ = dir.unlink_any(OWNER_NEW);
+        return Err(Error::new(
+            &shown,
+            ErrorKind::Os,
+            "cannot lock own owner file",
+        ));
+    }
+    write_record(&file, holder);
+    Ok(file)
+}
+
+/// Write `holder`'s record into an owner file (best effort: a report, not the lock).
+fn write_record(file: &File, holder: &Holder) {
+    let text = holder::render(&Record {
+        fence: 0,
+        holder: Some(holder.clone()),
+    });
+    if file.write_all_at(text.as_bytes(), 0).is_ok() {
+        let _ = file.set_len(text.len() as u64);
+    }
+}
+
+/// Hide the participant `name` as `.NAME` (the disconnect of the article).
+fn hide(top: &Dir, name: &str) -> Result<()> {
+    remove_hidden(top, name)?;
+    top.rename(name, top, &format!(".{name}"))
+        .map_err(|e| Error::io(&top.join(name), "cannot disconnect", e))
+}
+
 /// Remove the hidden `.NAME` an earlier `disconnect` left (never following a link in it).
 fn remove_hidden(top: &Dir, name: &str) -> Result<()> {
-    let hidden = format!(".{name}");
-    match top.stat(&hidden) {
+    remove_dir(top, &format!(".{name}"))
+}
+
+/// Remove the directory `name` of `top` and all in it, if it exists (never following a link
+/// in it); anything but a directory there is an error naming it.
+fn remove_dir(top: &Dir, name: &str) -> Result<()> {
+    match top.stat(name) {
         Err(_) => Ok(()),
         Ok(st) if st.st_mode & nix::libc::S_IFMT != nix::libc::S_IFDIR => {
-            Err(top.wrong_kind(&hidden, Kind::Dir))
+            Err(top.wrong_kind(name, Kind::Dir))
         }
-        Ok(_) => std::fs::remove_dir_all(top.pinned_join(&hidden))
-            .map_err(|e| Error::io(&top.join(&hidden), "cannot remove", e)),
+        Ok(_) => std::fs::remove_dir_all(top.pinned_join(name))
+            .map_err(|e| Error::io(&top.join(name), "cannot remove", e)),
     }
 }
 
@@ -255,5 +831,52 @@ mod tests {
         let err = bus.send("a", "c", &mut &b"x"[..]).unwrap_err();
         assert!(err.to_string().contains("not connected"), "{err}");
         assert!(bus.connect("../x").is_err());
+    }
+
+    /// A held name: refused to others, then stale once its owner file is unlocked (its holder
+    /// "died"), skipped by broadcast, refused by send, and taken over with its messages.
+    #[test]
+    fn held_stale_and_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let bus = Bus::new(dir.path().join("bus"));
+        bus.connect("a").unwrap();
+        let mut held = bus.connect_held("b").unwrap();
+        assert_eq!(held.how(), &Connected::New);
+        held.set_child(Some(4242), "serve".into());
+        let e = bus.connect("b").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert!(e.to_string().contains("already connected by pid"), "{e}");
+        assert!(e.to_string().contains("(serve)"), "{e}");
+        assert_eq!(
+            bus.disconnect("b").unwrap_err().kind(),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(
+            bus.connect_held("a").unwrap_err().kind(),
+            ErrorKind::Unavailable,
+            "held over a plain connection"
+        );
+        let _ = bus.send("a", "b", &mut &b"backlog"[..]).unwrap();
+        // The holder dies: its lock goes, its directory stays.
+        let file = held.file.take().unwrap();
+        drop(held);
+        drop(file);
+        let listed = bus.participants().unwrap();
+        assert_eq!(listed[1].state, ParticipantState::Stale, "{listed:?}");
+        assert_eq!(listed[1].holder.as_ref().unwrap().command, "serve");
+        assert_eq!(listed[0].state, ParticipantState::Connected);
+        let e = bus.send("a", "b", &mut &b"x"[..]).unwrap_err();
+        assert!(e.to_string().contains("holder died"), "{e}");
+        assert_eq!(
+            bus.broadcast("a", &mut &b"x"[..]).unwrap(),
+            Outcome::Acquired(Vec::new())
+        );
+        let again = bus.connect_held("b").unwrap();
+        assert!(
+            matches!(again.how(), Connected::TookOver { holder: Some(h) } if h.command == "serve")
+        );
+        assert_eq!(bus.pending("b").unwrap(), 1, "the backlog was lost");
+        assert_eq!(again.disconnect().unwrap(), Disconnected::Yes);
+        assert_eq!(bus.members().unwrap(), ["a"]);
     }
 }

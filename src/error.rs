@@ -18,8 +18,9 @@ pub enum ErrorKind {
     PermissionDenied,
     /// An I/O error of the device or file system (EIO, ENOSPC, EDQUOT).
     Io,
-    /// The request cannot be carried out here: no locking on this file system, or waiting
-    /// would deadlock (a nested acquisition of a lock that was not passed down).
+    /// The request cannot be carried out here: no locking on this file system, waiting would
+    /// deadlock (a nested acquisition of a lock that was not passed down), or what it names
+    /// is not there or belongs to another (a bus participant not connected, or held).
     Unavailable,
     /// The request itself is malformed (a bad name or range), or asks for what the primitive's
     /// state refuses (a slot count or cap other than the one in force). Never an

@@ -484,11 +484,17 @@ pub(crate) fn read(lock: &Path) -> Option<Record> {
 /// at), unless the record is the caller's or root's.
 pub(crate) fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
     let file = dir.open(&record_name(lock_name), false).ok()??;
+    read_believed(&file)
+}
+
+/// Read a record from an open file (a bus participant's `owner`), believing only what its
+/// owner could know, as [`read_in`] does.
+pub(crate) fn read_believed(file: &File) -> Option<Record> {
     let meta = file.metadata().ok()?;
     if meta.nlink() != 1 {
         return None;
     }
-    let mut rec = read_from(&file)?;
+    let mut rec = read_from(file)?;
     if !crate::platform::dir::trusted_owner(meta.uid()) {
         let local = crate::platform::procinfo::hostname();
         let owner_runs = |pid: u32| crate::platform::procinfo::pid_uid(pid) == Some(meta.uid());

@@ -1,13 +1,17 @@
 //! `fsync bus`: broadcast fan-out (one copy to every other connected member, none to the
 //! sender), direct sends, membership (`connect`, `disconnect` hiding as `.NAME`, `members`),
 //! errors for a receiver that is not connected, non-UTF-8 payloads as `data_b64`, and names
-//! that could escape the bus directory.
+//! that could escape the bus directory. Held names (`connect --hold`): connected exactly while
+//! the command runs, refused to others, kept by the command when fsync alone is killed, stale
+//! when both are, taken over (by exactly one of many) with their messages; and owner files that
+//! are links or FIFOs.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, time::Duration};
 
+use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{json_of, TestDir};
+use crate::harness::{dead, eventually, fsync_bin, json_of, Cmd, Daemon, Holder, TestDir};
 
 #[track_caller]
 fn connect(t: &TestDir, name: &str) {
@@ -313,5 +317,440 @@ fn names_that_are_not_plain_are_usage_errors() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, set(&["a"]), "invalid names left files in the bus");
+    assert_eq!(
+        names,
+        set(&["a", ".fsync.lock"]),
+        "invalid names left files in the bus (beside the bus lock)"
+    );
+}
+
+// ---- held names ---------------------------------------------------------------------------
+
+/// What a holder's command does: say it is in, and its pid, then hold until stdin is closed.
+const SERVE: &str = "echo acquired; echo $$; read x || true";
+
+/// `fsync bus connect --hold BUS NAME -- sh -c SERVE`.
+fn hold_cmd(t: &TestDir, name: &str) -> Cmd {
+    t.fsync([
+        "bus", "connect", "--hold", "BUS", name, "--", "sh", "-c", SERVE,
+    ])
+}
+
+/// A holder of a name whose command runs, with the command's pid.
+struct Held {
+    holder: Holder,
+    child: u32,
+}
+
+/// Start `cmd` (a [`hold_cmd`]) and return once its command runs, holding the name.
+#[track_caller]
+fn held(cmd: Cmd) -> Held {
+    let mut holder = cmd.start();
+    holder.expect("acquired");
+    let child = holder.line().parse().expect("the command's pid");
+    Held { holder, child }
+}
+
+/// The entry of `name` in `members --json`. A held one is returned once its record names its
+/// command's pid, which fsync writes just after starting the command (observed, not slept on).
+#[track_caller]
+fn member_json(t: &TestDir, name: &str) -> Value {
+    let mut found = Value::Null;
+    eventually(
+        "members lists the participant (with its command's pid if held)",
+        || {
+            let out = t.fsync(["bus", "members", "--json", "BUS"]).run();
+            let v = json_of(&out.code(0).stdout);
+            let entry = (v["members"].as_array().unwrap().iter()).find(|m| m["name"] == name);
+            found = entry.cloned().unwrap_or(Value::Null);
+            entry.is_some_and(|m| {
+                m["state"] != "held" || m["holder"].is_null() || !m["holder"]["child_pid"].is_null()
+            })
+        },
+    );
+    found
+}
+
+/// The line of `name` in the text of `members`.
+#[track_caller]
+fn member_line(t: &TestDir, name: &str) -> String {
+    let out = t.fsync(["bus", "members", "BUS"]).run();
+    out.code(0);
+    (out.stdout.lines())
+        .find(|l| l.split(' ').next() == Some(name))
+        .unwrap_or_else(|| panic!("{name} not listed:\n{}", out.stdout))
+        .to_string()
+}
+
+#[track_caller]
+fn pending(t: &TestDir, name: &str) -> u64 {
+    member_json(t, name)["pending"].as_u64().expect("pending")
+}
+
+/// Make `name` stale: its holder is killed (by its own command), and the command exits.
+#[track_caller]
+fn make_stale(t: &TestDir, name: &str, then: &str) {
+    let script = format!("{then}kill -9 $PPID");
+    t.fsync(["bus", "connect", "--hold", "BUS", name, "-c", &script])
+        .run()
+        .killed_by(Signal::SIGKILL);
+    assert_eq!(member_json(t, name)["state"], "stale");
+}
+
+#[test]
+fn hold_connects_while_the_command_runs_and_disconnects_when_it_exits() {
+    let t = TestDir::new();
+    connect(&t, "a");
+    let svc = held(hold_cmd(&t, "svc"));
+    let m = member_json(&t, "svc");
+    assert_eq!(m["state"], "held", "{m}");
+    assert_eq!(m["holder"]["pid"], svc.holder.pid(), "{m}");
+    assert_eq!(m["holder"]["child_pid"], svc.child, "{m}");
+    assert_eq!(m["holder"]["command"], format!("sh -c {SERVE}"), "{m}");
+    let line = member_line(&t, "svc");
+    assert!(
+        line.starts_with(&format!("svc held by pid {} ", svc.holder.pid())),
+        "{line}"
+    );
+    assert_eq!(member_line(&t, "a"), "a");
+    t.fsync([
+        "bus", "send", "BUS", "--from", "a", "--to", "svc", "--data", "x",
+    ])
+    .run()
+    .code(0);
+    svc.holder.finish().code(0).stdout("");
+    assert_eq!(
+        members(&t),
+        set(&["a"]),
+        "still connected after its command exited"
+    );
+    assert!(t.join("BUS/.svc").is_dir(), "not disconnected as .svc");
+
+    // The command's exit status; everything after NAME is the command's; -c; 127.
+    t.fsync(["bus", "connect", "--hold", "BUS", "x", "-c", "exit 7"])
+        .run()
+        .code(7);
+    t.fsync([
+        "bus", "connect", "--hold", "BUS", "x", "echo", "-v", "--hold",
+    ])
+    .run()
+    .code(0)
+    .stdout("-v --hold\n");
+    t.fsync([
+        "bus",
+        "connect",
+        "--hold",
+        "BUS",
+        "x",
+        "no-such-command-fsync-test",
+    ])
+    .run()
+    .code(127);
+    let out = t
+        .fsync(["bus", "connect", "--hold", "-v", "BUS", "x", "true"])
+        .run();
+    out.code(0)
+        .stderr_has("connected x to BUS, held while the command runs")
+        .stderr_has("disconnected x from BUS");
+    assert_eq!(members(&t), set(&["a"]));
+    // --hold needs a command; a command needs --hold.
+    t.fsync(["bus", "connect", "--hold", "BUS", "x"])
+        .run()
+        .code(2);
+    t.fsync(["bus", "connect", "BUS", "x", "true"])
+        .run()
+        .code(2);
+    assert_eq!(members(&t), set(&["a"]));
+}
+
+#[test]
+fn a_held_name_is_refused_to_others_naming_its_holder() {
+    let t = TestDir::new();
+    connect(&t, "a");
+    let svc = held(hold_cmd(&t, "svc"));
+    member_json(&t, "svc");
+    let by = format!(
+        "already connected by pid {} (sh -c {SERVE})",
+        svc.holder.pid()
+    );
+    for args in [
+        &["bus", "connect", "BUS", "svc"][..],
+        &["bus", "connect", "--hold", "BUS", "svc", "-c", "echo ran"],
+        &["bus", "disconnect", "BUS", "svc"],
+    ] {
+        let out = t.fsync(args).run();
+        out.code(69)
+            .operational_error("BUS/svc")
+            .stderr_has(&by)
+            .stdout("");
+    }
+    assert_eq!(member_json(&t, "svc")["state"], "held");
+    svc.holder.finish().code(0);
+
+    // A plain connection: --hold refuses it, a plain connect says it is there already.
+    let out = t.fsync(["bus", "connect", "-v", "BUS", "svc"]).run();
+    out.code(0).stderr("fsync: connected svc to BUS\n");
+    let out = t
+        .fsync(["bus", "connect", "--hold", "BUS", "svc", "-c", "echo ran"])
+        .run();
+    out.code(69)
+        .operational_error("BUS/svc")
+        .stderr_has("disconnect it first")
+        .stdout("");
+    let out = t.fsync(["bus", "connect", "-v", "BUS", "svc"]).run();
+    out.code(0).stderr_has("svc was connected to BUS already");
+    t.fsync(["bus", "connect", "BUS", "svc"])
+        .run()
+        .code(0)
+        .stderr("");
+    assert_eq!(member_json(&t, "svc")["state"], "connected");
+}
+
+#[test]
+fn killing_fsync_alone_keeps_the_name_held_while_the_command_runs() {
+    let t = TestDir::new();
+    connect(&t, "a");
+    let mut svc = held(hold_cmd(&t, "svc"));
+    member_json(&t, "svc");
+    svc.holder.signal(Signal::SIGKILL);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&svc.holder.wait_exit()),
+        Some(Signal::SIGKILL as i32)
+    );
+    // The command still holds it (it inherited the lock), and is named as the one that lives.
+    let m = member_json(&t, "svc");
+    assert_eq!(m["state"], "held", "{m}");
+    assert_eq!(m["holder"]["child_pid"], svc.child, "{m}");
+    t.fsync(["bus", "connect", "BUS", "svc"])
+        .run()
+        .operational_error("BUS/svc")
+        .stderr_has(&format!("already connected by pid {} ", svc.child));
+    t.fsync([
+        "bus", "send", "BUS", "--from", "a", "--to", "svc", "--data", "x",
+    ])
+    .run()
+    .code(0);
+    // The command exits: nobody disconnects the name, whose holder is now dead.
+    svc.holder.finish();
+    let line = member_line(&t, "svc");
+    assert!(line.starts_with("svc stale: its holder died ("), "{line}");
+    assert_eq!(pending(&t, "svc"), 1);
+}
+
+/// A process the command left running with the hold inherited keeps the name held after fsync
+/// and the command have exited; the name is stale once it exits.
+#[test]
+fn a_process_the_command_left_running_keeps_the_name_held() {
+    let t = TestDir::new();
+    nix::unistd::mkfifo(
+        &t.join("go"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let out = t
+        .fsync(["bus", "connect", "--hold", "-v", "BUS", "svc", "-c"])
+        .arg("(read x < go) >/dev/null 2>&1 & echo $!")
+        .run();
+    out.code(0)
+        .stderr_has("svc stays connected to BUS: a process the command left running");
+    let left: u32 = out
+        .stdout
+        .trim()
+        .parse()
+        .expect("the pid of what was left running");
+    let _daemon = Daemon(left);
+    let m = member_json(&t, "svc");
+    assert_eq!(m["state"], "held", "{m}");
+    assert_eq!(m["holder"]["child_pid"], left, "{m}");
+    t.fsync(["bus", "connect", "BUS", "svc"])
+        .run()
+        .operational_error("BUS/svc")
+        .stderr_has(&format!("already connected by pid {left} "));
+    std::fs::write(t.join("go"), "go\n").unwrap();
+    eventually("what the command left running exits", || dead(left));
+    assert_eq!(member_json(&t, "svc")["state"], "stale");
+}
+
+#[test]
+fn a_stale_name_is_refused_by_send_skipped_by_broadcast_and_taken_over_with_its_messages() {
+    let t = TestDir::new();
+    connect(&t, "a");
+    connect(&t, "b");
+    let mut svc = held(hold_cmd(&t, "svc").own_process_group());
+    member_json(&t, "svc");
+    t.fsync([
+        "bus", "send", "BUS", "--from", "a", "--to", "svc", "--data", "backlog",
+    ])
+    .run()
+    .code(0);
+    svc.holder.kill_process_group();
+
+    let line = member_line(&t, "svc");
+    let died = format!("svc stale: its holder died (pid {} ", svc.holder.pid());
+    assert!(line.starts_with(&died), "{line}");
+    let m = member_json(&t, "svc");
+    assert_eq!(
+        (&m["state"], &m["pending"]),
+        (&"stale".into(), &1.into()),
+        "{m}"
+    );
+    assert_eq!(m["holder"]["pid"], svc.holder.pid(), "{m}");
+    assert_eq!(m["holder"]["child_pid"], svc.child, "{m}");
+    assert_eq!(
+        members(&t),
+        set(&["a", "b", "svc"]),
+        "a stale name is still connected"
+    );
+
+    let out = t
+        .fsync([
+            "bus", "send", "BUS", "--from", "a", "--to", "svc", "--data", "lost",
+        ])
+        .run();
+    out.code(69)
+        .operational_error("BUS")
+        .stderr_has("receiver 'svc' is not connected any more: its holder died");
+    t.fsync(["bus", "broadcast", "BUS", "--from", "a", "--data", "all"])
+        .run()
+        .code(0);
+    assert_eq!(pending(&t, "svc"), 1, "sent to a stale participant");
+    assert_eq!(
+        pending(&t, "b"),
+        1,
+        "the broadcast skipped a live participant"
+    );
+
+    // A new holder takes it over and gets the backlog.
+    let out = t
+        .fsync(["bus", "connect", "--hold", "-v", "BUS", "svc", "--"])
+        .arg(fsync_bin())
+        .args(["bus", "recv", "-n", "BUS", "svc"])
+        .run();
+    out.code(0)
+        .stdout("backlog")
+        .stderr_has("took over svc on BUS from its holder that died (pid ");
+    assert_eq!(
+        members(&t),
+        set(&["a", "b"]),
+        "not disconnected after the takeover"
+    );
+
+    // A plain connect takes a stale name over too, keeping its messages.
+    make_stale(
+        &t,
+        "svc",
+        "\"$FSYNC\" bus send BUS --from a --to svc --data kept; ",
+    );
+    let out = t.fsync(["bus", "connect", "-v", "BUS", "svc"]).run();
+    out.code(0).stderr_has("took over svc on BUS");
+    assert_eq!(member_json(&t, "svc")["state"], "connected");
+    t.fsync(["bus", "recv", "-n", "BUS", "svc"])
+        .run()
+        .code(0)
+        .stdout("kept");
+    // A stale name can be disconnected.
+    make_stale(&t, "gone", "");
+    t.fsync(["bus", "disconnect", "BUS", "gone"]).run().code(0);
+    assert_eq!(members(&t), set(&["a", "b", "svc"]));
+}
+
+/// Many processes take over one stale name at once, round after round: exactly one wins each
+/// time, and the others are refused naming it.
+#[test]
+fn of_many_concurrent_takers_of_a_stale_name_exactly_one_wins() {
+    const ROUNDS: usize = 12;
+    const TAKERS: usize = 6;
+    let t = TestDir::new();
+    let taker = "\"$FSYNC\" bus connect --hold BUS svc -c 'echo acquired; read x || true'; \
+                 echo \"exit $?\"";
+    for round in 0..ROUNDS {
+        make_stale(&t, "svc", "");
+        let mut takers: Vec<Holder> = (0..TAKERS).map(|_| t.sh(taker).start()).collect();
+        let firsts: Vec<String> = takers.iter_mut().map(|h| h.line()).collect();
+        let won: Vec<usize> = (0..TAKERS).filter(|&i| firsts[i] == "acquired").collect();
+        assert_eq!(won.len(), 1, "round {round}: {firsts:?}");
+        for (i, first) in firsts.iter().enumerate() {
+            assert!(
+                i == won[0] || first == "exit 69",
+                "round {round}: a taker neither won nor was refused: {firsts:?}"
+            );
+        }
+        assert_eq!(member_json(&t, "svc")["state"], "held", "round {round}");
+        let winner = takers.remove(won[0]);
+        for loser in takers {
+            loser
+                .finish()
+                .code(0)
+                .stdout("")
+                .stderr_has("already connected by pid");
+        }
+        winner.finish().code(0).stdout("exit 0\n");
+        assert!(
+            members(&t).is_empty(),
+            "round {round}: the winner did not disconnect"
+        );
+    }
+}
+
+/// Whoever may write a participant's directory could put a link or a FIFO where its owner file
+/// belongs: never followed, never waited on, and never taken for a dead holder's.
+#[test]
+fn a_link_or_fifo_planted_as_the_owner_file_is_neither_followed_nor_waited_on() {
+    const NO_HANG: Duration = Duration::from_secs(10);
+    let t = TestDir::new();
+    for n in ["a", "l", "f"] {
+        connect(&t, n);
+    }
+    t.write("victim", "precious");
+    std::os::unix::fs::symlink(t.join("victim"), t.join("BUS/l/owner")).unwrap();
+    nix::unistd::mkfifo(
+        &t.join("BUS/f/owner"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    for name in ["l", "f"] {
+        for args in [
+            &["bus", "connect", "BUS", name][..],
+            &["bus", "connect", "--hold", "BUS", name, "-c", "echo ran"],
+            &["bus", "disconnect", "BUS", name],
+        ] {
+            let out = t.fsync(args).deadline(NO_HANG).run();
+            out.operational_error(&format!("BUS/{name}/owner"))
+                .stdout("");
+        }
+        // In doubt it counts as held: a message is still sent.
+        t.fsync([
+            "bus", "send", "BUS", "--from", "a", "--to", name, "--data", "x",
+        ])
+        .deadline(NO_HANG)
+        .run()
+        .code(0);
+        let m = member_json(&t, name);
+        assert_eq!(
+            (&m["state"], &m["holder"]),
+            (&"held".into(), &Value::Null),
+            "{m}"
+        );
+    }
+    t.fsync(["bus", "members", "BUS"])
+        .deadline(NO_HANG)
+        .run()
+        .code(0);
+    assert_eq!(t.read("victim"), "precious");
+    assert!(t.join("BUS/l/owner").is_symlink());
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &std::fs::symlink_metadata(t.join("BUS/f/owner"))
+            .unwrap()
+            .file_type()
+    ));
+
+    // A link where a taker makes its new owner file is removed, not written through.
+    make_stale(&t, "svc", "");
+    std::os::unix::fs::symlink(t.join("victim"), t.join("BUS/svc/.owner.new")).unwrap();
+    t.fsync(["bus", "connect", "--hold", "BUS", "svc", "-c", "echo ran"])
+        .run()
+        .code(0)
+        .stdout("ran\n");
+    assert_eq!(t.read("victim"), "precious");
+    assert!(t.join("victim").exists());
 }

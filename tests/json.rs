@@ -753,8 +753,37 @@ fn bus_members_and_recv_of_text_and_bytes() {
     t.sh("exec \"$FSYNC\" bus send BUS --from a --to b < bytes")
         .run()
         .code(0);
+    // c held while its command runs; d stale: its holder (fsync, killed by its command) and
+    // its command are gone.
+    let held = t
+        .fsync([
+            "bus", "connect", "--hold", "BUS", "c", "--", "sh", "-c", HOLD,
+        ])
+        .hold();
+    t.fsync([
+        "bus",
+        "connect",
+        "--hold",
+        "BUS",
+        "d",
+        "-c",
+        "kill -9 $PPID",
+    ])
+    .run()
+    .killed_by(Signal::SIGKILL);
     let v = report(&t, "bus-members", &["bus", "members", "--json", "BUS"], 0);
     assert_eq!(v["members"][1]["pending"], 2, "{v}");
+    let states: Vec<&str> = (v["members"].as_array().unwrap().iter())
+        .map(|m| m["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["connected", "connected", "held", "stale"], "{v}");
+    assert_eq!(v["members"][0]["holder"], Value::Null, "{v}");
+    assert_eq!(v["members"][2]["holder"]["pid"], held.pid(), "{v}");
+    assert_eq!(
+        v["members"][3]["holder"]["command"], "sh -c kill -9 $PPID",
+        "{v}"
+    );
+    held.finish().code(0);
     let recv = ["bus", "recv", "-n", "--json", "BUS", "b"];
     let v = report(&t, "bus-recv", &recv, 0);
     assert_eq!((&v["from"], &v["data"]), (&"a".into(), &"hi".into()));

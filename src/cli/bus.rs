@@ -3,17 +3,20 @@
 protocol is in the library's `bus` module; each participant is a mailbox.
 */
 
-use std::{io::Write, path::PathBuf};
+use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::Bus;
+use fsync::{
+    bus::{Connected, Disconnected, Participant, ParticipantState},
+    Bus,
+};
 use serde::Serialize;
 
 use super::{
-    args::WaitArgs,
+    args::{CommandArgs, WaitArgs},
     payload::{check_output, output_error, DataArg},
     report::{self, Progress},
-    Exit, VerbResult,
+    Exit, Failure, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -24,7 +27,13 @@ pub const LONG: &str = "\
 A bus is a directory on which named participants connect, send each other messages and \
 broadcast to all (a bus for processes on machines sharing a network directory). Each \
 participant has a mailbox: messages to it are received exactly once, in the order sent, and a \
-message is never visible half-written. Participant names are letters, digits, '_' and '-'.";
+message is never visible half-written. Participant names are letters, digits, '_' and '-'.
+
+A name connected with 'connect --hold BUS NAME -- COMMAND' is held: it stays connected exactly \
+as long as COMMAND runs, and nobody else can connect or disconnect it meanwhile. If the holder \
+dies without disconnecting (fsync and COMMAND killed), the name is stale: 'members' says so, \
+'send' refuses it, 'broadcast' skips it, and the next 'connect' takes it over with the messages \
+queued for it.";
 
 #[derive(Debug, Args)]
 pub struct BusCommand {
@@ -50,27 +59,42 @@ struct Member {
 #[command(defer = true)]
 enum Verb {
     #[command(
-        about = "Connect NAME to BUS (removing what an earlier disconnect left)",
-        after_long_help = "Examples:\n  fsync bus connect /shared/bus builder-1"
+        about = "Connect NAME to BUS, or hold it while COMMAND runs (--hold)",
+        long_about = CONNECT_LONG,
+        after_long_help = CONNECT_EXAMPLES,
+        override_usage = "fsync bus connect [OPTIONS] <BUS> <NAME>\n       \
+                          fsync bus connect --hold [OPTIONS] <BUS> <NAME> <COMMAND>...\n       \
+                          fsync bus connect --hold [OPTIONS] <BUS> <NAME> -c <CMDSTRING>"
     )]
-    Connect(Member),
+    Connect(ConnectArgs),
     #[command(
         about = "Disconnect NAME from BUS (its directory is hidden as .NAME)",
+        long_about = "Disconnect NAME from BUS: its directory is hidden as .NAME, nobody can send \
+                      to it any more, and the messages queued for it are discarded when the name \
+                      connects again. A held name (connect --hold) cannot be disconnected by \
+                      others: it disconnects itself when its COMMAND exits (exit status 69 \
+                      meanwhile). A stale one can.",
         after_long_help = "Examples:\n  fsync bus disconnect /shared/bus builder-1"
     )]
     Disconnect(Member),
     #[command(
-        about = "List the connected participants",
-        after_long_help = "Examples:\n  fsync bus members /shared/bus\n  fsync bus members --json /shared/bus"
+        about = "List the connected participants, held and stale ones marked",
+        long_about = "List the connected participants, one a line, sorted by name: NAME alone for \
+                      a plain connection, 'NAME held by pid P ...' for one a living holder has \
+                      (connect --hold: pid, command pid, host, command, since), 'NAME stale: its \
+                      holder died (...)' for one whose holder died without disconnecting. The \
+                      first word of each line is the name.",
+        after_long_help = "Examples:\n  fsync bus members /shared/bus\n  \
+            fsync bus members --json /shared/bus | jq -r '.members[] | select(.state == \"stale\") | .name'"
     )]
     Members(MembersArgs),
     #[command(
-        about = "Send a message to one participant (an error if it is not connected)",
+        about = "Send a message to one participant (an error if it is not connected, or stale)",
         after_long_help = "Examples:\n  fsync bus send /shared/bus --from ci --to builder-1 --data 'build 42'"
     )]
     Send(SendArgs),
     #[command(
-        about = "Send one copy to every other connected participant",
+        about = "Send one copy to every other connected participant (stale ones skipped)",
         after_long_help = "Examples:\n  fsync bus broadcast /shared/bus --from ci --data 'shutting down at 18:00'"
     )]
     Broadcast(BroadcastArgs),
@@ -85,11 +109,91 @@ enum Verb {
     Recv(RecvArgs),
 }
 
+const CONNECT_LONG: &str = "\
+Connect NAME to BUS (created if missing): from now on others can send to NAME, and NAME can \
+receive. A plain connection lasts until 'fsync bus disconnect'. Connecting a name that is \
+connected already changes nothing and exits 0 (-v says so); a name a living holder has is \
+refused.
+
+With --hold, NAME is connected exactly as long as COMMAND runs, and fsync exits with COMMAND's \
+exit status: it connects NAME, runs COMMAND, and disconnects NAME when COMMAND exits. \
+Meanwhile nobody else can connect or disconnect NAME: they fail with exit status 69 and \
+'fsync: BUS/NAME: already connected by pid P (COMMAND)'. Everything from the first word after \
+NAME on is COMMAND's; options go before it. -c CMDSTRING runs 'sh -c CMDSTRING' instead. \
+Signals are forwarded to COMMAND as with 'fsync mutex run'.
+
+The hold is a lock on BUS/NAME/owner, which also records who holds it; it is passed down to \
+COMMAND as 'fsync mutex run' passes its lock, so NAME stays held while COMMAND, or anything it \
+left running with the lock inherited, runs, even if fsync itself is killed (once they have \
+exited, nobody disconnects it: it is stale). --close does not pass it down: NAME is held only while fsync \
+lives.
+
+A holder that dies without disconnecting (fsync and COMMAND killed) leaves NAME stale: still \
+connected, with its messages, but 'send' to it fails and 'broadcast' skips it. The next \
+'connect' of NAME, plain or --hold, takes it over and keeps the queued messages, so a \
+restarted service gets its backlog; of several at once, exactly one does. --hold refuses a name \
+connected without a holder (disconnect it first).";
+
+const CONNECT_EXAMPLES: &str = "\
+Examples:
+  # A participant that stays connected until 'fsync bus disconnect'
+  fsync bus connect /shared/bus builder-1
+
+  # A service that owns its name while it runs; a second copy is refused, and after a crash
+  # the restarted service takes the name over with the messages that came meanwhile
+  fsync bus connect --hold /shared/bus indexer -- ./indexer --bus /shared/bus
+
+  # A receiver loop that owns its name, as a command string
+  fsync bus connect --hold /srv/bus log -c 'while fsync bus recv /srv/bus log; do :; done'";
+
+#[derive(Debug, Args)]
+#[command(
+    group(clap::ArgGroup::new("to_run").args(["command", "command_string"])),
+    mut_arg("command", |arg| {
+        arg.required(false).requires("hold").help(
+            "With --hold: the command to run while NAME is held, and its arguments; everything \
+             from the first word after NAME on belongs to COMMAND ('--' before it is accepted too)",
+        )
+    })
+)]
+struct ConnectArgs {
+    #[command(flatten)]
+    member: Member,
+
+    /// Hold NAME while COMMAND runs: nobody else can connect or disconnect it meanwhile, and it
+    /// is disconnected when COMMAND exits
+    #[arg(long, requires = "to_run")]
+    hold: bool,
+
+    /// Do not pass the hold down to COMMAND's processes (flock -o): NAME is held only while
+    /// fsync lives
+    #[arg(short = 'o', long, requires = "hold")]
+    close: bool,
+
+    /// Run CMDSTRING with 'sh -c' instead of COMMAND (with --hold)
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "CMDSTRING",
+        conflicts_with = "command",
+        requires = "hold"
+    )]
+    command_string: Option<OsString>,
+
+    /// Say on stderr what happened: connected, connected already, taken over from a holder
+    /// that died; with --hold, also the disconnection
+    #[arg(short, long)]
+    verbose: bool,
+
+    #[command(flatten)]
+    command: CommandArgs,
+}
+
 #[derive(Debug, Args)]
 struct MembersArgs {
     #[arg(value_name = "BUS")]
     bus: PathBuf,
-    /// One JSON object: {"path", "count", "members": [{"name", "pending"}]}
+    /// One JSON object: {"path", "count", "members": [{"name", "state", "holder", "pending"}]}
     #[arg(long)]
     json: bool,
 }
@@ -141,8 +245,29 @@ struct MembersJson<'a> {
 #[derive(Serialize)]
 struct MemberJson<'a> {
     name: &'a str,
+    state: StateJson,
+    /// Who holds it (held) or held it (stale); `None` for a plain connection or where unknown.
+    holder: Option<report::HolderJson<'a>>,
     /// Messages queued for it; `None` where its mailbox cannot be read.
     pending: Option<usize>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum StateJson {
+    Connected,
+    Held,
+    Stale,
+}
+
+impl From<ParticipantState> for StateJson {
+    fn from(s: ParticipantState) -> StateJson {
+        match s {
+            ParticipantState::Connected => StateJson::Connected,
+            ParticipantState::Held => StateJson::Held,
+            ParticipantState::Stale => StateJson::Stale,
+        }
+    }
 }
 
 /// `fsync bus recv --json` (docs/json.md, `bus-recv`).
@@ -164,38 +289,12 @@ enum Payload {
 
 pub fn run(cmd: BusCommand) -> VerbResult {
     match cmd.verb {
-        Verb::Connect(m) => Bus::new(&m.bus)
-            .connect(&m.name)
-            .map(|()| Exit::OK)
-            .map_err(Into::into),
-        Verb::Disconnect(m) => Bus::new(&m.bus)
-            .disconnect(&m.name)
-            .map(|()| Exit::OK)
-            .map_err(Into::into),
-        Verb::Members(a) => {
-            let bus = Bus::new(&a.bus);
-            let names = bus.members()?;
-            let mut out = std::io::stdout().lock();
-            if a.json {
-                let members = (names.iter())
-                    .map(|name| MemberJson {
-                        name,
-                        pending: bus.pending(name).ok(),
-                    })
-                    .collect();
-                let line = MembersJson {
-                    path: report::path_text(&a.bus),
-                    count: names.len(),
-                    members,
-                };
-                report::print_json(&mut out, &line)?;
-            } else {
-                for n in &names {
-                    writeln!(out, "{n}")?;
-                }
-            }
+        Verb::Connect(a) => connect(a),
+        Verb::Disconnect(m) => {
+            unless_cancelled(Bus::new(&m.bus).disconnect(&m.name))?;
             Ok(Exit::OK)
         }
+        Verb::Members(a) => members(a),
         Verb::Send(a) => {
             let outcome = Bus::new(&a.bus).send(&a.from, &a.to, &mut a.data.reader())?;
             Exit::unless_acquired(outcome, Exit::OK)?;
@@ -250,6 +349,126 @@ pub fn run(cmd: BusCommand) -> VerbResult {
             msg.finish()?;
             Ok(Exit::OK)
         }
+    }
+}
+
+/// A library error, or the death by its signal of a wait for the bus lock that a cancellation
+/// signal ended (the library says so with an error; [`fsync::wait::cancelled`] names it).
+fn unless_cancelled<T>(result: fsync::Result<T>) -> Result<T, Failure> {
+    result.map_err(|e| match fsync::wait::cancelled() {
+        Some(sig) => Failure::Ended(Exit::signal(sig)),
+        None => e.into(),
+    })
+}
+
+/// A `-v` line on stderr.
+fn say(verbose: bool, line: impl FnOnce() -> String) {
+    if verbose {
+        let _ = writeln!(std::io::stderr(), "fsync: {}", line());
+    }
+}
+
+/// ", from its holder that died (pid 12 on host: cmd, since ...)"
+fn took_over_from(holder: &Option<fsync::holder::Holder>) -> String {
+    match holder {
+        Some(h) => format!(" from its holder that died ({})", report::holder_text(h)),
+        None => " from its holder that died".to_string(),
+    }
+}
+
+fn connect(mut a: ConnectArgs) -> VerbResult {
+    let bus = Bus::new(&a.member.bus);
+    let (name, shown) = (&a.member.name, a.member.bus.display());
+    if !a.hold {
+        let how = unless_cancelled(bus.connect(name))?;
+        say(a.verbose, || match how {
+            Connected::New => format!("connected {name} to {shown}"),
+            Connected::Already => {
+                format!(
+                    "{name} was connected to {shown} already (without a holder): nothing changed"
+                )
+            }
+            Connected::TookOver { holder } => format!(
+                "took over {name} on {shown}{}, with the messages queued for it",
+                took_over_from(&holder)
+            ),
+        });
+        return Ok(Exit::OK);
+    }
+    if let Some(cmdstring) = a.command_string.take() {
+        a.command.argv = vec!["sh".into(), "-c".into(), cmdstring];
+    }
+    let job = a.command.job(Vec::new());
+    let mut connection = unless_cancelled(bus.connect_held(name))?;
+    say(a.verbose, || match connection.how() {
+        Connected::TookOver { holder } => format!(
+            "took over {name} on {shown}{}, with the messages queued for it; held while the \
+             command runs",
+            took_over_from(holder)
+        ),
+        _ => format!("connected {name} to {shown}, held while the command runs"),
+    });
+    connection.set_child(None, job.display());
+    connection.pass_down(!a.close)?;
+    // A COMMAND that cannot be started ends the connection as any other does; its error is
+    // said after.
+    let exit = job.run(|pid| connection.set_child(Some(pid), job.display()));
+    match unless_cancelled(connection.disconnect()) {
+        Ok(Disconnected::Yes) => say(a.verbose, || format!("disconnected {name} from {shown}")),
+        Ok(Disconnected::StillHeld) => say(a.verbose, || {
+            format!(
+                "{name} stays connected to {shown}: a process the command left running still \
+                 holds it (it inherited the hold)"
+            )
+        }),
+        Ok(Disconnected::NotOurs) => say(a.verbose, || {
+            format!("{name} on {shown} was removed or replaced meanwhile: left as it is")
+        }),
+        // The command's status is what the caller asked for: a failed disconnect only warns.
+        Err(Failure::Ended(_)) => {}
+        Err(failure) => super::warn(failure),
+    }
+    exit
+}
+
+fn members(a: MembersArgs) -> VerbResult {
+    let bus = Bus::new(&a.bus);
+    let listed = bus.participants()?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let members = (listed.iter())
+            .map(|p| MemberJson {
+                name: &p.name,
+                state: p.state.into(),
+                holder: report::holder_json(p.holder.as_ref()),
+                pending: bus.pending(&p.name).ok(),
+            })
+            .collect();
+        let line = MembersJson {
+            path: report::path_text(&a.bus),
+            count: listed.len(),
+            members,
+        };
+        report::print_json(&mut out, &line)?;
+    } else {
+        for p in &listed {
+            writeln!(out, "{}", member_text(p))?;
+        }
+    }
+    Ok(Exit::OK)
+}
+
+/// A line of `fsync bus members`: the name first.
+fn member_text(p: &Participant) -> String {
+    let name = &p.name;
+    match (p.state, &p.holder) {
+        (ParticipantState::Connected, _) => name.clone(),
+        (ParticipantState::Held, Some(h)) => format!("{name} {}", report::held_by(h)),
+        (ParticipantState::Held, None) => format!("{name} held by a process that cannot be named"),
+        (ParticipantState::Stale, Some(h)) => {
+            format!("{name} stale: its holder died ({})", report::holder_text(h))
+        }
+        (ParticipantState::Stale, None) => format!("{name} stale: its holder died"),
     }
 }
 

@@ -84,7 +84,7 @@ pub const TABLE: &[(&str, &str)] = &[
     ("2", "usage error: unknown option, bad duration, range or number"),
     ("65", "a file of a primitive holds what the protocol never writes (a semaphore's slot count, a mailbox's sequence number): damaged, or not made by fsync"),
     ("66", "a path does not exist, its parent directory is missing, or it is of the wrong kind (a directory where a file is needed, a dangling symbolic link)"),
-    ("69", "the request cannot be carried out: the file system has no locking, or waiting would deadlock (a nested acquisition of a lock an enclosing --close run did not pass down)"),
+    ("69", "the request cannot be carried out: the file system has no locking, waiting would deadlock (a nested acquisition of a lock an enclosing --close run did not pass down), or a bus participant is not connected, is stale, or is held by another process (connect --hold)"),
     ("70", "internal error (a bug; please report it)"),
     ("71", "another operating-system error"),
     ("74", "an I/O error of the file system (EIO, no space, quota exceeded)"),
