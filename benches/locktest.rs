@@ -6,24 +6,29 @@
 //! worker appends `+ GROUP id` / `- GROUP id` to one O_APPEND log while inside; the sanity
 //! check replays it and counts "goofups": states the lock forbids (members of two groups inside
 //! at once; for the mutex two workers at once; for --max 2 three of one group; for the
-//! reader/writer lock a writer with anyone). Reported per group: claims, aces, average / min /
+//! reader/writer locks a writer with anyone). Reported per group: claims, aces, average / min /
 //! max wait, and turnaround (the average time of one loop), and per variant the total time.
+//!
+//! Besides fsync's own locks, the article's CCCR: its group lock built from a conditional
+//! critical region, here on [`Mutex::acquire_when`] (see [`CcrMember`]), and the reader/writer
+//! lock the article says it adapts to (group A reads, group B writes).
 //!
 //! Two settings:
 //! - default: processes, think and hold 0-10 ms, for the mutex, the group lock, the group lock
-//!   with --max 2 and the reader/writer lock (group A reads, group B writes);
+//!   with --max 2, the reader/writer lock (group A reads, group B writes) and the two CCR locks;
 //! - `cargo bench --bench locktest -- --article`: the article's own settings (think and hold
 //!   0-100 ms, 200 loops), with threads of one process and with processes, and the article's
 //!   unsafe baseline (no lock at all), which must show goofups: proof that the check can fail.
 //!
 //! `FSYNC_LOCKTEST_LOOPS` sets the loops per worker (default 200, as the article's; 20 under
-//! `cargo test --benches`); `FSYNC_LOCKTEST_ONLY=mutex,swmr` runs only those variants.
+//! `cargo test --benches`); `FSYNC_LOCKTEST_ONLY=mutex,swmr` runs only those variants (keys:
+//! unsafe, mutex, grouplock, grouplock2, swmr, ccr, ccrrw).
 
 use std::{
     collections::HashMap,
     io::Write,
     os::unix::fs::OpenOptionsExt,
-    path::Path,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -40,6 +45,10 @@ enum Variant {
     GroupLock,
     GroupLockMax2,
     Swmr,
+    /// The article's CCCR: the group lock as a conditional critical region.
+    Ccr,
+    /// The CCR adapted to a reader/writer lock: group A reads, group B writes.
+    CcrRw,
 }
 
 impl Variant {
@@ -50,6 +59,8 @@ impl Variant {
             Variant::GroupLock => "grouplock",
             Variant::GroupLockMax2 => "grouplock --max 2",
             Variant::Swmr => "swmr (A reads, B writes)",
+            Variant::Ccr => "ccr (group lock)",
+            Variant::CcrRw => "ccr rw (A reads, B writes)",
         }
     }
 
@@ -59,6 +70,8 @@ impl Variant {
             "mutex" => Variant::Mutex,
             "grouplock" => Variant::GroupLock,
             "grouplock2" => Variant::GroupLockMax2,
+            "ccr" => Variant::Ccr,
+            "ccrrw" => Variant::CcrRw,
             _ => Variant::Swmr,
         }
     }
@@ -70,6 +83,8 @@ impl Variant {
             Variant::GroupLock => "grouplock",
             Variant::GroupLockMax2 => "grouplock2",
             Variant::Swmr => "swmr",
+            Variant::Ccr => "ccr",
+            Variant::CcrRw => "ccrrw",
         }
     }
 }
@@ -145,6 +160,88 @@ impl Stats {
     }
 }
 
+/// A member inside the article's CCCR lock ([`Variant::Ccr`], [`Variant::CcrRw`]): Asche's
+/// group lock built from a conditional critical region, on fsync's [`Mutex::acquire_when`].
+///
+/// The lock is a directory holding the region's mutex, `mutex`, and `counts`: how many members
+/// of group A and of group B are inside ("A B"; no file: none), read and written only inside
+/// the region. Claim as the article's `ClaimGroupLock`: enter the region once no member of the
+/// other group is inside (in the reader/writer lock, a writer once nobody is inside), count
+/// yourself in, leave the region. Until the condition holds, `acquire_when` sleeps until
+/// another holder has been in the region (a claim or a release) and then evaluates it again,
+/// where the article's CCCR polls its events under a critical section. Release as its
+/// `ReleaseGroupLock`, a region with the condition TRUE (a plain `acquire`): count yourself
+/// out. A member inside the group lock holds no lock at all: the counts are the group lock, and
+/// a member that died inside would stay counted (so this is a bench's lock, not a library's).
+struct CcrMember {
+    mutex: Mutex,
+    counts: PathBuf,
+    /// 0 for group A, 1 for group B.
+    group: usize,
+}
+
+impl CcrMember {
+    fn claim(lock: &Path, group: &str, rw: bool, t: Option<Duration>) -> Option<CcrMember> {
+        std::fs::create_dir_all(lock).unwrap();
+        let counts = lock.join("counts");
+        let mutex = Mutex::new(lock.join("mutex"));
+        let g = usize::from(group == "B");
+        // The article's condition: "events of all other groups set", i.e. none of them inside.
+        let may_enter = |c: [u64; 2]| {
+            if rw && g == 1 {
+                c == [0, 0]
+            } else {
+                c[1 - g] == 0
+            }
+        };
+        let region = mutex
+            .acquire_when(|| may_enter(ccr_counts(&counts)), t)
+            .unwrap()?;
+        let mut c = ccr_counts(&counts);
+        c[g] += 1;
+        ccr_write(&counts, c);
+        drop(region);
+        Some(CcrMember {
+            mutex,
+            counts,
+            group: g,
+        })
+    }
+}
+
+impl Drop for CcrMember {
+    fn drop(&mut self) {
+        let region = self
+            .mutex
+            .acquire(None)
+            .unwrap()
+            .expect("a wait without timeout ends with the lock");
+        let mut c = ccr_counts(&self.counts);
+        c[self.group] -= 1;
+        ccr_write(&self.counts, c);
+        drop(region);
+    }
+}
+
+/// The CCR's counts of members inside, group A and group B.
+fn ccr_counts(path: &Path) -> [u64; 2] {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let c: Vec<u64> = text
+                .split_whitespace()
+                .map(|x| x.parse().unwrap())
+                .collect();
+            [c[0], c[1]]
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => [0, 0],
+        Err(e) => panic!("cannot read {}: {e}", path.display()),
+    }
+}
+
+fn ccr_write(path: &Path, c: [u64; 2]) {
+    std::fs::write(path, format!("{} {}\n", c[0], c[1])).unwrap();
+}
+
 /// Claim the lock for `group`, waiting up to `t`.
 fn claim(
     variant: Variant,
@@ -177,6 +274,8 @@ fn claim(
                 _ => None,
             }
         }
+        Variant::Ccr => CcrMember::claim(lock, group, false, t).map(|m| Box::new(m) as _),
+        Variant::CcrRw => CcrMember::claim(lock, group, true, t).map(|m| Box::new(m) as _),
     }
 }
 
@@ -244,9 +343,9 @@ fn goofups(log: &str, variant: Variant) -> usize {
         let b = inside.len() - a;
         let ok = match variant {
             Variant::Unsafe | Variant::Mutex => inside.len() <= 1,
-            Variant::GroupLock => a == 0 || b == 0,
+            Variant::GroupLock | Variant::Ccr => a == 0 || b == 0,
             Variant::GroupLockMax2 => (a == 0 || b == 0) && a <= 2 && b <= 2,
-            Variant::Swmr => b == 0 || (b == 1 && a == 0),
+            Variant::Swmr | Variant::CcrRw => b == 0 || (b == 1 && a == 0),
         };
         if !ok {
             bad += 1;
@@ -310,6 +409,11 @@ fn run(
             .or_insert(stats);
     }
     let total = begin.elapsed();
+    if matches!(variant, Variant::Ccr | Variant::CcrRw) {
+        // Every member counted itself out again.
+        let counts = ccr_counts(&dir.path().join("lock").join("counts"));
+        assert_eq!(counts, [0, 0], "members left counted in {}", variant.name());
+    }
     let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
     (per_group, goofups(&log, variant), total)
 }
@@ -350,6 +454,8 @@ fn main() {
             Variant::GroupLock,
             Variant::GroupLockMax2,
             Variant::Swmr,
+            Variant::Ccr,
+            Variant::CcrRw,
         ]
     } else {
         &[
@@ -357,6 +463,8 @@ fn main() {
             Variant::GroupLock,
             Variant::GroupLockMax2,
             Variant::Swmr,
+            Variant::Ccr,
+            Variant::CcrRw,
         ]
     };
     // `FSYNC_LOCKTEST_ONLY=mutex,swmr`: only those variants (by their keys).
