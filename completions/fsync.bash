@@ -1236,7 +1236,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__grouplock__subcmd__run)
-            opts="-w -t -n -E -v -o -h -V --group --max --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --help --version"
+            opts="-w -t -n -E -v -o -h -V --group --max --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --lease --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1280,6 +1280,10 @@ _fsync() {
                     ;;
                 --on-lost)
                     COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --lease)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)
@@ -2322,7 +2326,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__run)
-            opts="-w -t -n -E -v -o -s -x -c -u -F -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --range --fcntl --shared --exclusive --when --command --unlock --no-fork --help --version"
+            opts="-w -t -n -E -v -o -s -x -c -u -F -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --lease --range --fcntl --shared --exclusive --when --command --unlock --no-fork --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2358,6 +2362,10 @@ _fsync() {
                     ;;
                 --on-lost)
                     COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --lease)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --range)
@@ -2516,7 +2524,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__sem__subcmd__run)
-            opts="-w -t -n -E -v -o -h -V --slots --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --help --version"
+            opts="-w -t -n -E -v -o -h -V --slots --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --lease --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2556,6 +2564,10 @@ _fsync() {
                     ;;
                 --on-lost)
                     COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --lease)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)
@@ -2664,7 +2676,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__read)
-            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --range --help --version"
+            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --lease --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2700,6 +2712,10 @@ _fsync() {
                     ;;
                 --on-lost)
                     COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --lease)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --range)
@@ -2728,7 +2744,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__swmr__subcmd__write)
-            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --range --help --version"
+            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --lease --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2764,6 +2780,10 @@ _fsync() {
                     ;;
                 --on-lost)
                     COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --lease)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --range)

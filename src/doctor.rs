@@ -215,6 +215,76 @@ pub fn examine(path: &Path) -> Result<Report> {
     })
 }
 
+/// The lease a holder on the file system of `path` uses by default ([`crate::Lease`]): a safe
+/// fraction of the time after which that file system's server, by default, gives a silent
+/// client's locks to another, so that the holder stops its command first (`None` on a local
+/// file system, where a living holder cannot lose its lock). With the name of the file system,
+/// as [`LEASES`] lists them.
+pub fn default_lease(path: &Path) -> Option<(&'static str, Duration)> {
+    if !pfs::fs_kind_of_path(path).network {
+        return None;
+    }
+    let dir = if path.is_dir() {
+        path
+    } else {
+        pfs::parent_dir(path)
+    };
+    let (mount, _) = mount_info(dir);
+    let mount = mount.unwrap_or_default();
+    let known = LEASES
+        .iter()
+        .find(|l| l.mount_types.iter().any(|t| mount.starts_with(t)))
+        .unwrap_or(&LEASES[LEASES.len() - 1]);
+    Some((known.name, known.lease))
+}
+
+/// A network file system's default lease ([`default_lease`]).
+#[derive(Debug)]
+pub struct LeaseDefault {
+    /// Its name.
+    pub name: &'static str,
+    /// How mountinfo names its mounts (type, or type and source): prefixes.
+    pub mount_types: &'static [&'static str],
+    /// The server's own timeout, in words.
+    pub server_timeout: &'static str,
+    /// The default lease.
+    pub lease: Duration,
+}
+
+/// The default leases, by file system; the last row is for any other network file system.
+pub const LEASES: &[LeaseDefault] = &[
+    LeaseDefault {
+        name: "GlusterFS",
+        mount_types: &["fuse.glusterfs"],
+        server_timeout: "network.ping-timeout, 42 s by default",
+        lease: Duration::from_secs(20),
+    },
+    LeaseDefault {
+        name: "MooseFS",
+        mount_types: &["fuse.mfs", "fuse mfs#"],
+        server_timeout: "the master's SESSION_SUSTAIN_TIME, 60 s at the least (a day by default)",
+        lease: Duration::from_secs(30),
+    },
+    LeaseDefault {
+        name: "NFS",
+        mount_types: &["nfs"],
+        server_timeout: "the NFSv4 lease, 90 s by default (NFSv3: the lock manager's)",
+        lease: Duration::from_secs(30),
+    },
+    LeaseDefault {
+        name: "SMB",
+        mount_types: &["cifs", "smb3"],
+        server_timeout: "the server's session timeout",
+        lease: Duration::from_secs(20),
+    },
+    LeaseDefault {
+        name: "another network file system",
+        mount_types: &[],
+        server_timeout: "unknown",
+        lease: Duration::from_secs(10),
+    },
+];
+
 /// The type (with FUSE subtype) and options of the mount that holds `dir`, from
 /// /proc/self/mountinfo (the longest mount point that is a prefix of the canonical path).
 fn mount_info(dir: &Path) -> (Option<String>, Vec<String>) {
@@ -237,7 +307,12 @@ fn mount_info(dir: &Path) -> (Option<String>, Vec<String>) {
         }
         let point = l[4].replace("\\040", " ");
         if canon.starts_with(&point) && best.as_ref().is_none_or(|b| point.len() >= b.0) {
-            best = Some((point.len(), r[0].to_string(), format!("{},{}", l[5], r[2])));
+            // The type, and for a plain "fuse" mount its source (MooseFS: `mfs#HOST:PORT`).
+            let kind = match r[0] {
+                "fuse" => format!("fuse {}", r[1].replace("\\043", "#")),
+                other => other.to_string(),
+            };
+            best = Some((point.len(), kind, format!("{},{}", l[5], r[2])));
         }
     }
     let Some((_, fstype, opts)) = best else {

@@ -5,9 +5,25 @@ On a local file system a living holder cannot lose its lock. On a network file s
 partition, an expired lease: the server gives the lock to another client), so a holder that runs
 a long command checks now and then; every guard's `loss_check()` gives that check where it is
 needed, and `None` elsewhere.
+
+Checking is not enough when the check itself cannot get through. A host cut off from the file
+server learns nothing until the link comes back: on MooseFS its calls on the mount block until
+then, on GlusterFS until the client's ping timeout. Meanwhile the server gives the lock to
+another host once *its* timeout passes. So a holder must stop its command before that: a
+[`Lease`] checks from a thread of its own (which a hung call can block without blocking the
+holder), and a lock not confirmed with the server within the lease counts as lost. The lease
+must be shorter than the server's timeout, less the time the command takes to stop; the
+defaults per file system are in [`crate::doctor::default_lease`].
 */
 
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::{
+    os::fd::{AsFd, AsRawFd, RawFd},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        mpsc, Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
 
 use crate::platform::{
     fs as pfs,
@@ -46,5 +62,172 @@ impl LossCheck {
     /// locks it has dropped).
     pub fn still_held(&self) -> bool {
         lock::still_held(self.fd, self.mode)
+    }
+}
+
+impl LossCheck {
+    /// Check the lock every `every` from a thread of its own, and count it as lost once it
+    /// has not been confirmed with the file server for `lease` ([`Lease::state`]). The lease
+    /// must end before the guard the check came from is released (drop it first).
+    pub fn lease(self, every: Duration, lease: Duration) -> Lease {
+        let shared = Arc::new(Shared {
+            in_call: Mutex::new(()),
+            stop: AtomicBool::new(false),
+            seen: Mutex::new(Seen {
+                confirmed: Instant::now(),
+                lost: false,
+            }),
+        });
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let thread = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("fsync-lease".into())
+                .spawn(move || loop {
+                    let started = Instant::now();
+                    let held = {
+                        // The stop flag and the call are one step for `Drop`: once it has set
+                        // the flag and taken this lock, no call on the descriptor follows.
+                        let _call = lock_ignoring_poison(&shared.in_call);
+                        if shared.stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        self.still_held()
+                    };
+                    {
+                        let mut seen = lock_ignoring_poison(&shared.seen);
+                        match held {
+                            // The server answered at some point after `started`: the lease
+                            // runs from there, not from the answer.
+                            true => seen.confirmed = seen.confirmed.max(started),
+                            false => seen.lost = true,
+                        }
+                        if seen.lost {
+                            return;
+                        }
+                    }
+                    match stop_rx.recv_timeout(every) {
+                        Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                        _ => return,
+                    }
+                })
+                .ok()
+        };
+        Lease {
+            shared,
+            stop: Some(stop_tx),
+            thread,
+            lease,
+        }
+    }
+}
+
+/// A lock checked from a thread of its own, lost once not confirmed for a while
+/// ([`LossCheck::lease`]).
+#[derive(Debug)]
+pub struct Lease {
+    shared: Arc<Shared>,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    lease: Duration,
+}
+
+#[derive(Debug)]
+struct Shared {
+    in_call: Mutex<()>,
+    stop: AtomicBool,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Debug)]
+struct Seen {
+    /// When the last check that the server confirmed began.
+    confirmed: Instant,
+    lost: bool,
+}
+
+/// What a [`Lease`] knows of its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Confirmed with the server within the lease.
+    Held,
+    /// The server said it is not ours any more (another holder has it, or our locks were
+    /// dropped).
+    Lost,
+    /// Not confirmed for this long, more than the lease: the check cannot get through (a
+    /// partition, a hung server), and the server may give the lock away at any moment.
+    Expired(Duration),
+}
+
+impl Lease {
+    /// The lock's state now.
+    pub fn state(&self) -> LeaseState {
+        let seen = lock_ignoring_poison(&self.shared.seen);
+        let since = seen.confirmed.elapsed();
+        match (seen.lost, since > self.lease) {
+            (true, _) => LeaseState::Lost,
+            (false, true) => LeaseState::Expired(since),
+            (false, false) => LeaseState::Held,
+        }
+    }
+
+    /// How long the lease is.
+    pub fn length(&self) -> Duration {
+        self.lease
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        drop(self.stop.take()); // wakes the thread from its pause
+        if matches!(self.state(), LeaseState::Expired(_)) {
+            // Its thread is stuck in a call the file system does not answer; it makes no
+            // other call once that returns (the stop flag), so it is left behind.
+            return;
+        }
+        // Once this is ours, the thread is not in a call and will not start one.
+        drop(lock_ignoring_poison(&self.shared.in_call));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn lock_ignoring_poison<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lease on a lock this process holds stays held; one on a lock another open file
+    /// description holds is lost at its first check.
+    #[test]
+    fn a_lease_is_held_while_the_lock_is_ours_and_lost_once_it_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let ours = std::fs::File::create(&path).unwrap();
+        assert!(lock::flock(&ours, Mode::Exclusive, false).unwrap());
+        let every = Duration::from_millis(10);
+        let held = LossCheck::on(true, ours.as_raw_fd(), Mode::Exclusive)
+            .unwrap()
+            .lease(every, Duration::from_secs(60));
+        std::thread::sleep(every * 5); // several checks
+        assert_eq!(held.state(), LeaseState::Held);
+        drop(held);
+
+        let theirs = std::fs::File::open(&path).unwrap();
+        let lost = LossCheck::on(true, theirs.as_raw_fd(), Mode::Exclusive)
+            .unwrap()
+            .lease(every, Duration::from_secs(60));
+        let give_up = Instant::now() + Duration::from_secs(30);
+        while lost.state() != LeaseState::Lost {
+            assert!(Instant::now() < give_up, "the lease never saw the loss");
+            std::thread::yield_now();
+        }
+        drop(lost);
+        drop(ours);
     }
 }

@@ -122,7 +122,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use event::Event;
 pub use group::{Group, Membership};
 pub use grouplock::{GroupGuard, GroupLock};
-pub use guard::LossCheck;
+pub use guard::{Lease, LeaseState, LossCheck};
 pub use msg::{Mailbox, Received};
 pub use mutex::{Mutex, MutexGuard, SharedGuard};
 pub use platform::lock::Mode;

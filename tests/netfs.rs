@@ -45,6 +45,9 @@ struct Bed {
     client_a_pid: &'static str,
     /// A wait long enough for the server to free a dead or cut-off client's locks.
     server_timeout: &'static str,
+    /// A lease shorter than the server's timeout (as the bed configures it), less a command's
+    /// stop.
+    lease: &'static str,
 }
 
 impl Bed {
@@ -58,6 +61,7 @@ impl Bed {
                 // The master keeps a lost client's session 60 s, sweeps every 10 s, and
                 // notices a silent one ~10 s late.
                 server_timeout: "150s",
+                lease: "30s", // the default: the master waits 60 s at the least
             },
             Ok("glusterfs") | Err(_) => Bed {
                 name: "glusterfs",
@@ -65,6 +69,7 @@ impl Bed {
                 netns_a: "fsbed-a",
                 client_a_pid: "/tmp/fsbed-state/client-a.pid",
                 server_timeout: "60s",
+                lease: "4s", // the bed sets network.ping-timeout to 10 s (the default is 42 s)
             },
             Ok(other) => panic!("FSYNC_NETFS_BED={other}: the beds are glusterfs and moosefs"),
         }
@@ -429,43 +434,79 @@ fn netfs_zy_client_crash_frees_the_lock_and_corrupts_nothing() {
 /// Cut host a off while it holds a lock: after the file system's timeout the other side gets
 /// the lock, and host a's fsync notices the loss, says so and stops its command (exit 76).
 /// Named to run last (tests run in name order with one thread), since the cut unmounts host a.
+/// A holder cut off from the server stops its command before the server can give the lock
+/// to the other host (the lease), measured by the timestamps both commands write locally.
 #[test]
-fn netfs_zz_lock_loss_is_detected_and_the_command_stopped() {
+fn netfs_zz_a_cut_off_holder_stops_its_command_before_the_other_host_gets_the_lock() {
     let Some((a, b, t)) = bed("loss") else { return };
+    let bed = Bed::current();
+    let (a_log, b_log) = (t.join("a.log"), t.join("b.log"));
     let mut holder = t
         .fsync([
             "mutex",
             "run",
+            "--lease",
+            bed.lease,
             &s(&a, "L"),
             "--",
             "sh",
             "-c",
-            "echo acquired; sleep 120",
+            &format!(
+                "echo acquired; while :; do date +%s%N >> {}; sleep 0.05; done",
+                a_log.display()
+            ),
         ])
         .hold();
     let cut = |state: &str| {
         let ok = std::process::Command::new("ip")
-            .args(["-n", Bed::current().netns_a, "link", "set", "eth0", state])
+            .args(["-n", bed.netns_a, "link", "set", "eth0", state])
             .status()
             .is_ok_and(|s| s.success());
         assert!(ok, "cannot set host a's link {state}");
     };
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    };
+    let cut_at = now();
     cut("down");
-    // The other side gets the lock once the server has given up on host a (~10 s).
+    // The other side gets the lock once the server has given up on host a.
     let other = std::process::Command::new(fsync_bin())
-        .args(["mutex", "run", "-t", Bed::current().server_timeout])
+        .args(["mutex", "run", "-t", bed.server_timeout])
         .arg(b.join("L"))
-        .args(["--", "true"])
+        .args(["--", "sh", "-c"])
+        .arg(format!("date +%s%N > {}", b_log.display()))
         .output()
         .unwrap();
-    let status = holder.wait_exit();
-    cut("up");
     assert_eq!(other.status.code(), Some(0), "host b never got the lock");
-    assert_eq!(
-        status.code(),
-        Some(76),
-        "host a did not stop its command on the loss"
+    let stamps = |p: &std::path::Path| -> Vec<u128> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    let a_last = *stamps(&a_log).last().expect("host a's command ran");
+    let b_first = stamps(&b_log)[0];
+    let ms = |n: u128| n.saturating_sub(cut_at) as f64 / 1e6;
+    eprintln!(
+        "{}: cut -> host a's command stopped: {:.0} ms; cut -> host b's command started: {:.0} ms",
+        bed.name,
+        ms(a_last),
+        ms(b_first)
     );
+    assert!(
+        a_last < b_first,
+        "two holders: host a's command ran until {:.0} ms after the cut, host b's started at {:.0} ms",
+        ms(a_last),
+        ms(b_first)
+    );
+    cut("up");
+    // fsync itself may wait for the file system to answer again before it can exit.
+    let status = holder.wait_exit();
+    assert_eq!(status.code(), Some(76), "host a did not report the loss");
     let err = holder.stderr_line();
     assert!(err.contains("lock was lost"), "{err}");
     heal();

@@ -108,7 +108,7 @@ pub struct WatchArgs {
 const MAX_DURATION: Duration = Duration::from_secs(1_000_000_000_000);
 
 /// Durations as humantime writes them, plus bare (fractional) seconds as flock(1) takes them.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let too_large = || {
         format!(

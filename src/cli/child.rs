@@ -44,7 +44,7 @@ impl Job<'_> {
     pub fn run_guarded(
         &self,
         started: impl FnOnce(u32),
-        guard: Option<LossGuard<'_>>,
+        guard: Option<LossGuard>,
     ) -> Result<Exit, Failure> {
         let child = self.spawn()?;
         started(child.pid());
@@ -110,16 +110,18 @@ pub enum OnLost {
 /// How long a command has to stop after TERM when its lock was lost.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Checking a lock while its command runs.
-pub struct LossGuard<'a> {
+/// Checking a lock while its command runs: from a thread of its own, with a lease.
+pub struct LossGuard {
+    /// How often to look at what the checking thread found.
     pub every: std::time::Duration,
-    pub still_held: Box<dyn FnMut() -> bool + 'a>,
+    pub lease: fsync::Lease,
     pub on_lost: OnLost,
     pub what: String,
 }
 
-// The `--on-lost` option of the verbs that run a command under a lock. (No doc comment: clap
-// would make it the `about` of every command that flattens this struct, clap-rs/clap#3127.)
+// The `--on-lost` and `--lease` options of the verbs that run a command under a lock. (No doc
+// comment: clap would make it the `about` of every command that flattens this struct,
+// clap-rs/clap#3127.)
 #[derive(Debug, clap::Args)]
 pub struct LossArgs {
     /// On a network file system, what to do if the lock is lost while COMMAND runs (it is
@@ -127,6 +129,14 @@ pub struct LossArgs {
     /// only say so
     #[arg(long, value_enum, value_name = "ACTION", default_value = "term")]
     pub on_lost: OnLost,
+
+    /// On a network file system, count the lock as lost (and act as --on-lost says) once it
+    /// could not be confirmed with the file server for DUR: shorter than the time after which
+    /// the server gives a silent host's locks away, so that COMMAND stops first. Default by
+    /// file system ('fsync doctor' prints it): GlusterFS 20s, MooseFS 30s, NFS 30s, SMB 20s,
+    /// others 10s
+    #[arg(long, value_name = "DUR", value_parser = super::args::parse_duration)]
+    pub lease: Option<std::time::Duration>,
 }
 
 impl LossArgs {
@@ -137,32 +147,48 @@ impl LossArgs {
         &self,
         lock: &std::path::Path,
         check: Option<fsync::LossCheck>,
-    ) -> Option<LossGuard<'static>> {
-        check.map(|check| LossGuard {
-            every: std::time::Duration::from_secs(1),
-            still_held: Box::new(move || check.still_held()),
+    ) -> Option<LossGuard> {
+        let check = check?;
+        let lease = self
+            .lease
+            .or_else(|| fsync::doctor::default_lease(lock).map(|(_, d)| d))
+            .unwrap_or(std::time::Duration::from_secs(10));
+        // Several checks within a lease, and at least one a second.
+        let every = (lease / 4).clamp(
+            std::time::Duration::from_millis(50),
+            std::time::Duration::from_secs(1),
+        );
+        Some(LossGuard {
+            every,
+            lease: check.lease(every, lease),
             on_lost: self.on_lost,
             what: lock.display().to_string(),
         })
     }
 }
 
-/// Until the child exits (seen on a pidfd, so no exit is noticed late), check the lock every
-/// `guard.every`; on a loss say so and act. Returns whether the lock was lost and the command
-/// stopped for it.
-fn watch_lock(child: &Running, mut guard: LossGuard<'_>) -> bool {
+/// Until the child exits (seen on a pidfd, so no exit is noticed late), look every
+/// `guard.every` at what the lease's thread found; on a loss say so and act. Returns whether the
+/// lock was lost and the command stopped for it.
+fn watch_lock(child: &Running, guard: LossGuard) -> bool {
     let Some(pidfd) = child.exit_watch() else {
         return false; // an old kernel: no checking, as on a local file system
     };
     while !pidfd.exited_within(guard.every) {
-        if (guard.still_held)() {
-            continue;
-        }
-        let _ = writeln!(
-            std::io::stderr(),
-            "fsync: {}: the lock was lost while the command ran (network partition or expired lease?)",
-            guard.what
-        );
+        let why = match guard.lease.state() {
+            fsync::LeaseState::Held => continue,
+            fsync::LeaseState::Lost => {
+                "the lock was lost while the command ran (network partition or expired lease?)"
+                    .to_string()
+            }
+            fsync::LeaseState::Expired(since) => format!(
+                "the lock was lost: the file server has not confirmed it for {:.1}s, longer than \
+                 its lease ({}), so another host may be given it",
+                since.as_secs_f64(),
+                humantime::format_duration(guard.lease.length())
+            ),
+        };
+        let _ = writeln!(std::io::stderr(), "fsync: {}: {why}", guard.what);
         match guard.on_lost {
             OnLost::Ignore => {
                 // Say it once, then just wait for the command.

@@ -37,7 +37,7 @@ pub struct DoctorArgs {
 
     /// One JSON object with every check and the mode: {"path", "fs_type", "mount_type",
     /// "network", "flock", "byte_range", "flock_and_byte_range_collide", "rename", "link",
-    /// "notify", "notify_interface", "mode", "warnings"}
+    /// "notify", "notify_interface", "mode", "lease", "warnings"}
     #[arg(long)]
     json: bool,
 }
@@ -52,6 +52,8 @@ pub fn run(a: DoctorArgs) -> VerbResult {
         ("exclusive link", &r.link),
         (notify_label.as_str(), &r.notify),
     ];
+    let lease = doctor::default_lease(&r.dir)
+        .and_then(|(name, _)| doctor::LEASES.iter().find(|l| l.name == name));
     let mut out = std::io::stdout().lock();
     if a.json {
         let line = DoctorJson {
@@ -67,6 +69,11 @@ pub fn run(a: DoctorArgs) -> VerbResult {
             notify: CheckJson::from(&r.notify),
             notify_interface: r.notify_interface,
             mode: mode(&r),
+            lease: lease.map(|l| LeaseJson {
+                file_system: l.name,
+                seconds: l.lease.as_secs(),
+                server_timeout: l.server_timeout,
+            }),
             warnings: &r.warnings,
         };
         report::print_json(&mut out, &line)?;
@@ -96,6 +103,16 @@ pub fn run(a: DoctorArgs) -> VerbResult {
         };
         writeln!(out, "  {:32} {collide}", "flock and byte ranges collide")?;
         writeln!(out, "  mode: {}", mode(&r))?;
+        if let Some(l) = lease {
+            writeln!(
+                out,
+                "  lease: {} ({}: its server gives a silent host's locks away after {}); a run \
+                 verb stops its command when the lock is not confirmed within it (--lease)",
+                humantime::format_duration(l.lease),
+                l.name,
+                l.server_timeout
+            )?;
+        }
         for w in &r.warnings {
             writeln!(out, "  warning: {w}")?;
         }
@@ -128,10 +145,19 @@ struct DoctorJson<'a> {
     notify: CheckJson<'a>,
     notify_interface: &'a str,
     mode: &'a str,
+    lease: Option<LeaseJson>,
     warnings: &'a [String],
 }
 
 /// A check: `true` if it works, else why not (a string).
+/// The default lease in `fsync doctor --json` (docs/json.md, `lease`).
+#[derive(Serialize)]
+struct LeaseJson {
+    file_system: &'static str,
+    seconds: u64,
+    server_timeout: &'static str,
+}
+
 #[derive(Serialize)]
 #[serde(untagged)]
 enum CheckJson<'a> {

@@ -32,28 +32,41 @@ const ABOUT: &str = "Synchronise processes through the file system";
 
 /// The top manual page's NOTES (too long for `--help`).
 const NOTES: &str = "\
-Network file systems (NFS, SMB/CIFS, FUSE such as GlusterFS or sshfs, Ceph; found with statfs, \
-see 'fsync doctor'): whole-file and byte-range locks, exclusive create, link and rename work \
-across hosts, so every primitive keeps its promises there. What does not cross hosts is change \
-notification (dnotify, inotify) never sees another host's changes, so waits for events, messages, \
-semaphore slots and watches re-check every --poll interval (50ms by default); lock waits block in \
-the lock call, which the file server wakes. Measured between two clients of GlusterFS \
-(bench/netfs.sh): a mutex hand-over in 6 ms, an event wake-up in 19 ms and a message in 47 ms \
-(p50).
+Network file systems (NFS, SMB/CIFS, FUSE such as GlusterFS, MooseFS or sshfs, Ceph; found with \
+statfs, see 'fsync doctor'): whole-file and byte-range locks, exclusive create, link and rename \
+work across hosts, so every primitive keeps its promises there. What does not cross hosts is \
+change notification (dnotify, inotify) never sees another host's changes, so waits for events, \
+messages, semaphore slots and watches re-check every --poll interval (50ms by default); lock \
+waits block in the lock call, which the file server wakes. Measured between two clients of \
+GlusterFS (bench/netfs.sh): a mutex hand-over in 6 ms, an event wake-up in 19 ms and a message \
+in 47 ms (p50). Measured on GlusterFS and MooseFS; NFS and SMB are described from their \
+documentation: check a mount with 'fsync doctor'.
 
 A host cut off from the server keeps believing it holds its locks, while the server gives them \
-to others after its timeout (10 s on that bed): 'fsync mutex run' checks its lock every second \
-there and stops its command (exit 76; see --on-lost), 18 s after the cut on the bed. Use \
-FSYNC_FENCE to let the protected resource reject a stale holder. The locks of a client whose \
-process dies go at once; those of a machine that vanishes, after the server's timeout.
+to others after its timeout. So a command run under a lock on a network file system has a lease \
+(--lease): the lock is checked every second, from a thread that a hung call cannot stop, and once \
+the server has not confirmed it for the lease, or has said it is gone, fsync stops the command \
+(exit 76; see --on-lost). The lease must end before the server's timeout, less the time the \
+command needs to stop (10 s of grace after TERM): the defaults are GlusterFS 20s (its \
+network.ping-timeout is 42 s by default), MooseFS 30s (the master keeps a silent client's \
+session, and its locks, for SESSION_SUSTAIN_TIME: 60 s at the least, a day by default), NFS 30s \
+(an NFSv4 lease is 90 s by default), SMB 20s, other network file systems 10s; lower --lease \
+where the server's timeout is lower. Measured with the link of one host cut: on MooseFS its \
+command stopped 30 s after the cut, the other host got the lock after 77 s; on GlusterFS \
+(timeout lowered to 10 s, --lease 4s) the cut was seen at once and the other host got the lock \
+after 11 s. While cut off, fsync itself may not be able to exit until the server answers again \
+(its command is stopped). Use FSYNC_FENCE to let the protected resource reject a stale holder. \
+The locks of a client whose process dies go at once; those of a machine that vanishes, after the \
+server's timeout.
 
 Mount options: on NFS never 'nolock' or 'local_lock' (locks would stay on one host), and \
 'lookupcache=positive' (or 'noac') so that new and removed files are seen promptly; an exclusive \
 lock needs write access to the lock file. On GlusterFS turn client caching off (entry and \
 attribute timeouts 0, stat-prefetch, quick-read, io-cache, open-behind and write-behind off), as \
 fsync's own cross-host test bed does: with the defaults, stale caches lose updates made under a lock. \
-Do not mix whole-file and byte-range locks on one file (--range): NFS and FUSE emulate flock(2) \
-with a whole-file POSIX lock, and the two collide.
+Do not mix whole-file and byte-range locks on one file (--range): NFS and GlusterFS emulate \
+flock(2) with a whole-file POSIX lock, and the two collide (on MooseFS they do not, but a lock \
+protocol should not depend on it).
 
 Shared directories such as /tmp (threat model; SECURITY.md in the sources has the details): \
 fsync trusts the caller, root, and the path it was given (a final symbolic link only if the \
