@@ -217,10 +217,10 @@ pub fn examine(path: &Path) -> Result<Report> {
 
 /// The lease a holder on the file system of `path` uses by default ([`crate::Lease`]): a safe
 /// fraction of the time after which that file system's server, by default, gives a silent
-/// client's locks to another, so that the holder stops its command first (`None` on a local
-/// file system, where a living holder cannot lose its lock). With the name of the file system,
-/// as [`LEASES`] lists them.
-pub fn default_lease(path: &Path) -> Option<(&'static str, Duration)> {
+/// client's locks to another, so that the holder stops its command first. `None` on a local
+/// file system, where a living holder cannot lose its lock. The row of [`LEASES`] for that file
+/// system, the last one for a network file system it does not know.
+pub fn default_lease(path: &Path) -> Option<&'static LeaseDefault> {
     if !pfs::fs_kind_of_path(path).network {
         return None;
     }
@@ -229,13 +229,11 @@ pub fn default_lease(path: &Path) -> Option<(&'static str, Duration)> {
     } else {
         pfs::parent_dir(path)
     };
-    let (mount, _) = mount_info(dir);
-    let mount = mount.unwrap_or_default();
-    let known = LEASES
+    let mount = mount_info(dir).0.unwrap_or_default();
+    LEASES
         .iter()
         .find(|l| l.mount_types.iter().any(|t| mount.starts_with(t)))
-        .unwrap_or(&LEASES[LEASES.len() - 1]);
-    Some((known.name, known.lease))
+        .or(LEASES.last())
 }
 
 /// A network file system's default lease ([`default_lease`]).

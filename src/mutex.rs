@@ -1080,10 +1080,7 @@ pub fn status(path: &Path) -> Result<Status> {
     };
     let listed = probe::listed(path, &file, probe::Kinds::All)?;
     let (held, kernel_pid) = match &listed {
-        // `/proc/locks` comes a page at a time, and may skip a line while other locks come and
-        // go: a byte-range lock it did not list is asked for directly.
-        Some(l) if l.locks.is_empty() => (lock::range_lock_held(&file).unwrap_or(false), None),
-        Some(l) => (true, l.first_pid()),
+        Some(l) => (!l.locks.is_empty(), l.first_pid()),
         None => (held_by_probe(path, &file)?, None),
     };
     let record = holder::read(path);
@@ -1190,13 +1187,15 @@ pub fn inherited_fd(number: RawFd) -> Result<OwnedFd> {
 }
 
 /// That `fd` is open on a regular file or a directory, the only things a lock file can be: a
-/// lock on a pipe, a socket or a device (`/dev/null`) would exclude nobody.
-pub(crate) fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<()> {
+/// lock on a pipe, a socket or a device (`/dev/null`) would exclude nobody. Returns whether it is
+/// a directory.
+pub(crate) fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<bool> {
     use nix::sys::stat::SFlag;
     let st = nix::sys::stat::fstat(fd)
         .map_err(|_| Error::new(path, ErrorKind::NotFound, "not an open file descriptor"))?;
     let kind = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
-        SFlag::S_IFREG | SFlag::S_IFDIR => return Ok(()),
+        SFlag::S_IFREG => return Ok(false),
+        SFlag::S_IFDIR => return Ok(true),
         SFlag::S_IFIFO => "a pipe",
         SFlag::S_IFSOCK => "a socket",
         SFlag::S_IFCHR => "a character device",
@@ -1280,8 +1279,7 @@ pub fn watch(path: impl AsRef<Path>, timeout: Option<Duration>, poll: Duration) 
         pending: std::collections::VecDeque::new(),
         deadline,
         poll,
-        interrupted: None,
-        done: false,
+        end: wait::WatchEnd::default(),
     })
 }
 
@@ -1302,8 +1300,7 @@ pub struct Watch {
     pending: std::collections::VecDeque<Change>,
     deadline: Deadline,
     poll: Duration,
-    interrupted: Option<i32>,
-    done: bool,
+    end: wait::WatchEnd,
 }
 
 impl Watch {
@@ -1315,7 +1312,7 @@ impl Watch {
     /// The cancellation signal that ended the watch, if one did (`None` while it runs, and
     /// when its time ran out).
     pub fn interrupted(&self) -> Option<i32> {
-        self.interrupted
+        self.end.interrupted()
     }
 }
 
@@ -1327,24 +1324,14 @@ impl Iterator for Watch {
             if let Some(change) = self.pending.pop_front() {
                 return Some(Ok(change));
             }
-            if self.done {
+            if self.end.ended() {
                 return None;
             }
-            let current = match change_by(&self.path, &self.seen, self.deadline, self.poll) {
-                Ok(Outcome::Acquired(st)) => st,
-                Ok(Outcome::TimedOut) => {
-                    self.done = true;
-                    return None;
-                }
-                Ok(Outcome::Interrupted(sig)) => {
-                    self.done = true;
-                    self.interrupted = Some(sig);
-                    return None;
-                }
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
+            let waited = change_by(&self.path, &self.seen, self.deadline, self.poll);
+            let current = match self.end.pass(waited) {
+                Ok(Some(st)) => st,
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e)),
             };
             // The record of one holding fills in as it goes (kernel pid, then command, then
             // child), so a holding is told apart by its pid.

@@ -71,7 +71,18 @@ pub(crate) fn listed(path: &Path, file: &File, kinds: Kinds) -> Result<Option<Li
     let (dev, ino) = (meta.dev(), meta.ino());
     let locks = match kinds {
         Kinds::Flock => procinfo::flock_holders(dev, ino),
-        Kinds::All => procinfo::lock_holders(dev, ino),
+        Kinds::All => procinfo::lock_holders(dev, ino).map(|mut locks| {
+            // The table comes a page at a time and may skip a line while other locks come
+            // and go: a byte-range lock it did not list is asked for directly (F_OFD_GETLK,
+            // which takes nothing). Its holder stays unnamed.
+            if locks.is_empty() && lock::range_lock_held(file).unwrap_or(false) {
+                locks.push(procinfo::KernelLock {
+                    pid: None,
+                    exclusive: true,
+                });
+            }
+            locks
+        }),
     };
     Ok(locks.map(|locks| Listed { dev, ino, locks }))
 }

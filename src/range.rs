@@ -273,10 +273,7 @@ pub fn unlock_fd(fd: BorrowedFd<'_>, range: ByteRange) -> Result<()> {
 /// file's name for messages.
 fn check_range_fd(fd: BorrowedFd<'_>) -> Result<PathBuf> {
     let path = crate::mutex::fd_file(fd.as_raw_fd());
-    crate::mutex::check_lockable_fd(fd.as_raw_fd(), &path)?;
-    let st = nix::sys::stat::fstat(fd.as_raw_fd())
-        .map_err(|e| Error::io(&path, "cannot examine descriptor", e.into()))?;
-    if st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR {
+    if crate::mutex::check_lockable_fd(fd.as_raw_fd(), &path)? {
         return Err(Error::new(
             &path,
             ErrorKind::NotFound,

@@ -164,6 +164,42 @@ macro_rules! acquired {
 }
 pub(crate) use acquired;
 
+/// Where an iterator over changes (a watch: [`crate::mutex::watch`], [`crate::group::watch`])
+/// stands: running, or ended by its deadline, a cancellation signal or an error.
+#[derive(Debug, Default)]
+pub(crate) struct WatchEnd {
+    ended: bool,
+    interrupted: Option<i32>,
+}
+
+impl WatchEnd {
+    /// Whether the watch has ended (it yields nothing more).
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The cancellation signal that ended it, if one did.
+    pub(crate) fn interrupted(&self) -> Option<i32> {
+        self.interrupted
+    }
+
+    /// A wait's result as the watch passes it on: `Ok(Some(change))`; `Ok(None)` once the time
+    /// is up or a signal came, which ends the watch; an error, once, which ends it too.
+    pub(crate) fn pass<T>(&mut self, waited: Result<Outcome<T>>) -> Result<Option<T>> {
+        match waited {
+            Ok(Outcome::Acquired(v)) => return Ok(Some(v)),
+            Ok(Outcome::TimedOut) => {}
+            Ok(Outcome::Interrupted(sig)) => self.interrupted = Some(sig),
+            Err(e) => {
+                self.ended = true;
+                return Err(e);
+            }
+        }
+        self.ended = true;
+        Ok(None)
+    }
+}
+
 /// When a wait must end, fixed when it begins. A wait made of steps (a queue, then a slot)
 /// passes the same deadline to each, so that the whole takes no longer than asked and its
 /// progress counts from its beginning.

@@ -341,6 +341,20 @@ fn shell_holding(t: &TestDir, range: &str, shared: bool) -> crate::harness::Hold
     .hold()
 }
 
+/// Make a [`shell_holding`] shell unlock its range, once it says it has.
+#[track_caller]
+fn unlock(shell: &mut crate::harness::Holder) {
+    shell.send("unlock");
+    shell.expect("unlocked");
+}
+
+/// Let a [`shell_holding`] shell exit, and check that it did so with status 0.
+#[track_caller]
+fn exit(mut shell: crate::harness::Holder) {
+    shell.send("exit");
+    shell.finish().code(0);
+}
+
 #[test]
 fn a_shell_holds_a_byte_range_through_its_descriptor_after_fsync_exits() {
     let t = TestDir::new();
@@ -349,11 +363,9 @@ fn a_shell_holds_a_byte_range_through_its_descriptor_after_fsync_exits() {
     try_range(&t, MUTEX, "7", "L", 75);
     try_range(&t, MUTEX, "0:7", "L", 0);
     try_range(&t, MUTEX, "8", "L", 0);
-    shell.send("unlock");
-    shell.expect("unlocked");
+    unlock(&mut shell);
     try_range(&t, MUTEX, "7", "L", 0);
-    shell.send("exit");
-    shell.finish().code(0);
+    exit(shell);
 }
 
 #[test]
@@ -362,11 +374,9 @@ fn fcntl_on_a_descriptor_is_the_whole_file_range_and_shared_ranges_share() {
     let mut shell = shell_holding(&t, "--fcntl", false);
     try_range(&t, MUTEX, "0x7ffffffffffffff0", "L", 75);
     try_range(&t, READ, "0:0", "L", 75);
-    shell.send("unlock");
-    shell.expect("unlocked");
+    unlock(&mut shell);
     try_range(&t, MUTEX, "0:0", "L", 0);
-    shell.send("exit");
-    shell.finish().code(0);
+    exit(shell);
 
     // Shared ranges through descriptors: two shells share, a writer is refused.
     let mut one = shell_holding(&t, "--range 0:10", true);
@@ -375,13 +385,11 @@ fn fcntl_on_a_descriptor_is_the_whole_file_range_and_shared_ranges_share() {
     try_range(&t, WRITE, "9", "L", 75);
     try_range(&t, WRITE, "15", "L", 0);
     for shell in [&mut one, &mut two] {
-        shell.send("unlock");
-        shell.expect("unlocked");
+        unlock(shell);
     }
     try_range(&t, WRITE, "9", "L", 0);
-    for mut shell in [one, two] {
-        shell.send("exit");
-        shell.finish().code(0);
+    for shell in [one, two] {
+        exit(shell);
     }
 }
 

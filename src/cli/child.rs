@@ -151,8 +151,9 @@ impl LossArgs {
         let check = check?;
         let lease = self
             .lease
-            .or_else(|| fsync::doctor::default_lease(lock).map(|(_, d)| d))
-            .unwrap_or(std::time::Duration::from_secs(10));
+            .or_else(|| fsync::doctor::default_lease(lock).map(|l| l.lease))
+            // The check says network where the path's statfs did not: the unknown kind's.
+            .unwrap_or(fsync::doctor::LEASES[fsync::doctor::LEASES.len() - 1].lease);
         // Several checks within a lease, and at least one a second.
         let every = (lease / 4).clamp(
             std::time::Duration::from_millis(50),

@@ -52,8 +52,7 @@ pub fn run(a: DoctorArgs) -> VerbResult {
         ("exclusive link", &r.link),
         (notify_label.as_str(), &r.notify),
     ];
-    let lease = doctor::default_lease(&r.dir)
-        .and_then(|(name, _)| doctor::LEASES.iter().find(|l| l.name == name));
+    let lease = doctor::default_lease(&r.dir);
     let mut out = std::io::stdout().lock();
     if a.json {
         let line = DoctorJson {

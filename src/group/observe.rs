@@ -172,8 +172,7 @@ pub fn watch(path: impl AsRef<Path>, timeout: Option<Duration>, poll: Duration) 
         empty,
         deadline,
         poll,
-        interrupted: None,
-        done: false,
+        end: wait::WatchEnd::default(),
     })
 }
 
@@ -193,8 +192,7 @@ pub struct Watch {
     empty: bool,
     deadline: Deadline,
     poll: Duration,
-    interrupted: Option<i32>,
-    done: bool,
+    end: wait::WatchEnd,
 }
 
 impl Watch {
@@ -207,7 +205,7 @@ impl Watch {
     /// The cancellation signal that ended the watch, if one did (`None` while it runs, and
     /// when its time ran out).
     pub fn interrupted(&self) -> Option<i32> {
-        self.interrupted
+        self.end.interrupted()
     }
 }
 
@@ -215,32 +213,20 @@ impl Iterator for Watch {
     type Item = Result<Change>;
 
     fn next(&mut self) -> Option<Result<Change>> {
-        if self.done {
+        if self.end.ended() {
             return None;
         }
-        match wait_for_state_inner(&self.path, !self.empty, self.deadline, self.poll, None) {
-            Ok(Outcome::Acquired(())) => {
+        let waited = wait_for_state_inner(&self.path, !self.empty, self.deadline, self.poll, None);
+        self.end.pass(waited).transpose().map(|changed| {
+            changed.map(|()| {
                 self.empty = !self.empty;
-                Some(Ok(if self.empty {
+                if self.empty {
                     Change::Empty
                 } else {
                     Change::NotEmpty
-                }))
-            }
-            Ok(Outcome::TimedOut) => {
-                self.done = true;
-                None
-            }
-            Ok(Outcome::Interrupted(sig)) => {
-                self.done = true;
-                self.interrupted = Some(sig);
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+                }
+            })
+        })
     }
 }
 
