@@ -14,9 +14,23 @@ A lock `DIR/NAME` is three files:
 - `DIR/.NAME.writers`: a writer holds a **shared** lock on it from arrival until it has `NAME`,
   so that `status` can count waiting writers.
 
-Reader: turnstile (exclusive) -> `NAME` (shared) -> release turnstile -> read -> release `NAME`.
-Writer: `.writers` (shared) -> turnstile (exclusive) -> `NAME` (exclusive) -> release turnstile
-and `.writers` -> write -> release `NAME`.
+Missing files are created (mode 0666 less the umask), never truncated or written.
+
+Reader: **r1** open `NAME`; **r2** lock the turnstile (exclusive), *verify*; **r3** if `NAME`
+no longer names the file opened in r1, open it again; **r4** lock `NAME` (shared), *verify*;
+**r5** release the turnstile; read; release `NAME`.
+
+Writer: **w1** open `NAME`; **w2** lock `.writers` (shared), *verify*; **w3** lock the
+turnstile (exclusive), *verify*; **w4** as r3; **w5** lock `NAME` (exclusive), *verify*;
+**w6** release the turnstile and `.writers`; write; release `NAME`.
+
+*Verify* (after every lock): the name still names the file locked (same device and inode, and
+at least one link); if not, a deletion (below) removed it between our open and our lock:
+release everything and start again at r1 or w1. A process that locked a removed file so never
+goes on with it, which is what keeps two writers, or a reader and a writer, from holding locks on
+two different files of one name. Whoever holds the live turnstile has the live `NAME` to lock
+(a deletion holds the turnstile, and removes `NAME` before it), so after r3 and w4 the verify of
+`NAME` passes.
 
 Why writers are not starved: Linux `flock` grants a shared lock to a newcomer even while an
 exclusive request waits, which is how `flock -s` readers starve `flock -x`. Here a waiting writer
@@ -33,27 +47,72 @@ first, which is not atomic, so we offer none rather than a silent one.
 With a byte range ([`crate::range`]), readers and the writer take OFD locks on that range of
 `NAME` instead of `flock` (never both kinds on one file); the turnstile is still whole-file, so
 a waiting writer holds back new readers of every range.
+
+# Deleting (`--delete`)
+
+A reader or writer that asked for it ([`Swmr::delete_on_release`]) removes the three files
+when it leaves, if nobody else is inside, waiting, or arriving; otherwise it leaves them to
+whoever leaves last. Leaving is releasing everything (the command has exited); a wait that gives
+up (timeout, cancellation) leaves too. Then the *deletion attempt*, which holds nothing at first
+and never waits for a lock except in d5:
+
+- **d1** open the turnstile (creating it, as entering does, so that every removal happens under
+  the live turnstile) and lock it exclusively without waiting: busy, go to d5; *verify* (not
+  live: start d1 again);
+- **d2** open `NAME` if it exists and lock it exclusively without waiting: busy means someone is
+  inside, who leaves after us: release everything and stop, keeping the files; *verify*;
+- **d3** the same for `.writers` if it exists: busy means a writer arrives: go to d5; *verify*;
+- **d4** remove `NAME`, then the turnstile, then `.writers` (each only if its name still names
+  the file we hold, and only a regular file with one link that, in a sticky directory, belongs
+  to us or the directory's owner: never another user's file, never through a link), and
+  release. `NAME` goes first: until the turnstile goes too, nobody can lock a new turnstile, so
+  whoever holds the live turnstile holds the live `NAME`;
+- **d5** release everything but the busy file, and wait until it is free (a blocking exclusive
+  lock on it, let go at once), then go to d1; stop, keeping the files, as soon as anyone holds
+  `NAME` (the kernel's lock table, read without locking; not on network file systems), or after
+  a second. A waiter that holds the turnstile either enters (and will leave after us) or gives up
+  (and makes its own attempt), so waiting for it keeps the last to leave from missing the other.
+
+Deletion never removes a file that someone holds (d1 to d3 hold all three exclusively), nor
+one someone is waiting for (the turnstile, or `.writers`, is then busy). A process that opened
+a file before its removal and locks it after fails *verify* and starts again on new files. A
+waiting writer keeps its turnstile, so deletion never costs it its place: the attempt takes
+`NAME` only while holding the turnstile itself. `models/swmr_delete.pml` checks mutual
+exclusion, that nothing is left behind once everyone has left (unless the last crashed), and
+that a writer holding the turnstile is never starved, with deletions, give-ups and crashes.
+
+Files stay when the lock was passed down to a process that still runs (it still holds `NAME`
+through the inherited description), when another user's file is in one of the three places, or
+when `flock(1)` users hold `NAME`. A process killed while inside deletes nothing: the next user
+with `--delete` who leaves last does.
 */
 
 use std::{
     fs::File,
-    os::unix::fs::MetadataExt,
+    os::{fd::AsFd, unix::fs::MetadataExt},
     path::{Path, PathBuf},
     time::Duration,
 };
+
+use nix::sys::stat::{FileStat, SFlag};
 
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::{record_path, Holder},
     platform::{
-        fs as pfs,
+        dir::{self, Dir},
+        fs::{self as pfs, Access},
         lock::{self, Mode},
         procinfo,
     },
     probe,
     range::{ByteRange, RangeLock},
-    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
+    wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
+
+/// How long a deletion attempt waits for a busy turnstile or `.writers` (d5) before it leaves
+/// the files to those who hold them.
+const DELETE_GRACE: Duration = Duration::from_secs(1);
 
 /// A reader/writer lock at a path: any number of readers together, or one writer alone; a
 /// waiting writer holds back readers who arrive after it, so a stream of readers cannot starve
@@ -76,20 +135,44 @@ pub struct Swmr {
     path: PathBuf,
     poll: Duration,
     range: Option<ByteRange>,
+    delete: bool,
 }
 
-/// Proof of holding a [`Swmr`] lock for reading or writing; released on drop.
+/// Proof of holding a [`Swmr`] lock for reading or writing; released on drop (removing the
+/// lock's files if it was acquired with [`Swmr::delete_on_release`] and nobody else uses them).
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct SwmrGuard {
     path: PathBuf,
-    file: File,
+    /// `None` once released.
+    file: Option<File>,
     mode: Mode,
     /// Held on a byte range (OFD locks), which lock-loss checks do not cover.
     ranged: bool,
+    delete: bool,
+    poll: Duration,
+}
+
+/// What [`SwmrGuard::release`] did with the lock's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// Left in place: not asked to delete them.
+    Kept,
+    /// Deleted, as asked: nobody else was inside, waiting or arriving.
+    Deleted,
+    /// Left in place although asked to delete them: others are inside or waiting, and whoever
+    /// of them leaves last with delete on release removes them.
+    KeptInUse,
+    /// Left in place although asked to delete them: another process (one the command left
+    /// running) still holds the lock through a descriptor it inherited.
+    KeptStillHeld,
 }
 
 impl SwmrGuard {
+    fn file(&self) -> &File {
+        self.file.as_ref().expect("held until released")
+    }
+
     /// Whether this is the writer's (exclusive) lock rather than a reader's.
     pub fn is_writer(&self) -> bool {
         self.mode == Mode::Exclusive
@@ -99,7 +182,7 @@ impl SwmrGuard {
     /// which are not re-checked).
     pub fn loss_check(&self) -> Option<crate::LossCheck> {
         match self.ranged {
-            false => crate::LossCheck::of(&self.file, self.mode),
+            false => crate::LossCheck::of(self.file(), self.mode),
             true => None,
         }
     }
@@ -107,8 +190,50 @@ impl SwmrGuard {
     /// Let the lock survive `exec` into children (`true`), as the mutex does, so that it stays
     /// held while they run even if this process dies; `false` keeps it close-on-exec.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
-        lock::set_inheritable(&self.file, inherit)
+        lock::set_inheritable(self.file(), inherit)
             .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
+    }
+
+    /// Release now, saying what became of the lock's files and reporting failures to delete
+    /// them (dropping the guard releases too, silently). With
+    /// [`delete_on_release`](Swmr::delete_on_release) this may wait up to a second for a
+    /// process that holds the turnstile to enter or give up (module docs, d5).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("db.lck");
+    /// use fsync::swmr::{Released, Swmr};
+    /// let lock = Swmr::new(&path).delete_on_release(true);
+    /// let (r1, r2) = (lock.read(None)?.unwrap(), lock.read(None)?.unwrap());
+    /// assert_eq!(r1.release()?, Released::KeptInUse); // r2 is still inside
+    /// assert_eq!(r2.release()?, Released::Deleted); // the last to leave removes the files
+    /// assert!(!path.exists());
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn release(mut self) -> Result<Released> {
+        self.release_inner()
+    }
+
+    fn release_inner(&mut self) -> Result<Released> {
+        let Some(file) = self.file.take() else {
+            return Ok(Released::Kept);
+        };
+        if !self.delete {
+            return Ok(Released::Kept);
+        }
+        // A process the command left running may hold the lock through an inherited
+        // descriptor: it is still inside.
+        if procinfo::description_shared(file.as_fd()) {
+            return Ok(Released::KeptStillHeld);
+        }
+        drop(file); // leave: the lock goes with our description
+        delete_files(&self.path, self.poll)
+    }
+}
+
+impl Drop for SwmrGuard {
+    fn drop(&mut self) {
+        let _ = self.release_inner();
     }
 }
 
@@ -128,11 +253,13 @@ impl Swmr {
             path: path.as_ref().to_path_buf(),
             poll: DEFAULT_POLL,
             range: None,
+            delete: false,
         }
     }
 
     /// Lock only this byte range of the file, with OFD locks (see [`crate::range`]); readers
-    /// and writers of disjoint ranges do not exclude each other.
+    /// and writers of disjoint ranges do not exclude each other. Not with
+    /// [`delete_on_release`](Self::delete_on_release).
     pub fn range(mut self, range: Option<ByteRange>) -> Swmr {
         self.range = range;
         self
@@ -142,6 +269,18 @@ impl Swmr {
     /// wakes nobody ([`wait::DEFAULT_POLL`] unless set).
     pub fn poll_interval(mut self, every: Duration) -> Swmr {
         self.poll = every;
+        self
+    }
+
+    /// Remove the lock's three files when leaving, if nobody else is inside, waiting or
+    /// arriving (otherwise whoever of them leaves last with this set removes them); leaving
+    /// includes a wait that gives up. Processes that opened the files before their removal
+    /// notice and take new ones: readers and writers keep excluding each other, and a waiting
+    /// writer keeps its place (module docs, "Deleting"). Never removes a link, or another
+    /// user's file in a sticky directory. Acquiring a directory, or a byte range, with it set
+    /// is refused ([`ErrorKind::NotFound`], [`ErrorKind::Invalid`]).
+    pub fn delete_on_release(mut self, yes: bool) -> Swmr {
+        self.delete = yes;
         self
     }
 
@@ -200,50 +339,109 @@ impl Swmr {
         &self,
         mode: Mode,
         timeout: Option<Duration>,
-        mut progress: impl FnMut(Duration),
+        progress: impl FnMut(Duration),
     ) -> Result<Outcome<SwmrGuard>> {
-        let deadline = Deadline::after(timeout);
+        if self.delete && self.range.is_some() {
+            return Err(Error::new(
+                &self.path,
+                ErrorKind::Invalid,
+                "a byte range is never deleted on release",
+            ));
+        }
+        let outcome = self.lock_all(mode, Deadline::after(timeout), progress)?;
+        if self.delete && !matches!(outcome, Outcome::Acquired(_)) {
+            // Giving up is leaving too: we may have been the last one waiting. Best effort.
+            let _ = delete_files(&self.path, self.poll);
+        }
+        Ok(outcome.map(|file| SwmrGuard {
+            path: self.path.clone(),
+            file: Some(file),
+            mode,
+            ranged: self.range.is_some(),
+            delete: self.delete,
+            poll: self.poll,
+        }))
+    }
+
+    /// Open `NAME` (r1, w1), checking what a lock of `mode` needs of it.
+    fn open(&self, mode: Mode) -> Result<(File, Access, bool)> {
         let purpose = match self.range {
             None => pfs::Purpose::Flock,
             Some(_) => pfs::Purpose::Fcntl,
         };
         let (file, access) = pfs::open_lock_file(&self.path, purpose)?;
         let network = pfs::fs_kind(&file).network;
-        if network && mode == Mode::Exclusive && access == pfs::Access::ReadOnly {
+        if network && mode == Mode::Exclusive && access == Access::ReadOnly {
             return Err(Error::new(
                 &self.path,
                 ErrorKind::PermissionDenied,
                 "an exclusive lock on this network file system needs write access to the lock file",
             ));
         }
-        let _writers = match mode {
-            Mode::Exclusive => optional_side(&side_file(&self.path, ".writers"))?,
-            Mode::Shared => None,
-        };
-        let mut step = |file: &File, mode: Mode, deadline: Deadline| {
+        if self.delete && is_dir(&self.path, &file)? {
+            // A path of the wrong kind for what was asked, as a directory for a byte range.
+            return Err(Error::new(
+                &self.path,
+                ErrorKind::NotFound,
+                "is a directory: it can be the lock, but delete on release removes only lock files",
+            ));
+        }
+        Ok((file, access, network))
+    }
+
+    /// Steps r1 to r5 (w1 to w6) of the module docs: the locked `NAME`, once had.
+    fn lock_all(
+        &self,
+        mode: Mode,
+        deadline: Deadline,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<File>> {
+        let (mut file, mut access, network) = self.open(mode)?;
+        let step = |progress: &mut dyn FnMut(Duration), file: &File, mode, deadline| {
             let spec = Wait::for_lock(deadline, network, self.poll);
-            wait::flock(spec, &mut progress, file, mode, &self.path)
+            wait::flock(spec, progress, file, mode, &self.path)
         };
-        if let Some(w) = &_writers {
-            let _ = step(w, Mode::Shared, Deadline::never())?;
+        let (writers_path, turnstile_path) = (
+            side_file(&self.path, ".writers"),
+            side_file(&self.path, ".turnstile"),
+        );
+        loop {
+            let writers = match mode {
+                Mode::Exclusive => optional_side(&writers_path)?,
+                Mode::Shared => None,
+            };
+            if let Some(w) = &writers {
+                // Only a deletion holds it exclusively, for an instant: no deadline.
+                wait::acquired!(step(&mut progress, w, Mode::Shared, Deadline::never())?);
+                if !names(&writers_path, w)? {
+                    continue;
+                }
+            }
+            let turnstile = optional_side(&turnstile_path)?;
+            if let Some(t) = &turnstile {
+                wait::acquired!(step(&mut progress, t, Mode::Exclusive, deadline)?);
+                if !names(&turnstile_path, t)? {
+                    continue;
+                }
+            }
+            if !names(&self.path, &file)? {
+                (file, access, _) = self.open(mode)?; // r3, w4
+            }
+            let got = match self.range {
+                None => step(&mut progress, &file, mode, deadline)?,
+                Some(r) => RangeLock::new(&self.path, r)
+                    .poll_interval(self.poll)
+                    .lock_file(&file, access, mode, deadline, &mut progress)?,
+            };
+            wait::acquired!(got);
+            if !names(&self.path, &file)? {
+                // Removed under us (only where there is no turnstile): start again.
+                (file, access, _) = self.open(mode)?;
+                continue;
+            }
+            drop(turnstile); // others may queue again
+            return Ok(Outcome::Acquired(file));
         }
-        let turnstile = optional_side(&side_file(&self.path, ".turnstile"))?;
-        if let Some(t) = &turnstile {
-            wait::acquired!(step(t, Mode::Exclusive, deadline)?);
-        }
-        let got = match self.range {
-            None => step(&file, mode, deadline)?,
-            Some(r) => RangeLock::new(&self.path, r)
-                .poll_interval(self.poll)
-                .lock_file(&file, access, mode, deadline, progress)?,
-        };
-        drop(turnstile); // others may queue again
-        Ok(got.map(|()| SwmrGuard {
-            path: self.path.clone(),
-            file,
-            mode,
-            ranged: self.range.is_some(),
-        }))
     }
 }
 
@@ -254,6 +452,246 @@ fn optional_side(path: &Path) -> Result<Option<File>> {
         Err(e) if matches!(e.kind(), ErrorKind::PermissionDenied) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+fn is_dir(path: &Path, file: &File) -> Result<bool> {
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(path, "cannot stat", e))?;
+    Ok(meta.is_dir())
+}
+
+/// *Verify*: does `path` still name the file `file` has open, and has it a link?
+fn names(path: &Path, file: &File) -> Result<bool> {
+    let held = file
+        .metadata()
+        .map_err(|e| Error::io(path, "cannot stat lock file", e))?;
+    if held.nlink() == 0 {
+        return Ok(false);
+    }
+    match std::fs::metadata(path) {
+        Ok(now) => Ok((now.dev(), now.ino()) == (held.dev(), held.ino())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(path, "cannot stat lock file", e)),
+    }
+}
+
+/// The names of a lock's three files in their directory.
+struct Names {
+    lock: String,
+    turnstile: String,
+    writers: String,
+}
+
+impl Names {
+    /// `None` for a name the directory API cannot take (not UTF-8): such locks are kept.
+    fn of(path: &Path) -> Option<Names> {
+        let name = |p: &Path| p.file_name()?.to_str().map(str::to_string);
+        Some(Names {
+            lock: name(path)?,
+            turnstile: name(&side_file(path, ".turnstile"))?,
+            writers: name(&side_file(path, ".writers"))?,
+        })
+    }
+}
+
+/// How one pass of the deletion attempt (d1 to d4) ended.
+enum Pass {
+    Done(Released),
+    /// The turnstile or `.writers` is busy: wait for it (d5).
+    Busy(File),
+}
+
+/// The deletion attempt of the module docs (d1 to d5), after leaving `path`.
+fn delete_files(path: &Path, poll: Duration) -> Result<Released> {
+    let Some(names) = Names::of(path) else {
+        return Err(Error::new(
+            path,
+            ErrorKind::Invalid,
+            "a name that is not UTF-8 is never deleted on release",
+        ));
+    };
+    let Some(dir) = Dir::top(pfs::parent_dir(path), false, "cannot open directory")? else {
+        return Ok(Released::Deleted); // gone with its directory
+    };
+    let network = pfs::fs_kind_of_path(dir.path()).network;
+    let mut busy: Option<File> = None;
+    let mut attempt = |block: bool| -> Result<Option<Released>, Failed> {
+        if block {
+            // d5: wait until the busy file is free (let go at once), or a tick.
+            if let Some(f) = busy.take() {
+                lock::flock(&f, Mode::Exclusive, true)?;
+            }
+            return Ok(None);
+        }
+        match delete_pass(&dir, &names, network)? {
+            Pass::Done(released) => Ok(Some(released)),
+            Pass::Busy(_) if name_held(&dir, &names.lock) => Ok(Some(Released::KeptInUse)),
+            Pass::Busy(f) => {
+                busy = Some(f);
+                Ok(None)
+            }
+        }
+    };
+    // One pass whatever happens; a cancellation ends only the wait.
+    if let Some(released) = attempt(false).map_err(|f| f.naming(path, "cannot delete"))? {
+        return Ok(released);
+    }
+    let spec = Wait {
+        deadline: Deadline::after(Some(DELETE_GRACE)),
+        poll: Some(poll.min(DELETE_GRACE)),
+        progress: None,
+    };
+    match wait::wait_for(spec, |_| {}, attempt).map_err(|f| f.naming(path, "cannot delete"))? {
+        Outcome::Acquired(released) => Ok(released),
+        Outcome::TimedOut | Outcome::Interrupted(_) => Ok(Released::KeptInUse),
+    }
+}
+
+/// Steps d1 to d4, without waiting.
+fn delete_pass(dir: &Dir, names: &Names, network: bool) -> Result<Pass> {
+    let lock_now = |file: &File, name: &str| {
+        lock::flock(file, Mode::Exclusive, false)
+            .map_err(|e| Error::io(&dir.join(name), "cannot lock", e))
+    };
+    // A file that was removed between our open and our lock: another deletion came first, and
+    // newcomers made new files; look again (a few times: each needs a whole deletion between).
+    for _ in 0..8 {
+        // d1
+        no_link(dir, &names.turnstile)?;
+        let turnstile = dir.open_or_create(&names.turnstile)?;
+        if !lock_now(&turnstile, &names.turnstile)? {
+            return Ok(Pass::Busy(turnstile));
+        }
+        let Some(t) = held_entry(dir, &names.turnstile, &turnstile)? else {
+            continue;
+        };
+        // d2
+        let lock = open_entry(dir, &names.lock, network)?;
+        let mut n = None;
+        if let Some(file) = &lock {
+            if !lock_now(file, &names.lock)? {
+                return Ok(Pass::Done(Released::KeptInUse)); // someone is inside
+            }
+            match held_entry(dir, &names.lock, file)? {
+                Some(st) => n = Some(st),
+                None => continue,
+            }
+        }
+        // d3
+        let writers = open_entry(dir, &names.writers, network)?;
+        let mut w = None;
+        if let Some(file) = writers {
+            if !lock_now(&file, &names.writers)? {
+                return Ok(Pass::Busy(file)); // a writer arrives
+            }
+            match held_entry(dir, &names.writers, &file)? {
+                Some(st) => w = Some((st, file)),
+                None => continue,
+            }
+        }
+        // d4: all or nothing, and only what we hold
+        let parent = dir
+            .stat(".")
+            .map_err(|e| Error::io(dir.path(), "cannot stat", e))?;
+        let held = [
+            (&names.lock, lock.as_ref().zip(n.as_ref())),
+            (&names.turnstile, Some((&turnstile, &t))),
+            (&names.writers, w.as_ref().map(|(st, f)| (f, st))),
+        ];
+        for (name, entry) in &held {
+            if let Some((_, st)) = entry {
+                removable(dir, name, st, &parent)?;
+            }
+        }
+        for (name, entry) in held {
+            let Some((file, _)) = entry else { continue };
+            if held_entry(dir, name, file)?.is_some() {
+                dir.unlink_file(name)
+                    .map_err(|e| Error::io(&dir.join(name), "cannot delete", e))?;
+            }
+        }
+        return Ok(Pass::Done(Released::Deleted));
+    }
+    Ok(Pass::Done(Released::KeptInUse))
+}
+
+/// Open the existing entry `name` for a lock (read-write where it must be, on a network file
+/// system, and may be); `None` if it does not exist. Never through a link.
+fn open_entry(dir: &Dir, name: &str, network: bool) -> Result<Option<File>> {
+    no_link(dir, name)?;
+    match dir.open(name, network) {
+        Err(e) if network && e.kind() == ErrorKind::PermissionDenied => dir.open(name, false),
+        other => other,
+    }
+}
+
+/// A symbolic link where a lock file belongs (the user's own, for `NAME`) is never removed, nor
+/// followed to remove what it points to: then the files stay.
+fn no_link(dir: &Dir, name: &str) -> Result<()> {
+    match dir.stat(name) {
+        Ok(st) if st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFLNK.bits() => Err(Error::new(
+            &dir.join(name),
+            ErrorKind::NotFound,
+            "is a symbolic link; delete on release removes only regular files, not removing it",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// *Verify* for the deletion: the status of entry `name` if it is the file we hold (not
+/// following a link), `None` if it is another one, or missing, by now.
+fn held_entry(dir: &Dir, name: &str, file: &File) -> Result<Option<FileStat>> {
+    let held = file
+        .metadata()
+        .map_err(|e| Error::io(&dir.join(name), "cannot stat", e))?;
+    match dir.stat(name) {
+        Ok(st) if (st.st_dev, st.st_ino) == (held.dev(), held.ino()) => Ok(Some(st)),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(&dir.join(name), "cannot stat", e)),
+    }
+}
+
+/// Whether deletion may remove the entry `name` (status `st`) of `dir` (status `parent`): a
+/// regular file with one link (a hard link to someone's file is not ours to drop), and in a
+/// sticky directory the caller's or the directory owner's, the rule the kernel applies to
+/// everyone but root, applied to root too.
+fn removable(dir: &Dir, name: &str, st: &FileStat, parent: &FileStat) -> Result<()> {
+    let refuse = |kind, why: String| Err(Error::new(&dir.join(name), kind, why));
+    let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+    if kind != SFlag::S_IFREG {
+        let what = dir::describe(st);
+        return refuse(ErrorKind::NotFound, format!("is {what}; not removing it"));
+    }
+    if st.st_nlink != 1 {
+        return refuse(
+            ErrorKind::NotFound,
+            "has other links; not removing it".to_string(),
+        );
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    let sticky = parent.st_mode & nix::sys::stat::Mode::S_ISVTX.bits() != 0;
+    if sticky && st.st_uid != me && parent.st_uid != me {
+        return refuse(
+            ErrorKind::PermissionDenied,
+            format!(
+                "belongs to another user (uid {}) in a sticky directory; not removing it",
+                st.st_uid
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Whether anyone holds `name` (d5): the kernel's lock table, read without locking; `false`
+/// where it cannot tell (network file systems).
+fn name_held(dir: &Dir, name: &str) -> bool {
+    let Ok(Some(file)) = dir.open(name, false) else {
+        return false;
+    };
+    let path = dir.join(name);
+    matches!(probe::listed(&path, &file, probe::Kinds::Flock), Ok(Some(l)) if !l.locks.is_empty())
 }
 
 /// What [`status`] found.
@@ -360,5 +798,142 @@ mod tests {
             side_file(&path, ".turnstile"),
             dir.path().join(".l.turnstile")
         );
+    }
+
+    /// The names in `dir`, sorted.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn the_last_to_leave_with_delete_removes_the_three_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let lock = Swmr::new(&path).delete_on_release(true);
+        let (r1, r2) = (
+            lock.try_read().unwrap().unwrap(),
+            lock.try_read().unwrap().unwrap(),
+        );
+        assert_eq!(r1.release().unwrap(), Released::KeptInUse);
+        assert_eq!(listing(dir.path()), [".l.turnstile", "l"]);
+        assert_eq!(r2.release().unwrap(), Released::Deleted);
+        assert!(listing(dir.path()).is_empty());
+
+        let w = lock.try_write().unwrap().unwrap();
+        assert_eq!(listing(dir.path()), [".l.turnstile", ".l.writers", "l"]);
+        assert_eq!(w.release().unwrap(), Released::Deleted);
+        assert!(listing(dir.path()).is_empty());
+
+        // Without delete on release, or with a user who does not delete inside, files stay.
+        let keeper = Swmr::new(&path).try_read().unwrap().unwrap();
+        let leaver = lock.try_read().unwrap().unwrap();
+        assert_eq!(leaver.release().unwrap(), Released::KeptInUse);
+        assert_eq!(keeper.release().unwrap(), Released::Kept);
+        assert_eq!(listing(dir.path()), [".l.turnstile", "l"]);
+        // A wait that gives up leaves too: the last to go removes the files.
+        let writer = Swmr::new(&path).try_write().unwrap().unwrap();
+        assert!(lock.try_read().unwrap().is_none());
+        assert_eq!(listing(dir.path()), [".l.turnstile", ".l.writers", "l"]);
+        drop(writer);
+        assert!(lock.try_write().unwrap().is_some()); // acquired, then dropped: deleted
+        assert!(listing(dir.path()).is_empty());
+    }
+
+    /// Wait until a process or thread blocks in `flock` on the file at `path`.
+    fn until_blocked_on(path: &Path) {
+        let m = std::fs::metadata(path).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while procinfo::flock_waiters(m.dev(), m.ino()) != Some(1) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nobody blocks on {path:?}"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn whoever_locks_removed_files_takes_the_new_ones() {
+        for mode in [Mode::Shared, Mode::Exclusive] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("l");
+            let turnstile = side_file(&path, ".turnstile");
+            // A deletion in progress: it holds the turnstile while it removes the files.
+            let (t, _) = pfs::open_lock_file(&turnstile, pfs::Purpose::Flock).unwrap();
+            assert!(lock::flock(&t, Mode::Exclusive, false).unwrap());
+            let waiter = {
+                let path = path.clone();
+                std::thread::spawn(move || Swmr::new(&path).acquire(mode, None, |_| {}))
+            };
+            until_blocked_on(&turnstile); // it opened `l` and the turnstile, and waits
+            for name in ["l", ".l.turnstile", ".l.writers"] {
+                let _ = std::fs::remove_file(dir.path().join(name));
+            }
+            drop(t);
+            let guard = waiter.join().unwrap().unwrap().acquired().unwrap();
+            // It holds the new `l`, not the one it opened first, and made a new turnstile.
+            let st = status(&path).unwrap();
+            assert_eq!(
+                (st.writer, st.readers),
+                (
+                    mode == Mode::Exclusive,
+                    Some(usize::from(mode == Mode::Shared))
+                )
+            );
+            assert!(names(&path, guard.file()).unwrap());
+            assert!(turnstile.exists());
+        }
+    }
+
+    #[test]
+    fn delete_never_removes_a_link_and_keeps_all_three() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        std::fs::write(dir.path().join("target"), "").unwrap();
+        std::os::unix::fs::symlink("target", dir.path().join(".l.turnstile")).unwrap();
+        let lock = Swmr::new(&path).delete_on_release(true);
+        let e = lock.try_write().unwrap().unwrap().release().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert!(
+            e.to_string().contains(".l.turnstile: is a symbolic link"),
+            "{e}"
+        );
+        assert_eq!(
+            listing(dir.path()),
+            [".l.turnstile", ".l.writers", "l", "target"]
+        );
+        // The lock's own name a link: not removed either.
+        std::fs::remove_file(dir.path().join(".l.turnstile")).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("l", &link).unwrap();
+        let e = Swmr::new(&link)
+            .delete_on_release(true)
+            .try_read()
+            .unwrap()
+            .unwrap()
+            .release()
+            .unwrap_err();
+        assert!(e.to_string().contains("link: is a symbolic link"), "{e}");
+        assert!(link.exists() && path.exists());
+    }
+
+    #[test]
+    fn delete_is_refused_for_ranges_and_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = Swmr::new(dir.path().join("l")).delete_on_release(true);
+        let range = Some(ByteRange { start: 0, len: 1 });
+        let e = lock.clone().range(range).try_read().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid);
+        let e = Swmr::new(dir.path())
+            .delete_on_release(true)
+            .try_read()
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert!(lock.try_read().unwrap().is_some());
     }
 }

@@ -1,18 +1,27 @@
 /*!
 `fsync swmr`, end to end: readers and writers checked by an independent witness (an
 O_APPEND log of enter/leave marks), a writer that a stream of overlapping readers cannot
-starve, interop with flock(1), holders killed by SIGKILL, and `status`.
+starve, interop with flock(1), holders killed by SIGKILL, `status`, and `--delete` (the same
+witness while files come and go, what stays while others use them, and what is never removed).
 
 Waiting is observed, not slept on: holders say `acquired`, and that a writer is queued is read
 from the kernel's lock table (`/proc/locks`), which `fsync` does not write. Sleeps appear only
 as the work a reader does while it holds the lock.
 */
 
-use std::{collections::HashMap, fs::OpenOptions, io::Write, path::Path};
+use std::{
+    collections::HashMap,
+    fs::OpenOptions,
+    io::Write,
+    os::unix::fs::{MetadataExt, PermissionsExt},
+    path::Path,
+};
 
 use serde_json::Value;
 
-use crate::harness::{eventually, flocks_on, json_of, require, Cmd, Holder, TestDir, HOLD};
+use crate::harness::{
+    eventually, flocks_on, is_root, json_of, require, Cmd, Daemon, Holder, TestDir, HOLD,
+};
 
 /// `fsync swmr read|write [OPTIONS] L -- sh -c HOLD`, in a process group of its own.
 fn holder_cmd(t: &TestDir, verb: &str, options: &[&str]) -> Cmd {
@@ -463,4 +472,233 @@ fn swmr_close_does_not_pass_the_lock_down() {
             }
         }
     }
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read the test directory")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Readers and writers with `--delete` taking turns for ever, so that the lock's files are
+/// removed and made again all the time, while some runs give up (`-t 20ms`) and some `fsync`
+/// processes are SIGKILLed at any step (a killed one's command runs on, holding the lock, and
+/// marks its turn). The witness sees no writer with anyone, every run ends as it may (done,
+/// gave up, killed) without a word on stderr, and once all have left no file is left: the
+/// kills stop before the last turns, whose last leaver removes everything.
+#[test]
+fn swmr_delete_stress_with_kills_keeps_writers_alone_and_leaves_no_file() {
+    require("timeout", "coreutils");
+    let t = TestDir::new();
+    // Run i of each loop: every 4th gives up after 20 ms if it has to wait; in the first half,
+    // every 5th (at an offset per loop) is SIGKILLed 10, 20 or 30 ms after it started, if it
+    // still runs (timeout(1) kills fsync alone, never its command, and only its own child).
+    let turn = |verb: &str, mark: &str, who: &str, times: u32, offset: u32| {
+        format!(
+            "i=0; while [ $i -lt {times} ]; do i=$((i+1)); \
+             t=; [ $((i % 4)) = 0 ] && t='-t 20ms'; \
+             k=; [ $((i * 2)) -le {times} ] && [ $((i % 5)) = {offset} ] && \
+               k=\"timeout --foreground -s KILL 0.0$((i % 3 + 1))\"; \
+             $k \"$FSYNC\" swmr {verb} --delete $t L -- sh -c \
+             'echo \"{mark}+ $1\" >> log; sleep 0.01; echo \"{mark}- $1\" >> log' sh \"{who}.$i\"; \
+             s=$?; \
+             case $s in 0|75) ;; 124|137) echo killed;; *) echo \"run $i exited $s\" >&2; exit 1;; esac; \
+             done"
+        )
+    };
+    let scripts = [
+        turn("read", "R", "r1", 50, 0),
+        turn("read", "R", "r2", 50, 1),
+        turn("read", "R", "r3", 50, 2),
+        turn("write", "W", "w1", 30, 3),
+        turn("write", "W", "w2", 30, 4),
+    ];
+    let running: Vec<Holder> = scripts.iter().map(|s| t.sh(s).start()).collect();
+    let mut kills = 0;
+    for p in running {
+        let out = p.finish();
+        out.code(0).stderr("");
+        kills += out.stdout.lines().filter(|l| *l == "killed").count();
+    }
+    assert!(kills >= 5, "only {kills} runs were killed");
+    let (readers, writers) = check_exclusion(&t.read("log"));
+    assert!(
+        readers > 50 && writers > 20,
+        "{readers} reader and {writers} writer turns"
+    );
+    assert_eq!(listing(t.path()), ["log"], "files left behind");
+}
+
+/// The race `--delete` must survive, made to happen: a reader or a writer opens the lock's
+/// files and waits on the first of them (the turnstile, `.writers`) while a deletion holds it;
+/// the deletion removes all three and lets go. The waiter then holds a file that is gone: it
+/// must notice (verify after lock) and take new ones, so that it excludes newcomers, who make
+/// and lock the new files.
+#[test]
+fn swmr_a_waiter_on_removed_files_takes_the_new_ones() {
+    require("flock", "util-linux");
+    let t = TestDir::new();
+    for (verb, first) in [("read", ".L.turnstile"), ("write", ".L.writers")] {
+        t.write("L", "");
+        let deletion = t.cmd("flock").args(["-x", first, "sh", "-c", HOLD]).hold();
+        let mut waiter = holder_cmd(&t, verb, &[]).start();
+        let pid = waiter.pid();
+        eventually("the waiter waits on the file being removed", || {
+            flocks_on(&t.join(first))
+                .iter()
+                .any(|l| l.pid == pid && l.waiting)
+        });
+        for name in ["L", ".L.turnstile", ".L.writers"] {
+            let _ = std::fs::remove_file(t.join(name));
+        }
+        deletion.finish().code(0);
+        waiter.expect("acquired");
+        assert!(
+            flocks_on(&t.join("L"))
+                .iter()
+                .any(|l| l.pid == pid && !l.waiting),
+            "the {verb} holds a removed L, not the new one"
+        );
+        t.fsync(["swmr", "write", "-n", "L", "--", "true"])
+            .run()
+            .code(75);
+        waiter.finish().code(0).stderr("");
+    }
+}
+
+/// `--delete` while others use the lock leaves the files to them: to a reader inside, to a
+/// writer queued behind it (the turnstile and `.writers` are its), to the writer inside, and to
+/// a process the command left running with the lock. The last to leave with `--delete` removes
+/// them; leaving without it removes nothing.
+#[test]
+fn swmr_delete_keeps_the_files_while_others_use_them() {
+    let t = TestDir::new();
+    let all = [".L.turnstile", ".L.writers", "L"];
+    let reader = hold(&t, "read");
+    t.fsync(["swmr", "read", "--delete", "-v", "L", "--", "true"])
+        .run()
+        .code(0)
+        .stderr_has("not deleting L: others are inside or waiting");
+    assert_eq!(listing(t.path()), [".L.turnstile", "L"]);
+
+    let mut writer = holder_cmd(&t, "write", &[]).start();
+    let pid = writer.pid();
+    eventually("the writer waits for L", || waits_to_write(&t, pid));
+    // A reader that gives up (it queues behind the writer) leaves, and keeps the files too.
+    t.fsync(["swmr", "read", "--delete", "-n", "L", "--", "true"])
+        .run()
+        .code(75)
+        .stderr("");
+    assert_eq!(listing(t.path()), all);
+    assert!(waits_to_write(&t, pid), "the waiting writer lost its place");
+
+    reader.finish().code(0);
+    writer.expect("acquired");
+    t.fsync(["swmr", "write", "--delete", "-n", "L", "--", "true"])
+        .run()
+        .code(75);
+    assert_eq!(listing(t.path()), all);
+    writer.finish().code(0).stderr("");
+    assert_eq!(
+        listing(t.path()),
+        all,
+        "left without --delete: nothing removed"
+    );
+
+    t.fsync(["swmr", "write", "--delete", "L", "--", "true"])
+        .run()
+        .code(0)
+        .stderr("");
+    assert!(listing(t.path()).is_empty(), "{:?}", listing(t.path()));
+
+    // The command left a process running with the lock inherited: it is still inside.
+    let out = t
+        .fsync(["swmr", "write", "--delete", "-v", "L", "--", "sh", "-c"])
+        .arg("sleep 1000 </dev/null >/dev/null 2>&1 & echo $!")
+        .run();
+    out.code(0)
+        .stderr_has("not deleting L: another process still holds the lock");
+    let daemon = Daemon(out.stdout.trim().parse().expect("the daemon's pid"));
+    assert_eq!(listing(t.path()), all);
+    t.fsync(["swmr", "read", "-n", "L", "--", "true"])
+        .run()
+        .code(75);
+    drop(daemon);
+    eventually("the daemon's lock is gone", || {
+        flocks_on(&t.join("L")).is_empty()
+    });
+    t.fsync(["swmr", "read", "--delete", "L", "--", "true"])
+        .run()
+        .code(0)
+        .stderr("");
+    assert!(listing(t.path()).is_empty(), "{:?}", listing(t.path()));
+}
+
+/// `--delete` removes regular files only: a symbolic link where a companion file or LOCK
+/// itself belongs stays, and so does what it points to; in a sticky directory, so does another
+/// user's file. Nothing of the three goes then, and fsync says why (one line, exit status
+/// COMMAND's).
+#[test]
+fn swmr_delete_never_removes_a_link_or_another_users_file() {
+    let t = TestDir::new();
+    t.write("target", "precious");
+    std::os::unix::fs::symlink("target", t.join(".L.turnstile")).unwrap();
+    t.fsync(["swmr", "write", "--delete", "L", "--", "true"])
+        .run()
+        .code(0)
+        .error_naming(".L.turnstile")
+        .stderr_has("is a symbolic link");
+    assert_eq!(
+        listing(t.path()),
+        [".L.turnstile", ".L.writers", "L", "target"]
+    );
+    assert_eq!(t.read("target"), "precious");
+
+    // LOCK itself a link (the user's own, which fsync follows to lock): kept, with its target.
+    std::os::unix::fs::symlink("target", t.join("M")).unwrap();
+    t.fsync(["swmr", "read", "--delete", "M", "--", "true"])
+        .run()
+        .code(0)
+        .error_naming("M")
+        .stderr_has("is a symbolic link");
+    assert!(t
+        .join("M")
+        .symlink_metadata()
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(t.read("target"), "precious");
+
+    if !is_root() {
+        eprintln!("skipped the sticky-directory part: needs root (a file of user nobody)");
+        return;
+    }
+    // root in `nobody`'s sticky directory, where `nobody` made `.L.writers`: the kernel lets
+    // root remove it, but fsync applies the sticky rule (only the file's owner or the
+    // directory's) to root too, and keeps it, and with it the other two.
+    std::fs::create_dir(t.join("shared")).unwrap();
+    std::fs::set_permissions(t.join("shared"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    std::os::unix::fs::chown(t.join("shared"), Some(65534), Some(65534)).unwrap();
+    let foreign = t.join("shared/.L.writers");
+    std::fs::write(&foreign, "").unwrap();
+    std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+    t.fsync(["swmr", "write", "--delete", "shared/L", "--", "true"])
+        .run()
+        .code(0)
+        .error_naming(".L.writers")
+        .stderr_has("belongs to another user (uid 65534) in a sticky directory");
+    assert_eq!(
+        listing(&t.join("shared")),
+        [".L.turnstile", ".L.writers", "L"]
+    );
+    assert_eq!(std::fs::metadata(&foreign).unwrap().uid(), 65534);
 }

@@ -6,7 +6,10 @@ The protocol (and why writers are not starved) is in the library's `swmr` module
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{swmr, Mode, Swmr};
+use fsync::{
+    swmr::{self, Released},
+    Mode, Swmr,
+};
 use serde::Serialize;
 
 use super::{
@@ -64,7 +67,15 @@ with COMMAND's exit status. Signals are forwarded to COMMAND as with 'fsync mute
 
 The lock is passed down to COMMAND as 'fsync mutex run' passes its lock: it stays held while \
 COMMAND, or anything it left running with the lock inherited, runs, even if fsync itself is \
-killed. --close does not pass it down.";
+killed. --close does not pass it down.
+
+With --delete, whoever leaves last removes LOCK and its two companions .NAME.turnstile and \
+.NAME.writers, so a lock used now and then leaves nothing behind. Leaving while others are \
+inside or waiting keeps the files for them: the last of them to leave with --delete removes \
+them. A run whose wait gives up (-t, -n) leaves too. Readers and writers that opened the files \
+just before they went notice and take new ones, so a writer is still alone, and a waiting writer \
+keeps its place. Only regular files are removed: never a symbolic link, nor, in a sticky \
+directory such as /tmp, another user's file (fsync says so on stderr and leaves all three).";
 
 const RUN_EXAMPLES: &str = "\
 Examples:
@@ -72,7 +83,11 @@ Examples:
   fsync swmr read /srv/db/db.lck -- ./report.sh
 
   # The nightly import waits for readers inside to finish, and new readers wait for it
-  fsync swmr write -t 30m /srv/db/db.lck -- ./import.sh";
+  fsync swmr write -t 30m /srv/db/db.lck -- ./import.sh
+
+  # A lock in /tmp that disappears when the last reader or writer is done
+  fsync swmr read --delete /tmp/cache.lck -- ./use-cache.sh
+  fsync swmr write --delete /tmp/cache.lck -- ./refresh-cache.sh";
 
 #[derive(Debug, Args)]
 struct RunArgs {
@@ -82,6 +97,13 @@ struct RunArgs {
 
     #[command(flatten)]
     wait: WaitArgs,
+
+    /// Remove LOCK, .NAME.turnstile and .NAME.writers on leaving if nobody else is inside,
+    /// waiting or arriving (else the last to leave with --delete does); processes that opened
+    /// them just before notice and take new ones. Files stay while a process COMMAND left
+    /// running still holds the lock (-v says so)
+    #[arg(long, conflicts_with = "range")]
+    delete: bool,
 
     /// Do not pass the lock down to COMMAND's processes (flock -o)
     #[arg(short = 'o', long)]
@@ -124,7 +146,10 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
     } else {
         "a reader"
     };
-    let lock = Swmr::new(&a.lock).poll_interval(a.wait.poll).range(a.range);
+    let lock = Swmr::new(&a.lock)
+        .poll_interval(a.wait.poll)
+        .range(a.range)
+        .delete_on_release(a.delete);
     let what = match a.range {
         None => format!("{} as {role}", a.lock.display()),
         Some(r) => format!("bytes {r} of {} as {role}", a.lock.display()),
@@ -137,7 +162,23 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
     guard.pass_down(!a.close)?;
     let loss_guard = a.loss.guard(&a.lock, guard.loss_check());
     let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
-    drop(guard);
+    // The command's status is what the caller asked for: a failed delete only warns.
+    let released = guard.release().unwrap_or_else(|e| {
+        super::warn(e.into());
+        Released::Kept
+    });
+    let why = match released {
+        Released::KeptInUse => {
+            "others are inside or waiting; the last of them to leave with \
+                                --delete removes it"
+        }
+        Released::KeptStillHeld => {
+            "another process still holds the lock (one the command left \
+                                    running, through a descriptor it inherited)"
+        }
+        Released::Kept | Released::Deleted => return Ok(exit),
+    };
+    progress.say(|| format!("not deleting {}: {why}", a.lock.display()));
     Ok(exit)
 }
 
