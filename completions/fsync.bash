@@ -472,7 +472,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__connect)
-            opts="-o -c -v -h -V --hold --close --command --verbose --help --version"
+            opts="-o -c -v -h -V --hold --close --command --verbose --on-lost --lease --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -483,6 +483,14 @@ _fsync() {
                     return 0
                     ;;
                 -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --lease)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1038,7 +1046,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__group__subcmd__join)
-            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --last --help --version"
+            opts="-w -t -n -E -v -o -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --last --on-lost --lease --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1073,6 +1081,14 @@ _fsync() {
                     return 0
                     ;;
                 --last)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --lease)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

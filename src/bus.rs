@@ -611,6 +611,14 @@ impl Connection {
         }
     }
 
+    /// The check that the name is still held by us, on a network file system: our lock on its
+    /// owner file, which the file server can drop for a host it lost touch with (then another
+    /// host may take the name over). `None` on a local file system, where a living holder
+    /// cannot lose it.
+    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+        crate::LossCheck::of(self.file.as_ref()?, Mode::Exclusive)
+    }
+
     /// Let the lock on the name survive `exec` into children (`true`), as `flock(1)` does: the
     /// command, and anything it leaves running with the descriptor inherited, keeps the name
     /// held even if this process dies. With `false` (`flock -o`) it stays close-on-exec, and
@@ -738,10 +746,7 @@ fn live_holder(mut h: Holder, owner: &File) -> Holder {
     if !local || procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive) {
         return h;
     }
-    let Ok(meta) = owner.metadata() else {
-        return h;
-    };
-    if let Some(pid) = procinfo::live_lock_holder(meta.dev(), meta.ino(), None) {
+    if let Some(pid) = procinfo::live_lock_holder(std::os::fd::AsFd::as_fd(owner), None) {
         h.child = Some(pid);
         h.command = procinfo::cmdline(pid).unwrap_or_default();
     }

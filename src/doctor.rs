@@ -229,11 +229,7 @@ pub fn default_lease(path: &Path) -> Option<&'static LeaseDefault> {
     } else {
         pfs::parent_dir(path)
     };
-    let mount = mount_info(dir).0.unwrap_or_default();
-    LEASES
-        .iter()
-        .find(|l| l.mount_types.iter().any(|t| mount.starts_with(t)))
-        .or(LEASES.last())
+    Some(lease_for(&mount_info(dir).0.unwrap_or_default()))
 }
 
 /// A network file system's default lease ([`default_lease`]).
@@ -283,6 +279,63 @@ pub const LEASES: &[LeaseDefault] = &[
     },
 ];
 
+/// One line of /proc/self/mountinfo: the mount's id, where it is mounted, its type (with the
+/// FUSE subtype, or for a plain `fuse` mount its source: MooseFS's `mfs#HOST:PORT`) and its
+/// options.
+struct Mount {
+    id: u64,
+    point: String,
+    kind: String,
+    opts: String,
+}
+
+fn parse_mount(line: &str) -> Option<Mount> {
+    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS
+    let (left, right) = line.split_once(" - ")?;
+    let l: Vec<&str> = left.split(' ').collect();
+    let r: Vec<&str> = right.split(' ').collect();
+    if l.len() < 6 || r.len() < 3 {
+        return None;
+    }
+    Some(Mount {
+        id: l[0].parse().ok()?,
+        point: l[4].replace("\\040", " "),
+        kind: match r[0] {
+            "fuse" => format!("fuse {}", r[1].replace("\\043", "#")),
+            other => other.to_string(),
+        },
+        opts: format!("{},{}", l[5], r[2]),
+    })
+}
+
+/// The default lease for a lock held through our descriptor `fd` on a network file system: found from the
+/// mount the kernel names for the descriptor, without asking the file server anything (a
+/// path's checks would be round trips to it).
+pub(crate) fn lease_of(fd: std::os::fd::RawFd) -> &'static LeaseDefault {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"));
+    let mnt_id = info.ok().and_then(|info| {
+        info.lines()
+            .find_map(|l| l.strip_prefix("mnt_id:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    });
+    let kind = mnt_id.and_then(|id| {
+        let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        text.lines()
+            .filter_map(parse_mount)
+            .find(|m| m.id == id)
+            .map(|m| m.kind)
+    });
+    lease_for(&kind.unwrap_or_default())
+}
+
+/// The row of [`LEASES`] for a mount of this kind, the last one for a kind it does not know.
+fn lease_for(kind: &str) -> &'static LeaseDefault {
+    LEASES
+        .iter()
+        .find(|l| l.mount_types.iter().any(|t| kind.starts_with(t)))
+        .unwrap_or(&LEASES[LEASES.len() - 1])
+}
+
 /// The type (with FUSE subtype) and options of the mount that holds `dir`, from
 /// /proc/self/mountinfo (the longest mount point that is a prefix of the canonical path).
 fn mount_info(dir: &Path) -> (Option<String>, Vec<String>) {
@@ -293,24 +346,9 @@ fn mount_info(dir: &Path) -> (Option<String>, Vec<String>) {
         return (None, Vec::new());
     };
     let mut best: Option<(usize, String, String)> = None;
-    for line in text.lines() {
-        // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let l: Vec<&str> = left.split(' ').collect();
-        let r: Vec<&str> = right.split(' ').collect();
-        if l.len() < 6 || r.len() < 3 {
-            continue;
-        }
-        let point = l[4].replace("\\040", " ");
-        if canon.starts_with(&point) && best.as_ref().is_none_or(|b| point.len() >= b.0) {
-            // The type, and for a plain "fuse" mount its source (MooseFS: `mfs#HOST:PORT`).
-            let kind = match r[0] {
-                "fuse" => format!("fuse {}", r[1].replace("\\043", "#")),
-                other => other.to_string(),
-            };
-            best = Some((point.len(), kind, format!("{},{}", l[5], r[2])));
+    for m in text.lines().filter_map(parse_mount) {
+        if canon.starts_with(&m.point) && best.as_ref().is_none_or(|b| m.point.len() >= b.0) {
+            best = Some((m.point.len(), m.kind, m.opts));
         }
     }
     let Some((_, fstype, opts)) = best else {

@@ -319,6 +319,14 @@ impl Membership {
         }
     }
 
+    /// The check that the membership is still ours, on a network file system: our shared
+    /// lock on `gate`, which the file server can drop for a host it lost touch with (then
+    /// another host may find the group empty while we still work in it). `None` on a local
+    /// file system, where a living member cannot lose it.
+    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+        crate::LossCheck::of(self.gate.as_ref()?, Mode::Shared)
+    }
+
     /// Let the membership (the shared lock on the gate and the registration) survive `exec`
     /// into children (`true`), as `flock(1)` does with its lock: the command, and anything it
     /// leaves running with the descriptors inherited, stays a member even if this process

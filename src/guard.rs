@@ -63,6 +63,12 @@ impl LossCheck {
     pub fn still_held(&self) -> bool {
         lock::still_held(self.fd, self.mode)
     }
+
+    /// The default lease of the file system the lock lies on ([`crate::doctor::LEASES`]),
+    /// learnt without a round trip to its server.
+    pub fn default_lease(&self) -> &'static crate::doctor::LeaseDefault {
+        crate::doctor::lease_of(self.fd)
+    }
 }
 
 impl LossCheck {

@@ -125,7 +125,8 @@ fn record_name(lock_name: &str) -> String {
 }
 
 /// The lock's directory (opened) and file name, as records need them.
-fn split(lock: &Path) -> Option<(Dir, String)> {
+/// The directory of `lock`, opened, and its name in it.
+pub(crate) fn split(lock: &Path) -> Option<(Dir, String)> {
     let name = lock.file_name()?.to_str()?.to_string();
     let dir = Dir::top(crate::platform::fs::parent_dir(lock), false, "cannot open").ok()??;
     Some((dir, name))

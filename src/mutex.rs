@@ -142,9 +142,11 @@ mod fences {
 
     /// The last fence kept for this directory (0 if none).
     pub fn last(lock_path: &Path) -> u64 {
-        let Some(dir) = dir_of(lock_path) else {
-            return 0;
-        };
+        dir_of(lock_path).map_or(0, |dir| last_in(&dir))
+    }
+
+    /// The last fence kept in `dir`, the lock's directory, opened (0 if none).
+    pub fn last_in(dir: &Dir) -> u64 {
         match dir.open(NAME, false) {
             Ok(Some(f)) => read(&f),
             _ => 0,
@@ -753,12 +755,17 @@ pub struct MutexGuard {
 impl MutexGuard {
     fn new(mutex: &Mutex, file: File, network: bool, key: in_process::Key) -> MutexGuard {
         in_process::add(key);
-        let record = RecordFile::open(&mutex.path);
+        // The directory is opened once for the record and the fence file (each open is a
+        // round trip to the server on a network file system).
+        let dir = holder::split(&mutex.path);
+        let record = dir
+            .as_ref()
+            .and_then(|(dir, name)| RecordFile::open_in(dir.try_clone().ok()?, name));
         let old = match &record {
             Some(r) => r.read().fence,
             None => holder::read(&mutex.path).map_or(0, |r| r.fence),
         };
-        let kept = fences::last(&mutex.path);
+        let kept = dir.as_ref().map_or(0, |(dir, _)| fences::last_in(dir));
         let now = procinfo::now_micros();
         // Greater than the last recorded token (in the record, or in the directory's fence
         // file where a `--delete` left it), and never behind the clock: tokens still grow
@@ -1104,7 +1111,7 @@ pub fn status(path: &Path) -> Result<Status> {
     // process that inherited the descriptor (a daemon the command left): name a live holder.
     let kernel_pid = match &listed {
         Some(l) if recorded.is_none() => {
-            procinfo::live_lock_holder(l.dev, l.ino, kernel_pid).or(kernel_pid)
+            procinfo::live_lock_holder(file.as_fd(), kernel_pid).or(kernel_pid)
         }
         _ => kernel_pid,
     };

@@ -47,8 +47,6 @@ pub(crate) enum Kinds {
 /// The locks the kernel's table lists on one file.
 #[derive(Debug)]
 pub(crate) struct Listed {
-    pub(crate) dev: u64,
-    pub(crate) ino: u64,
     pub(crate) locks: Vec<KernelLock>,
 }
 
@@ -84,7 +82,7 @@ pub(crate) fn listed(path: &Path, file: &File, kinds: Kinds) -> Result<Option<Li
             locks
         }),
     };
-    Ok(locks.map(|locks| Listed { dev, ino, locks }))
+    Ok(locks.map(|locks| Listed { locks }))
 }
 
 /// How many processes hold or wait for a `flock` lock on the local file with this device and

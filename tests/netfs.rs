@@ -41,6 +41,10 @@ struct Bed {
     mounts: &'static str,
     /// Host a's network namespace.
     netns_a: &'static str,
+    /// The server's network namespace, its bridge, and host a's port on it.
+    netns_srv: &'static str,
+    bridge: &'static str,
+    port_a: &'static str,
     /// The pid file of host a's client.
     client_a_pid: &'static str,
     /// A wait long enough for the server to free a dead or cut-off client's locks.
@@ -57,6 +61,9 @@ impl Bed {
                 name: "moosefs",
                 mounts: "/mnt/fsbed2",
                 netns_a: "fsbed2-a",
+                netns_srv: "fsbed2-srv",
+                bridge: "br-fsbed2",
+                port_a: "fsb2-a",
                 client_a_pid: "/tmp/fsbed2-state/client-a.pid",
                 // The master keeps a lost client's session 60 s, sweeps every 10 s, and
                 // notices a silent one ~10 s late.
@@ -67,6 +74,9 @@ impl Bed {
                 name: "glusterfs",
                 mounts: "/mnt/fsbed",
                 netns_a: "fsbed-a",
+                netns_srv: "fsbed-srv",
+                bridge: "br-fsbed",
+                port_a: "fsb-a",
                 client_a_pid: "/tmp/fsbed-state/client-a.pid",
                 server_timeout: "60s",
                 lease: "4s", // the bed sets network.ping-timeout to 10 s (the default is 42 s)
@@ -431,39 +441,93 @@ fn netfs_zy_client_crash_frees_the_lock_and_corrupts_nothing() {
     heal();
 }
 
-/// Cut host a off while it holds a lock: after the file system's timeout the other side gets
-/// the lock, and host a's fsync notices the loss, says so and stops its command (exit 76).
-/// Named to run last (tests run in name order with one thread), since the cut unmounts host a.
-/// A holder cut off from the server stops its command before the server can give the lock
-/// to the other host (the lease), measured by the timestamps both commands write locally.
-#[test]
-fn netfs_zz_a_cut_off_holder_stops_its_command_before_the_other_host_gets_the_lock() {
-    let Some((a, b, t)) = bed("loss") else { return };
-    let bed = Bed::current();
-    let (a_log, b_log) = (t.join("a.log"), t.join("b.log"));
-    let mut holder = t
-        .fsync([
-            "mutex",
-            "run",
-            "--lease",
-            bed.lease,
-            &s(&a, "L"),
-            "--",
-            "sh",
-            "-c",
-            &format!(
-                "echo acquired; while :; do date +%s%N >> {}; sleep 0.05; done",
-                a_log.display()
-            ),
-        ])
-        .hold();
-    let cut = |state: &str| {
+/// How host a is cut off from the server.
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    /// Its link goes down: its client sees the network go (GlusterFS fails calls at once).
+    LinkDown,
+    /// Its port leaves the server's bridge: packets vanish, nothing tells the client, and
+    /// only the lease stops the command in time.
+    Silent,
+}
+
+impl Cut {
+    fn set(self, bed: &Bed, cut: bool) {
+        let args: Vec<&str> = match (self, cut) {
+            (Cut::LinkDown, true) => vec!["-n", bed.netns_a, "link", "set", "eth0", "down"],
+            (Cut::LinkDown, false) => vec!["-n", bed.netns_a, "link", "set", "eth0", "up"],
+            (Cut::Silent, true) => vec!["-n", bed.netns_srv, "link", "set", bed.port_a, "nomaster"],
+            (Cut::Silent, false) => {
+                vec![
+                    "-n",
+                    bed.netns_srv,
+                    "link",
+                    "set",
+                    bed.port_a,
+                    "master",
+                    bed.bridge,
+                ]
+            }
+        };
         let ok = std::process::Command::new("ip")
-            .args(["-n", bed.netns_a, "link", "set", "eth0", state])
+            .args(&args)
             .status()
             .is_ok_and(|s| s.success());
-        assert!(ok, "cannot set host a's link {state}");
+        assert!(ok, "cannot run ip {}", args.join(" "));
+    }
+}
+
+/// Cut host a's link while it holds a lock, a group membership and a bus name, each with a
+/// command running under it: see [`cut_off_holders`]. Named to run last (tests run in name
+/// order with one thread), since the cut unmounts host a.
+#[test]
+fn netfs_zz_a_cut_off_holder_stops_its_command_before_the_other_host_gets_the_lock() {
+    cut_off_holders(Cut::LinkDown);
+}
+
+/// The same with a silent cut: host a's client is told nothing.
+#[test]
+fn netfs_zz_a_silently_cut_off_holder_stops_its_command_before_the_other_host_gets_the_lock() {
+    cut_off_holders(Cut::Silent);
+}
+
+/// Cut host a off while it holds a lock, a group membership and a bus name, each with a command
+/// running under it: each command stops before the server gives what it held to the other host
+/// (the lease), measured by the timestamps the commands on both hosts write locally; once the
+/// link is back, each fsync on host a reports the loss (exit 76).
+fn cut_off_holders(how: Cut) {
+    let Some((a, b, t)) = bed("loss") else { return };
+    let bed = Bed::current();
+    // What host a runs under each: a line of timestamps, every 50 ms, until it is stopped. One
+    // process that starts no other: on FUSE every process that inherited the lock's
+    // descriptor flushes it with the server when it exits, which blocks while the server is
+    // unreachable, so a shell loop of `date` commands would stall at the cut by itself and
+    // hide when fsync stopped it.
+    let ticking = |log: &str| {
+        format!(
+            "exec perl -MTime::HiRes=time,sleep -e '$| = 1; print \"acquired\\n\"; \
+             while (1) {{ open my $f, \">>\", $ARGV[0] or die; \
+             printf $f \"%d\\n\", time * 1e9; close $f; sleep 0.05 }}' {}",
+            t.join(log).display()
+        )
     };
+    let lease = ["--lease", bed.lease];
+    let mut holders = [
+        ("mutex", vec!["mutex", "run"], s(&a, "L")),
+        ("group", vec!["group", "join"], s(&a, "G")),
+        ("bus", vec!["bus", "connect", "--hold"], s(&a, "BUS")),
+    ]
+    .map(|(what, verb, path)| {
+        let mut args: Vec<String> = verb.iter().map(|w| w.to_string()).collect();
+        args.extend(lease.iter().map(|w| w.to_string()));
+        args.push(path);
+        if what == "bus" {
+            args.push("n".into());
+        }
+        args.extend(["--", "sh", "-c"].map(String::from));
+        args.push(ticking(&format!("a-{what}.log")));
+        (what, t.fsync(args).hold())
+    });
     let now = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -471,44 +535,92 @@ fn netfs_zz_a_cut_off_holder_stops_its_command_before_the_other_host_gets_the_lo
             .as_nanos()
     };
     let cut_at = now();
-    cut("down");
-    // The other side gets the lock once the server has given up on host a.
-    let other = std::process::Command::new(fsync_bin())
-        .args(["mutex", "run", "-t", bed.server_timeout])
-        .arg(b.join("L"))
-        .args(["--", "sh", "-c"])
-        .arg(format!("date +%s%N > {}", b_log.display()))
-        .output()
-        .unwrap();
-    assert_eq!(other.status.code(), Some(0), "host b never got the lock");
-    let stamps = |p: &std::path::Path| -> Vec<u128> {
-        std::fs::read_to_string(p)
+    how.set(&bed, true);
+    // Host b gets each once the server has given up on host a: the lock, an empty group, the
+    // name (a held name is refused, exit 69, not waited for: ask again).
+    let stamp = |what: &str| {
+        format!(
+            "date +%s%N > {}",
+            t.join(&format!("b-{what}.log")).display()
+        )
+    };
+    let other_mutex = t
+        .fsync(["mutex", "run", "-t", bed.server_timeout, &s(&b, "L")])
+        .args(["--", "sh", "-c", &stamp("mutex")])
+        .start();
+    let other_group = t
+        .sh(&format!(
+            "\"$FSYNC\" group wait-empty -t {} {} && {}",
+            bed.server_timeout,
+            s(&b, "G"),
+            stamp("group")
+        ))
+        .start();
+    let secs: u64 = bed.server_timeout.trim_end_matches('s').parse().unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let got = std::process::Command::new(fsync_bin())
+            .args(["bus", "connect", "--hold"])
+            .arg(b.join("BUS"))
+            .args(["n", "--", "sh", "-c", &stamp("bus")])
+            .output()
+            .unwrap();
+        match got.status.code() {
+            Some(0) => break,
+            Some(69) if std::time::Instant::now() < give_up => {
+                std::thread::sleep(std::time::Duration::from_millis(100))
+            }
+            _ => panic!(
+                "host b never got the bus name: {}",
+                String::from_utf8_lossy(&got.stderr)
+            ),
+        }
+    }
+    for (what, mut other) in [("lock", other_mutex), ("empty group", other_group)] {
+        let status = other.wait_exit();
+        assert_eq!(status.code(), Some(0), "host b never got the {what}");
+    }
+    let stamps = |log: &str| -> Vec<u128> {
+        std::fs::read_to_string(t.join(log))
             .unwrap()
             .lines()
             .filter_map(|l| l.trim().parse().ok())
             .collect()
     };
-    let a_last = *stamps(&a_log).last().expect("host a's command ran");
-    let b_first = stamps(&b_log)[0];
-    let ms = |n: u128| n.saturating_sub(cut_at) as f64 / 1e6;
-    eprintln!(
-        "{}: cut -> host a's command stopped: {:.0} ms; cut -> host b's command started: {:.0} ms",
-        bed.name,
-        ms(a_last),
-        ms(b_first)
-    );
-    assert!(
-        a_last < b_first,
-        "two holders: host a's command ran until {:.0} ms after the cut, host b's started at {:.0} ms",
-        ms(a_last),
-        ms(b_first)
-    );
-    cut("up");
+    let ms = |n: u128| (n as i128 - cut_at as i128) as f64 / 1e6;
+    for (what, _) in &holders {
+        let a_last = *stamps(&format!("a-{what}.log"))
+            .last()
+            .expect("host a's command ran");
+        let b_first = stamps(&format!("b-{what}.log"))[0];
+        eprintln!(
+            "{} {}{what}: cut -> host a's command stopped: {:.0} ms; cut -> host b's command \
+             started: {:.0} ms",
+            bed.name,
+            if how == Cut::Silent { "silent " } else { "" },
+            ms(a_last),
+            ms(b_first)
+        );
+        assert!(
+            a_last < b_first,
+            "{what}: two holders: host a's command ran until {:.0} ms after the cut, host b's \
+             started at {:.0} ms",
+            ms(a_last),
+            ms(b_first)
+        );
+    }
+    how.set(&bed, false);
     // fsync itself may wait for the file system to answer again before it can exit.
-    let status = holder.wait_exit();
-    assert_eq!(status.code(), Some(76), "host a did not report the loss");
-    let err = holder.stderr_line();
-    assert!(err.contains("lock was lost"), "{err}");
+    for (what, holder) in &mut holders {
+        let status = holder.wait_exit();
+        assert_eq!(
+            status.code(),
+            Some(76),
+            "host a's {what} did not report the loss"
+        );
+        let err = holder.stderr_line();
+        assert!(err.contains("was lost"), "{what}: {err}");
+    }
     heal();
 }
 

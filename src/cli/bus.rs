@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::{
     args::{CommandArgs, WaitArgs},
+    child::LossArgs,
     payload::{check_output, output_error, DataArg},
     report::{self, Progress},
     Exit, Failure, VerbResult,
@@ -149,6 +150,8 @@ Examples:
 #[derive(Debug, Args)]
 #[command(
     group(clap::ArgGroup::new("to_run").args(["command", "command_string"])),
+    mut_arg("on_lost", |arg| arg.requires("hold")),
+    mut_arg("lease", |arg| arg.requires("hold")),
     mut_arg("command", |arg| {
         arg.required(false).requires("hold").help(
             "With --hold: the command to run while NAME is held, and its arguments; everything \
@@ -184,6 +187,9 @@ struct ConnectArgs {
     /// that died; with --hold, also the disconnection
     #[arg(short, long)]
     verbose: bool,
+
+    #[command(flatten)]
+    loss: LossArgs,
 
     #[command(flatten)]
     command: CommandArgs,
@@ -412,7 +418,11 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
     connection.pass_down(!a.close)?;
     // A COMMAND that cannot be started ends the connection as any other does; its error is
     // said after.
-    let exit = job.run(|pid| connection.set_child(Some(pid), job.display()));
+    let loss_guard = a.loss.guard(&a.member.bus, connection.loss_check());
+    let exit = job.run_guarded(
+        |pid| connection.set_child(Some(pid), job.display()),
+        loss_guard,
+    );
     match unless_cancelled(connection.disconnect()) {
         Ok(Disconnected::Yes) => say(a.verbose, || format!("disconnected {name} from {shown}")),
         Ok(Disconnected::StillHeld) => say(a.verbose, || {

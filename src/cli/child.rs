@@ -149,11 +149,7 @@ impl LossArgs {
         check: Option<fsync::LossCheck>,
     ) -> Option<LossGuard> {
         let check = check?;
-        let lease = self
-            .lease
-            .or_else(|| fsync::doctor::default_lease(lock).map(|l| l.lease))
-            // The check says network where the path's statfs did not: the unknown kind's.
-            .unwrap_or(fsync::doctor::LEASES[fsync::doctor::LEASES.len() - 1].lease);
+        let lease = self.lease.unwrap_or_else(|| check.default_lease().lease);
         // Several checks within a lease, and at least one a second.
         let every = (lease / 4).clamp(
             std::time::Duration::from_millis(50),

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::{
     args::{CommandArgs, WaitArgs, WatchArgs},
-    child::Job,
+    child::{Job, LossArgs},
     report::{self, Progress},
     Exit, Failure, VerbResult,
 };
@@ -181,6 +181,9 @@ struct JoinArgs {
     last: Option<OsString>,
 
     #[command(flatten)]
+    loss: LossArgs,
+
+    #[command(flatten)]
     command: CommandArgs,
 }
 
@@ -272,31 +275,17 @@ fn join(a: JoinArgs) -> VerbResult {
     member.pass_down(!a.close)?;
     // COMMAND that cannot be started ends the membership as any other COMMAND does (the last
     // member still runs --last); its error is said after.
-    let exit = job.run(|pid| member.set_child(Some(pid), job.display()));
-    let left = match &a.last {
-        None => member.leave_reporting()?,
-        Some(cmdstring) => {
-            let argv = ["sh".into(), "-c".into(), cmdstring.clone()];
-            // The environment COMMAND had (FSYNC_GROUP_FIRST), which this process still has.
-            let cleanup = Job {
-                argv: &argv,
-                env: Vec::new(),
-            };
-            let (left, ran) = member.leave_then(|c| {
-                progress.say(|| {
-                    format!(
-                        "left {} as its last member; running the --last command",
-                        a.group.display()
-                    )
-                });
-                c.set_child(None, cleanup.display());
-                cleanup.run(|pid| c.set_child(Some(pid), cleanup.display()))
-            })?;
-            if let Some(done) = ran {
-                last_failed(&a.group, done);
-            }
-            left
+    let loss_guard = a.loss.guard(&a.group, member.loss_check());
+    let exit = job.run_guarded(|pid| member.set_child(Some(pid), job.display()), loss_guard);
+    let left = match leave(member, a.last.as_deref(), &a.group, &mut progress) {
+        Ok(left) => left,
+        // The lock was lost with the link to the file server, which leaving needs too: the
+        // loss, already reported, is the outcome.
+        Err(failure) if exit.as_ref().is_ok_and(|e| *e == Exit::LOCK_LOST) => {
+            super::warn(failure);
+            return exit;
         }
+        Err(failure) => return Err(failure),
     };
     progress.say(|| match left {
         Left::Last => format!("left {} as its last member", a.group.display()),
@@ -308,6 +297,40 @@ fn join(a: JoinArgs) -> VerbResult {
         ),
     });
     exit
+}
+
+/// Leave the group, running CMDSTRING first if this member is the last (--last).
+fn leave(
+    member: group::Membership,
+    last: Option<&std::ffi::OsStr>,
+    group: &Path,
+    progress: &mut Progress,
+) -> Result<Left, Failure> {
+    Ok(match last {
+        None => member.leave_reporting()?,
+        Some(cmdstring) => {
+            let argv = ["sh".into(), "-c".into(), cmdstring.to_os_string()];
+            // The environment COMMAND had (FSYNC_GROUP_FIRST), which this process still has.
+            let cleanup = Job {
+                argv: &argv,
+                env: Vec::new(),
+            };
+            let (left, ran) = member.leave_then(|c| {
+                progress.say(|| {
+                    format!(
+                        "left {} as its last member; running the --last command",
+                        group.display()
+                    )
+                });
+                c.set_child(None, cleanup.display());
+                cleanup.run(|pid| c.set_child(Some(pid), cleanup.display()))
+            })?;
+            if let Some(done) = ran {
+                last_failed(group, done);
+            }
+            left
+        }
+    })
 }
 
 /// Say how the --last command failed, if it did. It does not decide fsync's exit status:

@@ -43,8 +43,8 @@ in 47 ms (p50). Measured on GlusterFS and MooseFS; NFS and SMB are described fro
 documentation: check a mount with 'fsync doctor'.
 
 A host cut off from the server keeps believing it holds its locks, while the server gives them \
-to others after its timeout. So a command run under a lock on a network file system has a lease \
-(--lease): the lock is checked every second, from a thread that a hung call cannot stop, and once \
+to others after its timeout. So a command run under a lock on a network file system (by a run \
+verb, 'group join' or 'bus connect --hold') has a lease (--lease): the lock is checked every second, from a thread that a hung call cannot stop, and once \
 the server has not confirmed it for the lease, or has said it is gone, fsync stops the command \
 (exit 76; see --on-lost). The lease must end before the server's timeout, less the time the \
 command needs to stop (10 s of grace after TERM): the defaults are GlusterFS 20s (its \

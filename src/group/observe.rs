@@ -93,15 +93,12 @@ pub fn members(path: &Path) -> Result<Vec<Holder>> {
 /// this host, the registration is held by a process the command left running with the
 /// membership inherited (see the module docs), which is then named as `child`.
 fn live_member(mut h: Holder, registration: &File) -> Holder {
-    use std::os::unix::fs::MetadataExt;
+    use std::os::fd::AsFd;
     let local = h.host == procinfo::hostname();
     if !local || procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive) {
         return h;
     }
-    let Ok(meta) = registration.metadata() else {
-        return h;
-    };
-    if let Some(pid) = procinfo::live_lock_holder(meta.dev(), meta.ino(), None) {
+    if let Some(pid) = procinfo::live_lock_holder(registration.as_fd(), None) {
         h.child = Some(pid);
         h.command = procinfo::cmdline(pid).unwrap_or_default();
     }

@@ -153,24 +153,21 @@ pub fn flock_waiters(dev: u64, ino: u64) -> Option<usize> {
     })
 }
 
-/// A live local process that holds a lock on the file with this device and inode through one
-/// of its descriptors: `hint` (the pid `/proc/locks` names) if it still does, else the first
-/// process found with such a descriptor. `/proc/locks` names the process that took a lock,
-/// which may have exited since, leaving it to one that inherited the descriptor (a daemon a
-/// locked command left running). Only processes whose descriptors we may read are seen.
-pub fn live_lock_holder(dev: u64, ino: u64, hint: Option<u32>) -> Option<u32> {
-    let holds = |pid: u32, fd: &str| {
-        std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))
-            .is_ok_and(|info| info.lines().any(|l| l.starts_with("lock:")))
-    };
+/// A live local process that holds a lock on `file`'s file through one of its descriptors:
+/// `hint` (the pid `/proc/locks` names) if it still does, else the first process found with
+/// such a descriptor. `/proc/locks` names the process that took a lock, which may have exited
+/// since, leaving it to one that inherited the descriptor (a daemon a locked command left
+/// running). Only processes whose descriptors we may read are seen.
+pub fn live_lock_holder(file: BorrowedFd<'_>, hint: Option<u32>) -> Option<u32> {
+    let key = FileKey::of(file)?;
     if let Some(pid) = hint {
-        if descriptors_on(pid, dev, ino).any(|fd| holds(pid, &fd)) {
+        if descriptors_on(pid, &key).any(|d| d.holds_lock()) {
             return Some(pid);
         }
     }
     processes()
         .filter(|&pid| Some(pid) != hint)
-        .find(|&pid| descriptors_on(pid, dev, ino).any(|fd| holds(pid, &fd)))
+        .find(|&pid| descriptors_on(pid, &key).any(|d| d.holds_lock()))
 }
 
 /// Whether another process has `fd`'s open file description among its descriptors (the same
@@ -180,20 +177,17 @@ pub fn live_lock_holder(dev: u64, ino: u64, hint: Option<u32>) -> Option<u32> {
 /// descriptors we may read are seen (as a non-root user, our own, which covers descendants).
 /// Where `kcmp` cannot tell, a descriptor on the same file that holds a lock counts.
 pub fn description_shared(fd: BorrowedFd<'_>) -> bool {
-    let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) else {
+    let Some(key) = FileKey::of(fd) else {
         return false;
     };
-    let (dev, ino) = (st.st_dev, st.st_ino);
     let me = std::process::id();
     processes().filter(|&pid| pid != me).any(|pid| {
-        descriptors_on(pid, dev, ino).any(|other| {
-            let Ok(other_fd) = other.parse::<i32>() else {
+        descriptors_on(pid, &key).any(|other| {
+            let Ok(other_fd) = other.fd.parse::<i32>() else {
                 return false;
             };
-            same_description(me, fd.as_raw_fd(), pid, other_fd).unwrap_or_else(|| {
-                std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{other}"))
-                    .is_ok_and(|info| info.lines().any(|l| l.starts_with("lock:")))
-            })
+            same_description(me, fd.as_raw_fd(), pid, other_fd)
+                .unwrap_or_else(|| other.holds_lock())
         })
     })
 }
@@ -237,17 +231,82 @@ fn processes() -> impl Iterator<Item = u32> {
     pids.into_iter()
 }
 
-/// The descriptors (as named in `/proc/PID/fd`) process `pid` has open on the file with this
-/// device and inode; none if we may not look.
-fn descriptors_on(pid: u32, dev: u64, ino: u64) -> impl Iterator<Item = String> {
-    let dir = format!("/proc/{pid}/fd");
-    std::fs::read_dir(&dir)
+/// How a file is told apart from others among the descriptors of all processes.
+///
+/// From `/proc/PID/fdinfo`, which describes a descriptor without touching its file: a `stat`
+/// of `/proc/PID/fd/N` follows the link into the file system, and one descriptor on a hung
+/// network mount anywhere on the machine (a host cut off from its server) would hang us with
+/// it. There a file is its mount and inode number (`mnt_id`, `ino`); a process that opened the
+/// same file through another mount of it (a bind mount) is not seen. Kernels older than 5.14
+/// do not show `ino`: there the link is followed after all.
+#[derive(Debug, PartialEq, Eq)]
+enum FileKey {
+    Mount { mnt_id: u64, ino: u64 },
+    Stat { dev: u64, ino: u64 },
+}
+
+impl FileKey {
+    /// The key of our own descriptor `fd`.
+    fn of(fd: BorrowedFd<'_>) -> Option<FileKey> {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok();
+        match info.as_deref().and_then(mount_and_ino) {
+            Some((mnt_id, ino)) => Some(FileKey::Mount { mnt_id, ino }),
+            None => {
+                let st = nix::sys::stat::fstat(fd.as_raw_fd()).ok()?;
+                Some(FileKey::Stat {
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                })
+            }
+        }
+    }
+
+    /// Whether descriptor `fd` of process `pid`, which `info` describes, is on this file.
+    fn matches(&self, pid: u32, fd: &str, info: &str) -> bool {
+        match *self {
+            FileKey::Mount { mnt_id, ino } => mount_and_ino(info) == Some((mnt_id, ino)),
+            FileKey::Stat { dev, ino } => std::fs::metadata(format!("/proc/{pid}/fd/{fd}"))
+                .is_ok_and(|m| m.dev() == dev && m.ino() == ino),
+        }
+    }
+}
+
+/// The `mnt_id` and `ino` lines of a `/proc/PID/fdinfo/N`.
+fn mount_and_ino(info: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some((field("mnt_id:")?, field("ino:")?))
+}
+
+/// A descriptor of another process, as `/proc/PID/fdinfo` describes it.
+struct Descriptor {
+    /// Its number, as named in `/proc/PID/fd`.
+    fd: String,
+    info: String,
+}
+
+impl Descriptor {
+    /// Whether a lock is held through it.
+    fn holds_lock(&self) -> bool {
+        self.info.lines().any(|l| l.starts_with("lock:"))
+    }
+}
+
+/// The descriptors process `pid` has open on the file `key` names; none if we may not look.
+fn descriptors_on<'k>(pid: u32, key: &'k FileKey) -> impl Iterator<Item = Descriptor> + 'k {
+    let dir = format!("/proc/{pid}/fdinfo");
+    std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(move |e| {
-            let meta = std::fs::metadata(e.path()).ok()?;
-            (meta.dev() == dev && meta.ino() == ino).then(|| e.file_name().into_string().ok())?
+            let fd = e.file_name().into_string().ok()?;
+            let info = std::fs::read_to_string(e.path()).ok()?;
+            key.matches(pid, &fd, &info)
+                .then_some(Descriptor { fd, info })
         })
 }
 

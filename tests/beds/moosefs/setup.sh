@@ -93,6 +93,7 @@ inns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" "$@"; }
       ip -n "$NS-$h" link set eth0 up
     fi
     ip -n "$NS-$h" link set eth0 up     # in case a test left it down
+    ip -n $NS-srv link set "fsb2-$h" master br-$NS up   # or cut it off the bridge
     n=$((n+1))
   done
 }
