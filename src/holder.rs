@@ -6,7 +6,8 @@ so each lock `DIR/NAME` has a record file `DIR/.NAME.fsync` that only fsync crea
 and only while holding the lock. It carries the fencing token, so it survives releases; `--delete`
 removes it with the lock.
 
-Format (text, one `key value` per line, `end` last so that a torn read is detected):
+Format (text, one `key value` per line, `end` last so that a torn read is detected; a record
+rewritten shorter than the file is padded with empty lines after `end`, which readers ignore):
 
 ```text
 fsync-holder 1
@@ -108,8 +109,10 @@ pub(crate) struct RecordFile {
     file: File,
     dir: Dir,
     name: String,
-    /// The file's length as we last saw or left it: a rewrite truncates only when it is shorter.
+    /// The file's length as we last saw or left it: a rewrite pads up to it.
     len: std::cell::Cell<u64>,
+    /// What it said when we opened it.
+    opened: Record,
 }
 
 /// Records are small; a read stops at this size.
@@ -125,7 +128,6 @@ fn record_name(lock_name: &str) -> String {
 }
 
 /// The lock's directory (opened) and file name, as records need them.
-/// The directory of `lock`, opened, and its name in it.
 pub(crate) fn split(lock: &Path) -> Option<(Dir, String)> {
     let name = lock.file_name()?.to_str()?.to_string();
     let dir = Dir::top(crate::platform::fs::parent_dir(lock), false, "cannot open").ok()??;
@@ -142,19 +144,31 @@ impl RecordFile {
 
     /// Open (or create) the record of the lock `lock_name` in `dir`.
     pub(crate) fn open_in(dir: Dir, lock_name: &str) -> Option<RecordFile> {
+        Self::open_or_create(dir, lock_name, true)
+    }
+
+    /// Open the record of the lock `lock_name` in `dir` if it exists: what a process that
+    /// does not hold the lock yet may do (it creates nothing).
+    pub(crate) fn open_existing_in(dir: Dir, lock_name: &str) -> Option<RecordFile> {
+        Self::open_or_create(dir, lock_name, false)
+    }
+
+    fn open_or_create(dir: Dir, lock_name: &str, create: bool) -> Option<RecordFile> {
         let name = record_name(lock_name);
         // Usually the record exists already (it outlives releases): open it first.
-        let (file, len) = match dir.open(&name, true) {
-            Ok(Some(f)) => Self::check(f)?,
+        let (file, len, opened) = match dir.open_stat(&name, true) {
+            Ok(Some((f, st))) => Self::check(f, &st)?,
+            Ok(None) if !create => return None,
             Ok(None) => match dir.create_new(&name, 0o644) {
                 Ok(f) => {
                     let fresh = format!("{MAGIC}\nend\n");
                     let _ = f.write_all_at(fresh.as_bytes(), 0);
-                    (f, fresh.len() as u64)
+                    (f, fresh.len() as u64, Record::default())
                 }
                 // Created by another fsync a moment ago (it has since given the lock up).
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    Self::check(dir.open(&name, true).ok()??)?
+                    let (f, st) = dir.open_stat(&name, true).ok()??;
+                    Self::check(f, &st)?
                 }
                 Err(_) => return None,
             },
@@ -165,25 +179,38 @@ impl RecordFile {
             dir,
             name,
             len: std::cell::Cell::new(len),
+            opened,
         })
     }
 
-    /// Accept an existing record file only if it is ours to write: a regular file with one
-    /// link, owned by us (we never write into another user's file: a record names our command
-    /// line), that starts with the magic line or is empty (its creator died before writing
-    /// it). Returns it with its length.
-    fn check(f: File) -> Option<(File, u64)> {
-        let meta = f.metadata().ok()?;
-        if !meta.is_file() || meta.nlink() != 1 || meta.uid() != nix::unistd::geteuid().as_raw() {
+    /// Accept an existing record file (`st` its status) only if it is ours to write: a
+    /// regular file with one link, owned by us (we never write into another user's file: a
+    /// record names our command line), that starts with the magic line or is empty (its
+    /// creator died before writing it). Returns it with its length and what it says, read
+    /// once (each read is a round trip to the server on a network file system).
+    fn check(f: File, st: &nix::sys::stat::FileStat) -> Option<(File, u64, Record)> {
+        if st.st_nlink != 1 || st.st_uid != nix::unistd::geteuid().as_raw() {
             return None;
         }
-        let mut head = [0u8; MAGIC.len()];
-        let n = f.read_at(&mut head, 0).ok()?;
-        let ours = n == head.len() && head == MAGIC.as_bytes();
-        if !ours && n != 0 {
+        let head = read_head(&f).ok()?;
+        if !head.is_empty() && !head.starts_with(MAGIC.as_bytes()) {
             return None;
         }
-        Some((f, meta.len()))
+        let opened = String::from_utf8(head)
+            .ok()
+            .and_then(|t| parse(&t))
+            .unwrap_or_default();
+        Some((f, st.st_size as u64, opened))
+    }
+
+    /// Whether the file still has a name (a holder deleting its lock removes its record).
+    pub(crate) fn linked(&self) -> bool {
+        self.file.metadata().is_ok_and(|m| m.nlink() > 0)
+    }
+
+    /// What the record said when it was opened.
+    pub(crate) fn opened(&self) -> &Record {
+        &self.opened
     }
 
     /// Read the record; for the lock holder, the only writer, so one read is enough.
@@ -196,10 +223,16 @@ impl RecordFile {
     }
 
     pub(crate) fn write(&self, rec: &Record) {
-        let text = render(rec);
+        let mut text = render(rec);
+        // Readers stop at `end`; a shorter record is padded with empty lines to the length
+        // the file has, instead of truncating it: one write, where a truncation would be a
+        // second round trip to the server on a network file system.
+        let old_len = self.len.get() as usize;
+        if text.len() < old_len && old_len <= MAX_RECORD {
+            text.push_str(&"\n".repeat(old_len - text.len()));
+        }
         let new_len = text.len() as u64;
-        // Best effort: a failure to report the holder must not fail the lock. (Readers stop
-        // at `end`, so a stale tail would be harmless; it is cut off to keep the file clean.)
+        // Best effort: a failure to report the holder must not fail the lock.
         match self.file.write_all_at(text.as_bytes(), 0) {
             Ok(()) if new_len >= self.len.get() => self.len.set(new_len),
             Ok(()) => {
@@ -510,7 +543,7 @@ pub(crate) fn read_believed(file: &File) -> Option<Record> {
 
 /// Read a record from an open file.
 ///
-/// The holder rewrites its record in place (`pwrite`, then truncate), so a read can catch it
+/// The holder rewrites its record in place (one `pwrite`, padded), so a read can catch it
 /// half-way: a record counts only when two reads in a row agree, and parsing stops at the
 /// first `end` line (a shorter record written over a longer one leaves a stale tail).
 pub(crate) fn read_from(file: &File) -> Option<Record> {

@@ -98,6 +98,7 @@ use crate::{
     error::{Error, ErrorKind, Result},
     holder::{self, Holder, OwnRecord, RecordFile},
     platform::{
+        dir::Dir,
         fs::{self as pfs, Access},
         lock::{self, Mode},
         procinfo,
@@ -419,7 +420,7 @@ impl Mutex {
             // 2. the token before our evaluation
             let record = RecordFile::open(&self.path);
             let before = match &record {
-                Some(r) => r.read().fence,
+                Some(r) => r.opened().fence,
                 // Another user's record, say: read it as step 4 will.
                 None => holder::read(&self.path).map_or(0, |r| r.fence),
             };
@@ -487,8 +488,14 @@ impl Mutex {
         deadline: Deadline,
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<MutexGuard>> {
+        // The lock's directory and record are opened before the wait, so that once the lock
+        // is granted only reads and writes of open files stand between the release and the
+        // next holder's command: on a network file system each open is a round trip to the
+        // server.
+        let prepared = Prepared::open(&self.path);
         let locked = self.lock_file(Mode::Exclusive, deadline, progress)?;
-        Ok(locked.map(|(file, network, key)| MutexGuard::new(self, file, network, key)))
+        Ok(locked
+            .map(|(file, network, key)| MutexGuard::prepared(self, file, network, key, prepared)))
     }
 
     /// Take a shared lock on the file instead, as `flock -s` does: any number of shared
@@ -565,13 +572,10 @@ impl Mutex {
                 Err(e) => return Err(lock_error(&self.path, e, network, access).into()),
             }
             // Unlinked under us: reopen and lock again.
-            Ok(same_file(&self.path, &file)?.then_some(file))
+            Ok(verified(&self.path, &file)?.map(|meta| (file, meta)))
         })
         .map_err(|f| f.naming(&self.path, "cannot wait for lock"))?;
-        let file = wait::acquired!(outcome);
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(&self.path, "cannot stat", e))?;
+        let (file, meta) = wait::acquired!(outcome);
         Ok(Outcome::Acquired((
             file,
             network,
@@ -703,15 +707,21 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
 
 /// Does `path` still name the inode `file` has open, with at least one link?
 fn same_file(path: &Path, file: &File) -> Result<bool> {
+    Ok(verified(path, file)?.is_some())
+}
+
+/// The metadata of the file `file` has open if `path` still names it and it has at least one
+/// link; `None` if not.
+fn verified(path: &Path, file: &File) -> Result<Option<std::fs::Metadata>> {
     let held = file
         .metadata()
         .map_err(|e| Error::io(path, "cannot stat lock file", e))?;
     if held.nlink() == 0 {
-        return Ok(false);
+        return Ok(None);
     }
     match std::fs::metadata(path) {
-        Ok(now) => Ok((now.dev(), now.ino()) == (held.dev(), held.ino())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Ok(now) => Ok(((now.dev(), now.ino()) == (held.dev(), held.ino())).then_some(held)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io(path, "cannot stat lock file", e)),
     }
 }
@@ -733,6 +743,38 @@ fn lock_error(path: &Path, e: std::io::Error, network: bool, access: Access) -> 
     Error::io(path, "cannot lock", e)
 }
 
+/// A lock's directory and holder record, opened (where they exist) before its lock is
+/// taken; the record is read, or created, only under the lock.
+struct Prepared {
+    dir: Option<(Dir, String)>,
+    record: Option<RecordFile>,
+}
+
+impl Prepared {
+    /// Before the lock: open what exists, create nothing.
+    fn open(lock: &Path) -> Prepared {
+        let dir = holder::split(lock);
+        let record = dir
+            .as_ref()
+            .and_then(|(dir, name)| RecordFile::open_existing_in(dir.try_clone().ok()?, name));
+        Prepared { dir, record }
+    }
+
+    /// Under the lock: the record, created if missing. One opened before that has no links
+    /// any more was removed by a holder that deleted the lock while we waited (`--delete`),
+    /// and is opened again.
+    fn current(self) -> (Option<Dir>, Option<RecordFile>) {
+        let record = match self.record {
+            Some(r) if r.linked() => Some(r),
+            _ => self
+                .dir
+                .as_ref()
+                .and_then(|(dir, name)| RecordFile::open_in(dir.try_clone().ok()?, name)),
+        };
+        (self.dir.map(|(dir, _)| dir), record)
+    }
+}
+
 /// Proof of holding a [`Mutex`]; releases it when dropped.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
@@ -744,6 +786,8 @@ pub struct MutexGuard {
     delete: bool,
     /// The fencing token and who holds the lock, as recorded beside it.
     record: OwnRecord,
+    /// The lock's directory, as opened for the record.
+    dir: Option<Dir>,
     network: bool,
     /// Keep the fence in the directory's fence file when deleting (not for the internal
     /// locks of other primitives, whose directories must be left empty).
@@ -754,18 +798,26 @@ pub struct MutexGuard {
 
 impl MutexGuard {
     fn new(mutex: &Mutex, file: File, network: bool, key: in_process::Key) -> MutexGuard {
+        let prepared = Prepared::open(&mutex.path);
+        Self::prepared(mutex, file, network, key, prepared)
+    }
+
+    /// The guard for the lock `file` just locked, with its directory and record opened
+    /// before (step 4 of the protocol).
+    fn prepared(
+        mutex: &Mutex,
+        file: File,
+        network: bool,
+        key: in_process::Key,
+        prepared: Prepared,
+    ) -> MutexGuard {
         in_process::add(key);
-        // The directory is opened once for the record and the fence file (each open is a
-        // round trip to the server on a network file system).
-        let dir = holder::split(&mutex.path);
-        let record = dir
-            .as_ref()
-            .and_then(|(dir, name)| RecordFile::open_in(dir.try_clone().ok()?, name));
+        let (dir, record) = prepared.current();
         let old = match &record {
             Some(r) => r.read().fence,
             None => holder::read(&mutex.path).map_or(0, |r| r.fence),
         };
-        let kept = dir.as_ref().map_or(0, |(dir, _)| fences::last_in(dir));
+        let kept = dir.as_ref().map_or(0, fences::last_in);
         let now = procinfo::now_micros();
         // Greater than the last recorded token (in the record, or in the directory's fence
         // file where a `--delete` left it), and never behind the clock: tokens still grow
@@ -778,6 +830,7 @@ impl MutexGuard {
             nested_fd: None,
             delete: mutex.delete,
             record: OwnRecord::held(record, fence, Holder::this_process(now, command)),
+            dir,
             network,
             keep_fence: !mutex.internal,
             in_process: Some(key),
@@ -795,6 +848,7 @@ impl MutexGuard {
             nested_fd: Some(fd),
             delete: false,
             record: OwnRecord::none(fence),
+            dir: None,
             // The ancestor's descriptor, named through /proc: the file system of its file.
             network: pfs::fs_kind_of_path(Path::new(&format!("/proc/self/fd/{fd}"))).network,
             keep_fence: false,
@@ -867,20 +921,23 @@ impl MutexGuard {
             lock::set_inheritable(file, inherit)
                 .map_err(|e| Error::io(&self.path, "cannot pass lock down", e))?;
         }
-        let st = nix::sys::stat::fstat(fd)
-            .map_err(|e| Error::io(&self.path, "cannot stat lock file", std::io::Error::from(e)))?;
+        // The file's identity as learnt when it was locked (a stat is a round trip to the
+        // server on a network file system).
+        let (dev, ino) = match &self.in_process {
+            Some(key) => key.file(),
+            None => {
+                let st = nix::sys::stat::fstat(fd).map_err(|e| {
+                    Error::io(&self.path, "cannot stat lock file", std::io::Error::from(e))
+                })?;
+                (st.st_dev, st.st_ino)
+            }
+        };
         let fd_text = if inherit {
             fd.to_string()
         } else {
             "-".to_string()
         };
-        let own = format!(
-            "{}:{}:{}:{}",
-            st.st_dev,
-            st.st_ino,
-            fd_text,
-            std::process::id()
-        );
+        let own = format!("{}:{}:{}:{}", dev, ino, fd_text, std::process::id());
         Ok(match std::env::var(HELD_ENV) {
             Ok(prev) if !prev.is_empty() => format!("{prev};{own}"),
             _ => own,
@@ -907,6 +964,24 @@ impl MutexGuard {
         self.release_inner()
     }
 
+    /// Whether the lock's name still names `file`, the one we hold: looked up in the
+    /// directory the record lies in (one round trip on a network file system, where the path
+    /// costs one per component), else by its path.
+    fn still_named(&self, file: &File) -> Result<bool> {
+        let (Some(dir), Some(name)) = (&self.dir, self.path.file_name().and_then(|n| n.to_str()))
+        else {
+            return same_file(&self.path, file);
+        };
+        let held = file
+            .metadata()
+            .map_err(|e| Error::io(&self.path, "cannot stat lock file", e))?;
+        match dir.stat_following(name) {
+            Ok(now) => Ok(held.nlink() > 0 && (now.st_dev, now.st_ino) == (held.dev(), held.ino())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io(&self.path, "cannot stat lock file", e)),
+        }
+    }
+
     fn release_inner(&mut self) -> Result<Released> {
         let Some(file) = self.file.take() else {
             return Ok(Released::Kept);
@@ -929,7 +1004,7 @@ impl MutexGuard {
             }
             self.record.remove();
             // Unlink only the file we hold: if the path now names another inode, leave it.
-            if matches!(same_file(&self.path, &file), Ok(true)) {
+            if matches!(self.still_named(&file), Ok(true)) {
                 result = match crate::platform::fs::remove_file(&self.path) {
                     Ok(()) => Ok(Released::Deleted),
                     // Removed meanwhile (by the command): what was asked for.
@@ -937,7 +1012,7 @@ impl MutexGuard {
                     Err(e) => Err(Error::io(&self.path, "cannot delete lock file", e)),
                 };
             }
-        } else if matches!(same_file(&self.path, &file), Ok(false)) {
+        } else if matches!(self.still_named(&file), Ok(false)) {
             // LOCK was deleted (or replaced) while we held it: the record now belongs to
             // whoever locks that name next. Keep the fence for them, and remove the record
             // unless someone has written it since we did.
@@ -988,6 +1063,11 @@ mod in_process {
                 thread: thread::current().id(),
                 mode,
             }
+        }
+
+        /// The file's device and inode numbers.
+        pub fn file(&self) -> (u64, u64) {
+            (self.dev, self.ino)
         }
     }
 

@@ -169,6 +169,13 @@ impl Dir {
         })
     }
 
+    /// The status of what `name` names, following a symbolic link (as opening it would).
+    pub fn stat_following(&self, name: &str) -> io::Result<FileStat> {
+        crate::platform::retrying(|| {
+            stat::fstatat(self.raw(), name, fcntl::AtFlags::empty()).map_err(io::Error::from)
+        })
+    }
+
     /// The subdirectory `name`, created if missing and `create`; `None` if missing otherwise.
     /// A link, or anything but a directory, is an error naming it.
     pub fn sub(&self, name: &str, create: bool) -> Result<Option<Dir>> {
@@ -228,13 +235,18 @@ impl Dir {
     /// Open the existing regular file `name` (read-only, or read-write with `write`), never
     /// through a link and never blocking on a FIFO; `Ok(None)` if it does not exist.
     pub fn open(&self, name: &str, write: bool) -> Result<Option<File>> {
+        Ok(self.open_stat(name, write)?.map(|(f, _)| f))
+    }
+
+    /// [`open`](Self::open), with the file's status.
+    pub fn open_stat(&self, name: &str, write: bool) -> Result<Option<(File, FileStat)>> {
         let acc = if write {
             OFlag::O_RDWR
         } else {
             OFlag::O_RDONLY
         };
         match self.openat(name, acc, Mode::empty()) {
-            Ok(f) => self.checked(name, f).map(Some),
+            Ok(f) => self.checked_stat(name, f).map(Some),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                 Err(self.wrong_kind(name, Kind::File))
@@ -303,6 +315,11 @@ impl Dir {
     /// Accept an opened file only if it is a regular file; clear `O_NONBLOCK` (it was only
     /// there so that opening a FIFO could not hang).
     fn checked(&self, name: &str, f: File) -> Result<File> {
+        Ok(self.checked_stat(name, f)?.0)
+    }
+
+    /// [`checked`](Self::checked), with the file's status.
+    fn checked_stat(&self, name: &str, f: File) -> Result<(File, FileStat)> {
         let st = stat::fstat(f.as_raw_fd())
             .map_err(|e| Error::io(&self.join(name), "cannot stat", e.into()))?;
         if !is_kind(&st, Kind::File) {
@@ -315,7 +332,7 @@ impl Dir {
                 ),
             ));
         }
-        Ok(f)
+        Ok((f, st))
     }
 
     /// `renameat(2)` from here to `to_dir`, retried on `EINTR`.
