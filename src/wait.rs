@@ -349,6 +349,10 @@ pub(crate) fn wait_for<T, E: AttemptError>(
         progress(deadline.waited()); // say at once what we wait for
     }
     let mut next_progress = spec.progress.map(|p| start + p);
+    // Polls keep to a fixed beat from the start, however long each check takes, so that a
+    // change is seen on average half an interval after it happens (plus the check), not half
+    // an interval plus a whole check later. A beat missed by a long check is skipped.
+    let mut next_poll = spec.poll.map(|p| start + p);
     loop {
         if let Some(sig) = cancelled() {
             return Ok(Outcome::Interrupted(sig));
@@ -361,7 +365,12 @@ pub(crate) fn wait_for<T, E: AttemptError>(
             progress(now.saturating_duration_since(deadline.start));
             next_progress = spec.progress.map(|step| p.max(now) + step);
         }
-        let next = [deadline.end, spec.poll.map(|p| now + p), next_progress]
+        if let (Some(step), Some(tick)) = (spec.poll, next_poll.as_mut()) {
+            while *tick <= now {
+                *tick += step;
+            }
+        }
+        let next = [deadline.end, next_poll, next_progress]
             .into_iter()
             .flatten()
             .min();
