@@ -705,22 +705,28 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
     lock::still_held(fd.as_raw_fd(), Mode::Exclusive)
 }
 
-/// Does `path` still name the inode `file` has open, with at least one link?
-fn same_file(path: &Path, file: &File) -> Result<bool> {
-    Ok(verified(path, file)?.is_some())
-}
-
 /// The metadata of the file `file` has open if `path` still names it and it has at least one
 /// link; `None` if not.
 fn verified(path: &Path, file: &File) -> Result<Option<std::fs::Metadata>> {
+    verified_by(path, file, || {
+        std::fs::metadata(path).map(|now| (now.dev(), now.ino()))
+    })
+}
+
+/// [`verified`], with `named` saying which file (device and inode) the name names now.
+fn verified_by(
+    path: &Path,
+    file: &File,
+    named: impl FnOnce() -> std::io::Result<(u64, u64)>,
+) -> Result<Option<std::fs::Metadata>> {
     let held = file
         .metadata()
         .map_err(|e| Error::io(path, "cannot stat lock file", e))?;
     if held.nlink() == 0 {
         return Ok(None);
     }
-    match std::fs::metadata(path) {
-        Ok(now) => Ok(((now.dev(), now.ino()) == (held.dev(), held.ino())).then_some(held)),
+    match named() {
+        Ok(now) => Ok((now == (held.dev(), held.ino())).then_some(held)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io(path, "cannot stat lock file", e)),
     }
@@ -968,18 +974,13 @@ impl MutexGuard {
     /// directory the record lies in (one round trip on a network file system, where the path
     /// costs one per component), else by its path.
     fn still_named(&self, file: &File) -> Result<bool> {
-        let (Some(dir), Some(name)) = (&self.dir, self.path.file_name().and_then(|n| n.to_str()))
-        else {
-            return same_file(&self.path, file);
+        let named = match (&self.dir, self.path.file_name().and_then(|n| n.to_str())) {
+            (Some(dir), Some(name)) => verified_by(&self.path, file, || {
+                dir.stat_following(name).map(|st| (st.st_dev, st.st_ino))
+            })?,
+            _ => verified(&self.path, file)?,
         };
-        let held = file
-            .metadata()
-            .map_err(|e| Error::io(&self.path, "cannot stat lock file", e))?;
-        match dir.stat_following(name) {
-            Ok(now) => Ok(held.nlink() > 0 && (now.st_dev, now.st_ino) == (held.dev(), held.ino())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(Error::io(&self.path, "cannot stat lock file", e)),
-        }
+        Ok(named.is_some())
     }
 
     fn release_inner(&mut self) -> Result<Released> {

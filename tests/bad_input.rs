@@ -139,6 +139,16 @@ const TABLE: &[(&[&str], i32, &str)] = &[
         2,
         "poll",
     ),
+    (
+        &["group", "join", "--lease", "0", "G", "--", "true"],
+        2,
+        "invalid lease '0': must be at least 1s",
+    ),
+    (
+        &["bus", "connect", "--lease", "5s", "BUS", "n"],
+        2,
+        "--hold",
+    ),
     (&["mutex", "run", "-E", "256", "L", "--", "true"], 2, "256"),
     (
         &["mutex", "run", "-E", "x", "L", "--", "true"],

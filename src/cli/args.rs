@@ -142,10 +142,21 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn parse_poll(s: &str) -> Result<Duration, String> {
+    at_least(s, Duration::from_millis(1), "poll interval")
+}
+
+/// A `--lease`: at least a second, since the lock is checked only every 50 ms to 1 s and one
+/// check is a round trip to the file server (a zero lease would stop every command at once).
+pub fn parse_lease(s: &str) -> Result<Duration, String> {
+    at_least(s, Duration::from_secs(1), "lease")
+}
+
+fn at_least(s: &str, min: Duration, what: &str) -> Result<Duration, String> {
     match parse_duration(s)? {
-        d if d < Duration::from_millis(1) => {
-            Err(format!("invalid poll interval '{s}': must be at least 1ms"))
-        }
+        d if d < min => Err(format!(
+            "invalid {what} '{s}': must be at least {}",
+            humantime::format_duration(min)
+        )),
         d => Ok(d),
     }
 }
@@ -174,5 +185,9 @@ mod tests {
         assert!(parse_duration("nan").unwrap_err().contains("not a number"));
         assert!(parse_duration("soon").is_err());
         assert!(parse_poll("0").is_err());
+        assert!(parse_lease("0")
+            .unwrap_err()
+            .contains("must be at least 1s"));
+        assert_eq!(parse_lease("4s"), Ok(Duration::from_secs(4)));
     }
 }

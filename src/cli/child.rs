@@ -134,8 +134,8 @@ pub struct LossArgs {
     /// could not be confirmed with the file server for DUR: shorter than the time after which
     /// the server gives a silent host's locks away, so that COMMAND stops first. Default by
     /// file system ('fsync doctor' prints it): GlusterFS 20s, MooseFS 30s, NFS 30s, SMB 20s,
-    /// others 10s
-    #[arg(long, value_name = "DUR", value_parser = super::args::parse_duration)]
+    /// others 10s; at least 1s
+    #[arg(long, value_name = "DUR", value_parser = super::args::parse_lease)]
     pub lease: Option<std::time::Duration>,
 }
 

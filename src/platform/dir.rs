@@ -86,18 +86,23 @@ impl Dir {
     /// `None` if missing otherwise. A final symbolic link is followed only if it belongs to
     /// the caller or root; anything but a directory is an error naming `path`.
     pub fn top(path: &Path, create: bool, what: &str) -> Result<Option<Dir>> {
+        let open = |flags: OFlag| {
+            crate::platform::retrying(|| {
+                fcntl::open(path, DIR_FLAGS | flags, Mode::empty()).map_err(io::Error::from)
+            })
+            .map(|fd| {
+                Some(Dir {
+                    // SAFETY: open returned a new descriptor that nothing else owns.
+                    fd: unsafe { OwnedFd::from_raw_fd(fd) },
+                    path: path.to_path_buf(),
+                })
+            })
+        };
         // Usually it is there and is no link: then one open does (one round trip to the server
         // on a network file system, where the checks below cost four); anything else takes
         // the long way, which also finds the right error.
-        let direct = crate::platform::retrying(|| {
-            fcntl::open(path, DIR_FLAGS | OFlag::O_NOFOLLOW, Mode::empty()).map_err(io::Error::from)
-        });
-        if let Ok(fd) = direct {
-            return Ok(Some(Dir {
-                // SAFETY: open returned a new descriptor that nothing else owns.
-                fd: unsafe { OwnedFd::from_raw_fd(fd) },
-                path: path.to_path_buf(),
-            }));
+        if let Ok(dir) = open(OFlag::O_NOFOLLOW) {
+            return Ok(dir);
         }
         if create {
             super::fs::ensure_dir(path, what)?;
@@ -111,20 +116,12 @@ impl Dir {
                 Err(e) => return Err(super::fs::explain_open_error(path, what, e)),
             }
         }
-        let fd = crate::platform::retrying(|| {
-            fcntl::open(path, DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
-        });
-        match fd {
-            Ok(fd) => Ok(Some(Dir {
-                // SAFETY: open returned a new descriptor that nothing else owns.
-                fd: unsafe { OwnedFd::from_raw_fd(fd) },
-                path: path.to_path_buf(),
-            })),
+        match open(OFlag::empty()) {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !create => {
                 super::fs::check_parent(path)?;
                 Ok(None)
             }
-            Err(e) => Err(super::fs::explain_open_error(path, what, e)),
+            other => other.map_err(|e| super::fs::explain_open_error(path, what, e)),
         }
     }
 

@@ -237,8 +237,8 @@ fn processes() -> impl Iterator<Item = u32> {
 /// of `/proc/PID/fd/N` follows the link into the file system, and one descriptor on a hung
 /// network mount anywhere on the machine (a host cut off from its server) would hang us with
 /// it. There a file is its mount and inode number (`mnt_id`, `ino`); a process that opened the
-/// same file through another mount of it (a bind mount) is not seen. Kernels older than 5.14
-/// do not show `ino`: there the link is followed after all.
+/// same file through another mount of it (a bind mount) is not seen. On older kernels, whose
+/// fdinfo shows no `ino`, the link is followed after all.
 #[derive(Debug, PartialEq, Eq)]
 enum FileKey {
     Mount { mnt_id: u64, ino: u64 },
