@@ -702,7 +702,7 @@ fn try_claim(
     for (name, parsed) in names {
         // Open before claiming: a message we may not read, or that is not a file fsync made,
         // stays in the queue for whoever can use it.
-        let file = match l.q.open(&name, false) {
+        let (file, meta) = match l.q.open_stat(&name, false) {
             Ok(Some(f)) => f,
             Ok(None) => continue, // another receiver won
             Err(e) => {
@@ -710,10 +710,7 @@ fn try_claim(
                 continue;
             }
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(&l.q.join(&name), "cannot stat", e))?;
-        if meta.nlink() != 1 {
+        if meta.st_nlink != 1 {
             skipped(Skipped {
                 name,
                 reason: "has other hard links: not a message fsync made".to_string(),
@@ -730,7 +727,7 @@ fn try_claim(
         let same = l
             .claimed
             .stat(&claimed)
-            .is_ok_and(|st| (st.st_dev, st.st_ino) == (meta.dev(), meta.ino()));
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == (meta.st_dev, meta.st_ino));
         if !same {
             let _ = l.claimed.rename(&claimed, &l.q, &name);
             skipped(Skipped {

@@ -534,9 +534,9 @@ impl Mutex {
         deadline: Deadline,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<(File, bool, in_process::Key)>> {
-        let first = self.open()?;
-        let meta = (first.0.metadata()).map_err(|e| Error::io(&self.path, "cannot stat", e))?;
-        if in_process::held_by_this_thread(in_process::Key::new(&meta, mode)) {
+        let first = self.open_stat()?;
+        let meta = &first.2;
+        if in_process::held_by_this_thread(in_process::Key::new(meta, mode)) {
             return Err(Error::new(
                 &self.path,
                 ErrorKind::Unavailable,
@@ -555,24 +555,26 @@ impl Mutex {
         let mut open = Some(first);
         let spec = Wait::for_lock(deadline, network, self.poll);
         let outcome = wait::wait_for(spec, &mut progress, |block| -> Result<_, Failed> {
-            let (file, access) = match open.take() {
+            let (file, access, meta) = match open.take() {
                 Some(f) => f,
-                None => self.open()?,
+                None => self.open_stat()?,
             };
             match lock::flock(&file, mode, block) {
                 Ok(true) => {}
                 Ok(false) => {
-                    open = Some((file, access));
+                    open = Some((file, access, meta));
                     return Ok(None);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                    open = Some((file, access));
+                    open = Some((file, access, meta));
                     return Err(e.into());
                 }
                 Err(e) => return Err(lock_error(&self.path, e, network, access).into()),
             }
-            // Unlinked under us: reopen and lock again.
-            Ok(verified(&self.path, &file)?.map(|meta| (file, meta)))
+            // Unlinked under us: reopen and lock again. By the path: a lookup in the directory
+            // opened before would not see that directory itself replaced.
+            let named = names(&self.path, None, (meta.dev(), meta.ino()))?;
+            Ok(named.then_some((file, meta)))
         })
         .map_err(|f| f.naming(&self.path, "cannot wait for lock"))?;
         let (file, meta) = wait::acquired!(outcome);
@@ -595,6 +597,14 @@ impl Mutex {
             true => pfs::open_internal_lock(&self.path),
             false => pfs::open_lock_file(&self.path, pfs::Purpose::Flock),
         }
+    }
+
+    /// [`open`](Self::open), with the opened file's status (taken before the lock, where it
+    /// costs no one any waiting: on a network file system each status is a round trip).
+    fn open_stat(&self) -> Result<(File, Access, std::fs::Metadata)> {
+        let (file, access) = self.open()?;
+        let meta = (file.metadata()).map_err(|e| Error::io(&self.path, "cannot stat", e))?;
+        Ok((file, access, meta))
     }
 
     /// Whether an ancestor process holds this same lock (see the module docs on nesting).
@@ -705,29 +715,24 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
     lock::still_held(fd.as_raw_fd(), Mode::Exclusive)
 }
 
-/// The metadata of the file `file` has open if `path` still names it and it has at least one
-/// link; `None` if not.
-fn verified(path: &Path, file: &File) -> Result<Option<std::fs::Metadata>> {
-    verified_by(path, file, || {
-        std::fs::metadata(path).map(|now| (now.dev(), now.ino()))
-    })
-}
-
-/// [`verified`], with `named` saying which file (device and inode) the name names now.
-fn verified_by(
-    path: &Path,
-    file: &File,
-    named: impl FnOnce() -> std::io::Result<(u64, u64)>,
-) -> Result<Option<std::fs::Metadata>> {
-    let held = file
-        .metadata()
-        .map_err(|e| Error::io(path, "cannot stat lock file", e))?;
-    if held.nlink() == 0 {
-        return Ok(None);
+/// Whether the lock's name still names the file `held` (device and inode) that we opened and
+/// locked: then it also still has a link. By the path, following a symbolic link as opening the
+/// lock does; where the caller has the lock's directory opened (a holder's release), first by a
+/// lookup there (one round trip on a network file system, where the path costs one per
+/// component), and by the path only if that says no (the directory may have been replaced: a
+/// group removed and made again).
+fn names(path: &Path, dir: Option<(&Dir, &str)>, held: (u64, u64)) -> Result<bool> {
+    if let Some((dir, name)) = dir {
+        if dir
+            .stat_following(name)
+            .is_ok_and(|st| (st.st_dev, st.st_ino) == held)
+        {
+            return Ok(true);
+        }
     }
-    match named() {
-        Ok(now) => Ok((now == (held.dev(), held.ino())).then_some(held)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+    match std::fs::metadata(path) {
+        Ok(now) => Ok((now.dev(), now.ino()) == held),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(Error::io(path, "cannot stat lock file", e)),
     }
 }
@@ -970,26 +975,23 @@ impl MutexGuard {
         self.release_inner()
     }
 
-    /// Whether the lock's name still names `file`, the one we hold: looked up in the
-    /// directory the record lies in (one round trip on a network file system, where the path
-    /// costs one per component), else by its path.
-    fn still_named(&self, file: &File) -> Result<bool> {
-        let named = match (&self.dir, self.path.file_name().and_then(|n| n.to_str())) {
-            (Some(dir), Some(name)) => verified_by(&self.path, file, || {
-                dir.stat_following(name).map(|st| (st.st_dev, st.st_ino))
-            })?,
-            _ => verified(&self.path, file)?,
-        };
-        Ok(named.is_some())
+    /// Whether the lock's name still names the file we hold, `held` (see [`names`]).
+    fn still_named(&self, held: (u64, u64)) -> Result<bool> {
+        let name = self.path.file_name().and_then(|n| n.to_str());
+        names(&self.path, self.dir.as_ref().zip(name), held)
     }
 
     fn release_inner(&mut self) -> Result<Released> {
         let Some(file) = self.file.take() else {
             return Ok(Released::Kept);
         };
-        if let Some(key) = self.in_process.take() {
-            in_process::remove(key);
-        }
+        let held = match self.in_process.take() {
+            Some(key) => {
+                in_process::remove(key);
+                key.file()
+            }
+            None => file.metadata().map_or((0, 0), |m| (m.dev(), m.ino())),
+        };
         let mut result = Ok(Released::Kept);
         // A process the command left running may hold the lock through an inherited
         // descriptor: deleting LOCK then would let the next acquirer lock a new file.
@@ -1005,7 +1007,7 @@ impl MutexGuard {
             }
             self.record.remove();
             // Unlink only the file we hold: if the path now names another inode, leave it.
-            if matches!(self.still_named(&file), Ok(true)) {
+            if matches!(self.still_named(held), Ok(true)) {
                 result = match crate::platform::fs::remove_file(&self.path) {
                     Ok(()) => Ok(Released::Deleted),
                     // Removed meanwhile (by the command): what was asked for.
@@ -1013,7 +1015,7 @@ impl MutexGuard {
                     Err(e) => Err(Error::io(&self.path, "cannot delete lock file", e)),
                 };
             }
-        } else if matches!(self.still_named(&file), Ok(false)) {
+        } else if matches!(self.still_named(held), Ok(false)) {
             // LOCK was deleted (or replaced) while we held it: the record now belongs to
             // whoever locks that name next. Keep the fence for them, and remove the record
             // unless someone has written it since we did.

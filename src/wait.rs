@@ -383,6 +383,10 @@ pub(crate) fn wait_for<T, E: AttemptError>(
             Err(e) if e.is_interrupted() => {}
             Err(e) => return Err(e),
         }
+        // The check runs with the timer stopped: a tick that fired would repeat every few ms,
+        // and each would interrupt the check's calls (on a network file system, requests to
+        // the server, which an interrupt slows down or makes fail).
+        timer.arm(None)?;
         if cancelled().is_none() {
             if let Some(v) = attempt(false)? {
                 return Ok(Outcome::Acquired(v));

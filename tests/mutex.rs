@@ -450,6 +450,29 @@ fn a_waiter_gets_the_lock_when_the_holder_releases() {
     waiter.finish().code(0).stdout("ran\n");
 }
 
+/// The lock is the name: a waiter whose lock's directory is moved away (and made again) while it
+/// waits does not keep the moved file once its holder lets go, but locks what the name names now.
+#[test]
+fn a_waiter_whose_directory_is_moved_away_locks_the_file_the_name_names_now() {
+    let t = TestDir::new();
+    std::fs::create_dir(t.join("d")).unwrap();
+    let holder = t.hold("d/L");
+    let mut waiter = t
+        .fsync(["mutex", "run", "-v", "-t", "30s", "d/L", "--"])
+        .args(["sh", "-c", "echo acquired; read x"])
+        .start();
+    let waiting = waiter.stderr_line();
+    assert!(waiting.starts_with("fsync: waiting for d/L"), "{waiting}");
+    std::fs::rename(t.join("d"), t.join("moved")).unwrap();
+    std::fs::create_dir(t.join("d")).unwrap();
+    holder.finish().code(0);
+    waiter.expect("acquired");
+    assert_held(&t, "d/L");
+    assert_free(&t, "moved/L");
+    waiter.send("done");
+    waiter.finish().code(0);
+}
+
 // ---- signals --------------------------------------------------------------------------
 
 #[test]

@@ -35,12 +35,12 @@ const NOTES: &str = "\
 Network file systems (NFS, SMB/CIFS, FUSE such as GlusterFS, MooseFS or sshfs, Ceph; found with \
 statfs, see 'fsync doctor'): whole-file and byte-range locks, exclusive create, link and rename \
 work across hosts, so every primitive keeps its promises there. What does not cross hosts is \
-change notification (dnotify, inotify) never sees another host's changes, so waits for events, \
+change notification: dnotify and inotify never see another host's changes, so waits for events, \
 messages, semaphore slots and watches re-check every --poll interval (50ms by default); lock \
 waits block in the lock call, which the file server wakes. Measured between two clients \
-(bench/netfs.sh, p50): a mutex hand-over in 6.5 ms on GlusterFS and 4.5 ms on MooseFS (flock(1) \
-on the same work: 2.9 and 2.6 ms); a waiter sees an event about half a poll interval after the \
-signal, 26 to 28 ms at the default. Measured on GlusterFS and MooseFS; NFS and SMB are \
+(bench/netfs.sh, p50): a mutex hand-over in 6.1 ms on GlusterFS and 4.4 ms on MooseFS (flock(1) \
+on the same work: 2.9 and 2.6 ms); a waiter sees an event or has a message about half a poll \
+interval after the signal or post returned, 25 to 28 ms at the default. Measured on GlusterFS and MooseFS; NFS and SMB are \
 described from their documentation: check a mount with 'fsync doctor'.
 
 A host cut off from the server keeps believing it holds its locks, while the server gives them \

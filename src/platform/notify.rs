@@ -301,7 +301,8 @@ mod tests {
         let mut watch = DirWatch::new(dir.path()).unwrap();
         let second = tempfile::tempdir().unwrap();
         watch.add(second.path()).unwrap();
-        assert!(!watch.wait_timeout(Duration::ZERO).unwrap(), "nothing yet");
+        // (No "nothing yet" check here: the count is the process's, and tests running at the
+        // same time move it too; a wake without a change is allowed, callers look again.)
         let path = second.path().join("y");
         let writer = std::thread::spawn(move || {
             // Most likely after the waiter blocked; before is fine too (the count moved).
