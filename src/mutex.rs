@@ -932,17 +932,7 @@ impl MutexGuard {
             lock::set_inheritable(file, inherit)
                 .map_err(|e| Error::io(&self.path, "cannot pass lock down", e))?;
         }
-        // The file's identity as learnt when it was locked (a stat is a round trip to the
-        // server on a network file system).
-        let (dev, ino) = match &self.in_process {
-            Some(key) => key.file(),
-            None => {
-                let st = nix::sys::stat::fstat(fd).map_err(|e| {
-                    Error::io(&self.path, "cannot stat lock file", std::io::Error::from(e))
-                })?;
-                (st.st_dev, st.st_ino)
-            }
-        };
+        let (dev, ino) = self.held_file(fd)?;
         let fd_text = if inherit {
             fd.to_string()
         } else {
@@ -975,8 +965,23 @@ impl MutexGuard {
         self.release_inner()
     }
 
-    /// Whether the lock's name still names the file we hold, `held` (see [`names`]).
-    fn still_named(&self, held: (u64, u64)) -> Result<bool> {
+    /// The device and inode of the file we hold (open as `fd`), as learnt when it was locked:
+    /// a stat is a round trip to the server on a network file system.
+    fn held_file(&self, fd: RawFd) -> Result<(u64, u64)> {
+        match &self.in_process {
+            Some(key) => Ok(key.file()),
+            None => {
+                let st = nix::sys::stat::fstat(fd).map_err(|e| {
+                    Error::io(&self.path, "cannot stat lock file", std::io::Error::from(e))
+                })?;
+                Ok((st.st_dev, st.st_ino))
+            }
+        }
+    }
+
+    /// Whether the lock's name still names the file we hold, open as `file` (see [`names`]).
+    fn still_named(&self, file: &File) -> Result<bool> {
+        let held = self.held_file(file.as_raw_fd())?;
         let name = self.path.file_name().and_then(|n| n.to_str());
         names(&self.path, self.dir.as_ref().zip(name), held)
     }
@@ -984,13 +989,6 @@ impl MutexGuard {
     fn release_inner(&mut self) -> Result<Released> {
         let Some(file) = self.file.take() else {
             return Ok(Released::Kept);
-        };
-        let held = match self.in_process.take() {
-            Some(key) => {
-                in_process::remove(key);
-                key.file()
-            }
-            None => file.metadata().map_or((0, 0), |m| (m.dev(), m.ino())),
         };
         let mut result = Ok(Released::Kept);
         // A process the command left running may hold the lock through an inherited
@@ -1007,7 +1005,7 @@ impl MutexGuard {
             }
             self.record.remove();
             // Unlink only the file we hold: if the path now names another inode, leave it.
-            if matches!(self.still_named(held), Ok(true)) {
+            if matches!(self.still_named(&file), Ok(true)) {
                 result = match crate::platform::fs::remove_file(&self.path) {
                     Ok(()) => Ok(Released::Deleted),
                     // Removed meanwhile (by the command): what was asked for.
@@ -1015,7 +1013,7 @@ impl MutexGuard {
                     Err(e) => Err(Error::io(&self.path, "cannot delete lock file", e)),
                 };
             }
-        } else if matches!(self.still_named(held), Ok(false)) {
+        } else if matches!(self.still_named(&file), Ok(false)) {
             // LOCK was deleted (or replaced) while we held it: the record now belongs to
             // whoever locks that name next. Keep the fence for them, and remove the record
             // unless someone has written it since we did.
@@ -1025,6 +1023,9 @@ impl MutexGuard {
             self.record.remove_if_unchanged();
         } else {
             self.record.released();
+        }
+        if let Some(key) = self.in_process.take() {
+            in_process::remove(key);
         }
         drop(file);
         result
