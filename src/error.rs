@@ -91,6 +91,17 @@ impl Error {
     pub fn errno(&self) -> Option<i32> {
         self.errno
     }
+
+    /// The same error, naming `shown` where it named `pinned` (a path through an open
+    /// directory, `/proc/self/fd/N`, that means nothing to a user), in its path and its words.
+    pub(crate) fn shown_as(mut self, pinned: &Path, shown: &Path) -> Error {
+        if let Ok(rest) = self.path.strip_prefix(pinned) {
+            self.path = shown.join(rest);
+        }
+        let (pinned, shown) = (pinned.to_string_lossy(), shown.to_string_lossy());
+        self.message = self.message.replace(pinned.as_ref(), shown.as_ref());
+        self
+    }
 }
 
 impl fmt::Display for Error {

@@ -159,7 +159,6 @@ pub struct Group {
 struct Paths {
     dir: PathBuf,
     gate: PathBuf,
-    join: PathBuf,
     members: PathBuf,
 }
 
@@ -167,7 +166,6 @@ fn paths(dir: &Path) -> Paths {
     Paths {
         dir: dir.to_path_buf(),
         gate: dir.join("gate"),
-        join: dir.join("join.lock"),
         members: dir.join("members"),
     }
 }
@@ -233,13 +231,11 @@ impl Group {
         // A last member leaving with --delete may remove the directory under us at any point
         // until we hold join.lock: then start over (bounded, to never spin for ever).
         let mut attempts = 0;
-        let acquired = loop {
+        let (top, acquired) = loop {
             attempts += 1;
-            let got = ensure_dirs(&p).and_then(|()| {
-                Mutex::new(&p.join)
-                    .internal()
-                    .poll_interval(self.poll)
-                    .acquire_until(deadline, &mut progress)
+            let got = open_dirs(&p).and_then(|top| {
+                let got = serial_lock(&top, self.poll, deadline, &mut progress)?;
+                Ok((top, got))
             });
             match got {
                 Err(e) if e.kind() == ErrorKind::NotFound && attempts < 1000 => continue,
@@ -248,12 +244,11 @@ impl Group {
             }
         };
         let serial = wait::acquired!(acquired);
-        // The last leaver may have removed `members` before we got join.lock.
-        ensure_dirs(&p).map_err(|e| prepared(e, &p))?;
-        let top = Dir::top(&p.dir, false, "cannot open group directory")?
-            .ok_or_else(|| Error::new(&p.dir, ErrorKind::NotFound, "was removed meanwhile"))?;
         let gate = top.open_or_create("gate").map_err(|e| prepared(e, &p))?;
-        let members = top.sub("members", true)?.expect("created");
+        // The last leaver may have removed `members` before we got join.lock.
+        let members = (top.sub("members", true))
+            .map_err(|e| prepared(e, &p))?
+            .expect("created");
         let first = !has_members(&top, &p, &gate, Some(&serial), None)?;
         // Only a momentary exclusive probe can stand in the way; wait for it in the kernel.
         let spec = Wait {
@@ -269,6 +264,7 @@ impl Group {
         drop(serial);
         Ok(Outcome::Acquired(Membership {
             group: self.clone(),
+            top,
             gate: Some(gate),
             registration: Some(registration),
             first,
@@ -282,6 +278,8 @@ impl Group {
 #[derive(Debug)]
 pub struct Membership {
     group: Group,
+    /// The group's directory as opened on joining: every later step works in it.
+    top: Dir,
     gate: Option<File>,
     registration: Option<Member>,
     first: bool,
@@ -400,11 +398,12 @@ impl Membership {
             return Ok((Left::NotLast, None));
         };
         let p = paths(&self.group.dir);
-        let serial = Mutex::new(&p.join)
-            .internal()
-            .poll_interval(self.group.poll)
-            .acquire(None)?;
-        let Some(serial) = serial else {
+        let top = self
+            .top
+            .try_clone()
+            .map_err(|e| Error::io(&p.dir, "cannot open", e))?;
+        let serial = serial_lock(&top, self.group.poll, Deadline::never(), |_| {})?;
+        let Outcome::Acquired(serial) = serial else {
             // Interrupted while waiting to leave: leave without asking.
             self.registration.take();
             return Ok((Left::NotLast, None));
@@ -412,10 +411,6 @@ impl Membership {
         // Our shared lock goes (unless a process we passed it down to keeps it); our
         // registration stays, locked: to observers we are in until the clean-up is over.
         drop(gate);
-        let Some(top) = Dir::top(&p.dir, false, "cannot open group directory")? else {
-            self.registration.take();
-            return Ok((Left::Last, None)); // removed under us: nothing left to clean
-        };
         let own = self.registration.as_ref().map(|r| r.name.as_str());
         let reopened = open_existing_gate(&top)?;
         let last = match &reopened {
@@ -466,22 +461,20 @@ impl Membership {
             return Ok(Left::NotLast);
         };
         let p = paths(&self.group.dir);
-        let serial = Mutex::new(&p.join)
-            .internal()
-            .poll_interval(self.group.poll)
-            .acquire(None)?;
+        let top = self
+            .top
+            .try_clone()
+            .map_err(|e| Error::io(&p.dir, "cannot open", e))?;
+        let serial = serial_lock(&top, self.group.poll, Deadline::never(), |_| {});
         // Unlinks the registration, unless a process we passed it down to still holds it.
         let kept = self.registration.take().is_some_and(|r| r.reg.unregister());
         drop(gate);
-        let Some(serial) = serial else {
+        let Outcome::Acquired(serial) = serial? else {
             return Ok(Left::NotLast);
         };
         if kept {
             return Ok(Left::StillHeld); // so the group is not empty: nothing to delete
         }
-        let Some(top) = Dir::top(&p.dir, false, "cannot open group directory")? else {
-            return Ok(Left::Last);
-        };
         // Read-write where we may: a network file system's exclusive probe needs it.
         let reopened = open_existing_gate(&top)?;
         let last = match &reopened {
@@ -534,7 +527,7 @@ fn delete_files(top: &Dir, mut serial: MutexGuard) -> Result<()> {
     let _ = top.rmdir("members");
     serial.set_delete_on_release(true);
     serial.release()?;
-    let _ = std::fs::remove_dir(top.path()); // fails harmlessly if a joiner is back
+    let _ = top.remove_self(); // fails harmlessly if a joiner is back
     Ok(())
 }
 
@@ -556,9 +549,28 @@ impl Drop for Membership {
     }
 }
 
-fn ensure_dirs(p: &Paths) -> Result<()> {
-    pfs::ensure_dir(&p.dir, "cannot create group directory")?;
-    pfs::ensure_dir(&p.members, "cannot create group directory")
+/// The group's directory, created with `members` if missing.
+fn open_dirs(p: &Paths) -> Result<Dir> {
+    let top = Dir::top(&p.dir, true, "cannot create group directory")?.expect("created");
+    top.sub("members", true)?;
+    Ok(top)
+}
+
+/// Take `join.lock` in the group's directory `top`: named through the open directory, so that
+/// a directory swapped for a link meanwhile cannot take us elsewhere. A group removed and made
+/// again while we wait leaves us in the removed one, where the lock cannot be created again:
+/// [`ErrorKind::NotFound`], and the caller starts over.
+fn serial_lock(
+    top: &Dir,
+    poll: Duration,
+    deadline: Deadline,
+    progress: impl FnMut(Duration),
+) -> Result<Outcome<MutexGuard>> {
+    Mutex::new(top.pinned_join("join.lock"))
+        .internal()
+        .poll_interval(poll)
+        .acquire_until(deadline, progress)
+        .map_err(|e| e.shown_as(&top.pinned(), top.path()))
 }
 
 /// Is anyone in (but the member whose registration is `own`, which the caller holds)? See the
@@ -586,7 +598,7 @@ fn has_members(
     }
     let _own;
     if serial.is_none() {
-        _own = Mutex::new(&p.join).internal().acquire(None)?;
+        _own = serial_lock(top, DEFAULT_POLL, Deadline::never(), |_| {})?;
     }
     probe::held(gate, Mode::Exclusive).map_err(|e| Error::io(&p.gate, "cannot test lock", e))
 }
@@ -717,9 +729,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g");
         let group = Group::new(&path);
-        ensure_dirs(&paths(&path)).unwrap();
+        open_dirs(&paths(&path)).unwrap();
         // Another process's join step holds join.lock (its own open file description).
-        let (busy, _) = pfs::open_internal_lock(&paths(&path).join).unwrap();
+        let (busy, _) = pfs::open_internal_lock(&path.join("join.lock")).unwrap();
         assert!(lock::flock(&busy, Mode::Exclusive, false).unwrap());
         assert!(group.try_join().unwrap().is_none());
         drop(busy);
@@ -784,7 +796,7 @@ mod tests {
     fn dead_registrations_are_reaped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g");
-        ensure_dirs(&paths(&path)).unwrap();
+        open_dirs(&paths(&path)).unwrap();
         let ghost = path.join("members/ghost.1.1");
         std::fs::write(&ghost, holder::render(&Record::default())).unwrap();
         assert!(members(&path).unwrap().is_empty());

@@ -182,30 +182,31 @@ impl GroupLock {
     ) -> Result<Outcome<GroupGuard>> {
         check_name(group).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
         let deadline = Deadline::after(timeout);
-        pfs::ensure_dir(&self.dir, "cannot create group lock")?;
+        // Every file is reached from the directory opened here, never by its path again.
+        let top = Dir::top(&self.dir, true, "cannot create group lock")?.expect("created");
         // A cap never changes once set: a conflicting `max` fails before any wait.
-        if let (Some(m), Some(c)) = (max, self.cap(group)?) {
+        if let (Some(m), Some(c)) = (max, cap_in(&top, group)?) {
             if m != c {
                 return Err(self.conflict(group, c, m));
             }
         }
-        let turnstile_path = self.dir.join("turnstile");
-        let (turnstile, _) = pfs::open_internal_lock(&turnstile_path)?;
+        let turnstile_path = top.join("turnstile");
+        let turnstile = top.open_or_create("turnstile")?;
         let network = pfs::fs_kind(&turnstile).network;
         let spec = Wait::for_lock(deadline, network, self.poll);
         let mut step = |file: &File, mode: Mode, path: &Path| {
             wait::flock(spec, &mut progress, file, mode, path)
         };
         wait::acquired!(step(&turnstile, Mode::Exclusive, &turnstile_path)?);
-        for other in self.groups()?.into_iter().filter(|g| g != group) {
-            let path = self.dir.join(format!("group.{other}"));
-            let (file, _) = pfs::open_internal_lock(&path)?;
-            wait::acquired!(step(&file, Mode::Exclusive, &path)?); // granted once that group is empty
+        for other in groups_in(&top)?.into_iter().filter(|g| g != group) {
+            let name = format!("group.{other}");
+            let file = top.open_or_create(&name)?;
+            wait::acquired!(step(&file, Mode::Exclusive, &top.join(&name))?); // granted once that group is empty
         }
-        let own = self.dir.join(format!("group.{group}"));
-        let (member, _) = pfs::open_internal_lock(&own)?;
+        let own = top.join(&format!("group.{group}"));
+        let member = top.open_or_create(&format!("group.{group}"))?;
         // The cap is read again under the turnstile: only a process holding it sets one.
-        let cap = match (max, self.cap(group)?) {
+        let cap = match (max, cap_in(&top, group)?) {
             (Some(m), Some(c)) if m != c => return Err(self.conflict(group, c, m)),
             (Some(m), None) => {
                 // The first cap: members of the group inside without one would not count
@@ -219,9 +220,12 @@ impl GroupLock {
         wait::acquired!(step(&member, Mode::Shared, &own)?);
         let slot = match cap {
             Some(m) => {
-                let max_dir = self.dir.join(format!("max.{group}"));
+                // Named through the open directory: a link swapped in cannot redirect it.
+                let max_dir = top.pinned_join(&format!("max.{group}"));
                 let sem = Semaphore::new(max_dir, m).poll_interval(self.poll);
-                Some(wait::acquired!(sem.acquire_until(deadline, &mut progress)?))
+                let slot = (sem.acquire_until(deadline, &mut progress))
+                    .map_err(|e| e.shown_as(&top.pinned(), top.path()))?;
+                Some(wait::acquired!(slot))
             }
             None => None,
         };
@@ -237,11 +241,8 @@ impl GroupLock {
     /// the slot count of its `max.NAME` semaphore. Read without following a link or blocking on
     /// a FIFO; anything but what fsync makes there is an error naming it.
     pub fn cap(&self, group: &str) -> Result<Option<usize>> {
-        let Some(top) = Dir::top(&self.dir, false, "cannot open group lock")? else {
-            return Ok(None);
-        };
-        match top.sub(&format!("max.{group}"), false)? {
-            Some(max_dir) => crate::sem::slots_in(&max_dir),
+        match Dir::top(&self.dir, false, "cannot open group lock")? {
+            Some(top) => cap_in(&top, group),
             None => Ok(None),
         }
     }
@@ -257,18 +258,24 @@ impl GroupLock {
             ),
         )
     }
+}
 
-    /// The groups that have been inside (each has its `group.NAME` file).
-    fn groups(&self) -> Result<Vec<String>> {
-        let entries =
-            std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, "cannot list", e))?;
-        Ok(entries
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter_map(|n| n.strip_prefix("group.").map(str::to_string))
-            .filter(|n| check_name(n).is_ok())
-            .collect())
+/// The cap in force for `group` in the group lock `top` ([`GroupLock::cap`]).
+fn cap_in(top: &Dir, group: &str) -> Result<Option<usize>> {
+    match top.sub(&format!("max.{group}"), false)? {
+        Some(max_dir) => crate::sem::slots_in(&max_dir),
+        None => Ok(None),
     }
+}
+
+/// The groups that have been inside the group lock `top` (each has its `group.NAME` file).
+fn groups_in(top: &Dir) -> Result<Vec<String>> {
+    let entries = (top.entries()).map_err(|e| Error::io(top.path(), "cannot list", e))?;
+    Ok(entries
+        .into_iter()
+        .filter_map(|(n, _)| n.strip_prefix("group.").map(str::to_string))
+        .filter(|n| check_name(n).is_ok())
+        .collect())
 }
 
 /// Which groups are inside and how many of each, and how many wait (local file systems; on
@@ -285,7 +292,6 @@ pub struct GroupLockStatus {
 /// system it reads the kernel's lock table and does not touch the locks, on a network file
 /// system it probes with locks released at once. A missing group lock is empty.
 pub fn status(dir: &Path) -> Result<GroupLockStatus> {
-    use std::os::unix::fs::MetadataExt;
     if !dir.exists() {
         pfs::check_parent(dir)?;
         return Ok(GroupLockStatus {
@@ -293,12 +299,17 @@ pub fn status(dir: &Path) -> Result<GroupLockStatus> {
             waiting: Some(0),
         });
     }
-    let lock = GroupLock::new(dir);
+    let Some(top) = Dir::top(dir, false, "cannot open group lock")? else {
+        return Ok(GroupLockStatus {
+            inside: Vec::new(),
+            waiting: Some(0),
+        });
+    };
     let network = pfs::fs_kind_of_path(dir).network;
     let mut inside = Vec::new();
-    for g in lock.groups()? {
-        let path = dir.join(format!("group.{g}"));
-        let Some(file) = pfs::open_if_exists(&path)? else {
+    for g in groups_in(&top)? {
+        let path = top.join(&format!("group.{g}"));
+        let Some(file) = top.open(&format!("group.{g}"), false)? else {
             continue;
         };
         match probe::listed(&path, &file, probe::Kinds::Flock)? {
@@ -315,8 +326,8 @@ pub fn status(dir: &Path) -> Result<GroupLockStatus> {
             None => {}
         }
     }
-    let waiting = match std::fs::metadata(dir.join("turnstile")) {
-        Ok(m) if !network => probe::in_line(m.dev(), m.ino()),
+    let waiting = match top.stat("turnstile") {
+        Ok(m) if !network => probe::in_line(m.st_dev, m.st_ino),
         Ok(_) => None,
         Err(_) => Some(0),
     };

@@ -310,6 +310,247 @@ fn success_with_notes(out: &Output, min: usize) {
     );
 }
 
+// The racing neighbour: `nobody` changes names in a loop while root's fsync works
+// (tests/fixtures/racer.py): a primitive's directory swapped with a link to root's private one,
+// a hard link to root's file flipped in and out at a name fsync writes. Each case runs the
+// race for a bounded time and asserts that root's files were never touched.
+
+/// How long each race runs.
+const RACE: &str = "3";
+
+impl Hostile {
+    /// `racer.py MODE RACE ARGS` as `nobody`, once it has started racing.
+    #[track_caller]
+    fn race<const N: usize>(&self, mode: &str, args: [&str; N]) -> crate::harness::Holder {
+        require("python3", "python3");
+        let racer = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/racer.py");
+        let mut r = self
+            .nobody(["python3", racer.to_str().unwrap(), mode, RACE])
+            .args(args)
+            .start();
+        r.expect("racing");
+        r
+    }
+
+    /// A private directory of root's (0700) outside the shared one: `private/NAME`.
+    fn private(&self) -> String {
+        let dir = self.t.join("private");
+        if !dir.exists() {
+            std::fs::create_dir(&dir).unwrap();
+            chmod(&dir, 0o700);
+        }
+        self.t.arg("private")
+    }
+}
+
+/// Run `round` until the racer is done; at least `min` rounds.
+#[track_caller]
+fn while_racing(mut racer: crate::harness::Holder, min: usize, mut round: impl FnMut()) {
+    let mut rounds = 0;
+    while racer.running() || rounds < min {
+        round();
+        rounds += 1;
+    }
+    let out = racer.finish();
+    assert!(
+        out.stdout.contains("rounds "),
+        "the racer failed:\n{}{}",
+        out.stdout,
+        out.stderr
+    );
+}
+
+fn entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| d.count())
+}
+
+#[test]
+fn a_mailbox_swapped_with_a_link_to_roots_private_one_is_never_used() {
+    let Some(h) = Hostile::new() else { return };
+    let private = format!("{}/box", h.private());
+    for n in 0..20 {
+        h.fsync(["msg", "post", &private, "--data", &format!("secret {n}")])
+            .run()
+            .code(0);
+    }
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "nobody's"])
+        .run()
+        .code(0);
+    h.as_nobody(["ln", "-s", &private, "shared/link"]);
+    let racer = h.race("swap", ["shared/box", "shared/link"]);
+    let mut got = String::new();
+    while_racing(racer, 20, || {
+        let out = h.fsync(["msg", "recv", "-n", "shared/box"]).run();
+        got.push_str(&out.stdout);
+        let out = h
+            .fsync(["msg", "post", "shared/box", "--data", "root's"])
+            .run();
+        assert!(
+            matches!(out.status.code(), Some(0 | 66 | 77)),
+            "{:?}\n{}",
+            out.status,
+            out.stderr
+        );
+    });
+    assert!(
+        !got.contains("secret"),
+        "root received from its private mailbox: {got}"
+    );
+    assert_eq!(
+        entries(&Path::new(&private).join("q")),
+        20,
+        "root's private mailbox changed"
+    );
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn a_semaphore_swapped_with_a_link_to_roots_private_directory_is_never_used() {
+    let Some(h) = Hostile::new() else { return };
+    let private = h.private();
+    h.fsync_as_nobody(["sem", "run", "shared/s.sem", "--slots", "2", "--", "true"])
+        .run()
+        .code(0);
+    h.as_nobody(["ln", "-s", &private, "shared/link"]);
+    let racer = h.race("swap", ["shared/s.sem", "shared/link"]);
+    while_racing(racer, 20, || {
+        let out = h
+            .fsync(["sem", "run", "shared/s.sem", "--slots", "2", "--", "true"])
+            .run();
+        assert!(
+            matches!(out.status.code(), Some(0 | 66 | 77)),
+            "{:?}\n{}",
+            out.status,
+            out.stderr
+        );
+    });
+    assert_eq!(
+        entries(Path::new(&private)),
+        0,
+        "root created files in its private directory"
+    );
+}
+
+#[test]
+fn a_group_swapped_with_a_link_to_roots_private_group_is_never_used() {
+    let Some(h) = Hostile::new() else { return };
+    let private = format!("{}/G", h.private());
+    h.fsync(["group", "join", &private, "--", "true"])
+        .run()
+        .code(0);
+    let join_lock = Path::new(&private).join("join.lock");
+    let before = std::fs::metadata(&join_lock).unwrap().ino();
+    h.fsync_as_nobody(["group", "join", "shared/G", "--", "true"])
+        .run()
+        .code(0);
+    h.file("shared/G/keep", "so that --delete leaves the directory"); // and the race goes on
+    h.as_nobody(["ln", "-s", &private, "shared/link"]);
+    let racer = h.race("swap", ["shared/G", "shared/link"]);
+    while_racing(racer, 20, || {
+        let out = h
+            .fsync(["group", "join", "--delete", "shared/G", "--", "true"])
+            .run();
+        assert!(
+            matches!(out.status.code(), Some(0 | 66 | 77)),
+            "{:?}\n{}",
+            out.status,
+            out.stderr
+        );
+    });
+    let after = std::fs::metadata(&join_lock).map(|m| m.ino()).ok();
+    assert_eq!(
+        after,
+        Some(before),
+        "root's private join.lock was deleted or replaced"
+    );
+}
+
+#[test]
+fn a_group_lock_swapped_with_a_link_to_roots_private_one_is_never_used() {
+    let Some(h) = Hostile::new() else { return };
+    let private = format!("{}/GL", h.private());
+    h.fsync(["grouplock", "run", "--group", "a", &private, "--", "true"])
+        .run()
+        .code(0);
+    let before = snapshot(Path::new(&private));
+    h.fsync_as_nobody([
+        "grouplock",
+        "run",
+        "--group",
+        "a",
+        "shared/GL",
+        "--",
+        "true",
+    ])
+    .run()
+    .code(0);
+    h.as_nobody(["ln", "-s", &private, "shared/link"]);
+    let racer = h.race("swap", ["shared/GL", "shared/link"]);
+    while_racing(racer, 20, || {
+        let out = h
+            .fsync([
+                "grouplock",
+                "run",
+                "--group",
+                "b",
+                "--max",
+                "1",
+                "shared/GL",
+                "--",
+                "true",
+            ])
+            .run();
+        assert!(
+            matches!(out.status.code(), Some(0 | 66 | 77)),
+            "{:?}\n{}",
+            out.status,
+            out.stderr
+        );
+    });
+    assert_eq!(
+        snapshot(Path::new(&private)),
+        before,
+        "root's private group lock changed"
+    );
+}
+
+#[test]
+fn a_bus_swapped_with_a_link_to_roots_private_one_gets_no_delivery() {
+    let Some(h) = Hostile::new() else { return };
+    let private = format!("{}/BUS", h.private());
+    h.fsync(["bus", "connect", &private, "alice"]).run().code(0);
+    h.fsync(["bus", "connect", &private, "root"]).run().code(0);
+    let inbox = Path::new(&private).join("alice");
+    let before = snapshot(&inbox);
+    h.fsync_as_nobody(["bus", "connect", "shared/BUS", "alice"])
+        .run()
+        .code(0);
+    h.fsync_as_nobody(["bus", "connect", "shared/BUS", "root"])
+        .run()
+        .code(0);
+    h.as_nobody(["ln", "-s", &private, "shared/link"]);
+    let racer = h.race("swap", ["shared/BUS", "shared/link"]);
+    while_racing(racer, 20, || {
+        h.fsync([
+            "bus",
+            "send",
+            "--from",
+            "root",
+            "--to",
+            "alice",
+            "shared/BUS",
+            "--data",
+            "forged",
+        ])
+        .run();
+    });
+    assert_eq!(
+        snapshot(&inbox),
+        before,
+        "root's private bus got a delivery"
+    );
+}
+
 // msg: `B/seq` (a lock file and counter), `B/tmp`, `B/q`, `B/claimed`, `B/recv`, `B/senders`.
 
 #[test]

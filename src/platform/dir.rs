@@ -6,8 +6,8 @@ A primitive's directory (a mailbox, a semaphore, a group) may have been created 
 first, in a world-writable place such as `/tmp`. Whoever owns a directory can replace any entry in
 it at any moment: a file by a symbolic link to a victim's file, a subdirectory by a link to the
 victim's directory, a message by a FIFO that blocks whoever opens it. So fsync opens the
-directory once ([`Dir::top`]: the path the user gave, with the rule of
-[`super::fs::ensure_dir`] for a final symbolic link) and then reaches each entry with the `*at`
+directory once ([`Dir::top`]: the path the user gave, whose final symbolic link is followed only
+if the caller or root owns it) and then reaches each entry with the `*at`
 calls relative to that descriptor and `O_NOFOLLOW`, so a link is never followed and a renamed
 directory cannot redirect us. Files are opened with `O_NONBLOCK` (a FIFO or a device cannot hang
 the open) and their type is checked on the open descriptor before anything is read or written.
@@ -56,6 +56,10 @@ pub fn describe(st: &FileStat) -> &'static str {
     }
 }
 
+fn is_link(st: &FileStat) -> bool {
+    st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFLNK.bits()
+}
+
 fn is_kind(st: &FileStat, kind: Kind) -> bool {
     let t = st.st_mode & SFlag::S_IFMT.bits();
     match kind {
@@ -85,43 +89,123 @@ impl Dir {
     /// The directory at `path`, created (mode 0777 less the umask) if missing and `create`;
     /// `None` if missing otherwise. A final symbolic link is followed only if it belongs to
     /// the caller or root; anything but a directory is an error naming `path`.
+    ///
+    /// The directories above `path` are the caller's choice and are followed as given; the
+    /// last component is reached from an open descriptor of its parent, never by its path
+    /// again after a check: another user who swaps it for a link in a loop finds no window
+    /// between the look and the open.
     pub fn top(path: &Path, create: bool, what: &str) -> Result<Option<Dir>> {
+        // Usually it is there and is no link: then one open does (one round trip to the server
+        // on a network file system, where the way below costs three); anything else takes
+        // the long way, which also finds the right error.
+        let whole = crate::platform::retrying(|| {
+            fcntl::open(path, DIR_FLAGS | OFlag::O_NOFOLLOW, Mode::empty()).map_err(io::Error::from)
+        });
+        if let Ok(fd) = whole {
+            return Ok(Some(Dir::own(fd, path)));
+        }
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            // `/`, `..` and the like: wholly the caller's choice.
+            return match whole {
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !create => Ok(None),
+                Err(e) => Err(super::fs::explain_open_error(path, what, e)),
+                Ok(_) => unreachable!("returned above"),
+            };
+        };
+        let parent = super::fs::parent_dir(path);
+        let parent = match crate::platform::retrying(|| {
+            fcntl::open(parent, DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
+        }) {
+            Ok(fd) => Dir::own(fd, parent),
+            Err(_) => {
+                super::fs::check_parent(path)?;
+                return Err(super::fs::explain_open_error(
+                    path,
+                    what,
+                    whole.unwrap_err(),
+                ));
+            }
+        };
+        parent.child_top(name, path, create, what)
+    }
+
+    /// [`top`](Self::top)'s long way: `name` in this (parent) directory, shown as `path`.
+    fn child_top(&self, name: &str, path: &Path, create: bool, what: &str) -> Result<Option<Dir>> {
+        if create {
+            match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o777)) {
+                Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                Err(e) => return Err(super::fs::explain_open_error(path, what, e.into())),
+            }
+        }
         let open = |flags: OFlag| {
             crate::platform::retrying(|| {
-                fcntl::open(path, DIR_FLAGS | flags, Mode::empty()).map_err(io::Error::from)
-            })
-            .map(|fd| {
-                Some(Dir {
-                    // SAFETY: open returned a new descriptor that nothing else owns.
-                    fd: unsafe { OwnedFd::from_raw_fd(fd) },
-                    path: path.to_path_buf(),
-                })
+                fcntl::openat(self.raw(), name, DIR_FLAGS | flags, Mode::empty())
+                    .map_err(io::Error::from)
             })
         };
-        // Usually it is there and is no link: then one open does (one round trip to the server
-        // on a network file system, where the checks below cost four); anything else takes
-        // the long way, which also finds the right error.
-        if let Ok(dir) = open(OFlag::O_NOFOLLOW) {
-            return Ok(dir);
-        }
-        if create {
-            super::fs::ensure_dir(path, what)?;
-        } else {
-            match std::fs::symlink_metadata(path) {
-                Ok(_) => super::fs::ensure_dir(path, what)?,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    super::fs::check_parent(path)?;
-                    return Ok(None);
-                }
+        let not_dir = || Error::new(path, ErrorKind::NotFound, "exists and is not a directory");
+        // Another user swapping the name between a directory and a link in a loop can make
+        // each look disagree with the open before it: a few tries, then say so.
+        for _ in 0..3 {
+            let e = match open(OFlag::O_NOFOLLOW) {
+                Ok(fd) => return Ok(Some(Dir::own(fd, path))),
+                Err(e) => e,
+            };
+            match e.raw_os_error() {
+                Some(libc::ENOENT) if !create => return Ok(None),
+                // A link says either, with O_DIRECTORY: the status below tells.
+                Some(libc::ENOTDIR | libc::ELOOP) => {}
+                _ => return Err(super::fs::explain_open_error(path, what, e)),
+            }
+            // A symbolic link: followed only if we or root own it. In a shared world-writable
+            // directory another user could otherwise make us write our files (message
+            // payloads, registrations) into a directory of theirs or of a victim's choosing,
+            // which the kernel prevents only where `fs.protected_symlinks` is set. Only its
+            // owner (or the directory's) can replace a link we trust, so what we open next
+            // is what we checked.
+            let link = match self.stat(name) {
+                Ok(st) => st,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
                 Err(e) => return Err(super::fs::explain_open_error(path, what, e)),
+            };
+            if !is_link(&link) {
+                if !is_kind(&link, Kind::Dir) {
+                    return Err(not_dir());
+                }
+                continue; // replaced since the open
             }
+            if !trusted_owner(link.st_uid) {
+                return Err(Error::new(
+                    path,
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "is a symbolic link owned by another user (uid {}); not following it",
+                        link.st_uid
+                    ),
+                ));
+            }
+            return match open(OFlag::empty()) {
+                Ok(fd) => Ok(Some(Dir::own(fd, path))),
+                Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Err(not_dir()),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => match create {
+                    false => Ok(None),
+                    true => Err(not_dir()), // a dangling link: its target is never created
+                },
+                Err(e) => Err(super::fs::explain_open_error(path, what, e)),
+            };
         }
-        match open(OFlag::empty()) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !create => {
-                super::fs::check_parent(path)?;
-                Ok(None)
-            }
-            other => other.map_err(|e| super::fs::explain_open_error(path, what, e)),
+        Err(Error::new(
+            path,
+            ErrorKind::PermissionDenied,
+            "is being replaced while we open it (another user swaps it); not using it",
+        ))
+    }
+
+    fn own(fd: RawFd, path: &Path) -> Dir {
+        Dir {
+            // SAFETY: open returned a new descriptor that nothing else owns.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            path: path.to_path_buf(),
         }
     }
 
@@ -365,6 +449,48 @@ impl Dir {
         crate::platform::retrying(|| {
             unistd::unlinkat(self.raw(), name, UnlinkatFlags::NoRemoveDir).map_err(io::Error::from)
         })
+    }
+
+    /// Remove this directory, if it is empty and its name (the path it was opened by) still
+    /// names it: never another directory put there since.
+    pub fn remove_self(&self) -> io::Result<()> {
+        let (Some(name), Some(parent)) = (self.path.file_name(), self.path.parent()) else {
+            return Err(io::ErrorKind::InvalidInput.into());
+        };
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        let parent = crate::platform::retrying(|| {
+            fcntl::open(parent, DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
+        })?;
+        let parent = Dir::own(parent, Path::new(""));
+        let name = name.to_str().ok_or(io::ErrorKind::InvalidInput)?;
+        let me = stat::fstat(self.fd.as_raw_fd())?;
+        let there = parent.stat(name)?;
+        if (there.st_dev, there.st_ino) != (me.st_dev, me.st_ino) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "names another directory now; not removing it",
+            ));
+        }
+        let sticky = stat::fstat(parent.fd.as_raw_fd())?;
+        let caller = unistd::geteuid().as_raw();
+        if sticky.st_mode & Mode::S_ISVTX.bits() != 0
+            && there.st_uid != caller
+            && sticky.st_uid != caller
+        {
+            // The kernel's rule for everyone but root, applied to root too.
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "belongs to another user (uid {}) in a sticky directory; not removing it",
+                    there.st_uid
+                ),
+            ));
+        }
+        parent.rmdir(name)
     }
 
     /// Remove the empty subdirectory `name`.

@@ -255,43 +255,6 @@ pub fn parent_dir(path: &Path) -> &Path {
     }
 }
 
-/// Create a directory a primitive owns if it is missing; an existing non-directory, or a
-/// missing parent, is an error in the contract's words.
-///
-/// A symbolic link in its place is followed only if we or root own it: in a shared
-/// world-writable directory another user could otherwise make us write our files (message
-/// payloads, registrations) into a directory of theirs or of a victim's choosing, which the
-/// kernel prevents only where `fs.protected_symlinks` is set.
-pub fn ensure_dir(dir: &Path, what: &str) -> Result<()> {
-    match std::fs::create_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            use std::os::unix::fs::MetadataExt;
-            let link = std::fs::symlink_metadata(dir).map_err(|e| Error::io(dir, what, e))?;
-            let me = nix::unistd::geteuid().as_raw();
-            if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
-                return Err(Error::new(
-                    dir,
-                    ErrorKind::PermissionDenied,
-                    format!(
-                        "is a symbolic link owned by another user (uid {}); not following it",
-                        link.uid()
-                    ),
-                ));
-            }
-            match dir.is_dir() {
-                true => Ok(()),
-                false => Err(Error::new(
-                    dir,
-                    ErrorKind::NotFound,
-                    "exists and is not a directory",
-                )),
-            }
-        }
-        Err(e) => Err(explain_open_error(dir, what, e)),
-    }
-}
-
 /// A missing *parent* directory is an error (the contract): say so in those words.
 pub fn check_parent(path: &Path) -> Result<()> {
     let parent = match path.parent() {
