@@ -157,7 +157,7 @@ impl RecordFile {
         let name = record_name(lock_name);
         // Usually the record exists already (it outlives releases): open it first.
         let (file, len, opened) = match dir.open_stat(&name, true) {
-            Ok(Some((f, st))) => Self::check(f, &st)?,
+            Ok(Some((f, st))) => Self::check(&dir, &name, f, &st)?,
             Ok(None) if !create => return None,
             Ok(None) => match dir.create_new(&name, 0o644) {
                 Ok(f) => {
@@ -168,7 +168,7 @@ impl RecordFile {
                 // Created by another fsync a moment ago (it has since given the lock up).
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let (f, st) = dir.open_stat(&name, true).ok()??;
-                    Self::check(f, &st)?
+                    Self::check(&dir, &name, f, &st)?
                 }
                 Err(_) => return None,
             },
@@ -184,12 +184,17 @@ impl RecordFile {
     }
 
     /// Accept an existing record file (`st` its status) only if it is ours to write: a
-    /// regular file with one link, owned by us (we never write into another user's file: a
+    /// regular file reachable by no other name ([`Dir::sole_link`]), owned by us (we never write into another user's file: a
     /// record names our command line), that starts with the magic line or is empty (its
     /// creator died before writing it). Returns it with its length and what it says, read
     /// once (each read is a round trip to the server on a network file system).
-    fn check(f: File, st: &nix::sys::stat::FileStat) -> Option<(File, u64, Record)> {
-        if st.st_nlink != 1 || st.st_uid != nix::unistd::geteuid().as_raw() {
+    fn check(
+        dir: &Dir,
+        name: &str,
+        f: File,
+        st: &nix::sys::stat::FileStat,
+    ) -> Option<(File, u64, Record)> {
+        if st.st_uid != nix::unistd::geteuid().as_raw() || !dir.sole_link(name, &f).ok()? {
             return None;
         }
         let head = read_head(&f).ok()?;

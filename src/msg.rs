@@ -50,7 +50,7 @@ Receivers sleep until the kernel reports a change in `q` (local file systems), r
 use std::{
     fs::File,
     io::{self, Read, Write},
-    os::unix::fs::{FileExt, MetadataExt},
+    os::unix::fs::FileExt,
     path::{Path, PathBuf},
     sync::Arc,
     time::{Duration, SystemTime},
@@ -593,15 +593,11 @@ fn with_seq(
 ) -> Result<Outcome<()>> {
     let shown = l.top.join("seq");
     let file = l.top.open_or_create("seq")?;
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::io(&shown, "cannot stat", e))?;
-    if meta.nlink() != 1 {
-        return Err(Error::new(
-            &shown,
-            ErrorKind::NotFound,
-            "has other hard links: not a file fsync made; not writing it",
-        ));
+    // Written by every poster, so no owner is required of it: but it must be no one else's
+    // file reached through a hard link.
+    let sole = (l.top.sole_link("seq", &file)).map_err(|e| Error::io(&shown, "cannot stat", e))?;
+    if !sole {
+        return Err(l.top.not_sole("seq"));
     }
     let network = pfs::fs_kind(&file).network;
     let spec = Wait {
@@ -710,7 +706,7 @@ fn try_claim(
                 continue;
             }
         };
-        if meta.st_nlink != 1 {
+        if !l.q.sole_link(&name, &file).unwrap_or(false) {
             skipped(Skipped {
                 name,
                 reason: "has other hard links: not a message fsync made".to_string(),

@@ -551,6 +551,99 @@ fn a_bus_swapped_with_a_link_to_roots_private_one_gets_no_delivery() {
     );
 }
 
+/// `fs.protected_hardlinks` off (the kernel's default) while any of these lives, so that
+/// `nobody` can link root's files; the setting is put back when the last is dropped (tests run
+/// in parallel).
+struct HardlinksUnprotected;
+
+static UNPROTECTED: std::sync::Mutex<(usize, String)> = std::sync::Mutex::new((0, String::new()));
+const PROTECTED_HARDLINKS: &str = "/proc/sys/fs/protected_hardlinks";
+
+impl HardlinksUnprotected {
+    fn new() -> HardlinksUnprotected {
+        let mut users = UNPROTECTED.lock().unwrap_or_else(|e| e.into_inner());
+        if users.0 == 0 {
+            users.1 = std::fs::read_to_string(PROTECTED_HARDLINKS).expect("read the setting");
+            std::fs::write(PROTECTED_HARDLINKS, "0").expect("root turns the setting off");
+        }
+        users.0 += 1;
+        HardlinksUnprotected
+    }
+}
+
+impl Drop for HardlinksUnprotected {
+    fn drop(&mut self) {
+        let mut users = UNPROTECTED.lock().unwrap_or_else(|e| e.into_inner());
+        users.0 -= 1;
+        if users.0 == 0 {
+            let _ = std::fs::write(PROTECTED_HARDLINKS, users.1.trim());
+        }
+    }
+}
+
+#[test]
+fn msg_post_never_writes_a_hard_link_to_roots_file_flipped_in_at_seq() {
+    let Some(h) = Hostile::new() else { return };
+    let _unprotected = HardlinksUnprotected::new();
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "x"])
+        .run()
+        .code(0);
+    h.as_nobody(["rm", "shared/box/seq"]);
+    let count = h.t.arg("victim/count");
+    let racer = h.race("flip", [&count, "shared/box/seq"]);
+    while_racing(racer, 20, || {
+        let out = h
+            .fsync(["msg", "post", "shared/box", "--data", "root's"])
+            .run();
+        assert!(
+            matches!(out.status.code(), Some(0 | 66)),
+            "{:?}\n{}",
+            out.status,
+            out.stderr
+        );
+    });
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn msg_recv_never_hands_on_a_hard_link_to_roots_file_flipped_into_the_queue() {
+    let Some(h) = Hostile::new() else { return };
+    let _unprotected = HardlinksUnprotected::new();
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "x"])
+        .run()
+        .code(0);
+    let at = format!("shared/box/q/{}", planted_message(1));
+    let racer = h.race("flip", [&h.victim(), &at]);
+    let mut got = String::new();
+    while_racing(racer, 20, || {
+        let out = h.fsync(["msg", "recv", "-n", "shared/box"]).run();
+        got.push_str(&out.stdout);
+    });
+    assert!(!got.contains(PRECIOUS), "root's file was received: {got}");
+    h.assert_victim_untouched();
+}
+
+#[test]
+fn mutex_never_writes_its_record_into_a_hard_link_to_roots_file_flipped_in() {
+    let Some(h) = Hostile::new() else { return };
+    let _unprotected = HardlinksUnprotected::new();
+    let empty = h.t.join("private-empty");
+    std::fs::write(&empty, "").unwrap();
+    chmod(&empty, 0o600);
+    h.mkdir("shared/nobodys"); // where nobody may unlink root's record too
+    let racer = h.race("flip", [empty.to_str().unwrap(), "shared/nobodys/.L.fsync"]);
+    while_racing(racer, 20, || {
+        h.fsync(["mutex", "run", "shared/nobodys/L", "--", "true"])
+            .run()
+            .code(0);
+    });
+    assert_eq!(
+        std::fs::read(&empty).unwrap(),
+        b"",
+        "root's empty file got a record"
+    );
+}
+
 // msg: `B/seq` (a lock file and counter), `B/tmp`, `B/q`, `B/claimed`, `B/recv`, `B/senders`.
 
 #[test]

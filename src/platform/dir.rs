@@ -416,6 +416,40 @@ impl Dir {
         Ok((f, st))
     }
 
+    /// Whether `file`, opened from this directory as `name`, can be reached by no other name:
+    /// what fsync must know before it writes into a file it did not just create, or hands its
+    /// bytes on (a message). A count of one link is not enough, since another user can add a
+    /// hard link to a victim's file at `name` and remove it again right after our open (where
+    /// `fs.protected_hardlinks` is off): the count, taken after the open, must be one, and the
+    /// entry we opened must still be linked afterwards, in this directory, as `name` (the
+    /// kernel's path of our descriptor, which it marks deleted once that entry is unlinked).
+    /// Then at the time of the count our entry was the file's only link: it is no victim's,
+    /// who would still have their own name for it. Without /proc, where the kernel cannot be
+    /// asked, the count and a lookup of `name` must agree.
+    pub fn sole_link(&self, name: &str, file: &File) -> io::Result<bool> {
+        let st = stat::fstat(file.as_raw_fd())?;
+        if st.st_nlink != 1 {
+            return Ok(false);
+        }
+        let fd_path = |fd: RawFd| std::fs::read_link(format!("/proc/self/fd/{fd}"));
+        match (fd_path(file.as_raw_fd()), fd_path(self.fd.as_raw_fd())) {
+            (Ok(f), Ok(d)) => Ok(f == d.join(name)),
+            _ => Ok(self
+                .stat(name)
+                .is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino))),
+        }
+    }
+
+    /// The error for an entry that [`sole_link`](Self::sole_link) refused.
+    pub fn not_sole(&self, name: &str) -> Error {
+        Error::new(
+            &self.join(name),
+            ErrorKind::NotFound,
+            "has other hard links (or was replaced as it was opened): not a file fsync made; \
+             not using it",
+        )
+    }
+
     /// `renameat(2)` from here to `to_dir`, retried on `EINTR`.
     pub fn rename(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
         crate::platform::retrying(|| {
