@@ -10,6 +10,7 @@ mod bus;
 mod child;
 mod doctor;
 mod environment;
+mod escape;
 mod event;
 mod exit_code;
 mod generate;
@@ -335,6 +336,7 @@ pub type VerbResult = Result<Exit, Failure>;
 pub fn main() -> Exit {
     std::panic::set_hook(Box::new(|info| {
         // Never panic again here, even if stderr is gone.
+        let info = escape::escaped(&info.to_string()).into_owned();
         let _ = writeln!(std::io::stderr(), "fsync: internal error: {info}");
         std::process::exit(Exit::INTERNAL.code.into());
     }));
@@ -358,7 +360,7 @@ pub fn main() -> Exit {
         Err(Failure::BrokenPipe) => Exit::OK,
         Err(Failure::Ended(exit)) => exit,
         Err(failure) => {
-            let _ = writeln!(std::io::stderr(), "fsync: {failure}");
+            print_failure(&failure);
             failure.exit()
         }
     }
@@ -367,7 +369,14 @@ pub fn main() -> Exit {
 /// A failure that does not decide the exit status (the command's does, as after a failed
 /// `--delete`): the same one `fsync: ` line on stderr, as a warning.
 pub fn warn(failure: Failure) {
-    let _ = writeln!(std::io::stderr(), "fsync: {failure}");
+    print_failure(&failure);
+}
+
+/// The one `fsync: ` line of a failure. Its paths may name entries another user made (a
+/// message in a shared queue), so the line is escaped: one line, no control characters.
+fn print_failure(failure: &Failure) {
+    let line = failure.to_string();
+    let _ = writeln!(std::io::stderr(), "fsync: {}", escape::escaped(&line));
 }
 
 fn dispatch(command: Command) -> VerbResult {
