@@ -375,8 +375,11 @@ pub fn warn(failure: Failure) {
 /// The one `fsync: ` line of a failure. Its paths may name entries another user made (a
 /// message in a shared queue), so the line is escaped: one line, no control characters.
 fn print_failure(failure: &Failure) {
-    let line = failure.to_string();
-    let _ = writeln!(std::io::stderr(), "fsync: {}", escape::escaped(&line));
+    let _ = writeln!(std::io::stderr(), "{}", failure_line(failure));
+}
+
+fn failure_line(failure: &Failure) -> String {
+    format!("fsync: {}", escape::escaped(&failure.to_string()))
 }
 
 fn dispatch(command: Command) -> VerbResult {
@@ -462,6 +465,17 @@ mod tests {
         root.build();
         check(&root, "", &mut wrong);
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// An error naming an entry another user made is one line, with no control character.
+    #[test]
+    fn failure_lines_are_escaped() {
+        let path = std::path::Path::new("/tmp/box/q/x\nfsync: forged\x1b]0;pwned\x07");
+        let e = fsync::Error::new(path, fsync::ErrorKind::NotFound, "is a FIFO, not a message");
+        assert_eq!(
+            failure_line(&Failure::Lib(e)),
+            "fsync: /tmp/box/q/x\\nfsync: forged\\e]0;pwned\\a: is a FIFO, not a message"
+        );
     }
 
     /// Every watch verb's help says how it ends: 0 at the timeout, 128+N when interrupted.
