@@ -17,7 +17,8 @@ directory (see [`crate::bus`]), each step between them one `rename(2)`:
 
 `NAME` is `SEQ.UNIQ.FROM.KIND`: `SEQ` a 20-digit sequence number, `UNIQ` `HOST-PID-RANDOM`,
 `FROM` the bus sender or `-`, `KIND` `msg` (queued) or `sync` (a synchronous send). Receivers
-take the smallest `NAME`, so messages come out in enqueue order.
+take the smallest `NAME`, so messages come out in enqueue order. A name with a control character
+in it is not a message (fsync never makes one): receivers and listings pass it over and report it.
 
 **post**: write the payload to `tmp/.UNIQ` (mode 0640 unless asked, less the umask), `fsync` it; take an exclusive `flock`
 on `B/seq`, read `n`, write `n + 1`, rename the file to `q/NAME` with `SEQ = n + 1`, release
@@ -649,6 +650,14 @@ fn queued_names(q: &Dir) -> Result<(Names, Vec<Skipped>)> {
     let mut names = Vec::new();
     let mut bad = Vec::new();
     for (name, kind) in entries {
+        // fsync never makes such a name, and printed it could forge a line of a listing.
+        if !name.starts_with('.') && name.chars().any(char::is_control) {
+            bad.push(Skipped {
+                name,
+                reason: "has control characters in its name: not a message fsync made".to_string(),
+            });
+            continue;
+        }
         let Some(parsed) = MessageName::parse(&name) else {
             if !name.starts_with('.') {
                 bad.push(Skipped {

@@ -1154,6 +1154,12 @@ pub struct Status {
     pub holder: Option<Holder>,
     /// The last fencing token handed out, if recorded.
     pub fence: Option<u64>,
+    /// The holder the record names where the kernel's lock table contradicts it: the kernel
+    /// names the processes that hold the lock, and the record's process is not among them (a
+    /// record another user planted, say). Never the [`holder`](Status::holder), which is then
+    /// the kernel's. `None` where the record agrees, says nothing, or cannot be checked (a
+    /// network file system).
+    pub untrusted_record: Option<Holder>,
 }
 
 /// Is the mutex at `path` held, and by whom? Held means any lock on the file: `flock`, POSIX or
@@ -1161,12 +1167,19 @@ pub struct Status {
 /// creates the lock file, and on a local file system never touches the lock (it reads
 /// `/proc/locks`); on a network file system it probes with a non-blocking lock, released at
 /// once, and cannot always name the holder.
+///
+/// The kernel's lock table is believed over the holder record: where it names the processes
+/// that hold the lock (local file systems), a record whose process is not one of them, or is
+/// on another host, is reported as [`untrusted_record`](Status::untrusted_record) and the
+/// holder is the process the kernel names. (A record of this host whose processes are all dead
+/// is merely stale, and left out.)
 pub fn status(path: &Path) -> Result<Status> {
     let Some(file) = pfs::open_if_exists(path)? else {
         return Ok(Status {
             held: false,
             holder: None,
             fence: None,
+            untrusted_record: None,
         });
     };
     let listed = probe::listed(path, &file, probe::Kinds::All)?;
@@ -1181,15 +1194,35 @@ pub fn status(path: &Path) -> Result<Status> {
             held,
             holder: None,
             fence,
+            untrusted_record: None,
         });
     }
+    // The processes the kernel lists as holding the lock, where it names any.
+    let kernel_pids: Vec<u32> = (listed.iter())
+        .flat_map(|l| l.locks.iter().filter_map(|k| k.pid))
+        .collect();
     let host = procinfo::hostname();
+    let mut untrusted_record = None;
     let recorded = record.and_then(|r| r.holder).filter(|h| {
-        if h.host != host {
-            return true; // another host: we cannot check, trust the record
+        let local = h.host == host;
+        let alive =
+            local && (procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive));
+        if kernel_pids.is_empty() {
+            // The kernel names nobody (a network file system, or locks it lists without a
+            // pid): a record of another host cannot be checked, and is trusted; one of this
+            // host must name a live process.
+            return !local || alive;
         }
-        let alive = procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive);
-        alive && kernel_pid.is_none_or(|k| k == h.pid)
+        let listed = |pid: u32| kernel_pids.contains(&pid);
+        if local && (listed(h.pid) || h.child.is_some_and(listed)) {
+            return alive;
+        }
+        // A local file is locked by processes of this host only: the record disagrees with
+        // the kernel. Unless it is just stale (its processes of this host died), say so.
+        if !local || alive {
+            untrusted_record = Some(h.clone());
+        }
+        false
     });
     // The pid the kernel lists took the lock; it may have exited and left the lock to a
     // process that inherited the descriptor (a daemon the command left): name a live holder.
@@ -1204,6 +1237,7 @@ pub fn status(path: &Path) -> Result<Status> {
         held,
         holder,
         fence,
+        untrusted_record,
     })
 }
 

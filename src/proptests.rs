@@ -10,6 +10,10 @@
 //! same holds, with less at stake, for the kernel's `/proc/locks` and for the inherited
 //! `FSYNC_MUTEX_HELD` variable.
 //!
+//! What another user writes also reaches the terminal of whoever runs a report (`msg list`,
+//! `mutex status`): the command's escaping of such text is tested here too (it never lets a
+//! control character through, and loses nothing).
+//!
 //! The properties run [`CASES`] cases each by default; set `PROPTEST_CASES` to run more (or
 //! fewer). Inputs include arbitrary strings, non-UTF-8 bytes made lossy, embedded NULs, CR/LF,
 //! very long lines and numbers around the integer limits (2^64-1, 2^64, negative, `+1`).
@@ -513,6 +517,131 @@ proptest! {
         prop_assert_eq!(MessageName::parse(&stem), None);
         let (head, _) = stem.rsplit_once('.').unwrap();
         prop_assert_eq!(MessageName::parse(head), None);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Escaping untrusted text for output
+// ---------------------------------------------------------------------------------------------
+
+// The command's escaping of what other users wrote (names, command lines, hosts), before it
+// reaches a terminal. It lives in `src/cli/` and uses `std` only, so it is compiled in here too.
+#[path = "cli/escape.rs"]
+#[allow(dead_code)]
+mod escape;
+
+/// The inverse of the escaping, written independently of it from its documented rules: the
+/// bytes `text` stands for, or `None` if `text` is not something the escaping produces (a
+/// backslash that starts no escape, a raw control character).
+fn unescape(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            if c.is_control() {
+                return None;
+            }
+            out.extend_from_slice(c.to_string().as_bytes());
+            continue;
+        }
+        let byte = match chars.next()? {
+            '\\' => b'\\',
+            'a' => 7,
+            'b' => 8,
+            't' => b'\t',
+            'n' => b'\n',
+            'v' => 11,
+            'f' => 12,
+            'r' => b'\r',
+            'e' => 27,
+            'x' => {
+                let hex: String = [chars.next()?, chars.next()?].iter().collect();
+                if !hex.chars().all(|h| h.is_ascii_hexdigit()) {
+                    return None;
+                }
+                u8::from_str_radix(&hex, 16).ok()?
+            }
+            _ => return None,
+        };
+        out.push(byte);
+    }
+    Some(out)
+}
+
+/// Bytes as other users write them: anything, control characters and escape sequences
+/// often, backslashes, non-UTF-8, the invisible characters that reorder a line.
+fn untrusted_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..64),
+        any::<String>().prop_map(String::into_bytes),
+        nasty_text().prop_map(String::into_bytes),
+        prop::collection::vec(
+            prop::sample::select(vec![
+                "\x1b]0;pwned\x07",
+                "\x1b[2J",
+                "\n",
+                "\r",
+                "\t",
+                "\\",
+                "\\x41",
+                "\\n",
+                "x",
+                "\u{9b}",
+                "\u{202e}",
+                "\u{2028}",
+                "\u{7f}",
+                "\0",
+                "\u{10ffff}",
+                "é",
+            ]),
+            0..16,
+        )
+        .prop_map(|v| v.concat().into_bytes()),
+        (prop::collection::vec(any::<u8>(), 0..16), any::<String>()).prop_map(|(mut b, s)| {
+            b.extend_from_slice(s.as_bytes());
+            b
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Nothing that moves the cursor, rings, starts an escape sequence or reorders the line
+    /// survives, and the output is one line.
+    #[test]
+    fn escaped_text_has_no_control_characters(bytes in untrusted_bytes()) {
+        let out = escape::escaped_bytes(&bytes);
+        let bad = out.chars().find(|&c| {
+            c.is_control() || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'
+                | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        });
+        prop_assert_eq!(bad, None, "{:?} escaped as {:?}", bytes, out);
+    }
+
+    /// The same input always gives the same output, by either entry point.
+    #[test]
+    fn escaping_is_deterministic(bytes in untrusted_bytes()) {
+        let once = escape::escaped_bytes(&bytes);
+        prop_assert_eq!(&once, &escape::escaped_bytes(&bytes));
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            let text = escape::escaped(text);
+            prop_assert_eq!(text.as_ref(), once.as_str());
+        }
+    }
+
+    /// Ordinary names and command lines are shown as they are.
+    #[test]
+    fn printable_ascii_but_backslash_is_unchanged(text in "[ -\\[\\]-~]{0,64}") {
+        prop_assert!(matches!(escape::escaped(&text), std::borrow::Cow::Borrowed(_)));
+        prop_assert_eq!(escape::escaped_bytes(text.as_bytes()), text);
+    }
+
+    /// Nothing is lost or made ambiguous: the output decodes back to the input's bytes.
+    #[test]
+    fn escaping_round_trips(bytes in untrusted_bytes()) {
+        let out = escape::escaped_bytes(&bytes);
+        prop_assert_eq!(unescape(&out), Some(bytes), "escaped as {:?}", out);
     }
 }
 

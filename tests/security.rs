@@ -1607,3 +1607,214 @@ fn group_files_and_registrations_honour_the_umask() {
     }
     assert!(!out.stdout.is_empty(), "no registration listed");
 }
+
+// Output that cannot be forged: names, command lines and hosts another user wrote are printed
+// escaped (`\n`, `\e`, `\a`, `\xHH`, `\\`), so none reaches root's terminal as a control
+// sequence or makes a line of its own; and the kernel's lock table is believed over a holder
+// record that contradicts it.
+
+/// What a command line of `nobody`'s carries to root's terminal: an xterm title change (ESC ]
+/// ... BEL), then a line of its own.
+const TERMINAL_ATTACK: &str = "\x1b]0;pwned\x07\nforged line";
+
+/// The escape sequence, as the escaped text shows it. (A holder record keeps a command line
+/// on one line: the newline is a space there.)
+const TERMINAL_ATTACK_SHOWN: &str = "\\e]0;pwned\\a";
+
+/// No raw ESC, BEL or CR anywhere in `text`, and no line of it begins with `forged`.
+#[track_caller]
+fn assert_unforged(text: &str, what: &str) {
+    assert!(
+        !text.contains(['\x1b', '\x07', '\r']),
+        "{what} carries raw control characters: {text:?}"
+    );
+    assert!(
+        !text.lines().any(|l| l.starts_with("forged")),
+        "{what} has a line forged by a name: {text:?}"
+    );
+}
+
+#[test]
+fn msg_list_and_recv_show_a_queue_name_with_a_newline_escaped() {
+    let Some(h) = Hostile::new() else { return };
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "first"])
+        .run()
+        .code(0);
+    // Named like a message (SEQ.UNIQ.FROM.KIND) whose UNIQ holds a listing line of its own.
+    let name = "00000000000000000000.h\nforged  999 bytes  1m00s old\n.-.msg";
+    h.file(&format!("shared/box/q/{name}"), "planted");
+    let out = h
+        .fsync(["msg", "list", "shared/box"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    out.code(0);
+    assert_unforged(&out.stdout, "msg list");
+    out.stdout_has("00000000000000000000.h\\nforged  999 bytes  1m00s old\\n.-.msg  skipped: ");
+    assert!(
+        out.stdout.lines().any(|l| l == "1 message"),
+        "the planted entry counts as a message\n{}",
+        out.stdout
+    );
+    let v = json_of(
+        &h.fsync(["msg", "list", "shared/box", "--json"])
+            .deadline(NO_HANG)
+            .run_in(&h)
+            .stdout,
+    );
+    assert_eq!(v["count"], 1, "{v}");
+    assert_eq!(v["skipped"][0]["name"], name, "{v}");
+    let out = h
+        .fsync(["msg", "recv", "-n", "shared/box"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    success_with_notes(&out, 1);
+    out.stdout("first");
+    assert_unforged(&out.stderr, "msg recv's note");
+    out.stderr_has("h\\nforged  999 bytes  1m00s old\\n.-.msg: has control characters");
+    h.assert_kind(&format!("shared/box/q/{name}"), "file");
+}
+
+#[test]
+fn mutex_status_shows_another_users_command_line_escaped() {
+    let Some(h) = Hostile::new() else { return };
+    let holder = h
+        .fsync_as_nobody([
+            "mutex",
+            "run",
+            "shared/L",
+            "--",
+            "sh",
+            "-c",
+            HOLD,
+            TERMINAL_ATTACK,
+        ])
+        .hold();
+    let out = h.fsync(["mutex", "status", "shared/L"]).run_in(&h);
+    out.code(1);
+    assert_unforged(&out.stdout, "mutex status");
+    out.stdout_has(TERMINAL_ATTACK_SHOWN);
+    let json = h
+        .fsync(["mutex", "status", "shared/L", "--json"])
+        .run_in(&h);
+    json.code(1);
+    assert_unforged(&json.stdout, "mutex status --json");
+    let command = json_of(&json.stdout)["holder"]["command"].clone();
+    assert!(
+        command
+            .as_str()
+            .is_some_and(|c| c.contains("\x1b]0;pwned\x07")),
+        "JSON keeps the command line as it is (serde escapes it): {command}"
+    );
+    // The same holder on a `-v` line, on stderr.
+    let out = h
+        .fsync(["mutex", "run", "-v", "-n", "shared/L", "--", "true"])
+        .run_in(&h);
+    out.code(75);
+    assert_unforged(&out.stderr, "mutex run -v");
+    out.stderr_has(TERMINAL_ATTACK_SHOWN);
+    holder.finish().code(0);
+}
+
+#[test]
+fn group_members_shows_another_users_command_line_escaped() {
+    let Some(h) = Hostile::new() else { return };
+    let holder = h
+        .fsync_as_nobody([
+            "group",
+            "join",
+            "shared/G",
+            "--",
+            "sh",
+            "-c",
+            HOLD,
+            TERMINAL_ATTACK,
+        ])
+        .hold();
+    let out = h.fsync(["group", "members", "shared/G"]).run_in(&h);
+    out.code(0);
+    assert_unforged(&out.stdout, "group members");
+    out.stdout_has(TERMINAL_ATTACK_SHOWN);
+    out.stdout_has("1 member");
+    holder.finish().code(0);
+}
+
+/// A record of `nobody`'s naming a process of another host as the holder.
+const EVIL_RECORD: &str =
+    "fsync-holder 1\nfence 17\nstate held\npid 4242\nhost evil\nsince 1\ncommand evil\nend\n";
+
+/// One `mutex status --json` of a lock root holds while `nobody` rewrites its record: the
+/// holder is root's fsync (or its command), never the record's pid 4242; a record read whole
+/// is marked untrusted. Returns whether it was.
+#[track_caller]
+fn assert_kernel_holder(h: &Hostile, holder: u32) -> bool {
+    let out = h.fsync(["mutex", "status", "shared/L", "--json"]).run_in(h);
+    out.code(1);
+    let v = json_of(&out.stdout);
+    assert_real_holder(&v["holder"], holder, &v);
+    match v["record_trusted"].as_bool() {
+        Some(false) => {
+            assert_eq!(v["untrusted_record"]["pid"], 4242, "{v}");
+            assert_eq!(v["untrusted_record"]["host"], "evil", "{v}");
+            true
+        }
+        // Caught half-rewritten: a torn record is no record.
+        Some(true) => {
+            assert!(v["untrusted_record"].is_null(), "{v}");
+            false
+        }
+        None => panic!("no record_trusted\n{v}"),
+    }
+}
+
+#[test]
+fn mutex_status_believes_the_kernel_over_a_planted_record() {
+    let Some(h) = Hostile::new() else { return };
+    h.file("shared/.L.fsync", EVIL_RECORD);
+    let holder = h
+        .fsync(["mutex", "run", "shared/L", "--", "sh", "-c", HOLD])
+        .hold();
+    let fsync = holder.pid();
+    // nobody rewrites the record over and over while root asks who holds the lock.
+    let rewriting = h
+        .nobody([
+            "sh",
+            "-c",
+            r#"echo started; while [ ! -e stop ]; do printf '%s' "$1" > shared/.L.fsync; done"#,
+            "sh",
+            EVIL_RECORD,
+        ])
+        .start();
+    let mut rewriting = rewriting;
+    rewriting.expect("started");
+    let start = std::time::Instant::now();
+    for i in 0.. {
+        if i >= 40 || start.elapsed() > Duration::from_secs(2) {
+            break;
+        }
+        assert_kernel_holder(&h, fsync);
+        let out = h.fsync(["mutex", "status", "shared/L"]).run_in(&h);
+        out.code(1);
+        assert!(
+            !out.stdout.contains("held by pid 4242"),
+            "the planted record is reported as the holder\n{}",
+            out.stdout
+        );
+    }
+    h.t.write("stop", "");
+    rewriting.finish().code(0);
+    // The record whole now: untrusted, and said so.
+    assert!(
+        assert_kernel_holder(&h, fsync),
+        "the record is not marked untrusted"
+    );
+    let out = h.fsync(["mutex", "status", "shared/L"]).run_in(&h);
+    out.code(1);
+    out.stdout_has("record: untrusted (names pid 4242 on host evil; the kernel says pid ");
+    let first = out.stdout.lines().next().unwrap_or_default().to_string();
+    assert!(
+        first.contains(&format!("held by pid {fsync}")),
+        "the kernel's holder (pid {fsync}) is not shown\n{}",
+        out.stdout
+    );
+    holder.finish().code(0);
+}

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::{
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
+    escape::escaped,
     payload::{check_output, output_error, DataArg},
     report::{self, Progress},
     Exit, Failure, VerbResult,
@@ -328,7 +329,7 @@ pub fn run(cmd: BusCommand) -> VerbResult {
                 progress.waiting()
             })?;
             let from = |m: &fsync::Received| match &m.from {
-                Some(sender) => format!("received {what} from {sender}"),
+                Some(sender) => format!("received {what} from {}", escaped(sender)),
                 None => format!("received {what}"),
             };
             let mut msg = progress.settle(outcome, from)?;
@@ -470,9 +471,9 @@ fn members(a: MembersArgs) -> VerbResult {
 
 /// A line of `fsync bus members`: the name first.
 fn member_text(p: &Participant) -> String {
-    let name = &p.name;
+    let name = escaped(&p.name);
     match (p.state, &p.holder) {
-        (ParticipantState::Connected, _) => name.clone(),
+        (ParticipantState::Connected, _) => name.into_owned(),
         (ParticipantState::Held, Some(h)) => format!("{name} {}", report::held_by(h)),
         (ParticipantState::Held, None) => format!("{name} held by a process that cannot be named"),
         (ParticipantState::Stale, Some(h)) => {

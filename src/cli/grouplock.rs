@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::{
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
+    escape::escaped,
     report::{self, Progress},
     Exit, VerbResult,
 };
@@ -173,8 +174,8 @@ fn inside_text(lock: &std::path::Path) -> Option<String> {
     let st = grouplock::status(lock).ok()?;
     let texts: Vec<String> = (st.inside.iter())
         .map(|(g, n)| match n {
-            Some(n) => format!("group {g} ({n} inside)"),
-            None => format!("group {g}"),
+            Some(n) => format!("group {} ({n} inside)", escaped(g)),
+            None => format!("group {}", escaped(g)),
         })
         .collect();
     (!texts.is_empty()).then(|| format!("held by {}", texts.join(", ")))
@@ -220,8 +221,9 @@ fn status(a: StatusArgs) -> VerbResult {
                 let n = n.map_or("some".to_string(), |n| n.to_string());
                 writeln!(
                     out,
-                    "{}: group {g} inside ({n}), {waiting} waiting",
-                    a.lock.display()
+                    "{}: group {} inside ({n}), {waiting} waiting",
+                    a.lock.display(),
+                    escaped(g)
                 )?
             }
         }

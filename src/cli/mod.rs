@@ -10,6 +10,7 @@ mod bus;
 mod child;
 mod doctor;
 mod environment;
+mod escape;
 mod event;
 mod exit_code;
 mod generate;
@@ -335,6 +336,7 @@ pub type VerbResult = Result<Exit, Failure>;
 pub fn main() -> Exit {
     std::panic::set_hook(Box::new(|info| {
         // Never panic again here, even if stderr is gone.
+        let info = escape::escaped(&info.to_string()).into_owned();
         let _ = writeln!(std::io::stderr(), "fsync: internal error: {info}");
         std::process::exit(Exit::INTERNAL.code.into());
     }));
@@ -358,7 +360,7 @@ pub fn main() -> Exit {
         Err(Failure::BrokenPipe) => Exit::OK,
         Err(Failure::Ended(exit)) => exit,
         Err(failure) => {
-            let _ = writeln!(std::io::stderr(), "fsync: {failure}");
+            print_failure(&failure);
             failure.exit()
         }
     }
@@ -367,7 +369,17 @@ pub fn main() -> Exit {
 /// A failure that does not decide the exit status (the command's does, as after a failed
 /// `--delete`): the same one `fsync: ` line on stderr, as a warning.
 pub fn warn(failure: Failure) {
-    let _ = writeln!(std::io::stderr(), "fsync: {failure}");
+    print_failure(&failure);
+}
+
+/// The one `fsync: ` line of a failure. Its paths may name entries another user made (a
+/// message in a shared queue), so the line is escaped: one line, no control characters.
+fn print_failure(failure: &Failure) {
+    let _ = writeln!(std::io::stderr(), "{}", failure_line(failure));
+}
+
+fn failure_line(failure: &Failure) -> String {
+    format!("fsync: {}", escape::escaped(&failure.to_string()))
 }
 
 fn dispatch(command: Command) -> VerbResult {
@@ -453,6 +465,17 @@ mod tests {
         root.build();
         check(&root, "", &mut wrong);
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// An error naming an entry another user made is one line, with no control character.
+    #[test]
+    fn failure_lines_are_escaped() {
+        let path = std::path::Path::new("/tmp/box/q/x\nfsync: forged\x1b]0;pwned\x07");
+        let e = fsync::Error::new(path, fsync::ErrorKind::NotFound, "is a FIFO, not a message");
+        assert_eq!(
+            failure_line(&Failure::Lib(e)),
+            "fsync: /tmp/box/q/x\\nfsync: forged\\e]0;pwned\\a: is a FIFO, not a message"
+        );
     }
 
     /// Every watch verb's help says how it ends: 0 at the timeout, 128+N when interrupted.

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::{
     args::WaitArgs,
+    escape::escaped,
     payload::{check_output, output_error, DataArg},
     report::{self, Progress},
     Exit, VerbResult,
@@ -250,8 +251,10 @@ pub fn run(cmd: MsgCommand) -> VerbResult {
                 };
                 report::print_json(&mut out, &line)?;
             } else {
+                // Names are another user's choice: escaped, so that none forges a line.
                 for s in &listing.skipped {
-                    writeln!(out, "{}  skipped: {}", s.name, s.reason)?;
+                    let (name, reason) = (escaped(&s.name), escaped(&s.reason));
+                    writeln!(out, "{name}  skipped: {reason}")?;
                 }
                 if listing.claimed > 0 {
                     writeln!(out, "{} being received", listing.claimed)?;
@@ -261,7 +264,7 @@ pub fn run(cmd: MsgCommand) -> VerbResult {
                     writeln!(
                         out,
                         "{}  {} bytes  {} old{kind}",
-                        m.name,
+                        escaped(&m.name),
                         m.size,
                         report::short_duration(m.age)
                     )?;

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::{
     args::{CommandArgs, WaitArgs, WatchArgs},
     child::{Job, LossArgs},
+    escape::escaped,
     report::{self, Progress},
     Exit, Failure, VerbResult,
 };
@@ -71,7 +72,10 @@ enum Verb {
                       host, command and since when, where that can be known. On a local file system \
                       the lock is not touched (the kernel's lock table is read); on a network file \
                       system it is tested with a non-blocking lock that is released at once. A \
-                      missing LOCK is free.",
+                      missing LOCK is free. Where the kernel's lock table names the holder, it is \
+                      believed over the holder record beside LOCK (which another user may have \
+                      written): a record naming another process is reported as untrusted. Host \
+                      names and command lines are shown escaped, as 'ls -b' shows file names.",
         after_long_help = "Examples:\n  fsync mutex status /var/lock/backup.lck && echo free\n  \
                            fsync mutex status --json /var/lock/backup.lck | jq .holder.pid"
     )]
@@ -326,7 +330,8 @@ struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object: {"path", "state": "free"|"held", "holder", "fence"}
+    /// One JSON object: {"path", "state": "free"|"held", "holder", "fence", "record_trusted",
+    /// "untrusted_record"}
     #[arg(long)]
     json: bool,
 }
@@ -603,6 +608,10 @@ struct StatusJson<'a> {
     state: State,
     holder: Option<report::HolderJson<'a>>,
     fence: Option<u64>,
+    /// False when the holder record names a holder the kernel's lock table contradicts.
+    record_trusted: bool,
+    /// That holder (never the one in `holder`).
+    untrusted_record: Option<report::HolderJson<'a>>,
 }
 
 #[derive(Serialize)]
@@ -652,6 +661,8 @@ fn status(a: StatusArgs) -> VerbResult {
             state: if st.held { State::Held } else { State::Free },
             holder: report::holder_json(st.holder.as_ref()),
             fence: st.fence,
+            record_trusted: st.untrusted_record.is_none(),
+            untrusted_record: report::holder_json(st.untrusted_record.as_ref()),
         };
         report::print_json(&mut out, &line)?;
     } else {
@@ -665,8 +676,32 @@ fn status(a: StatusArgs) -> VerbResult {
             )?,
             (true, None) => writeln!(out, "{}: held (holder unknown)", a.lock.display())?,
         }
+        if let Some(claimed) = &st.untrusted_record {
+            writeln!(
+                out,
+                "  record: {}",
+                untrusted_text(claimed, st.holder.as_ref())
+            )?;
+        }
     }
     Ok(if st.held { Exit::NO } else { Exit::OK })
+}
+
+/// "untrusted (names pid 4242 on host evil; the kernel says pid 12 holds the lock)": a holder
+/// record the kernel's lock table contradicts, and the holder it names instead.
+fn untrusted_text(
+    claimed: &fsync::holder::Holder,
+    kernel: Option<&fsync::holder::Holder>,
+) -> String {
+    let mut text = format!("untrusted (names pid {}", claimed.pid);
+    if !claimed.host.is_empty() {
+        text += &format!(" on host {}", escaped(&claimed.host));
+    }
+    match kernel {
+        Some(h) => text += &format!("; the kernel says pid {} holds the lock)", h.pid),
+        None => text += "; the kernel names another holder)",
+    }
+    text
 }
 
 fn watch(a: WatchCmd) -> VerbResult {

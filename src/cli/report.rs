@@ -17,7 +17,11 @@ use std::{
 use fsync::{holder::Holder, Outcome};
 use serde::Serialize;
 
-use super::{args::WaitArgs, Exit};
+use super::{
+    args::WaitArgs,
+    escape::{escaped, escaped_bytes},
+    Exit,
+};
 
 /// An RFC 3339 UTC timestamp with microseconds.
 pub fn timestamp(t: SystemTime) -> String {
@@ -28,17 +32,18 @@ fn since_time(h: &Holder) -> Option<SystemTime> {
     (h.since_us > 0).then(|| UNIX_EPOCH + Duration::from_micros(h.since_us))
 }
 
-/// "pid 1234 on host (sleep 10), for 12s"
+/// "pid 1234 (command pid 1235) on host: sleep 10, since ... (12s ago)", with the host and
+/// command escaped (a record or registration may be another user's).
 pub fn holder_text(h: &Holder) -> String {
     let mut s = format!("pid {}", h.pid);
     if let Some(c) = h.child {
         s += &format!(" (command pid {c})");
     }
     if !h.host.is_empty() {
-        s += &format!(" on {}", h.host);
+        s += &format!(" on {}", escaped(&h.host));
     }
     if !h.command.is_empty() {
-        s += &format!(": {}", h.command);
+        s += &format!(": {}", escaped(&h.command));
     }
     if let Some(t) = since_time(h) {
         let age = SystemTime::now().duration_since(t).unwrap_or_default();
@@ -47,14 +52,15 @@ pub fn holder_text(h: &Holder) -> String {
     s
 }
 
-/// "pid 1234 on host: sleep 10", for the `-v` line that already says how long.
+/// "pid 1234 on host: sleep 10", for the `-v` line that already says how long (escaped as
+/// [`holder_text`] is).
 pub fn holder_brief(h: &Holder) -> String {
     let mut s = format!("pid {}", h.child.unwrap_or(h.pid));
     if !h.host.is_empty() {
-        s += &format!(" on {}", h.host);
+        s += &format!(" on {}", escaped(&h.host));
     }
     if !h.command.is_empty() {
-        s += &format!(": {}", h.command);
+        s += &format!(": {}", escaped(&h.command));
     }
     s
 }
@@ -274,9 +280,11 @@ pub fn held_by(h: &Holder) -> String {
 }
 
 /// A warning: one `fsync: ` line on stderr for something passed over (the command goes on).
+/// The path may end in a name another user chose (a queue entry), so the line is escaped.
 pub fn warn(path: &Path, what: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "fsync: {}: {what}", path.display());
+    use std::os::unix::ffi::OsStrExt;
+    let path = escaped_bytes(path.as_os_str().as_bytes());
+    let _ = writeln!(std::io::stderr(), "fsync: {path}: {}", escaped(what));
 }
 
 #[cfg(test)]
