@@ -105,6 +105,18 @@ pub fn file_system(path: &Path) -> FileSystem {
 /// network one.
 pub use crate::platform::fs::FsKind as FileSystem;
 
+/// The owner of the primitive at `path` (a lock file, a semaphore's or a group's directory)
+/// when that is another user than the caller and root, in a world-writable sticky directory
+/// (`/tmp`) that they do not own either: they can remove its files at any moment (a lock file,
+/// letting a second holder in; a semaphore's slot files, letting more holders in than it has
+/// slots; a group's `gate` or registrations, making it look empty). Lock files fsync refuses
+/// there; a semaphore or group it uses, and the command says so. `None` if `path` is missing.
+pub fn foreign_owner(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::symlink_metadata(path).ok()?.uid();
+    pfs::foreign_in_shared(path, uid)
+}
+
 /// Examine the directory `path` (or the directory of the file `path`) by trying what the
 /// primitives need on scratch files, removed afterwards. Takes a few hundred milliseconds (it
 /// waits up to 200 ms for a change notification). Errors: [`ErrorKind::NotFound`] if there
@@ -198,7 +210,8 @@ pub fn examine(path: &Path) -> Result<Report> {
     for p in [&a, &b, &c, &d] {
         let _ = std::fs::remove_file(p);
     }
-    let (mount_type, warnings) = mount_info(&dir);
+    let (mount_type, mut warnings) = mount_info(&dir);
+    warnings.extend(sharing_warning(path, &dir));
     Ok(Report {
         dir,
         fs_type: kind.name,
@@ -363,6 +376,27 @@ fn mount_info(dir: &Path) -> (Option<String>, Vec<String>) {
         }
     }
     (Some(fstype), warnings)
+}
+
+/// What another user of a shared sticky directory can do to what is at `path` (or, for a
+/// directory, to what is made in it).
+fn sharing_warning(path: &Path, dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(uid) = foreign_owner(path) {
+        return Some(format!(
+            "{} belongs to another user (uid {uid}) in a world-writable sticky directory: they \
+             can remove its files at any moment; fsync refuses it as a lock file and warns \
+             when it uses it as a semaphore or group",
+            path.display()
+        ));
+    }
+    let meta = std::fs::metadata(dir).ok()?;
+    (meta.mode() & 0o1002 == 0o1002).then(|| {
+        "world-writable sticky directory: a lock file another user made here first is refused; \
+         a semaphore or group another user made here first is used with a warning, since they \
+         can remove its files at any moment"
+            .to_string()
+    })
 }
 
 fn clone_err(e: &std::io::Error) -> std::io::Error {

@@ -644,6 +644,127 @@ fn mutex_never_writes_its_record_into_a_hard_link_to_roots_file_flipped_in() {
     );
 }
 
+// Primitives another user made first in a sticky world-writable directory: they can remove
+// their files at any moment. Lock files are refused; semaphores and groups are used with a
+// warning.
+
+#[test]
+fn a_lock_file_another_user_made_in_a_sticky_directory_is_refused() {
+    let Some(h) = Hostile::new() else { return };
+    h.file("shared/L", "");
+    for args in [
+        ["mutex", "run", "shared/L", "--", "true"],
+        ["swmr", "read", "shared/L", "--", "true"],
+        ["swmr", "write", "shared/L", "--", "true"],
+    ] {
+        h.fsync(args)
+            .run_in(&h)
+            .code(77)
+            .stderr_has("belongs to another user (uid");
+    }
+    h.assert_kind("shared/L", "file");
+}
+
+#[test]
+fn another_user_churning_a_lock_file_never_lets_two_holders_in() {
+    let Some(h) = Hostile::new() else { return };
+    let racer = h.race("churn", ["shared/L"]);
+    // Two of root's loops contend for the lock while nobody makes and removes the file.
+    let inside = "if mkdir in.d 2>/dev/null; then rmdir in.d; else echo GOOFUP; fi";
+    let worker = |_| {
+        h.t.sh(&format!(
+            "end=$(($(date +%s) + {RACE})); while [ $(date +%s) -lt $end ]; do \
+             \"$FSYNC\" mutex run shared/L -- sh -c '{inside}; {inside}'; done; echo done"
+        ))
+        .env("FSYNC", fsync_bin())
+        .start()
+    };
+    let workers: Vec<_> = (0..2).map(worker).collect();
+    let outs: Vec<_> = workers.into_iter().map(|w| w.finish()).collect();
+    racer.finish();
+    for out in outs {
+        assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
+        assert!(
+            !out.stdout.contains("GOOFUP"),
+            "two holders at once:\n{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn a_semaphore_or_group_another_user_made_in_a_sticky_directory_is_used_with_a_warning_under_v() {
+    let Some(h) = Hostile::new() else { return };
+    h.fsync_as_nobody(["sem", "run", "shared/s.sem", "--slots", "1", "--", "true"])
+        .run()
+        .code(0);
+    h.fsync([
+        "sem",
+        "run",
+        "-v",
+        "shared/s.sem",
+        "--slots",
+        "1",
+        "--",
+        "true",
+    ])
+    .run_in(&h)
+    .code(0)
+    .stderr_has("shared/s.sem: warning: belongs to another user (uid");
+    h.fsync_as_nobody(["group", "join", "shared/G", "--", "true"])
+        .run()
+        .code(0);
+    h.fsync(["group", "join", "-v", "shared/G", "--", "true"])
+        .run_in(&h)
+        .code(0)
+        .stderr_has("make it look empty while members are in");
+    h.fsync(["group", "wait-empty", "-v", "shared/G"])
+        .run_in(&h)
+        .code(0)
+        .stderr_has("shared/G: warning: belongs to another user");
+    h.fsync_as_nobody([
+        "grouplock",
+        "run",
+        "--group",
+        "a",
+        "shared/GL",
+        "--",
+        "true",
+    ])
+    .run()
+    .code(0);
+    h.fsync([
+        "grouplock",
+        "run",
+        "-v",
+        "--group",
+        "a",
+        "shared/GL",
+        "--",
+        "true",
+    ])
+    .run_in(&h)
+    .code(0)
+    .stderr_has("let two groups in at once");
+    // Root's own, in the same directory: no word.
+    let out = (h.fsync([
+        "sem",
+        "run",
+        "-v",
+        "shared/mine.sem",
+        "--slots",
+        "1",
+        "--",
+        "true",
+    ]))
+    .run_in(&h);
+    out.code(0);
+    assert!(!out.stderr.contains("another user"), "{}", out.stderr);
+    h.fsync(["doctor", "shared/s.sem"])
+        .run_in(&h)
+        .stdout_has("belongs to another user");
+}
+
 // msg: `B/seq` (a lock file and counter), `B/tmp`, `B/q`, `B/claimed`, `B/recv`, `B/senders`.
 
 #[test]
@@ -1452,13 +1573,13 @@ fn group_empty_does_not_look_through_a_members_link() {
     h.assert_victim_untouched();
 }
 
-// swmr: the lock `DIR/NAME` (nobody's, as any lock file may be) and its side files
+// swmr: the lock `DIR/NAME` and its side files
 // `DIR/.NAME.turnstile` and `DIR/.NAME.writers`.
 
 #[test]
 fn swmr_does_not_lock_a_turnstile_link() {
     let Some(h) = Hostile::new() else { return };
-    h.file("shared/L", "");
+    h.t.write("shared/L", ""); // root's: another user's lock file there is refused
     h.link(&h.victim(), "shared/.L.turnstile");
     for verb in ["read", "write"] {
         h.fsync(["swmr", verb, "shared/L", "--", "true"])
@@ -1472,7 +1593,7 @@ fn swmr_does_not_lock_a_turnstile_link() {
 #[test]
 fn swmr_write_does_not_lock_a_writers_link() {
     let Some(h) = Hostile::new() else { return };
-    h.file("shared/L", "");
+    h.t.write("shared/L", ""); // root's: another user's lock file there is refused
     h.link(&h.victim(), "shared/.L.writers");
     h.fsync(["swmr", "write", "shared/L", "--", "true"])
         .run_in(&h)
@@ -1677,11 +1798,14 @@ fn msg_list_and_recv_show_a_queue_name_with_a_newline_escaped() {
 #[test]
 fn mutex_status_shows_another_users_command_line_escaped() {
     let Some(h) = Hostile::new() else { return };
+    // In a directory of nobody's, where root may use nobody's lock file (in `shared` itself
+    // it refuses to, see `a_lock_file_another_user_made_in_a_sticky_directory_is_refused`).
+    h.mkdir("shared/nobodys");
     let holder = h
         .fsync_as_nobody([
             "mutex",
             "run",
-            "shared/L",
+            "shared/nobodys/L",
             "--",
             "sh",
             "-c",
@@ -1689,12 +1813,12 @@ fn mutex_status_shows_another_users_command_line_escaped() {
             TERMINAL_ATTACK,
         ])
         .hold();
-    let out = h.fsync(["mutex", "status", "shared/L"]).run_in(&h);
+    let out = h.fsync(["mutex", "status", "shared/nobodys/L"]).run_in(&h);
     out.code(1);
     assert_unforged(&out.stdout, "mutex status");
     out.stdout_has(TERMINAL_ATTACK_SHOWN);
     let json = h
-        .fsync(["mutex", "status", "shared/L", "--json"])
+        .fsync(["mutex", "status", "shared/nobodys/L", "--json"])
         .run_in(&h);
     json.code(1);
     assert_unforged(&json.stdout, "mutex status --json");
@@ -1707,7 +1831,7 @@ fn mutex_status_shows_another_users_command_line_escaped() {
     );
     // The same holder on a `-v` line, on stderr.
     let out = h
-        .fsync(["mutex", "run", "-v", "-n", "shared/L", "--", "true"])
+        .fsync(["mutex", "run", "-v", "-n", "shared/nobodys/L", "--", "true"])
         .run_in(&h);
     out.code(75);
     assert_unforged(&out.stderr, "mutex run -v");

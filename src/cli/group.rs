@@ -227,6 +227,14 @@ struct WatchCmd {
 }
 
 pub fn run(cmd: GroupCommand) -> VerbResult {
+    let verbose = match &cmd.verb {
+        Verb::Join(a) => Some((&a.group, a.wait.verbose)),
+        Verb::WaitEmpty(a) => Some((&a.group, a.wait.verbose)),
+        _ => None,
+    };
+    if let Some((group, true)) = verbose {
+        report::warn_foreign(group, "remove its gate or its members' registrations and so make it look empty while members are in");
+    }
     match cmd.verb {
         Verb::Join(a) => join(a),
         Verb::Empty(a) => Ok(if group::is_empty(&a.group)? {

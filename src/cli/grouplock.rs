@@ -121,6 +121,14 @@ struct StatusArgs {
 }
 
 pub fn run(cmd: GroupLockCommand) -> VerbResult {
+    if let Verb::Run(a) = &cmd.verb {
+        if a.wait.verbose {
+            report::warn_foreign(
+                &a.lock,
+                "remove its group files and so let two groups in at once",
+            );
+        }
+    }
     match cmd.verb {
         Verb::Run(a) => run_command(a),
         Verb::Status(a) => status(a),

@@ -279,6 +279,20 @@ pub fn held_by(h: &Holder) -> String {
     format!("held by {}", holder_text(h))
 }
 
+/// Say it (with -v) when the semaphore or group at `path` belongs to another user who can
+/// break it ([`fsync::doctor::foreign_owner`]): `what` says how.
+pub fn warn_foreign(path: &Path, what: &str) {
+    if let Some(uid) = fsync::doctor::foreign_owner(path) {
+        warn(
+            path,
+            &format!(
+                "warning: belongs to another user (uid {uid}) in a world-writable sticky \
+                 directory, who can {what} at any moment"
+            ),
+        );
+    }
+}
+
 /// A warning: one `fsync: ` line on stderr for something passed over (the command goes on).
 /// The path may end in a name another user chose (a queue entry), so the line is escaped.
 pub fn warn(path: &Path, what: &str) {

@@ -115,6 +115,12 @@ pub fn run(cmd: SemCommand) -> VerbResult {
 }
 
 fn run_command(a: RunArgs) -> VerbResult {
+    if a.wait.verbose {
+        report::warn_foreign(
+            &a.sem,
+            "remove its slot files and so let more holders in than it has slots",
+        );
+    }
     let sem = Semaphore::new(&a.sem, a.slots).poll_interval(a.wait.poll);
     let mut progress = Progress::new(&a.wait, format!("a slot of {}", a.sem.display()))
         .holder(|| holders_text(&a.sem));

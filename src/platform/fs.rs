@@ -76,6 +76,7 @@ pub fn open_lock_file(path: &Path, purpose: Purpose) -> Result<(File, Access)> {
         },
     };
     let is_dir = check_lockable(path, &file, purpose)?;
+    check_owner(path, &file)?;
     if purpose == Purpose::Flock && !is_dir && fs_kind(&file).network {
         // Reopen the same file (not the path, which may have changed) for writing.
         if let Ok(rw) = open(
@@ -252,6 +253,44 @@ pub fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
+    }
+}
+
+/// The owner of an entry of a shared directory who is neither the caller nor root, when the
+/// entry lies in a world-writable sticky directory (`/tmp`) that this user does not own: they
+/// may remove or replace it at any moment (as the owner of a lock file, letting a second
+/// holder in; of a semaphore or group directory, removing its slot files or registrations).
+/// The kernel's `fs.protected_regular` refuses to open such a file with `O_CREAT`, to everyone
+/// but its owner and the directory's. `st_uid` is the entry's owner, `path` its name.
+pub fn foreign_in_shared(path: &Path, st_uid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    if super::dir::trusted_owner(st_uid) {
+        return None;
+    }
+    let parent = std::fs::metadata(parent_dir(path)).ok()?;
+    let shared = parent.mode() & 0o1002 == 0o1002;
+    (shared && parent.uid() != st_uid).then_some(st_uid)
+}
+
+/// [`foreign_in_shared`] as an error, for a lock file: `Ok` if the rule allows it.
+fn check_owner(path: &Path, file: &File) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = file
+        .metadata()
+        .map_err(|e| Error::io(path, "cannot stat", e))?
+        .uid();
+    match foreign_in_shared(path, uid) {
+        None => Ok(()),
+        Some(uid) => Err(Error::new(
+            path,
+            ErrorKind::PermissionDenied,
+            format!(
+                "belongs to another user (uid {uid}) in a world-writable sticky directory, who \
+                 can remove it at any moment and so let a second holder in; not using it (the \
+                 kernel's fs.protected_regular refuses it too): lock in a directory only \
+                 trusted users can write, or remove it and let fsync create it"
+            ),
+        )),
     }
 }
 
