@@ -255,15 +255,16 @@ impl Group {
         let gate = top.open_or_create("gate").map_err(|e| prepared(e, &p))?;
         let members = top.sub("members", true)?.expect("created");
         let first = !has_members(&top, &p, &gate, Some(&serial), None)?;
-        // Only a momentary exclusive probe can stand in the way; wait for it in the kernel.
+        // Only a momentary exclusive probe of fsync's can stand in the way; wait for it in the
+        // kernel, until the join's deadline (whoever may open `gate` may hold it for ever).
         let spec = Wait {
-            deadline: Deadline::never(),
+            deadline,
             poll: Some(self.poll),
             progress: None,
         };
         let got = wait::flock(spec, |_| {}, &gate, Mode::Shared, &p.gate)?;
-        if let Outcome::Interrupted(s) = got {
-            return Ok(Outcome::Interrupted(s));
+        if !matches!(got, Outcome::Acquired(())) {
+            return Ok(got.map(|()| unreachable!("not acquired")));
         }
         let registration = register(&members).map_err(|e| prepared(e, &p))?;
         drop(serial);
@@ -276,6 +277,10 @@ impl Group {
         }))
     }
 }
+
+/// How long a last leaver waits to take `gate` again for its clean-up (see
+/// [`Membership::leave_then`]): fsync's own probes hold it exclusively for an instant.
+const GATE_GRACE: Duration = Duration::from_secs(1);
 
 /// Proof of membership; leaving happens on drop, or explicitly with [`Membership::leave`].
 #[must_use = "the process leaves the group as soon as the membership is dropped"]
@@ -430,11 +435,12 @@ impl Membership {
             Some(g) => g,
             None => top.open_or_create("gate")?,
         };
-        // Only a momentary exclusive probe can stand in the way (nobody can join: we hold
-        // join.lock); wait for it in the kernel. Interrupted (a cancellation signal came as we
+        // Only a momentary exclusive probe of fsync's can stand in the way (nobody can join:
+        // we hold join.lock); wait for it in the kernel, a moment at most (whoever may open
+        // `gate` may hold it for ever). Not had (that, or a cancellation signal came as we
         // left): clean up all the same, the registration alone saying we are in.
         let spec = Wait {
-            deadline: Deadline::never(),
+            deadline: Deadline::after(Some(GATE_GRACE)),
             poll: Some(self.group.poll),
             progress: None,
         };

@@ -331,7 +331,7 @@ impl Mailbox {
             from: from.map(str::to_string),
             sync: false,
         };
-        post(&l, payload, name, self.mode, self.poll)
+        post(&l, payload, name, self.mode, self.poll, Deadline::never())
     }
 
     /// Send synchronously: return `Acquired` once a receiver has taken the message; on timeout
@@ -375,7 +375,7 @@ impl Mailbox {
         watch
             .add(&l.claimed.pinned())
             .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
-        let name = wait::acquired!(post(&l, payload, name, self.mode, self.poll)?);
+        let name = wait::acquired!(post(&l, payload, name, self.mode, self.poll, deadline)?);
         let parsed = MessageName::parse(&name).expect("we made it");
         let stem = parsed.stem();
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -436,6 +436,8 @@ impl Mailbox {
         let l = self.layout()?;
         let rid = uniq();
         let me = Registration::create(&l.recv, &rid, b"")?;
+        // Receivers killed (SIGKILL) leave their registrations: clear them away now.
+        Registration::reap_dead(&l.recv);
         let watch =
             DirWatch::new(&l.q.pinned()).map_err(|e| Error::io(l.q.path(), "cannot watch", e))?;
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -530,6 +532,7 @@ fn post(
     mut name: MessageName,
     mode: u32,
     poll: Duration,
+    deadline: Deadline,
 ) -> Result<Outcome<String>> {
     let tmp = format!(".{}", name.uniq);
     let mut file = l
@@ -550,7 +553,7 @@ fn post(
             None => Err(e),
         };
     }
-    let result = with_seq(l, poll, |n| {
+    let result = with_seq(l, poll, deadline, |n| {
         if let Some(sig) = wait::cancelled() {
             return Ok(Outcome::Interrupted(sig)); // the last moment to give up
         }
@@ -563,10 +566,9 @@ fn post(
     });
     match result {
         Ok(Outcome::Acquired(())) => {}
-        Ok(Outcome::TimedOut) => unreachable!("no timeout"),
-        Ok(Outcome::Interrupted(sig)) => {
+        Ok(gave_up) => {
             discard();
-            return Ok(Outcome::Interrupted(sig));
+            return Ok(gave_up.map(|()| unreachable!("not acquired")));
         }
         Err(e) => {
             discard();
@@ -584,11 +586,13 @@ fn post(
 /// grow (a planted `u64::MAX` would otherwise wrap).
 const MAX_SEQ: u64 = 1 << 62;
 
-/// Run `f` with the next sequence number, under the exclusive lock on `seq` (a wait that a
-/// cancellation signal ends, since another user's process may hold that lock for ever).
+/// Run `f` with the next sequence number, under the exclusive lock on `seq`: a wait that ends
+/// at `deadline` (a send's) or on a cancellation signal, since a process that may open `seq`
+/// (a participant of a shared mailbox) may hold that lock for ever.
 fn with_seq(
     l: &Layout,
     poll: Duration,
+    deadline: Deadline,
     f: impl FnOnce(u64) -> Result<Outcome<()>>,
 ) -> Result<Outcome<()>> {
     let shown = l.top.join("seq");
@@ -605,13 +609,13 @@ fn with_seq(
     }
     let network = pfs::fs_kind(&file).network;
     let spec = Wait {
-        deadline: Deadline::never(),
+        deadline,
         poll: network.then_some(poll),
         progress: None,
     };
     let locked = wait::flock(spec, |_| {}, &file, Mode::Exclusive, &shown)?;
-    if let Outcome::Interrupted(sig) = locked {
-        return Ok(Outcome::Interrupted(sig));
+    if !matches!(locked, Outcome::Acquired(())) {
+        return Ok(locked);
     }
     let mut buf = [0u8; 32];
     let n = file.read_at(&mut buf, 0).unwrap_or(0);
