@@ -22,10 +22,17 @@ take the smallest `NAME`, so messages come out in enqueue order.
 **post**: write the payload to `tmp/.UNIQ` (mode 0640 unless asked, less the umask), `fsync` it; take an exclusive `flock`
 on `B/seq`, read `n`, write `n + 1`, rename the file to `q/NAME` with `SEQ = n + 1`, release
 `seq`; `fsync` the directory `q`. A crash at any instant leaves no message or the whole one.
+Whoever may open `seq` may hold its lock for ever: a send waits for it only until its deadline
+(a post, which has none, until a cancellation signal), and `seq` gets the mode of the platform
+layer's rule (`src/platform/fs.rs`, *Who may lock an internal lock file*): only those who may
+write the mailbox can open it.
 
 **receive**: register as receiver `RID` = `HOST.PID.RANDOM`: create `recv/.tmp-RID`, lock it
 exclusively, rename it to `recv/RID` (so a visible registration is locked while its receiver
-lives). Then (1) *recover*: every `claimed/NAME~R` whose `recv/R` is missing or unlocked belongs
+lives). Then remove the registrations of dead receivers (a receiver killed by SIGKILL leaves
+its own): each `recv/R` that a non-blocking exclusive lock gets (nobody holds it), if `recv/R`
+still names the file locked, one link, and in a sticky `recv` the caller's or the directory
+owner's; `.tmp-*` entries are left alone. Then (1) *recover*: every `claimed/NAME~R` whose `recv/R` is missing or unlocked belongs
 to a dead receiver and is renamed back to `q/NAME`; (2) *claim* the smallest `q/NAME` by renaming
 it to `claimed/NAME~RID`: of competing receivers exactly one rename succeeds, the others try the
 next name; (3) for `KIND` `sync`, check the sender (below): dead, discard the message; alive,

@@ -513,6 +513,34 @@ pub fn duplicate(number: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd>
 mod tests {
     use super::*;
 
+    /// Internal lock files: created with no more than the directory's writers allow, an
+    /// owner's wider one tightened, and access kept for others where they may write.
+    #[test]
+    fn internal_lock_files_take_their_mode_from_the_directorys_writers() {
+        assert_eq!(internal_lock_mode(0o755), 0o600);
+        assert_eq!(internal_lock_mode(0o2775), 0o660);
+        assert_eq!(internal_lock_mode(0o1777), 0o666);
+        assert_eq!(internal_lock_mode(0o1733), 0o666);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let chmod = |p: &Path, m| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        };
+        let dir = tempfile::tempdir().unwrap();
+        chmod(dir.path(), 0o755);
+        let lock = dir.path().join("lock");
+        open_internal_lock(&lock).unwrap();
+        assert_eq!(mode(&lock), 0o600);
+        chmod(&lock, 0o644);
+        open_internal_lock(&lock).unwrap();
+        assert_eq!(mode(&lock), 0o600);
+        // A subdirectory others write (a prepared group's members): theirs to lock too.
+        std::fs::create_dir(dir.path().join("members")).unwrap();
+        chmod(&dir.path().join("members"), 0o1777);
+        chmod(&lock, 0o644);
+        open_internal_lock(&lock).unwrap();
+        assert_eq!(mode(&lock), 0o644);
+    }
+
     #[test]
     fn network_magics_are_network() {
         assert!(classify(0x6969).network);
