@@ -29,7 +29,10 @@ succeeds); holding `join.lock` keeps two observers' probes from colliding.
 **join**: (1) create `G`, `G/members`; (2) acquire `join.lock` (if `G` vanished meanwhile, a
 last member leaving with `--delete`, start over); re-create `G/members` if it is gone; (3)
 *first* = nobody is in; (4) take the shared lock on `gate`; (5) register; (6) release
-`join.lock`.
+`join.lock`. Steps (2) and (4) wait until the join's deadline: only fsync's momentary probes
+hold `gate` exclusively, but whoever may open it may hold it for ever. `gate` and `join.lock`
+get the mode of the platform layer's rule (`src/platform/fs.rs`, *Who may lock an internal
+lock file*): only those who may write `G` or `G/members` can open them.
 
 **leave**: (1) acquire `join.lock`; (2) unlink the registration and close it; (3) close `gate`
 (dropping the shared lock); (4) *last* = nobody is in; (5) with `--delete` and *last*: remove
@@ -44,7 +47,8 @@ membership down to keeps it) but keep the registration, locked; (3) *last* = nob
 in: *is anyone in?* passing over our own registration; (4) if not *last*: unregister as
 leave's step (2) does (*not last*, or kept by a descendant) and release `join.lock`; (5) if
 *last*: take a shared lock on `gate` again (a new open of it; only a momentary exclusive
-probe can be in the way, and we wait for that in the kernel), run the clean-up, then
+probe can be in the way, and we wait for that in the kernel, a second at most: without it the
+registration alone says we are in), run the clean-up, then
 unregister, close `gate`, with `--delete` remove the files as leave's step (5) does, and
 release `join.lock`.
 - Joiners take `join.lock` first, so from the moment the leaver finds itself last until its
@@ -250,15 +254,16 @@ impl Group {
             .map_err(|e| prepared(e, &p))?
             .expect("created");
         let first = !has_members(&top, &p, &gate, Some(&serial), None)?;
-        // Only a momentary exclusive probe can stand in the way; wait for it in the kernel.
+        // Only a momentary exclusive probe of fsync's can stand in the way; wait for it in the
+        // kernel, until the join's deadline (whoever may open `gate` may hold it for ever).
         let spec = Wait {
-            deadline: Deadline::never(),
+            deadline,
             poll: Some(self.poll),
             progress: None,
         };
         let got = wait::flock(spec, |_| {}, &gate, Mode::Shared, &p.gate)?;
-        if let Outcome::Interrupted(s) = got {
-            return Ok(Outcome::Interrupted(s));
+        if !matches!(got, Outcome::Acquired(())) {
+            return Ok(got.map(|()| unreachable!("not acquired")));
         }
         let registration = register(&members).map_err(|e| prepared(e, &p))?;
         drop(serial);
@@ -272,6 +277,10 @@ impl Group {
         }))
     }
 }
+
+/// How long a last leaver waits to take `gate` again for its clean-up (see
+/// [`Membership::leave_then`]): fsync's own probes hold it exclusively for an instant.
+const GATE_GRACE: Duration = Duration::from_secs(1);
 
 /// Proof of membership; leaving happens on drop, or explicitly with [`Membership::leave`].
 #[must_use = "the process leaves the group as soon as the membership is dropped"]
@@ -425,11 +434,12 @@ impl Membership {
             Some(g) => g,
             None => top.open_or_create("gate")?,
         };
-        // Only a momentary exclusive probe can stand in the way (nobody can join: we hold
-        // join.lock); wait for it in the kernel. Interrupted (a cancellation signal came as we
+        // Only a momentary exclusive probe of fsync's can stand in the way (nobody can join:
+        // we hold join.lock); wait for it in the kernel, a moment at most (whoever may open
+        // `gate` may hold it for ever). Not had (that, or a cancellation signal came as we
         // left): clean up all the same, the registration alone saying we are in.
         let spec = Wait {
-            deadline: Deadline::never(),
+            deadline: Deadline::after(Some(GATE_GRACE)),
             poll: Some(self.group.poll),
             progress: None,
         };

@@ -474,6 +474,44 @@ impl Registration {
         held
     }
 
+    /// Remove the registrations in `dir` whose owners died (nobody holds them), never a live
+    /// one: each is locked exclusively, without waiting (a living owner holds it, so that
+    /// fails), and unlinked only if its name still names the file locked, a regular file with
+    /// one link; nobody ever locks a registration again once its owner let it go, so a locked
+    /// dead one stays dead. Registrations being made (`.tmp-*`, unlocked for the instant
+    /// between their creation and their lock) are left alone, and in a sticky directory those
+    /// of other users than the caller or the directory's owner (the kernel's rule, applied to
+    /// root too). Best effort and silent; returns how many went.
+    pub(crate) fn reap_dead(dir: &Dir) -> usize {
+        let (Ok(entries), Ok(parent)) = (dir.entries(), dir.stat(".")) else {
+            return 0;
+        };
+        let me = nix::unistd::geteuid().as_raw();
+        let sticky = parent.st_mode & nix::sys::stat::Mode::S_ISVTX.bits() != 0;
+        let mut reaped = 0;
+        for (name, kind) in entries {
+            if name.starts_with('.') || kind == Some(crate::platform::dir::Kind::Dir) {
+                continue;
+            }
+            let Ok(Some((file, st))) = dir.open_stat(&name, false) else {
+                continue;
+            };
+            if st.st_nlink != 1 || (sticky && st.st_uid != me && parent.st_uid != me) {
+                continue;
+            }
+            if !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {
+                continue; // alive (or not lockable here): never removed
+            }
+            let same = dir.stat(&name).is_ok_and(|now| {
+                (now.st_dev, now.st_ino, now.st_nlink) == (st.st_dev, st.st_ino, 1)
+            });
+            if same && dir.unlink_file(&name).is_ok() {
+                reaped += 1;
+            }
+        }
+        reaped
+    }
+
     /// What is at the registration `name` in `dir`, as a reader sees it. Only a registration's
     /// owners ever lock it, exclusively; readers probe it with shared locks, which do not
     /// conflict with each other, and fail exactly while an owner holds it.

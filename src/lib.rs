@@ -84,7 +84,9 @@ and for cancellation by INT, TERM, HUP and QUIT, which only a program that asks 
 without `SA_RESTART`, that does nothing but count; its only purpose is to interrupt the
 blocking call it arrives in, so that deadlines and wake-ups end it. A program that embeds the library must not use that signal
 for anything else, nor block it in threads that wait; it can choose another real-time signal
-with [`wait::set_wake_signal`] before the first wait.
+with [`wait::set_wake_signal`] before the first wait. Watching a directory also gives SIGIO
+that handler if SIGIO has its default action (the kernel's fallback when the real-time signal
+cannot be queued, which would otherwise kill the process).
 
 # Network file systems
 

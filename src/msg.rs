@@ -23,10 +23,17 @@ in it is not a message (fsync never makes one): receivers and listings pass it o
 **post**: write the payload to `tmp/.UNIQ` (mode 0640 unless asked, less the umask), `fsync` it; take an exclusive `flock`
 on `B/seq`, read `n`, write `n + 1`, rename the file to `q/NAME` with `SEQ = n + 1`, release
 `seq`; `fsync` the directory `q`. A crash at any instant leaves no message or the whole one.
+Whoever may open `seq` may hold its lock for ever: a send waits for it only until its deadline
+(a post, which has none, until a cancellation signal), and `seq` gets the mode of the platform
+layer's rule (`src/platform/fs.rs`, *Who may lock an internal lock file*): only those who may
+write the mailbox can open it.
 
 **receive**: register as receiver `RID` = `HOST.PID.RANDOM`: create `recv/.tmp-RID`, lock it
 exclusively, rename it to `recv/RID` (so a visible registration is locked while its receiver
-lives). Then (1) *recover*: every `claimed/NAME~R` whose `recv/R` is missing or unlocked belongs
+lives). Then remove the registrations of dead receivers (a receiver killed by SIGKILL leaves
+its own): each `recv/R` that a non-blocking exclusive lock gets (nobody holds it), if `recv/R`
+still names the file locked, one link, and in a sticky `recv` the caller's or the directory
+owner's; `.tmp-*` entries are left alone. Then (1) *recover*: every `claimed/NAME~R` whose `recv/R` is missing or unlocked belongs
 to a dead receiver and is renamed back to `q/NAME`; (2) *claim* the smallest `q/NAME` by renaming
 it to `claimed/NAME~RID`: of competing receivers exactly one rename succeeds, the others try the
 next name; (3) for `KIND` `sync`, check the sender (below): dead, discard the message; alive,
@@ -332,7 +339,7 @@ impl Mailbox {
             from: from.map(str::to_string),
             sync: false,
         };
-        post(&l, payload, name, self.mode, self.poll)
+        post(&l, payload, name, self.mode, self.poll, Deadline::never())
     }
 
     /// Send synchronously: return `Acquired` once a receiver has taken the message; on timeout
@@ -376,7 +383,7 @@ impl Mailbox {
         watch
             .add(&l.claimed.pinned())
             .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
-        let name = wait::acquired!(post(&l, payload, name, self.mode, self.poll)?);
+        let name = wait::acquired!(post(&l, payload, name, self.mode, self.poll, deadline)?);
         let parsed = MessageName::parse(&name).expect("we made it");
         let stem = parsed.stem();
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -437,6 +444,8 @@ impl Mailbox {
         let l = self.layout()?;
         let rid = uniq();
         let me = Registration::create(&l.recv, &rid, b"")?;
+        // Receivers killed (SIGKILL) leave their registrations: clear them away now.
+        Registration::reap_dead(&l.recv);
         let watch =
             DirWatch::new(&l.q.pinned()).map_err(|e| Error::io(l.q.path(), "cannot watch", e))?;
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -531,6 +540,7 @@ fn post(
     mut name: MessageName,
     mode: u32,
     poll: Duration,
+    deadline: Deadline,
 ) -> Result<Outcome<String>> {
     let tmp = format!(".{}", name.uniq);
     let mut file = l
@@ -551,7 +561,7 @@ fn post(
             None => Err(e),
         };
     }
-    let result = with_seq(l, poll, |n| {
+    let result = with_seq(l, poll, deadline, |n| {
         if let Some(sig) = wait::cancelled() {
             return Ok(Outcome::Interrupted(sig)); // the last moment to give up
         }
@@ -564,10 +574,9 @@ fn post(
     });
     match result {
         Ok(Outcome::Acquired(())) => {}
-        Ok(Outcome::TimedOut) => unreachable!("no timeout"),
-        Ok(Outcome::Interrupted(sig)) => {
+        Ok(gave_up) => {
             discard();
-            return Ok(Outcome::Interrupted(sig));
+            return Ok(gave_up.map(|()| unreachable!("not acquired")));
         }
         Err(e) => {
             discard();
@@ -585,11 +594,13 @@ fn post(
 /// grow (a planted `u64::MAX` would otherwise wrap).
 const MAX_SEQ: u64 = 1 << 62;
 
-/// Run `f` with the next sequence number, under the exclusive lock on `seq` (a wait that a
-/// cancellation signal ends, since another user's process may hold that lock for ever).
+/// Run `f` with the next sequence number, under the exclusive lock on `seq`: a wait that ends
+/// at `deadline` (a send's) or on a cancellation signal, since a process that may open `seq`
+/// (a participant of a shared mailbox) may hold that lock for ever.
 fn with_seq(
     l: &Layout,
     poll: Duration,
+    deadline: Deadline,
     f: impl FnOnce(u64) -> Result<Outcome<()>>,
 ) -> Result<Outcome<()>> {
     let shown = l.top.join("seq");
@@ -602,13 +613,13 @@ fn with_seq(
     }
     let network = pfs::fs_kind(&file).network;
     let spec = Wait {
-        deadline: Deadline::never(),
+        deadline,
         poll: network.then_some(poll),
         progress: None,
     };
     let locked = wait::flock(spec, |_| {}, &file, Mode::Exclusive, &shown)?;
-    if let Outcome::Interrupted(sig) = locked {
-        return Ok(Outcome::Interrupted(sig));
+    if !matches!(locked, Outcome::Acquired(())) {
+        return Ok(locked);
     }
     let mut buf = [0u8; 32];
     let n = file.read_at(&mut buf, 0).unwrap_or(0);

@@ -411,8 +411,9 @@ impl Swmr {
                 Mode::Shared => None,
             };
             if let Some(w) = &writers {
-                // Only a deletion holds it exclusively, for an instant: no deadline.
-                wait::acquired!(step(&mut progress, w, Mode::Shared, Deadline::never())?);
+                // Only a deletion of fsync's holds it exclusively, for an instant; but whoever
+                // may open it may hold it for ever: the caller's deadline.
+                wait::acquired!(step(&mut progress, w, Mode::Shared, deadline)?);
                 if !names(&writers_path, w)? {
                     continue;
                 }

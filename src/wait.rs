@@ -42,6 +42,11 @@ directory (a wait that does not succeed at once, an event or message wait, a gro
 It does nothing but count: it exists only to interrupt a blocking call (`EINTR`), after which
 the core looks again.
 
+**Watching a directory with dnotify also gives SIGIO that handler** (with `SA_RESTART`), if
+SIGIO still has its default disposition: when the wake signal cannot be queued (the user's
+pending-signal queue is full), the kernel reports the change with SIGIO instead, which would
+otherwise kill the process. A program that handles or ignores SIGIO itself keeps its choice.
+
 A program that embeds the library must therefore:
 
 - leave the wake signal to the library: not install its own handler for it, nor send it for

@@ -493,3 +493,41 @@ fn recv_with_stdout_closed_fails_and_keeps_the_message() {
         .code(0)
         .stdout("again");
 }
+
+/// The registrations (`recv/RID`) of receivers killed while they wait: SIGKILL leaves them, the
+/// next receiver removes them, and never a living receiver's.
+#[test]
+fn a_receiver_reaps_killed_receivers_registrations_and_no_living_one() {
+    let t = TestDir::new();
+    let registrations = || {
+        let mut names: Vec<String> = std::fs::read_dir(t.join("B/recv"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    let mut living = t.fsync(["msg", "recv", "-v", "B"]).start();
+    assert!(living.stderr_line().contains("waiting"));
+    let alive = registrations();
+    assert_eq!(alive.len(), 1, "{alive:?}");
+    for _ in 0..3 {
+        let mut r = t.fsync(["msg", "recv", "-v", "B"]).start();
+        assert!(r.stderr_line().contains("waiting"));
+        r.signal(Signal::SIGKILL);
+        r.wait_exit();
+    }
+    // Each receiver reaped those killed before it; the last one's is left.
+    let left = registrations();
+    assert!(left.len() >= 2 && left.contains(&alive[0]), "{left:?}");
+    t.fsync(["msg", "recv", "-n", "B"]).run().code(75);
+    assert_eq!(
+        registrations(),
+        alive,
+        "dead ones left, or the living one taken"
+    );
+    // The living receiver is still one.
+    t.fsync(["msg", "post", "B", "--data", "y"]).run().code(0);
+    living.finish().code(0).stdout("y\n");
+    assert_eq!(registrations(), Vec::<String>::new());
+}

@@ -1942,3 +1942,128 @@ fn mutex_status_believes_the_kernel_over_a_planted_record() {
     );
     holder.finish().code(0);
 }
+
+// Timeouts nobody else can stall: a lock file fsync keeps inside a primitive's directory (a
+// mailbox's `seq`, a group's `gate`) can be locked by anyone who can open it (read access is
+// enough for `flock`). Where another user shares the primitive, holding it for ever costs a
+// waiter no more than its -t; where they do not (the owner's own directory), they cannot open
+// it at all.
+
+/// How much later than its -t a verb may return.
+const MARGIN: Duration = Duration::from_secs(3);
+
+/// `nobody` holds a `flock -s` (`-x` with `exclusive`) of `file` until released (the
+/// holder's stdin closed): returned once it holds it.
+fn nobody_flocks(h: &Hostile, file: &str, exclusive: bool) -> crate::harness::Holder {
+    let mode = if exclusive { "-x" } else { "-s" };
+    h.nobody(["flock", mode, file, "sh", "-c", crate::harness::HOLD])
+        .hold()
+}
+
+#[track_caller]
+fn gives_up_in_time(out: &Output, timeout: Duration) {
+    out.code(75);
+    assert!(
+        out.elapsed < timeout + MARGIN,
+        "gave up after {:?}, asked {timeout:?}\n{}",
+        out.elapsed,
+        out.stderr
+    );
+}
+
+#[test]
+fn a_lock_on_a_shared_mailboxs_seq_costs_a_sender_only_its_timeout() {
+    let Some(h) = Hostile::new() else { return };
+    // nobody made the mailbox (and its seq), as the threat model allows.
+    h.fsync_as_nobody(["msg", "post", "shared/B", "--data", "theirs"])
+        .run()
+        .code(0);
+    let holder = nobody_flocks(&h, "shared/B/seq", false);
+    let t2 = Duration::from_secs(2);
+    let out = h
+        .fsync(["msg", "send", "-t", "2", "shared/B", "--data", "mine"])
+        .deadline(t2 + MARGIN * 2)
+        .run_in(&h);
+    gives_up_in_time(&out, t2);
+    let out = h
+        .fsync(["msg", "send", "-n", "shared/B", "--data", "mine"])
+        .deadline(MARGIN * 2)
+        .run_in(&h);
+    gives_up_in_time(&out, Duration::ZERO);
+    holder.finish().code(0);
+    // Nothing of root's was left queued: only nobody's message.
+    let out = h.fsync(["msg", "list", "--json", "shared/B"]).run();
+    out.code(0);
+    assert_eq!(json_of(&out.stdout)["count"], 1, "{}", out.stdout);
+}
+
+#[test]
+fn a_lock_on_a_shared_groups_gate_costs_a_joiner_only_its_timeout() {
+    let Some(h) = Hostile::new() else { return };
+    h.fsync_as_nobody(["group", "join", "shared/G", "--", "true"])
+        .run()
+        .code(0);
+    let holder = nobody_flocks(&h, "shared/G/gate", true);
+    let t2 = Duration::from_secs(2);
+    let out = h
+        .fsync(["group", "join", "-t", "2", "shared/G", "--", "touch", "ran"])
+        .deadline(t2 + MARGIN * 2)
+        .run_in(&h);
+    gives_up_in_time(&out, t2);
+    let out = h
+        .fsync(["group", "join", "-n", "shared/G", "--", "touch", "ran"])
+        .deadline(MARGIN * 2)
+        .run_in(&h);
+    gives_up_in_time(&out, Duration::ZERO);
+    assert!(!h.t.join("ran").exists(), "the command ran");
+    holder.finish().code(0);
+    h.fsync(["group", "empty", "shared/G"]).run().code(0);
+}
+
+/// In the owner's own directory (root's, 0755) the internal lock files are root's alone: made
+/// 0600, and an older fsync's 0644 ones tightened on use; nobody cannot open them, so cannot
+/// stall root's `msg post` (which has no -t) or `group join`.
+#[test]
+fn internal_lock_files_in_the_owners_own_directory_cannot_be_opened_by_others() {
+    let Some(h) = Hostile::new() else { return };
+    std::fs::create_dir(h.t.join("own")).unwrap();
+    chmod(&h.t.join("own"), 0o755);
+    h.fsync(["msg", "post", "own/B", "--data", "1"])
+        .run()
+        .code(0);
+    h.fsync(["group", "join", "own/G", "--", "true"])
+        .run()
+        .code(0);
+    let files = ["own/B/seq", "own/G/gate", "own/G/join.lock"];
+    for file in files {
+        assert_eq!(
+            mode_of(&h.t.join(file)) & 0o077,
+            0,
+            "{file} made for others"
+        );
+        chmod(&h.t.join(file), 0o644); // as an older fsync made them
+    }
+    h.fsync(["msg", "post", "own/B", "--data", "2"])
+        .run()
+        .code(0);
+    h.fsync(["group", "join", "own/G", "--", "true"])
+        .run()
+        .code(0);
+    for file in files {
+        let mode = mode_of(&h.t.join(file));
+        assert_eq!(mode, 0o600, "{file} not tightened: {mode:o}");
+        let out = h.nobody(["flock", "-s", "-n", file, "true"]).run();
+        assert_ne!(out.status.code(), Some(0), "nobody locked {file}");
+        assert!(
+            out.stderr.contains("Permission denied"),
+            "{file}: {}",
+            out.stderr
+        );
+    }
+    h.fsync(["msg", "post", "own/B", "--data", "3"])
+        .deadline(MARGIN * 2)
+        .run()
+        .code(0);
+    let out = h.fsync(["msg", "list", "--json", "own/B"]).run();
+    assert_eq!(json_of(&out.stdout)["count"], 3, "{}", out.stdout);
+}

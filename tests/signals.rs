@@ -15,7 +15,10 @@ request the kernel lists as blocked).
 */
 
 use std::{
-    os::{fd::AsRawFd, unix::process::ExitStatusExt},
+    os::{
+        fd::AsRawFd,
+        unix::{fs::PermissionsExt, process::ExitStatusExt},
+    },
     path::Path,
     process::{Child, Command, ExitStatus, Stdio},
     thread,
@@ -595,4 +598,45 @@ fn mutex_run_forwards_the_signal_to_its_command_and_exits_with_its_status() {
         out.code(7).stdout("");
         t.fsync(["mutex", "status", "L"]).run().code(0);
     }
+}
+
+/// dnotify reports a change with the wake signal, a real-time one; when that cannot be queued
+/// (the user's pending-signal queue is full, RLIMIT_SIGPENDING), the kernel sends SIGIO
+/// instead, whose default action kills. A waiter must survive it, and see the change. Run as a
+/// user of its own, so that the queue holds this process's signals alone: with room for one
+/// (the timer's, allocated when the wait starts), the change's signal overflows.
+#[test]
+fn a_change_reported_by_sigio_instead_of_the_wake_signal_does_not_kill_the_waiter() {
+    if !crate::harness::is_root() {
+        eprintln!("skipped: needs root to run as a user of its own");
+        return;
+    }
+    require("setpriv", "util-linux");
+    require("bash", "bash");
+    let t = TestDir::new();
+    t.open_to_others();
+    std::fs::create_dir(t.join("d")).unwrap();
+    std::fs::set_permissions(t.join("d"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut waiter = t
+        .cmd("setpriv")
+        .args([
+            "--reuid=61234",
+            "--regid=61234",
+            "--clear-groups",
+            "bash",
+            "-c",
+        ])
+        .arg(r#"ulimit -i 1 && exec "$FSYNC" event wait -v -t 60 d/E"#)
+        .start();
+    assert!(waiter.stderr_line().contains("waiting"));
+    t.fsync(["event", "signal", "d/E"]).run().code(0);
+    let out = waiter.finish();
+    assert_eq!(
+        out.status.signal(),
+        None,
+        "the waiter died of a signal (SIGIO is {})\n{}",
+        libc::SIGIO,
+        out.stderr
+    );
+    out.code(0);
 }

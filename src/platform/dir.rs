@@ -340,26 +340,27 @@ impl Dir {
         }
     }
 
-    /// Open `name` read-write, creating it (mode 0666 less the umask) if missing: for lock
-    /// files inside a primitive's directory. Read-only where we may not write.
+    /// Open `name` read-write, creating it if missing: for lock files inside a primitive's
+    /// directory. Read-only where we may not write. Its mode, at creation and tightened after,
+    /// lets only those who may write this directory (or a subdirectory) open it: see
+    /// [`super::fs`], *Who may lock an internal lock file*.
     pub fn open_or_create(&self, name: &str) -> Result<File> {
-        let rw = OFlag::O_RDWR | OFlag::O_CREAT;
-        let opened = match self.openat(name, rw, Mode::from_bits_truncate(0o666)) {
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EACCES | libc::EPERM | libc::EROFS)
-                ) =>
-            {
-                match self.openat(name, OFlag::O_RDONLY, Mode::empty()) {
-                    Err(e2) if e2.raw_os_error() == Some(libc::ENOENT) => Err(e),
-                    other => other,
-                }
-            }
-            other => other,
-        };
+        let opened = super::fs::open_or_create_with(
+            |flags, mode| {
+                self.openat(
+                    name,
+                    OFlag::from_bits_truncate(flags),
+                    Mode::from_bits_truncate(mode),
+                )
+            },
+            || self.participants(),
+        );
         match opened {
-            Ok(f) => self.checked(name, f),
+            Ok((f, _)) => {
+                let f = self.checked(name, f)?;
+                super::fs::tighten(&f, || self.participants());
+                Ok(f)
+            }
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                 Err(self.wrong_kind(name, Kind::File))
             }
@@ -369,6 +370,27 @@ impl Dir {
                 e,
             )),
         }
+    }
+
+    /// The union of the modes of this directory and of its subdirectories (not through links):
+    /// the directories the primitive's participants write. What cannot be read counts as
+    /// writable by everyone, so that doubt never takes access away.
+    fn participants(&self) -> u32 {
+        let Ok(st) = stat::fstat(self.fd.as_raw_fd()) else {
+            return 0o777;
+        };
+        let mut modes = st.st_mode;
+        for (name, kind) in self.entries().unwrap_or_default() {
+            if kind == Some(Kind::File) {
+                continue;
+            }
+            match self.stat(&name) {
+                Ok(st) if is_kind(&st, Kind::Dir) => modes |= st.st_mode,
+                Ok(_) => {}
+                Err(_) => modes |= 0o777,
+            }
+        }
+        modes
     }
 
     /// Create `name` exclusively (mode less the umask), for writing.

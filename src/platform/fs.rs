@@ -15,6 +15,23 @@ read-write where permitted. An exclusive byte-range lock always needs write acce
 
 A symbolic link is followed to an existing file but never used to create one: a dangling link in
 a shared directory must not make us create a file somewhere else.
+
+# Who may lock an internal lock file
+
+Anyone who can open a file can `flock` it, read access is enough, and a lock held for ever
+stalls every wait for it. So the lock files fsync makes inside a primitive's directory (a
+mailbox's `seq`, a group's `gate` and `join.lock`, a group lock's turnstile, a bus's lock, a
+semaphore's queue and slots: [`open_internal_lock`] and
+[`Dir::open_or_create`](super::dir::Dir::open_or_create)) may be opened only by those who take
+part in the primitive, and taking part means writing into its directory (registering, queueing):
+their mode is [`internal_lock_mode`], read-write for the owner always, for the group only if
+the primitive's directory (or a subdirectory of it, as a prepared group's `members`) is
+group-writable, for others only if it is writable by others. A user who cannot write there
+cannot take part anyway, and now cannot even open the file to stall those who can. This rule
+comes before the umask: the umask may take bits away, never add them, but a file is created with
+no more than the rule allows even under umask 0. An existing file of the caller's with more
+(one an older fsync made 0644) is tightened with `fchmod` when it is opened: best effort and
+silent; a file someone else owns is left as it is.
 */
 
 use std::{
@@ -91,29 +108,19 @@ pub fn open_lock_file(path: &Path, purpose: Purpose) -> Result<(File, Access)> {
 
 /// Open (creating if missing) a lock file that only fsync makes, inside a primitive's
 /// directory: like [`open_lock_file`], but a symbolic link is never followed, even to an
-/// existing file, and a FIFO or device is refused without blocking.
+/// existing file, and a FIFO or device is refused without blocking. Created with, or tightened
+/// to, the mode of the module docs ([`internal_lock_mode`]).
 ///
 /// Not built on [`open_existing`]: that one never creates, falls back to read-only on more
 /// errors (`ETXTBSY`, `EISDIR`), follows a link when asked and words its errors as opening, not
 /// creating; sharing it would change what this reports.
 pub fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
     let nofollow = libc::O_NOFOLLOW;
-    let opened = match open(path, libc::O_RDWR | libc::O_CREAT | nofollow) {
-        Ok(f) => Ok((f, Access::ReadWrite)),
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EACCES | libc::EPERM | libc::EROFS)
-            ) =>
-        {
-            match open(path, libc::O_RDONLY | nofollow) {
-                Ok(f) => Ok((f, Access::ReadOnly)),
-                Err(e2) if e2.raw_os_error() == Some(libc::ENOENT) => Err(e),
-                Err(e2) => Err(e2),
-            }
-        }
-        Err(e) => Err(e),
-    };
+    let dir = parent_dir(path);
+    let opened = open_or_create_with(
+        |flags, mode| open_mode(path, flags | nofollow, mode),
+        || participants_of(dir),
+    );
     let (file, access) = match opened {
         Ok(x) => x,
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
@@ -126,7 +133,92 @@ pub fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
         Err(e) => return Err(explain_open_error(path, "cannot create lock file", e)),
     };
     check_regular(path, &file)?;
+    tighten(&file, || participants_of(dir));
     Ok((file, access))
+}
+
+/// The one way internal lock files are opened ([`open_internal_lock`], and
+/// [`Dir::open_or_create`](super::dir::Dir::open_or_create) relative to a directory): read-write
+/// if it exists; created read-write with the mode of [`internal_lock_mode`] for the directory's
+/// participants (`participants`, asked only when it must be created) if missing; read-only where
+/// we may not write (`open(flags, mode)` opens the name).
+pub(crate) fn open_or_create_with(
+    open: impl Fn(libc::c_int, u32) -> io::Result<File>,
+    participants: impl FnOnce() -> u32,
+) -> io::Result<(File, Access)> {
+    let denied = |e: &io::Error| {
+        matches!(
+            e.raw_os_error(),
+            Some(libc::EACCES | libc::EPERM | libc::EROFS)
+        )
+    };
+    let read_only = |e: io::Error| match open(libc::O_RDONLY, 0) {
+        Ok(f) => Ok((f, Access::ReadOnly)),
+        Err(e2) if e2.raw_os_error() == Some(libc::ENOENT) => Err(e),
+        Err(e2) => Err(e2),
+    };
+    match open(libc::O_RDWR, 0) {
+        Ok(f) => Ok((f, Access::ReadWrite)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            let mode = internal_lock_mode(participants());
+            match open(libc::O_RDWR | libc::O_CREAT, mode) {
+                Ok(f) => Ok((f, Access::ReadWrite)),
+                Err(e) if denied(&e) => read_only(e),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) if denied(&e) => read_only(e),
+        Err(e) => Err(e),
+    }
+}
+
+/// The permission bits an internal lock file may have (module docs), given the union of the
+/// modes of the directories its participants write (`dir_modes`): read-write for the owner;
+/// for the group if one of them is group-writable; for others if one is writable by others.
+pub fn internal_lock_mode(dir_modes: u32) -> u32 {
+    let mut mode = 0o600;
+    if dir_modes & 0o020 != 0 {
+        mode |= 0o060;
+    }
+    if dir_modes & 0o002 != 0 {
+        mode |= 0o006;
+    }
+    mode
+}
+
+/// The union of the modes of the directory at `dir` and of its subdirectories (not through
+/// links): the directories a primitive's participants write. What cannot be read counts as
+/// writable by everyone, so that doubt never takes access away.
+pub(crate) fn participants_of(dir: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(top) = std::fs::metadata(dir) else {
+        return 0o777;
+    };
+    let mut modes = top.mode();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                modes |= entry.metadata().map_or(0o777, |m| m.mode());
+            }
+        }
+    }
+    modes
+}
+
+/// Take from an internal lock file we own the access its mode gives those who may not have it
+/// (module docs): best effort and silent. `participants` is asked only when the file gives
+/// its group or others any access.
+pub(crate) fn tighten(file: &File, participants: impl FnOnce() -> u32) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = file.metadata() else { return };
+    let perm = meta.mode() & 0o777;
+    if perm & 0o077 == 0 || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return;
+    }
+    let allowed = internal_lock_mode(participants()) | 0o700;
+    if perm & !allowed != 0 {
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(perm & allowed));
+    }
 }
 
 /// Open an existing file without creating it; `follow` permits a final symbolic link.
@@ -183,11 +275,16 @@ pub fn open_if_exists(path: &Path) -> Result<Option<File>> {
 }
 
 fn open(path: &Path, flags: libc::c_int) -> io::Result<File> {
+    open_mode(path, flags, 0o666)
+}
+
+/// [`open`], creating with `mode` (less the umask).
+fn open_mode(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<File> {
     let mut options = std::fs::OpenOptions::new();
     options
         .read(true)
         .write(flags & libc::O_ACCMODE == libc::O_RDWR)
-        .mode(0o666)
+        .mode(mode)
         // O_CREAT as a custom flag: std refuses to create through a read-only descriptor,
         // which open(2) does not. O_NONBLOCK so that a FIFO at the path cannot hang us; it
         // changes nothing for locks.
@@ -417,6 +514,34 @@ pub fn duplicate(number: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Internal lock files: created with no more than the directory's writers allow, an
+    /// owner's wider one tightened, and access kept for others where they may write.
+    #[test]
+    fn internal_lock_files_take_their_mode_from_the_directorys_writers() {
+        assert_eq!(internal_lock_mode(0o755), 0o600);
+        assert_eq!(internal_lock_mode(0o2775), 0o660);
+        assert_eq!(internal_lock_mode(0o1777), 0o666);
+        assert_eq!(internal_lock_mode(0o1733), 0o666);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let chmod = |p: &Path, m| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        };
+        let dir = tempfile::tempdir().unwrap();
+        chmod(dir.path(), 0o755);
+        let lock = dir.path().join("lock");
+        open_internal_lock(&lock).unwrap();
+        assert_eq!(mode(&lock), 0o600);
+        chmod(&lock, 0o644);
+        open_internal_lock(&lock).unwrap();
+        assert_eq!(mode(&lock), 0o600);
+        // A subdirectory others write (a prepared group's members): theirs to lock too.
+        std::fs::create_dir(dir.path().join("members")).unwrap();
+        chmod(&dir.path().join("members"), 0o1777);
+        chmod(&lock, 0o644);
+        open_internal_lock(&lock).unwrap();
+        assert_eq!(mode(&lock), 0o644);
+    }
 
     #[test]
     fn network_magics_are_network() {

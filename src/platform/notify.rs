@@ -18,6 +18,15 @@ that made it). Its handler counts; [`DirWatch::wait`] blocks with `ppoll`, which
 signal only while it sleeps, and returns at once if the count moved since the last return (a
 change that came while the caller was checking). The wait core's timer sends the same signal,
 so deadlines and cancellation end these waits too.
+
+When the real-time signal cannot be queued (the user's pending-signal queue is full,
+`RLIMIT_SIGPENDING`), the kernel sends plain SIGIO instead, whose default action ends the
+process ("I/O possible"). So before the first watch is armed (`F_SETSIG` before `F_NOTIFY`,
+both after the handlers), SIGIO gets the same counting handler, once per process, unless the
+program gave it a disposition of its own
+([`install_overflow_handler`](crate::platform::signal::install_overflow_handler)); it is then
+blocked and unblocked with the wake signal, and wakes a watch as the wake signal does.
+inotify is read, never armed with `O_ASYNC`: it sends no signal.
 */
 
 use std::{
@@ -86,7 +95,10 @@ mod dn {
     /// Open `dir` and ask for a signal to this thread on every change in it.
     pub fn watch(dir: &Path) -> io::Result<OwnedFd> {
         use std::os::unix::fs::OpenOptionsExt;
+        // Both handlers before anything is armed: the wake signal's, and SIGIO's, which the
+        // kernel sends instead when the wake signal cannot be queued (module docs).
         crate::platform::signal::install_wake_handler();
+        crate::platform::signal::install_overflow_handler();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
@@ -248,10 +260,17 @@ fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut block);
         libc::sigaddset(&mut block, sig);
+        let sigio = crate::platform::signal::sigio_wakes();
+        if sigio {
+            libc::sigaddset(&mut block, libc::SIGIO);
+        }
         libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
         if crate::platform::signal::wakes() == seen.get() {
             let mut during = old;
             libc::sigdelset(&mut during, sig);
+            if sigio {
+                libc::sigdelset(&mut during, libc::SIGIO);
+            }
             let ts = limit.map(|d| libc::timespec {
                 tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
                 tv_nsec: d.subsec_nanos() as libc::c_long,

@@ -247,11 +247,48 @@ pub(crate) fn install_wake_handler() {
     WAKE_INSTALLED.call_once(|| install(fix_wake_signal(&WAKE), on_wake as *const () as usize, 0));
 }
 
+/// Whether [`install_overflow_handler`] gave SIGIO the wake handler.
+static SIGIO_OURS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Make dnotify's fallback signal harmless, once per process, before any watch is armed:
+/// dnotify reports a change with the [`wake_signal`] (`F_SETSIG`), but when that real-time
+/// signal cannot be queued (the pending-signal queue is full: `RLIMIT_SIGPENDING`, counted
+/// for the whole user) the kernel sends SIGIO instead (fcntl(2), `F_SETSIG`), whose default
+/// action kills the process ("I/O possible"). Unless the program gave SIGIO a disposition of
+/// its own (a handler, or ignoring it), SIGIO gets the wake handler too, so that it counts as
+/// a wake-up: the change it stands for is seen. With `SA_RESTART`, so that a stray SIGIO
+/// interrupts none of the program's other calls (`ppoll`, where the watches sleep, is never
+/// restarted).
+pub(crate) fn install_overflow_handler() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        if disposition_is_default(libc::SIGIO) {
+            install(libc::SIGIO, on_wake as *const () as usize, libc::SA_RESTART);
+            SIGIO_OURS.store(true, Ordering::SeqCst);
+        }
+    });
+}
+
+/// Whether SIGIO wakes watches ([`install_overflow_handler`] installed the wake handler for
+/// it): then a watch blocks it with the wake signal and unblocks it while it sleeps.
+pub(crate) fn sigio_wakes() -> bool {
+    SIGIO_OURS.load(Ordering::SeqCst)
+}
+
+/// Whether `sig`'s disposition is SIG_DFL (raw `sigaction`, as [`is_ignored`]).
+fn disposition_is_default(sig: i32) -> bool {
+    // SAFETY: querying a disposition (a null new action) into a zeroed struct we own.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
+    }
+}
+
 /// Raw `sigaction`: nix's is not a safe fn either, and its `Signal` cannot name the real-time
 /// [`wake_signal`].
 fn install(sig: i32, handler: usize, flags: i32) {
-    // SAFETY: a zeroed sigaction with a valid handler and an empty mask; no SA_RESTART, so
-    // blocking calls return EINTR.
+    // SAFETY: a zeroed sigaction with a valid handler and an empty mask; no SA_RESTART unless
+    // `flags` has it (the wake and cancel handlers: blocking calls return EINTR).
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = handler;
