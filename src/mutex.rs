@@ -721,7 +721,7 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
 /// lookup there (one round trip on a network file system, where the path costs one per
 /// component), and by the path only if that says no (the directory may have been replaced: a
 /// group removed and made again).
-fn names(path: &Path, dir: Option<(&Dir, &str)>, held: (u64, u64)) -> Result<bool> {
+pub(crate) fn names(path: &Path, dir: Option<(&Dir, &str)>, held: (u64, u64)) -> Result<bool> {
     if let Some((dir, name)) = dir {
         if dir
             .stat_following(name)
