@@ -96,6 +96,7 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
+    fence,
     holder::{self, Holder, OwnRecord, RecordFile},
     platform::{
         dir::Dir,
@@ -106,91 +107,6 @@ use crate::{
     probe,
     wait::{self, Deadline, Failed, Outcome, Wait},
 };
-
-mod fences {
-    //! The directory's fence file `.fsync.fence`: the highest fencing token handed out by a
-    //! lock of this directory that was deleted with its record (`--delete`), so that the next
-    //! holder of a lock of that name still gets a greater one. One decimal line, rewritten
-    //! under an exclusive `flock` of the file; believed only below [`holder::MAX_FENCE`].
-    use std::{io::Read, os::unix::fs::FileExt, path::Path};
-
-    use crate::{
-        holder,
-        platform::{dir::Dir, lock},
-        wait,
-    };
-
-    const NAME: &str = ".fsync.fence";
-
-    fn dir_of(lock_path: &Path) -> Option<Dir> {
-        Dir::top(
-            crate::platform::fs::parent_dir(lock_path),
-            false,
-            "cannot open",
-        )
-        .ok()?
-    }
-
-    fn read(file: &std::fs::File) -> u64 {
-        let mut text = String::new();
-        let _ = file.take(64).read_to_string(&mut text);
-        text.trim()
-            .parse()
-            .ok()
-            .filter(|&f| f < holder::MAX_FENCE)
-            .unwrap_or(0)
-    }
-
-    /// The last fence kept for this directory (0 if none).
-    pub fn last(lock_path: &Path) -> u64 {
-        dir_of(lock_path).map_or(0, |dir| last_in(&dir))
-    }
-
-    /// The last fence kept in `dir`, the lock's directory, opened (0 if none).
-    pub fn last_in(dir: &Dir) -> u64 {
-        match dir.open(NAME, false) {
-            Ok(Some(f)) => read(&f),
-            _ => 0,
-        }
-    }
-
-    /// Keep `fence` if it is the highest yet (best effort: a directory we may not write keeps
-    /// nothing, and the fence falls back on the clock).
-    pub fn keep(lock_path: &Path, fence: u64) {
-        let Some(dir) = dir_of(lock_path) else { return };
-        let file = match dir.open(NAME, true) {
-            Ok(Some(f)) => f,
-            Ok(None) => match dir.create_new(NAME, 0o644) {
-                Ok(f) => f,
-                Err(_) => match dir.open(NAME, true) {
-                    Ok(Some(f)) => f,
-                    _ => return,
-                },
-            },
-            Err(_) => return,
-        };
-        use std::os::unix::fs::MetadataExt;
-        if file.metadata().map_or(true, |m| m.nlink() != 1) {
-            return; // not a file fsync made
-        }
-        // Held for microseconds by fsync; bounded, so that another user's holder cannot hang us.
-        let spec = wait::Wait {
-            deadline: wait::Deadline::after(Some(std::time::Duration::from_secs(1))),
-            poll: None,
-            progress: None,
-        };
-        let got = wait::flock(spec, |_| {}, &file, lock::Mode::Exclusive, lock_path);
-        if !matches!(got, Ok(wait::Outcome::Acquired(()))) {
-            return;
-        }
-        if read(&file) < fence {
-            let text = format!("{fence}\n");
-            if file.write_all_at(text.as_bytes(), 0).is_ok() {
-                let _ = file.set_len(text.len() as u64);
-            }
-        }
-    }
-}
 
 /// The environment variable through which nested acquisitions find an ancestor's lock (see
 /// the module docs): a program that passes a held lock down to a command sets it in the
@@ -419,12 +335,11 @@ impl Mutex {
             let evaluating = Evaluating::new(file, key);
             // 2. the token before our evaluation
             let record = RecordFile::open(&self.path);
-            let before = match &record {
-                Some(r) => r.opened().fence,
+            let seen = match &record {
+                Some(r) => r.opened().fence.max(fence::kept(&self.path)),
                 // Another user's record, say: read it as step 4 will.
-                None => holder::read(&self.path).map_or(0, |r| r.fence),
+                None => self.trusted_fence(),
             };
-            let seen = before.max(fences::last(&self.path));
             // 3. evaluate; enter if it holds
             if condition()? {
                 let file = evaluating.into_file();
@@ -436,16 +351,27 @@ impl Mutex {
                 return Ok(Outcome::TimedOut);
             }
             let reevaluate = (network || record.is_none()).then_some(self.poll);
-            drop(record);
-            wait::acquired!(self.wait_for_entry(seen, reevaluate, deadline, &mut progress)?);
+            let entered = self.wait_for_entry(seen, record, reevaluate, deadline, &mut progress);
+            wait::acquired!(entered?);
+        }
+    }
+
+    /// The greatest token a holder of this lock left where we may believe it: a trusted
+    /// holder record, or the directory's trusted fence file (see [`crate::fence`]).
+    fn trusted_fence(&self) -> u64 {
+        match holder::split(&self.path) {
+            Some((dir, name)) => holder::trusted_fence_in(&dir, &name).max(fence::kept_in(&dir)),
+            None => 0,
         }
     }
 
     /// Step 4 of a conditional region: sleep until a holder has recorded a fence greater than
-    /// `seen`, or `reevaluate` has passed.
+    /// `seen` where we may believe it, or has removed `record` (a holder deleting the lock, whose
+    /// token may then rest where we cannot see it), or `reevaluate` has passed.
     fn wait_for_entry(
         &self,
         seen: u64,
+        record: Option<RecordFile>,
         reevaluate: Option<Duration>,
         deadline: Deadline,
         progress: &mut dyn FnMut(Duration),
@@ -464,8 +390,10 @@ impl Mutex {
                 if reevaluate.is_some_and(|every| start.elapsed() >= every) {
                     return Ok(Some(()));
                 }
-                let fence = holder::read(&self.path).map_or(0, |r| r.fence);
-                Ok((fence.max(fences::last(&self.path)) > seen).then_some(()))
+                if record.as_ref().is_some_and(|r| !r.linked()) {
+                    return Ok(Some(()));
+                }
+                Ok((self.trusted_fence() > seen).then_some(()))
             },
         )
     }
@@ -824,16 +752,26 @@ impl MutexGuard {
     ) -> MutexGuard {
         in_process::add(key);
         let (dir, record) = prepared.current();
-        let old = match &record {
-            Some(r) => r.read().fence,
-            None => holder::read(&mutex.path).map_or(0, |r| r.fence),
+        let name = mutex.path.file_name().and_then(|n| n.to_str());
+        let lock_dir = dir.as_ref().zip(name);
+        let old = match (&record, lock_dir) {
+            (Some(r), _) => r.read().fence,
+            (None, Some((dir, name))) => holder::trusted_fence_in(dir, name),
+            (None, None) => 0,
         };
-        let kept = dir.as_ref().map_or(0, fences::last_in);
+        let kept = dir.as_ref().map_or(0, fence::kept_in);
+        let mark = lock_dir.map_or(0, |(dir, name)| fence::mark(dir, name));
         let now = procinfo::now_micros();
-        // Greater than the last recorded token (in the record, or in the directory's fence
-        // file where a `--delete` left it), and never behind the clock: tokens still grow
-        // where nothing could be kept (a read-only directory), between hosts whose clocks agree.
-        let fence = (old.max(kept) + 1).max(now);
+        // Greater than the last token kept where we may believe it (the record, the directory's
+        // fence file where a `--delete` left it, our own mark), and never behind the clock:
+        // tokens still grow where nothing could be kept, between hosts whose clocks agree.
+        let fence = fence::next(old.max(kept).max(mark), now);
+        if record.is_none() {
+            // No record of ours keeps it: our mark does.
+            if let Some((dir, name)) = lock_dir {
+                fence::raise_mark(dir, name, fence);
+            }
+        }
         let command = mutex.command.clone().unwrap_or_else(procinfo::own_cmdline);
         MutexGuard {
             path: mutex.path.clone(),
@@ -979,6 +917,25 @@ impl MutexGuard {
         }
     }
 
+    /// Keep our token for the next holder where our record no longer does (see
+    /// [`crate::fence::keep`]).
+    fn keep_fence(&self) {
+        if !self.keep_fence {
+            return;
+        }
+        let Some(name) = self.path.file_name().and_then(|n| n.to_str()) else {
+            return;
+        };
+        match &self.dir {
+            Some(dir) => fence::keep(dir, name, self.record.fence()),
+            None => {
+                if let Some((dir, _)) = holder::split(&self.path) {
+                    fence::keep(&dir, name, self.record.fence());
+                }
+            }
+        }
+    }
+
     /// Whether the lock's name still names the file we hold, open as `file` (see [`names`]).
     fn still_named(&self, file: &File) -> Result<bool> {
         let held = self.held_file(file.as_raw_fd())?;
@@ -1000,9 +957,7 @@ impl MutexGuard {
         if self.delete && !still_held {
             // The fence outlives the record in the directory's fence file, so that tokens
             // keep growing after the lock is gone (whatever the next holder's clock says).
-            if self.keep_fence {
-                fences::keep(&self.path, self.record.fence());
-            }
+            self.keep_fence();
             self.record.remove();
             // Unlink only the file we hold: if the path now names another inode, leave it.
             if matches!(self.still_named(&file), Ok(true)) {
@@ -1017,9 +972,7 @@ impl MutexGuard {
             // LOCK was deleted (or replaced) while we held it: the record now belongs to
             // whoever locks that name next. Keep the fence for them, and remove the record
             // unless someone has written it since we did.
-            if self.keep_fence {
-                fences::keep(&self.path, self.record.fence());
-            }
+            self.keep_fence();
             self.record.remove_if_unchanged();
         } else {
             self.record.released();
