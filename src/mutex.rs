@@ -16,9 +16,10 @@ A mutex `L` is the file `L` plus, where the directory is writable, the holder re
 3. **verify** that `L` still names the locked inode and that it still has links; if not (a
    holder with `--delete` unlinked it between our open and our lock), close and go to 1. This
    is what keeps racing acquirers from holding locks on two different files of one name;
-4. **record**: read the fence from the record, write `fence = max(old + 1, now)` with `now` the
-   current time in microseconds since the epoch (so tokens still grow where no record survives:
-   `--delete`, a read-only directory), `state held`, pid, host, command, time.
+4. **record**: read the last token `old` (below), write `fence = max(old + 1, now)` with `now`
+   the current time in microseconds since the epoch (so tokens still grow where no record
+   survives: `--delete`, a read-only directory), never 2^63 or more, `state held`, pid, host,
+   command, time.
 
 To release: write `state released` (keeping the fence); with `--delete` instead unlink the
 record and then `L` while still holding the lock; then close `L` (the kernel drops the lock).
@@ -28,6 +29,27 @@ holds its own pid and fence and still has that name, and writes nothing to it. (
 `L` that read the record in the instant between that check and the unlink loses its record,
 not its lock: status reports fall back on the kernel's lock table, and its token is greater
 than the kept one.)
+
+The last token `old` is the greatest of those kept where the caller may believe them
+([`crate::fence`]): the record, and the directory's fence file `.fsync.fence` (where a
+`--delete` keeps the token its record took away), each only if it is a regular file with one
+link owned by the caller or root, and only below 2^63; and the caller's private *mark* for this
+lock on this host (a file in `$XDG_RUNTIME_DIR/fsync`, `/run/user/UID/fsync`, `/run/fsync` for
+root, or `~/.cache/fsync`, named by the lock's directory and name), which keeps a token wherever
+neither shared file could (another user's record or fence file, a directory the caller may not
+write). fsync writes into a fence file only under the same conditions, re-checked on the open
+descriptor under its lock; another user's files are never written, and their values never read.
+So:
+
+- **on one host, for one user** (and root): each token is greater than every token the user
+  handed out before for that lock, whatever other users put in the directory, as long as the
+  mark's directory exists (without one, as long as no token ran ahead of the clock);
+- **between users who do not trust each other**, and **across hosts**: greater than every token
+  kept in a file the caller trusts (the record, the fence file: the same user on every host, or
+  root), and otherwise greater only by the clock: as long as clocks agree and no token ran
+  ahead of them;
+- tokens stay below 2^63: a trusted file that says 2^63-1 (only a hand writes that) makes them
+  stop there.
 
 Nesting: a process that passes a held lock down to a command (`fsync mutex run`) adds
 `DEV:INO:FD:PID` to the environment variable `FSYNC_MUTEX_HELD` (`;`-separated), with `FD`
@@ -50,12 +72,16 @@ turns out false. Whatever a condition looks at must change only inside the regio
    record keeps saying `released` (status reports name the process from the kernel's lock
    table);
 2. **read** the token `F`, the greater of the record's fence (opened as step 4 opens it, so that
-   it exists from now on where the directory is writable) and the directory's `.fsync.fence`;
+   it exists from now on where the directory is writable) and the directory's `.fsync.fence`,
+   each only where it may be believed (above);
 3. **evaluate** `C` while holding `L`; if it holds, **enter** (step 4: a fence greater than `F`)
    and return holding the lock;
 4. otherwise **release** `L`, writing nothing, and **sleep until a holder enters**: until the
-   record's fence, or `.fsync.fence`, is greater than `F`. The waiter watches the directory
-   (change notification) and only then looks, and looks again at every change;
+   record's fence, or `.fsync.fence`, believed as in step 2, is greater than `F`, or the record
+   the waiter opened has been removed (a `--delete` holder whose token went where the waiter
+   cannot see it: a mark). The waiter watches the directory (change notification) and only
+   then looks, and looks again at every change; a change to a file it does not believe (another
+   user rewriting `.fsync.fence`) makes it look, never evaluate;
 5. go to 1: the lock is granted once that holder has left the region; evaluate `C` again.
 
 No lost wake-up: `F` is read while `L` is held, so no entry comes between the evaluation and
@@ -823,9 +849,11 @@ impl MutexGuard {
     /// the resource the lock protects, which then refuses writes with a smaller token than one
     /// it has seen: a holder that lost its lock without knowing (a network partition, a long
     /// pause) cannot overwrite its successor's work. It is the current time in microseconds
-    /// or one more than the last recorded token, whichever is greater; so tokens grow even
-    /// where no record can be kept (a read-only directory), as long as clocks agree. A nested
-    /// guard has its ancestor's token (from `FSYNC_FENCE`, or 0).
+    /// or one more than the last recorded token, whichever is greater, and below 2^63; so
+    /// tokens grow even where no record can be kept (a read-only directory), as long as clocks
+    /// agree. Only files of the caller or root are believed; the module docs say what holds on
+    /// one host and across hosts. A nested guard has its ancestor's token (from `FSYNC_FENCE`,
+    /// or 0).
     pub fn fence(&self) -> u64 {
         self.record.fence()
     }
