@@ -564,6 +564,18 @@ pub(crate) fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
     read_believed(&file)
 }
 
+/// The fencing token in the record of the lock `lock_name` in `dir`, if the record may be
+/// believed about tokens: a regular file with one link, owned by the caller or root (0
+/// otherwise). Another user's record could name any token (see [`crate::fence`]).
+pub(crate) fn trusted_fence_in(dir: &Dir, lock_name: &str) -> u64 {
+    match dir.open_stat(&record_name(lock_name), false) {
+        Ok(Some((f, st))) if st.st_nlink == 1 && crate::platform::dir::trusted_owner(st.st_uid) => {
+            read_from(&f).map_or(0, |r| r.fence)
+        }
+        _ => 0,
+    }
+}
+
 /// Read a record from an open file (a bus participant's `owner`), believing only what its
 /// owner could know, as [`read_in`] does.
 pub(crate) fn read_believed(file: &File) -> Option<Record> {

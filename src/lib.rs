@@ -103,6 +103,7 @@ pub mod command;
 pub mod doctor;
 pub mod error;
 pub mod event;
+mod fence;
 pub mod group;
 pub mod grouplock;
 mod guard;

@@ -16,9 +16,10 @@ A mutex `L` is the file `L` plus, where the directory is writable, the holder re
 3. **verify** that `L` still names the locked inode and that it still has links; if not (a
    holder with `--delete` unlinked it between our open and our lock), close and go to 1. This
    is what keeps racing acquirers from holding locks on two different files of one name;
-4. **record**: read the fence from the record, write `fence = max(old + 1, now)` with `now` the
-   current time in microseconds since the epoch (so tokens still grow where no record survives:
-   `--delete`, a read-only directory), `state held`, pid, host, command, time.
+4. **record**: read the last token `old` (below), write `fence = max(old + 1, now)` with `now`
+   the current time in microseconds since the epoch (so tokens still grow where no record
+   survives: `--delete`, a read-only directory), never 2^63 or more, `state held`, pid, host,
+   command, time.
 
 To release: write `state released` (keeping the fence); with `--delete` instead unlink the
 record and then `L` while still holding the lock; then close `L` (the kernel drops the lock).
@@ -28,6 +29,27 @@ holds its own pid and fence and still has that name, and writes nothing to it. (
 `L` that read the record in the instant between that check and the unlink loses its record,
 not its lock: status reports fall back on the kernel's lock table, and its token is greater
 than the kept one.)
+
+The last token `old` is the greatest of those kept where the caller may believe them
+([`crate::fence`]): the record, and the directory's fence file `.fsync.fence` (where a
+`--delete` keeps the token its record took away), each only if it is a regular file with one
+link owned by the caller or root, and only below 2^63; and the caller's private *mark* for this
+lock on this host (a file in `$XDG_RUNTIME_DIR/fsync`, `/run/user/UID/fsync`, `/run/fsync` for
+root, or `~/.cache/fsync`, named by the lock's directory and name), which keeps a token wherever
+neither shared file could (another user's record or fence file, a directory the caller may not
+write). fsync writes into a fence file only under the same conditions, re-checked on the open
+descriptor under its lock; another user's files are never written, and their values never read.
+So:
+
+- **on one host, for one user** (and root): each token is greater than every token the user
+  handed out before for that lock, whatever other users put in the directory, as long as the
+  mark's directory exists (without one, as long as no token ran ahead of the clock);
+- **between users who do not trust each other**, and **across hosts**: greater than every token
+  kept in a file the caller trusts (the record, the fence file: the same user on every host, or
+  root), and otherwise greater only by the clock: as long as clocks agree and no token ran
+  ahead of them;
+- tokens stay below 2^63: a trusted file that says 2^63-1 (only a hand writes that) makes them
+  stop there.
 
 Nesting: a process that passes a held lock down to a command (`fsync mutex run`) adds
 `DEV:INO:FD:PID` to the environment variable `FSYNC_MUTEX_HELD` (`;`-separated), with `FD`
@@ -50,12 +72,16 @@ turns out false. Whatever a condition looks at must change only inside the regio
    record keeps saying `released` (status reports name the process from the kernel's lock
    table);
 2. **read** the token `F`, the greater of the record's fence (opened as step 4 opens it, so that
-   it exists from now on where the directory is writable) and the directory's `.fsync.fence`;
+   it exists from now on where the directory is writable) and the directory's `.fsync.fence`,
+   each only where it may be believed (above);
 3. **evaluate** `C` while holding `L`; if it holds, **enter** (step 4: a fence greater than `F`)
    and return holding the lock;
 4. otherwise **release** `L`, writing nothing, and **sleep until a holder enters**: until the
-   record's fence, or `.fsync.fence`, is greater than `F`. The waiter watches the directory
-   (change notification) and only then looks, and looks again at every change;
+   record's fence, or `.fsync.fence`, believed as in step 2, is greater than `F`, or the record
+   the waiter opened has been removed (a `--delete` holder whose token went where the waiter
+   cannot see it: a mark). The waiter watches the directory (change notification) and only
+   then looks, and looks again at every change; a change to a file it does not believe (another
+   user rewriting `.fsync.fence`) makes it look, never evaluate;
 5. go to 1: the lock is granted once that holder has left the region; evaluate `C` again.
 
 No lost wake-up: `F` is read while `L` is held, so no entry comes between the evaluation and
@@ -96,6 +122,7 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
+    fence,
     holder::{self, Holder, OwnRecord, RecordFile},
     platform::{
         dir::Dir,
@@ -106,91 +133,6 @@ use crate::{
     probe,
     wait::{self, Deadline, Failed, Outcome, Wait},
 };
-
-mod fences {
-    //! The directory's fence file `.fsync.fence`: the highest fencing token handed out by a
-    //! lock of this directory that was deleted with its record (`--delete`), so that the next
-    //! holder of a lock of that name still gets a greater one. One decimal line, rewritten
-    //! under an exclusive `flock` of the file; believed only below [`holder::MAX_FENCE`].
-    use std::{io::Read, os::unix::fs::FileExt, path::Path};
-
-    use crate::{
-        holder,
-        platform::{dir::Dir, lock},
-        wait,
-    };
-
-    const NAME: &str = ".fsync.fence";
-
-    fn dir_of(lock_path: &Path) -> Option<Dir> {
-        Dir::top(
-            crate::platform::fs::parent_dir(lock_path),
-            false,
-            "cannot open",
-        )
-        .ok()?
-    }
-
-    fn read(file: &std::fs::File) -> u64 {
-        let mut text = String::new();
-        let _ = file.take(64).read_to_string(&mut text);
-        text.trim()
-            .parse()
-            .ok()
-            .filter(|&f| f < holder::MAX_FENCE)
-            .unwrap_or(0)
-    }
-
-    /// The last fence kept for this directory (0 if none).
-    pub fn last(lock_path: &Path) -> u64 {
-        dir_of(lock_path).map_or(0, |dir| last_in(&dir))
-    }
-
-    /// The last fence kept in `dir`, the lock's directory, opened (0 if none).
-    pub fn last_in(dir: &Dir) -> u64 {
-        match dir.open(NAME, false) {
-            Ok(Some(f)) => read(&f),
-            _ => 0,
-        }
-    }
-
-    /// Keep `fence` if it is the highest yet (best effort: a directory we may not write keeps
-    /// nothing, and the fence falls back on the clock).
-    pub fn keep(lock_path: &Path, fence: u64) {
-        let Some(dir) = dir_of(lock_path) else { return };
-        let file = match dir.open(NAME, true) {
-            Ok(Some(f)) => f,
-            Ok(None) => match dir.create_new(NAME, 0o644) {
-                Ok(f) => f,
-                Err(_) => match dir.open(NAME, true) {
-                    Ok(Some(f)) => f,
-                    _ => return,
-                },
-            },
-            Err(_) => return,
-        };
-        use std::os::unix::fs::MetadataExt;
-        if file.metadata().map_or(true, |m| m.nlink() != 1) {
-            return; // not a file fsync made
-        }
-        // Held for microseconds by fsync; bounded, so that another user's holder cannot hang us.
-        let spec = wait::Wait {
-            deadline: wait::Deadline::after(Some(std::time::Duration::from_secs(1))),
-            poll: None,
-            progress: None,
-        };
-        let got = wait::flock(spec, |_| {}, &file, lock::Mode::Exclusive, lock_path);
-        if !matches!(got, Ok(wait::Outcome::Acquired(()))) {
-            return;
-        }
-        if read(&file) < fence {
-            let text = format!("{fence}\n");
-            if file.write_all_at(text.as_bytes(), 0).is_ok() {
-                let _ = file.set_len(text.len() as u64);
-            }
-        }
-    }
-}
 
 /// The environment variable through which nested acquisitions find an ancestor's lock (see
 /// the module docs): a program that passes a held lock down to a command sets it in the
@@ -419,12 +361,11 @@ impl Mutex {
             let evaluating = Evaluating::new(file, key);
             // 2. the token before our evaluation
             let record = RecordFile::open(&self.path);
-            let before = match &record {
-                Some(r) => r.opened().fence,
+            let seen = match &record {
+                Some(r) => r.opened().fence.max(fence::kept(&self.path)),
                 // Another user's record, say: read it as step 4 will.
-                None => holder::read(&self.path).map_or(0, |r| r.fence),
+                None => self.trusted_fence(),
             };
-            let seen = before.max(fences::last(&self.path));
             // 3. evaluate; enter if it holds
             if condition()? {
                 let file = evaluating.into_file();
@@ -436,16 +377,27 @@ impl Mutex {
                 return Ok(Outcome::TimedOut);
             }
             let reevaluate = (network || record.is_none()).then_some(self.poll);
-            drop(record);
-            wait::acquired!(self.wait_for_entry(seen, reevaluate, deadline, &mut progress)?);
+            let entered = self.wait_for_entry(seen, record, reevaluate, deadline, &mut progress);
+            wait::acquired!(entered?);
+        }
+    }
+
+    /// The greatest token a holder of this lock left where we may believe it: a trusted
+    /// holder record, or the directory's trusted fence file (see [`crate::fence`]).
+    fn trusted_fence(&self) -> u64 {
+        match holder::split(&self.path) {
+            Some((dir, name)) => holder::trusted_fence_in(&dir, &name).max(fence::kept_in(&dir)),
+            None => 0,
         }
     }
 
     /// Step 4 of a conditional region: sleep until a holder has recorded a fence greater than
-    /// `seen`, or `reevaluate` has passed.
+    /// `seen` where we may believe it, or has removed `record` (a holder deleting the lock, whose
+    /// token may then rest where we cannot see it), or `reevaluate` has passed.
     fn wait_for_entry(
         &self,
         seen: u64,
+        record: Option<RecordFile>,
         reevaluate: Option<Duration>,
         deadline: Deadline,
         progress: &mut dyn FnMut(Duration),
@@ -464,8 +416,10 @@ impl Mutex {
                 if reevaluate.is_some_and(|every| start.elapsed() >= every) {
                     return Ok(Some(()));
                 }
-                let fence = holder::read(&self.path).map_or(0, |r| r.fence);
-                Ok((fence.max(fences::last(&self.path)) > seen).then_some(()))
+                if record.as_ref().is_some_and(|r| !r.linked()) {
+                    return Ok(Some(()));
+                }
+                Ok((self.trusted_fence() > seen).then_some(()))
             },
         )
     }
@@ -721,7 +675,7 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
 /// lookup there (one round trip on a network file system, where the path costs one per
 /// component), and by the path only if that says no (the directory may have been replaced: a
 /// group removed and made again).
-fn names(path: &Path, dir: Option<(&Dir, &str)>, held: (u64, u64)) -> Result<bool> {
+pub(crate) fn names(path: &Path, dir: Option<(&Dir, &str)>, held: (u64, u64)) -> Result<bool> {
     if let Some((dir, name)) = dir {
         if dir
             .stat_following(name)
@@ -824,16 +778,26 @@ impl MutexGuard {
     ) -> MutexGuard {
         in_process::add(key);
         let (dir, record) = prepared.current();
-        let old = match &record {
-            Some(r) => r.read().fence,
-            None => holder::read(&mutex.path).map_or(0, |r| r.fence),
+        let name = mutex.path.file_name().and_then(|n| n.to_str());
+        let lock_dir = dir.as_ref().zip(name);
+        let old = match (&record, lock_dir) {
+            (Some(r), _) => r.read().fence,
+            (None, Some((dir, name))) => holder::trusted_fence_in(dir, name),
+            (None, None) => 0,
         };
-        let kept = dir.as_ref().map_or(0, fences::last_in);
+        let kept = dir.as_ref().map_or(0, fence::kept_in);
+        let mark = lock_dir.map_or(0, |(dir, name)| fence::mark(dir, name));
         let now = procinfo::now_micros();
-        // Greater than the last recorded token (in the record, or in the directory's fence
-        // file where a `--delete` left it), and never behind the clock: tokens still grow
-        // where nothing could be kept (a read-only directory), between hosts whose clocks agree.
-        let fence = (old.max(kept) + 1).max(now);
+        // Greater than the last token kept where we may believe it (the record, the directory's
+        // fence file where a `--delete` left it, our own mark), and never behind the clock:
+        // tokens still grow where nothing could be kept, between hosts whose clocks agree.
+        let fence = fence::next(old.max(kept).max(mark), now);
+        if record.is_none() {
+            // No record of ours keeps it: our mark does.
+            if let Some((dir, name)) = lock_dir {
+                fence::raise_mark(dir, name, fence);
+            }
+        }
         let command = mutex.command.clone().unwrap_or_else(procinfo::own_cmdline);
         MutexGuard {
             path: mutex.path.clone(),
@@ -885,9 +849,11 @@ impl MutexGuard {
     /// the resource the lock protects, which then refuses writes with a smaller token than one
     /// it has seen: a holder that lost its lock without knowing (a network partition, a long
     /// pause) cannot overwrite its successor's work. It is the current time in microseconds
-    /// or one more than the last recorded token, whichever is greater; so tokens grow even
-    /// where no record can be kept (a read-only directory), as long as clocks agree. A nested
-    /// guard has its ancestor's token (from `FSYNC_FENCE`, or 0).
+    /// or one more than the last recorded token, whichever is greater, and below 2^63; so
+    /// tokens grow even where no record can be kept (a read-only directory), as long as clocks
+    /// agree. Only files of the caller or root are believed; the module docs say what holds on
+    /// one host and across hosts. A nested guard has its ancestor's token (from `FSYNC_FENCE`,
+    /// or 0).
     pub fn fence(&self) -> u64 {
         self.record.fence()
     }
@@ -979,6 +945,25 @@ impl MutexGuard {
         }
     }
 
+    /// Keep our token for the next holder where our record no longer does (see
+    /// [`crate::fence::keep`]).
+    fn keep_fence(&self) {
+        if !self.keep_fence {
+            return;
+        }
+        let Some(name) = self.path.file_name().and_then(|n| n.to_str()) else {
+            return;
+        };
+        match &self.dir {
+            Some(dir) => fence::keep(dir, name, self.record.fence()),
+            None => {
+                if let Some((dir, _)) = holder::split(&self.path) {
+                    fence::keep(&dir, name, self.record.fence());
+                }
+            }
+        }
+    }
+
     /// Whether the lock's name still names the file we hold, open as `file` (see [`names`]).
     fn still_named(&self, file: &File) -> Result<bool> {
         let held = self.held_file(file.as_raw_fd())?;
@@ -1000,9 +985,7 @@ impl MutexGuard {
         if self.delete && !still_held {
             // The fence outlives the record in the directory's fence file, so that tokens
             // keep growing after the lock is gone (whatever the next holder's clock says).
-            if self.keep_fence {
-                fences::keep(&self.path, self.record.fence());
-            }
+            self.keep_fence();
             self.record.remove();
             // Unlink only the file we hold: if the path now names another inode, leave it.
             if matches!(self.still_named(&file), Ok(true)) {
@@ -1017,9 +1000,7 @@ impl MutexGuard {
             // LOCK was deleted (or replaced) while we held it: the record now belongs to
             // whoever locks that name next. Keep the fence for them, and remove the record
             // unless someone has written it since we did.
-            if self.keep_fence {
-                fences::keep(&self.path, self.record.fence());
-            }
+            self.keep_fence();
             self.record.remove_if_unchanged();
         } else {
             self.record.released();

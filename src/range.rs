@@ -10,13 +10,23 @@ bytes of `L` from `START` (`LEN` 0: from `START` to the end of all offsets): sha
 never changed; `lslocks` shows them as `OFDLCK`. Like `flock` locks they belong to the open file
 description, so they pass down to children and are released when the last descriptor closes.
 
+To acquire: **open** `L` (created if missing, never truncated), **lock** the range, then
+**verify** that `L` still names the file locked; if not (it was deleted, or replaced, while we
+waited), close it and start again on the file the name names now, as the mutex does (see
+[`crate::mutex`], steps 1 to 3). Otherwise a waiter that opened the old file would lock it once
+its holder lets go, beside a holder of the same range of the new file. (Through a descriptor,
+[`lock_fd`], the caller chose the file: nothing is verified.)
+
 A file locked by ranges must not also be locked whole with `flock` by the same protocol: on NFS
 and FUSE file systems `flock` is emulated with a whole-file POSIX lock, and the two collide.
 */
 
 use std::{
     fs::File,
-    os::fd::{AsRawFd, BorrowedFd},
+    os::{
+        fd::{AsRawFd, BorrowedFd},
+        unix::fs::MetadataExt,
+    },
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -27,7 +37,7 @@ use crate::{
         fs::{self as pfs, Access},
         lock::{self, Mode},
     },
-    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
+    wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
 
 /// `LEN` bytes from `START`; `LEN` 0 reaches to the end of all offsets. Displayed, and parsed,
@@ -171,12 +181,59 @@ impl RangeLock {
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<RangeGuard>> {
         let deadline = Deadline::after(timeout);
-        let (file, access) = pfs::open_lock_file(&self.path, pfs::Purpose::Fcntl)?;
-        let locked = self.lock_file(&file, access, mode, deadline, progress)?;
-        Ok(locked.map(|()| RangeGuard {
+        let first = self.open(mode)?;
+        let network = pfs::fs_kind(&first.0).network;
+        let mut open = Some(first);
+        let spec = Wait::for_lock(deadline, network, self.poll);
+        let r = self.range;
+        let outcome = wait::wait_for(spec, progress, |block| -> Result<_, Failed> {
+            let (file, meta) = match open.take() {
+                Some(f) => f,
+                None => self.open(mode)?,
+            };
+            match lock::ofd_lock(&file, mode, r.start, r.len, block) {
+                Ok(true) => {}
+                Ok(false) => {
+                    open = Some((file, meta));
+                    return Ok(None);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                    open = Some((file, meta));
+                    return Err(e.into());
+                }
+                Err(e) => {
+                    return Err(Error::io(&self.path, &format!("cannot lock bytes {r}"), e).into())
+                }
+            }
+            // Deleted (or replaced) while we waited: the lock we got is on a file nobody else
+            // will lock again, so drop it and lock the file the name names now (protocol, 3).
+            let named = crate::mutex::names(&self.path, None, (meta.dev(), meta.ino()))?;
+            Ok(named.then_some(file))
+        })
+        .map_err(|f| f.naming(&self.path, &format!("cannot lock bytes {r}")))?;
+        Ok(outcome.map(|file| RangeGuard {
             path: self.path.clone(),
             file,
         }))
+    }
+
+    /// Open (creating) the lock file for a lock in `mode`, with its status.
+    fn open(&self, mode: Mode) -> Result<(File, std::fs::Metadata)> {
+        let (file, access) = pfs::open_lock_file(&self.path, pfs::Purpose::Fcntl)?;
+        self.check_access(mode, access)?;
+        let meta = (file.metadata()).map_err(|e| Error::io(&self.path, "cannot stat", e))?;
+        Ok((file, meta))
+    }
+
+    fn check_access(&self, mode: Mode, access: Access) -> Result<()> {
+        if mode == Mode::Exclusive && access == Access::ReadOnly {
+            return Err(Error::new(
+                &self.path,
+                ErrorKind::PermissionDenied,
+                "an exclusive byte-range lock needs write access to the lock file",
+            ));
+        }
+        Ok(())
     }
 
     /// Lock the range through an already open lock file.
@@ -188,13 +245,7 @@ impl RangeLock {
         deadline: Deadline,
         progress: impl FnMut(Duration),
     ) -> Result<Outcome<()>> {
-        if mode == Mode::Exclusive && access == Access::ReadOnly {
-            return Err(Error::new(
-                &self.path,
-                ErrorKind::PermissionDenied,
-                "an exclusive byte-range lock needs write access to the lock file",
-            ));
-        }
+        self.check_access(mode, access)?;
         let network = pfs::fs_kind(file).network;
         let spec = Wait::for_lock(deadline, network, self.poll);
         let r = self.range;

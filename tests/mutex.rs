@@ -1229,3 +1229,43 @@ fn a_holder_of_a_deleted_lock_leaves_the_new_holders_record_alone() {
         "the record of a live lock stays"
     );
 }
+
+/// A token that ran ahead of the clock (here a record that says so, as a host whose clock is
+/// ahead would leave it) is followed by greater ones after `--delete` removed the record, even
+/// where the directory's fence file cannot keep it: a file with a second link (the user's own
+/// data) is neither believed nor written, and the caller's private mark keeps the token.
+#[test]
+fn tokens_outgrow_a_token_ahead_of_the_clock_when_the_fence_file_cannot_keep_it() {
+    let t = TestDir::new();
+    t.write("data", "9223372036854775806\n");
+    fs::hard_link(t.join("data"), t.join(".fsync.fence")).unwrap();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let ahead = now + 1_000_000_000_000; // eleven days
+    t.write(
+        ".L.fsync",
+        &format!("fsync-holder 1\nfence {ahead}\nstate released\nend\n"),
+    );
+    let tokens: Vec<u64> = (0..3)
+        .map(|_| {
+            let out = t
+                .fsync(["mutex", "run", "--delete", "L", "--", "sh", "-c"])
+                .arg("echo $FSYNC_FENCE")
+                .run();
+            out.code(0).stdout.trim().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(tokens[0], ahead + 1, "{tokens:?}");
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens must strictly grow: {tokens:?}"
+    );
+    assert_eq!(
+        t.read("data"),
+        "9223372036854775806\n",
+        "the data was written"
+    );
+    assert!(!t.join(".L.fsync").exists() && !t.join("L").exists());
+}

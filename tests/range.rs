@@ -446,3 +446,78 @@ fn a_descriptor_range_on_the_wrong_kind_of_descriptor_says_why() {
         .run()
         .code(2);
 }
+
+/// How many blocked requests (`->` in `/proc/locks`) for OFD byte-range locks wait on the file
+/// `path` names now: a witness of a waiter blocked in the kernel on that very file.
+fn ofd_waiters_on(path: &std::path::Path) -> usize {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return 0;
+    };
+    let (major, minor) = (
+        nix::sys::stat::major(meta.dev()),
+        nix::sys::stat::minor(meta.dev()),
+    );
+    let table = std::fs::read_to_string("/proc/locks").expect("cannot read /proc/locks");
+    table
+        .lines()
+        .filter(|line| {
+            // "2: -> OFDLCK ADVISORY  WRITE -1 fe:00:5678 0 9"
+            let fields: Vec<&str> = line.split_whitespace().skip(1).collect();
+            if fields.len() < 6 || fields[0] != "->" || fields[1] != "OFDLCK" {
+                return false;
+            }
+            let id: Vec<&str> = fields[5].split(':').collect();
+            id.len() == 3
+                && u64::from_str_radix(id[0], 16) == Ok(major)
+                && u64::from_str_radix(id[1], 16) == Ok(minor)
+                && id[2].parse::<u64>() == Ok(meta.ino())
+        })
+        .count()
+}
+
+/// A waiter that opened the lock file before its holder deleted it and made a new one must not
+/// lock the old file once the holder lets go: a third process holds the same range of the new
+/// file by then, and two holders of one range would be inside at once. Each holder writes
+/// `enter` and `leave` lines to a log; they must not interleave.
+#[test]
+fn a_waiter_locks_the_file_the_name_names_after_a_delete_and_recreate() {
+    let t = TestDir::new();
+    let run = |who: &str, script: &str| {
+        t.fsync([
+            "mutex", "run", "-v", "--range", "0:10", "F", "--", "sh", "-c",
+        ])
+        .arg(script.replace("WHO", who))
+    };
+    // A holds bytes 0:10 of F; its command replaces F by a new file while A holds the old one.
+    let mut a = run(
+        "A",
+        "echo acquired; read x; rm F; : > F; echo swapped; read x",
+    )
+    .hold();
+    // B opens F (the old file) and waits for A.
+    let mut b = run("B", "echo enter WHO >> log; echo leave WHO >> log").start();
+    let said = b.stderr_line();
+    assert!(said.contains("waiting"), "-v said {said:?}");
+    a.send("swap");
+    a.expect("swapped");
+    // C locks the same range of the new F at once, and stays inside.
+    let c = run(
+        "C",
+        "echo enter WHO >> log; echo acquired; read x; echo leave WHO >> log",
+    )
+    .hold();
+    a.send("exit");
+    a.finish().code(0);
+    // The old file is free now: B either ran beside C, or it waits in the kernel on the new F.
+    let b_pid = b.pid();
+    crate::harness::eventually("B runs, or waits for C's range of the new F", || {
+        crate::harness::dead(b_pid) || ofd_waiters_on(&t.join("F")) > 0
+    });
+    c.finish().code(0);
+    b.finish().code(0);
+    assert_eq!(
+        t.read("log"),
+        "enter C\nleave C\nenter B\nleave B\n",
+        "two holders of bytes 0:10 of F were inside at once"
+    );
+}

@@ -2067,3 +2067,141 @@ fn internal_lock_files_in_the_owners_own_directory_cannot_be_opened_by_others() 
     let out = h.fsync(["msg", "list", "--json", "own/B"]).run();
     assert_eq!(json_of(&out.stdout)["count"], 3, "{}", out.stdout);
 }
+
+// Fencing tokens against a neighbour who races: `.fsync.fence` is believed and written only
+// when it is a file of the caller or root with one link; tokens strictly grow, below 2^63.
+
+/// 2^63-2: the largest fence a file may say, less one.
+const NEAR_LIMIT: &str = "9223372036854775806";
+
+/// Root's `mutex run --delete shared/L` printing its token, `n` times.
+#[track_caller]
+fn delete_tokens(h: &Hostile, n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|_| {
+            let out = h
+                .fsync([
+                    "mutex",
+                    "run",
+                    "--delete",
+                    "shared/L",
+                    "--",
+                    "sh",
+                    "-c",
+                    "echo $FSYNC_FENCE",
+                ])
+                .run();
+            out.code(0);
+            out.stdout.trim().parse().unwrap_or_else(|_| {
+                panic!("FSYNC_FENCE is not a u64: {:?}", out.stdout);
+            })
+        })
+        .collect()
+}
+
+#[track_caller]
+fn assert_growing_below_the_limit(tokens: &[u64]) {
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]) && tokens.iter().all(|&f| f < 1 << 63),
+        "tokens must strictly grow and stay below 2^63: {tokens:?}"
+    );
+}
+
+#[test]
+fn mutex_tokens_grow_and_root_never_writes_a_planted_or_linked_fence_file() {
+    let Some(h) = Hostile::new() else { return };
+    // nobody plants 2^63-2, then rewrites it as fast as a shell can with values around the
+    // limit and below the clock, until told to stop; then leaves 2^63-2 there.
+    let script = format!(
+        "f=shared/.fsync.fence; printf '%s\\n' {NEAR_LIMIT} > $f; echo planted; \
+         while [ ! -e shared/stop ]; do \
+           for v in {NEAR_LIMIT} 9223372036854775807 9223372036854775808 4000000000000000000 1; do \
+             printf '%s\\n' $v > $f; \
+           done; \
+         done; printf '%s\\n' {NEAR_LIMIT} > $f; echo stopped; read x"
+    );
+    let mut rewriter = h.nobody(["sh", "-c", &script]).start();
+    rewriter.expect("planted");
+    let mut tokens = delete_tokens(&h, 15);
+    h.t.write("shared/stop", "");
+    rewriter.expect("stopped");
+    // nobody's file as it now stands: root must not write it.
+    let fence = h.t.join("shared/.fsync.fence");
+    let planted = std::fs::metadata(&fence).unwrap();
+    tokens.extend(delete_tokens(&h, 5));
+    let now = std::fs::metadata(&fence).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&fence).unwrap(),
+        format!("{NEAR_LIMIT}\n"),
+        "root wrote into nobody's fence file"
+    );
+    assert_eq!(
+        (now.uid(), now.mtime(), now.mtime_nsec()),
+        (planted.uid(), planted.mtime(), planted.mtime_nsec()),
+        "root wrote into nobody's fence file"
+    );
+    rewriter.send("exit");
+    rewriter.finish().code(0);
+    assert_growing_below_the_limit(&tokens);
+    h.assert_victim_untouched();
+
+    // A hard link to root's file flipped in and out at `.fsync.fence`.
+    let _unprotected = HardlinksUnprotected::new();
+    h.as_nobody(["rm", "shared/.fsync.fence"]);
+    std::fs::remove_file(h.t.join("shared/stop")).unwrap();
+    let victim = h.victim();
+    let script = format!(
+        "ln '{victim}' shared/.fsync.fence && echo linked; \
+         while [ ! -e shared/stop ]; do \
+           rm -f shared/.fsync.fence 2>/dev/null; ln '{victim}' shared/.fsync.fence 2>/dev/null; \
+         done; echo stopped"
+    );
+    let mut flipper = h.nobody(["sh", "-c", &script]).start();
+    flipper.expect("linked");
+    tokens.extend(delete_tokens(&h, 10));
+    h.t.write("shared/stop", "");
+    flipper.expect("stopped");
+    flipper.finish().code(0);
+    assert_growing_below_the_limit(&tokens);
+    // The link goes (root may remove it: nobody may not), and the victim is as it was.
+    let _ = std::fs::remove_file(&fence);
+    h.assert_victim_untouched();
+}
+
+/// `mutex run --when` evaluates its condition again only when a holder has entered: another
+/// user rewriting `.fsync.fence` (with ever greater values) wakes the waiter, but is no entry.
+#[test]
+fn mutex_when_does_not_evaluate_for_a_fence_file_another_user_rewrites() {
+    let Some(h) = Hostile::new() else { return };
+    let cond = "echo x >> count; test -e go";
+    let mut waiter = h
+        .fsync([
+            "mutex", "run", "-v", "shared/L", "--when", cond, "--", "echo", "entered",
+        ])
+        .start();
+    let said = waiter.stderr_line();
+    assert!(said.contains("waiting"), "-v said {said:?}");
+    // nobody rewrites the fence file, each time with a greater value, 20,000 times.
+    h.nobody([
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 20000 ]; do \
+           printf '%s\\n' $((9000000000000000000 + i)) > shared/.fsync.fence; i=$((i + 1)); \
+         done",
+    ])
+    .run()
+    .code(0);
+    // A real entry wakes it, and the condition now holds.
+    h.t.write("go", "");
+    h.fsync(["mutex", "run", "shared/L", "--", "true"])
+        .run()
+        .code(0);
+    let out = waiter.finish();
+    out.code(0).stdout("entered\n");
+    let evaluations = h.t.read("count").lines().count();
+    assert!(
+        evaluations <= 3,
+        "the condition was evaluated {evaluations} times: woken by nobody's fence file"
+    );
+    h.assert_victim_untouched();
+}

@@ -88,9 +88,11 @@ processes. 'event reset' removes only an empty regular file, and in a sticky dir
 the caller's. Such a user can still deny service (hold a lock, fill a queue, signal an event, \
 make a directory unusable); they cannot make fsync act on a file of yours or read one for them. \
 Holder records and registrations are created 0644 and payloads 0640, less the umask. \
-FSYNC_FENCE grows strictly from holder to holder as long as a record survives (with --delete, in \
-the directory's .fsync.fence); where nothing can be written it comes from the clock, and grows \
-only between hosts whose clocks agree.";
+FSYNC_FENCE grows strictly from holder to holder and stays below 2^63: it is kept in the record \
+(with --delete, in the directory's .fsync.fence), believed and written only in files of the \
+caller or root with one link, and where no such file can keep it, in a private mark on this \
+host (under $XDG_RUNTIME_DIR, /run/user/UID, /run for root, or ~/.cache). Between users who \
+do not trust each other, and across hosts without a shared record, it grows with the clock.";
 
 const LONG_ABOUT: &str = "\
 Synchronise processes through the file system: locks, groups, events, messages and semaphores \

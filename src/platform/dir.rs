@@ -242,6 +242,24 @@ impl Dir {
         Some(self.fd.as_raw_fd())
     }
 
+    /// The directory's own status (its device and inode identify it).
+    pub fn status(&self) -> io::Result<FileStat> {
+        stat::fstat(self.fd.as_raw_fd()).map_err(io::Error::from)
+    }
+
+    /// The subdirectory `name`, created mode 0700 if missing, for the caller's private state:
+    /// `None` unless it is a directory (not a link) that the caller owns and nobody else may
+    /// enter or write (mode 0700 or less), as checked on the open descriptor.
+    pub fn private_sub(&self, name: &str) -> Option<Dir> {
+        match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o700)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(_) => return None,
+        }
+        let sub = self.sub(name, false).ok()??;
+        let st = sub.status().ok()?;
+        (st.st_uid == unistd::geteuid().as_raw() && st.st_mode & 0o077 == 0).then_some(sub)
+    }
+
     /// An entry's status, not following a link.
     pub fn stat(&self, name: &str) -> io::Result<FileStat> {
         crate::platform::retrying(|| {
