@@ -118,11 +118,10 @@ fn keep_in(dir: &Dir, fence: u64) -> bool {
     if !matches!(got, Ok(wait::Outcome::Acquired(()))) {
         return false;
     }
-    // Checked again on the descriptor, now that we hold it: still one link.
-    if !file
-        .metadata()
-        .is_ok_and(|m| trusted(m.nlink() == 1, m.uid()))
-    {
+    // Checked again now that we hold it: reachable by no other name (a hard link to a
+    // victim's file flipped in and out at the name shows here), and still trusted.
+    let sole = dir.sole_link(FENCE_FILE, &file).unwrap_or(false);
+    if !sole || !file.metadata().is_ok_and(|m| trusted(true, m.uid())) {
         return false;
     }
     if read(&file) >= fence {

@@ -644,6 +644,21 @@ fn mutex_never_writes_its_record_into_a_hard_link_to_roots_file_flipped_in() {
     );
 }
 
+#[test]
+fn mutex_run_delete_never_writes_its_fence_into_a_hard_link_to_roots_file_flipped_in() {
+    let Some(h) = Hostile::new() else { return };
+    let _unprotected = HardlinksUnprotected::new();
+    h.mkdir("shared/nobodys"); // where nobody may unlink root's fence file too
+    let count = h.t.arg("victim/count");
+    let racer = h.race("flip", [&count, "shared/nobodys/.fsync.fence"]);
+    while_racing(racer, 20, || {
+        (h.fsync(["mutex", "run", "--delete", "shared/nobodys/L", "--", "true"]))
+            .run()
+            .code(0);
+    });
+    h.assert_victim_untouched();
+}
+
 // Primitives another user made first in a sticky world-writable directory: they can remove
 // their files at any moment. Lock files are refused; semaphores and groups are used with a
 // warning.

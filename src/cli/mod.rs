@@ -81,11 +81,16 @@ directory first and may put links, FIFOs, devices, directories or files of their
 in it; fsync reaches every entry from an open descriptor of its directory with O_NOFOLLOW and \
 O_NONBLOCK and checks its type, so it never reads, writes, truncates, locks or deletes anything \
 through a link, never hangs on a FIFO, and reports such an entry (exit 66 or 77) or, in a \
-queue, skips it with one warning and goes on. It writes into a file it did not just create only \
-where the protocol shares it (a mailbox's seq, one link, never followed), writes holder records \
-only if the caller owns them, and believes a record of another user only about that user's own \
+queue, skips it with one warning and goes on. The primitive's own directory is opened from its \
+parent's descriptor and never by its path again, so swapping it with a link in a loop finds no \
+window. It writes into a file it did not just create only where the protocol shares it (a \
+mailbox's seq) and only if no other name reaches it (a hard link to your file, even one \
+removed right after the open, is refused), writes holder records only if the caller owns them, and believes a record of another user only about that user's own \
 processes. 'event reset' removes only an empty regular file, and in a sticky directory only \
-the caller's. Such a user can still deny service (hold a lock, fill a queue, signal an event, \
+the caller's. In a world-writable sticky directory such as /tmp a lock file another user made is \
+refused (exit 77), as the kernel's fs.protected_regular refuses it: they could remove it while \
+you hold it; a semaphore or group another user made there is used, and -v and 'fsync doctor' \
+say what they can do to it. Such a user can still deny service (hold a lock, fill a queue, signal an event, \
 make a directory unusable); they cannot make fsync act on a file of yours or read one for them. \
 Holder records and registrations are created 0644 and payloads 0640, less the umask. \
 FSYNC_FENCE grows strictly from holder to holder and stays below 2^63: it is kept in the record \

@@ -92,8 +92,9 @@ pub fn open_lock_file(path: &Path, purpose: Purpose) -> Result<(File, Access)> {
             _ => return Err(explain_open_error(path, "cannot create lock file", e)),
         },
     };
-    let is_dir = check_lockable(path, &file, purpose)?;
-    check_owner(path, &file)?;
+    let meta = check_lockable(path, &file, purpose)?;
+    check_owner(path, std::os::unix::fs::MetadataExt::uid(&meta))?;
+    let is_dir = meta.is_dir();
     if purpose == Purpose::Flock && !is_dir && fs_kind(&file).network {
         // Reopen the same file (not the path, which may have changed) for writing.
         if let Ok(rw) = open(
@@ -297,18 +298,18 @@ fn open_mode(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<File> {
 }
 
 fn check_regular(path: &Path, file: &File) -> Result<()> {
-    check_lockable(path, file, Purpose::Fcntl).map(|_| ())
+    check_lockable(path, file, Purpose::Fcntl).map(drop)
 }
 
 /// That `file` is something a lock of `purpose` can be taken on: a regular file, or for a
-/// flock(2) lock also a directory (as `flock(1)` allows). Returns whether it is a directory.
-fn check_lockable(path: &Path, file: &File, purpose: Purpose) -> Result<bool> {
+/// flock(2) lock also a directory (as `flock(1)` allows). Returns its status.
+fn check_lockable(path: &Path, file: &File, purpose: Purpose) -> Result<std::fs::Metadata> {
     let meta = file
         .metadata()
         .map_err(|e| Error::io(path, "cannot stat", e))?;
     if meta.is_dir() {
         if purpose == Purpose::Flock {
-            return Ok(true);
+            return Ok(meta);
         }
         return Err(Error::new(
             path,
@@ -323,7 +324,7 @@ fn check_lockable(path: &Path, file: &File, purpose: Purpose) -> Result<bool> {
             "is not a regular file",
         ));
     }
-    Ok(false)
+    Ok(meta)
 }
 
 /// Turn the errors of `open(2)` into the words a user needs: which part of the path is wrong.
@@ -369,13 +370,9 @@ pub fn foreign_in_shared(path: &Path, st_uid: u32) -> Option<u32> {
     (shared && parent.uid() != st_uid).then_some(st_uid)
 }
 
-/// [`foreign_in_shared`] as an error, for a lock file: `Ok` if the rule allows it.
-fn check_owner(path: &Path, file: &File) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let uid = file
-        .metadata()
-        .map_err(|e| Error::io(path, "cannot stat", e))?
-        .uid();
+/// [`foreign_in_shared`] as an error, for a lock file owned by `uid`: `Ok` if the rule
+/// allows it.
+fn check_owner(path: &Path, uid: u32) -> Result<()> {
     match foreign_in_shared(path, uid) {
         None => Ok(()),
         Some(uid) => Err(Error::new(
