@@ -120,7 +120,7 @@ fn keep_in(dir: &Dir, fence: u64) -> bool {
     }
     // Checked again now that we hold it: reachable by no other name (a hard link to a
     // victim's file flipped in and out at the name shows here), and still trusted.
-    let sole = dir.sole_link(FENCE_FILE, &file).unwrap_or(false);
+    let sole = dir.sole_link(FENCE_FILE, &file, None).unwrap_or(false);
     if !sole || !file.metadata().is_ok_and(|m| trusted(true, m.uid())) {
         return false;
     }

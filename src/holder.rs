@@ -194,7 +194,9 @@ impl RecordFile {
         f: File,
         st: &nix::sys::stat::FileStat,
     ) -> Option<(File, u64, Record)> {
-        if st.st_uid != nix::unistd::geteuid().as_raw() || !dir.sole_link(name, &f).ok()? {
+        if st.st_uid != nix::unistd::geteuid().as_raw()
+            || !dir.sole_link(name, &f, Some(st)).ok()?
+        {
             return None;
         }
         let head = read_head(&f).ok()?;

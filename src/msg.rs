@@ -607,7 +607,8 @@ fn with_seq(
     let file = l.top.open_or_create("seq")?;
     // Written by every poster, so no owner is required of it: but it must be no one else's
     // file reached through a hard link.
-    let sole = (l.top.sole_link("seq", &file)).map_err(|e| Error::io(&shown, "cannot stat", e))?;
+    let sole =
+        (l.top.sole_link("seq", &file, None)).map_err(|e| Error::io(&shown, "cannot stat", e))?;
     if !sole {
         return Err(l.top.not_sole("seq"));
     }
@@ -726,7 +727,10 @@ fn try_claim(
                 continue;
             }
         };
-        if !l.q.sole_link(&name, &file).unwrap_or(false) {
+        if !l.q.sole_link(&name, &file, Some(&meta)).unwrap_or(false) {
+            if l.q.stat(&name).is_err() {
+                continue; // claimed by another receiver since our open (or a link gone)
+            }
             skipped(Skipped {
                 name,
                 reason: "has other hard links: not a message fsync made".to_string(),

@@ -466,8 +466,13 @@ impl Dir {
     /// Then at the time of the count our entry was the file's only link: it is no victim's,
     /// who would still have their own name for it. Without /proc, where the kernel cannot be
     /// asked, the count and a lookup of `name` must agree.
-    pub fn sole_link(&self, name: &str, file: &File) -> io::Result<bool> {
-        let st = stat::fstat(file.as_raw_fd())?;
+    /// `st`, where given, is the file's status taken on the descriptor after the open (which
+    /// saves a round trip to the server on a network file system).
+    pub fn sole_link(&self, name: &str, file: &File, st: Option<&FileStat>) -> io::Result<bool> {
+        let st = match st {
+            Some(st) => *st,
+            None => stat::fstat(file.as_raw_fd())?,
+        };
         if st.st_nlink != 1 {
             return Ok(false);
         }
