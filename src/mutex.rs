@@ -786,8 +786,15 @@ impl MutexGuard {
             (None, None) => 0,
         };
         let kept = dir.as_ref().map_or(0, fence::kept_in);
-        let mark = lock_dir.map_or(0, |(dir, name)| fence::mark(dir, name));
         let now = procinfo::now_micros();
+        // Our mark holds tokens handed out while no record of ours could: it matters only
+        // without a record of ours, with one just made (fence 0), or where tokens run ahead of
+        // the clock. Otherwise the record's token is the last, or the clock is ahead of them
+        // all, and a run saves the mark's look-up (a dozen system calls).
+        let mark = match record.is_none() || old == 0 || old.max(kept) >= now {
+            true => lock_dir.map_or(0, |(dir, name)| fence::mark(dir, name)),
+            false => 0,
+        };
         // Greater than the last token kept where we may believe it (the record, the directory's
         // fence file where a `--delete` left it, our own mark), and never behind the clock:
         // tokens still grow where nothing could be kept, between hosts whose clocks agree.

@@ -134,7 +134,14 @@ pub fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
         Err(e) => return Err(explain_open_error(path, "cannot create lock file", e)),
     };
     check_regular(path, &file)?;
-    tighten(&file, || participants_of(dir));
+    tighten(
+        &file,
+        || {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(dir).map_or(0o777, |m| m.mode())
+        },
+        || participants_of(dir),
+    );
     Ok((file, access))
 }
 
@@ -207,13 +214,22 @@ pub(crate) fn participants_of(dir: &Path) -> u32 {
 }
 
 /// Take from an internal lock file we own the access its mode gives those who may not have it
-/// (module docs): best effort and silent. `participants` is asked only when the file gives
-/// its group or others any access.
-pub(crate) fn tighten(file: &File, participants: impl FnOnce() -> u32) {
+/// (module docs): best effort and silent. `dir_mode` (the mode of the primitive's directory
+/// alone) is asked only when the file gives its group or others any access, and
+/// `participants` (which lists the directory) only when that mode alone would not allow it:
+/// subdirectories can only add access, and a lock file may lie in a large directory (`/tmp`).
+pub(crate) fn tighten(
+    file: &File,
+    dir_mode: impl FnOnce() -> u32,
+    participants: impl FnOnce() -> u32,
+) {
     use std::os::unix::fs::MetadataExt;
     let Ok(meta) = file.metadata() else { return };
     let perm = meta.mode() & 0o777;
     if perm & 0o077 == 0 || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return;
+    }
+    if perm & !(internal_lock_mode(dir_mode()) | 0o700) == 0 {
         return;
     }
     let allowed = internal_lock_mode(participants()) | 0o700;
