@@ -360,6 +360,24 @@ fn while_racing(mut racer: crate::harness::Holder, min: usize, mut round: impl F
     );
 }
 
+/// `nobody` links `shared/link` to root's `private` and swaps it with `shared/NAME` in a loop.
+#[track_caller]
+fn swapping(h: &Hostile, name: &str, private: &str) -> crate::harness::Holder {
+    h.as_nobody(["ln", "-s", private, "shared/link"]);
+    h.race("swap", [&format!("shared/{name}"), "shared/link"])
+}
+
+/// A run during a swap: done (it met a directory), or refused naming what it met (66, 77).
+#[track_caller]
+fn done_or_refused(out: &Output) {
+    assert!(
+        matches!(out.status.code(), Some(0 | 66 | 77)),
+        "{:?}\n{}",
+        out.status,
+        out.stderr
+    );
+}
+
 fn entries(dir: &Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| d.count())
 }
@@ -376,8 +394,7 @@ fn a_mailbox_swapped_with_a_link_to_roots_private_one_is_never_used() {
     h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "nobody's"])
         .run()
         .code(0);
-    h.as_nobody(["ln", "-s", &private, "shared/link"]);
-    let racer = h.race("swap", ["shared/box", "shared/link"]);
+    let racer = swapping(&h, "box", &private);
     let mut got = String::new();
     while_racing(racer, 20, || {
         let out = h.fsync(["msg", "recv", "-n", "shared/box"]).run();
@@ -385,12 +402,7 @@ fn a_mailbox_swapped_with_a_link_to_roots_private_one_is_never_used() {
         let out = h
             .fsync(["msg", "post", "shared/box", "--data", "root's"])
             .run();
-        assert!(
-            matches!(out.status.code(), Some(0 | 66 | 77)),
-            "{:?}\n{}",
-            out.status,
-            out.stderr
-        );
+        done_or_refused(&out);
     });
     assert!(
         !got.contains("secret"),
@@ -411,18 +423,12 @@ fn a_semaphore_swapped_with_a_link_to_roots_private_directory_is_never_used() {
     h.fsync_as_nobody(["sem", "run", "shared/s.sem", "--slots", "2", "--", "true"])
         .run()
         .code(0);
-    h.as_nobody(["ln", "-s", &private, "shared/link"]);
-    let racer = h.race("swap", ["shared/s.sem", "shared/link"]);
+    let racer = swapping(&h, "s.sem", &private);
     while_racing(racer, 20, || {
         let out = h
             .fsync(["sem", "run", "shared/s.sem", "--slots", "2", "--", "true"])
             .run();
-        assert!(
-            matches!(out.status.code(), Some(0 | 66 | 77)),
-            "{:?}\n{}",
-            out.status,
-            out.stderr
-        );
+        done_or_refused(&out);
     });
     assert_eq!(
         entries(Path::new(&private)),
@@ -444,18 +450,12 @@ fn a_group_swapped_with_a_link_to_roots_private_group_is_never_used() {
         .run()
         .code(0);
     h.file("shared/G/keep", "so that --delete leaves the directory"); // and the race goes on
-    h.as_nobody(["ln", "-s", &private, "shared/link"]);
-    let racer = h.race("swap", ["shared/G", "shared/link"]);
+    let racer = swapping(&h, "G", &private);
     while_racing(racer, 20, || {
         let out = h
             .fsync(["group", "join", "--delete", "shared/G", "--", "true"])
             .run();
-        assert!(
-            matches!(out.status.code(), Some(0 | 66 | 77)),
-            "{:?}\n{}",
-            out.status,
-            out.stderr
-        );
+        done_or_refused(&out);
     });
     let after = std::fs::metadata(&join_lock).map(|m| m.ino()).ok();
     assert_eq!(
@@ -484,8 +484,7 @@ fn a_group_lock_swapped_with_a_link_to_roots_private_one_is_never_used() {
     ])
     .run()
     .code(0);
-    h.as_nobody(["ln", "-s", &private, "shared/link"]);
-    let racer = h.race("swap", ["shared/GL", "shared/link"]);
+    let racer = swapping(&h, "GL", &private);
     while_racing(racer, 20, || {
         let out = h
             .fsync([
@@ -500,12 +499,7 @@ fn a_group_lock_swapped_with_a_link_to_roots_private_one_is_never_used() {
                 "true",
             ])
             .run();
-        assert!(
-            matches!(out.status.code(), Some(0 | 66 | 77)),
-            "{:?}\n{}",
-            out.status,
-            out.stderr
-        );
+        done_or_refused(&out);
     });
     assert_eq!(
         snapshot(Path::new(&private)),
@@ -528,8 +522,7 @@ fn a_bus_swapped_with_a_link_to_roots_private_one_gets_no_delivery() {
     h.fsync_as_nobody(["bus", "connect", "shared/BUS", "root"])
         .run()
         .code(0);
-    h.as_nobody(["ln", "-s", &private, "shared/link"]);
-    let racer = h.race("swap", ["shared/BUS", "shared/link"]);
+    let racer = swapping(&h, "BUS", &private);
     while_racing(racer, 20, || {
         h.fsync([
             "bus",
