@@ -30,15 +30,16 @@ holds its own pid and fence and still has that name, and writes nothing to it. (
 not its lock: status reports fall back on the kernel's lock table, and its token is greater
 than the kept one.)
 
-The last token `old` is the greatest of those kept where the caller may believe them
-([`crate::fence`]): the record, and the directory's fence file `.fsync.fence` (where a
+The last token `old` is the greatest of those kept where the caller may believe them (the
+library's private `fence` module): the record, and the directory's fence file `.fsync.fence` (where a
 `--delete` keeps the token its record took away), each only if it is a regular file with one
 link owned by the caller or root, and only below 2^63; and the caller's private *mark* for this
 lock on this host (a file in `$XDG_RUNTIME_DIR/fsync`, `/run/user/UID/fsync`, `/run/fsync` for
 root, or `~/.cache/fsync`, named by the lock's directory and name), which keeps a token wherever
 neither shared file could (another user's record or fence file, a directory the caller may not
-write). fsync writes into a fence file only under the same conditions, re-checked on the open
-descriptor under its lock; another user's files are never written, and their values never read.
+write; it is looked up only where it can matter: with no record of the caller's, a new one,
+or tokens ahead of the clock). fsync writes into a fence file only under the same conditions,
+re-checked under its lock (and only if no other name reaches the file); another user's files are never written, and their values never read.
 So:
 
 - **on one host, for one user** (and root): each token is greater than every token the user
