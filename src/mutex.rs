@@ -39,8 +39,8 @@ root, or `~/.cache/fsync`, named by the lock's directory and name), which keeps 
 neither shared file could (another user's record or fence file, a directory the caller may not
 write; it is looked up only where it can matter: with no record of the caller's, a new one,
 or tokens ahead of the clock). fsync writes into a fence file only under the same conditions,
-re-checked under its lock (and only if no other name reaches the file); another user's files are never written, and their values never read.
-So:
+re-checked under its lock (and only if no other name reaches the file); another user's files
+are never written, and their values never read. So:
 
 - **on one host, for one user** (and root): each token is greater than every token the user
   handed out before for that lock, whatever other users put in the directory, as long as the
