@@ -412,7 +412,7 @@ impl Membership {
             .try_clone()
             .map_err(|e| Error::io(&p.dir, "cannot open", e))?;
         let serial = serial_lock(&top, self.group.poll, Deadline::never(), |_| {})?;
-        let Outcome::Acquired(serial) = serial else {
+        let Outcome::Acquired(mut serial) = serial else {
             // Interrupted while waiting to leave: leave without asking.
             self.registration.take();
             return Ok((Left::NotLast, None));
@@ -447,6 +447,10 @@ impl Membership {
         if self.passed_down {
             lock::set_inheritable(&gate, true)
                 .map_err(|e| Error::io(&p.gate, "cannot pass the membership down", e))?;
+            // If the clean-up's processes die, join.lock must go last: a joiner it lets in
+            // must find our gate and registration released already.
+            let own = self.registration.as_ref().and_then(|r| r.reg.raw_fd());
+            serial.raise_descriptor(own.unwrap_or(0).max(std::os::fd::AsRawFd::as_raw_fd(&gate)));
             serial.pass_down(true)?;
         }
         let value = cleanup(&mut Cleanup {

@@ -396,6 +396,12 @@ pub(crate) struct Registration {
 }
 
 impl Registration {
+    /// The number of its descriptor, while it has one.
+    pub(crate) fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.file.as_ref().map(|f| f.as_raw_fd())
+    }
+
     pub(crate) fn create(
         dir: &crate::platform::dir::Dir,
         id: &str,

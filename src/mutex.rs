@@ -919,6 +919,20 @@ impl MutexGuard {
         })
     }
 
+    /// Move the lock's descriptor above `floor` (the same open file, so the same lock): a dying
+    /// process's descriptors are closed in ascending order, so a lock passed down with others
+    /// is then released after them (a group's `join.lock` after its `gate` and registration, so
+    /// that a joiner it lets in finds them released too). Best effort.
+    pub(crate) fn raise_descriptor(&mut self, floor: RawFd) {
+        let Some(file) = &self.file else { return };
+        if file.as_raw_fd() > floor {
+            return;
+        }
+        if let Ok(fd) = pfs::duplicate_from(file.as_raw_fd(), floor + 1) {
+            self.file = Some(File::from(fd));
+        }
+    }
+
     /// Decide at release time whether the lock file goes (compound primitives that learn only
     /// while holding the lock whether they were the last user).
     pub(crate) fn set_delete_on_release(&mut self, yes: bool) {

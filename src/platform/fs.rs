@@ -517,9 +517,18 @@ pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
 /// `number` and outlive the duplicate.
 pub fn duplicate(number: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
     // The lowest free descriptor from 3 on: never one of the standard three.
+    duplicate_from(number, 3)
+}
+
+/// [`duplicate`], as the lowest free descriptor from `lowest` on.
+pub fn duplicate_from(
+    number: std::os::fd::RawFd,
+    lowest: std::os::fd::RawFd,
+) -> io::Result<std::os::fd::OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC reads no memory; it fails with EBADF if `number` is not open.
-    let fd =
-        super::retrying(|| super::cvt(unsafe { libc::fcntl(number, libc::F_DUPFD_CLOEXEC, 3) }))?;
+    let fd = super::retrying(|| {
+        super::cvt(unsafe { libc::fcntl(number, libc::F_DUPFD_CLOEXEC, lowest) })
+    })?;
     // SAFETY: a descriptor the kernel just gave us, owned by nobody else.
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }
