@@ -525,8 +525,8 @@ pub fn duplicate_from(
     number: std::os::fd::RawFd,
     lowest: std::os::fd::RawFd,
 ) -> io::Result<std::os::fd::OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC reads no memory; it fails with EBADF if `number` is not open.
     let fd = super::retrying(|| {
+        // SAFETY: F_DUPFD_CLOEXEC reads no memory; it fails with EBADF if `number` is not open.
         super::cvt(unsafe { libc::fcntl(number, libc::F_DUPFD_CLOEXEC, lowest) })
     })?;
     // SAFETY: a descriptor the kernel just gave us, owned by nobody else.
