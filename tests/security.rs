@@ -616,25 +616,44 @@ fn msg_recv_never_hands_on_a_hard_link_to_roots_file_flipped_into_the_queue() {
     h.assert_victim_untouched();
 }
 
-#[test]
-fn mutex_never_writes_its_record_into_a_hard_link_to_roots_file_flipped_in() {
-    let Some(h) = Hostile::new() else { return };
+/// Root's mutex in `dir` while `nobody` flips a hard link to root's empty file in and out at
+/// its record: the file stays empty.
+fn mutex_record_flip_in(h: &Hostile, dir: &str) {
     let _unprotected = HardlinksUnprotected::new();
     let empty = h.t.join("private-empty");
     std::fs::write(&empty, "").unwrap();
     chmod(&empty, 0o600);
-    h.mkdir("shared/nobodys"); // where nobody may unlink root's record too
-    let racer = h.race("flip", [empty.to_str().unwrap(), "shared/nobodys/.L.fsync"]);
+    let (record, lock) = (format!("{dir}/.L.fsync"), format!("{dir}/L"));
+    let racer = h.race("flip", [empty.to_str().unwrap(), &record]);
     while_racing(racer, 20, || {
-        h.fsync(["mutex", "run", "shared/nobodys/L", "--", "true"])
-            .run()
-            .code(0);
+        h.fsync(["mutex", "run", &lock, "--", "true"]).run().code(0);
     });
     assert_eq!(
         std::fs::read(&empty).unwrap(),
         b"",
         "root's empty file got a record"
     );
+}
+
+#[test]
+fn mutex_never_writes_its_record_into_a_hard_link_to_roots_file_flipped_in() {
+    let Some(h) = Hostile::new() else { return };
+    h.mkdir("shared/nobodys"); // where nobody may unlink root's record too
+    mutex_record_flip_in(&h, "shared/nobodys");
+}
+
+#[test]
+fn mutex_never_writes_its_record_into_a_link_flipped_in_a_directory_root_shares_with_a_group() {
+    let Some(h) = Hostile::new() else { return };
+    // Root's own directory, writable by nobody's group: root's, but not root's alone.
+    let dir = h.t.join("team");
+    std::fs::create_dir(&dir).unwrap();
+    let group = nix::unistd::Group::from_name("nogroup")
+        .unwrap()
+        .expect("group nogroup");
+    nix::unistd::chown(&dir, None, Some(group.gid)).unwrap();
+    chmod(&dir, 0o775);
+    mutex_record_flip_in(&h, "team");
 }
 
 #[test]
