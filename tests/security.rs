@@ -671,6 +671,42 @@ fn mutex_run_delete_never_writes_its_fence_into_a_hard_link_to_roots_file_flippe
     h.assert_victim_untouched();
 }
 
+/// `group join --delete` removes the emptied group's directory by the sticky rule the kernel
+/// applies to everyone but root, applied to root too: in a sticky directory only the caller's
+/// or the sticky directory owner's.
+#[test]
+fn group_delete_removes_another_users_group_directory_only_where_the_sticky_rule_allows() {
+    let Some(h) = Hostile::new() else { return };
+    // Group directories nobody made, which root's members fill and empty: in nobody's sticky
+    // directory root leaves nobody's (emptied) directory there ...
+    h.mkdir("shared/theirs");
+    h.as_nobody(["chmod", "1777", "shared/theirs"]);
+    h.mkdir("shared/theirs/G");
+    h.fsync(["group", "join", "--delete", "shared/theirs/G", "--", "true"])
+        .run_in(&h)
+        .code(0);
+    h.assert_kind("shared/theirs/G", "directory");
+    assert_eq!(
+        entries(&h.t.join("shared/theirs/G")),
+        0,
+        "root left its files"
+    );
+    // ... and removes its own there, and nobody's in its own sticky `shared`.
+    h.fsync(["group", "join", "--delete", "shared/theirs/R", "--", "true"])
+        .run_in(&h)
+        .code(0);
+    assert_eq!(h.kind("shared/theirs/R"), None, "root's own group was left");
+    h.mkdir("shared/N");
+    h.fsync(["group", "join", "--delete", "shared/N", "--", "true"])
+        .run_in(&h)
+        .code(0);
+    assert_eq!(
+        h.kind("shared/N"),
+        None,
+        "the sticky directory's owner may remove it"
+    );
+}
+
 // Primitives another user made first in a sticky world-writable directory: they can remove
 // their files at any moment. Lock files are refused; semaphores and groups are used with a
 // warning.
