@@ -726,6 +726,20 @@ fn a_lock_file_another_user_made_in_a_sticky_directory_is_refused() {
             .stderr_has("belongs to another user (uid");
     }
     h.assert_kind("shared/L", "file");
+    // Outside a world-writable sticky directory the rule does not apply: a lock file of
+    // nobody's that root keeps in its own directory, or that nobody keeps in theirs.
+    h.t.write("own.lck", "");
+    let nobody = nix::unistd::User::from_name("nobody")
+        .unwrap()
+        .expect("user nobody");
+    nix::unistd::chown(&h.t.join("own.lck"), Some(nobody.uid), None).unwrap();
+    h.mkdir("shared/nobodys");
+    h.file("shared/nobodys/L", "");
+    for lock in ["own.lck", "shared/nobodys/L"] {
+        h.fsync(["mutex", "run", lock, "--", "true"])
+            .run_in(&h)
+            .code(0);
+    }
 }
 
 #[test]
