@@ -623,6 +623,39 @@ impl Dir {
 mod tests {
     use super::*;
 
+    /// The long way of [`Dir::top`]: the caller's own links are followed, to a directory only;
+    /// a dangling one is "missing" to a reader and an error to a creator (its target is never
+    /// made); a path without a last name (`x/..`) is opened as given.
+    #[test]
+    fn top_follows_the_callers_links_to_directories_only() {
+        let t = tempfile::tempdir().unwrap();
+        let (file, dir) = (t.path().join("file"), t.path().join("dir"));
+        std::fs::write(&file, b"data").unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        let link = |to: &Path, name: &str| {
+            let at = t.path().join(name);
+            std::os::unix::fs::symlink(to, &at).unwrap();
+            at
+        };
+        let to_dir = link(&dir, "to-dir");
+        let to_file = link(&file, "to-file");
+        let dangling = link(&t.path().join("nowhere"), "dangling");
+        assert!(Dir::top(&to_dir, false, "x").unwrap().is_some());
+        assert!(Dir::top(&to_dir, true, "x").unwrap().is_some());
+        for create in [false, true] {
+            let e = Dir::top(&to_file, create, "x").unwrap_err();
+            assert!(e.to_string().ends_with("exists and is not a directory"), "{e}");
+        }
+        assert!(Dir::top(&dangling, false, "x").unwrap().is_none());
+        let e = Dir::top(&dangling, true, "x").unwrap_err();
+        assert!(e.to_string().ends_with("exists and is not a directory"), "{e}");
+        assert!(!t.path().join("nowhere").exists(), "a dangling link's target was made");
+        let up = t.path().join("missing/..");
+        assert!(Dir::top(&up, false, "x").unwrap().is_none());
+        assert!(Dir::top(&up, true, "x").is_err());
+        assert!(Dir::top(&dir.join(".."), false, "x").unwrap().is_some());
+    }
+
     #[test]
     fn links_fifos_and_wrong_kinds_are_refused() {
         let t = tempfile::tempdir().unwrap();
