@@ -644,12 +644,21 @@ mod tests {
         assert!(Dir::top(&to_dir, true, "x").unwrap().is_some());
         for create in [false, true] {
             let e = Dir::top(&to_file, create, "x").unwrap_err();
-            assert!(e.to_string().ends_with("exists and is not a directory"), "{e}");
+            assert!(
+                e.to_string().ends_with("exists and is not a directory"),
+                "{e}"
+            );
         }
         assert!(Dir::top(&dangling, false, "x").unwrap().is_none());
         let e = Dir::top(&dangling, true, "x").unwrap_err();
-        assert!(e.to_string().ends_with("exists and is not a directory"), "{e}");
-        assert!(!t.path().join("nowhere").exists(), "a dangling link's target was made");
+        assert!(
+            e.to_string().ends_with("exists and is not a directory"),
+            "{e}"
+        );
+        assert!(
+            !t.path().join("nowhere").exists(),
+            "a dangling link's target was made"
+        );
         let up = t.path().join("missing/..");
         assert!(Dir::top(&up, false, "x").unwrap().is_none());
         assert!(Dir::top(&up, true, "x").is_err());
