@@ -705,6 +705,17 @@ fn group_delete_removes_another_users_group_directory_only_where_the_sticky_rule
         None,
         "the sticky directory's owner may remove it"
     );
+    // Without the sticky bit the rule does not apply: nobody's group in nobody's own directory.
+    h.mkdir("shared/plain");
+    h.mkdir("shared/plain/G");
+    h.fsync(["group", "join", "--delete", "shared/plain/G", "--", "true"])
+        .run_in(&h)
+        .code(0);
+    assert_eq!(
+        h.kind("shared/plain/G"),
+        None,
+        "no sticky bit, no sticky rule"
+    );
 }
 
 // Primitives another user made first in a sticky world-writable directory: they can remove
