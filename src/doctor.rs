@@ -391,7 +391,7 @@ fn sharing_warning(path: &Path, dir: &Path) -> Option<String> {
         ));
     }
     let meta = std::fs::metadata(dir).ok()?;
-    (meta.mode() & 0o1002 == 0o1002).then(|| {
+    crate::platform::dir::shared_sticky(meta.mode()).then(|| {
         "world-writable sticky directory: a lock file another user made here first is refused; \
          a semaphore or group another user made here first is used with a warning, since they \
          can remove its files at any moment"

@@ -250,7 +250,7 @@ impl Event {
 /// stays. In a sticky directory (`/tmp`) only the file's owner, or the directory's, may remove
 /// it: the rule the kernel applies to everyone but root, applied to root too.
 fn removable(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::fs::MetadataExt;
     let refuse = |why: String| Err(Error::new(path, ErrorKind::NotFound, why));
     let kind = meta.file_type();
     if !kind.is_file() {
@@ -266,18 +266,9 @@ fn removable(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
     if meta.len() > 0 {
         return refuse("holds data, so it is not an event file; not removing it".into());
     }
-    let me = nix::unistd::geteuid().as_raw();
     if let Ok(dir) = std::fs::metadata(pfs::parent_dir(path)) {
-        let sticky = dir.permissions().mode() & 0o1000 != 0;
-        if sticky && meta.uid() != me && dir.uid() != me {
-            return Err(Error::new(
-                path,
-                ErrorKind::PermissionDenied,
-                format!(
-                    "belongs to another user (uid {}) in a sticky directory; not removing it",
-                    meta.uid()
-                ),
-            ));
+        if !crate::platform::dir::sticky_allows(dir.mode(), dir.uid(), meta.uid()) {
+            return Err(crate::platform::dir::sticky_refusal(path, meta.uid()));
         }
     }
     Ok(())

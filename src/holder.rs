@@ -184,8 +184,9 @@ impl RecordFile {
     }
 
     /// Accept an existing record file (`st` its status) only if it is ours to write: a
-    /// regular file reachable by no other name ([`Dir::sole_link`]), owned by us (we never write into another user's file: a
-    /// record names our command line), that starts with the magic line or is empty (its
+    /// regular file reachable by no other name ([`Dir::sole_link`]), owned by us (we never
+    /// write into another user's file: a record names our command line), that starts with the
+    /// magic line or is empty (its
     /// creator died before writing it). Returns it with its length and what it says, read
     /// once (each read is a round trip to the server on a network file system).
     fn check(
@@ -494,8 +495,6 @@ impl Registration {
         let (Ok(entries), Ok(parent)) = (dir.entries(), dir.stat(".")) else {
             return 0;
         };
-        let me = nix::unistd::geteuid().as_raw();
-        let sticky = parent.st_mode & nix::sys::stat::Mode::S_ISVTX.bits() != 0;
         let mut reaped = 0;
         for (name, kind) in entries {
             if name.starts_with('.') || kind == Some(crate::platform::dir::Kind::Dir) {
@@ -504,7 +503,9 @@ impl Registration {
             let Ok(Some((file, st))) = dir.open_stat(&name, false) else {
                 continue;
             };
-            if st.st_nlink != 1 || (sticky && st.st_uid != me && parent.st_uid != me) {
+            let removable =
+                crate::platform::dir::sticky_allows(parent.st_mode, parent.st_uid, st.st_uid);
+            if st.st_nlink != 1 || !removable {
                 continue;
             }
             if !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {

@@ -671,16 +671,8 @@ fn removable(dir: &Dir, name: &str, st: &FileStat, parent: &FileStat) -> Result<
             "has other links; not removing it".to_string(),
         );
     }
-    let me = nix::unistd::geteuid().as_raw();
-    let sticky = parent.st_mode & nix::sys::stat::Mode::S_ISVTX.bits() != 0;
-    if sticky && st.st_uid != me && parent.st_uid != me {
-        return refuse(
-            ErrorKind::PermissionDenied,
-            format!(
-                "belongs to another user (uid {}) in a sticky directory; not removing it",
-                st.st_uid
-            ),
-        );
+    if !dir::sticky_allows(parent.st_mode, parent.st_uid, st.st_uid) {
+        return Err(dir::sticky_refusal(&dir.join(name), st.st_uid));
     }
     Ok(())
 }

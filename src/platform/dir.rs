@@ -68,6 +68,29 @@ fn is_kind(st: &FileStat, kind: Kind) -> bool {
     }
 }
 
+/// Whether the caller may remove an entry owned by `entry_uid` from a directory of mode
+/// `dir_mode` owned by `dir_uid`: in a sticky directory only its own or the directory owner's,
+/// the rule the kernel applies to everyone but root, applied to root too.
+pub fn sticky_allows(dir_mode: u32, dir_uid: u32, entry_uid: u32) -> bool {
+    let me = unistd::geteuid().as_raw();
+    dir_mode & Mode::S_ISVTX.bits() == 0 || entry_uid == me || dir_uid == me
+}
+
+/// The error for an entry [`sticky_allows`] keeps.
+pub fn sticky_refusal(path: &Path, entry_uid: u32) -> Error {
+    Error::new(
+        path,
+        ErrorKind::PermissionDenied,
+        format!("belongs to another user (uid {entry_uid}) in a sticky directory; not removing it"),
+    )
+}
+
+/// Whether a directory of mode `mode` is world-writable and sticky (`/tmp`): shared by every
+/// user, each able to remove only their own entries.
+pub fn shared_sticky(mode: u32) -> bool {
+    mode & 0o1002 == 0o1002
+}
+
 /// Whether fsync may write into, or believe, a file owned by `uid`: the caller's or root's.
 pub fn trusted_owner(uid: u32) -> bool {
     uid == 0 || uid == unistd::geteuid().as_raw()
@@ -201,9 +224,10 @@ impl Dir {
         ))
     }
 
+    /// The directory `fd`, which `open(2)` or `openat(2)` has just returned, shown as `path`.
     fn own(fd: RawFd, path: &Path) -> Dir {
         Dir {
-            // SAFETY: open returned a new descriptor that nothing else owns.
+            // SAFETY: the caller passes a new descriptor that nothing else owns.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             path: path.to_path_buf(),
         }
@@ -301,11 +325,7 @@ impl Dir {
             .map_err(io::Error::from)
         });
         match opened {
-            Ok(fd) => Ok(Some(Dir {
-                // SAFETY: openat returned a new descriptor that nothing else owns.
-                fd: unsafe { OwnedFd::from_raw_fd(fd) },
-                path: shown,
-            })),
+            Ok(fd) => Ok(Some(Dir::own(fd, &shown))),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !create => Ok(None),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
                 Err(self.wrong_kind(name, Kind::Dir))
@@ -566,20 +586,9 @@ impl Dir {
                 "names another directory now; not removing it",
             ));
         }
-        let sticky = stat::fstat(parent.fd.as_raw_fd())?;
-        let caller = unistd::geteuid().as_raw();
-        if sticky.st_mode & Mode::S_ISVTX.bits() != 0
-            && there.st_uid != caller
-            && sticky.st_uid != caller
-        {
-            // The kernel's rule for everyone but root, applied to root too.
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "belongs to another user (uid {}) in a sticky directory; not removing it",
-                    there.st_uid
-                ),
-            ));
+        let above = stat::fstat(parent.fd.as_raw_fd())?;
+        if !sticky_allows(above.st_mode, above.st_uid, there.st_uid) {
+            return Err(io::ErrorKind::PermissionDenied.into());
         }
         parent.rmdir(name)
     }

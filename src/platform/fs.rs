@@ -382,8 +382,7 @@ pub fn foreign_in_shared(path: &Path, st_uid: u32) -> Option<u32> {
         return None;
     }
     let parent = std::fs::metadata(parent_dir(path)).ok()?;
-    let shared = parent.mode() & 0o1002 == 0o1002;
-    (shared && parent.uid() != st_uid).then_some(st_uid)
+    (super::dir::shared_sticky(parent.mode()) && parent.uid() != st_uid).then_some(st_uid)
 }
 
 /// [`foreign_in_shared`] as an error, for a lock file owned by `uid`: `Ok` if the rule
