@@ -124,15 +124,24 @@ impl Dir {
         let whole = crate::platform::retrying(|| {
             fcntl::open(path, DIR_FLAGS | OFlag::O_NOFOLLOW, Mode::empty()).map_err(io::Error::from)
         });
-        if let Ok(fd) = whole {
-            return Ok(Some(Dir::own(fd, path)));
+        let e = match whole {
+            Ok(fd) => return Ok(Some(Dir::own(fd, path))),
+            Err(e) => e,
+        };
+        // Only a name that is missing, a link or no directory needs the long way; any other
+        // failure (permission, I/O, a network file system's server gone) is the answer, and
+        // asking again would only wait on that server once more.
+        if !matches!(
+            e.raw_os_error(),
+            Some(libc::ENOENT | libc::ELOOP | libc::ENOTDIR)
+        ) {
+            return Err(super::fs::explain_open_error(path, what, e));
         }
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             // `/`, `..` and the like: wholly the caller's choice.
-            return match whole {
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !create => Ok(None),
-                Err(e) => Err(super::fs::explain_open_error(path, what, e)),
-                Ok(_) => unreachable!("returned above"),
+            return match e.raw_os_error() {
+                Some(libc::ENOENT) if !create => Ok(None),
+                _ => Err(super::fs::explain_open_error(path, what, e)),
             };
         };
         let parent = super::fs::parent_dir(path);
@@ -142,11 +151,7 @@ impl Dir {
             Ok(fd) => Dir::own(fd, parent),
             Err(_) => {
                 super::fs::check_parent(path)?;
-                return Err(super::fs::explain_open_error(
-                    path,
-                    what,
-                    whole.unwrap_err(),
-                ));
+                return Err(super::fs::explain_open_error(path, what, e));
             }
         };
         parent.child_top(name, path, create, what)
