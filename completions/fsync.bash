@@ -28,6 +28,9 @@ _fsync() {
             fsync,event)
                 cmd="fsync__subcmd__event"
                 ;;
+            fsync,flock)
+                cmd="fsync__subcmd__flock"
+                ;;
             fsync,group)
                 cmd="fsync__subcmd__group"
                 ;;
@@ -189,6 +192,9 @@ _fsync() {
                 ;;
             fsync__subcmd__help,event)
                 cmd="fsync__subcmd__help__subcmd__event"
+                ;;
+            fsync__subcmd__help,flock)
+                cmd="fsync__subcmd__help__subcmd__flock"
                 ;;
             fsync__subcmd__help,group)
                 cmd="fsync__subcmd__help__subcmd__group"
@@ -422,7 +428,7 @@ _fsync() {
 
     case "${cmd}" in
         fsync)
-            opts="-h -V --help --version mutex group event msg bus swmr sem grouplock doctor completions man help"
+            opts="-h -V --help --version mutex group event msg bus swmr sem grouplock doctor flock completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -919,6 +925,56 @@ _fsync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fsync__subcmd__flock)
+            opts="-s -x -u -n -w -E -o -c -F -h -V --shared --exclusive --unlock --nb --nonblocking --wait --timeout --conflict-exit-code --close --command --no-fork --fcntl --start --length --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --command)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --start)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --length)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fsync__subcmd__group)
             opts="-h -V --help --version join empty wait-empty members watch help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -1324,7 +1380,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help)
-            opts="mutex group event msg bus swmr sem grouplock doctor completions man help"
+            opts="mutex group event msg bus swmr sem grouplock doctor flock completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1522,6 +1578,20 @@ _fsync() {
         fsync__subcmd__help__subcmd__event__subcmd__wait)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__flock)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2292,7 +2362,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__lock)
-            opts="-s -w -t -n -E -v -h -V --fd --shared --range --fcntl --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-s -x -u -w -t -n -E -v -h -V --fd --shared --exclusive --unlock --range --fcntl --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2342,7 +2412,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__run)
-            opts="-w -t -n -E -v -o -s -x -c -u -F -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --lease --range --fcntl --shared --exclusive --when --command --unlock --no-fork --help --version"
+            opts="-w -t -n -E -v -o -s -x -c -u -F -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --lease --range --fcntl --shared --exclusive --mode --when --command --unlock --no-fork --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2385,6 +2455,10 @@ _fsync() {
                     return 0
                     ;;
                 --range)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mode)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

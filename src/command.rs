@@ -70,6 +70,16 @@ pub fn spawn(argv: &[impl AsRef<OsStr>]) -> Result<Running, SpawnError> {
     Ok(Running { child })
 }
 
+/// Replace this process with `argv`, found and run as [`spawn`] runs it, with the environment
+/// and descriptors the process has now (`flock --no-fork`). Returns only if that failed.
+///
+/// # Panics
+///
+/// If `argv` is empty.
+pub fn exec(argv: &[impl AsRef<OsStr>]) -> SpawnError {
+    process::exec(argv).into()
+}
+
 impl From<process::SpawnError> for SpawnError {
     fn from(e: process::SpawnError) -> SpawnError {
         match e {

@@ -92,6 +92,12 @@ impl Error {
         self.errno
     }
 
+    /// The same error, with the operating-system error number that stands behind its words.
+    pub(crate) fn with_errno(mut self, errno: i32) -> Error {
+        self.errno = Some(errno);
+        self
+    }
+
     /// The same error, naming `shown` where it named `pinned` (a path through an open
     /// directory, `/proc/self/fd/N`, that means nothing to a user), in its path and its words.
     pub(crate) fn shown_as(mut self, pinned: &Path, shown: &Path) -> Error {

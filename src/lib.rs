@@ -127,7 +127,7 @@ pub use group::{Group, Membership};
 pub use grouplock::{GroupGuard, GroupLock};
 pub use guard::{Lease, LeaseState, LossCheck};
 pub use msg::{Mailbox, Received};
-pub use mutex::{Mutex, MutexGuard, SharedGuard};
+pub use mutex::{Mutex, MutexGuard, PlainGuard};
 pub use platform::lock::Mode;
 pub use range::{ByteRange, RangeGuard, RangeLock};
 pub use sem::{Semaphore, SlotGuard};

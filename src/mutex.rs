@@ -172,6 +172,8 @@ pub struct Mutex {
     command: Option<String>,
     /// A lock file inside a primitive's directory: never reached through a symbolic link.
     internal: bool,
+    /// The mode a missing lock file is created with (less the umask).
+    create_mode: u32,
 }
 
 impl Mutex {
@@ -183,7 +185,15 @@ impl Mutex {
             poll: wait::DEFAULT_POLL,
             command: None,
             internal: false,
+            create_mode: pfs::LOCK_FILE_MODE,
         }
+    }
+
+    /// The permissions a missing lock file is created with, less the umask (default 0666, as
+    /// `flock(1)` creates it). An existing file keeps its own.
+    pub fn create_mode(mut self, mode: u32) -> Mutex {
+        self.create_mode = mode & 0o7777;
+        self
     }
 
     /// What the holder record names as the work done under the lock (default: this
@@ -462,21 +472,37 @@ impl Mutex {
         &self,
         timeout: Option<Duration>,
         progress: impl FnMut(Duration),
-    ) -> Result<Outcome<SharedGuard>> {
+    ) -> Result<Outcome<PlainGuard>> {
+        self.acquire_plain_with(Mode::Shared, timeout, progress)
+    }
+
+    /// Take a plain flock(2) lock on the file in `mode`, exactly as `flock(1)` takes it:
+    /// steps 1 to 3 of the protocol, writing nothing beside the lock (no holder record, no
+    /// fencing token, no nesting), so that it may lock a script in a directory where nothing
+    /// else belongs (`fsync flock`). Waits and errors as [`acquire_with`](Self::acquire_with);
+    /// a mutex set to [`delete_on_release`](Self::delete_on_release) is refused
+    /// ([`ErrorKind::Invalid`]).
+    pub fn acquire_plain_with(
+        &self,
+        mode: Mode,
+        timeout: Option<Duration>,
+        progress: impl FnMut(Duration),
+    ) -> Result<Outcome<PlainGuard>> {
         if self.delete {
             return Err(Error::new(
                 &self.path,
                 ErrorKind::Invalid,
-                "a shared lock is never deleted on release",
+                "a lock without a holder record is never deleted on release",
             ));
         }
-        let locked = self.lock_file(Mode::Shared, Deadline::after(timeout), progress)?;
+        let locked = self.lock_file(mode, Deadline::after(timeout), progress)?;
         Ok(locked.map(|(file, _, key)| {
             in_process::add(key);
-            SharedGuard {
+            PlainGuard {
                 path: self.path.clone(),
                 file,
                 key,
+                mode,
             }
         }))
     }
@@ -498,12 +524,18 @@ impl Mutex {
                 "already held by this thread through another guard; waiting would deadlock",
             ));
         }
-        if self.delete && meta.is_dir() {
+        if self.delete && !meta.is_file() {
             // A path of the wrong kind for what was asked, as a directory for a byte range.
+            let kind = match meta.is_dir() {
+                true => "a directory",
+                false => "a device",
+            };
             return Err(Error::new(
                 &self.path,
                 ErrorKind::NotFound,
-                "is a directory: it can be the lock, but delete on release removes only lock files",
+                format!(
+                    "is {kind}: it can be the lock, but delete on release removes only lock files"
+                ),
             ));
         }
         let network = pfs::fs_kind(&first.0).network;
@@ -550,7 +582,7 @@ impl Mutex {
     fn open(&self) -> Result<(File, Access)> {
         match self.internal {
             true => pfs::open_internal_lock(&self.path),
-            false => pfs::open_lock_file(&self.path, pfs::Purpose::Flock),
+            false => pfs::open_lock_file_mode(&self.path, pfs::Purpose::Flock, self.create_mode),
         }
     }
 
@@ -741,6 +773,10 @@ impl Prepared {
     }
 }
 
+/// The permissions a lock file is created with unless asked otherwise ([`Mutex::create_mode`]),
+/// less the umask: 0666, as `flock(1)`, Perl's `sysopen` and `touch` create files.
+pub use crate::platform::fs::LOCK_FILE_MODE;
+
 /// Proof of holding a [`Mutex`]; releases it when dropped.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
@@ -778,7 +814,12 @@ impl MutexGuard {
         prepared: Prepared,
     ) -> MutexGuard {
         in_process::add(key);
-        let (dir, record) = prepared.current();
+        // A device (`/dev/null`) lies in a directory of the system's, where nothing of ours
+        // belongs: no record, and the token grows with the clock.
+        let (dir, record) = match key.device() {
+            false => prepared.current(),
+            true => (None, None),
+        };
         let name = mutex.path.file_name().and_then(|n| n.to_str());
         let lock_dir = dir.as_ref().zip(name);
         let old = match (&record, lock_dir) {
@@ -1059,17 +1100,26 @@ mod in_process {
         ino: u64,
         thread: ThreadId,
         mode: Mode,
+        /// The lock file is a device (`/dev/null`): nothing is written beside it.
+        device: bool,
     }
 
     impl Key {
         /// This thread's holding, in `mode`, of the file `meta` describes.
         pub fn new(meta: &Metadata, mode: Mode) -> Key {
+            use std::os::unix::fs::FileTypeExt;
             Key {
                 dev: meta.dev(),
                 ino: meta.ino(),
                 thread: thread::current().id(),
                 mode,
+                device: meta.file_type().is_char_device(),
             }
+        }
+
+        /// Whether the lock file is a device, beside which no record is kept.
+        pub fn device(&self) -> bool {
+            self.device
         }
 
         /// The file's device and inode numbers.
@@ -1106,17 +1156,18 @@ mod in_process {
     }
 }
 
-/// Proof of holding a shared lock on a [`Mutex`]'s file ([`Mutex::acquire_shared_with`]);
-/// releases it when dropped.
+/// Proof of holding a plain lock on a [`Mutex`]'s file ([`Mutex::acquire_plain_with`],
+/// [`Mutex::acquire_shared_with`]); releases it when dropped.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
-pub struct SharedGuard {
+pub struct PlainGuard {
     path: PathBuf,
     file: File,
     key: in_process::Key,
+    mode: Mode,
 }
 
-impl SharedGuard {
+impl PlainGuard {
     /// Let commands started from now on inherit the lock (`inherit`), or not: an inherited
     /// lock stays held while any process that inherited it runs.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
@@ -1126,11 +1177,11 @@ impl SharedGuard {
 
     /// On a network file system, the check that the lock is still ours.
     pub fn loss_check(&self) -> Option<crate::LossCheck> {
-        crate::LossCheck::of(&self.file, Mode::Shared)
+        crate::LossCheck::of(&self.file, self.mode)
     }
 }
 
-impl Drop for SharedGuard {
+impl Drop for PlainGuard {
     fn drop(&mut self) {
         in_process::remove(self.key);
     }
@@ -1307,26 +1358,37 @@ pub fn unlock_fd(fd: BorrowedFd<'_>) -> Result<()> {
 /// (`exec 9>>lock` in the shell): a close-on-exec duplicate. Locks belong to the open file
 /// description both share, so [`lock_fd`] and [`unlock_fd`] on it lock and unlock `number`.
 /// Fails if `number` is not open, or is open on something that cannot be a lock file (a pipe,
-/// a socket, a device).
+/// a socket, a block device).
 pub fn inherited_fd(number: RawFd) -> Result<OwnedFd> {
     let path = fd_path(number);
     check_lockable_fd(number, &path)?;
     pfs::duplicate(number).map_err(|e| Error::io(&path, "cannot duplicate descriptor", e))
 }
 
-/// That `fd` is open on a regular file or a directory, the only things a lock file can be: a
-/// lock on a pipe, a socket or a device (`/dev/null`) would exclude nobody. Returns whether it is
-/// a directory.
-pub(crate) fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<bool> {
+/// What a descriptor that can be locked is open on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lockable {
+    File,
+    Directory,
+    /// A character device (`/dev/null`): every process that opens it locks the same inode,
+    /// as with `flock /dev/null`.
+    Device,
+}
+
+/// That `fd` is open on a regular file, a directory or a character device, the things
+/// `flock(1)` locks: a lock on a pipe or a socket would exclude nobody who opened it by name.
+/// Returns which it is.
+pub(crate) fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<Lockable> {
     use nix::sys::stat::SFlag;
-    let st = nix::sys::stat::fstat(fd)
-        .map_err(|_| Error::new(path, ErrorKind::NotFound, "not an open file descriptor"))?;
+    let st = nix::sys::stat::fstat(fd).map_err(|e| {
+        Error::new(path, ErrorKind::NotFound, "not an open file descriptor").with_errno(e as i32)
+    })?;
     let kind = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
-        SFlag::S_IFREG => return Ok(false),
-        SFlag::S_IFDIR => return Ok(true),
+        SFlag::S_IFREG => return Ok(Lockable::File),
+        SFlag::S_IFDIR => return Ok(Lockable::Directory),
+        SFlag::S_IFCHR => return Ok(Lockable::Device),
         SFlag::S_IFIFO => "a pipe",
         SFlag::S_IFSOCK => "a socket",
-        SFlag::S_IFCHR => "a character device",
         SFlag::S_IFBLK => "a block device",
         SFlag::S_IFLNK => "a symbolic link",
         _ => "of an unknown kind",

@@ -116,6 +116,7 @@ pub struct RangeLock {
     path: PathBuf,
     range: ByteRange,
     poll: Duration,
+    create_mode: u32,
 }
 
 /// Proof of holding a byte range ([`RangeLock`]); released on drop.
@@ -141,7 +142,14 @@ impl RangeLock {
             path: path.as_ref().to_path_buf(),
             range,
             poll: DEFAULT_POLL,
+            create_mode: pfs::LOCK_FILE_MODE,
         }
+    }
+
+    /// The permissions a missing lock file is created with, less the umask (default 0666).
+    pub fn create_mode(mut self, mode: u32) -> RangeLock {
+        self.create_mode = mode & 0o7777;
+        self
     }
 
     /// How often a wait re-checks on a network file system, where another host's release may
@@ -219,7 +227,8 @@ impl RangeLock {
 
     /// Open (creating) the lock file for a lock in `mode`, with its status.
     fn open(&self, mode: Mode) -> Result<(File, std::fs::Metadata)> {
-        let (file, access) = pfs::open_lock_file(&self.path, pfs::Purpose::Fcntl)?;
+        let (file, access) =
+            pfs::open_lock_file_mode(&self.path, pfs::Purpose::Fcntl, self.create_mode)?;
         self.check_access(mode, access)?;
         let meta = (file.metadata()).map_err(|e| Error::io(&self.path, "cannot stat", e))?;
         Ok((file, meta))
@@ -324,14 +333,16 @@ pub fn unlock_fd(fd: BorrowedFd<'_>, range: ByteRange) -> Result<()> {
 /// file's name for messages.
 fn check_range_fd(fd: BorrowedFd<'_>) -> Result<PathBuf> {
     let path = crate::mutex::fd_file(fd.as_raw_fd());
-    if crate::mutex::check_lockable_fd(fd.as_raw_fd(), &path)? {
-        return Err(Error::new(
-            &path,
-            ErrorKind::NotFound,
-            "is a directory: a byte range needs a regular file",
-        ));
-    }
-    Ok(path)
+    let kind = match crate::mutex::check_lockable_fd(fd.as_raw_fd(), &path)? {
+        crate::mutex::Lockable::File => return Ok(path),
+        crate::mutex::Lockable::Directory => "a directory",
+        crate::mutex::Lockable::Device => "a character device",
+    };
+    Err(Error::new(
+        &path,
+        ErrorKind::NotFound,
+        format!("is {kind}: a byte range needs a regular file"),
+    ))
 }
 
 #[cfg(test)]

@@ -100,8 +100,8 @@ use std::{
 
 use crate::platform::signal::WakeTimer;
 pub use crate::platform::signal::{
-    cancelled, die_of, ignore_sigpipe, install_cancel_handlers, set_wake_signal, wake_signal,
-    CANCEL_SIGNALS,
+    cancelled, die_of, ignore_sigpipe, install_cancel_handlers, last_received, set_wake_signal,
+    wake_signal, CANCEL_SIGNALS,
 };
 
 use crate::{

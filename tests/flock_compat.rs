@@ -442,6 +442,128 @@ fn lock_takes_the_descriptor_as_flock_does() {
     t.fsync(["mutex", "lock"]).run().code(2);
 }
 
+/// flock's habits on fsync's own verbs: `-x`, `-e` and `--exclusive` (alone and in clusters)
+/// on `mutex lock`; `-n` with `-w` means no wait; of `-s` and `-x` the last wins. Each is
+/// checked against a holder, so that "accepted" also means "did the right thing".
+#[test]
+fn mutex_verbs_take_flocks_habits() {
+    require("flock", "util-linux");
+    let t = TestDir::new();
+    let lock = |args: &str| {
+        t.sh(&format!(
+            "exec 9>>L; \"$FSYNC\" mutex lock {args} 9; echo $?"
+        ))
+        .run()
+        .code(0)
+        .stdout
+        .clone()
+    };
+    for args in ["-x", "-e", "--exclusive", "-xn", "-en", "-nx -w 5", "-s -x"] {
+        assert_eq!(lock(args), "0\n", "mutex lock {args} on a free lock");
+    }
+    let shared = t.cmd("flock").args(["-s", "L", "sh", "-c", HOLD]).hold();
+    for (args, want) in [
+        ("-xn -w 10", "75\n"),
+        ("-n -w 10", "75\n"),
+        ("-w 10 -n", "75\n"),
+        ("-s -x -n", "75\n"),
+        ("-x -s -n", "0\n"),
+    ] {
+        let started = std::time::Instant::now();
+        assert_eq!(lock(args), want, "mutex lock {args} while flock -s holds");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{args} waited"
+        );
+    }
+    for (args, want) in [("-n -w 10", 75), ("-s -x -n", 75), ("-x -s -n", 0)] {
+        t.sh(&format!("\"$FSYNC\" mutex run {args} L true"))
+            .run()
+            .code(want);
+    }
+    shared.finish().code(0);
+}
+
+/// The descriptor form of flock given to the wrong verb says which verb to use.
+#[test]
+fn descriptor_form_mistakes_name_the_right_verb() {
+    let t = TestDir::new();
+    t.fsync(["mutex", "run", "-n", "9"])
+        .run()
+        .code(2)
+        .stderr_has("to lock descriptor 9 as 'flock 9' does, use 'fsync mutex lock 9'");
+    t.fsync(["mutex", "run", "L"]).run().code(2).stderr(
+        "fsync: the following required arguments were not provided: <COMMAND>... \
+                 (try 'fsync mutex run --help')\n",
+    );
+    t.sh("exec 9>>L; \"$FSYNC\" mutex lock -u 9")
+        .run()
+        .code(2)
+        .stderr_has("use 'fsync mutex unlock 9'");
+}
+
+/// A character device is a lock as for flock(1): everyone who opens /dev/null locks the same
+/// one. Nothing is written beside it, and --delete does not remove it.
+#[test]
+fn a_character_device_is_a_lock() {
+    let t = TestDir::new();
+    let holder = t
+        .fsync(["mutex", "run", "/dev/null", "sh", "-c", HOLD])
+        .hold();
+    t.fsync(["mutex", "run", "-n", "/dev/null", "true"])
+        .run()
+        .code(75);
+    t.sh("exec 9</dev/null; \"$FSYNC\" mutex lock -n 9")
+        .run()
+        .code(75);
+    holder.finish().code(0);
+    assert!(!Path::new("/dev/.null.fsync").exists());
+    t.fsync(["mutex", "run", "--delete", "/dev/null", "true"])
+        .run()
+        .code(66)
+        .stderr_has("is a device");
+    assert!(Path::new("/dev/null").exists());
+}
+
+/// `--mode OCTAL`: the permissions of a lock file fsync creates, less the umask; an existing
+/// file keeps its own.
+#[test]
+fn mode_sets_the_permissions_of_a_new_lock_file() {
+    let t = TestDir::new();
+    let mode = |name: &str| {
+        std::fs::metadata(t.join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    t.sh("umask 0; \"$FSYNC\" mutex run --mode 0666 burke.sem true")
+        .run()
+        .code(0);
+    assert_eq!(mode("burke.sem"), 0o666);
+    t.sh("umask 022; \"$FSYNC\" mutex run --mode 0666 masked true")
+        .run()
+        .code(0);
+    assert_eq!(mode("masked"), 0o644);
+    t.sh("umask 0; \"$FSYNC\" mutex run --mode 600 -s shared true")
+        .run()
+        .code(0);
+    assert_eq!(mode("shared"), 0o600);
+    t.sh("umask 0; \"$FSYNC\" mutex run --mode 640 --range 3 range true")
+        .run()
+        .code(0);
+    assert_eq!(mode("range"), 0o640);
+    t.sh("umask 0; \"$FSYNC\" mutex run --mode 0600 burke.sem true")
+        .run()
+        .code(0);
+    assert_eq!(mode("burke.sem"), 0o666, "an existing file keeps its mode");
+    t.fsync(["mutex", "run", "--mode", "0999", "x", "true"])
+        .run()
+        .code(2)
+        .stderr_has("not a mode");
+    assert!(!t.join("x").exists());
+}
+
 /// What flock takes and fsync has no use for is refused with what to use instead.
 #[test]
 fn flock_only_options_say_what_to_use_instead() {

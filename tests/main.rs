@@ -14,6 +14,7 @@ mod chaos;
 mod event;
 mod faults;
 mod flock_compat;
+mod flock_verb;
 mod group;
 mod grouplock;
 mod harness;

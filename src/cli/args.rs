@@ -30,13 +30,9 @@ pub struct WaitArgs {
     )]
     pub timeout: Option<Duration>,
 
-    /// Do not wait: give up at once if it is not free (same as --timeout 0)
-    #[arg(
-        short = 'n',
-        long,
-        visible_aliases = ["nonblock", "nb", "nonblocking"],
-        conflicts_with = "timeout"
-    )]
+    /// Do not wait: give up at once if it is not free (same as --timeout 0; with --timeout,
+    /// as flock -n -w: no wait)
+    #[arg(short = 'n', long, visible_aliases = ["nonblock", "nb", "nonblocking"])]
     pub no_wait: bool,
 
     /// Exit status when the wait gives up

@@ -46,7 +46,18 @@ impl Job<'_> {
         started: impl FnOnce(u32),
         guard: Option<LossGuard>,
     ) -> Result<Exit, Failure> {
-        let child = self.spawn()?;
+        self.run_guarded_or(started, guard, |e| self.spawn_failure(e))
+    }
+
+    /// [`run_guarded`](Self::run_guarded), saying with `failed` why the command could not be
+    /// started (as `fsync flock` says it, in flock's words).
+    pub fn run_guarded_or(
+        &self,
+        started: impl FnOnce(u32),
+        guard: Option<LossGuard>,
+        failed: impl FnOnce(SpawnError) -> Failure,
+    ) -> Result<Exit, Failure> {
+        let child = self.spawn().map_err(failed)?;
         started(child.pid());
         let lost = match guard {
             Some(g) => watch_lock(&child, g),
@@ -64,14 +75,19 @@ impl Job<'_> {
         })
     }
 
-    fn spawn(&self) -> Result<Running, Failure> {
+    fn spawn(&self) -> Result<Running, SpawnError> {
         // Into our own environment, which the child inherits as it is: `Command::envs` would
         // copy the whole environment into a map and back (a tenth of a short run's
         // instructions). This process is single-threaded here and only waits from now on.
         for (k, v) in &self.env {
             std::env::set_var(k, v);
         }
-        command::spawn(self.argv).map_err(|e| {
+        command::spawn(self.argv)
+    }
+
+    /// The shell's words and status (127, 126) for a command that could not be started.
+    fn spawn_failure(&self, e: SpawnError) -> Failure {
+        {
             let (exit, cause) = match e {
                 SpawnError::NotFound => (Exit::COMMAND_NOT_FOUND, "command not found".to_string()),
                 SpawnError::CannotExecute(e)
@@ -92,7 +108,7 @@ impl Job<'_> {
                 exit,
                 cause,
             }
-        })
+        }
     }
 }
 

@@ -273,7 +273,7 @@ fn man_page(cmd: &Command, ancestors: &[&Command]) -> String {
     };
     let mut ours = Roff::new();
     environment_section(&mut ours, cmd);
-    exit_status_section(&mut ours);
+    exit_status_section(&mut ours, cmd);
     if !notes.is_empty() {
         ours.control("SH", ["NOTES"]);
         paragraphs(&mut ours, &notes);
@@ -441,9 +441,14 @@ fn environment_section(roff: &mut Roff, cmd: &Command) {
     }
 }
 
-fn exit_status_section(roff: &mut Roff) {
+fn exit_status_section(roff: &mut Roff, cmd: &Command) {
     roff.control("SH", ["EXIT STATUS"]);
-    for (code, meaning) in exit_code::TABLE {
+    // `fsync flock` keeps flock(1)'s statuses, not fsync's.
+    let table = match page_name(cmd) {
+        "fsync-flock" => super::flock::EXIT_STATUS,
+        _ => exit_code::TABLE,
+    };
+    for (code, meaning) in table {
         roff.control("TP", []);
         let label = match code.starts_with(|c: char| c.is_ascii_digit()) {
             true => bold(*code),

@@ -13,6 +13,7 @@ mod environment;
 mod escape;
 mod event;
 mod exit_code;
+mod flock;
 mod generate;
 mod group;
 mod grouplock;
@@ -253,6 +254,8 @@ pub enum Command {
     Grouplock(grouplock::GroupLockCommand),
     #[command(about = doctor::ABOUT, long_about = doctor::LONG, after_long_help = doctor::EXAMPLES)]
     Doctor(doctor::DoctorArgs),
+    #[command(about = flock::ABOUT, long_about = flock::LONG, after_long_help = flock::EXAMPLES)]
+    Flock(flock::FlockArgs),
     #[command(
         about = generate::COMPLETIONS_ABOUT,
         long_about = generate::COMPLETIONS_LONG,
@@ -347,6 +350,10 @@ pub fn main() -> Exit {
         let _ = writeln!(std::io::stderr(), "fsync: internal error: {info}");
         std::process::exit(Exit::INTERNAL.code.into());
     }));
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some((name, words)) = flock::invocation(&args) {
+        return flock::main(&name, words);
+    }
     let result = match parse() {
         Ok(cli) => {
             fsync::wait::install_cancel_handlers();
@@ -397,6 +404,11 @@ fn dispatch(command: Command) -> VerbResult {
         Command::Sem(cmd) => sem::run(cmd),
         Command::Grouplock(cmd) => grouplock::run(cmd),
         Command::Doctor(a) => doctor::run(a),
+        // Reached only where clap parsed the words (the process's own are flock's to parse).
+        Command::Flock(_) => {
+            let args: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+            Ok(flock::main("fsync", args))
+        }
         Command::Event(cmd) => event::run(cmd),
         Command::Msg(cmd) => msg::run(cmd),
         Command::Bus(cmd) => bus::run(cmd),

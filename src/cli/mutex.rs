@@ -168,8 +168,8 @@ Examples:
 
 #[derive(Debug, Args)]
 #[command(mut_arg("command", |arg| {
+    // Required, but checked by `run_command`, which can tell a descriptor number given as LOCK.
     arg.required(false)
-        .required_unless_present("command_string")
         .help(
             "The command to run, and its arguments: everything from the first word after LOCK \
              on belongs to COMMAND ('--' before it is accepted too)",
@@ -208,13 +208,24 @@ struct RunArgs {
     fcntl: bool,
 
     /// Take a shared lock (as flock -s): shared holders run together, an exclusive one waits
-    /// for all of them. No holder record, fence or nesting
-    #[arg(short = 's', long, conflicts_with = "delete")]
+    /// for all of them. No holder record, fence or nesting. Of -s and -x the last given wins
+    #[arg(
+        short = 's',
+        long,
+        conflicts_with = "delete",
+        overrides_with = "exclusive"
+    )]
     shared: bool,
 
     /// Take an exclusive lock: the default (accepted as flock(1) takes it)
-    #[arg(short = 'x', short_alias = 'e', long, conflicts_with = "shared")]
+    #[arg(short = 'x', short_alias = 'e', long, overrides_with = "shared")]
     exclusive: bool,
+
+    /// The permissions of LOCK if fsync creates it, less the umask (default 0666, as flock(1)
+    /// creates it; octal, as chmod takes it): 0660 for a group's lock, 0666 under 'umask 0'
+    /// for every user's processes
+    #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
+    mode: Option<u32>,
 
     /// Enter only when CONDITION holds: a shell command ('sh -c CONDITION') run under the lock,
     /// exit status 0 meaning yes. Otherwise release LOCK, sleep until another holder has entered
@@ -274,9 +285,17 @@ struct LockArgs {
     #[arg(value_name = "N")]
     fd_number: Option<i32>,
 
-    /// Take a shared lock instead of an exclusive one
-    #[arg(short = 's', long)]
+    /// Take a shared lock instead of an exclusive one. Of -s and -x the last given wins
+    #[arg(short = 's', long, overrides_with = "exclusive")]
     shared: bool,
+
+    /// Take an exclusive lock: the default (accepted as flock(1) takes it)
+    #[arg(short = 'x', short_alias = 'e', long, overrides_with = "shared")]
+    exclusive: bool,
+
+    /// flock -u N: not an option of 'lock' (see 'fsync mutex unlock')
+    #[arg(short = 'u', long, hide = true)]
+    unlock: bool,
 
     #[command(flatten)]
     fd_range: FdRangeArgs,
@@ -372,6 +391,9 @@ pub fn run(cmd: MutexCommand) -> VerbResult {
 
 fn run_command(mut a: RunArgs) -> VerbResult {
     flock_only_options(&a)?;
+    if a.command.argv.is_empty() && a.command_string.is_none() {
+        return Err(missing_command(&a.lock));
+    }
     if let Some(cmdstring) = a.command_string.take() {
         a.command.argv = vec!["sh".into(), "-c".into(), cmdstring];
     }
@@ -389,6 +411,7 @@ fn run_command(mut a: RunArgs) -> VerbResult {
     let mutex = Mutex::new(&a.lock)
         .delete_on_release(a.delete)
         .poll_interval(a.wait.poll)
+        .create_mode(a.mode.unwrap_or(mutex::LOCK_FILE_MODE))
         .command(job.display());
     let condition = a.when.as_deref().map(|c| c.to_string_lossy());
     let what = match &condition {
@@ -469,6 +492,31 @@ fn evaluate(condition: &std::ffi::OsStr) -> Result<bool, Failure> {
     }
 }
 
+/// `mutex run LOCK` without a command; where LOCK is a number, the descriptor form of flock(1)
+/// was meant (`flock -n 9`), which is `mutex lock`.
+fn missing_command(lock: &std::path::Path) -> Failure {
+    let mut message =
+        "the following required arguments were not provided: <COMMAND>...".to_string();
+    let lock = lock.to_string_lossy();
+    if lock.parse::<u32>().is_ok() {
+        message += &format!(
+            "; tip: to lock descriptor {lock} as 'flock {lock}' does, use 'fsync mutex lock \
+             {lock}' with the same options"
+        );
+    }
+    Failure::Usage(format!("{message} (try 'fsync mutex run --help')"))
+}
+
+/// `--mode OCTAL`: permission bits, as chmod(1) takes them in octal.
+fn parse_mode(text: &str) -> Result<u32, String> {
+    match u32::from_str_radix(text, 8) {
+        Ok(mode) if mode <= 0o7777 && !text.is_empty() => Ok(mode),
+        _ => Err(format!(
+            "'{text}' is not a mode: octal permission bits, 0 to 7777 (as chmod takes them: 0644)"
+        )),
+    }
+}
+
 /// The options of flock(1) that fsync has no use for, refused with what to do instead.
 fn flock_only_options(a: &RunArgs) -> Result<(), Failure> {
     let refuse = |what: &str| {
@@ -494,7 +542,9 @@ fn flock_only_options(a: &RunArgs) -> Result<(), Failure> {
 
 /// `run -s`: a shared flock on LOCK, as `flock -s` takes it.
 fn run_shared(a: &RunArgs) -> VerbResult {
-    let mutex = Mutex::new(&a.lock).poll_interval(a.wait.poll);
+    let mutex = Mutex::new(&a.lock)
+        .poll_interval(a.wait.poll)
+        .create_mode(a.mode.unwrap_or(mutex::LOCK_FILE_MODE));
     let what = format!("a shared lock on {}", a.lock.display());
     let mut progress = Progress::new(&a.wait, what.clone())
         .holder(|| holder_of(&a.lock))
@@ -511,7 +561,9 @@ fn run_shared(a: &RunArgs) -> VerbResult {
 /// `run --range` (and `--fcntl`): an OFD lock on a byte range instead of the whole-file
 /// protocol.
 fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> VerbResult {
-    let lock = fsync::range::RangeLock::new(&a.lock, range).poll_interval(a.wait.poll);
+    let lock = fsync::range::RangeLock::new(&a.lock, range)
+        .poll_interval(a.wait.poll)
+        .create_mode(a.mode.unwrap_or(mutex::LOCK_FILE_MODE));
     let what = format!("bytes {range} of {}", a.lock.display());
     let mut progress = Progress::new(&a.wait, what.clone());
     let mode = match a.shared {
@@ -555,6 +607,12 @@ fn holder_of(lock: &std::path::Path) -> Option<String> {
 
 fn lock_fd(a: LockArgs) -> VerbResult {
     let fd = a.fd.or(a.fd_number).unwrap_or_default(); // one of them: clap requires it
+    if a.unlock {
+        return Err(Failure::Usage(format!(
+            "'mutex lock' has no --unlock (flock -u): to release the lock held through \
+             descriptor {fd}, use 'fsync mutex unlock {fd}' (try 'fsync mutex unlock --help')"
+        )));
+    }
     let range = a.fd_range.range();
     // The file behind the descriptor, to say what we wait for and ask who holds it.
     let file = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok();

@@ -65,13 +65,22 @@ pub enum Purpose {
     Fcntl,
 }
 
+/// The mode a lock file is created with, less the umask, unless the caller asks for another
+/// (`--mode`): 0666, as `flock(1)`, Perl's `sysopen` and `touch` create files.
+pub const LOCK_FILE_MODE: u32 = 0o666;
+
 /// Open (creating if missing) a lock file for `purpose`, per the module docs.
 pub fn open_lock_file(path: &Path, purpose: Purpose) -> Result<(File, Access)> {
+    open_lock_file_mode(path, purpose, LOCK_FILE_MODE)
+}
+
+/// [`open_lock_file`], creating a missing file with `mode` (less the umask).
+pub fn open_lock_file_mode(path: &Path, purpose: Purpose, mode: u32) -> Result<(File, Access)> {
     let access_mode = match purpose {
         Purpose::Flock => libc::O_RDONLY,
         Purpose::Fcntl => libc::O_RDWR,
     };
-    let create = open(path, access_mode | libc::O_CREAT | libc::O_NOFOLLOW);
+    let create = open_mode(path, access_mode | libc::O_CREAT | libc::O_NOFOLLOW, mode);
     let (file, access) = match create {
         Ok(f) if purpose == Purpose::Flock => (f, Access::ReadOnly),
         Ok(f) => (f, Access::ReadWrite),
@@ -94,8 +103,7 @@ pub fn open_lock_file(path: &Path, purpose: Purpose) -> Result<(File, Access)> {
     };
     let meta = check_lockable(path, &file, purpose)?;
     check_owner(path, std::os::unix::fs::MetadataExt::uid(&meta))?;
-    let is_dir = meta.is_dir();
-    if purpose == Purpose::Flock && !is_dir && fs_kind(&file).network {
+    if purpose == Purpose::Flock && meta.is_file() && fs_kind(&file).network {
         // Reopen the same file (not the path, which may have changed) for writing.
         if let Ok(rw) = open(
             Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())),
@@ -318,11 +326,16 @@ fn check_regular(path: &Path, file: &File) -> Result<()> {
 }
 
 /// That `file` is something a lock of `purpose` can be taken on: a regular file, or for a
-/// flock(2) lock also a directory (as `flock(1)` allows). Returns its status.
+/// flock(2) lock also a directory or a character device (`/dev/null`), as `flock(1)` allows.
+/// Returns its status.
 fn check_lockable(path: &Path, file: &File, purpose: Purpose) -> Result<std::fs::Metadata> {
+    use std::os::unix::fs::FileTypeExt;
     let meta = file
         .metadata()
         .map_err(|e| Error::io(path, "cannot stat", e))?;
+    if purpose == Purpose::Flock && meta.file_type().is_char_device() {
+        return Ok(meta);
+    }
     if meta.is_dir() {
         if purpose == Purpose::Flock {
             return Ok(meta);
@@ -415,12 +428,14 @@ pub fn check_parent(path: &Path) -> Result<()> {
             path,
             ErrorKind::NotFound,
             format!("parent {} is not a directory", parent.display()),
-        )),
+        )
+        .with_errno(libc::ENOTDIR)),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(Error::new(
             path,
             ErrorKind::NotFound,
             format!("parent directory {} does not exist", parent.display()),
-        )),
+        )
+        .with_errno(libc::ENOENT)),
         Err(e) => Err(Error::io(parent, "cannot examine parent directory", e)),
     }
 }

@@ -50,6 +50,26 @@ pub fn spawn(argv: &[impl AsRef<OsStr>]) -> Result<Child, SpawnError> {
     })
 }
 
+/// Replace this process with `argv`, found as [`spawn`] finds it (a script without `#!` under
+/// `/bin/sh`); returns only if that failed.
+pub fn exec(argv: &[impl AsRef<OsStr>]) -> SpawnError {
+    use std::os::unix::process::CommandExt;
+    let program = argv[0].as_ref();
+    let path = match resolve(program) {
+        Ok(path) => path,
+        Err(e) => return e,
+    };
+    let args = argv[1..].iter().map(AsRef::as_ref);
+    let mut e = Command::new(&path).arg0(program).args(args.clone()).exec();
+    if e.raw_os_error() == Some(libc::ENOEXEC) {
+        e = Command::new("/bin/sh").arg(&path).args(args).exec();
+    }
+    match e.kind() {
+        io::ErrorKind::NotFound => SpawnError::NotFound,
+        _ => SpawnError::CannotExecute(e),
+    }
+}
+
 /// Find a command on PATH the way the shell does: the first executable regular file wins; a
 /// match that is not executable means 126, none at all 127 (whatever directories on PATH we
 /// could not search, which `execvp` would report as "permission denied").

@@ -111,6 +111,8 @@ fn fix_wake_signal(state: &AtomicI32) -> i32 {
 }
 
 static CANCELLED: AtomicI32 = AtomicI32::new(0);
+/// The last cancellation signal received, whether it cancelled a wait or a child was running.
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
 static CHILD: AtomicI32 = AtomicI32::new(0);
 static ACTIVE_TIMER: AtomicPtr<libc::c_void> = AtomicPtr::new(ptr::null_mut());
 static CANCEL_INSTALLED: Once = Once::new();
@@ -120,6 +122,16 @@ static CANCEL_INSTALLED: Once = Once::new();
 /// with [`Outcome::Interrupted`](crate::wait::Outcome::Interrupted).
 pub fn cancelled() -> Option<i32> {
     match CANCELLED.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// The last cancellation signal the process received, if any, including those that arrived
+/// while a child ran (and were forwarded to it, or reached it from the terminal): tells a
+/// child that died of a signal sent to us from one that died of its own.
+pub fn last_received() -> Option<i32> {
+    match RECEIVED.load(Ordering::SeqCst) {
         0 => None,
         s => Some(s),
     }
@@ -197,6 +209,7 @@ pub fn set_child(pid: Option<i32>) -> Option<i32> {
 }
 
 extern "C" fn on_cancel(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    RECEIVED.store(sig, Ordering::SeqCst);
     let child = CHILD.load(Ordering::SeqCst);
     if child > 0 {
         // A signal the terminal sent (si_code > 0: from the kernel) reached the child already,

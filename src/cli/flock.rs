@@ -1,0 +1,1235 @@
+/*!
+`fsync flock`: util-linux flock(1)'s command line and observable behaviour, so that a script
+written for flock runs unchanged under fsync (a link named `flock` to fsync, first on PATH, is
+`fsync flock`).
+
+Its parsing is flock's own, not clap's: getopt_long with flock's option string (`+sexnoFuw:E:hV?`:
+options stop at the first word that is not one, long options may be abbreviated, `-nw 3` and
+`-w3` are one option each, the last of `-s`/`-x`/`-u` wins, `-n` beats `-w`), its messages
+(`NAME: ...`, with the name it was invoked under) and its exit statuses: 1 when the lock is
+busy or the wait timed out (unless `-E`), 64 for usage, 66 when the lock file cannot be opened,
+65 when it cannot be locked, 69 when the command cannot be run, the command's own status
+otherwise (128+N when it died of signal N). The clap definition below only documents it (help,
+man page, completions).
+
+What fsync does better and a script cannot tell apart stays: the wait is woken by the kernel and
+re-checks on network file systems, a lock file whose name was removed while we waited is
+locked again by its new name, INT, TERM, HUP and QUIT sent to fsync are forwarded to the command
+(flock dies and leaves the command running), and on a network file system the command is
+stopped if its lock is lost (the lease of `mutex run`). Nothing is written beside the lock: no
+holder record, no fencing token.
+*/
+
+use std::{
+    ffi::{OsStr, OsString},
+    io::Write as _,
+    os::{fd::AsFd, unix::ffi::OsStrExt},
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use clap::Args;
+use fsync::{command::SpawnError, ByteRange, Mode, Mutex, Outcome, RangeLock};
+
+use super::{
+    child::{Job, LossArgs, OnLost},
+    escape::escaped,
+    Exit,
+};
+
+/// The one-line description, for `fsync --help`.
+pub const ABOUT: &str =
+    "util-linux flock(1), exactly: run a command under a lock, as flock runs it";
+
+/// The description of `fsync flock --help`.
+pub const LONG: &str = "\
+Manage file locks from shell scripts: util-linux flock(1)'s command line and behaviour, so that \
+scripts written for flock run unchanged. Invoked under the name 'flock' (a link to fsync), fsync \
+is 'fsync flock'.
+
+'fsync flock FILE COMMAND' takes an exclusive lock on FILE (created if missing, never truncated), \
+runs COMMAND, and exits with its status; 'fsync flock FILE -c CMDSTRING' runs CMDSTRING with \
+$SHELL -c (/bin/sh if SHELL is unset); 'fsync flock N' locks descriptor N the shell has open, \
+as in '( flock -n 9 || exit 1; ... ) 9>/var/lock/mylock'. FILE may be a directory or a \
+character device (/dev/null).
+
+Options are flock's and are taken only before FILE (or N): what follows FILE is the command. \
+Long options may be abbreviated; of -s, -x and -u the last wins; -n makes -w pointless. Exit \
+status: 1 when the lock was busy (-n) or the wait timed out (-w), unless -E says otherwise; 64 \
+for a usage error; 66 when FILE cannot be opened; 65 when the lock cannot be taken; 69 when \
+COMMAND cannot be run; otherwise COMMAND's (128+N if it died of signal N). Messages start \
+with the name fsync was invoked under, as flock's do.
+
+Unlike 'fsync mutex run', nothing is written beside the lock (no holder record, no fencing \
+token), so that a script may lock itself inside a bin directory. What flock cannot do and a \
+script cannot notice comes on top: waits are woken by the kernel (and re-check every 50ms on \
+network file systems), INT, TERM, HUP and QUIT sent to fsync while COMMAND runs are forwarded \
+to it (flock would die and leave it running with the lock), and on a network file system \
+COMMAND is stopped (exit 76) if the lock is lost, after the lease 'fsync doctor' prints. \
+Where util-linux 2.38 and 2.41 differ (--fcntl, --start, --length are new), fsync follows \
+2.41. Differences that remain are listed in docs/flock-compat.md: a pipe or socket is not \
+locked (exit 65), and -u with a FILE runs COMMAND without opening FILE.";
+
+pub const EXAMPLES: &str = "\
+Examples:
+  # A cron job that must not overlap with itself: skip this run if the last is still busy
+  fsync flock -n /var/lock/backup.lock /usr/local/bin/backup
+
+  # The subshell form: lock descriptor 200 for the rest of the block
+  ( fsync flock -x -w 10 200 || exit 1; critical-work ) 200>/var/lock/mylock
+
+  # flock(1)'s FLOCKER idiom: a script that runs one copy of itself at a time
+  [ \"${FLOCKER}\" != \"$0\" ] && exec env FLOCKER=\"$0\" flock -en \"$0\" \"$0\" \"$@\" || :
+
+  # Make every 'flock' of one cron job fsync's (no script edited)
+  mkdir -p ~/.local/lib/fsync/bin && ln -sf \"$(command -v fsync)\" ~/.local/lib/fsync/bin/flock
+  PATH=$HOME/.local/lib/fsync/bin:$PATH ./nightly.sh";
+
+// The options as flock(1) documents them. Only for help, the man page and completions: the
+// command line is parsed by `parse`, flock's way. (No doc comment: clap would make it the
+// command's about, clap-rs/clap#3127.)
+#[derive(Debug, Args)]
+#[command(
+    disable_help_flag = true,
+    disable_version_flag = true,
+    override_usage = "fsync flock [OPTIONS] <FILE|DIR> <COMMAND> [ARGUMENT]...\n       \
+                      fsync flock [OPTIONS] <FILE|DIR> -c <CMDSTRING>\n       \
+                      fsync flock [OPTIONS] <NUMBER>"
+)]
+pub struct FlockArgs {
+    /// Get a shared lock
+    #[arg(short = 's', long)]
+    shared: bool,
+
+    /// Get an exclusive lock (the default)
+    #[arg(short = 'x', short_alias = 'e', long)]
+    exclusive: bool,
+
+    /// Remove a lock (with NUMBER: release the lock held through descriptor N)
+    #[arg(short = 'u', long)]
+    unlock: bool,
+
+    /// Fail (exit 1, or -E's status) rather than wait
+    #[arg(short = 'n', long = "nonblocking", visible_alias = "nb")]
+    nonblock: bool,
+
+    /// Wait at most SECS seconds (fractions allowed; 0 is -n)
+    #[arg(
+        short = 'w',
+        long = "timeout",
+        visible_alias = "wait",
+        value_name = "SECS"
+    )]
+    timeout: Option<String>,
+
+    /// Exit status when the lock is busy or the wait timed out [default: 1]
+    #[arg(short = 'E', long, value_name = "NUMBER")]
+    conflict_exit_code: Option<u8>,
+
+    /// Close the lock's descriptor before running COMMAND: COMMAND and what it leaves
+    /// running do not hold the lock
+    #[arg(short = 'o', long)]
+    close: bool,
+
+    /// Run CMDSTRING with $SHELL -c (/bin/sh if SHELL is unset); given after FILE
+    #[arg(short = 'c', long = "command", value_name = "CMDSTRING")]
+    command_string: Option<OsString>,
+
+    /// Run COMMAND in place of fsync (exec) instead of as a child
+    #[arg(short = 'F', long)]
+    no_fork: bool,
+
+    /// Use an fcntl (OFD) lock rather than flock(2)
+    #[arg(long)]
+    fcntl: bool,
+
+    /// The first byte of an fcntl lock (implies --fcntl)
+    #[arg(long, value_name = "OFFSET")]
+    start: Option<String>,
+
+    /// How many bytes an fcntl lock covers, 0 to the end of all offsets (implies --fcntl)
+    #[arg(long, value_name = "NUMBER")]
+    length: Option<String>,
+
+    /// Say on standard output how long getting the lock took, and what is executed
+    #[arg(long)]
+    verbose: bool,
+
+    /// Print help
+    #[arg(short = 'h', long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
+
+    /// Print version
+    #[arg(short = 'V', long, action = clap::ArgAction::Version)]
+    version: Option<bool>,
+
+    /// The lock: a file (created if missing), a directory, or a descriptor NUMBER
+    #[arg(value_name = "FILE|DIR|NUMBER")]
+    target: OsString,
+
+    /// The command to run, and its arguments
+    #[arg(
+        value_name = "COMMAND",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    argv: Vec<OsString>,
+}
+
+/// `fsync flock ARGS` (or `flock ARGS` through a link): `args` are the words after the name,
+/// `name` what messages start with.
+pub fn main(name: &str, args: Vec<OsString>) -> Exit {
+    let say = Say { name };
+    let request = match parse(&args) {
+        Ok(Parsed::Run(r)) => r,
+        Ok(Parsed::Help) => return help(),
+        Ok(Parsed::Version) => {
+            let _ = writeln!(
+                std::io::stdout(),
+                "{name} from fsync {}",
+                env!("CARGO_PKG_VERSION")
+            );
+            return Exit::OK;
+        }
+        Err(usage) => {
+            say.line(&usage.message);
+            if usage.try_help {
+                let command = match name {
+                    "fsync" => "fsync flock",
+                    other => other,
+                };
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "Try '{command} --help' for more information."
+                );
+            }
+            return Exit::code(usage.code);
+        }
+    };
+    fsync::wait::install_cancel_handlers();
+    request.run(&say)
+}
+
+/// Messages as flock writes them: the invoked name, then the text.
+struct Say<'a> {
+    name: &'a str,
+}
+
+impl Say<'_> {
+    /// `NAME: TEXT` on standard error; nothing for no text (flock's `-?`).
+    fn line(&self, text: &str) {
+        if !text.is_empty() {
+            let _ = writeln!(std::io::stderr(), "{}: {}", self.name, escaped(text));
+        }
+    }
+}
+
+fn help() -> Exit {
+    use clap::CommandFactory as _;
+    let mut root = super::Cli::command();
+    root.build();
+    let text = root
+        .find_subcommand_mut("flock")
+        .map(|c| c.render_long_help().to_string())
+        .unwrap_or_default();
+    let _ = write!(std::io::stdout(), "{text}");
+    Exit::OK
+}
+
+// ---- parsing, as getopt_long(3) with flock's option string does it ----------------------
+
+/// A command line flock refuses: its message, its status, and whether "Try ... --help"
+/// follows (getopt's errors).
+#[derive(Debug, PartialEq, Eq)]
+struct Usage {
+    message: String,
+    code: u8,
+    try_help: bool,
+}
+
+/// The EXIT STATUS of the manual page: flock(1)'s statuses, (code, meaning).
+pub const EXIT_STATUS: &[(&str, &str)] = &[
+    (
+        "the command's own",
+        "with FILE and COMMAND, COMMAND's exit status; 128+N if it died of signal N. If fsync \
+         itself got INT, TERM, HUP or QUIT while COMMAND ran, it forwarded the signal, waited for \
+         COMMAND, and dies of that signal, as flock would have died of it",
+    ),
+    (
+        "0",
+        "with a descriptor NUMBER: it is locked (or unlocked, -u)",
+    ),
+    (
+        "1",
+        "the lock was busy (-n, -w 0) or the wait timed out (-w); change it with -E",
+    ),
+    (
+        "64",
+        "usage error: unknown option, bad number, a missing FILE or CMDSTRING",
+    ),
+    (
+        "65",
+        "the lock could not be taken: a descriptor that is not open, or is a pipe or a socket",
+    ),
+    (
+        "66",
+        "FILE could not be opened or created (missing directory, permission denied)",
+    ),
+    ("69", "COMMAND could not be executed or was not found"),
+    (
+        "71",
+        "an operating-system error: no memory, no locks left (ENOLCK), a timer -w cannot set",
+    ),
+    (
+        "73",
+        "FILE could not be created: a read-only or full file system",
+    ),
+    (
+        "76",
+        "the lock was lost while COMMAND ran (network file systems: a partition or expired \
+         lease) and COMMAND was stopped",
+    ),
+    (
+        "128+N",
+        "fsync was cancelled by signal N (INT, TERM, HUP or QUIT) while waiting: it dies of N",
+    ),
+];
+
+/// flock's EX_USAGE.
+const EX_USAGE: u8 = 64;
+/// flock's EX_DATAERR: the lock could not be taken.
+const EX_DATAERR: u8 = 65;
+/// flock's EX_NOINPUT: the lock file could not be opened.
+const EX_NOINPUT: u8 = 66;
+/// flock's EX_UNAVAILABLE: the command could not be run.
+const EX_UNAVAILABLE: u8 = 69;
+/// flock's EX_OSERR.
+const EX_OSERR: u8 = 71;
+/// flock's EX_CANTCREAT: a read-only or full file system.
+const EX_CANTCREAT: u8 = 73;
+
+fn usage(message: impl Into<String>) -> Usage {
+    Usage {
+        message: message.into(),
+        code: EX_USAGE,
+        try_help: false,
+    }
+}
+
+fn getopt_error(message: impl Into<String>) -> Usage {
+    Usage {
+        try_help: true,
+        ..usage(message)
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Parsed {
+    Run(Request),
+    Help,
+    Version,
+}
+
+/// What to lock, and what to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Shared,
+    Exclusive,
+    Unlock,
+}
+
+#[derive(Debug, PartialEq)]
+enum Target {
+    /// FILE (or DIR) and the command to run.
+    File { path: PathBuf, argv: Vec<OsString> },
+    /// A descriptor the caller has open.
+    Fd(i32),
+}
+
+/// How long to wait: flock's `-n` and `-w`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Wait {
+    Forever,
+    No,
+    For(Duration),
+}
+
+#[derive(Debug, PartialEq)]
+struct Request {
+    op: Op,
+    wait: Wait,
+    conflict: u8,
+    close: bool,
+    no_fork: bool,
+    verbose: bool,
+    /// `--fcntl` (or `--start`, `--length`): an OFD lock on these bytes.
+    range: Option<ByteRange>,
+    target: Target,
+}
+
+/// One of flock's options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opt {
+    Shared,
+    Exclusive,
+    Unlock,
+    NonBlock,
+    Timeout,
+    ConflictExitCode,
+    Close,
+    NoFork,
+    Verbose,
+    Fcntl,
+    Start,
+    Length,
+    Help,
+    Version,
+}
+
+impl Opt {
+    fn takes_value(self) -> bool {
+        matches!(
+            self,
+            Opt::Timeout | Opt::ConflictExitCode | Opt::Start | Opt::Length
+        )
+    }
+}
+
+/// flock 2.41's long options, in its order (which decides how an ambiguity is reported).
+const LONG_OPTIONS: &[(&str, Opt)] = &[
+    ("shared", Opt::Shared),
+    ("exclusive", Opt::Exclusive),
+    ("unlock", Opt::Unlock),
+    ("nonblocking", Opt::NonBlock),
+    ("nb", Opt::NonBlock),
+    ("timeout", Opt::Timeout),
+    ("wait", Opt::Timeout),
+    ("conflict-exit-code", Opt::ConflictExitCode),
+    ("close", Opt::Close),
+    ("no-fork", Opt::NoFork),
+    ("verbose", Opt::Verbose),
+    ("fcntl", Opt::Fcntl),
+    ("start", Opt::Start),
+    ("length", Opt::Length),
+    ("help", Opt::Help),
+    ("version", Opt::Version),
+];
+
+fn short_option(c: u8) -> Option<Opt> {
+    Some(match c {
+        b's' => Opt::Shared,
+        b'e' | b'x' => Opt::Exclusive,
+        b'n' => Opt::NonBlock,
+        b'o' => Opt::Close,
+        b'F' => Opt::NoFork,
+        b'u' => Opt::Unlock,
+        b'w' => Opt::Timeout,
+        b'E' => Opt::ConflictExitCode,
+        b'h' => Opt::Help,
+        b'V' => Opt::Version,
+        _ => return None,
+    })
+}
+
+/// The long option `name` (possibly abbreviated) stands for, as getopt_long finds it: an
+/// exact name, or a prefix of names that all mean one option.
+fn long_option(name: &str, whole: &str) -> Result<Opt, Usage> {
+    if let Some((_, opt)) = LONG_OPTIONS.iter().find(|(n, _)| *n == name) {
+        return Ok(*opt);
+    }
+    let mut found: Vec<(&str, Opt)> = Vec::new();
+    for (n, opt) in LONG_OPTIONS.iter().filter(|(n, _)| n.starts_with(name)) {
+        if !found.iter().any(|(_, o)| o == opt) {
+            found.push((n, *opt));
+        }
+    }
+    match found.as_slice() {
+        [] => Err(getopt_error(format!("unrecognized option '{whole}'"))),
+        [(_, opt)] => Ok(*opt),
+        many => {
+            let names: Vec<String> = many.iter().map(|(n, _)| format!("'--{n}'")).collect();
+            Err(getopt_error(format!(
+                "option '--{name}' is ambiguous; possibilities: {}",
+                names.join(" ")
+            )))
+        }
+    }
+}
+
+/// The settings the options make, as flock's `main` keeps them while it reads them.
+struct Settings {
+    op: Op,
+    nonblock: bool,
+    timeout: Option<Duration>,
+    conflict: u8,
+    close: bool,
+    no_fork: bool,
+    verbose: bool,
+    fcntl: bool,
+    start: u64,
+    length: u64,
+}
+
+impl Settings {
+    /// Take option `opt` with its `value`; `Ok(Some(_))` for help and version, which end
+    /// the parsing where they stand.
+    fn take(&mut self, opt: Opt, value: Option<&OsStr>) -> Result<Option<Parsed>, Usage> {
+        let value = || {
+            value
+                .map(|v| v.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        match opt {
+            Opt::Shared => self.op = Op::Shared,
+            Opt::Exclusive => self.op = Op::Exclusive,
+            Opt::Unlock => self.op = Op::Unlock,
+            Opt::NonBlock => self.nonblock = true,
+            Opt::Close => self.close = true,
+            Opt::NoFork => self.no_fork = true,
+            Opt::Verbose => self.verbose = true,
+            Opt::Fcntl => self.fcntl = true,
+            Opt::Timeout => self.timeout = Some(parse_timeout(&value())?),
+            Opt::ConflictExitCode => self.conflict = parse_exit_code(&value())?,
+            Opt::Start => {
+                self.start = parse_size(&value(), "invalid as start offset")?;
+                self.fcntl = true;
+            }
+            Opt::Length => {
+                self.length = parse_size(&value(), "invalid as length of lock range")?;
+                self.fcntl = true;
+            }
+            Opt::Help => return Ok(Some(Parsed::Help)),
+            Opt::Version => return Ok(Some(Parsed::Version)),
+        }
+        Ok(None)
+    }
+}
+
+/// flock's command line: options up to the first word that is not one (or `--`), then FILE and
+/// the command, or a descriptor number.
+fn parse(args: &[OsString]) -> Result<Parsed, Usage> {
+    if args.is_empty() {
+        return Err(getopt_error("not enough arguments"));
+    }
+    let mut s = Settings {
+        op: Op::Exclusive,
+        nonblock: false,
+        timeout: None,
+        conflict: 1,
+        close: false,
+        no_fork: false,
+        verbose: false,
+        fcntl: false,
+        start: 0,
+        length: 0,
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_bytes();
+        if arg == b"--" {
+            i += 1;
+            break;
+        }
+        if arg.len() < 2 || arg[0] != b'-' {
+            break; // the first word that is not an option: FILE or N
+        }
+        i += 1;
+        if let Some(long) = arg.strip_prefix(b"--") {
+            let whole = String::from_utf8_lossy(arg).into_owned();
+            let (name, inline) = match long.iter().position(|&b| b == b'=') {
+                Some(eq) => (&long[..eq], Some(OsStr::from_bytes(&long[eq + 1..]))),
+                None => (long, None),
+            };
+            let name = String::from_utf8_lossy(name);
+            let opt = long_option(&name, &whole)?;
+            let full = LONG_OPTIONS
+                .iter()
+                .find(|(_, o)| *o == opt)
+                .map_or("", |(n, _)| n);
+            // getopt names the option as it was matched: the full name.
+            let full = LONG_OPTIONS
+                .iter()
+                .find(|(n, o)| *o == opt && n.starts_with(name.as_ref()))
+                .map_or(full, |(n, _)| n);
+            let value = match (opt.takes_value(), inline) {
+                (false, Some(_)) => {
+                    return Err(getopt_error(format!(
+                        "option '--{full}' doesn't allow an argument"
+                    )))
+                }
+                (false, None) => None,
+                (true, Some(v)) => Some(v),
+                (true, None) => {
+                    let Some(v) = args.get(i) else {
+                        return Err(getopt_error(format!(
+                            "option '--{full}' requires an argument"
+                        )));
+                    };
+                    i += 1;
+                    Some(v.as_os_str())
+                }
+            };
+            if let Some(end) = s.take(opt, value)? {
+                return Ok(end);
+            }
+            continue;
+        }
+        // A cluster of short options: -xn, -nw3, -w 3.
+        let mut j = 1;
+        while j < arg.len() {
+            let c = arg[j];
+            j += 1;
+            let Some(opt) = short_option(c) else {
+                // `?` is in flock's option string: getopt returns it, and flock says only
+                // "Try ...".
+                if c == b'?' {
+                    return Err(getopt_error(String::new()));
+                }
+                return Err(getopt_error(format!(
+                    "invalid option -- '{}'",
+                    String::from_utf8_lossy(&[c])
+                )));
+            };
+            let value = match opt.takes_value() {
+                false => None,
+                true if j < arg.len() => {
+                    let v = OsStr::from_bytes(&arg[j..]);
+                    j = arg.len();
+                    Some(v)
+                }
+                true => {
+                    let Some(v) = args.get(i) else {
+                        return Err(getopt_error(format!(
+                            "option requires an argument -- '{}'",
+                            c as char
+                        )));
+                    };
+                    i += 1;
+                    Some(v.as_os_str())
+                }
+            };
+            if let Some(end) = s.take(opt, value)? {
+                return Ok(end);
+            }
+        }
+    }
+    if s.no_fork && s.close {
+        return Err(usage("the --no-fork and --close options are incompatible"));
+    }
+    let rest = &args[i..];
+    let target = match rest {
+        [] => return Err(usage("requires file descriptor, file or directory")),
+        [number] => Target::Fd(parse_fd(number)?),
+        [file, flag, cmd @ ..] if flag == "-c" || flag == "--command" => {
+            let [cmd] = cmd else {
+                return Err(usage(format!(
+                    "{} requires exactly one command argument",
+                    flag.to_string_lossy()
+                )));
+            };
+            let shell = std::env::var_os("SHELL")
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "/bin/sh".into());
+            Target::File {
+                path: PathBuf::from(file),
+                argv: vec![shell, "-c".into(), cmd.clone()],
+            }
+        }
+        [file, argv @ ..] => Target::File {
+            path: PathBuf::from(file),
+            argv: argv.to_vec(),
+        },
+    };
+    let wait = match (s.nonblock, s.timeout) {
+        (true, _) => Wait::No,
+        (false, None) => Wait::Forever,
+        (false, Some(d)) if d.is_zero() => Wait::No,
+        (false, Some(d)) => Wait::For(d),
+    };
+    Ok(Parsed::Run(Request {
+        op: s.op,
+        wait,
+        conflict: s.conflict,
+        close: s.close,
+        no_fork: s.no_fork,
+        verbose: s.verbose,
+        range: s.fcntl.then_some(ByteRange {
+            start: s.start,
+            len: s.length,
+        }),
+        target,
+    }))
+}
+
+/// `-w SECS` as flock reads it (strtold, then a timeval): fractions and hex allowed, below a
+/// microsecond is 0 (-n). A value a timer cannot take (negative, infinite) is refused as
+/// flock's timer refuses it.
+fn parse_timeout(text: &str) -> Result<Duration, Usage> {
+    let invalid = || usage(format!("invalid timeout value: '{text}'"));
+    let trimmed = text.trim_start();
+    let (negative, digits) = match trimmed.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, trimmed.strip_prefix('+').unwrap_or(trimmed)),
+    };
+    let secs = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(hex) => u64::from_str_radix(hex, 16).map_err(|_| invalid())? as f64,
+        None => {
+            if digits.is_empty() || digits.starts_with(['+', '-']) {
+                return Err(invalid());
+            }
+            digits.parse::<f64>().map_err(|_| invalid())?
+        }
+    };
+    let secs = if negative { -secs } else { secs };
+    // A timeval's seconds and microseconds, truncated as flock truncates them.
+    let whole = secs.trunc();
+    let micros = ((secs - whole) * 1_000_000.0).trunc();
+    if !secs.is_finite() || secs < 0.0 || whole > 1e15 {
+        return Err(Usage {
+            message: "cannot set up timer: Invalid argument".into(),
+            code: EX_OSERR,
+            try_help: false,
+        });
+    }
+    Ok(Duration::from_secs(whole as u64) + Duration::from_micros(micros as u64))
+}
+
+/// `-E NUMBER`: a decimal 32-bit number, then 0 to 255.
+fn parse_exit_code(text: &str) -> Result<u8, Usage> {
+    let n = parse_i32(text, "invalid exit code")?;
+    u8::try_from(n).map_err(|_| usage("exit code out of range (expected 0 to 255)"))
+}
+
+/// A descriptor number, as flock reads it.
+fn parse_fd(word: &OsStr) -> Result<i32, Usage> {
+    parse_i32(&word.to_string_lossy(), "bad file descriptor")
+}
+
+/// strtos32_or_err: decimal, leading blanks and a sign allowed, nothing after.
+fn parse_i32(text: &str, what: &str) -> Result<i32, Usage> {
+    let body = text.trim_start();
+    let digits = body.strip_prefix(['+', '-']).unwrap_or(body);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(usage(format!("{what}: '{text}'")));
+    }
+    body.parse::<i32>()
+        .map_err(|_| usage(format!("{what}: '{text}': Numerical result out of range")))
+}
+
+/// `--start`, `--length`: a size as util-linux reads one: a number (decimal, 0x hex or 0
+/// octal) with an optional binary suffix (K, M, G, T, P, E, optionally followed by iB) or a
+/// decimal one (KB, MB, ...).
+fn parse_size(text: &str, what: &str) -> Result<u64, Usage> {
+    let invalid = || usage(format!("{what}: '{text}'"));
+    let body = text.trim_start();
+    let (radix, digits) = if let Some(h) = body.strip_prefix("0x").or(body.strip_prefix("0X")) {
+        (16, h)
+    } else if body.len() > 1 && body.starts_with('0') {
+        (8, &body[1..])
+    } else {
+        (10, body)
+    };
+    let end = digits
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(digits.len());
+    let (number, suffix) = digits.split_at(end);
+    if number.is_empty() && radix != 8 {
+        return Err(invalid());
+    }
+    let n = match number {
+        "" => 0,
+        _ => u64::from_str_radix(number, radix).map_err(|_| invalid())?,
+    };
+    let power = |unit: char| {
+        "KMGTPE"
+            .find(unit.to_ascii_uppercase())
+            .map(|p| p as u32 + 1)
+    };
+    let multiplier: u64 = match suffix.as_bytes() {
+        [] => 1,
+        [u] | [u, b'i', b'B'] => 1024u64.pow(power(*u as char).ok_or_else(invalid)?),
+        [u, b'B'] => 1000u64.pow(power(*u as char).ok_or_else(invalid)?),
+        _ => return Err(invalid()),
+    };
+    n.checked_mul(multiplier).ok_or_else(invalid)
+}
+
+// ---- running ---------------------------------------------------------------------------
+
+/// How a lock attempt ended that did not get the lock: flock's status and message for it.
+struct Refusal {
+    code: u8,
+    message: String,
+}
+
+/// A held lock: kept until fsync exits.
+enum Held {
+    Whole(fsync::PlainGuard),
+    Range(fsync::RangeGuard),
+    None,
+}
+
+impl Held {
+    fn pass_down(&self, inherit: bool) -> fsync::Result<()> {
+        match self {
+            Held::Whole(g) => g.pass_down(inherit),
+            Held::Range(g) => g.pass_down(inherit),
+            Held::None => Ok(()),
+        }
+    }
+}
+
+impl Request {
+    fn run(self, say: &Say) -> Exit {
+        let timeout = match self.wait {
+            Wait::Forever => None,
+            Wait::No => Some(Duration::ZERO),
+            Wait::For(d) => Some(d),
+        };
+        let started = Instant::now();
+        let outcome = match &self.target {
+            Target::File { path, .. } => self.lock_file(path, timeout),
+            Target::Fd(n) => self.lock_fd(*n, timeout),
+        };
+        let held = match outcome {
+            Ok(Outcome::Acquired(held)) => held,
+            Ok(Outcome::TimedOut) => {
+                if self.verbose {
+                    say.line(match self.wait {
+                        Wait::No => "failed to get lock",
+                        _ => "timeout while waiting to get lock",
+                    });
+                }
+                return Exit::code(self.conflict);
+            }
+            Ok(Outcome::Interrupted(sig)) => return Exit::signal(sig),
+            Err(refusal) => {
+                say.line(&refusal.message);
+                return Exit::code(refusal.code);
+            }
+        };
+        // flock prints these with printf: at once on a terminal, at its exit where standard
+        // output is a file or a pipe (after the command's own output; lost with -F).
+        let mut verbose = Verbose::new(self.verbose, say.name);
+        let took = started.elapsed();
+        verbose.line(format!(
+            "getting lock took {}.{:06} seconds",
+            took.as_secs(),
+            took.subsec_micros()
+        ));
+        let Target::File { path, argv } = &self.target else {
+            verbose.flush();
+            return Exit::OK;
+        };
+        verbose.line(format!("executing {}", argv[0].to_string_lossy()));
+        if let Err(e) = held.pass_down(!self.close) {
+            say.line(&e.to_string());
+            return Exit::code(EX_OSERR);
+        }
+        if self.no_fork {
+            verbose.flush_if_terminal();
+            let e = fsync::command::exec(argv);
+            say.line(&exec_failure(&argv[0], &e));
+            return Exit::code(EX_UNAVAILABLE);
+        }
+        verbose.flush_if_terminal();
+        let exit = self.run_command(path, argv, &held, say);
+        drop(held);
+        verbose.flush();
+        exit
+    }
+
+    /// Open FILE as flock opens it and lock it (or, with -u, neither).
+    fn lock_file(
+        &self,
+        path: &std::path::Path,
+        timeout: Option<Duration>,
+    ) -> Result<Outcome<Held>, Refusal> {
+        let mode = match self.op {
+            Op::Shared => Mode::Shared,
+            Op::Exclusive => Mode::Exclusive,
+            Op::Unlock => return Ok(Outcome::Acquired(Held::None)),
+        };
+        match self.range {
+            None => Mutex::new(path)
+                .acquire_plain_with(mode, timeout, |_| {})
+                .map(|o| o.map(Held::Whole)),
+            Some(range) => RangeLock::new(path, range)
+                .acquire_with(mode, timeout, |_| {})
+                .map(|o| o.map(Held::Range)),
+        }
+        .map_err(|e| file_refusal(path, &e))
+    }
+
+    /// Lock (or unlock) descriptor `n`, which the caller has open.
+    fn lock_fd(&self, n: i32, timeout: Option<Duration>) -> Result<Outcome<Held>, Refusal> {
+        let fd = fsync::mutex::inherited_fd(n).map_err(|e| fd_refusal(n, &e))?;
+        let poll = fsync::wait::DEFAULT_POLL;
+        let fd = fd.as_fd();
+        let done = match (self.op, self.range) {
+            (Op::Unlock, None) => fsync::mutex::unlock_fd(fd).map(Outcome::Acquired),
+            (Op::Unlock, Some(r)) => fsync::range::unlock_fd(fd, r).map(Outcome::Acquired),
+            (op, None) => fsync::mutex::lock_fd(fd, op == Op::Shared, timeout, poll),
+            (op, Some(r)) => {
+                let mode = match op {
+                    Op::Shared => Mode::Shared,
+                    _ => Mode::Exclusive,
+                };
+                fsync::range::lock_fd(fd, r, mode, timeout, poll, |_| {})
+            }
+        };
+        // The lock belongs to the caller's descriptor: nothing of ours holds it.
+        done.map(|o| o.map(|()| Held::None))
+            .map_err(|e| fd_refusal(n, &e))
+    }
+
+    /// Run the command as flock's child, with the lease of `mutex run` on a network file
+    /// system; its status as flock reports it.
+    fn run_command(
+        &self,
+        path: &std::path::Path,
+        argv: &[OsString],
+        held: &Held,
+        say: &Say,
+    ) -> Exit {
+        let job = Job {
+            argv,
+            env: Vec::new(),
+        };
+        let check = match held {
+            Held::Whole(g) => g.loss_check(),
+            _ => None,
+        };
+        let loss = LossArgs {
+            on_lost: OnLost::Term,
+            lease: None,
+        };
+        let failed = |e: SpawnError| super::Failure::Exec {
+            program: format!("failed to execute {}", argv[0].to_string_lossy()),
+            exit: Exit::code(EX_UNAVAILABLE),
+            cause: spawn_cause(&e),
+        };
+        match job.run_guarded_or(|_| {}, loss.guard(path, check), failed) {
+            // flock dies of INT, TERM, HUP or QUIT sent to it (fsync forwarded it and waited
+            // for the command), and reports a signal its command died of alone as 128+N.
+            Ok(exit) => match fsync::wait::last_received() {
+                Some(sig) => Exit::signal(sig),
+                None => Exit::code(exit.code),
+            },
+            Err(failure @ super::Failure::Exec { exit, .. }) => {
+                say.line(&failure.to_string());
+                exit
+            }
+            Err(other) => {
+                say.line(&other.to_string());
+                Exit::code(EX_OSERR)
+            }
+        }
+    }
+}
+
+/// "failed to execute CMD: No such file or directory", as flock's child says it.
+fn exec_failure(program: &OsStr, e: &SpawnError) -> String {
+    format!(
+        "failed to execute {}: {}",
+        program.to_string_lossy(),
+        spawn_cause(e)
+    )
+}
+
+/// Why a command could not be started, in the C library's words.
+fn spawn_cause(e: &SpawnError) -> String {
+    match e {
+        SpawnError::NotFound => strerror(nix::libc::ENOENT),
+        SpawnError::CannotExecute(e) => match e.raw_os_error() {
+            Some(n) => strerror(n),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// The C library's text for `errno`, as flock's `warn` prints it ("Bad file descriptor").
+fn strerror(errno: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    let suffix = format!(" (os error {errno})");
+    text.strip_suffix(&suffix).unwrap_or(&text).to_string()
+}
+
+/// FILE could not be opened or locked: flock's words and status for it.
+fn file_refusal(path: &std::path::Path, e: &fsync::Error) -> Refusal {
+    use fsync::ErrorKind;
+    let cause = || e.errno().map_or_else(|| own_words(e), strerror);
+    let path = path.display();
+    match (e.kind(), e.errno()) {
+        (ErrorKind::NotFound | ErrorKind::PermissionDenied, errno) => Refusal {
+            code: match errno {
+                Some(nix::libc::EROFS | nix::libc::ENOSPC) => EX_CANTCREAT,
+                _ => EX_NOINPUT,
+            },
+            message: format!("cannot open lock file {path}: {}", cause()),
+        },
+        (_, Some(nix::libc::ENOMEM | nix::libc::EMFILE | nix::libc::ENFILE)) => Refusal {
+            code: EX_OSERR,
+            message: format!("cannot open lock file {path}: {}", cause()),
+        },
+        (_, errno) => Refusal {
+            code: match errno {
+                Some(nix::libc::ENOLCK) => EX_OSERR,
+                _ => EX_DATAERR,
+            },
+            message: format!("{path}: {}", cause()),
+        },
+    }
+}
+
+/// Descriptor `n` could not be locked: "9: Bad file descriptor".
+fn fd_refusal(n: i32, e: &fsync::Error) -> Refusal {
+    let cause = e.errno().map_or_else(|| own_words(e), strerror);
+    Refusal {
+        code: match e.errno() {
+            Some(nix::libc::ENOLCK | nix::libc::ENOMEM) => EX_OSERR,
+            _ => EX_DATAERR,
+        },
+        message: format!("{n}: {cause}"),
+    }
+}
+
+/// The library's description of an error without its path: "is a pipe, not a lock file".
+fn own_words(e: &fsync::Error) -> String {
+    let text = e.to_string();
+    let path = format!("{}: ", e.path().display());
+    text.strip_prefix(&path).unwrap_or(&text).to_string()
+}
+
+/// `--verbose`'s lines, printed when flock's buffered standard output would show them.
+struct Verbose<'a> {
+    on: bool,
+    name: &'a str,
+    lines: Vec<String>,
+}
+
+impl<'a> Verbose<'a> {
+    fn new(on: bool, name: &'a str) -> Verbose<'a> {
+        Verbose {
+            on,
+            name,
+            lines: Vec::new(),
+        }
+    }
+
+    fn line(&mut self, text: String) {
+        if self.on {
+            self.lines.push(format!("{}: {text}\n", self.name));
+        }
+    }
+
+    /// On a terminal (line-buffered), the lines are out before the command starts.
+    fn flush_if_terminal(&mut self) {
+        use std::io::IsTerminal as _;
+        if std::io::stdout().is_terminal() {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut out = std::io::stdout().lock();
+        for line in self.lines.drain(..) {
+            let _ = out.write_all(line.as_bytes());
+        }
+        let _ = out.flush();
+    }
+}
+
+/// Whether the process was invoked as flock (`flock ...`, through a link) or as `fsync flock
+/// ...`: the name messages use and the words after it.
+pub fn invocation(args: &[OsString]) -> Option<(String, Vec<OsString>)> {
+    let argv0 = std::path::Path::new(args.first()?);
+    let base = argv0.file_name()?.to_string_lossy().into_owned();
+    if base == "flock" {
+        return Some((base, args[1..].to_vec()));
+    }
+    match args.get(1) {
+        Some(word) if word == "flock" => Some(("fsync".to_string(), args[2..].to_vec())),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<OsString> {
+        line.split_whitespace().map(OsString::from).collect()
+    }
+
+    fn request(line: &str) -> Request {
+        match parse(&words(line)) {
+            Ok(Parsed::Run(r)) => r,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    fn refused(line: &str) -> Usage {
+        match parse(&words(line)) {
+            Err(u) => u,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_stop_at_the_file() {
+        let r = request("-n L -s cmd -x");
+        assert_eq!(r.op, Op::Exclusive);
+        assert_eq!(r.wait, Wait::No);
+        assert_eq!(
+            r.target,
+            Target::File {
+                path: "L".into(),
+                argv: words("-s cmd -x")
+            }
+        );
+        assert_eq!(
+            request("-- -L cmd").target,
+            Target::File {
+                path: "-L".into(),
+                argv: words("cmd")
+            }
+        );
+    }
+
+    #[test]
+    fn the_last_mode_wins_and_no_wait_beats_a_timeout() {
+        assert_eq!(request("-s -x L c").op, Op::Exclusive);
+        assert_eq!(request("-x -s L c").op, Op::Shared);
+        assert_eq!(request("-su L c").op, Op::Unlock);
+        assert_eq!(request("-en L c").op, Op::Exclusive);
+        assert_eq!(request("-n -w 10 L c").wait, Wait::No);
+        assert_eq!(request("-w 10 -n L c").wait, Wait::No);
+        assert_eq!(request("-w 0 L c").wait, Wait::No);
+        assert_eq!(request("-w 0.0000001 L c").wait, Wait::No);
+        assert_eq!(
+            request("-nw3 L c").wait,
+            Wait::No,
+            "-n in a cluster with -w3"
+        );
+        assert_eq!(request("-w3 L c").wait, Wait::For(Duration::from_secs(3)));
+        assert_eq!(
+            request("--wait=0.25 L c").wait,
+            Wait::For(Duration::from_millis(250))
+        );
+        assert_eq!(
+            request("--time 0x2 L c").wait,
+            Wait::For(Duration::from_secs(2))
+        );
+        assert_eq!(request("-E 0 L c").conflict, 0);
+        assert_eq!(request("L c").conflict, 1);
+    }
+
+    #[test]
+    fn long_options_may_be_abbreviated_unless_ambiguous() {
+        assert_eq!(request("--non L c").wait, Wait::No);
+        assert_eq!(request("--nb L c").wait, Wait::No);
+        assert_eq!(request("--sh L c").op, Op::Shared);
+        assert_eq!(
+            refused("--n L c").message,
+            "option '--n' is ambiguous; possibilities: '--nonblocking' '--no-fork'"
+        );
+        assert_eq!(
+            refused("--s L c").message,
+            "option '--s' is ambiguous; possibilities: '--shared' '--start'"
+        );
+        assert_eq!(
+            refused("--sha=1 L c").message,
+            "option '--shared' doesn't allow an argument"
+        );
+        assert_eq!(
+            refused("--foo=3 L c").message,
+            "unrecognized option '--foo=3'"
+        );
+        assert_eq!(
+            refused("--timeout").message,
+            "option '--timeout' requires an argument"
+        );
+        assert_eq!(refused("-w").message, "option requires an argument -- 'w'");
+        assert_eq!(refused("-z L c").message, "invalid option -- 'z'");
+        assert!(refused("-z L c").try_help);
+    }
+
+    #[test]
+    fn values_are_read_as_flock_reads_them() {
+        assert_eq!(
+            refused("-w abc L c").message,
+            "invalid timeout value: 'abc'"
+        );
+        assert_eq!(refused("-w -1 L c").code, EX_OSERR);
+        assert_eq!(
+            refused("-E 256 L c").message,
+            "exit code out of range (expected 0 to 255)"
+        );
+        assert_eq!(refused("-E x L c").message, "invalid exit code: 'x'");
+        assert_eq!(
+            refused("-E 99999999999 L c").message,
+            "invalid exit code: '99999999999': Numerical result out of range"
+        );
+        assert_eq!(refused("L").message, "bad file descriptor: 'L'");
+        assert_eq!(request("9").target, Target::Fd(9));
+        assert_eq!(
+            request("--start 1K --length 0x10 L c").range,
+            Some(ByteRange {
+                start: 1024,
+                len: 16
+            })
+        );
+        assert_eq!(
+            request("--fcntl L c").range,
+            Some(ByteRange { start: 0, len: 0 })
+        );
+        assert_eq!(parse_size("2KB", "x").unwrap(), 2000);
+        assert_eq!(parse_size("3MiB", "x").unwrap(), 3 << 20);
+        assert!(parse_size("3Q", "x").is_err());
+    }
+
+    #[test]
+    fn command_strings_and_usage_errors() {
+        std::env::remove_var("SHELL");
+        assert_eq!(
+            request("L -c cmd").target,
+            Target::File {
+                path: "L".into(),
+                argv: words("/bin/sh -c cmd")
+            }
+        );
+        assert_eq!(
+            refused("L -c").message,
+            "-c requires exactly one command argument"
+        );
+        assert_eq!(
+            refused("L --command a b").message,
+            "--command requires exactly one command argument"
+        );
+        assert_eq!(
+            refused("-o -F L c").message,
+            "the --no-fork and --close options are incompatible"
+        );
+        assert_eq!(
+            refused("-n").message,
+            "requires file descriptor, file or directory"
+        );
+        assert_eq!(parse(&[]).unwrap_err().message, "not enough arguments");
+        assert_eq!(parse(&words("-h L")), Ok(Parsed::Help));
+        assert_eq!(parse(&words("-V")), Ok(Parsed::Version));
+        assert_eq!(refused("-? L").message, "");
+    }
+
+    #[test]
+    fn invoked_as_flock_or_as_a_verb() {
+        let (name, rest) = invocation(&words("/usr/lib/fsync/bin/flock -n L c")).unwrap();
+        assert_eq!((name.as_str(), rest), ("flock", words("-n L c")));
+        let (name, rest) = invocation(&words("fsync flock L c")).unwrap();
+        assert_eq!((name.as_str(), rest), ("fsync", words("L c")));
+        assert!(invocation(&words("fsync mutex run L c")).is_none());
+    }
+}
