@@ -3,9 +3,10 @@
 #
 #   bench/compare.sh            # as root on Debian: installs hyperfine if missing
 #
-# 1. Uncontended: `fsync mutex run L -- true` vs `flock L true`, wall time per run. With
-#    hyperfine: BLOCKS blocks of RUNS runs each, alternating which tool goes first; always also
-#    a plain bash loop that alternates run by run (timed with $EPOCHREALTIME, no fork).
+# 1. Uncontended: `fsync mutex run L -- true` and `fsync flock L true` vs `flock L true`, wall
+#    time per run. With hyperfine: BLOCKS blocks of RUNS runs each, rotating which tool goes
+#    first; always also a plain bash loop that rotates run by run (timed with $EPOCHREALTIME,
+#    no fork).
 # 2. Contended counter: 4 processes x N increments of a counter file, each increment one
 #    `fsync mutex run L -- sh -c 'read n <c; echo $((n+1)) >c'` (or the same under flock),
 #    TRIALS trials per tool, alternating; the final count must be exact.
@@ -118,22 +119,32 @@ say "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
 
 # --- 1. uncontended run -- true ---------------------------------------------------------------
 "$FSYNC" mutex run "$L" -- "$TRUE" || die "fsync mutex run failed"
+"$FSYNC" flock "$L" "$TRUE" || die "fsync flock failed"
 "$FLOCK" "$L" "$TRUE" || die "flock failed"
 
+# One run of a tool: fsync (mutex run), fsflock (fsync flock) or flock.
+run_tool() {
+    case $1 in
+    fsync) "$FSYNC" mutex run "$L" -- "$TRUE" ;;
+    fsflock) "$FSYNC" flock "$L" "$TRUE" ;;
+    flock) "$FLOCK" "$L" "$TRUE" ;;
+    esac
+}
+TOOLS=(fsync fsflock flock)
+# The tools in the order of round $1: each goes first, second and third in turn.
+rotated() { local k=$(($1 % 3)); echo "${TOOLS[@]:k} ${TOOLS[@]:0:k}"; }
+
 if [[ $TIMER == hyperfine ]]; then
-    say "1. uncontended, hyperfine: $BLOCKS blocks x $RUNS runs per tool, alternating"
-    : >"$DIR/hf-fsync.txt"
-    : >"$DIR/hf-flock.txt"
+    say "1. uncontended, hyperfine: $BLOCKS blocks x $RUNS runs per tool, rotating"
+    for tool in "${TOOLS[@]}"; do : >"$DIR/hf-$tool.txt"; done
     for ((b = 0; b < BLOCKS; b++)); do
-        order=(fsync flock)
-        ((b % 2)) && order=(flock fsync)
-        for tool in "${order[@]}"; do
+        for tool in $(rotated "$b"); do
             # hyperfine -N splits the command line as a shell would: quote the paths
-            if [[ $tool == fsync ]]; then
-                cmd="'$FSYNC' mutex run '$L' -- '$TRUE'"
-            else
-                cmd="'$FLOCK' '$L' '$TRUE'"
-            fi
+            case $tool in
+            fsync) cmd="'$FSYNC' mutex run '$L' -- '$TRUE'" ;;
+            fsflock) cmd="'$FSYNC' flock '$L' '$TRUE'" ;;
+            flock) cmd="'$FLOCK' '$L' '$TRUE'" ;;
+            esac
             hyperfine -N --style none --warmup 10 --runs "$RUNS" \
                 --export-json "$DIR/hf.json" "$cmd" >/dev/null 2>>"$DIR/hyperfine.log"
             times_of "$DIR/hf.json" >>"$DIR/hf-$tool.txt"
@@ -141,22 +152,13 @@ if [[ $TIMER == hyperfine ]]; then
     done
 fi
 
-say "1. uncontended, bash loop: $LOOP_RUNS runs per tool, alternating run by run"
-: >"$DIR/loop-fsync.txt"
-: >"$DIR/loop-flock.txt"
+say "1. uncontended, bash loop: $LOOP_RUNS runs per tool, rotating run by run"
+for tool in "${TOOLS[@]}"; do : >"$DIR/loop-$tool.txt"; done
 for ((i = 0; i < LOOP_RUNS + 20; i++)); do
-    if ((i % 2)); then
-        t0=$EPOCHREALTIME; "$FLOCK" "$L" "$TRUE"; t1=$EPOCHREALTIME
-        t2=$EPOCHREALTIME; "$FSYNC" mutex run "$L" -- "$TRUE"; t3=$EPOCHREALTIME
-        fl=$(us "$t0" "$t1") fs=$(us "$t2" "$t3")
-    else
-        t0=$EPOCHREALTIME; "$FSYNC" mutex run "$L" -- "$TRUE"; t1=$EPOCHREALTIME
-        t2=$EPOCHREALTIME; "$FLOCK" "$L" "$TRUE"; t3=$EPOCHREALTIME
-        fs=$(us "$t0" "$t1") fl=$(us "$t2" "$t3")
-    fi
-    ((i < 20)) && continue # warm-up
-    echo "$fs" >>"$DIR/loop-fsync.txt"
-    echo "$fl" >>"$DIR/loop-flock.txt"
+    for tool in $(rotated "$i"); do
+        t0=$EPOCHREALTIME; run_tool "$tool"; t1=$EPOCHREALTIME
+        ((i < 20)) || us "$t0" "$t1" >>"$DIR/loop-$tool.txt" # after a warm-up
+    done
 done
 
 # --- 2. contended counter ---------------------------------------------------------------------
@@ -204,9 +206,13 @@ if [[ $TIMER == hyperfine ]]; then
     row "run -- true, median ms (hyperfine, n=$((BLOCKS * RUNS)))" "$(fmt "$a" 1000)" "$(fmt "$b" 1000)" "$(ratio "$a" "$b")" "<= 1.05"
     a=$(pct "$DIR/hf-fsync.txt" 90) b=$(pct "$DIR/hf-flock.txt" 90)
     row "run -- true, p90 ms (hyperfine)" "$(fmt "$a" 1000)" "$(fmt "$b" 1000)" "$(ratio "$a" "$b")" ""
+    a=$(median "$DIR/hf-fsflock.txt") b=$(median "$DIR/hf-flock.txt")
+    row "fsync flock L true, median ms (hyperfine)" "$(fmt "$a" 1000)" "$(fmt "$b" 1000)" "$(ratio "$a" "$b")" "<= 1.05"
 fi
 a=$(median "$DIR/loop-fsync.txt") b=$(median "$DIR/loop-flock.txt")
 row "run -- true, median ms (bash loop, n=$LOOP_RUNS)" "$(fmt "$a" 0.001)" "$(fmt "$b" 0.001)" "$(ratio "$a" "$b")" "<= 1.05"
+a=$(median "$DIR/loop-fsflock.txt") b=$(median "$DIR/loop-flock.txt")
+row "fsync flock L true, median ms (bash loop)" "$(fmt "$a" 0.001)" "$(fmt "$b" 0.001)" "$(ratio "$a" "$b")" "<= 1.05"
 a=$(median "$DIR/counter-fsync.txt") b=$(median "$DIR/counter-flock.txt")
 row "counter ${PROCS}x$N, median increments/s" "$a" "$b" "$(ratio "$a" "$b")" ">= 1.00"
 row "counter final counts" "exact" "exact" "" "($TRIALS trials each)"

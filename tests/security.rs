@@ -91,6 +91,15 @@ fn another_users_symlinks_in_a_sticky_directory_are_not_followed_to_write() {
         !victim_dir.join("created").exists(),
         "a dangling link's target was created"
     );
+    // The same through `fsync flock`, in flock(1)'s words and status.
+    t.fsync(["flock", &format!("{}/M", shared.display()), "true"])
+        .run()
+        .code(66)
+        .stderr_has("cannot open lock file");
+    assert!(
+        !victim_dir.join("created").exists(),
+        "fsync flock created a dangling link's target"
+    );
     // A group directory that is a link elsewhere.
     plant(victim_dir.to_str().unwrap(), "G");
     t.fsync([
