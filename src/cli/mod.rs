@@ -404,7 +404,8 @@ fn dispatch(command: Command) -> VerbResult {
         Command::Sem(cmd) => sem::run(cmd),
         Command::Grouplock(cmd) => grouplock::run(cmd),
         Command::Doctor(a) => doctor::run(a),
-        // Reached only where clap parsed the words (the process's own are flock's to parse).
+        // `main` hands `fsync flock ...` to flock's own parser before clap sees it; should clap
+        // ever parse it, the process's words still go to that parser.
         Command::Flock(_) => {
             let args: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
             Ok(flock::main("fsync", args))
