@@ -90,7 +90,9 @@ is inside a participant's directory, beside its mailbox.
    holder's record, before it is renamed into place: a visible owner file is locked while its
    holder lives, and one that is not locked belongs to a holder that died.
 5. **The holder disconnects** when its command has exited (or its [`Connection`] is dropped),
-   under the bus lock: if `B/NAME/owner` is still the file it created (device and inode) and no
+   through the descriptor of `B` it opened to connect, never by the path `B` again (a network
+   file system's server may have gone meanwhile, and a path lookup would wait on it; a `B`
+   renamed or replaced meanwhile is not another bus's business), under the bus lock: if `B/NAME/owner` is still the file it created (device and inode) and no
    other process shares its open file description (one it passed the lock down to, still
    running), it hides `B/NAME` as `B/.NAME`, as `disconnect` does; otherwise it changes
    nothing (the name stays held by that process, and is stale once it exits). Then it closes
@@ -442,6 +444,7 @@ impl Bus {
             .map_err(|e| Error::io(&top.join(name).join(OWNER), "cannot stat", e))?;
         Ok(Connection {
             bus: self.clone(),
+            top,
             name: name.to_string(),
             file: Some(file),
             id: (meta.dev(), meta.ino()),
@@ -622,6 +625,9 @@ impl Bus {
 #[derive(Debug)]
 pub struct Connection {
     bus: Bus,
+    /// The bus directory as opened to connect: the disconnection goes through it, never
+    /// through the bus's path again (module docs, step 5).
+    top: Dir,
     name: String,
     /// The owner file, locked; `None` once disconnected.
     file: Option<File>,
@@ -691,7 +697,7 @@ impl Connection {
     }
 
     fn owner_path(&self) -> PathBuf {
-        self.bus.dir.join(&self.name).join(OWNER)
+        self.top.join(&self.name).join(OWNER)
     }
 
     /// Disconnect the name now (module docs, step 5), saying how it went; dropping the
@@ -705,10 +711,8 @@ impl Connection {
         let Some(file) = self.file.take() else {
             return Ok(Disconnected::NotOurs);
         };
-        let Some(top) = self.bus.top(false)? else {
-            return Ok(Disconnected::NotOurs);
-        };
-        let _serial = self.bus.lock(&top)?;
+        let top = &self.top;
+        let _serial = self.bus.lock(top)?;
         let Some(member) = top.sub(&self.name, false)? else {
             return Ok(Disconnected::NotOurs);
         };
@@ -721,7 +725,7 @@ impl Connection {
         if self.passed_down && procinfo::description_shared(std::os::fd::AsFd::as_fd(&file)) {
             return Ok(Disconnected::StillHeld);
         }
-        hide(&top, &self.name)?;
+        hide(top, &self.name)?;
         drop(file); // after the rename: nobody ever sees it stale
         Ok(Disconnected::Yes)
     }
@@ -894,6 +898,33 @@ mod tests {
         let err = bus.send("a", "c", &mut &b"x"[..]).unwrap_err();
         assert!(err.to_string().contains("not connected"), "{err}");
         assert!(bus.connect("../x").is_err());
+    }
+
+    /// A held connection disconnects through the bus directory it opened, never by its path
+    /// again: with the bus renamed away meanwhile (and another bus, with a participant of the
+    /// same name, put at its path) the name is hidden where it was connected, and the other
+    /// bus is left alone. (The path lookup is what hung on a network file system whose server
+    /// had gone.)
+    #[test]
+    fn a_held_connection_disconnects_through_the_directory_it_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, moved) = (dir.path().join("p"), dir.path().join("q"));
+        std::fs::create_dir(&old).unwrap();
+        let bus = Bus::new(old.join("bus"));
+        let held = bus.connect_held("a.b").unwrap();
+        std::fs::rename(&old, &moved).unwrap();
+        std::fs::create_dir(&old).unwrap();
+        let other = Bus::new(old.join("bus"));
+        other.connect("a.b").unwrap();
+        assert_eq!(held.disconnect().unwrap(), Disconnected::Yes);
+        assert!(moved.join("bus/.a.b").is_dir(), "hidden where it was");
+        assert!(!moved.join("bus/a.b").exists());
+        assert_eq!(
+            other.members().unwrap(),
+            ["a.b"],
+            "the other bus was touched"
+        );
+        assert!(!old.join("bus/.a.b").exists());
     }
 
     #[test]

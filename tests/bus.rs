@@ -474,6 +474,39 @@ fn names_with_dots_and_any_letters_connect_send_and_receive() {
     );
 }
 
+/// A held name disconnects through the bus directory it opened when it connected, never by
+/// the path again: the path lookup is what hung on a network file system whose server had
+/// gone. Here the command renames the bus's parent away and puts another bus at the old path;
+/// the name is hidden in the bus it connected to, and the other is left alone.
+#[test]
+fn a_held_name_disconnects_in_the_bus_it_connected_to_even_when_moved() {
+    let t = TestDir::new();
+    std::fs::create_dir(t.join("p")).unwrap();
+    t.fsync([
+        "bus",
+        "connect",
+        "--hold",
+        "-v",
+        "p/BUS",
+        "n.1",
+        "-c",
+        "mv p q && mkdir p && \"$FSYNC\" bus connect p/BUS n.1",
+    ])
+    .run()
+    .code(0)
+    .stderr_has("fsync: disconnected n.1 from p/BUS");
+    assert!(
+        t.join("q/BUS/.n.1").is_dir(),
+        "not hidden where it was connected"
+    );
+    assert!(!t.join("q/BUS/n.1").exists());
+    assert!(
+        t.join("p/BUS/n.1").is_dir(),
+        "the other bus lost its participant"
+    );
+    assert!(!t.join("p/BUS/.n.1").exists());
+}
+
 // ---- held names ---------------------------------------------------------------------------
 
 /// What a holder's command does: say it is in, and its pid, then hold until stdin is closed.
