@@ -135,6 +135,54 @@ pub fn range_lock_held(fd: &impl AsRawFd) -> io::Result<bool> {
     Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
 }
 
+/// A byte-range lock that `F_OFD_GETLK` reports ([`range_conflict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeConflict {
+    /// Its first byte.
+    pub start: u64,
+    /// How many bytes; 0 reaches to the end of all offsets.
+    pub len: u64,
+    pub mode: Mode,
+    /// The process of a POSIX (`fcntl`, `lockf`) lock; `None` for an OFD lock, which belongs
+    /// to an open file description, not to a process (the kernel says -1).
+    pub pid: Option<u32>,
+}
+
+/// A POSIX or OFD byte-range lock that another open file description holds on any of `len`
+/// bytes from `start` (`len` 0: to the end of all offsets), in either mode: `F_OFD_GETLK` for
+/// an exclusive lock there, which takes nothing and waits for nothing. `None` if there is none.
+/// Where several overlap, the kernel reports one of them.
+pub fn range_conflict(
+    fd: &impl AsRawFd,
+    start: u64,
+    len: u64,
+) -> io::Result<Option<RangeConflict>> {
+    // SAFETY: as in `ofd_lock`; the kernel fills in the conflicting lock, if any.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = i64::try_from(start).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    fl.l_len = i64::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    super::retrying(|| {
+        fcntl(fd.as_raw_fd(), FcntlArg::F_OFD_GETLK(&mut fl))
+            .map(drop)
+            .map_err(io::Error::from)
+    })?;
+    if fl.l_type == libc::F_UNLCK as libc::c_short {
+        return Ok(None);
+    }
+    let mode = match fl.l_type == libc::F_RDLCK as libc::c_short {
+        true => Mode::Shared,
+        false => Mode::Exclusive,
+    };
+    Ok(Some(RangeConflict {
+        start: u64::try_from(fl.l_start).unwrap_or(0),
+        len: u64::try_from(fl.l_len).unwrap_or(0),
+        mode,
+        pid: u32::try_from(fl.l_pid).ok().filter(|&p| p > 0),
+    }))
+}
+
 /// Release an open-file-description byte-range lock on `len` bytes from `start`, as
 /// `fcntl(F_OFD_SETLK)` with `F_UNLCK` (a no-op where none is held).
 pub fn ofd_unlock(fd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
