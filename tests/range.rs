@@ -574,6 +574,22 @@ fn status_of_a_range_says_held_or_free_and_names_the_lock_and_its_holder() {
     );
 }
 
+/// Of two holders of disjoint ranges of one file, each range names its own.
+#[test]
+fn status_of_a_range_names_the_holder_of_those_bytes() {
+    let t = TestDir::new();
+    let low = hold(&t, MUTEX, "0:5", "L");
+    let high = hold(&t, MUTEX, "10:10", "L");
+    for (range, h) in [("2", &low), ("12", &high)] {
+        let text = range_status(&t, range, false, 1);
+        let want = format!("L: bytes {range}:1 held by pid {} ", h.pid());
+        assert!(text.starts_with(&want), "{text:?} is not {want:?}...");
+    }
+    range_status(&t, "7", false, 0);
+    low.finish().code(0);
+    high.finish().code(0);
+}
+
 /// A shared range (swmr readers) is held too, and said to be shared; a whole-file flock is
 /// no byte-range lock.
 #[test]

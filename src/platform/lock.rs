@@ -208,3 +208,54 @@ pub fn still_held(fd: std::os::fd::RawFd, mode: Mode) -> bool {
     // could not take.
     nix::sys::stat::fstat(fd).is_ok() && matches!(flock(&fd, mode, false), Ok(true))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `F_OFD_GETLK` reports a POSIX lock with its process, an OFD lock without one, each with
+    /// its bytes and mode, and nothing beside them.
+    #[test]
+    fn range_conflict_names_a_posix_locks_process_and_no_ofd_lock_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let open = || {
+            std::fs::File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .unwrap()
+        };
+        let (posix, ofd, asker) = (open(), open(), open());
+        let fl = libc::flock {
+            l_type: libc::F_RDLCK as libc::c_short,
+            l_whence: libc::SEEK_SET as libc::c_short,
+            l_start: 10,
+            l_len: 5,
+            l_pid: 0,
+        };
+        fcntl(posix.as_raw_fd(), FcntlArg::F_SETLK(&fl)).unwrap();
+        assert!(ofd_lock(&ofd, Mode::Exclusive, 100, 0, false).unwrap());
+        assert_eq!(
+            range_conflict(&asker, 12, 1).unwrap(),
+            Some(RangeConflict {
+                start: 10,
+                len: 5,
+                mode: Mode::Shared,
+                pid: Some(std::process::id()),
+            })
+        );
+        assert_eq!(
+            range_conflict(&asker, 99, 2).unwrap(),
+            Some(RangeConflict {
+                start: 100,
+                len: 0,
+                mode: Mode::Exclusive,
+                pid: None,
+            })
+        );
+        assert_eq!(range_conflict(&asker, 15, 85).unwrap(), None);
+    }
+}
