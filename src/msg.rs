@@ -181,8 +181,20 @@ impl MessageName {
 /// [`UNIQ_HOST_BYTES`]): at most 57 bytes, which the bound on bus participant names counts on
 /// ([`crate::bus::MAX_NAME_BYTES`]).
 fn uniq() -> String {
-    let host: String = procinfo::hostname()
-        .chars()
+    let host = uniq_host(&procinfo::hostname());
+    let mut random = [0u8; 8];
+    let _ = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut random));
+    format!(
+        "{host}-{}-{:016x}",
+        std::process::id(),
+        u64::from_ne_bytes(random) ^ procinfo::now_micros()
+    )
+}
+
+/// The host part of a `UNIQ`: letters, digits and `-` kept, anything else `_`, at most
+/// [`UNIQ_HOST_BYTES`] of them.
+fn uniq_host(host: &str) -> String {
+    host.chars()
         .take(UNIQ_HOST_BYTES)
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {
@@ -191,14 +203,7 @@ fn uniq() -> String {
                 '_'
             }
         })
-        .collect();
-    let mut random = [0u8; 8];
-    let _ = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut random));
-    format!(
-        "{host}-{}-{:016x}",
-        std::process::id(),
-        u64::from_ne_bytes(random) ^ procinfo::now_micros()
-    )
+        .collect()
 }
 
 /// How much of the host name a `UNIQ` keeps (a host name may have 64 bytes): the random part
@@ -938,6 +943,7 @@ mod tests {
             ".u.x.msg",
             "1..x.msg",
             "x.u.y.msg",
+            "+1.u.x.msg",
         ] {
             assert!(MessageName::parse(bad).is_none(), "{bad}");
         }
@@ -948,6 +954,18 @@ mod tests {
         let u = uniq();
         assert!(!u.contains('.'), "{u}");
         assert!(u.len() <= 32 + 1 + 10 + 1 + 16, "{u}");
+        assert!(
+            u.starts_with(&format!(
+                "{}-{}-",
+                uniq_host(&procinfo::hostname()),
+                std::process::id()
+            )),
+            "{u}"
+        );
+        assert_ne!(uniq(), uniq(), "two UNIQs alike");
+        assert_eq!(uniq_host("build-3.example.org"), "build-3_example_org");
+        assert_eq!(uniq_host("сервер"), "______");
+        assert_eq!(uniq_host(&"h".repeat(64)), "h".repeat(32));
     }
 
     #[test]
