@@ -7,8 +7,38 @@ network, through a shared network directory.
 
 A bus `B` is a directory (created if missing). A participant `NAME` is connected while the
 directory `B/NAME` exists; `connect` creates it (first removing a hidden `B/.NAME` an earlier
-`disconnect` left), `disconnect` hides it by renaming it to `B/.NAME` (as in the article). Names are
-letters, digits, `_` and `-`, so they can never be hidden or path names.
+`disconnect` left), `disconnect` hides it by renaming it to `B/.NAME` (as in the article).
+
+## Names on disk
+
+A name ([`check_name`]) is 1 to [`MAX_NAME_BYTES`] bytes of UTF-8: letters of any alphabet,
+digits, `_`, `-` and `.`, with `.` neither first nor last (a file server for Windows clients
+drops a final dot), and not beginning with `fsync.` in any case. The entries of `B` are then
+told apart by their first two characters alone, whatever a name holds:
+
+| entry of `B` | what it is |
+| --- | --- |
+| `NAME` (no leading `.`) | a connected participant |
+| `.NAME` (`.` and then no `.`, not `.fsync.`) | a participant hidden by `disconnect` |
+| `..NAME.new` (two dots) | a held participant being made (connect_held, step 2) |
+| `.fsync.lock` (and any `.fsync.*`) | the bus lock |
+
+A dot inside a name is never read as a separator: no two participants share any of these
+entries (`a.new` is hidden as `.a.new`; `a` is made as `..a.new`), and fsync keeps `fsync.*`
+for itself so that no hidden participant is its lock, also on a file system that ignores case.
+Names are compared byte for byte, as the file system stores them; on one that ignores case (or
+normalises Unicode) names that it takes for the same are one participant.
+
+The sender's name is part of every message's file name in the receiver's mailbox
+(`SEQ.UNIQ.FROM.KIND`, [`crate::msg`]): `FROM` is what lies between the second dot and the last,
+which no `SEQ`, `UNIQ` or `KIND` contains, so a dotted sender is read back whole. The longest
+file name a name takes part in is a message from it being received,
+`claimed/SEQ.UNIQ.FROM.sync~RID` (`UNIQ` and `RID` at most 57 bytes each): with a name of
+[`MAX_NAME_BYTES`], 242 bytes, within the 255 file systems allow.
+
+(fsync 0.1 made a held participant as `.NAME.new`, which with dots allowed could be the hidden
+`.NAME` of the participant `NAME.new`; such a leftover of a crash is now taken for that hidden
+participant, and removed when `NAME.new` next connects.)
 
 Each participant's directory is a mailbox ([`crate::msg`]), which keeps the article's three states
 of a message, moved between by rename, with unique names (`tmp/` being written, `q/` done,
@@ -40,16 +70,16 @@ another, and they never change anything.
 
 Every change of a participant's state (connect, a takeover, disconnect) happens under the
 **bus lock**, an exclusive `flock` on `B/.fsync.lock` held for a moment. Its name, like
-`.NAME.new` and `.owner.new` below, has a dot after the first character, so it is never a
-participant or a hidden participant.
+`..NAME.new`, is never a participant or a hidden participant (*Names on disk*); `.owner.new`
+is inside a participant's directory, beside its mailbox.
 
 1. **connect** (plain), under the bus lock: `B/NAME` missing: remove `B/.NAME` (messages left
    for an earlier participant of the name are discarded) and create `B/NAME`. Connected
    already: nothing. Held: refuse. Stale: unlink `owner` (a takeover: the name is plainly
    connected from now on, and keeps its queued messages).
 2. **connect_held**, under the bus lock: held, or plainly connected: refuse. `B/NAME` missing:
-   remove `B/.NAME` and whatever a crashed connect left at `B/.NAME.new`; create the directory
-   `B/.NAME.new`, its owner file (step 4), and rename it to `B/NAME`, so the participant appears
+   remove `B/.NAME` and whatever a crashed connect left at `B/..NAME.new`; create the directory
+   `B/..NAME.new`, its owner file (step 4), and rename it to `B/NAME`, so the participant appears
    held in one step. Stale (a takeover, keeping the queued messages): remove a leftover
    `B/NAME/.owner.new`, create it as the owner file (step 4) and rename it over `owner`.
 3. The holder **passes the lock down** to the command it runs (unless `--close`), as the mutex
@@ -60,7 +90,9 @@ participant or a hidden participant.
    holder's record, before it is renamed into place: a visible owner file is locked while its
    holder lives, and one that is not locked belongs to a holder that died.
 5. **The holder disconnects** when its command has exited (or its [`Connection`] is dropped),
-   under the bus lock: if `B/NAME/owner` is still the file it created (device and inode) and no
+   through the descriptor of `B` it opened to connect, never by the path `B` again (a network
+   file system's server may have gone meanwhile, and a path lookup would wait on it; a `B`
+   renamed or replaced meanwhile is not another bus's business), under the bus lock: if `B/NAME/owner` is still the file it created (device and inode) and no
    other process shares its open file description (one it passed the lock down to, still
    running), it hides `B/NAME` as `B/.NAME`, as `disconnect` does; otherwise it changes
    nothing (the name stays held by that process, and is stale once it exits). Then it closes
@@ -126,21 +158,49 @@ pub struct Bus {
     poll: Duration,
 }
 
-/// A valid participant name (1 to 200 letters, digits, `_` and `-`), or the reason it is not.
-/// The same rule holds for [`GroupLock`](crate::GroupLock) group names.
+/// The longest participant name, in bytes of UTF-8 (a Cyrillic letter takes two): the
+/// longest file name derived from it, a message it sent being received
+/// (`claimed/SEQ.UNIQ.NAME.sync~RID`, module docs), stays within the 255 bytes file systems
+/// allow.
+pub const MAX_NAME_BYTES: usize = 100;
+
+/// A valid participant name, or the reason it is not: 1 to [`MAX_NAME_BYTES`] bytes of
+/// letters (any alphabet), digits, `_`, `-` and `.`, neither beginning nor ending with `.`,
+/// and not beginning with `fsync.` in any case (fsync's own files in the bus directory are
+/// named `.fsync.*`). So a name is never `.`, `..`, a path, a hidden participant (`.NAME`) or
+/// one of fsync's files, and holds no control character (module docs, *Names on disk*).
 pub fn check_name(name: &str) -> std::result::Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 200
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    match ok {
-        true => Ok(()),
-        false => Err(format!(
-            "invalid participant name '{name}': use letters, digits, '_' and '-'"
-        )),
+    let invalid = |why: &str| Err(format!("invalid participant name '{name}': {why}"));
+    if name.is_empty() {
+        return invalid("it is empty");
     }
+    if !name
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        return invalid("use letters, digits, '_', '-' and '.'");
+    }
+    if name.starts_with('.') || name.ends_with('.') {
+        return invalid("'.' may not come first or last");
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return invalid(&format!(
+            "{} bytes long, at most {MAX_NAME_BYTES} (in UTF-8)",
+            name.len()
+        ));
+    }
+    if name
+        .get(..RESERVED.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(RESERVED))
+    {
+        return invalid("names beginning with 'fsync.' are fsync's own");
+    }
+    Ok(())
 }
+
+/// The beginning of the names fsync keeps for its own files in a bus (the hidden `.fsync.lock`
+/// is the hidden name of a participant `fsync.lock`).
+const RESERVED: &str = "fsync.";
 
 /// The state of a connected participant (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,7 +338,7 @@ impl Bus {
     /// ([`wait::install_cancel_handlers`]) while waiting gives an error, and
     /// [`wait::cancelled`] names the signal. Errors: [`ErrorKind::Unavailable`] if a living
     /// holder has the name ([`connect_held`](Self::connect_held)), naming it;
-    /// [`ErrorKind::Invalid`] for a name that is not 1 to 200 letters, digits, `_` and `-`;
+    /// [`ErrorKind::Invalid`] for a name [`check_name`] refuses;
     /// [`ErrorKind::NotFound`] for an entry of the bus that is not what fsync makes there (a
     /// link, a FIFO).
     ///
@@ -351,7 +411,7 @@ impl Bus {
         let (file, how) = match top.sub(name, false)? {
             None => {
                 remove_hidden(&top, name)?;
-                let staging = format!(".{name}.new");
+                let staging = format!("..{name}.new");
                 remove_dir(&top, &staging)?;
                 let new = top.sub(&staging, true)?.expect("created");
                 let file = create_owner(&new, &holder)?;
@@ -384,6 +444,7 @@ impl Bus {
             .map_err(|e| Error::io(&top.join(name).join(OWNER), "cannot stat", e))?;
         Ok(Connection {
             bus: self.clone(),
+            top,
             name: name.to_string(),
             file: Some(file),
             id: (meta.dev(), meta.ino()),
@@ -564,6 +625,9 @@ impl Bus {
 #[derive(Debug)]
 pub struct Connection {
     bus: Bus,
+    /// The bus directory as opened to connect: the disconnection goes through it, never
+    /// through the bus's path again (module docs, step 5).
+    top: Dir,
     name: String,
     /// The owner file, locked; `None` once disconnected.
     file: Option<File>,
@@ -633,7 +697,7 @@ impl Connection {
     }
 
     fn owner_path(&self) -> PathBuf {
-        self.bus.dir.join(&self.name).join(OWNER)
+        self.top.join(&self.name).join(OWNER)
     }
 
     /// Disconnect the name now (module docs, step 5), saying how it went; dropping the
@@ -647,10 +711,8 @@ impl Connection {
         let Some(file) = self.file.take() else {
             return Ok(Disconnected::NotOurs);
         };
-        let Some(top) = self.bus.top(false)? else {
-            return Ok(Disconnected::NotOurs);
-        };
-        let _serial = self.bus.lock(&top)?;
+        let top = &self.top;
+        let _serial = self.bus.lock(top)?;
         let Some(member) = top.sub(&self.name, false)? else {
             return Ok(Disconnected::NotOurs);
         };
@@ -663,7 +725,7 @@ impl Connection {
         if self.passed_down && procinfo::description_shared(std::os::fd::AsFd::as_fd(&file)) {
             return Ok(Disconnected::StillHeld);
         }
-        hide(&top, &self.name)?;
+        hide(top, &self.name)?;
         drop(file); // after the rename: nobody ever sees it stale
         Ok(Disconnected::Yes)
     }
@@ -836,6 +898,104 @@ mod tests {
         let err = bus.send("a", "c", &mut &b"x"[..]).unwrap_err();
         assert!(err.to_string().contains("not connected"), "{err}");
         assert!(bus.connect("../x").is_err());
+    }
+
+    /// A held connection disconnects through the bus directory it opened, never by its path
+    /// again: with the bus renamed away meanwhile (and another bus, with a participant of the
+    /// same name, put at its path) the name is hidden where it was connected, and the other
+    /// bus is left alone. (The path lookup is what hung on a network file system whose server
+    /// had gone.)
+    #[test]
+    fn a_held_connection_disconnects_through_the_directory_it_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, moved) = (dir.path().join("p"), dir.path().join("q"));
+        std::fs::create_dir(&old).unwrap();
+        let bus = Bus::new(old.join("bus"));
+        let held = bus.connect_held("a.b").unwrap();
+        std::fs::rename(&old, &moved).unwrap();
+        std::fs::create_dir(&old).unwrap();
+        let other = Bus::new(old.join("bus"));
+        other.connect("a.b").unwrap();
+        assert_eq!(held.disconnect().unwrap(), Disconnected::Yes);
+        assert!(moved.join("bus/.a.b").is_dir(), "hidden where it was");
+        assert!(!moved.join("bus/a.b").exists());
+        assert_eq!(
+            other.members().unwrap(),
+            ["a.b"],
+            "the other bus was touched"
+        );
+        assert!(!old.join("bus/.a.b").exists());
+    }
+
+    #[test]
+    fn names_with_dots_and_any_letters_and_the_ones_refused() {
+        for good in [
+            "a",
+            "build-3.example",
+            "сервер-1",
+            "a.new",
+            "fsync",
+            "x.fsync.y",
+            "Ω_1",
+        ] {
+            assert_eq!(check_name(good), Ok(()), "{good}");
+        }
+        let longest = "я".repeat(MAX_NAME_BYTES / 2);
+        assert_eq!(check_name(&longest), Ok(()));
+        for (bad, why) in [
+            ("", "empty"),
+            (".", "first or last"),
+            ("..", "first or last"),
+            (".x", "first or last"),
+            ("x.", "first or last"),
+            ("a/b", "use letters"),
+            ("../x", "use letters"),
+            ("a\nb", "use letters"),
+            ("a\u{1b}b", "use letters"),
+            ("a\u{202e}b", "use letters"),
+            ("a b", "use letters"),
+            ("fsync.lock", "fsync's own"),
+            ("FSync.x", "fsync's own"),
+        ] {
+            let e = check_name(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        let e = check_name(&format!("{longest}я")).unwrap_err();
+        assert!(e.contains("102 bytes long, at most 100"), "{e}");
+        assert!(check_name(&"x".repeat(MAX_NAME_BYTES)).is_ok());
+        assert!(check_name(&"x".repeat(MAX_NAME_BYTES + 1)).is_err());
+    }
+
+    /// The entries of a bus stay apart with dots in names: `x` made held beside a hidden
+    /// `x.new`, a participant `x.new` beside the staging of `x`, and the bus lock.
+    #[test]
+    fn dotted_names_never_share_an_entry_of_the_bus() {
+        let dir = tempfile::tempdir().unwrap();
+        let bus = Bus::new(dir.path().join("bus"));
+        bus.connect("x.new").unwrap();
+        bus.connect("x").unwrap();
+        let _ = bus.send("x", "x.new", &mut &b"kept"[..]).unwrap();
+        bus.disconnect("x.new").unwrap(); // hidden as .x.new
+        bus.disconnect("x").unwrap();
+        let held = bus.connect_held("x").unwrap(); // made as ..x.new
+        assert!(
+            dir.path().join("bus/.x.new/q").is_dir(),
+            "x's connection removed .x.new"
+        );
+        bus.connect("x.new").unwrap();
+        assert_eq!(bus.members().unwrap(), ["x", "x.new"]);
+        let _ = bus.send("x.new", "x", &mut &b"hi"[..]).unwrap();
+        let mut msg = bus.recv("x", None).unwrap().expect("a message");
+        assert_eq!(msg.from.as_deref(), Some("x.new"));
+        assert_eq!(msg.read_all().unwrap(), b"hi");
+        msg.finish().unwrap();
+        drop(held);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("bus"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, [".fsync.lock", ".x", "x.new"]);
     }
 
     /// A held name: refused to others, then stale once its owner file is unlocked (its holder

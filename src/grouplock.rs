@@ -49,7 +49,6 @@ use std::{
 };
 
 use crate::{
-    bus::check_name,
     error::{Error, ErrorKind, Result},
     platform::{
         dir::Dir,
@@ -60,6 +59,22 @@ use crate::{
     sem::{Semaphore, SlotGuard},
     wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
+
+/// A valid group name (1 to 200 letters, digits, `_` and `-`: ASCII, no dot, so that
+/// `group.NAME` and `max.NAME` name one group each), or the reason it is not.
+pub fn check_group_name(name: &str) -> std::result::Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 200
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    match ok {
+        true => Ok(()),
+        false => Err(format!(
+            "invalid group name '{name}': use letters, digits, '_' and '-'"
+        )),
+    }
+}
 
 /// A group lock at a directory path: processes enter as members of a named group (letters,
 /// digits, `_` and `-`); any number of one group, or at most the group's cap, are inside
@@ -180,7 +195,7 @@ impl GroupLock {
         timeout: Option<Duration>,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<GroupGuard>> {
-        check_name(group).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
+        check_group_name(group).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
         let deadline = Deadline::after(timeout);
         // Every file is reached from the directory opened here, never by its path again.
         let top = Dir::top(&self.dir, true, "cannot create group lock")?.expect("created");
@@ -274,7 +289,7 @@ fn groups_in(top: &Dir) -> Result<Vec<String>> {
     Ok(entries
         .into_iter()
         .filter_map(|(n, _)| n.strip_prefix("group.").map(str::to_string))
-        .filter(|n| check_name(n).is_ok())
+        .filter(|n| check_group_name(n).is_ok())
         .collect())
 }
 

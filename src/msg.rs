@@ -15,8 +15,9 @@ directory (see [`crate::bus`]), each step between them one `rename(2)`:
 | queued (done) | `B/q/NAME` | `d` |
 | being received | `B/claimed/NAME~RID` | `r` |
 
-`NAME` is `SEQ.UNIQ.FROM.KIND`: `SEQ` a 20-digit sequence number, `UNIQ` `HOST-PID-RANDOM`,
-`FROM` the bus sender or `-`, `KIND` `msg` (queued) or `sync` (a synchronous send). Receivers
+`NAME` is `SEQ.UNIQ.FROM.KIND`: `SEQ` a 20-digit sequence number, `UNIQ` `HOST-PID-RANDOM`
+(no dot; `HOST` cut to 32 bytes), `FROM` the bus sender (which may hold dots: it is all between
+the second dot and the last) or `-`, `KIND` `msg` (queued) or `sync` (a synchronous send). Receivers
 take the smallest `NAME`, so messages come out in enqueue order. A name with a control character
 in it is not a message (fsync never makes one): receivers and listings pass it over and report it.
 
@@ -131,30 +132,32 @@ pub(crate) struct MessageName {
 }
 
 impl MessageName {
+    /// `SEQ.UNIQ.FROM.KIND`: `SEQ`, `UNIQ` and `KIND` hold no dot, so `FROM` (a bus name,
+    /// which may) is all between the second dot and the last.
     pub(crate) fn parse(name: &str) -> Option<MessageName> {
-        let mut parts = name.split('.');
-        let seq = parts.next()?;
+        let (seq, rest) = name.split_once('.')?;
         if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
         let seq = seq.parse().ok()?;
-        let uniq = parts.next()?.to_string();
+        let (uniq, rest) = rest.split_once('.')?;
         if uniq.is_empty() {
             return None;
         }
-        let from = match parts.next()? {
+        let (from, kind) = rest.rsplit_once('.')?;
+        let from = match from {
             "-" => None,
             "" => return None,
             f => Some(f.to_string()),
         };
-        let sync = match parts.next()? {
+        let sync = match kind {
             "msg" => false,
             "sync" => true,
             _ => return None,
         };
-        parts.next().is_none().then_some(MessageName {
+        Some(MessageName {
             seq,
-            uniq,
+            uniq: uniq.to_string(),
             from,
             sync,
         })
@@ -174,18 +177,11 @@ impl MessageName {
     }
 }
 
-/// A unique `HOST-PID-RANDOM` (host made safe for file names).
+/// A unique `HOST-PID-RANDOM` (host made safe for file names, and cut to its first
+/// [`UNIQ_HOST_BYTES`]): at most 57 bytes, which the bound on bus participant names counts on
+/// ([`crate::bus::MAX_NAME_BYTES`]).
 fn uniq() -> String {
-    let host: String = procinfo::hostname()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let host = uniq_host(&procinfo::hostname());
     let mut random = [0u8; 8];
     let _ = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut random));
     format!(
@@ -194,6 +190,25 @@ fn uniq() -> String {
         u64::from_ne_bytes(random) ^ procinfo::now_micros()
     )
 }
+
+/// The host part of a `UNIQ`: letters, digits and `-` kept, anything else `_`, at most
+/// [`UNIQ_HOST_BYTES`] of them.
+fn uniq_host(host: &str) -> String {
+    host.chars()
+        .take(UNIQ_HOST_BYTES)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// How much of the host name a `UNIQ` keeps (a host name may have 64 bytes): the random part
+/// makes it unique, the host is there for people.
+const UNIQ_HOST_BYTES: usize = 32;
 
 /// A queued message, as [`Mailbox::list`] shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -907,6 +922,50 @@ mod tests {
         };
         assert_eq!(MessageName::parse(&n.render()), Some(n));
         assert!(MessageName::parse("junk").is_none());
+        // A bus sender may hold dots: it is all between the second dot and the last.
+        for from in ["build-3.example", "a.b.c", "сервер-1.ru"] {
+            let n = MessageName {
+                seq: 9,
+                uniq: "h-1-ff".into(),
+                from: Some(from.into()),
+                sync: false,
+            };
+            assert_eq!(
+                n.render(),
+                format!("00000000000000000009.h-1-ff.{from}.msg")
+            );
+            assert_eq!(MessageName::parse(&n.render()), Some(n));
+        }
+        for bad in [
+            "1.u..msg",
+            "1.u.x.txt",
+            "1.u.msg",
+            ".u.x.msg",
+            "1..x.msg",
+            "x.u.y.msg",
+            "+1.u.x.msg",
+        ] {
+            assert!(MessageName::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_uniq_keeps_32_bytes_of_the_host_and_no_dot() {
+        let u = uniq();
+        assert!(!u.contains('.'), "{u}");
+        assert!(u.len() <= 32 + 1 + 10 + 1 + 16, "{u}");
+        assert!(
+            u.starts_with(&format!(
+                "{}-{}-",
+                uniq_host(&procinfo::hostname()),
+                std::process::id()
+            )),
+            "{u}"
+        );
+        assert_ne!(uniq(), uniq(), "two UNIQs alike");
+        assert_eq!(uniq_host("build-3.example.org"), "build-3_example_org");
+        assert_eq!(uniq_host("сервер"), "______");
+        assert_eq!(uniq_host(&"h".repeat(64)), "h".repeat(32));
     }
 
     #[test]

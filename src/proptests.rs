@@ -206,9 +206,18 @@ fn holder_text() -> impl Strategy<Value = String> {
         })
 }
 
-/// A `UNIQ` or `FROM` part of a message name: no dot.
+/// A `UNIQ` part of a message name: no dot.
 fn name_part() -> impl Strategy<Value = String> {
     prop_oneof!["[^.]{0,12}", "[a-zA-Z0-9_-]{1,12}"]
+}
+
+/// A `FROM` part of a message name: a bus name may hold dots.
+fn from_part() -> impl Strategy<Value = String> {
+    prop_oneof![
+        name_part(),
+        "[a-zA-Z0-9_-]{1,6}(\\.[a-zA-Z0-9_-]{1,6}){1,3}",
+        "[^.]{0,6}(\\.[^.]{0,6}){0,3}",
+    ]
 }
 
 /// A message name that `render` can write and `parse` must read back.
@@ -217,7 +226,7 @@ fn valid_name() -> impl Strategy<Value = MessageName> {
         prop_oneof![any::<u64>(), Just(0), Just(u64::MAX)],
         name_part().prop_filter("a name has a UNIQ", |u| !u.is_empty()),
         prop::option::of(
-            name_part().prop_filter("`-` means no sender", |f| f != "-" && !f.is_empty()),
+            from_part().prop_filter("`-` means no sender", |f| f != "-" && !f.is_empty()),
         ),
         any::<bool>(),
     )
@@ -456,7 +465,8 @@ proptest! {
         if let Some(n) = MessageName::parse(&name) {
             // Whatever it accepted is a name it can write and read back.
             prop_assert_eq!(MessageName::parse(&n.render()), Some(n.clone()));
-            prop_assert_eq!(name.split('.').count(), 4);
+            prop_assert!(name.split('.').count() >= 4);
+            prop_assert_eq!(n.from.as_deref().unwrap_or("-").split('.').count() + 3, name.split('.').count());
             prop_assert_eq!(n.sync, name.ends_with(".sync"));
         }
     }
@@ -477,19 +487,32 @@ proptest! {
         prop_assert_eq!(a.seq.cmp(&b.seq), sa[..20].cmp(&sb[..20]));
     }
 
+    /// Dots beyond the three separators: `SEQ`, `UNIQ` and `KIND` hold none, so a name with
+    /// more is read with the extra dots in `FROM` (a bus name may hold dots) or not at all,
+    /// and never as a name with a dotted `UNIQ`.
     #[test]
-    fn message_names_with_extra_dots_are_rejected(n in valid_name(), extra in name_part(), at in any::<Index>()) {
-        prop_assert_eq!(MessageName::parse(&format!("{}.{extra}", n.render())), None);
-        prop_assert_eq!(MessageName::parse(&format!("{extra}.{}", n.render())), None);
-        // A dot inside UNIQ or FROM.
+    fn message_names_with_extra_dots_go_to_from_or_are_rejected(n in valid_name(), extra in name_part(), at in any::<Index>()) {
+        let appended = MessageName::parse(&format!("{}.{extra}", n.render()));
+        match extra.as_str() {
+            "msg" | "sync" => prop_assert!(appended.is_some_and(|a| a.from.is_some())),
+            _ => prop_assert_eq!(appended, None),
+        }
+        let digits = !extra.is_empty() && extra.bytes().all(|b| b.is_ascii_digit());
+        let prefixed = MessageName::parse(&format!("{extra}.{}", n.render()));
+        if !digits {
+            prop_assert_eq!(prefixed, None);
+        }
+        // A dot inside UNIQ: never read back as that UNIQ.
         let mut dotted = n.clone();
         let i = at.index(dotted.uniq.chars().count() + 1);
         let byte = dotted.uniq.char_indices().nth(i).map_or(dotted.uniq.len(), |(b, _)| b);
         dotted.uniq.insert(byte, '.');
-        prop_assert_eq!(MessageName::parse(&dotted.render()), None);
+        let parsed = MessageName::parse(&dotted.render());
+        prop_assert!(parsed.as_ref().is_none_or(|p| !p.uniq.contains('.')), "{:?}", parsed);
+        // A dot at the end of FROM stays in FROM.
         let mut dotted = n;
         dotted.from = Some(format!("{}.", dotted.from.unwrap_or_default()));
-        prop_assert_eq!(MessageName::parse(&dotted.render()), None);
+        prop_assert_eq!(MessageName::parse(&dotted.render()), Some(dotted));
     }
 
     #[test]

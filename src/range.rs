@@ -19,12 +19,21 @@ its holder lets go, beside a holder of the same range of the new file. (Through 
 
 A file locked by ranges must not also be locked whole with `flock` by the same protocol: on NFS
 and FUSE file systems `flock` is emulated with a whole-file POSIX lock, and the two collide.
+
+**Status** ([`status`]): whether anyone holds a byte of a range is asked with `F_OFD_GETLK`
+for an exclusive lock on it, which takes nothing and waits for nothing; the kernel (or the file
+server) answers with one lock that overlaps it, shared or exclusive, OFD or POSIX (`fcntl`,
+`lockf`, another program's), or with none. Who holds it is told on a local file system only:
+the pid of a POSIX lock, which the kernel gives, else the process whose descriptor
+`/proc/PID/fdinfo` lists with a lock on those bytes (an OFD lock belongs to an open file
+description, not to a process; of a holder and the command it passed the lock down to, the
+holder is named).
 */
 
 use std::{
     fs::File,
     os::{
-        fd::{AsRawFd, BorrowedFd},
+        fd::{AsFd, AsRawFd, BorrowedFd},
         unix::fs::MetadataExt,
     },
     path::{Path, PathBuf},
@@ -33,9 +42,11 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
+    holder::Holder,
     platform::{
         fs::{self as pfs, Access},
         lock::{self, Mode},
+        procinfo,
     },
     wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
 };
@@ -329,6 +340,114 @@ pub fn unlock_fd(fd: BorrowedFd<'_>, range: ByteRange) -> Result<()> {
         .map_err(|e| Error::io(&path, &format!("cannot unlock bytes {range}"), e))
 }
 
+/// What [`status`] found on a byte range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeStatus {
+    /// The range asked about.
+    pub range: ByteRange,
+    /// A lock that another open file description holds on some of its bytes, shared or
+    /// exclusive, where there is one (where several overlap it, one of them): the range is
+    /// held. `None`: free.
+    pub lock: Option<HeldRange>,
+    /// Who holds that lock, where that can be known (a local file system): the process, with
+    /// its command line as `/proc` tells it.
+    pub holder: Option<Holder>,
+}
+
+impl RangeStatus {
+    /// Whether some byte of the range is locked (by anyone but the caller's own open file).
+    pub fn held(&self) -> bool {
+        self.lock.is_some()
+    }
+}
+
+/// A byte-range lock found by [`status`]: its bytes (which may reach beyond the range asked
+/// about) and its mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldRange {
+    /// The bytes it holds.
+    pub range: ByteRange,
+    /// Shared (`F_RDLCK`) or exclusive (`F_WRLCK`).
+    pub mode: Mode,
+}
+
+/// Is any byte of `range` of the file at `path` locked, and by whom (module docs, *Status*)?
+/// Locks of every program count: OFD locks ([`RangeLock`], `fsync mutex run --range`) and
+/// POSIX ones (`fcntl`, `lockf`); whole-file `flock` locks do not (on a local file system they
+/// never exclude a byte range). Never creates the file, never waits, takes nothing. A missing
+/// file is free. Errors: [`ErrorKind::NotFound`] for a directory or what is not a regular file,
+/// or a missing parent directory; [`ErrorKind::Unavailable`] where the file system cannot tell.
+///
+/// ```
+/// use fsync::{range, ByteRange, Mode, RangeLock};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("table.lck");
+/// let row7 = ByteRange { start: 7, len: 1 };
+/// assert!(!range::status(&path, row7)?.held());
+/// let guard = RangeLock::new(&path, ByteRange::parse("0:10").unwrap()).try_acquire(Mode::Exclusive)?;
+/// let st = range::status(&path, row7)?;
+/// let lock = st.lock.expect("bytes 0 to 9 are locked");
+/// assert_eq!((lock.range, lock.mode), (ByteRange { start: 0, len: 10 }, Mode::Exclusive));
+/// assert!(!range::status(&path, ByteRange { start: 10, len: 0 })?.held());
+/// # drop(guard);
+/// # Ok::<(), fsync::Error>(())
+/// ```
+pub fn status(path: &Path, range: ByteRange) -> Result<RangeStatus> {
+    let Some(file) = pfs::open_if_exists(path)? else {
+        return Ok(RangeStatus {
+            range,
+            lock: None,
+            holder: None,
+        });
+    };
+    let meta = (file.metadata()).map_err(|e| Error::io(path, "cannot stat", e))?;
+    if meta.is_dir() {
+        return Err(Error::new(
+            path,
+            ErrorKind::NotFound,
+            "is a directory, not a lock file",
+        ));
+    }
+    status_of(file.as_fd(), path, range)
+}
+
+/// [`status`] of `range` of the file open on descriptor `fd` (as [`lock_fd`] takes it): locks
+/// held through other open file descriptions. Errors as [`lock_fd`].
+pub fn status_fd(fd: BorrowedFd<'_>, range: ByteRange) -> Result<RangeStatus> {
+    let path = check_range_fd(fd)?;
+    status_of(fd, &path, range)
+}
+
+fn status_of(fd: BorrowedFd<'_>, path: &Path, range: ByteRange) -> Result<RangeStatus> {
+    let found = lock::range_conflict(&fd, range.start, range.len)
+        .map_err(|e| Error::io(path, &format!("cannot test bytes {range}"), e))?;
+    let Some(found) = found else {
+        return Ok(RangeStatus {
+            range,
+            lock: None,
+            holder: None,
+        });
+    };
+    let holder = match pfs::fs_kind(&fd).network {
+        // Another host's pid means nothing here, and /proc sees this host only.
+        true => None,
+        false => procinfo::range_lock_holder(fd, range.start, range.len, found.pid)
+            .or(found.pid)
+            .map(Holder::local),
+    };
+    Ok(RangeStatus {
+        range,
+        lock: Some(HeldRange {
+            range: ByteRange {
+                start: found.start,
+                len: found.len,
+            },
+            mode: found.mode,
+        }),
+        holder,
+    })
+}
+
 /// That `fd` is open on a regular file, the only thing a byte range can be taken on; the
 /// file's name for messages.
 fn check_range_fd(fd: BorrowedFd<'_>) -> Result<PathBuf> {
@@ -366,6 +485,63 @@ mod tests {
         assert!(ByteRange::parse("0x7fffffffffffffff:2").is_err());
         assert!(ByteRange::parse("-1").is_err());
         assert!(ByteRange::parse("1:x").is_err());
+    }
+
+    /// Status of ranges beside, across and inside held ones, shared and exclusive, naming
+    /// this process (the holder: its OFD locks are found through its descriptors).
+    #[test]
+    fn status_tells_held_from_free_and_names_the_lock_and_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let r = |s: &str| ByteRange::parse(s).unwrap();
+        assert_eq!(
+            status(&path, r("0:0")).unwrap(),
+            RangeStatus {
+                range: r("0:0"),
+                lock: None,
+                holder: None
+            },
+            "a missing file is free"
+        );
+        assert!(!path.exists(), "status created the file");
+        let _a = RangeLock::new(&path, r("10:10"))
+            .try_acquire(Mode::Exclusive)
+            .unwrap()
+            .unwrap();
+        let _b = RangeLock::new(&path, r("100:0"))
+            .try_acquire(Mode::Shared)
+            .unwrap()
+            .unwrap();
+        for (asked, want) in [
+            ("0:10", None),
+            ("9:1", None),
+            ("0:11", Some(("10:10", Mode::Exclusive))),
+            ("19", Some(("10:10", Mode::Exclusive))),
+            ("15:2", Some(("10:10", Mode::Exclusive))),
+            ("20:80", None),
+            ("99", None),
+            ("100", Some(("100:0", Mode::Shared))),
+            ("0x7fffffffffffffff", Some(("100:0", Mode::Shared))),
+            ("50:0", Some(("100:0", Mode::Shared))),
+        ] {
+            let st = status(&path, r(asked)).unwrap();
+            assert_eq!(st.range, r(asked));
+            let got = st.lock.map(|l| (l.range, l.mode));
+            assert_eq!(got, want.map(|(range, mode)| (r(range), mode)), "{asked}");
+            assert_eq!(st.held(), want.is_some(), "{asked}");
+            match want {
+                Some(_) => assert_eq!(st.holder.map(|h| h.pid), Some(std::process::id())),
+                None => assert_eq!(st.holder, None),
+            }
+        }
+        let file = File::open(&path).unwrap();
+        let through_fd = status_fd(file.as_fd(), r("12")).unwrap();
+        assert_eq!(through_fd.lock.map(|l| l.range), Some(r("10:10")));
+        let e = status(dir.path(), r("0")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert!(e.to_string().contains("is a directory"), "{e}");
+        let e = status(&dir.path().join("no/l"), r("0")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotFound);
     }
 
     #[test]

@@ -298,20 +298,71 @@ fn a_non_utf8_payload_comes_as_data_b64() {
 fn names_that_are_not_plain_are_usage_errors() {
     let t = TestDir::new();
     connect(&t, "a");
-    for bad in ["../x", ".x", "a/b", "", "x y", ".."] {
-        t.fsync(["bus", "connect", "BUS", bad]).run().code(2);
-        t.fsync(["bus", "disconnect", "BUS", bad]).run().code(2);
-        t.fsync(["bus", "recv", "-n", "BUS", bad]).run().code(2);
-        t.fsync([
+    let too_long = "я".repeat(51); // 102 bytes
+    let bad_names = [
+        "../x",
+        ".x",
+        "a/b",
+        "",
+        "x y",
+        "..",
+        ".",
+        "x.",
+        "a\nb",
+        "a\x01b",
+        "\x1b[31m",
+        "fsync.lock",
+        "FSYNC.x",
+        &too_long,
+    ];
+    for bad in bad_names {
+        let refused = |cmd: Cmd| {
+            let out = cmd.run();
+            out.code(2);
+            // One line naming the bus and the name, escaped: no control character.
+            assert_eq!(out.stderr.lines().count(), 1, "{bad:?}: {}", out.stderr);
+            assert!(
+                out.stderr
+                    .starts_with("fsync: BUS: invalid participant name '"),
+                "{bad:?}: {}",
+                out.stderr
+            );
+            assert!(
+                !out.stderr.trim_end().chars().any(char::is_control),
+                "{bad:?}: {:?}",
+                out.stderr
+            );
+        };
+        refused(t.fsync(["bus", "connect", "BUS", bad]));
+        refused(t.fsync(["bus", "connect", "--hold", "BUS", bad, "--", "touch", "ran"]));
+        refused(t.fsync(["bus", "disconnect", "BUS", bad]));
+        refused(t.fsync(["bus", "recv", "-n", "BUS", bad]));
+        refused(t.fsync([
             "bus", "send", "BUS", "--from", "a", "--to", bad, "--data", "x",
-        ])
-        .run()
-        .code(2);
-        t.fsync(["bus", "broadcast", "BUS", "--from", bad, "--data", "x"])
-            .run()
-            .code(2);
+        ]));
+        refused(t.fsync(["bus", "broadcast", "BUS", "--from", bad, "--data", "x"]));
     }
+    let out = t.fsync(["bus", "connect", "BUS", "a\nb"]).run();
+    assert!(out.stderr.contains("'a\\nb'"), "escaped: {}", out.stderr);
+    let out = t.fsync(["bus", "connect", "BUS", "x."]).run();
+    assert!(
+        out.stderr.contains("may not come first or last"),
+        "{}",
+        out.stderr
+    );
+    let out = t.fsync(["bus", "connect", "BUS", "fsync.lock"]).run();
+    assert!(out.stderr.contains("fsync's own"), "{}", out.stderr);
+    let out = t.fsync(["bus", "connect", "BUS", &too_long]).run();
+    assert!(
+        out.stderr.contains("102 bytes long, at most 100"),
+        "{}",
+        out.stderr
+    );
     assert!(!t.join("x").exists(), "../x escaped the bus directory");
+    assert!(
+        !t.join("ran").exists(),
+        "--hold ran its command for a bad name"
+    );
     assert_eq!(members(&t), set(&["a"]));
     let names: BTreeSet<String> = std::fs::read_dir(t.join("BUS"))
         .unwrap()
@@ -322,6 +373,138 @@ fn names_that_are_not_plain_are_usage_errors() {
         set(&["a", ".fsync.lock"]),
         "invalid names left files in the bus (beside the bus lock)"
     );
+}
+
+/// Names with dots and letters of any alphabet, up to 100 bytes: connected, listed (text and
+/// JSON), sent to, received from (`from` whole, dots and all), broadcast to, held, and hidden
+/// as `.NAME` on disconnect.
+#[test]
+fn names_with_dots_and_any_letters_connect_send_and_receive() {
+    let t = TestDir::new();
+    let longest = "я".repeat(50); // 100 bytes of UTF-8: the longest name
+    let (dotted, cyrillic) = ("build-3.example", "сервер-1");
+    for name in [dotted, cyrillic, &longest] {
+        connect(&t, name);
+    }
+    assert_eq!(members(&t), set(&[dotted, cyrillic, &longest]));
+    let out = t.fsync(["bus", "members", "BUS"]).run();
+    out.code(0)
+        .stdout(&format!("{dotted}\n{cyrillic}\n{longest}\n"));
+
+    t.fsync([
+        "bus",
+        "send",
+        "BUS",
+        "--from",
+        dotted,
+        "--to",
+        cyrillic,
+        "--data",
+        "привет",
+    ])
+    .run()
+    .code(0);
+    t.fsync([
+        "bus", "send", "BUS", "--from", &longest, "--to", dotted, "--data", "long",
+    ])
+    .run()
+    .code(0);
+    let v = recv_json(&t, cyrillic).expect("сервер-1 got nothing");
+    assert_eq!(from_data(&v), (dotted, "привет"));
+    // The longest name's message goes through every state of a mailbox, its file name longest.
+    let v = recv_json(&t, dotted).expect("build-3.example got nothing");
+    assert_eq!(from_data(&v), (longest.as_str(), "long"));
+    let out = t.fsync(["bus", "recv", "-n", "-v", "BUS", dotted]).run();
+    out.code(75);
+
+    t.fsync([
+        "bus",
+        "broadcast",
+        "BUS",
+        "--from",
+        cyrillic,
+        "--data",
+        "всем",
+    ])
+    .run()
+    .code(0);
+    for name in [dotted, longest.as_str()] {
+        let out = t.fsync(["bus", "recv", "-n", "BUS", name]).run();
+        out.code(0).stdout("всем");
+    }
+    assert_eq!(
+        recv_json(&t, cyrillic),
+        None,
+        "the sender got its own broadcast"
+    );
+
+    // Held, with a dot in the name: listed as held, under its name.
+    let h = held(hold_cmd(&t, "svc.v2"));
+    let m = member_json(&t, "svc.v2");
+    assert_eq!(
+        (&m["state"], &m["holder"]["child_pid"]),
+        (&"held".into(), &h.child.into())
+    );
+    assert!(member_line(&t, "svc.v2").starts_with("svc.v2 held by pid "));
+    t.fsync([
+        "bus", "send", "BUS", "--from", cyrillic, "--to", "svc.v2", "--data", "job",
+    ])
+    .run()
+    .code(0);
+    assert_eq!(pending(&t, "svc.v2"), 1);
+    h.holder.finish().code(0);
+
+    t.fsync(["bus", "disconnect", "BUS", dotted]).run().code(0);
+    assert!(
+        t.join("BUS/.build-3.example").is_dir(),
+        "not hidden as .NAME"
+    );
+    assert_eq!(members(&t), set(&[cyrillic, &longest]));
+    let out = t
+        .fsync([
+            "bus", "send", "BUS", "--from", cyrillic, "--to", dotted, "--data", "x",
+        ])
+        .run();
+    out.code(69);
+    assert!(
+        out.stderr
+            .starts_with("fsync: BUS: receiver 'build-3.example' is not connected"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A held name disconnects through the bus directory it opened when it connected, never by
+/// the path again: the path lookup is what hung on a network file system whose server had
+/// gone. Here the command renames the bus's parent away and puts another bus at the old path;
+/// the name is hidden in the bus it connected to, and the other is left alone.
+#[test]
+fn a_held_name_disconnects_in_the_bus_it_connected_to_even_when_moved() {
+    let t = TestDir::new();
+    std::fs::create_dir(t.join("p")).unwrap();
+    t.fsync([
+        "bus",
+        "connect",
+        "--hold",
+        "-v",
+        "p/BUS",
+        "n.1",
+        "-c",
+        "mv p q && mkdir p && \"$FSYNC\" bus connect p/BUS n.1",
+    ])
+    .run()
+    .code(0)
+    .stderr_has("fsync: disconnected n.1 from p/BUS");
+    assert!(
+        t.join("q/BUS/.n.1").is_dir(),
+        "not hidden where it was connected"
+    );
+    assert!(!t.join("q/BUS/n.1").exists());
+    assert!(
+        t.join("p/BUS/n.1").is_dir(),
+        "the other bus lost its participant"
+    );
+    assert!(!t.join("p/BUS/.n.1").exists());
 }
 
 // ---- held names ---------------------------------------------------------------------------

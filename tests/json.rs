@@ -562,6 +562,43 @@ fn mutex_status_free_held_and_released() {
     assert!(v["fence"].is_u64(), "a released lock keeps its fence: {v}");
 }
 
+/// `mutex status --range`: the same object, with `range` and `lock` (absent without it).
+#[test]
+fn mutex_status_of_a_range_free_and_held() {
+    let t = TestDir::new();
+    let status = |range: &str, code| {
+        report(
+            &t,
+            "mutex-status",
+            &["mutex", "status", "--json", "--range", range, "L"],
+            code,
+        )
+    };
+    let v = status("7", 0);
+    assert_eq!((&v["state"], &v["lock"]), (&"free".into(), &Value::Null));
+    assert_eq!(v["range"], serde_json::json!({"start": 7, "len": 1}));
+    let h = t
+        .fsync([
+            "mutex", "run", "--range", "5:10", "L", "--", "sh", "-c", HOLD,
+        ])
+        .hold();
+    let v = status("0:0", 1);
+    assert_eq!(
+        v["lock"],
+        serde_json::json!({"start": 5, "len": 10, "mode": "exclusive"})
+    );
+    assert_eq!(v["holder"]["pid"], h.pid(), "{v}");
+    assert_eq!(
+        (&v["fence"], &v["record_trusted"]),
+        (&Value::Null, &true.into())
+    );
+    let v = status("15:0", 0);
+    assert_eq!(v["lock"], Value::Null);
+    h.finish().code(0);
+    let v = report(&t, "mutex-status", &["mutex", "status", "--json", "L"], 0);
+    assert!(v.get("range").is_none() && v.get("lock").is_none(), "{v}");
+}
+
 #[test]
 fn mutex_watch_free_acquired_released_and_held() {
     let t = TestDir::new();

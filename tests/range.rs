@@ -521,3 +521,124 @@ fn a_waiter_locks_the_file_the_name_names_after_a_delete_and_recreate() {
         "two holders of bytes 0:10 of F were inside at once"
     );
 }
+
+// ---- status --range -----------------------------------------------------------------------
+
+/// `fsync mutex status [--json] --range RANGE L`: its exit status, checked, and its stdout.
+#[track_caller]
+fn range_status(t: &TestDir, range: &str, json: bool, want: i32) -> String {
+    let mut args = vec!["mutex", "status", "--range", range, "L"];
+    if json {
+        args.insert(2, "--json");
+    }
+    let out = t.fsync(args).run();
+    out.code(want);
+    assert_eq!(out.stderr, "", "status said on stderr: {}", out.stderr);
+    out.stdout.clone()
+}
+
+/// Held (1) where any byte of the range is locked, free (0) beside it; the lock found (its
+/// bytes and mode) and its holder named, text and JSON; a missing file is free and stays
+/// missing.
+#[test]
+fn status_of_a_range_says_held_or_free_and_names_the_lock_and_its_holder() {
+    let t = TestDir::new();
+    assert_eq!(range_status(&t, "7", false, 0), "L: bytes 7:1 free\n");
+    assert!(!t.join("L").exists(), "status created the lock file");
+    let h = hold(&t, MUTEX, "5:10", "L");
+    let text = range_status(&t, "7", false, 1);
+    let want = format!("L: bytes 7:1 held by pid {} on ", h.pid());
+    assert!(text.starts_with(&want), "{text:?} is not {want:?}...");
+    assert!(
+        text.ends_with("(an exclusive lock on bytes 5:10)\n") && text.contains(HOLD),
+        "{text:?}"
+    );
+    assert_eq!(range_status(&t, "15:0", false, 0), "L: bytes 15:0 free\n");
+    assert_eq!(range_status(&t, "0:5", false, 0), "L: bytes 0:5 free\n");
+    range_status(&t, "0:6", false, 1);
+    range_status(&t, "14", false, 1);
+    range_status(&t, "0:0", false, 1);
+
+    let v: Value = serde_json::from_str(&range_status(&t, "0x0e:2", true, 1)).unwrap();
+    assert_eq!(v["state"], "held");
+    assert_eq!(v["holder"]["pid"], h.pid(), "{v}");
+    assert_eq!(v["range"], serde_json::json!({"start": 14, "len": 2}));
+    assert_eq!(v["lock"]["mode"], "exclusive");
+    h.finish().code(0);
+    assert_eq!(range_status(&t, "0:0", false, 0), "L: bytes 0:0 free\n");
+    let v: Value = serde_json::from_str(&range_status(&t, "7", true, 0)).unwrap();
+    assert_eq!(
+        (&v["state"], &v["lock"]),
+        (&"free".into(), &Value::Null),
+        "{v}"
+    );
+}
+
+/// Of two holders of disjoint ranges of one file, each range names its own.
+#[test]
+fn status_of_a_range_names_the_holder_of_those_bytes() {
+    let t = TestDir::new();
+    let low = hold(&t, MUTEX, "0:5", "L");
+    let high = hold(&t, MUTEX, "10:10", "L");
+    for (range, h) in [("2", &low), ("12", &high)] {
+        let text = range_status(&t, range, false, 1);
+        let want = format!("L: bytes {range}:1 held by pid {} ", h.pid());
+        assert!(text.starts_with(&want), "{text:?} is not {want:?}...");
+    }
+    range_status(&t, "7", false, 0);
+    low.finish().code(0);
+    high.finish().code(0);
+}
+
+/// A shared range (swmr readers) is held too, and said to be shared; a whole-file flock is
+/// no byte-range lock.
+#[test]
+fn status_of_a_range_held_shared_or_by_flock_alone() {
+    let t = TestDir::new();
+    let reader = hold(&t, READ, "100:0", "L");
+    let text = range_status(&t, "0x7fffffffffffffff", false, 1);
+    assert!(
+        text.starts_with(&format!(
+            "L: bytes 9223372036854775807:1 held by pid {} ",
+            reader.pid()
+        )) && text.ends_with("(a shared lock on bytes 100:0)\n"),
+        "{text:?}"
+    );
+    reader.finish().code(0);
+    let whole = t.hold("L");
+    range_status(&t, "0:0", false, 0);
+    whole.finish().code(0);
+}
+
+/// A lock of another program, POSIX `lockf` (Python's `fcntl.lockf`): held, its process named
+/// (the kernel gives its pid).
+#[test]
+fn status_of_a_range_names_a_posix_lock_holder() {
+    require("python3", "python3");
+    let t = TestDir::new();
+    t.write("L", "");
+    let script = "import fcntl, os, sys; f = open('L', 'r+'); \
+                  fcntl.lockf(f, fcntl.LOCK_EX, 4, 40); print('acquired', flush=True); \
+                  sys.stdin.read()";
+    let h = t.cmd("python3").args(["-c", script]).hold();
+    let text = range_status(&t, "43", false, 1);
+    assert!(
+        text.starts_with(&format!("L: bytes 43:1 held by pid {} ", h.pid()))
+            && text.ends_with("(an exclusive lock on bytes 40:4)\n"),
+        "{text:?}"
+    );
+    range_status(&t, "44", false, 0);
+    h.finish().code(0);
+}
+
+/// A directory, and a missing parent: one `fsync: ` line naming the path (exit 66).
+#[test]
+fn status_of_a_range_of_a_directory_or_under_a_missing_one_fails() {
+    let t = TestDir::new();
+    std::fs::create_dir(t.join("d")).unwrap();
+    let out = t.fsync(["mutex", "status", "--range", "1", "d"]).run();
+    out.code(66).error_naming("d");
+    assert!(out.stderr.contains("is a directory"), "{}", out.stderr);
+    let out = t.fsync(["mutex", "status", "--range", "1", "no/L"]).run();
+    out.code(66).error_naming("no/L");
+}

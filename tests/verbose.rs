@@ -225,8 +225,10 @@ fn mutex_lock_fd_says_what_it_waits_for_and_how_long() {
     holder.finish().code(0);
 }
 
+/// A range has no holder record: the kernel and /proc name the holder (the `fsync mutex run
+/// --range` that took it, not the command it passed it down to), as for the whole file.
 #[test]
-fn mutex_run_range_says_what_it_waits_for_and_how_long() {
+fn mutex_run_range_names_the_holder_and_says_how_long() {
     let t = TestDir::new();
     let hold = || {
         t.fsync([
@@ -235,11 +237,12 @@ fn mutex_run_range_says_what_it_waits_for_and_how_long() {
         .hold()
     };
     let holder = hold();
-    let (waiter, _) = blocked(
+    let (waiter, line) = blocked(
         t.fsync(["mutex", "run", "-v", "--range", "7", "L", "--", "true"]),
         "bytes 7:1 of L",
-        None,
+        Some(&holder_pid(&holder)),
     );
+    assert!(line.contains(HOLD), "the holder's command: {line:?}");
     holder.finish().code(0);
     let out = waiter.finish();
     out.code(0);
@@ -251,7 +254,38 @@ fn mutex_run_range_says_what_it_waits_for_and_how_long() {
             "mutex", "run", "-v", "-t", "300ms", "--range", "7", "L", "--", "true",
         ]),
         "bytes 7:1 of L",
-        None,
+        Some(&holder_pid(&holder)),
+    );
+    holder.finish().code(0);
+}
+
+#[test]
+fn mutex_lock_fd_range_names_the_holder_and_says_how_long() {
+    let t = TestDir::new();
+    let hold = || {
+        t.fsync([
+            "mutex", "run", "--range", "5:10", "L", "--", "sh", "-c", HOLD,
+        ])
+        .hold()
+    };
+    let holder = hold();
+    let path = t.join("L").canonicalize().unwrap();
+    let what = format!("bytes 9:1 of fd 9 ({})", path.display());
+    let (waiter, _) = blocked(
+        t.sh(r#"exec 9>>L; exec "$FSYNC" mutex lock -v --fd 9 --range 9"#),
+        &what,
+        Some(&holder_pid(&holder)),
+    );
+    holder.finish().code(0);
+    let out = waiter.finish();
+    out.code(0);
+    got_it(&out, &format!("acquired {what} after "));
+
+    let holder = hold();
+    gives_up(
+        t.sh(r#"exec 9>>L; exec "$FSYNC" mutex lock -v -t 300ms --fd 9 --range 9"#),
+        &what,
+        Some(&holder_pid(&holder)),
     );
     holder.finish().code(0);
 }

@@ -66,9 +66,7 @@ enum Verb {
 }
 
 fn parse_group(s: &str) -> Result<String, String> {
-    fsync::bus::check_name(s)
-        .map(|()| s.to_string())
-        .map_err(|e| e.replace("participant", "group"))
+    grouplock::check_group_name(s).map(|()| s.to_string())
 }
 
 fn parse_max(s: &str) -> Result<usize, String> {

@@ -75,9 +75,17 @@ enum Verb {
                       missing LOCK is free. Where the kernel's lock table names the holder, it is \
                       believed over the holder record beside LOCK (which another user may have \
                       written): a record naming another process is reported as untrusted. Host \
-                      names and command lines are shown escaped, as 'ls -b' shows file names.",
+                      names and command lines are shown escaped, as 'ls -b' shows file names.\n\n\
+                      With --range START[:LEN], tell whether any byte of that range is locked \
+                      (held, 1) or not (free, 0): a byte-range lock of 'mutex run --range', \
+                      'swmr --range', 'mutex lock --fd N --range' or any program's fcntl or lockf \
+                      lock, shared or exclusive, asked of the kernel (or the file server) without \
+                      taking anything. It names the lock found (its bytes and mode) and, on a \
+                      local file system, the process that holds it (pid and command) where /proc \
+                      tells. Whole-file locks (flock) do not count for a range.",
         after_long_help = "Examples:\n  fsync mutex status /var/lock/backup.lck && echo free\n  \
-                           fsync mutex status --json /var/lock/backup.lck | jq .holder.pid"
+                           fsync mutex status --json /var/lock/backup.lck | jq .holder.pid\n  \
+                           fsync mutex status --range 7 /shared/table.lck || echo row 7 is busy"
     )]
     Status(StatusArgs),
     #[command(
@@ -350,9 +358,15 @@ struct StatusArgs {
     lock: PathBuf,
 
     /// One JSON object: {"path", "state": "free"|"held", "holder", "fence", "record_trusted",
-    /// "untrusted_record"}
+    /// "untrusted_record"}, with --range also "range" and "lock" ({"start", "len", "mode":
+    /// "shared"|"exclusive"})
     #[arg(long)]
     json: bool,
+
+    /// Tell about that byte range only (LEN 1 when absent, 0: to the end of all offsets):
+    /// held if any byte-range lock is held on any of its bytes
+    #[arg(long, value_name = "START[:LEN]", value_parser = fsync::range::ByteRange::parse)]
+    range: Option<fsync::range::ByteRange>,
 }
 
 #[derive(Debug, Args)]
@@ -565,7 +579,8 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> VerbResult {
         .poll_interval(a.wait.poll)
         .create_mode(a.mode.unwrap_or(mutex::LOCK_FILE_MODE));
     let what = format!("bytes {range} of {}", a.lock.display());
-    let mut progress = Progress::new(&a.wait, what.clone());
+    let mut progress = Progress::new(&a.wait, what.clone())
+        .holder(|| range_holder(fsync::range::status(&a.lock, range)));
     let mode = match a.shared {
         true => Mode::Shared,
         false => Mode::Exclusive,
@@ -625,13 +640,12 @@ fn lock_fd(a: LockArgs) -> VerbResult {
     if let Some(f) = &file {
         what = format!("{what} ({})", f.display());
     }
-    // A byte range has no holder record to read.
-    let mut progress = Progress::new(&a.wait, what.clone()).holder(|| {
-        file.as_deref()
-            .filter(|_| range.is_none())
-            .and_then(holder_of)
-    });
     let inherited = mutex::inherited_fd(fd)?;
+    // A byte range has no holder record: the kernel and /proc tell who holds it.
+    let mut progress = Progress::new(&a.wait, what.clone()).holder(|| match range {
+        Some(r) => range_holder(fsync::range::status_fd(inherited.as_fd(), r)),
+        None => file.as_deref().and_then(holder_of),
+    });
     let outcome = match range {
         Some(r) => {
             let mode = match a.shared {
@@ -670,6 +684,43 @@ struct StatusJson<'a> {
     record_trusted: bool,
     /// That holder (never the one in `holder`).
     untrusted_record: Option<report::HolderJson<'a>>,
+    /// With `--range`: the bytes asked about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    range: Option<RangeJson>,
+    /// With `--range`: the lock found on them, `null` when free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock: Option<Option<RangeLockJson>>,
+}
+
+/// A byte range in JSON (docs/json.md, `range`).
+#[derive(Serialize)]
+struct RangeJson {
+    start: u64,
+    len: u64,
+}
+
+impl From<fsync::range::ByteRange> for RangeJson {
+    fn from(r: fsync::range::ByteRange) -> RangeJson {
+        RangeJson {
+            start: r.start,
+            len: r.len,
+        }
+    }
+}
+
+/// A byte-range lock in JSON (docs/json.md, `range-lock`).
+#[derive(Serialize)]
+struct RangeLockJson {
+    start: u64,
+    len: u64,
+    mode: ModeJson,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum ModeJson {
+    Shared,
+    Exclusive,
 }
 
 #[derive(Serialize)]
@@ -711,6 +762,9 @@ impl WatchEvent {
 }
 
 fn status(a: StatusArgs) -> VerbResult {
+    if let Some(range) = a.range {
+        return range_status(&a, range);
+    }
     let st = mutex::status(&a.lock)?;
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -721,6 +775,8 @@ fn status(a: StatusArgs) -> VerbResult {
             fence: st.fence,
             record_trusted: st.untrusted_record.is_none(),
             untrusted_record: report::holder_json(st.untrusted_record.as_ref()),
+            range: None,
+            lock: None,
         };
         report::print_json(&mut out, &line)?;
     } else {
@@ -743,6 +799,63 @@ fn status(a: StatusArgs) -> VerbResult {
         }
     }
     Ok(if st.held { Exit::NO } else { Exit::OK })
+}
+
+/// `status --range`: whether any byte of the range is locked, the lock found and its holder.
+fn range_status(a: &StatusArgs, range: fsync::range::ByteRange) -> VerbResult {
+    let st = fsync::range::status(&a.lock, range)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let line = StatusJson {
+            path: report::path_text(&a.lock),
+            state: if st.held() { State::Held } else { State::Free },
+            holder: report::holder_json(st.holder.as_ref()),
+            fence: None,
+            record_trusted: true,
+            untrusted_record: None,
+            range: Some(range.into()),
+            lock: Some(st.lock.map(|l| RangeLockJson {
+                start: l.range.start,
+                len: l.range.len,
+                mode: match l.mode {
+                    Mode::Shared => ModeJson::Shared,
+                    Mode::Exclusive => ModeJson::Exclusive,
+                },
+            })),
+        };
+        report::print_json(&mut out, &line)?;
+    } else {
+        writeln!(out, "{}", range_status_text(&a.lock, &st))?;
+    }
+    Ok(if st.held() { Exit::NO } else { Exit::OK })
+}
+
+/// "L: bytes 7:1 held by pid 12 on host: cmd (an exclusive lock on bytes 0:10)", or
+/// "L: bytes 7:1 free".
+fn range_status_text(lock: &std::path::Path, st: &fsync::range::RangeStatus) -> String {
+    let head = format!("{}: bytes {}", lock.display(), st.range);
+    let Some(l) = &st.lock else {
+        return format!("{head} free");
+    };
+    let what = match l.mode {
+        Mode::Shared => format!("a shared lock on bytes {}", l.range),
+        Mode::Exclusive => format!("an exclusive lock on bytes {}", l.range),
+    };
+    match &st.holder {
+        Some(h) => format!("{head} {} ({what})", report::held_by(h)),
+        None => format!("{head} held (holder unknown; {what})"),
+    }
+}
+
+/// "held by pid 12 on host: cmd" for `-v` while waiting for a byte range, where the kernel
+/// and /proc tell; "holder unknown" where they do not.
+fn range_holder(st: fsync::Result<fsync::range::RangeStatus>) -> Option<String> {
+    let st = st.ok()?;
+    match (st.held(), &st.holder) {
+        (true, Some(h)) => Some(report::held_by(h)),
+        (true, None) => Some("holder unknown".to_string()),
+        (false, _) => None,
+    }
 }
 
 /// "untrusted (names pid 4242 on host evil; the kernel says pid 12 holds the lock)": a holder

@@ -135,6 +135,54 @@ pub fn range_lock_held(fd: &impl AsRawFd) -> io::Result<bool> {
     Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
 }
 
+/// A byte-range lock that `F_OFD_GETLK` reports ([`range_conflict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RangeConflict {
+    /// Its first byte.
+    pub start: u64,
+    /// How many bytes; 0 reaches to the end of all offsets.
+    pub len: u64,
+    pub mode: Mode,
+    /// The process of a POSIX (`fcntl`, `lockf`) lock; `None` for an OFD lock, which belongs
+    /// to an open file description, not to a process (the kernel says -1).
+    pub pid: Option<u32>,
+}
+
+/// A POSIX or OFD byte-range lock that another open file description holds on any of `len`
+/// bytes from `start` (`len` 0: to the end of all offsets), in either mode: `F_OFD_GETLK` for
+/// an exclusive lock there, which takes nothing and waits for nothing. `None` if there is none.
+/// Where several overlap, the kernel reports one of them.
+pub fn range_conflict(
+    fd: &impl AsRawFd,
+    start: u64,
+    len: u64,
+) -> io::Result<Option<RangeConflict>> {
+    // SAFETY: as in `ofd_lock`; the kernel fills in the conflicting lock, if any.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = i64::try_from(start).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    fl.l_len = i64::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    super::retrying(|| {
+        fcntl(fd.as_raw_fd(), FcntlArg::F_OFD_GETLK(&mut fl))
+            .map(drop)
+            .map_err(io::Error::from)
+    })?;
+    if fl.l_type == libc::F_UNLCK as libc::c_short {
+        return Ok(None);
+    }
+    let mode = match fl.l_type == libc::F_RDLCK as libc::c_short {
+        true => Mode::Shared,
+        false => Mode::Exclusive,
+    };
+    Ok(Some(RangeConflict {
+        start: u64::try_from(fl.l_start).unwrap_or(0),
+        len: u64::try_from(fl.l_len).unwrap_or(0),
+        mode,
+        pid: u32::try_from(fl.l_pid).ok().filter(|&p| p > 0),
+    }))
+}
+
 /// Release an open-file-description byte-range lock on `len` bytes from `start`, as
 /// `fcntl(F_OFD_SETLK)` with `F_UNLCK` (a no-op where none is held).
 pub fn ofd_unlock(fd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
@@ -159,4 +207,55 @@ pub fn still_held(fd: std::os::fd::RawFd, mode: Mode) -> bool {
     // A closed descriptor fails the fstat (EBADF), which flock would not tell from a lock it
     // could not take.
     nix::sys::stat::fstat(fd).is_ok() && matches!(flock(&fd, mode, false), Ok(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `F_OFD_GETLK` reports a POSIX lock with its process, an OFD lock without one, each with
+    /// its bytes and mode, and nothing beside them.
+    #[test]
+    fn range_conflict_names_a_posix_locks_process_and_no_ofd_lock_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let open = || {
+            std::fs::File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .unwrap()
+        };
+        let (posix, ofd, asker) = (open(), open(), open());
+        let fl = libc::flock {
+            l_type: libc::F_RDLCK as libc::c_short,
+            l_whence: libc::SEEK_SET as libc::c_short,
+            l_start: 10,
+            l_len: 5,
+            l_pid: 0,
+        };
+        fcntl(posix.as_raw_fd(), FcntlArg::F_SETLK(&fl)).unwrap();
+        assert!(ofd_lock(&ofd, Mode::Exclusive, 100, 0, false).unwrap());
+        assert_eq!(
+            range_conflict(&asker, 12, 1).unwrap(),
+            Some(RangeConflict {
+                start: 10,
+                len: 5,
+                mode: Mode::Shared,
+                pid: Some(std::process::id()),
+            })
+        );
+        assert_eq!(
+            range_conflict(&asker, 99, 2).unwrap(),
+            Some(RangeConflict {
+                start: 100,
+                len: 0,
+                mode: Mode::Exclusive,
+                pid: None,
+            })
+        );
+        assert_eq!(range_conflict(&asker, 15, 85).unwrap(), None);
+    }
 }

@@ -170,6 +170,65 @@ pub fn live_lock_holder(file: BorrowedFd<'_>, hint: Option<u32>) -> Option<u32> 
         .find(|&pid| descriptors_on(pid, &key).any(|d| d.holds_lock()))
 }
 
+/// A live local process that holds a POSIX or OFD byte-range lock on any of `len` bytes from
+/// `start` (`len` 0: to the end of all offsets) of `file`'s file, through one of its
+/// descriptors (`/proc/PID/fdinfo` lists the locks each holds): `hint` if it does; else, of
+/// those that do, the first whose parent is not one of them: the process that took the lock
+/// rather than a command it passed the lock down to. Only processes whose descriptors we may
+/// read are seen.
+pub fn range_lock_holder(
+    file: BorrowedFd<'_>,
+    start: u64,
+    len: u64,
+    hint: Option<u32>,
+) -> Option<u32> {
+    let key = FileKey::of(file)?;
+    let holds = |pid: u32| descriptors_on(pid, &key).any(|d| d.holds_range(start, len));
+    if let Some(pid) = hint.filter(|&p| holds(p)) {
+        return Some(pid);
+    }
+    let holders: Vec<u32> = processes().filter(|&p| holds(p)).collect();
+    let topmost = holders
+        .iter()
+        .copied()
+        .find(|&p| parent_pid(p).is_none_or(|parent| !holders.contains(&parent)));
+    topmost.or(holders.first().copied())
+}
+
+/// The parent of process `pid`, from `/proc/PID/stat`.
+fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "PID (COMMAND) STATE PPID ...": the command may hold spaces and parentheses.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The bytes `[first, last]` of a byte-range lock (POSIX or OFD) that a `lock:` line of
+/// `/proc/PID/fdinfo` lists ("lock:\t1: OFDLCK  ADVISORY  WRITE -1 00:2a:5678 7 7", the end
+/// `EOF` for a lock to the end of all offsets); `None` for a `flock` lock or another line.
+fn locked_bytes(line: &str) -> Option<(u64, u64)> {
+    let fields: Vec<&str> = line.strip_prefix("lock:")?.split_whitespace().collect();
+    let fields: Vec<&str> = fields.into_iter().filter(|&f| f != "->").collect();
+    if fields.len() < 8 || !matches!(fields[1], "POSIX" | "OFDLCK") {
+        return None;
+    }
+    let first = fields[fields.len() - 2].parse().ok()?;
+    let last = match fields[fields.len() - 1] {
+        "EOF" => u64::MAX,
+        n => n.parse().ok()?,
+    };
+    Some((first, last))
+}
+
+/// Whether the bytes `[first, last]` meet `len` bytes from `start` (`len` 0: to the end).
+fn overlaps((first, last): (u64, u64), start: u64, len: u64) -> bool {
+    let end = match len {
+        0 => u64::MAX,
+        n => start.saturating_add(n - 1),
+    };
+    first <= end && start <= last
+}
+
 /// Whether another process has `fd`'s open file description among its descriptors (the same
 /// description, as `kcmp(2)` compares them, not merely the same file): one that inherited it
 /// from us or from a child, such as a daemon a locked command left running. The lock belongs to
@@ -293,6 +352,13 @@ impl Descriptor {
     fn holds_lock(&self) -> bool {
         self.info.lines().any(|l| l.starts_with("lock:"))
     }
+
+    /// Whether a byte-range lock on any of `len` bytes from `start` is held through it.
+    fn holds_range(&self, start: u64, len: u64) -> bool {
+        (self.info.lines())
+            .filter_map(locked_bytes)
+            .any(|bytes| overlaps(bytes, start, len))
+    }
 }
 
 /// The descriptors process `pid` has open on the file `key` names; none if we may not look.
@@ -319,6 +385,47 @@ fn proc_locks_key(dev: u64, ino: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_range_lock_lines_of_fdinfo() {
+        let ofd = "lock:\t1: OFDLCK  ADVISORY  WRITE -1 00:2a:5678 7 16";
+        assert_eq!(locked_bytes(ofd), Some((7, 16)));
+        let posix = "lock:\t2: POSIX  ADVISORY  READ 1234 00:2a:5678 100 EOF";
+        assert_eq!(locked_bytes(posix), Some((100, u64::MAX)));
+        assert_eq!(
+            locked_bytes("lock:\t3: -> POSIX  ADVISORY  WRITE 9 00:2a:5678 0 0"),
+            Some((0, 0))
+        );
+        assert_eq!(
+            locked_bytes("lock:\t1: FLOCK  ADVISORY  WRITE 1 00:2a:5678 0 EOF"),
+            None
+        );
+        assert_eq!(locked_bytes("pos:\t0"), None);
+        assert_eq!(
+            locked_bytes("lock:\t1: OFDLCK  ADVISORY  WRITE -1 00:2a:5678 x 7"),
+            None
+        );
+        assert_eq!(locked_bytes("lock:\t1: OFDLCK ADVISORY WRITE -1 7 7"), None);
+        // Bytes 7..=16 against ranges beside, across and inside them.
+        for (start, len, want) in [
+            (0, 7, false),
+            (0, 8, true),
+            (16, 1, true),
+            (17, 1, false),
+            (17, 0, false),
+            (10, 0, true),
+            (0, 0, true),
+            (8, 2, true),
+        ] {
+            assert_eq!(overlaps((7, 16), start, len), want, "{start}:{len}");
+        }
+        assert!(overlaps((100, u64::MAX), u64::MAX - 1, 5));
+        assert_eq!(
+            parent_pid(std::process::id()),
+            Some(std::os::unix::process::parent_id())
+        );
+        assert_eq!(parent_pid(u32::MAX), None);
+    }
 
     #[test]
     fn parses_holders_and_skips_waiters() {
