@@ -2482,12 +2482,16 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__mutex__subcmd__status)
-            opts="-h -V --json --help --version"
+            opts="-h -V --json --range --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --range)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -87,7 +87,8 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -l fcntl -d 'The whole file with an fcntl (OFD) lock instead of flock(2): the same as --range 0:0'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "state": "free"|"held", "holder", "fence", "record_trusted", "untrusted_record"}'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -l range -d 'Tell about that byte range only (LEN 1 when absent, 0: to the end of all offsets): held if any byte-range lock is held on any of its bytes' -r
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "state": "free"|"held", "holder", "fence", "record_trusted", "untrusted_record"}, with --range also "range" and "lock" ({"start", "len", "mode": "shared"|"exclusive"})'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s t -l timeout -d 'Stop watching after DUR' -r
