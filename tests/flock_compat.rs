@@ -6,11 +6,16 @@ the command). The terminal cases run bash on a real pseudo-terminal
 (`tests/fixtures/pty_session.py`), as a person at a terminal would meet them.
 */
 
-use std::{ffi::OsString, io::Write, os::unix::fs::PermissionsExt, path::Path};
+use std::{
+    ffi::OsString,
+    io::Write,
+    os::unix::fs::{FileTypeExt, PermissionsExt},
+    path::Path,
+};
 
 use nix::sys::signal::Signal;
 
-use crate::harness::{eventually, flocks_on, fsync_bin, require, TestDir, HOLD};
+use crate::harness::{eventually, flocks_on, fsync_bin, is_root, require, TestDir, HOLD};
 
 /// The signals the cancellation handlers take over when they are not ignored.
 const HANDLED: [(Signal, &str); 4] = [
@@ -502,32 +507,56 @@ fn descriptor_form_mistakes_name_the_right_verb() {
         .stderr_has("use 'fsync mutex unlock 9'");
 }
 
-/// A character device is a lock as for flock(1): everyone who opens /dev/null locks the same
-/// one. Nothing is written beside it, and --delete does not remove it.
+/// A character device is a lock as for flock(1): everyone who opens it locks the same one.
+/// Nothing is written beside it, and --delete does not remove it. The device is a null device
+/// of the test's own (made with mknod as root), never the system's /dev/null, which a broken
+/// build must not be able to remove; without root, /dev/null itself, and no --delete.
 #[test]
 fn a_character_device_is_a_lock() {
     let t = TestDir::new();
-    // What a record beside /dev/null would be, as it is before (a broken build may have left
-    // one), so that the test sees this run's writes only.
-    let record = Path::new("/dev/.null.fsync");
-    let state = || std::fs::metadata(record).ok().map(|m| (m.modified().ok(), m.len()));
-    let before = state();
-    let holder = t
-        .fsync(["mutex", "run", "/dev/null", "sh", "-c", HOLD])
-        .hold();
-    t.fsync(["mutex", "run", "-n", "/dev/null", "true"])
+    let device = match is_root() {
+        true => {
+            t.cmd("mknod")
+                .args(["-m", "666", "null", "c", "1", "3"])
+                .run()
+                .code(0);
+            t.arg("null")
+        }
+        false => "/dev/null".to_string(),
+    };
+    let beside = |dir: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().contains("fsync"))
+            .collect();
+        names.sort();
+        names
+    };
+    let dir = Path::new(&device).parent().unwrap().to_path_buf();
+    let before = beside(&dir);
+    let holder = t.fsync(["mutex", "run", &device, "sh", "-c", HOLD]).hold();
+    t.fsync(["mutex", "run", "-n", &device, "true"])
         .run()
         .code(75);
-    t.sh("exec 9</dev/null; \"$FSYNC\" mutex lock -n 9")
+    t.sh(&format!("exec 9<'{device}'; \"$FSYNC\" mutex lock -n 9"))
         .run()
         .code(75);
+    t.fsync(["flock", "-n", &device, "true"]).run().code(1);
     holder.finish().code(0);
-    assert_eq!(state(), before, "a holder record was written beside /dev/null");
-    t.fsync(["mutex", "run", "--delete", "/dev/null", "true"])
-        .run()
-        .code(66)
-        .stderr_has("is a device");
-    assert!(Path::new("/dev/null").exists());
+    assert_eq!(
+        beside(&dir),
+        before,
+        "something was written beside {device}"
+    );
+    if is_root() {
+        t.fsync(["mutex", "run", "--delete", &device, "true"])
+            .run()
+            .code(66)
+            .stderr_has("is a device");
+        let kind = std::fs::metadata(&device).unwrap().file_type();
+        assert!(kind.is_char_device(), "{device} was removed or replaced");
+    }
 }
 
 /// `--mode OCTAL`: the permissions of a lock file fsync creates, less the umask; an existing
