@@ -294,7 +294,7 @@ pub fn warn_foreign(path: &Path, what: &str) {
 }
 
 /// Why `--delete` of a semaphore or group lock kept its files, for `-v` (`None`: deleted, or
-/// not asked to); `inside` is what the others do there ("hold a slot").
+/// not asked to); `inside` is what the others do there ("hold a slot", "are inside").
 pub fn not_deleted(released: fsync::sem::Released, inside: &str) -> Option<String> {
     use fsync::sem::Released;
     match released {
