@@ -735,6 +735,21 @@ mod tests {
         // A give-up leaves too: `try_acquire` of a free semaphore, dropped, deletes.
         drop(sem.try_acquire().unwrap());
         assert!(!path.exists());
+        // Only what the protocol names goes: other files in S stay, and with them S.
+        std::fs::create_dir(&path).unwrap();
+        for other in ["slot.tmp", "slot.", ".slot.notes", "notes.fsync"] {
+            std::fs::write(path.join(other), "mine").unwrap();
+        }
+        assert_eq!(
+            sem.acquire(None).unwrap().unwrap().release().unwrap(),
+            Released::Deleted
+        );
+        let mut left: Vec<String> = std::fs::read_dir(&path)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, [".slot.notes", "notes.fsync", "slot.", "slot.tmp"]);
     }
 
     /// A process that opened the queue of a semaphore that is then deleted, and locks it
