@@ -271,3 +271,47 @@ fn removable(dir: &Dir, name: &str, st: &FileStat, parent: &FileStat) -> Result<
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whoever holds the waiting line and a member's file is on its way in or out; a member's
+    /// file held by anyone else means someone is inside.
+    #[test]
+    fn inside_besides_counts_only_holders_other_than_the_lines() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = Dir::top(t.path(), false, "x").unwrap().unwrap();
+        let line = dir.open_or_create("line").unwrap();
+        let member = dir.open_or_create("member").unwrap();
+        let files = ["member".to_string(), "missing".to_string()];
+        assert!(
+            !inside_besides(&dir, &line, &files),
+            "nobody holds anything"
+        );
+        assert!(lock::flock(&line, Mode::Exclusive, false).unwrap());
+        assert!(lock::flock(&member, Mode::Exclusive, false).unwrap());
+        assert!(!inside_besides(&dir, &line, &files), "the line's holder");
+        lock::unlock(&line).unwrap();
+        assert!(inside_besides(&dir, &line, &files), "a member inside");
+    }
+
+    /// All or nothing: one entry that may not go (here a hard link to a file elsewhere) keeps
+    /// every other, and is named.
+    #[test]
+    fn one_entry_that_may_not_go_keeps_them_all() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = Dir::top(t.path(), false, "x").unwrap().unwrap();
+        std::fs::write(t.path().join("a"), "").unwrap();
+        std::fs::write(t.path().join("elsewhere"), "precious").unwrap();
+        std::fs::hard_link(t.path().join("elsewhere"), t.path().join("b")).unwrap();
+        let mut held = Held::default();
+        assert!(matches!(held.take(&dir, "a").unwrap(), Took::Held));
+        let also = ["b".to_string()];
+        let err = check_all(&dir, &held, &also).unwrap_err();
+        assert!(err.to_string().contains("b: has other links"), "{err}");
+        assert!(check_all(&dir, &held, &[]).is_ok());
+        remove_all(&dir, &held, &[]).unwrap();
+        assert!(!t.path().join("a").exists() && t.path().join("b").exists());
+    }
+}
