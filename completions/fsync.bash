@@ -1308,7 +1308,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__grouplock__subcmd__run)
-            opts="-w -t -n -E -v -o -h -V --group --max --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --lease --help --version"
+            opts="-w -t -n -E -v -o -h -V --group --max --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --lease --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2618,7 +2618,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__sem__subcmd__run)
-            opts="-w -t -n -E -v -o -h -V --slots --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --close --on-lost --lease --help --version"
+            opts="-w -t -n -E -v -o -h -V --slots --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --delete --close --on-lost --lease --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

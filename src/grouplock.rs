@@ -13,18 +13,25 @@ A group lock `L` is a directory (created if missing) holding:
 - `L/max.NAME/`: the group's cap, once one was set: a semaphore ([`crate::sem`]) whose slot count
   (its `slots` file) is the cap M; every member of `NAME` inside holds one of its slots. The cap
   is the group's, as the slot count is the semaphore's: set by the first member to give
-  `--max`, it never changes; members that omit `--max` run under it, and another M is refused.
+  `--max`; members that omit `--max` run under it; another M is taken in its place once no
+  member of `NAME` is inside, and refused while one is.
 
-Enter as group `G`: (1) lock the turnstile; (2) for every other `group.H` in `L`, take an
-exclusive lock (blocking: it is granted once the last member of `H` has left) and release it at
-once; (3) read the cap in force, `max.G/slots` (reached from the open directory of `L` without
-following a link, and only if it is a regular file holding a count): another `--max` is an
-error; a `--max` where no cap is in force yet first takes an exclusive lock on `group.G`
-(granted once the members inside, who came in uncapped, have left); (4) take the shared lock on
-`group.G` (converting that exclusive one); (5) with a cap, take a slot of `max.G` (the first cap
-is recorded there as the semaphore records its count: written under a temporary name and
-`link(2)`ed into place); (6) release the turnstile. Leave: release everything (the kernel does it
-if we die). A conflicting `--max` is also refused before step (1), so that it fails at once.
+Enter as group `G`: (1) lock the turnstile, and *verify* that `turnstile` still names the file
+locked (a deletion, below, may have removed it between our open and our lock: then start again,
+opening `L` anew); (2) for every other `group.H` in `L`, take an exclusive lock (blocking: it is
+granted once the last member of `H` has left) and release it at once; (3) read the cap in
+force, `max.G/slots` (reached from the open directory of `L` without following a link, and only
+if it is a regular file holding a count): a `--max` where no cap is in force yet first takes an
+exclusive lock on `group.G` (granted once the members inside, who came in uncapped, have left);
+another `--max` than the cap in force takes an exclusive lock on `group.G` *without waiting*:
+had, no member of `G` is inside and the new cap is taken; busy, it is an error naming both;
+(4) take the shared lock on `group.G` (converting that exclusive one); (5) with a cap, take a
+slot of `max.G` (the first cap is recorded there as the semaphore records its count: written
+under a temporary name and `link(2)`ed into place; a new one is rewritten there as the
+semaphore takes a new count, which it does since nobody holds a slot); (6) release the
+turnstile. Leave: release everything (the kernel does it if we die). A conflicting `--max` is
+also refused before step (1), so that it fails at once, if the kernel's lock table shows a
+member of `G` inside (a process holding `group.G` other than the one holding the turnstile).
 
 Never two groups: a process of `G` is only inside after its step (2) saw every other group file
 without shared holders while it held the turnstile, and nobody else can take a shared lock on a
@@ -32,18 +39,56 @@ group file without passing the turnstile. No starvation: a process of `H` that w
 holds the turnstile, so newcomers of `G` queue behind it; it gets in as soon as the members of
 `G` inside leave.
 
-The cap holds from the moment it is recorded: it is recorded only by a process that holds the
-turnstile and has seen `group.G` without members, and every later member reads it under the
-turnstile, so every member inside from then on holds a slot.
+The cap holds from the moment it is recorded: it is recorded (first, or anew) only by a process
+that holds the live turnstile and has seen `group.G` without members, and every later member
+reads it under the turnstile, so every member inside from then on holds a slot, and all members
+inside at once came in under one cap: two processes that start with different caps at once are
+never inside together (the first through the turnstile sets the cap, the other is refused while
+it is inside).
 
 Passing down (`run`, unless `--close`): the descriptors of `group.G` and of the slot lose
 close-on-exec before the command starts, so the command inherits their locks: the membership and
 its slot last while the command (or anything it left running with them) runs, even if fsync is
 killed, as the mutex's lock does.
+
+# Deleting (`--delete`)
+
+A member that asked for it ([`GroupLock::delete_on_release`]) removes `L` when it leaves, if
+nobody else is inside, waiting or arriving; otherwise it leaves it to whoever leaves last.
+Leaving is releasing the membership and its slot (the command has exited; a wait that gives up
+leaves too). Then the *deletion attempt*:
+
+- **d1** open the turnstile (nothing there: another deletion came first, done), lock it
+  exclusively without waiting, and *verify* (replaced meanwhile: start d1 again). If it is busy,
+  someone is on their way in (or another leaver is deleting): if the kernel's lock table shows a
+  `group.*` file held by another process than the one holding the turnstile, a member is inside
+  who leaves after us: stop, keeping the files; otherwise wait until the turnstile is free (a
+  blocking lock, let go at once) and go to d1, keeping the files after a second (on network
+  file systems the table cannot tell: we wait). A process on its way in holds the turnstile, so
+  waiting for it keeps the last to leave from missing it;
+- **d2** lock every `group.*` file without waiting, and *verify* each: a busy one means a member
+  is inside, who leaves after us: stop, keeping the files;
+- **d3** for every cap `max.NAME/`, hold its semaphore whole as the semaphore's own deletion
+  does (its `queue`, then every slot file, without waiting: nobody can be in its line, since
+  we hold the turnstile); check that every file to remove is a regular file with one link and,
+  in a sticky directory, belongs to us or to the directory's owner: otherwise keep them all and
+  say why;
+- **d4** remove every cap's files and its directory, then the `group.*` files, then the
+  turnstile (each still named as held), release them, and remove `L` if it is empty.
+
+Racing acquirers never end up in two incarnations of `L`: nobody enters without holding the
+live turnstile (step 1's verify), and a deletion removes files only while it holds the live
+turnstile and every group file. The turnstile goes last, so whoever holds the live turnstile
+holds the live group files and caps. A process that opened the old turnstile and locks it after
+its removal fails *verify* and starts again; one that opened `L` before it was removed fails to
+create files in it and starts again too. Files stay while a process the command left running
+holds the membership, when another user's file is in one of the places above, or while someone
+else is inside.
 */
 
 use std::{
     fs::File,
+    os::fd::AsFd,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -54,9 +99,11 @@ use crate::{
         dir::Dir,
         fs as pfs,
         lock::{self, Mode},
+        procinfo,
     },
     probe,
     sem::{Semaphore, SlotGuard},
+    teardown::{self, Held, Pass, Took},
     wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
 };
 
@@ -75,6 +122,8 @@ pub fn check_group_name(name: &str) -> std::result::Result<(), String> {
         )),
     }
 }
+
+pub use crate::teardown::Released;
 
 /// A group lock at a directory path: processes enter as members of a named group (letters,
 /// digits, `_` and `-`); any number of one group, or at most the group's cap, are inside
@@ -96,23 +145,34 @@ pub fn check_group_name(name: &str) -> std::result::Result<(), String> {
 pub struct GroupLock {
     dir: PathBuf,
     poll: Duration,
+    delete: bool,
 }
 
-/// Proof of being inside; leaving happens on drop.
+/// Proof of being inside; leaving happens on drop (removing the group lock if it was entered
+/// with [`GroupLock::delete_on_release`] and nobody else uses it).
 #[must_use = "the process leaves as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct GroupGuard {
     /// The group's file (`group.NAME`), for errors.
     path: PathBuf,
-    _member: File,
+    /// `None` once left.
+    member: Option<File>,
     slot: Option<SlotGuard>,
+    /// The group lock's directory as opened, for deleting it on leaving.
+    top: Option<Dir>,
+    delete: bool,
+    poll: Duration,
 }
 
 impl GroupGuard {
+    fn member(&self) -> &File {
+        self.member.as_ref().expect("inside until left")
+    }
+
     /// On a network file system, the check that our shared lock on the group's file is still
     /// ours.
     pub fn loss_check(&self) -> Option<crate::LossCheck> {
-        crate::LossCheck::of(&self._member, lock::Mode::Shared)
+        crate::LossCheck::of(self.member(), lock::Mode::Shared)
     }
 
     /// The slot held under the group's cap, if one is in force.
@@ -124,9 +184,56 @@ impl GroupGuard {
     /// mutex does, so that it stays held while they run even if this process dies; `false`
     /// keeps it close-on-exec.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
-        lock::set_inheritable(&self._member, inherit)
+        lock::set_inheritable(self.member(), inherit)
             .map_err(|e| Error::io(&self.path, "cannot pass the membership down", e))?;
         self.slot.as_ref().map_or(Ok(()), |s| s.pass_down(inherit))
+    }
+
+    /// Leave now, saying what became of the group lock's files and reporting failures to
+    /// delete them (dropping the guard leaves too, silently). With
+    /// [`delete_on_release`](GroupLock::delete_on_release) this may wait up to a second for a
+    /// process on its way in to enter or give up (module docs, "Deleting").
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("repo.glock");
+    /// use fsync::{grouplock::Released, GroupLock};
+    /// let lock = GroupLock::new(&path).delete_on_release(true);
+    /// let (r1, r2) = (lock.enter("readers", None, None)?.unwrap(), lock.enter("readers", None, None)?.unwrap());
+    /// assert_eq!(r1.release()?, Released::KeptInUse); // r2 is still inside
+    /// assert_eq!(r2.release()?, Released::Deleted); // the last to leave removes it
+    /// assert!(!path.exists());
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
+    pub fn release(mut self) -> Result<Released> {
+        self.release_inner()
+    }
+
+    fn release_inner(&mut self) -> Result<Released> {
+        let Some(member) = self.member.take() else {
+            return Ok(Released::Kept);
+        };
+        let slot = self.slot.take();
+        if !self.delete {
+            return Ok(Released::Kept);
+        }
+        // A process the command left running may hold the membership (and its slot) through
+        // inherited descriptors: it is still inside.
+        if procinfo::description_shared(member.as_fd()) {
+            return Ok(Released::KeptStillHeld);
+        }
+        drop(slot);
+        drop(member); // leave
+        match &self.top {
+            Some(top) => delete_files(top, self.poll),
+            None => Ok(Released::Kept),
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        let _ = self.release_inner();
     }
 }
 
@@ -137,7 +244,19 @@ impl GroupLock {
         GroupLock {
             dir: path.as_ref().to_path_buf(),
             poll: DEFAULT_POLL,
+            delete: false,
         }
+    }
+
+    /// Remove the group lock's directory and files when leaving, if nobody else is inside,
+    /// waiting or arriving (otherwise whoever of them leaves last with this set removes them);
+    /// leaving includes a wait that gives up. Processes that opened the files before their
+    /// removal notice and take new ones: two groups are still never inside together, and a cap
+    /// still holds (module docs, "Deleting"). Never removes a link, or another user's file in a
+    /// sticky directory. [`GroupGuard::release`] says what became of the files.
+    pub fn delete_on_release(mut self, yes: bool) -> GroupLock {
+        self.delete = yes;
+        self
     }
 
     /// How often a wait re-checks on a network file system, where another host's leaving
@@ -148,9 +267,10 @@ impl GroupLock {
     }
 
     /// Enter as a member of `group`, waiting up to `timeout`. With `max`, at most that many
-    /// members of the group are inside at once: the group's cap, fixed by the first member
+    /// members of the group are inside at once: the group's cap, set by the first member
     /// that gives one; with `None`, the cap in force (if any) applies. A `max` other than the
-    /// cap in force is an error ([`ErrorKind::Invalid`]).
+    /// cap in force is taken in its place once no member of the group is inside, and is an
+    /// error ([`ErrorKind::Invalid`]) while one is.
     ///
     /// Blocks in the kernel until the other groups' members have left (and, under a cap,
     /// until a slot is free), which wakes it at once on a local file system; on a network file
@@ -197,32 +317,77 @@ impl GroupLock {
     ) -> Result<Outcome<GroupGuard>> {
         check_group_name(group).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
         let deadline = Deadline::after(timeout);
-        // Every file is reached from the directory opened here, never by its path again.
-        let top = Dir::top(&self.dir, true, "cannot create group lock")?.expect("created");
-        // A cap never changes once set: a conflicting `max` fails before any wait.
-        if let (Some(m), Some(c)) = (max, cap_in(&top, group)?) {
-            if m != c {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            // Every file is reached from the directory opened here, never by its path again.
+            let top = Dir::top(&self.dir, true, "cannot create group lock")?.expect("created");
+            // A deletion may remove what we opened at any point until we hold the live
+            // turnstile: then start over (bounded, to never spin for ever).
+            let outcome = match self.enter_in(&top, group, max, deadline, &mut progress) {
+                Ok(Outcome::Acquired(None)) if attempts < 1000 => continue,
+                Err(_) if attempts < 1000 && teardown::removed(&top) => continue,
+                Err(e) => return Err(e),
+                Ok(outcome) => outcome.map(|g| g.expect("the live turnstile")),
+            };
+            if self.delete && !matches!(outcome, Outcome::Acquired(_)) {
+                // Giving up is leaving too: we may have been the last one waiting. Best effort.
+                let _ = delete_files(&top, self.poll);
+            }
+            return Ok(outcome);
+        }
+    }
+
+    /// Steps (1) to (6) of the module docs in the group lock's directory `top`: `None` if the
+    /// turnstile we locked was removed meanwhile (a deletion), so that the caller starts over.
+    fn enter_in(
+        &self,
+        top: &Dir,
+        group: &str,
+        max: Option<usize>,
+        deadline: Deadline,
+        progress: &mut impl FnMut(Duration),
+    ) -> Result<Outcome<Option<GroupGuard>>> {
+        let turnstile_path = top.join("turnstile");
+        let turnstile = top.open_or_create("turnstile")?;
+        let own_name = format!("group.{group}");
+        // Another cap fails at once while members of the group are inside (and for certain
+        // below, under the turnstile).
+        if let (Some(m), Some(c)) = (max, cap_in(top, group)?) {
+            if m != c && teardown::inside_besides(top, &turnstile, std::slice::from_ref(&own_name))
+            {
                 return Err(self.conflict(group, c, m));
             }
         }
-        let turnstile_path = top.join("turnstile");
-        let turnstile = top.open_or_create("turnstile")?;
         let network = pfs::fs_kind(&turnstile).network;
         let spec = Wait::for_lock(deadline, network, self.poll);
         let mut step = |file: &File, mode: Mode, path: &Path| {
-            wait::flock(spec, &mut progress, file, mode, path)
+            wait::flock(spec, &mut *progress, file, mode, path)
         };
         wait::acquired!(step(&turnstile, Mode::Exclusive, &turnstile_path)?);
-        for other in groups_in(&top)?.into_iter().filter(|g| g != group) {
+        if teardown::names(top, "turnstile", &turnstile)?.is_none() {
+            return Ok(Outcome::Acquired(None)); // removed between our open and our lock
+        }
+        for other in groups_in(top)?.into_iter().filter(|g| g != group) {
             let name = format!("group.{other}");
             let file = top.open_or_create(&name)?;
             wait::acquired!(step(&file, Mode::Exclusive, &top.join(&name))?); // granted once that group is empty
         }
-        let own = top.join(&format!("group.{group}"));
-        let member = top.open_or_create(&format!("group.{group}"))?;
+        let own = top.join(&own_name);
+        let member = top.open_or_create(&own_name)?;
         // The cap is read again under the turnstile: only a process holding it sets one.
-        let cap = match (max, cap_in(&top, group)?) {
-            (Some(m), Some(c)) if m != c => return Err(self.conflict(group, c, m)),
+        let cap = match (max, cap_in(top, group)?) {
+            (Some(m), Some(c)) if m != c => {
+                // Another cap: taken only while no member of the group is inside (nobody
+                // comes in meanwhile: we hold the turnstile). Our exclusive lock becomes the
+                // shared one below.
+                let free = lock::flock(&member, Mode::Exclusive, false)
+                    .map_err(|e| Error::io(&own, "cannot lock", e))?;
+                if !free {
+                    return Err(self.conflict(group, c, m));
+                }
+                Some(m)
+            }
             (Some(m), None) => {
                 // The first cap: members of the group inside without one would not count
                 // against it, so wait until they have left (no one comes in meanwhile: we
@@ -235,21 +400,26 @@ impl GroupLock {
         wait::acquired!(step(&member, Mode::Shared, &own)?);
         let slot = match cap {
             Some(m) => {
-                // Named through the open directory: a link swapped in cannot redirect it.
+                // Named through the open directory: a link swapped in cannot redirect it. A
+                // new cap is taken there as a semaphore takes a new count (nobody holds a
+                // slot: no member is inside).
                 let max_dir = top.pinned_join(&format!("max.{group}"));
                 let sem = Semaphore::new(max_dir, m).poll_interval(self.poll);
-                let slot = (sem.acquire_until(deadline, &mut progress))
+                let slot = (sem.acquire_until(deadline, &mut *progress))
                     .map_err(|e| e.shown_as(&top.pinned(), top.path()))?;
                 Some(wait::acquired!(slot))
             }
             None => None,
         };
         drop(turnstile);
-        Ok(Outcome::Acquired(GroupGuard {
+        Ok(Outcome::Acquired(Some(GroupGuard {
             path: own,
-            _member: member,
+            member: Some(member),
             slot,
-        }))
+            top: top.try_clone().ok(),
+            delete: self.delete,
+            poll: self.poll,
+        })))
     }
 
     /// The cap in force for `group` (the `max` its first capped member gave), if one was set:
@@ -262,17 +432,82 @@ impl GroupLock {
         }
     }
 
-    /// A `max` other than the cap in force.
+    /// A `max` other than the cap in force while members of the group are inside.
     fn conflict(&self, group: &str, in_force: usize, given: usize) -> Error {
         Error::new(
             &self.dir,
             ErrorKind::Invalid,
             format!(
-                "group '{group}' has a cap of {in_force} members, not {given}: a cap never \
-                 changes once set; give {in_force} or none"
+                "group '{group}' is in use under a cap of {in_force} members, not {given}: \
+                 another cap is taken only once no member of the group is inside; until then \
+                 give {in_force} or none"
             ),
         )
     }
+}
+
+/// One deletion pass of the module docs (d1 to d4) in the group lock's directory `top`.
+fn delete_pass(top: &Dir) -> Result<Pass> {
+    let group_files = teardown::names_where(top, |n| n.starts_with("group."))?;
+    let mut held = Held::default();
+    match held.take(top, "turnstile")? {
+        Took::Held => {}
+        // Gone: another deletion came first.
+        Took::Missing => return Ok(Pass::Done(Released::Deleted)),
+        Took::Replaced => return Ok(Pass::Again),
+        Took::Busy(turnstile) => {
+            return Ok(
+                match teardown::inside_besides(top, &turnstile, &group_files) {
+                    true => Pass::Done(Released::KeptInUse),
+                    false => Pass::Busy(turnstile),
+                },
+            )
+        }
+    }
+    for name in &group_files {
+        match held.take(top, name)? {
+            Took::Held | Took::Missing => {}
+            Took::Busy(_) => return Ok(Pass::Done(Released::KeptInUse)),
+            Took::Replaced => return Ok(Pass::Again),
+        }
+    }
+    // The caps: each a semaphore, held whole (nobody can be in line for it: we hold the
+    // turnstile).
+    let mut caps = Vec::new();
+    let entries = (top.entries()).map_err(|e| Error::io(top.path(), "cannot list", e))?;
+    for (name, _) in entries.into_iter().filter(|(n, _)| n.starts_with("max.")) {
+        let Some(max_dir) = top.sub(&name, false)? else {
+            continue;
+        };
+        let mut slots = Held::default();
+        match slots.take(&max_dir, "queue")? {
+            Took::Held | Took::Missing => {}
+            Took::Busy(_) => return Ok(Pass::Done(Released::KeptInUse)),
+            Took::Replaced => return Ok(Pass::Again),
+        }
+        if let Some(pass) = crate::sem::hold_slots(&max_dir, &mut slots)? {
+            return Ok(pass);
+        }
+        let also = crate::sem::unlocked_files(&max_dir)?;
+        caps.push((max_dir, slots, also));
+    }
+    // All or nothing: everything is checked before anything is removed.
+    for (max_dir, slots, also) in &caps {
+        teardown::check_all(max_dir, slots, also)?;
+    }
+    teardown::check_all(top, &held, &[])?;
+    for (max_dir, slots, also) in &caps {
+        teardown::remove_all(max_dir, slots, also)?;
+        let _ = max_dir.remove_self();
+    }
+    teardown::remove_all(top, &held, &[])?;
+    let _ = top.remove_self(); // fails harmlessly if a newcomer is back
+    Ok(Pass::Done(Released::Deleted))
+}
+
+/// The deletion attempt of a leaver (module docs, "Deleting").
+fn delete_files(top: &Dir, poll: Duration) -> Result<Released> {
+    teardown::attempt(top, poll, || delete_pass(top))
 }
 
 /// The cap in force for `group` in the group lock `top` ([`GroupLock::cap`]).

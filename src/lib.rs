@@ -115,6 +115,7 @@ mod probe;
 pub mod range;
 pub mod sem;
 pub mod swmr;
+mod teardown;
 pub mod wait;
 
 #[cfg(test)]

@@ -291,71 +291,125 @@ fn invalid_group_names_are_usage_errors() {
     assert!(!t.join("x").exists() && !t.path().parent().unwrap().join("x").exists());
 }
 
+/// Another `--max` is taken once no member of the group is inside; while one is, it is a
+/// clear error (exit 2) in the words the user typed (`--max`), naming both caps and what to do.
 #[test]
-fn a_different_max_is_an_error_that_names_max() {
+fn a_different_max_is_taken_when_the_group_is_empty_and_refused_while_inside() {
     let t = TestDir::new();
     let lock = t.arg("L");
-    t.fsync([
-        "grouplock",
-        "run",
-        &lock,
-        "--group",
-        "up",
-        "--max",
-        "2",
-        "--",
-        "true",
-    ])
-    .run()
-    .code(0);
-    let out = t
-        .fsync([
-            "grouplock",
-            "run",
-            &lock,
+    let run = |max: &str, extra: &[&str], script: &str| {
+        let mut args = vec!["grouplock", "run"];
+        args.extend_from_slice(extra);
+        args.extend([
+            lock.as_str(),
             "--group",
             "up",
             "--max",
-            "3",
+            max,
             "--",
-            "touch",
-            "ran",
-        ])
+            "sh",
+            "-c",
+            script,
+        ]);
+        t.fsync(args)
+    };
+    run("2", &[], "true").run().code(0);
+    // Nobody inside: 3 is taken, and is the cap from now on (for members without --max too).
+    run("3", &[], "echo \"ran in $FSYNC_SLOT\"")
+        .run()
+        .code(0)
+        .stdout_has("ran in ");
+    let held: Vec<Holder> = (0..3).map(|_| run("3", &[], HOLD).hold()).collect();
+    member(&t, "up", &["-n"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+    // Members inside under 3: 1 is refused at once, with a wait too, and runs nothing.
+    for extra in [&[][..], &["-t", "1h"][..], &["-n"][..]] {
+        let out = run("1", extra, "touch ran").run();
+        out.code(2).error_naming(&lock);
+        assert!(
+            out.stderr.contains("--max") && !out.stderr.contains("--slots"),
+            "the error speaks of an option the user did not give: {}",
+            out.stderr
+        );
+        let after = &out.stderr[out.stderr.find(&lock).unwrap() + lock.len()..];
+        assert!(
+            after.contains("--max 3")
+                && after.contains(" 1")
+                && after.contains("in use")
+                && after.contains("leave"),
+            "the error does not name both caps, that the group is in use, and what to do: {}",
+            out.stderr
+        );
+    }
+    assert!(!t.join("ran").exists(), "the command ran");
+    for h in held {
+        h.finish().code(0);
+    }
+    // Empty again: 1 is taken, and holds.
+    let one = run("1", &[], HOLD).hold();
+    member(&t, "up", &["-n"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+    one.finish().code(0);
+}
+
+/// Members with different caps starting together never share the lock under different caps,
+/// and never more than the cap they came in under are inside. In rounds that start six at once
+/// on an empty lock: the losers of a round are refused (exit 2).
+#[test]
+fn racing_caps_are_never_inside_together() {
+    let t = TestDir::new();
+    let one = |m: u32| {
+        format!(
+            "(\"$FSYNC\" grouplock run L --group up --max {m} -- sh -c \
+             'echo \"+ up $$ {m}\" >> log; sleep 0.02; echo \"- up $$ {m}\" >> log'; \
+             s=$?; case $s in 0) echo in;; 2) echo refused;; *) echo \"exit $s\";; esac) &"
+        )
+    };
+    let round: Vec<String> = [1, 2, 3, 1, 2, 3].iter().map(|&m| one(m)).collect();
+    let out = t
+        .sh(&format!(
+            "for r in $(seq 15); do {} wait; done",
+            round.join(" ")
+        ))
         .run();
-    out.code(2).error_naming(&lock);
-    assert!(!t.join("ran").exists(), "the command ran");
-    // The user gave --max, not --slots: the message must speak of what they typed.
+    out.code(0);
     assert!(
-        out.stderr.contains("--max") && !out.stderr.contains("--slots"),
-        "the error speaks of an option the user did not give: {}",
-        out.stderr
+        out.stdout.lines().all(|l| l == "in" || l == "refused"),
+        "{}",
+        out.stdout
     );
-    // It names the cap in force and the one given (after the path, which may hold digits),
-    // and what to do instead.
-    let after = &out.stderr[out.stderr.find(&lock).unwrap() + lock.len()..];
+    let log = t.read("log");
+    let mut inside: HashMap<&str, usize> = HashMap::new(); // pid -> cap
+    for line in log.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [mark, _, pid, m] = f[..] else {
+            panic!("a malformed mark `{line}`:\n{log}");
+        };
+        let m: usize = m.parse().unwrap();
+        match mark {
+            "+" => {
+                assert!(
+                    inside.values().all(|&c| c == m),
+                    "`{line}` entered beside members under another cap {inside:?}:\n{log}"
+                );
+                inside.insert(pid, m);
+                assert!(
+                    inside.len() <= m,
+                    "more than {m} inside at `{line}`:\n{log}"
+                );
+            }
+            _ => assert_eq!(inside.remove(pid), Some(m), "`{line}`:\n{log}"),
+        }
+    }
+    assert!(inside.is_empty(), "runs never ended: {inside:?}\n{log}");
     assert!(
-        after.contains("--max 2") && after.contains('3') && after.contains("leave"),
-        "the error does not name both caps and what to do: {}",
-        out.stderr
+        out.stdout.lines().any(|l| l == "refused"),
+        "no run was refused: nothing was raced"
     );
-    // With members inside too.
-    let h = member(&t, "up", &["--max", "2"], HOLD).hold();
-    t.fsync([
-        "grouplock",
-        "run",
-        &lock,
-        "--group",
-        "up",
-        "--max",
-        "1",
-        "--",
-    ])
-    .args(["touch", "ran"])
-    .run()
-    .code(2)
-    .error_naming(&lock);
-    h.finish().code(0);
-    assert!(!t.join("ran").exists(), "the command ran");
 }
 
 /// Regression: a member that omitted `--max` went in beside members that ran under a cap of 2,
@@ -463,4 +517,114 @@ fn sigkill_of_fsync_alone_leaves_the_lock_with_its_command() {
                 .stdout("ran\n");
         }
     }
+}
+
+/// The names in the test directory, sorted.
+fn listing(t: &TestDir) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(t.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `--delete`: the last member to leave removes LOCK with everything in it (a cap's
+/// semaphore included); one leaving while another is inside keeps it (and `-v` says why);
+/// leaving without `--delete` removes nothing; a run whose wait gives up leaves too.
+#[test]
+fn delete_removes_the_lock_after_the_last_member_only() {
+    let t = TestDir::new();
+    let a = member(&t, "gA", &["--delete", "--max", "2"], HOLD).hold();
+    member(&t, "gA", &["--delete", "-v"], "true")
+        .run()
+        .code(0)
+        .stderr_has("not deleting")
+        .stderr_has("others are inside");
+    assert!(t.join("L/max.gA/slots").exists(), "deleted under a member");
+    a.finish().code(0);
+    assert!(
+        listing(&t).is_empty(),
+        "the last member kept {:?}",
+        listing(&t)
+    );
+
+    member(&t, "gA", &[], "true").run().code(0);
+    member(&t, "gB", &[], "true").run().code(0);
+    assert!(t.join("L/group.gB").exists(), "removed without --delete");
+    let b = member(&t, "gB", &[], HOLD).hold();
+    member(&t, "gA", &["--delete", "-n"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+    assert!(t.join("L/group.gB").exists(), "deleted under a member");
+    b.finish().code(0);
+    member(&t, "gA", &["--delete"], "true")
+        .run()
+        .code(0)
+        .stderr("");
+    assert!(listing(&t).is_empty(), "{:?}", listing(&t));
+}
+
+/// `--delete` keeps LOCK while a process the command left running still holds the membership
+/// through the descriptor it inherited.
+#[test]
+fn delete_keeps_a_lock_a_process_left_by_the_command_still_holds() {
+    use crate::harness::{dead, eventually, Daemon};
+    let t = TestDir::new();
+    let out = member(
+        &t,
+        "gA",
+        &["--delete", "-v"],
+        "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!",
+    )
+    .run();
+    out.code(0)
+        .stderr_has("not deleting")
+        .stderr_has("another process still holds it");
+    let daemon = Daemon(out.stdout.trim().parse().expect("the daemon's pid"));
+    assert!(t.join("L/group.gA").exists(), "L was deleted while held");
+    member(&t, "gB", &["-n"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+    let pid = daemon.0;
+    drop(daemon);
+    eventually("the daemon died", || dead(pid));
+    member(&t, "gB", &["--delete"], "true").run().code(0);
+    assert!(listing(&t).is_empty(), "L was kept when free");
+}
+
+/// Two groups (one capped at 2) of processes with `--delete` taking turns, so that the lock is
+/// removed and made again all the time, some giving up (`-t 20ms`): never two groups inside,
+/// never more than 2 of the capped one, no word on stderr, and nothing left at the end.
+#[test]
+fn delete_stress_never_lets_two_groups_in_and_leaves_nothing() {
+    let t = TestDir::new();
+    let turn = |g: &str, extra: &str| {
+        let one = format!(
+            "t=; [ $((i % 4)) = 0 ] && t='-t 20ms'; \
+             \"$FSYNC\" grouplock run --delete $t {extra} L --group {g} -- sh -c {}; \
+             s=$?; case $s in 0|75) ;; *) echo \"run $i exited $s\" >&2; exit 1;; esac",
+            quoted(&marked(g, "0.01"))
+        );
+        format!("i=0; while [ $i -lt 12 ]; do i=$((i+1)); {one}; done")
+    };
+    let workers: Vec<Holder> = [("gA", ""), ("gA", ""), ("gA", "")]
+        .into_iter()
+        .chain([("gB", "--max 2"); 3])
+        .map(|(g, extra)| t.sh(&turn(g, extra)).start())
+        .collect();
+    for w in workers {
+        w.finish().code(0).stderr("");
+    }
+    let log = t.read("log");
+    let r = replay(&log);
+    assert!(r.done >= 40, "only {} runs got in:\n{log}", r.done);
+    assert!(
+        r.most.get("gB").is_some_and(|&n| n <= 2),
+        "{:?}:\n{log}",
+        r.most
+    );
+    assert_eq!(listing(&t), ["log"], "files left behind");
 }

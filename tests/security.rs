@@ -1303,6 +1303,56 @@ fn sem_does_not_hang_on_a_slots_fifo() {
     h.assert_victim_untouched();
 }
 
+/// `sem run --delete` and `grouplock run --delete` remove only regular files they hold (or
+/// that have no lock of their own, as a semaphore's `slots` and records): a link planted at a
+/// record's name, or at a cap's `queue`, keeps everything (one line on stderr naming it, exit
+/// status the command's), and the victim is untouched.
+#[test]
+fn sem_and_grouplock_delete_never_remove_a_planted_link() {
+    let Some(h) = Hostile::new() else { return };
+    nobodys_semaphore(&h);
+    h.link(&h.victim(), "shared/heavy.sem/.slot.0.fsync");
+    h.fsync([
+        "sem",
+        "run",
+        "--delete",
+        "shared/heavy.sem",
+        "--slots",
+        "1",
+        "--",
+        "true",
+    ])
+    .run_in(&h)
+    .code(0)
+    .error_naming("heavy.sem/.slot.0.fsync")
+    .stderr_has("is a symbolic link");
+    h.assert_kind("shared/heavy.sem/.slot.0.fsync", "symlink");
+    h.assert_kind("shared/heavy.sem/slots", "file");
+    h.assert_kind("shared/heavy.sem/queue", "file");
+
+    h.mkdir("shared/g.glock");
+    h.mkdir("shared/g.glock/max.gB");
+    h.link(&h.victim(), "shared/g.glock/max.gB/queue");
+    h.fsync([
+        "grouplock",
+        "run",
+        "--delete",
+        "shared/g.glock",
+        "--group",
+        "gA",
+        "--",
+        "true",
+    ])
+    .run_in(&h)
+    .code(0)
+    .error_naming("g.glock/max.gB/queue")
+    .stderr_has("is a symbolic link");
+    h.assert_kind("shared/g.glock/max.gB/queue", "symlink");
+    h.assert_kind("shared/g.glock/turnstile", "file");
+    h.assert_kind("shared/g.glock/group.gA", "file");
+    h.assert_victim_untouched();
+}
+
 // Holder records (`DIR/.NAME.fsync`, src/holder.rs): root never writes into another user's
 // record and never believes it.
 

@@ -163,12 +163,22 @@ fn close_does_not_pass_the_slot_down() {
     holder.finish().killed_by(Signal::SIGKILL);
 }
 
+/// Another `--slots` is taken once nobody holds a slot; while anyone does, it is a clear
+/// error (exit 2) that names both counts and says the semaphore is in use.
 #[test]
-fn a_different_slot_count_is_a_clear_error() {
+fn a_different_slot_count_is_taken_when_free_and_refused_while_held() {
     let t = TestDir::new();
     let sem = t.arg("S");
     sem_run(&t, &sem, "3", &[], "true").run().code(0);
-    let out = sem_run(&t, &sem, "4", &[], "touch ran").run();
+    // Nobody inside: 4 is taken, and is the count from now on.
+    sem_run(&t, &sem, "4", &[], "echo \"ran in $FSYNC_SLOT\"")
+        .run()
+        .code(0)
+        .stdout_has("ran in ");
+    assert_eq!(status_json(&t, &sem, 0)["slots"], 4);
+    // Someone inside under 4: 2 is refused, and runs nothing.
+    let h = slot_holder(&t, &sem, "4", &[]);
+    let out = sem_run(&t, &sem, "2", &[], "touch ran").run();
     out.code(2).error_naming(&sem);
     assert!(!t.join("ran").exists(), "the command ran: {}", out.stderr);
     // Both numbers are named, after the path (which may hold digits of its own).
@@ -178,17 +188,95 @@ fn a_different_slot_count_is_a_clear_error() {
         .filter(|w| !w.is_empty())
         .collect();
     assert!(
-        numbers.contains(&"3") && numbers.contains(&"4"),
-        "the error does not name both 3 and 4: {}",
+        numbers.contains(&"4") && numbers.contains(&"2"),
+        "the error does not name both 4 and 2: {}",
         out.stderr
     );
-    out.stderr_has("--slots 3");
-    // The recorded count stands, with holders inside too.
-    let h = slot_holder(&t, &sem, "3", &[]);
-    sem_run(&t, &sem, "2", &[], "touch ran").run().code(2);
-    sem_run(&t, &sem, "3", &["-n"], "true").run().code(0);
+    out.stderr_has("--slots 4").stderr_has("in use");
+    // Also with -n, and with a wait: refused at once, not after the holder.
+    sem_run(&t, &sem, "2", &["-n"], "touch ran").run().code(2);
+    sem_run(&t, &sem, "3", &["-t", "1h"], "touch ran")
+        .run()
+        .code(2);
+    assert_eq!(status_json(&t, &sem, 0)["slots"], 4);
+    sem_run(&t, &sem, "4", &["-n"], "true").run().code(0);
     h.finish().code(0);
     assert!(!t.join("ran").exists());
+    // Free again: 2 is taken, and a third holder finds none.
+    let a = slot_holder(&t, &sem, "2", &[]);
+    let b = slot_holder(&t, &sem, "2", &[]);
+    assert_full(&t, &sem, "2");
+    a.finish().code(0);
+    b.finish().code(0);
+}
+
+/// Runs with different counts starting together never share the semaphore: everyone inside
+/// at any moment came in under the same count, and no more than it are inside. The losers of
+/// a race are refused (exit 2). In rounds that start six runs at once on an empty semaphore,
+/// so that the first in line of each round sets the count: each count wins sometimes.
+#[test]
+fn racing_slot_counts_are_never_inside_together() {
+    let t = TestDir::new();
+    let one = |n: u32| {
+        format!(
+            "(\"$FSYNC\" sem run S --slots {n} -- sh -c \
+             'echo \"+ $FSYNC_SLOT $$ {n}\" >> log; sleep 0.02; echo \"- $FSYNC_SLOT $$ {n}\" >> log'; \
+             s=$?; case $s in 0) echo in;; 2) echo refused;; *) echo \"exit $s\";; esac) &"
+        )
+    };
+    let round: Vec<String> = [1, 2, 3, 1, 2, 3].iter().map(|&n| one(n)).collect();
+    let out = t
+        .sh(&format!(
+            "for r in $(seq 20); do {} wait; done",
+            round.join(" ")
+        ))
+        .run();
+    out.code(0);
+    let refused = out.stdout.lines().filter(|l| *l == "refused").count();
+    assert!(
+        out.stdout.lines().all(|l| l == "in" || l == "refused"),
+        "{}",
+        out.stdout
+    );
+    let log = t.read("log");
+    let mut inside: HashMap<&str, (&str, usize)> = HashMap::new(); // pid -> (slot, count)
+    let mut counts = std::collections::HashSet::new();
+    for line in log.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [mark, slot, pid, n] = f[..] else {
+            panic!("a malformed mark `{line}`:\n{log}");
+        };
+        let n: usize = n.parse().unwrap();
+        match mark {
+            "+" => {
+                assert!(
+                    inside.values().all(|&(_, m)| m == n),
+                    "`{line}` entered beside runs under another count {inside:?}:\n{log}"
+                );
+                assert!(
+                    slot.parse::<usize>().is_ok_and(|s| s < n),
+                    "`{line}`:\n{log}"
+                );
+                assert!(
+                    !inside.values().any(|&(s, _)| s == slot),
+                    "`{line}`:\n{log}"
+                );
+                inside.insert(pid, (slot, n));
+                assert!(
+                    inside.len() <= n,
+                    "more than {n} inside at `{line}`:\n{log}"
+                );
+                counts.insert(n);
+            }
+            _ => assert_eq!(inside.remove(pid), Some((slot, n)), "`{line}`:\n{log}"),
+        }
+    }
+    assert!(inside.is_empty(), "runs never ended: {inside:?}\n{log}");
+    assert!(
+        counts.len() >= 2,
+        "one count always won ({counts:?}): nothing was raced"
+    );
+    assert!(refused > 0, "no run was refused: nothing was raced");
 }
 
 #[test]
@@ -275,4 +363,124 @@ fn a_waiter_is_woken_by_the_release_and_status_shows_holders_and_waiters() {
     let v = status_json(&t, "S", 0);
     assert_eq!(v["held"], serde_json::json!([]), "{v}");
     assert_eq!(v["waiting"], 0, "{v}");
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// `--delete`: the last holder to leave removes SEM; one leaving while another holds a slot
+/// keeps it (and `-v` says why); leaving without `--delete` removes nothing.
+#[test]
+fn delete_removes_the_semaphore_after_the_last_holder_only() {
+    let t = TestDir::new();
+    let a = slot_holder(&t, "S", "2", &["--delete"]);
+    sem_run(&t, "S", "2", &["--delete", "-v"], "true")
+        .run()
+        .code(0)
+        .stderr_has("not deleting")
+        .stderr_has("others hold a slot or wait");
+    assert!(
+        t.join("S/slots").exists(),
+        "deleted while a holder was inside"
+    );
+    assert_full_after_one_more(&t);
+    a.finish().code(0);
+    assert_eq!(
+        listing(t.path()),
+        Vec::<String>::new(),
+        "the last holder kept S"
+    );
+
+    // Without --delete nothing goes; the next --delete that leaves last removes it all.
+    sem_run(&t, "S", "2", &[], "true").run().code(0);
+    assert!(t.join("S/slots").exists());
+    sem_run(&t, "S", "2", &["--delete"], "true")
+        .run()
+        .code(0)
+        .stderr("");
+    assert_eq!(listing(t.path()), Vec::<String>::new());
+    // A run whose wait gives up leaves too: with the holder gone, it removes S.
+    let h = slot_holder(&t, "S", "1", &[]);
+    sem_run(&t, "S", "1", &["--delete", "-n"], "echo ran")
+        .run()
+        .code(75)
+        .stdout("");
+    assert!(t.join("S").exists(), "deleted under a holder");
+    h.finish().code(0);
+    sem_run(&t, "S", "1", &["--delete"], "true").run().code(0);
+    assert!(!t.join("S").exists());
+}
+
+/// With one holder inside under 2 slots, one more gets in and a third finds none.
+#[track_caller]
+fn assert_full_after_one_more(t: &TestDir) {
+    let b = slot_holder(t, "S", "2", &["--delete"]);
+    assert_full(t, "S", "2");
+    b.finish().code(0);
+}
+
+/// `--delete` keeps SEM while a process the command left running still holds the slot through
+/// the descriptor it inherited: removing it would let a new SEM hold a slot beside it.
+#[test]
+fn delete_keeps_a_slot_a_process_left_by_the_command_still_holds() {
+    use crate::harness::{dead, eventually, Daemon};
+    let t = TestDir::new();
+    let out = t
+        .fsync(["sem", "run", "--delete", "-v", "S", "--slots", "1", "--"])
+        .args([
+            "sh",
+            "-c",
+            "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!",
+        ])
+        .run();
+    out.code(0)
+        .stderr_has("not deleting")
+        .stderr_has("another process still holds it");
+    let daemon = Daemon(out.stdout.trim().parse().expect("the daemon's pid"));
+    assert!(t.join("S/slot.0").exists(), "S was deleted while held");
+    assert_full(&t, "S", "1");
+    let pid = daemon.0;
+    drop(daemon);
+    eventually("the daemon died", || dead(pid));
+    sem_run(&t, "S", "1", &["--delete"], "true").run().code(0);
+    assert!(!t.join("S").exists(), "S was kept when free");
+}
+
+/// Many processes with `--delete` taking turns, so that the semaphore is removed and made
+/// again all the time, some giving up (`-t 20ms`): never more than N inside, each on its own
+/// slot, no word on stderr, and nothing left once all have left.
+#[test]
+fn delete_stress_never_lets_more_than_n_in_and_leaves_nothing() {
+    let t = TestDir::new();
+    let one = format!(
+        "t=; [ $((i % 4)) = 0 ] && t='-t 20ms'; \
+         \"$FSYNC\" sem run --delete $t S --slots 2 -- sh -c '{}'; \
+         s=$?; case $s in 0|75) ;; *) echo \"run $i exited $s\" >&2; exit 1;; esac",
+        MARKED.replace("0.05", "0.01").replace('\'', r"'\''")
+    );
+    let workers: Vec<Holder> = (0..6)
+        .map(|_| {
+            t.sh(&format!(
+                "i=0; while [ $i -lt 15 ]; do i=$((i+1)); {one}; done"
+            ))
+            .start()
+        })
+        .collect();
+    for w in workers {
+        w.finish().code(0).stderr("");
+    }
+    let log = t.read("log");
+    let (most, done) = replay(&log, 2);
+    assert!(done >= 60, "only {done} runs got in:\n{log}");
+    assert!(most == 2, "never two inside at once:\n{log}");
+    assert_eq!(listing(t.path()), ["log"], "files left behind");
 }

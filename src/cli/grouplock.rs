@@ -27,7 +27,9 @@ at most --max M) may be inside together, but never two groups at once. Once a pr
 group waits, newcomers of the group inside queue behind it, so the waiting group goes in as soon \
 as the current one drains: no group is starved.
 
-LOCK is a directory (created if missing). Group names are letters, digits, '_' and '-'.";
+LOCK is a directory (created if missing). Group names are letters, digits, '_' and '-'. With \
+--delete, whoever leaves last removes LOCK, so a group lock used now and then leaves nothing \
+behind.";
 
 #[derive(Debug, Args)]
 pub struct GroupLockCommand {
@@ -43,19 +45,31 @@ enum Verb {
         long_about = "Run COMMAND inside LOCK as a member of group NAME, and exit with COMMAND's exit \
                       status. With --max M at most M members of NAME are inside at once (COMMAND sees \
                       its slot in FSYNC_SLOT). The cap is the group's: the first --max given for \
-                      NAME sets it (once the members inside without one have left), members that \
-                      omit --max run under it, and another M is an error. Signals are forwarded as \
-                      with 'fsync mutex run'.\n\n\
+                      NAME sets it (once the members inside without one have left), and members \
+                      that omit --max run under it. Another M is taken in its place once no member \
+                      of NAME is inside; while any is, it is an error (exit 2) that names both. \
+                      Signals are forwarded as with 'fsync mutex run'.\n\n\
                       The lock (and the slot) is passed down to COMMAND as 'fsync mutex run' passes \
                       its lock: it stays held while COMMAND, or anything it left running with the \
                       lock inherited, runs, even if fsync itself is killed. --close does not pass \
-                      it down.",
+                      it down.\n\n\
+                      With --delete, whoever leaves last removes LOCK and everything in it (every \
+                      group's file and cap), so a group lock used now and then leaves nothing \
+                      behind. Leaving while others are inside or on their way in keeps it for \
+                      them: the last of them to leave with --delete removes it. A run whose wait \
+                      gives up (-t, -n) leaves too. Runs that opened LOCK just before it went \
+                      notice and take the new one, so two groups are still never inside \
+                      together. LOCK stays while a process COMMAND left running holds the lock \
+                      (-v says so); only regular files are removed, never a symbolic link nor, in \
+                      a sticky directory, another user's file.",
         after_long_help = "Examples:\n  \
             # Many builds may read the cache together; the cleaner runs alone\n  \
             fsync grouplock run /shared/cache.glock --group build -- make\n  \
             fsync grouplock run /shared/cache.glock --group clean -- ./prune-cache\n\n  \
             # At most 2 uploaders at once, never while downloads run\n  \
-            fsync grouplock run xfer.glock --group up --max 2 -- ./upload"
+            fsync grouplock run xfer.glock --group up --max 2 -- ./upload\n\n  \
+            # A group lock in /tmp that disappears when the last member leaves\n  \
+            fsync grouplock run --delete /tmp/cache.glock --group build -- make"
     )]
     Run(RunArgs),
     #[command(
@@ -90,12 +104,20 @@ struct RunArgs {
     group: String,
 
     /// At most M members of the group inside at once: the group's cap, set by the first --max
-    /// given for it; members that omit --max run under it, another M is an error
+    /// given for it; members that omit --max run under it; another M is taken once no member
+    /// of the group is inside, and refused while any is
     #[arg(long, value_name = "M", value_parser = parse_max)]
     max: Option<usize>,
 
     #[command(flatten)]
     wait: WaitArgs,
+
+    /// Remove LOCK on leaving if nobody else is inside, waiting or arriving (else the last of
+    /// them to leave with --delete does); runs that opened it just before notice and take the
+    /// new one. LOCK stays while a process COMMAND left running still holds the lock (-v says
+    /// so)
+    #[arg(long)]
+    delete: bool,
 
     /// Do not pass the lock down to COMMAND's processes (flock -o)
     #[arg(short = 'o', long)]
@@ -144,8 +166,9 @@ fn in_our_words(lock: &GroupLock, a: &RunArgs, e: fsync::Error) -> fsync::Error 
             &a.lock,
             fsync::ErrorKind::Invalid,
             format!(
-                "group '{}' runs under --max {in_force} (its cap), not {given}: give \
-                 --max {in_force}, or leave --max out",
+                "group '{}' is in use under --max {in_force}, not {given}: another --max is \
+                 taken once no member of the group is inside; until then give --max \
+                 {in_force}, or leave --max out",
                 a.group
             ),
         ),
@@ -154,7 +177,9 @@ fn in_our_words(lock: &GroupLock, a: &RunArgs, e: fsync::Error) -> fsync::Error 
 }
 
 fn run_command(a: RunArgs) -> VerbResult {
-    let lock = GroupLock::new(&a.lock).poll_interval(a.wait.poll);
+    let lock = GroupLock::new(&a.lock)
+        .poll_interval(a.wait.poll)
+        .delete_on_release(a.delete);
     let what = format!("{} as group {}", a.lock.display(), a.group);
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| inside_text(&a.lock));
     let outcome = lock
@@ -171,7 +196,14 @@ fn run_command(a: RunArgs) -> VerbResult {
     }
     let loss_guard = a.loss.guard(&a.lock, guard.loss_check());
     let exit = a.command.job(env).run_guarded(|_| {}, loss_guard)?;
-    drop(guard);
+    // The command's status is what the caller asked for: a failed delete only warns.
+    let released = guard.release().unwrap_or_else(|e| {
+        super::warn(e.into());
+        fsync::grouplock::Released::Kept
+    });
+    if let Some(why) = report::not_deleted(released, "are inside") {
+        progress.say(|| format!("not deleting {}: {why}", a.lock.display()));
+    }
     Ok(exit)
 }
 

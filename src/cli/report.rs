@@ -293,6 +293,23 @@ pub fn warn_foreign(path: &Path, what: &str) {
     }
 }
 
+/// Why `--delete` of a semaphore or group lock kept its files, for `-v` (`None`: deleted, or
+/// not asked to); `inside` is what the others do there ("hold a slot", "are inside").
+pub fn not_deleted(released: fsync::sem::Released, inside: &str) -> Option<String> {
+    use fsync::sem::Released;
+    match released {
+        Released::KeptInUse => Some(format!(
+            "others {inside} or wait; the last of them to leave with --delete removes it"
+        )),
+        Released::KeptStillHeld => Some(
+            "another process still holds it (one the command left running, through a \
+             descriptor it inherited)"
+                .to_string(),
+        ),
+        Released::Kept | Released::Deleted => None,
+    }
+}
+
 /// A warning: one `fsync: ` line on stderr for something passed over (the command goes on).
 /// The path may end in a name another user chose (a queue entry), so the line is escaped.
 pub fn warn(path: &Path, what: &str) {

@@ -7,7 +7,10 @@ module.
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{sem, ErrorKind, Semaphore};
+use fsync::{
+    sem::{self, Released},
+    ErrorKind, Semaphore,
+};
 use serde::Serialize;
 
 use super::{
@@ -28,8 +31,10 @@ a device, port or build directory by it. A slot whose holder dies, even by SIGKI
 again at once, and the longest waiter gets it without delay (waiters are served roughly in \
 arrival order).
 
-SEM is a directory (created if missing) that records N when it is created; using it later with \
-another --slots is an error (exit 2).";
+SEM is a directory (created if missing) that records N when it is created. Another --slots \
+is taken once nobody holds a slot (the holders inside decide: while any is, another --slots is \
+an error, exit 2). With --delete, whoever leaves last removes SEM, so a semaphore used now and \
+then leaves nothing behind.";
 
 #[derive(Debug, Args)]
 pub struct SemCommand {
@@ -48,12 +53,27 @@ enum Verb {
                       The slot is passed down to COMMAND as 'fsync mutex run' passes its lock: it \
                       stays held while COMMAND, or anything it left running with the slot \
                       inherited, runs, even if fsync itself is killed. --close does not pass it \
-                      down.",
+                      down.\n\n\
+                      SEM records N when it is created. A different --slots is taken in its \
+                      place once nobody holds a slot; while anyone does, it is an error (exit 2) \
+                      that names both counts. Two runs that start with different counts at once \
+                      are never inside together: the first in line sets the count, and the \
+                      other is refused.\n\n\
+                      With --delete, whoever leaves last removes SEM and its files, so a \
+                      semaphore used now and then leaves nothing behind. Leaving while others \
+                      hold a slot or wait for one keeps it for them: the last of them to leave \
+                      with --delete removes it. A run whose wait gives up (-t, -n) leaves too. \
+                      Runs that opened SEM just before it went notice and take the new one, so \
+                      never more than N are inside. SEM stays while a process COMMAND left \
+                      running holds the slot (-v says so); only regular files are removed, never \
+                      a symbolic link nor, in a sticky directory, another user's file.",
         after_long_help = "Examples:\n  \
             # At most 4 compile jobs at once on this build farm\n  \
             fsync sem run /shared/cc.sem --slots 4 -- make -C \"$dir\"\n\n  \
             # Give each holder its own GPU\n  \
-            fsync sem run gpu.sem --slots 2 -- sh -c 'CUDA_VISIBLE_DEVICES=$FSYNC_SLOT ./train'"
+            fsync sem run gpu.sem --slots 2 -- sh -c 'CUDA_VISIBLE_DEVICES=$FSYNC_SLOT ./train'\n\n  \
+            # A semaphore in /tmp that disappears when the last holder is done\n  \
+            fsync sem run --delete /tmp/fetch.sem --slots 8 -- ./fetch \"$url\""
     )]
     Run(RunArgs),
     #[command(
@@ -79,12 +99,20 @@ struct RunArgs {
     #[arg(value_name = "SEM")]
     sem: PathBuf,
 
-    /// How many may hold it at once (fixed when SEM is created)
+    /// How many may hold it at once (recorded when SEM is created; another N is taken once
+    /// nobody holds a slot, and refused while anyone does)
     #[arg(long, value_name = "N", value_parser = parse_slots)]
     slots: usize,
 
     #[command(flatten)]
     wait: WaitArgs,
+
+    /// Remove SEM on leaving if nobody else holds a slot or waits for one (else the last of
+    /// them to leave with --delete does); runs that opened it just before notice and take the
+    /// new one. SEM stays while a process COMMAND left running still holds the slot (-v says
+    /// so)
+    #[arg(long)]
+    delete: bool,
 
     /// Do not pass the slot down to COMMAND's processes (flock -o)
     #[arg(short = 'o', long)]
@@ -121,7 +149,9 @@ fn run_command(a: RunArgs) -> VerbResult {
             "remove its slot files and so let more holders in than it has slots",
         );
     }
-    let sem = Semaphore::new(&a.sem, a.slots).poll_interval(a.wait.poll);
+    let sem = Semaphore::new(&a.sem, a.slots)
+        .poll_interval(a.wait.poll)
+        .delete_on_release(a.delete);
     let mut progress = Progress::new(&a.wait, format!("a slot of {}", a.sem.display()))
         .holder(|| holders_text(&a.sem));
     let outcome = (sem.acquire_with(a.wait.timeout(), |_| progress.waiting()))
@@ -136,17 +166,28 @@ fn run_command(a: RunArgs) -> VerbResult {
     let loss_guard = a.loss.guard(&a.sem, guard.loss_check());
     guard.set_child(None, job.display());
     let exit = job.run_guarded(|pid| guard.set_child(Some(pid), job.display()), loss_guard)?;
-    drop(guard);
+    // The command's status is what the caller asked for: a failed delete only warns.
+    let released = guard.release().unwrap_or_else(|e| {
+        super::warn(e.into());
+        Released::Kept
+    });
+    if let Some(why) = report::not_deleted(released, "hold a slot") {
+        progress.say(|| format!("not deleting {}: {why}", a.sem.display()));
+    }
     Ok(exit)
 }
 
-/// A semaphore created with another N, said in the command line's words (`--slots`); any other
+/// A semaphore in use with another N, said in the command line's words (`--slots`); any other
 /// error as it is.
 fn in_our_words(a: &RunArgs, e: fsync::Error) -> Failure {
     if e.kind() == ErrorKind::Invalid {
         if let Ok(Some(recorded)) = sem::recorded_slots(&a.sem) {
             if recorded != a.slots {
-                let why = format!("was created with --slots {recorded}, not {}", a.slots);
+                let why = format!(
+                    "is in use with --slots {recorded}, not {}: another --slots is taken only \
+                     once nobody holds a slot",
+                    a.slots
+                );
                 return Failure::Lib(fsync::Error::new(&a.sem, ErrorKind::Invalid, why));
             }
         }

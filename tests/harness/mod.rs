@@ -464,6 +464,13 @@ impl Holder {
     /// still open.
     #[track_caller]
     pub fn wait_exit(&mut self) -> ExitStatus {
+        self.wait_exit_within(DEADLINE)
+    }
+
+    /// [`wait_exit`](Self::wait_exit), for a process that may rightly take longer than
+    /// [`DEADLINE`] (a wait for a network file system's server to give up on a host).
+    #[track_caller]
+    pub fn wait_exit_within(&mut self, deadline: Duration) -> ExitStatus {
         if let Some(status) = self.status {
             return status;
         }
@@ -472,13 +479,13 @@ impl Holder {
         thread::spawn(move || {
             let _ = tx.send(child.wait());
         });
-        let status = match rx.recv_timeout(DEADLINE) {
+        let status = match rx.recv_timeout(deadline) {
             Ok(Ok(status)) => status,
             Ok(Err(e)) => panic!("cannot wait for `{}`: {e}", self.shown),
             Err(_) => {
                 kill(self.pid, Signal::SIGKILL);
                 panic!(
-                    "`{}` did not exit within {DEADLINE:?}\n{}",
+                    "`{}` did not exit within {deadline:?}\n{}",
                     self.shown,
                     self.drain_log()
                 )
