@@ -213,7 +213,8 @@ fn a_different_slot_count_is_taken_when_free_and_refused_while_held() {
 /// Runs with different counts starting together never share the semaphore: everyone inside
 /// at any moment came in under the same count, and no more than it are inside. The losers of
 /// a race are refused (exit 2). In rounds that start six runs at once on an empty semaphore,
-/// so that the first in line of each round sets the count: each count wins sometimes.
+/// so that the first in line of each round sets the count; which count is started first turns
+/// from round to round, so that each count wins some rounds.
 #[test]
 fn racing_slot_counts_are_never_inside_together() {
     let t = TestDir::new();
@@ -224,13 +225,14 @@ fn racing_slot_counts_are_never_inside_together() {
              s=$?; case $s in 0) echo in;; 2) echo refused;; *) echo \"exit $s\";; esac) &"
         )
     };
-    let round: Vec<String> = [1, 2, 3, 1, 2, 3].iter().map(|&n| one(n)).collect();
-    let out = t
-        .sh(&format!(
-            "for r in $(seq 20); do {} wait; done",
-            round.join(" ")
-        ))
-        .run();
+    // Round r starts 1, 2, 3, 1, 2, 3 turned by r: 2, 3, 1, ... in the next.
+    let rounds: Vec<String> = (0..21)
+        .map(|r| {
+            let round: Vec<String> = (0..6).map(|i| one([1, 2, 3][(r + i) % 3])).collect();
+            format!("{} wait;", round.join(" "))
+        })
+        .collect();
+    let out = t.sh(&rounds.join("\n")).run();
     out.code(0);
     let refused = out.stdout.lines().filter(|l| *l == "refused").count();
     assert!(
