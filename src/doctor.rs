@@ -229,11 +229,12 @@ pub fn examine(path: &Path) -> Result<Report> {
 }
 
 /// The lease a holder on the file system of `path` uses by default ([`crate::Lease`]): a safe
-/// fraction of the time after which that file system's server, by default, gives a silent
-/// client's locks to another, so that the holder stops its command first. `None` on a local
-/// file system, where a living holder cannot lose its lock. The row of [`LEASES`] for that file
-/// system, the last one for a network file system it does not know.
-pub fn default_lease(path: &Path) -> Option<&'static LeaseDefault> {
+/// fraction of the time after which that file system's server gives a silent client's locks to
+/// another, so that the holder stops its command first. `None` on a local file system, where a
+/// living holder cannot lose its lock. Read from the mount's own configuration where the file
+/// system shows it (a GlusterFS client's ping-timeout); otherwise the row of [`LEASES`] for the
+/// file system, the last one for a network file system it does not know.
+pub fn default_lease(path: &Path) -> Option<DefaultLease> {
     if !pfs::fs_kind_of_path(path).network {
         return None;
     }
@@ -242,7 +243,127 @@ pub fn default_lease(path: &Path) -> Option<&'static LeaseDefault> {
     } else {
         pfs::parent_dir(path)
     };
-    Some(lease_for(&mount_info(dir).0.unwrap_or_default()))
+    let mount = mount_of(dir);
+    Some(lease_of_mount(mount.as_ref()))
+}
+
+/// A network file system's default lease, and where it was learnt.
+#[derive(Debug, Clone)]
+pub struct DefaultLease {
+    /// The file system's row of [`LEASES`].
+    pub file_system: &'static LeaseDefault,
+    /// The lease.
+    pub lease: Duration,
+    /// Where it comes from.
+    pub source: LeaseSource,
+}
+
+/// Where a [`DefaultLease`] was learnt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseSource {
+    /// From the mount's own configuration: the server's timeout, and the file that says it.
+    Mount {
+        /// The time after which the server gives a silent client's locks away.
+        server_timeout: Duration,
+        /// Where the mount shows it (GlusterFS: `MOUNT/.meta/graphs/active/VOLUME-client-0/private`,
+        /// the client's state, or its `options/ping-timeout`).
+        file: std::path::PathBuf,
+    },
+    /// The file system shows nothing: the table's value for its type ([`LEASES`]), which
+    /// assumes the server's default timeout.
+    Guess,
+}
+
+impl DefaultLease {
+    /// How long a command stopped with TERM for a lost lock is given before KILL, for a lease
+    /// of `lease`: 10 s, or less where the server's timeout is known and would come first.
+    pub fn grace(&self, lease: Duration) -> Duration {
+        const GRACE: Duration = Duration::from_secs(10);
+        match &self.source {
+            LeaseSource::Mount { server_timeout, .. } => server_timeout
+                .saturating_sub(lease + Duration::from_secs(1))
+                .clamp(Duration::from_secs(1), GRACE),
+            LeaseSource::Guess => GRACE,
+        }
+    }
+}
+
+/// The lease for a server timeout of `timeout`: half of it, less a second, at least a second;
+/// so that the lease, the grace after TERM ([`DefaultLease::grace`]) and a second of margin fit
+/// in it (42 s: 20 s; 10 s: 4 s).
+fn lease_within(timeout: Duration) -> Duration {
+    (timeout / 2)
+        .saturating_sub(Duration::from_secs(1))
+        .max(Duration::from_secs(1))
+}
+
+/// The default lease of a mount (none known: the last row of [`LEASES`]).
+fn lease_of_mount(mount: Option<&Mount>) -> DefaultLease {
+    let row = lease_for(mount.map_or("", |m| m.kind.as_str()));
+    let guess = DefaultLease {
+        file_system: row,
+        lease: row.lease,
+        source: LeaseSource::Guess,
+    };
+    let Some(m) = mount else { return guess };
+    match row.name {
+        "GlusterFS" => match gluster_ping_timeout(Path::new(&m.point)) {
+            Some((server_timeout, file)) => DefaultLease {
+                file_system: row,
+                lease: lease_within(server_timeout),
+                source: LeaseSource::Mount {
+                    server_timeout,
+                    file,
+                },
+            },
+            None => guess,
+        },
+        _ => guess,
+    }
+}
+
+/// A GlusterFS client's ping-timeout, as its mount shows it: in the active graph of its meta
+/// directory, the `ping_timeout` in force of each `protocol/client` translator (one per brick;
+/// the shortest wins), and the file it was read from. `None` where the mount shows none (the
+/// option not set: the server's default, 42 s, applies, which the table assumes).
+fn gluster_ping_timeout(point: &Path) -> Option<(Duration, std::path::PathBuf)> {
+    let graph = point.join(".meta/graphs/active");
+    let mut best: Option<(Duration, std::path::PathBuf)> = None;
+    for entry in std::fs::read_dir(&graph).ok()?.flatten() {
+        let xlator = entry.path();
+        let kind = std::fs::read_to_string(xlator.join("type")).unwrap_or_default();
+        if kind.trim() != "protocol/client" {
+            continue;
+        }
+        // The client's state shows the value in force (a volume option changed since the
+        // mount is applied in place, and the graph's options keep the old one); the options,
+        // what it was mounted with.
+        let live = xlator.join("private");
+        let configured = xlator.join("options/ping-timeout");
+        let value = |file: &Path, key: &str| -> Option<u64> {
+            let text = std::fs::read_to_string(file).ok()?;
+            let found = match key {
+                "" => text.trim().parse().ok(),
+                key => text.lines().find_map(|l| {
+                    let (k, v) = l.split_once('=')?;
+                    (k.trim() == key).then(|| v.trim().parse().ok())?
+                }),
+            };
+            found.filter(|&s| s > 0)
+        };
+        let (secs, file) = match value(&live, "ping_timeout") {
+            Some(secs) => (secs, live),
+            None => match value(&configured, "") {
+                Some(secs) => (secs, configured),
+                None => continue,
+            },
+        };
+        let timeout = Duration::from_secs(secs);
+        if best.as_ref().is_none_or(|(b, _)| timeout < *b) {
+            best = Some((timeout, file));
+        }
+    }
+    best
 }
 
 /// A network file system's default lease ([`default_lease`]).
@@ -324,21 +445,18 @@ fn parse_mount(line: &str) -> Option<Mount> {
 /// The default lease for a lock held through our descriptor `fd` on a network file system: found from the
 /// mount the kernel names for the descriptor, without asking the file server anything (a
 /// path's checks would be round trips to it).
-pub(crate) fn lease_of(fd: std::os::fd::RawFd) -> &'static LeaseDefault {
+pub(crate) fn lease_of(fd: std::os::fd::RawFd) -> DefaultLease {
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"));
     let mnt_id = info.ok().and_then(|info| {
         info.lines()
             .find_map(|l| l.strip_prefix("mnt_id:"))
             .and_then(|v| v.trim().parse::<u64>().ok())
     });
-    let kind = mnt_id.and_then(|id| {
+    let mount = mnt_id.and_then(|id| {
         let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-        text.lines()
-            .filter_map(parse_mount)
-            .find(|m| m.id == id)
-            .map(|m| m.kind)
+        text.lines().filter_map(parse_mount).find(|m| m.id == id)
     });
-    lease_for(&kind.unwrap_or_default())
+    lease_of_mount(mount.as_ref())
 }
 
 /// The row of [`LEASES`] for a mount of this kind, the last one for a kind it does not know.
@@ -349,22 +467,28 @@ fn lease_for(kind: &str) -> &'static LeaseDefault {
         .unwrap_or(&LEASES[LEASES.len() - 1])
 }
 
-/// The type (with FUSE subtype) and options of the mount that holds `dir`, from
-/// /proc/self/mountinfo (the longest mount point that is a prefix of the canonical path).
-fn mount_info(dir: &Path) -> (Option<String>, Vec<String>) {
-    let Ok(canon) = std::fs::canonicalize(dir) else {
-        return (None, Vec::new());
-    };
-    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return (None, Vec::new());
-    };
-    let mut best: Option<(usize, String, String)> = None;
+/// The mount that holds `dir`, from /proc/self/mountinfo (the longest mount point that is a
+/// prefix of the canonical path).
+fn mount_of(dir: &Path) -> Option<Mount> {
+    let canon = std::fs::canonicalize(dir).ok()?;
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut best: Option<Mount> = None;
     for m in text.lines().filter_map(parse_mount) {
-        if canon.starts_with(&m.point) && best.as_ref().is_none_or(|b| m.point.len() >= b.0) {
-            best = Some((m.point.len(), m.kind, m.opts));
+        if canon.starts_with(&m.point)
+            && best.as_ref().is_none_or(|b| m.point.len() >= b.point.len())
+        {
+            best = Some(m);
         }
     }
-    let Some((_, fstype, opts)) = best else {
+    best
+}
+
+/// The type (with FUSE subtype) of the mount that holds `dir`, and warnings about its options.
+fn mount_info(dir: &Path) -> (Option<String>, Vec<String>) {
+    let Some(Mount {
+        kind: fstype, opts, ..
+    }) = mount_of(dir)
+    else {
         return (None, Vec::new());
     };
     let mut warnings = Vec::new();
@@ -426,5 +550,65 @@ mod tests {
             assert_eq!(*c, Check::Works);
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// Half the server's timeout, less a second, at least a second; the grace after TERM is
+    /// what is left less a second, at most 10 s (and 10 s for a guess).
+    #[test]
+    fn the_lease_and_the_grace_fit_in_the_servers_timeout() {
+        let secs = Duration::from_secs;
+        assert_eq!(lease_within(secs(42)), secs(20));
+        assert_eq!(lease_within(secs(10)), secs(4));
+        assert_eq!(lease_within(secs(6)), secs(2));
+        assert_eq!(lease_within(secs(2)), secs(1));
+        let read = |timeout| DefaultLease {
+            file_system: &LEASES[0],
+            lease: lease_within(timeout),
+            source: LeaseSource::Mount {
+                server_timeout: timeout,
+                file: "x".into(),
+            },
+        };
+        assert_eq!(read(secs(10)).grace(secs(4)), secs(5));
+        assert_eq!(read(secs(42)).grace(secs(20)), secs(10));
+        assert_eq!(read(secs(2)).grace(secs(1)), secs(1));
+        let guess = lease_of_mount(None);
+        assert_eq!(guess.source, LeaseSource::Guess);
+        assert_eq!(guess.lease, secs(10));
+        assert_eq!(guess.grace(secs(3)), secs(10));
+    }
+
+    /// A GlusterFS mount's meta directory: the value in force (`private`) over the mounted
+    /// option, the shortest of several bricks' clients, translators of other kinds ignored.
+    #[test]
+    fn a_gluster_clients_ping_timeout_is_read_from_its_meta_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let graph = dir.path().join(".meta/graphs/active");
+        let xlator = |name: &str, kind: &str, private: Option<&str>, option: Option<&str>| {
+            let x = graph.join(name);
+            std::fs::create_dir_all(x.join("options")).unwrap();
+            std::fs::write(x.join("type"), format!("{kind}\n")).unwrap();
+            if let Some(p) = private {
+                std::fs::write(x.join("private"), p).unwrap();
+            }
+            if let Some(o) = option {
+                std::fs::write(x.join("options/ping-timeout"), o).unwrap();
+            }
+        };
+        assert_eq!(gluster_ping_timeout(dir.path()), None);
+        xlator("v-dht", "cluster/distribute", Some("ping_timeout = 1\n"), Some("1\n"));
+        xlator("v-client-0", "protocol/client", None, Some("12\n"));
+        let (t, file) = gluster_ping_timeout(dir.path()).unwrap();
+        assert_eq!(t, Duration::from_secs(12));
+        assert!(file.ends_with("v-client-0/options/ping-timeout"));
+        xlator(
+            "v-client-1",
+            "protocol/client",
+            Some("[xlator.protocol.client.v-client-1.priv]\nconnected = 1\nping_timeout = 7\n"),
+            Some("30\n"),
+        );
+        let (t, file) = gluster_ping_timeout(dir.path()).unwrap();
+        assert_eq!(t, Duration::from_secs(7));
+        assert!(file.ends_with("v-client-1/private"));
     }
 }

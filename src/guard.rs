@@ -64,9 +64,10 @@ impl LossCheck {
         lock::still_held(self.fd, self.mode)
     }
 
-    /// The default lease of the file system the lock lies on ([`crate::doctor::LEASES`]),
-    /// learnt without a round trip to its server.
-    pub fn default_lease(&self) -> &'static crate::doctor::LeaseDefault {
+    /// The default lease of the file system the lock lies on: from the mount's configuration
+    /// where it shows the server's timeout, else [`crate::doctor::LEASES`]; learnt without a
+    /// round trip to its server.
+    pub fn default_lease(&self) -> crate::doctor::DefaultLease {
         crate::doctor::lease_of(self.fd)
     }
 }

@@ -49,9 +49,6 @@ struct Bed {
     client_a_pid: &'static str,
     /// A wait long enough for the server to free a dead or cut-off client's locks.
     server_timeout: &'static str,
-    /// A lease shorter than the server's timeout (as the bed configures it), less a command's
-    /// stop.
-    lease: &'static str,
 }
 
 impl Bed {
@@ -68,7 +65,6 @@ impl Bed {
                 // The master keeps a lost client's session 60 s, sweeps every 10 s, and
                 // notices a silent one ~10 s late.
                 server_timeout: "150s",
-                lease: "30s", // the default: the master waits 60 s at the least
             },
             Ok("glusterfs") | Err(_) => Bed {
                 name: "glusterfs",
@@ -79,7 +75,6 @@ impl Bed {
                 port_a: "fsb-a",
                 client_a_pid: "/tmp/fsbed-state/client-a.pid",
                 server_timeout: "60s",
-                lease: "4s", // the bed sets network.ping-timeout to 10 s (the default is 42 s)
             },
             Ok(other) => panic!("FSYNC_NETFS_BED={other}: the beds are glusterfs and moosefs"),
         }
@@ -113,6 +108,64 @@ fn netfs_mutex_counter_is_exact_across_hosts() {
         std::fs::read_to_string(b.join("counter")).unwrap().trim(),
         "80"
     );
+}
+
+/// The default lease comes from the mount where it shows its server's timeout (a GlusterFS
+/// client's ping-timeout, in force: a volume option changed under a mounted client is followed),
+/// and is called a guess, by `doctor` and by `-v`, where it does not (MooseFS).
+#[test]
+fn netfs_the_default_lease_follows_the_servers_timeout_or_says_it_is_a_guess() {
+    let Some((a, _b, t)) = bed("lease") else {
+        return;
+    };
+    let bed = Bed::current();
+    let lease = || {
+        let out = t.fsync(["doctor", "--json"]).arg(&a).run();
+        let doc = json_of(&out.stdout);
+        let lease = &doc["lease"];
+        (
+            lease["seconds"].as_u64().unwrap(),
+            lease["source"].as_str().unwrap().to_string(),
+        )
+    };
+    let verbose = || {
+        t.fsync(["mutex", "run", "-v"])
+            .arg(a.join("L"))
+            .args(["--", "true"])
+            .run()
+            .code(0)
+            .stderr
+            .clone()
+    };
+    if bed.name == "moosefs" {
+        assert_eq!(lease(), (30, "guess".to_string()));
+        let said = verbose();
+        assert!(said.contains("lease 30s on MooseFS is a guess"), "{said}");
+        return;
+    }
+    // The bed mounts with a ping-timeout of 10 s: half, less a second.
+    assert_eq!(lease(), (4, "mount".to_string()));
+    assert!(!verbose().contains("guess"));
+    let set = |secs: u32| {
+        let ok = std::process::Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", bed.netns_srv))
+            .args(["gluster", "--mode=script", "volume", "set", "fsbed"])
+            .args(["network.ping-timeout", &secs.to_string()])
+            .stdout(std::process::Stdio::null())
+            .status();
+        assert!(
+            ok.is_ok_and(|s| s.success()),
+            "could not set the ping-timeout"
+        );
+    };
+    set(6);
+    crate::harness::eventually("the lease to follow a ping-timeout of 6 s", || {
+        lease() == (2, "mount".to_string())
+    });
+    set(10);
+    crate::harness::eventually("the lease to follow a ping-timeout of 10 s again", || {
+        lease() == (4, "mount".to_string())
+    });
 }
 
 #[test]
@@ -511,7 +564,7 @@ fn cut_off_holders(how: Cut) {
             t.join(log).display()
         )
     };
-    let lease = ["--lease", bed.lease];
+    // No --lease: the default must stop each command before the server gives its lock away.
     let mut holders = [
         ("mutex", vec!["mutex", "run"], s(&a, "L")),
         ("group", vec!["group", "join"], s(&a, "G")),
@@ -519,7 +572,6 @@ fn cut_off_holders(how: Cut) {
     ]
     .map(|(what, verb, path)| {
         let mut args: Vec<String> = verb.iter().map(|w| w.to_string()).collect();
-        args.extend(lease.iter().map(|w| w.to_string()));
         args.push(path);
         if what == "bus" {
             args.push("n".into());

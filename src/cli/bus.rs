@@ -419,7 +419,11 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
     connection.pass_down(!a.close)?;
     // A COMMAND that cannot be started ends the connection as any other does; its error is
     // said after.
-    let loss_guard = a.loss.guard(&a.member.bus, connection.loss_check());
+    let loss_guard = a
+        .loss
+        .guard_telling(&a.member.bus, connection.loss_check(), |w| {
+            say(a.verbose, || w)
+        });
     let exit = job.run_guarded(
         |pid| connection.set_child(Some(pid), job.display()),
         loss_guard,

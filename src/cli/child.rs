@@ -123,9 +123,6 @@ pub enum OnLost {
     Ignore,
 }
 
-/// How long a command has to stop after TERM when its lock was lost.
-const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Checking a lock while its command runs: from a thread of its own, with a lease.
 pub struct LossGuard {
     /// How often to look at what the checking thread found.
@@ -133,6 +130,8 @@ pub struct LossGuard {
     pub lease: fsync::Lease,
     pub on_lost: OnLost,
     pub what: String,
+    /// How long the command has to stop after TERM before KILL.
+    pub grace: std::time::Duration,
 }
 
 // The `--on-lost` and `--lease` options of the verbs that run a command under a lock. (No doc
@@ -148,9 +147,10 @@ pub struct LossArgs {
 
     /// On a network file system, count the lock as lost (and act as --on-lost says) once it
     /// could not be confirmed with the file server for DUR: shorter than the time after which
-    /// the server gives a silent host's locks away, so that COMMAND stops first. Default by
-    /// file system ('fsync doctor' prints it): GlusterFS 20s, MooseFS 30s, NFS 30s, SMB 20s,
-    /// others 10s; at least 1s
+    /// the server gives a silent host's locks away, so that COMMAND stops first. Default:
+    /// read from the mount where it shows that time (GlusterFS's ping-timeout: half, less a
+    /// second), else by file system (MooseFS 30s, NFS 30s, SMB 20s, others 10s; -v warns);
+    /// 'fsync doctor' prints it. At least 1s
     #[arg(long, value_name = "DUR", value_parser = super::args::parse_lease)]
     pub lease: Option<std::time::Duration>,
 }
@@ -164,8 +164,29 @@ impl LossArgs {
         lock: &std::path::Path,
         check: Option<fsync::LossCheck>,
     ) -> Option<LossGuard> {
+        self.guard_telling(lock, check, |_| {})
+    }
+
+    /// [`guard`](Self::guard), calling `say` once with a warning when the lease is a guess:
+    /// no `--lease`, and a mount that does not show its server's timeout (`-v` prints it).
+    pub fn guard_telling(
+        &self,
+        lock: &std::path::Path,
+        check: Option<fsync::LossCheck>,
+        say: impl FnOnce(String),
+    ) -> Option<LossGuard> {
         let check = check?;
-        let lease = self.lease.unwrap_or_else(|| check.default_lease().lease);
+        let default = check.default_lease();
+        if self.lease.is_none() && default.source == fsync::doctor::LeaseSource::Guess {
+            say(format!(
+                "lease {} on {} is a guess by file system type (the mount does not show its \
+                 server's timeout: {}); give --lease shorter than the server's timeout",
+                humantime::format_duration(default.lease),
+                default.file_system.name,
+                default.file_system.server_timeout
+            ));
+        }
+        let lease = self.lease.unwrap_or(default.lease);
         // Several checks within a lease, and at least one a second.
         let every = (lease / 4).clamp(
             std::time::Duration::from_millis(50),
@@ -176,6 +197,7 @@ impl LossArgs {
             lease: check.lease(every, lease),
             on_lost: self.on_lost,
             what: lock.display().to_string(),
+            grace: default.grace(lease),
         })
     }
 }
@@ -210,7 +232,7 @@ fn watch_lock(child: &Running, guard: LossGuard) -> bool {
             }
             OnLost::Term => {
                 child.signal(libc::SIGTERM);
-                if !pidfd.exited_within(GRACE) {
+                if !pidfd.exited_within(guard.grace) {
                     child.signal(libc::SIGKILL);
                 }
             }

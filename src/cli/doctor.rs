@@ -68,10 +68,18 @@ pub fn run(a: DoctorArgs) -> VerbResult {
             notify: CheckJson::from(&r.notify),
             notify_interface: r.notify_interface,
             mode: mode(&r),
-            lease: lease.map(|l| LeaseJson {
-                file_system: l.name,
+            lease: lease.as_ref().map(|l| LeaseJson {
+                file_system: l.file_system.name,
                 seconds: l.lease.as_secs(),
-                server_timeout: l.server_timeout,
+                server_timeout: server_timeout_text(l),
+                source: match &l.source {
+                    doctor::LeaseSource::Mount { .. } => "mount",
+                    doctor::LeaseSource::Guess => "guess",
+                },
+                read_from: match &l.source {
+                    doctor::LeaseSource::Mount { file, .. } => Some(report::path_text(file)),
+                    doctor::LeaseSource::Guess => None,
+                },
             }),
             warnings: &r.warnings,
         };
@@ -102,14 +110,24 @@ pub fn run(a: DoctorArgs) -> VerbResult {
         };
         writeln!(out, "  {:32} {collide}", "flock and byte ranges collide")?;
         writeln!(out, "  mode: {}", mode(&r))?;
-        if let Some(l) = lease {
+        if let Some(l) = &lease {
+            let source = match &l.source {
+                doctor::LeaseSource::Mount { file, .. } => {
+                    format!("read from the mount: {}", report::path_text(file))
+                }
+                doctor::LeaseSource::Guess => format!(
+                    "a guess for {}: the mount does not show its server's timeout; give \
+                     --lease if the server's is shorter",
+                    l.file_system.name
+                ),
+            };
             writeln!(
                 out,
-                "  lease: {} ({}: its server gives a silent host's locks away after {}); a run \
-                 verb stops its command when the lock is not confirmed within it (--lease)",
+                "  lease: {} ({}: its server gives a silent host's locks away after {}; {source}); \
+                 a run verb stops its command when the lock is not confirmed within it (--lease)",
                 humantime::format_duration(l.lease),
-                l.name,
-                l.server_timeout
+                l.file_system.name,
+                server_timeout_text(l),
             )?;
         }
         for w in &r.warnings {
@@ -154,7 +172,20 @@ struct DoctorJson<'a> {
 struct LeaseJson {
     file_system: &'static str,
     seconds: u64,
-    server_timeout: &'static str,
+    server_timeout: String,
+    source: &'static str,
+    read_from: Option<String>,
+}
+
+/// After how long the server gives a silent host's locks away: read from the mount ("10 s
+/// (network.ping-timeout)"), or the table's words for the file system.
+fn server_timeout_text(l: &doctor::DefaultLease) -> String {
+    match &l.source {
+        doctor::LeaseSource::Mount { server_timeout, .. } => {
+            format!("{} s (its ping-timeout)", server_timeout.as_secs())
+        }
+        doctor::LeaseSource::Guess => l.file_system.server_timeout.to_string(),
+    }
 }
 
 #[derive(Serialize)]

@@ -283,7 +283,9 @@ fn join(a: JoinArgs) -> VerbResult {
     member.pass_down(!a.close)?;
     // COMMAND that cannot be started ends the membership as any other COMMAND does (the last
     // member still runs --last); its error is said after.
-    let loss_guard = a.loss.guard(&a.group, member.loss_check());
+    let loss_guard = a
+        .loss
+        .guard_telling(&a.group, member.loss_check(), |w| progress.say(|| w));
     let exit = job.run_guarded(|pid| member.set_child(Some(pid), job.display()), loss_guard);
     let left = match leave(member, a.last.as_deref(), &a.group, &mut progress) {
         Ok(left) => left,

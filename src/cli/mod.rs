@@ -51,15 +51,19 @@ verb, 'group join' or 'bus connect --hold') has a lease (--lease): the lock is c
 second, from a thread that a hung call cannot stop, and once \
 the server has not confirmed it for the lease, or has said it is gone, fsync stops the command \
 (exit 76; see --on-lost). The lease must end before the server's timeout, less the time the \
-command needs to stop (10 s of grace after TERM): the defaults are GlusterFS 20s (its \
-network.ping-timeout is 42 s by default), MooseFS 30s (the master keeps a silent client's \
-session, and its locks, for SESSION_SUSTAIN_TIME: 60 s at the least, a day by default), NFS 30s \
-(an NFSv4 lease is 90 s by default), SMB 20s, other network file systems 10s; lower --lease \
-where the server's timeout is lower. Measured with one host cut off (its link down, or its \
+command needs to stop (up to 10 s of grace after TERM, then KILL). Where the mount shows the \
+server's timeout, the default lease is read from it: on GlusterFS the client's ping-timeout in \
+force (MOUNT/.meta/graphs/active/VOLUME-client-N/private; a volume option changed under a \
+mounted client is followed), the lease half of it less a second (20 s for the default 42 s, 4 s \
+for 10 s) and the grace what is left less a second, at most 10 s. Elsewhere it is a guess by \
+file system type, which 'fsync doctor' and -v say: MooseFS 30s (the master keeps a silent \
+client's session, and its locks, for SESSION_SUSTAIN_TIME: 60 s at the least, a day by \
+default), NFS 30s (an NFSv4 lease is 90 s by default), SMB 20s, other network file systems \
+10s; lower --lease where the server's timeout is lower. Measured with one host cut off (its link down, or its \
 packets silently dropped), holding a lock, a group membership and a bus name: on MooseFS its \
 commands stopped 28 to 30 s after the cut, the other host got each after 74 to 76 s; on \
-GlusterFS (timeout lowered to 10 s, --lease 4s) they stopped after 3.9 s, the other host got \
-each after 10.5 to 11 s. While cut off, fsync itself may not be able to exit until the server \
+GlusterFS (ping-timeout lowered to 10 s, the default lease read from the mount: 4 s) they \
+stopped after 3.9 s, the other host got each after 10.6 s. While cut off, fsync itself may not be able to exit until the server \
 answers again (its command is stopped), and on FUSE file systems every process that inherited \
 the lock's descriptor blocks when it exits, until then (the kernel flushes the file with the \
 server on every close). Use FSYNC_FENCE to let the protected resource reject a stale holder. \
