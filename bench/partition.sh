@@ -10,7 +10,7 @@ BED=${1:-glusterfs}
 RUNS=${2:-3}
 for run in $(seq "$RUNS"); do
     "tests/beds/$BED/setup.sh" >/dev/null
-    FSYNC_NETFS=1 FSYNC_NETFS_BED=$BED cargo test --quiet --test integration netfs_zz -- \
+    FSYNC_NETFS=1 FSYNC_NETFS_BED=$BED cargo test --quiet --test integration netfs_zz -- --ignored \
         --nocapture --test-threads 1 2>&1 |
         grep -o "$BED [a-z ]*: cut -> .*" | sed "s/^/run $run: /"
 done

@@ -288,13 +288,11 @@ impl DefaultLease {
     }
 }
 
-/// The lease for a server timeout of `timeout`: half of it, less a second, at least a second;
-/// so that the lease, the grace after TERM ([`DefaultLease::grace`]) and a second of margin fit
-/// in it (42 s: 20 s; 10 s: 4 s).
+/// The lease for a server timeout of `timeout`: half of it in whole seconds, less a second, at
+/// least a second; so that the lease, the grace after TERM ([`DefaultLease::grace`]) and a
+/// second of margin fit in it (42 s: 20 s; 10 s: 4 s).
 fn lease_within(timeout: Duration) -> Duration {
-    (timeout / 2)
-        .saturating_sub(Duration::from_secs(1))
-        .max(Duration::from_secs(1))
+    Duration::from_secs((timeout.as_secs() / 2).saturating_sub(1).max(1))
 }
 
 /// The default lease of a mount (none known: the last row of [`LEASES`]).
@@ -596,7 +594,12 @@ mod tests {
             }
         };
         assert_eq!(gluster_ping_timeout(dir.path()), None);
-        xlator("v-dht", "cluster/distribute", Some("ping_timeout = 1\n"), Some("1\n"));
+        xlator(
+            "v-dht",
+            "cluster/distribute",
+            Some("ping_timeout = 1\n"),
+            Some("1\n"),
+        );
         xlator("v-client-0", "protocol/client", None, Some("12\n"));
         let (t, file) = gluster_ping_timeout(dir.path()).unwrap();
         assert_eq!(t, Duration::from_secs(12));
@@ -610,5 +613,56 @@ mod tests {
         let (t, file) = gluster_ping_timeout(dir.path()).unwrap();
         assert_eq!(t, Duration::from_secs(7));
         assert!(file.ends_with("v-client-1/private"));
+        // The shortest wins whichever the directory lists first; a 0 in force (no timeout) is
+        // not believed, and the mounted option is read instead.
+        let swapped = tempfile::tempdir().unwrap();
+        for (name, secs) in [("v-client-0", "7"), ("v-client-1", "12")] {
+            let x = swapped.path().join(".meta/graphs/active").join(name);
+            std::fs::create_dir_all(x.join("options")).unwrap();
+            std::fs::write(x.join("type"), "protocol/client\n").unwrap();
+            std::fs::write(x.join("private"), format!("ping_timeout = {secs}\n")).unwrap();
+        }
+        assert_eq!(
+            gluster_ping_timeout(swapped.path()).unwrap().0,
+            Duration::from_secs(7)
+        );
+        let zero = swapped.path().join(".meta/graphs/active/v-client-0");
+        std::fs::write(zero.join("private"), "ping_timeout = 0\n").unwrap();
+        std::fs::write(zero.join("options/ping-timeout"), "9\n").unwrap();
+        assert_eq!(
+            gluster_ping_timeout(swapped.path()).unwrap().0,
+            Duration::from_secs(9)
+        );
+        // A GlusterFS mount there: its lease is read; the same tree under another kind of
+        // mount is not looked at.
+        let mount = |kind: &str| Mount {
+            id: 1,
+            point: dir.path().to_string_lossy().into_owned(),
+            kind: kind.to_string(),
+            opts: String::new(),
+        };
+        let read = lease_of_mount(Some(&mount("fuse.glusterfs")));
+        assert_eq!(read.lease, Duration::from_secs(2));
+        assert!(
+            matches!(read.source, LeaseSource::Mount { server_timeout, .. }
+            if server_timeout == Duration::from_secs(7))
+        );
+        let other = lease_of_mount(Some(&mount("fuse.mfs")));
+        assert_eq!(
+            (other.file_system.name, other.source),
+            ("MooseFS", LeaseSource::Guess)
+        );
+        assert_eq!(other.lease, Duration::from_secs(30));
+    }
+
+    /// The mount that holds a path is the one with the longest mount point above it.
+    #[test]
+    fn the_mount_of_a_path_is_the_innermost() {
+        let proc_mount = mount_of(Path::new("/proc/self")).unwrap();
+        assert_eq!(
+            (proc_mount.point.as_str(), proc_mount.kind.as_str()),
+            ("/proc", "proc")
+        );
+        assert_eq!(mount_of(Path::new("/")).unwrap().point, "/");
     }
 }

@@ -56,7 +56,8 @@ server's timeout, the default lease is read from it: on GlusterFS the client's p
 force (MOUNT/.meta/graphs/active/VOLUME-client-N/private; a volume option changed under a \
 mounted client is followed), the lease half of it less a second (20 s for the default 42 s, 4 s \
 for 10 s) and the grace what is left less a second, at most 10 s. Elsewhere it is a guess by \
-file system type, which 'fsync doctor' and -v say: MooseFS 30s (the master keeps a silent \
+file system type, which 'fsync doctor' and -v say (a MooseFS client's .params shows its own \
+settings, not the master's session timeout): MooseFS 30s (the master keeps a silent \
 client's session, and its locks, for SESSION_SUSTAIN_TIME: 60 s at the least, a day by \
 default), NFS 30s (an NFSv4 lease is 90 s by default), SMB 20s, other network file systems \
 10s; lower --lease where the server's timeout is lower. Measured with one host cut off (its link down, or its \
