@@ -19,7 +19,7 @@ defaults per file system are in [`crate::doctor::default_lease`].
 use std::{
     os::fd::{AsFd, AsRawFd, RawFd},
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc, Arc, Mutex,
     },
     time::{Duration, Instant},
@@ -77,6 +77,20 @@ impl LossCheck {
     /// has not been confirmed with the file server for `lease` ([`Lease::state`]). The lease
     /// must end before the guard the check came from is released (drop it first).
     pub fn lease(self, every: Duration, lease: Duration) -> Lease {
+        self.start(every, lease, false)
+    }
+
+    /// [`lease`](Self::lease), of the length the mount's configuration gives
+    /// ([`default_lease`](Self::default_lease)), read again every few seconds by the checking
+    /// thread, so that the lease follows a server timeout changed while the command runs (a
+    /// GlusterFS volume's ping-timeout set under mounted clients). Where the mount shows
+    /// nothing, `lease` stays.
+    pub fn lease_following_mount(self, every: Duration, lease: Duration) -> Lease {
+        self.start(every, lease, true)
+    }
+
+    fn start(self, every: Duration, lease: Duration, follow: bool) -> Lease {
+        let length = Arc::new(AtomicU64::new(millis(lease)));
         let shared = Arc::new(Shared {
             in_call: Mutex::new(()),
             stop: AtomicBool::new(false),
@@ -88,6 +102,8 @@ impl LossCheck {
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let thread = {
             let shared = Arc::clone(&shared);
+            let length = Arc::clone(&length);
+            let mut read_at = Instant::now();
             std::thread::Builder::new()
                 .name("fsync-lease".into())
                 .spawn(move || loop {
@@ -98,6 +114,13 @@ impl LossCheck {
                         let _call = lock_ignoring_poison(&shared.in_call);
                         if shared.stop.load(Ordering::SeqCst) {
                             return;
+                        }
+                        if follow && read_at.elapsed() >= REREAD {
+                            read_at = Instant::now();
+                            let now = self.default_lease();
+                            if matches!(now.source, crate::doctor::LeaseSource::Mount { .. }) {
+                                length.store(millis(now.lease), Ordering::SeqCst);
+                            }
                         }
                         self.still_held()
                     };
@@ -124,9 +147,16 @@ impl LossCheck {
             shared,
             stop: Some(stop_tx),
             thread,
-            lease,
+            length,
         }
     }
+}
+
+/// How often a lease that follows its mount reads the mount's configuration again.
+const REREAD: Duration = Duration::from_secs(5);
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A lock checked from a thread of its own, lost once not confirmed for a while
@@ -136,7 +166,9 @@ pub struct Lease {
     shared: Arc<Shared>,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    lease: Duration,
+    /// Its length in milliseconds (the checking thread may change it: a lease that follows
+    /// its mount).
+    length: Arc<AtomicU64>,
 }
 
 #[derive(Debug)]
@@ -171,16 +203,16 @@ impl Lease {
     pub fn state(&self) -> LeaseState {
         let seen = lock_ignoring_poison(&self.shared.seen);
         let since = seen.confirmed.elapsed();
-        match (seen.lost, since > self.lease) {
+        match (seen.lost, since > self.length()) {
             (true, _) => LeaseState::Lost,
             (false, true) => LeaseState::Expired(since),
             (false, false) => LeaseState::Held,
         }
     }
 
-    /// How long the lease is.
+    /// How long the lease is (now: one that follows its mount may change).
     pub fn length(&self) -> Duration {
-        self.lease
+        Duration::from_millis(self.length.load(Ordering::SeqCst))
     }
 }
 

@@ -159,14 +159,32 @@ fn netfs_the_default_lease_follows_the_servers_timeout_or_says_it_is_a_guess() {
             "could not set the ping-timeout"
         );
     };
+    // A holder whose command runs meanwhile follows too (its checking thread reads the mount
+    // again every few seconds), and -v says so.
+    let mut holder = t
+        .fsync(["mutex", "run", "-v"])
+        .arg(a.join("H"))
+        .args(["--", "sh", "-c", crate::harness::HOLD])
+        .hold();
     set(6);
     crate::harness::eventually("the lease to follow a ping-timeout of 6 s", || {
         lease() == (2, "mount".to_string())
     });
+    let said = loop {
+        let line = holder.stderr_line();
+        if line.contains("the lease is now") {
+            break line;
+        }
+    };
+    assert!(said.contains("the lease is now 2s"), "{said}");
     set(10);
     crate::harness::eventually("the lease to follow a ping-timeout of 10 s again", || {
         lease() == (4, "mount".to_string())
     });
+    let said = holder.stderr_line();
+    assert!(said.contains("the lease is now 4s"), "{said}");
+    holder.send("");
+    holder.finish().code(0);
 }
 
 #[test]

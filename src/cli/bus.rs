@@ -421,9 +421,7 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
     // said after.
     let loss_guard = a
         .loss
-        .guard_telling(&a.member.bus, connection.loss_check(), |w| {
-            say(a.verbose, || w)
-        });
+        .guard_telling(&a.member.bus, connection.loss_check(), a.verbose);
     let exit = job.run_guarded(
         |pid| connection.set_child(Some(pid), job.display()),
         loss_guard,

@@ -132,6 +132,8 @@ pub struct LossGuard {
     pub what: String,
     /// How long the command has to stop after TERM before KILL.
     pub grace: std::time::Duration,
+    /// Say on stderr when the lease changes (`-v`).
+    pub verbose: bool,
 }
 
 // The `--on-lost` and `--lease` options of the verbs that run a command under a lock. (No doc
@@ -164,27 +166,31 @@ impl LossArgs {
         lock: &std::path::Path,
         check: Option<fsync::LossCheck>,
     ) -> Option<LossGuard> {
-        self.guard_telling(lock, check, |_| {})
+        self.guard_telling(lock, check, false)
     }
 
-    /// [`guard`](Self::guard), calling `say` once with a warning when the lease is a guess:
-    /// no `--lease`, and a mount that does not show its server's timeout (`-v` prints it).
+    /// [`guard`](Self::guard), saying on stderr where `verbose` (`-v`) when the lease is a
+    /// guess (no `--lease`, and a mount that does not show its server's timeout), and when a
+    /// lease read from the mount changes while the command runs.
     pub fn guard_telling(
         &self,
         lock: &std::path::Path,
         check: Option<fsync::LossCheck>,
-        say: impl FnOnce(String),
+        verbose: bool,
     ) -> Option<LossGuard> {
         let check = check?;
         let default = check.default_lease();
-        if self.lease.is_none() && default.source == fsync::doctor::LeaseSource::Guess {
-            say(format!(
-                "lease {} on {} is a guess by file system type (the mount does not show its \
+        if verbose && self.lease.is_none() && default.source == fsync::doctor::LeaseSource::Guess {
+            super::report::warn(
+                lock,
+                &format!(
+                    "lease {} on {} is a guess by file system type (the mount does not show its \
                  server's timeout: {}); give --lease shorter than the server's timeout",
-                humantime::format_duration(default.lease),
-                default.file_system.name,
-                default.file_system.server_timeout
-            ));
+                    humantime::format_duration(default.lease),
+                    default.file_system.name,
+                    default.file_system.server_timeout
+                ),
+            );
         }
         let lease = self.lease.unwrap_or(default.lease);
         // Several checks within a lease, and at least one a second.
@@ -194,7 +200,11 @@ impl LossArgs {
         );
         Some(LossGuard {
             every,
-            lease: check.lease(every, lease),
+            lease: match self.lease {
+                Some(_) => check.lease(every, lease),
+                None => check.lease_following_mount(every, lease),
+            },
+            verbose,
             on_lost: self.on_lost,
             what: lock.display().to_string(),
             grace: default.grace(lease),
@@ -209,7 +219,19 @@ fn watch_lock(child: &Running, guard: LossGuard) -> bool {
     let Some(pidfd) = child.exit_watch() else {
         return false; // an old kernel: no checking, as on a local file system
     };
+    let mut length = guard.lease.length();
     while !pidfd.exited_within(guard.every) {
+        if guard.lease.length() != length {
+            length = guard.lease.length();
+            if guard.verbose {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "fsync: {}: the lease is now {}: the server's timeout the mount shows changed",
+                    guard.what,
+                    humantime::format_duration(length)
+                );
+            }
+        }
         let why = match guard.lease.state() {
             fsync::LeaseState::Held => continue,
             fsync::LeaseState::Lost => {

@@ -285,7 +285,7 @@ fn join(a: JoinArgs) -> VerbResult {
     // member still runs --last); its error is said after.
     let loss_guard = a
         .loss
-        .guard_telling(&a.group, member.loss_check(), |w| progress.say(|| w));
+        .guard_telling(&a.group, member.loss_check(), a.wait.verbose);
     let exit = job.run_guarded(|pid| member.set_child(Some(pid), job.display()), loss_guard);
     let left = match leave(member, a.last.as_deref(), &a.group, &mut progress) {
         Ok(left) => left,

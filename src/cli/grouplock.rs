@@ -196,7 +196,7 @@ fn run_command(a: RunArgs) -> VerbResult {
     }
     let loss_guard = a
         .loss
-        .guard_telling(&a.lock, guard.loss_check(), |w| progress.say(|| w));
+        .guard_telling(&a.lock, guard.loss_check(), a.wait.verbose);
     let exit = a.command.job(env).run_guarded(|_| {}, loss_guard)?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {

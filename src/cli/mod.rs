@@ -54,7 +54,8 @@ the server has not confirmed it for the lease, or has said it is gone, fsync sto
 command needs to stop (up to 10 s of grace after TERM, then KILL). Where the mount shows the \
 server's timeout, the default lease is read from it: on GlusterFS the client's ping-timeout in \
 force (MOUNT/.meta/graphs/active/VOLUME-client-N/private; a volume option changed under a \
-mounted client is followed), the lease half of it less a second (20 s for the default 42 s, 4 s \
+mounted client is followed, also by a command already running: its lease is read again every \
+5 s, and -v says when it changes), the lease half of it less a second (20 s for the default 42 s, 4 s \
 for 10 s) and the grace what is left less a second, at most 10 s. Elsewhere it is a guess by \
 file system type, which 'fsync doctor' and -v say (a MooseFS client's .params shows its own \
 settings, not the master's session timeout): MooseFS 30s (the master keeps a silent \

@@ -451,7 +451,7 @@ fn run_command(mut a: RunArgs) -> VerbResult {
     ];
     let loss_guard = a
         .loss
-        .guard_telling(&a.lock, guard.loss_check(), |w| progress.say(|| w));
+        .guard_telling(&a.lock, guard.loss_check(), a.wait.verbose);
     let exit = job.run_guarded(
         |pid| {
             if !guard.is_nested() {
@@ -570,7 +570,7 @@ fn run_shared(a: &RunArgs) -> VerbResult {
     guard.pass_down(!a.close)?;
     let loss_guard = a
         .loss
-        .guard_telling(&a.lock, guard.loss_check(), |w| progress.say(|| w));
+        .guard_telling(&a.lock, guard.loss_check(), a.wait.verbose);
     let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)

@@ -165,7 +165,7 @@ fn run_command(a: RunArgs) -> VerbResult {
         .job(vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())]);
     let loss_guard = a
         .loss
-        .guard_telling(&a.sem, guard.loss_check(), |w| progress.say(|| w));
+        .guard_telling(&a.sem, guard.loss_check(), a.wait.verbose);
     guard.set_child(None, job.display());
     let exit = job.run_guarded(|pid| guard.set_child(Some(pid), job.display()), loss_guard)?;
     // The command's status is what the caller asked for: a failed delete only warns.
