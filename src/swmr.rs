@@ -153,20 +153,9 @@ pub struct SwmrGuard {
     poll: Duration,
 }
 
-/// What [`SwmrGuard::release`] did with the lock's files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Released {
-    /// Left in place: not asked to delete them.
-    Kept,
-    /// Deleted, as asked: nobody else was inside, waiting or arriving.
-    Deleted,
-    /// Left in place although asked to delete them: others are inside or waiting, and whoever
-    /// of them leaves last with delete on release removes them.
-    KeptInUse,
-    /// Left in place although asked to delete them: another process (one the command left
-    /// running) still holds the lock through a descriptor it inherited.
-    KeptStillHeld,
-}
+/// What [`SwmrGuard::release`] did with the lock's files (the same as for a semaphore and a
+/// group lock).
+pub use crate::teardown::Released;
 
 impl SwmrGuard {
     fn file(&self) -> &File {

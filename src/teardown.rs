@@ -27,7 +27,7 @@ use crate::{
 /// `turnstile`) before it leaves the files to whoever holds it.
 pub(crate) const DELETE_GRACE: Duration = Duration::from_secs(1);
 
-/// What a release did with the primitive's files ([`crate::sem::SlotGuard::release`],
+/// What a release did with the primitive's files ([`crate::sem::SlotGuard::release`], [`crate::swmr::SwmrGuard::release`],
 /// [`crate::grouplock::GroupGuard::release`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Released {

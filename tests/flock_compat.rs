@@ -564,33 +564,27 @@ fn a_character_device_is_a_lock() {
 #[test]
 fn mode_sets_the_permissions_of_a_new_lock_file() {
     let t = TestDir::new();
-    let mode = |name: &str| {
-        std::fs::metadata(t.join(name))
+    // (umask, the options of `mutex run`, the lock file, the mode it has afterwards)
+    for (umask, options, name, want) in [
+        ("0", "--mode 0666", "burke.sem", 0o666),
+        ("022", "--mode 0666", "masked", 0o644),
+        ("0", "--mode 600 -s", "shared", 0o600),
+        ("0", "--mode 640 --range 3", "range", 0o640),
+        // An existing file keeps its mode.
+        ("0", "--mode 0600", "burke.sem", 0o666),
+    ] {
+        t.sh(&format!(
+            "umask {umask}; \"$FSYNC\" mutex run {options} {name} true"
+        ))
+        .run()
+        .code(0);
+        let mode = std::fs::metadata(t.join(name))
             .unwrap()
             .permissions()
             .mode()
-            & 0o7777
-    };
-    t.sh("umask 0; \"$FSYNC\" mutex run --mode 0666 burke.sem true")
-        .run()
-        .code(0);
-    assert_eq!(mode("burke.sem"), 0o666);
-    t.sh("umask 022; \"$FSYNC\" mutex run --mode 0666 masked true")
-        .run()
-        .code(0);
-    assert_eq!(mode("masked"), 0o644);
-    t.sh("umask 0; \"$FSYNC\" mutex run --mode 600 -s shared true")
-        .run()
-        .code(0);
-    assert_eq!(mode("shared"), 0o600);
-    t.sh("umask 0; \"$FSYNC\" mutex run --mode 640 --range 3 range true")
-        .run()
-        .code(0);
-    assert_eq!(mode("range"), 0o640);
-    t.sh("umask 0; \"$FSYNC\" mutex run --mode 0600 burke.sem true")
-        .run()
-        .code(0);
-    assert_eq!(mode("burke.sem"), 0o666, "an existing file keeps its mode");
+            & 0o7777;
+        assert_eq!(mode, want, "umask {umask}; mutex run {options} {name}");
+    }
     t.fsync(["mutex", "run", "--mode", "0999", "x", "true"])
         .run()
         .code(2)

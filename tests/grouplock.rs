@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use crate::harness::{eventually, json_of, Cmd, Holder, TestDir, HOLD};
+use crate::harness::{eventually, json_of, racing_rounds, Cmd, Holder, TestDir, HOLD};
 
 /// `fsync grouplock run [extra...] LOCK --group GROUP -- sh -c SCRIPT`.
 fn member(t: &TestDir, group: &str, extra: &[&str], script: &str) -> Cmd {
@@ -362,21 +362,13 @@ fn a_different_max_is_taken_when_the_group_is_empty_and_refused_while_inside() {
 #[test]
 fn racing_caps_are_never_inside_together() {
     let t = TestDir::new();
-    let one = |m: u32| {
+    let script = racing_rounds(15, |n| {
         format!(
-            "(\"$FSYNC\" grouplock run L --group up --max {m} -- sh -c \
-             'echo \"+ up $$ {m}\" >> log; sleep 0.02; echo \"- up $$ {m}\" >> log'; \
-             s=$?; case $s in 0) echo in;; 2) echo refused;; *) echo \"exit $s\";; esac) &"
+            "\"$FSYNC\" grouplock run L --group up --max {n} -- sh -c \
+             'echo \"+ up $$ {n}\" >> log; sleep 0.02; echo \"- up $$ {n}\" >> log'"
         )
-    };
-    // Round r starts 1, 2, 3, 1, 2, 3 turned by r, so that each cap is first in some rounds.
-    let rounds: Vec<String> = (0..15)
-        .map(|r| {
-            let round: Vec<String> = (0..6).map(|i| one([1, 2, 3][(r + i) % 3])).collect();
-            format!("{} wait;", round.join(" "))
-        })
-        .collect();
-    let out = t.sh(&rounds.join("\n")).run();
+    });
+    let out = t.sh(&script).run();
     out.code(0);
     assert!(
         out.stdout.lines().all(|l| l == "in" || l == "refused"),

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{json_of, Holder, TestDir, HOLD};
+use crate::harness::{json_of, racing_rounds, Holder, TestDir, HOLD};
 
 /// What a command under a slot appends to `log`: its slot and pid on entry and on exit.
 const MARKED: &str =
@@ -218,21 +218,13 @@ fn a_different_slot_count_is_taken_when_free_and_refused_while_held() {
 #[test]
 fn racing_slot_counts_are_never_inside_together() {
     let t = TestDir::new();
-    let one = |n: u32| {
+    let script = racing_rounds(21, |n| {
         format!(
-            "(\"$FSYNC\" sem run S --slots {n} -- sh -c \
-             'echo \"+ $FSYNC_SLOT $$ {n}\" >> log; sleep 0.02; echo \"- $FSYNC_SLOT $$ {n}\" >> log'; \
-             s=$?; case $s in 0) echo in;; 2) echo refused;; *) echo \"exit $s\";; esac) &"
+            "\"$FSYNC\" sem run S --slots {n} -- sh -c \
+             'echo \"+ $FSYNC_SLOT $$ {n}\" >> log; sleep 0.02; echo \"- $FSYNC_SLOT $$ {n}\" >> log'"
         )
-    };
-    // Round r starts 1, 2, 3, 1, 2, 3 turned by r: 2, 3, 1, ... in the next.
-    let rounds: Vec<String> = (0..21)
-        .map(|r| {
-            let round: Vec<String> = (0..6).map(|i| one([1, 2, 3][(r + i) % 3])).collect();
-            format!("{} wait;", round.join(" "))
-        })
-        .collect();
-    let out = t.sh(&rounds.join("\n")).run();
+    });
+    let out = t.sh(&script).run();
     out.code(0);
     let refused = out.stdout.lines().filter(|l| *l == "refused").count();
     assert!(

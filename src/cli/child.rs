@@ -200,9 +200,13 @@ impl LossArgs {
         );
         Some(LossGuard {
             every,
-            lease: match self.lease {
-                Some(_) => check.lease(every, lease),
-                None => check.lease_following_mount(every, lease),
+            // A default read from the mount is read again while the command runs; a given
+            // --lease, or a guess (a mount that shows nothing), stays as it is.
+            lease: match (self.lease, &default.source) {
+                (None, fsync::doctor::LeaseSource::Mount { .. }) => {
+                    check.lease_following_mount(every, lease)
+                }
+                _ => check.lease(every, lease),
             },
             verbose,
             on_lost: self.on_lost,

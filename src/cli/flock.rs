@@ -431,13 +431,13 @@ fn short_option(c: u8) -> Option<Opt> {
     })
 }
 
-/// The long option `name` (possibly abbreviated) stands for, as getopt_long finds it: an
-/// exact name, or a prefix of names that all mean one option.
-fn long_option(name: &str, whole: &str) -> Result<Opt, Usage> {
-    if let Some((_, opt)) = LONG_OPTIONS.iter().find(|(n, _)| *n == name) {
-        return Ok(*opt);
+/// The long option `name` (possibly abbreviated) stands for, and its full name, as getopt_long
+/// finds it: an exact name, or a prefix of names that all mean one option.
+fn long_option(name: &str, whole: &str) -> Result<(&'static str, Opt), Usage> {
+    if let Some(exact) = LONG_OPTIONS.iter().find(|(n, _)| *n == name) {
+        return Ok(*exact);
     }
-    let mut found: Vec<(&str, Opt)> = Vec::new();
+    let mut found: Vec<(&'static str, Opt)> = Vec::new();
     for (n, opt) in LONG_OPTIONS.iter().filter(|(n, _)| n.starts_with(name)) {
         if !found.iter().any(|(_, o)| o == opt) {
             found.push((n, *opt));
@@ -445,7 +445,7 @@ fn long_option(name: &str, whole: &str) -> Result<Opt, Usage> {
     }
     match found.as_slice() {
         [] => Err(getopt_error(format!("unrecognized option '{whole}'"))),
-        [(_, opt)] => Ok(*opt),
+        [one] => Ok(*one),
         many => {
             let names: Vec<String> = many.iter().map(|(n, _)| format!("'--{n}'")).collect();
             Err(getopt_error(format!(
@@ -541,16 +541,8 @@ fn parse(args: &[OsString]) -> Result<Parsed, Usage> {
                 None => (long, None),
             };
             let name = String::from_utf8_lossy(name);
-            let opt = long_option(&name, &whole)?;
-            let full = LONG_OPTIONS
-                .iter()
-                .find(|(_, o)| *o == opt)
-                .map_or("", |(n, _)| n);
-            // getopt names the option as it was matched: the full name.
-            let full = LONG_OPTIONS
-                .iter()
-                .find(|(n, o)| *o == opt && n.starts_with(name.as_ref()))
-                .map_or(full, |(n, _)| n);
+            // getopt names the option in its messages by the full name it matched.
+            let (full, opt) = long_option(&name, &whole)?;
             let value = match (opt.takes_value(), inline) {
                 (false, Some(_)) => {
                     return Err(getopt_error(format!(

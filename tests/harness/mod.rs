@@ -658,6 +658,26 @@ impl Output {
     }
 }
 
+/// A shell script of `rounds` rounds that each start six runs of `command(n)` at once, for n
+/// 1, 2, 3, 1, 2, 3 turned by the round (so that each n is started first in some rounds), and
+/// wait for them; each run prints `in` if it exited 0, `refused` for 2, else `exit N`. For
+/// races between runs that ask for different numbers (slot counts, caps).
+pub fn racing_rounds(rounds: usize, command: impl Fn(u32) -> String) -> String {
+    let run = |n: u32| {
+        format!(
+            "({}; s=$?; case $s in 0) echo in;; 2) echo refused;; *) echo \"exit $s\";; esac) &",
+            command(n)
+        )
+    };
+    (0..rounds)
+        .map(|r| {
+            let round: Vec<String> = (0..6).map(|i| run([1, 2, 3][(r + i) % 3])).collect();
+            format!("{} wait;", round.join(" "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Wait (observing, not timing) until `cond` holds; fail after [`DEADLINE`].
 #[track_caller]
 pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
