@@ -28,7 +28,8 @@ succeeds); holding `join.lock` keeps two observers' probes from colliding.
 
 **join**: (1) create `G`, `G/members`; (2) acquire `join.lock` (if `G` vanished meanwhile, a
 last member leaving with `--delete`, start over); re-create `G/members` if it is gone; (3)
-*first* = nobody is in; (4) take the shared lock on `gate`; (5) register; (6) release
+*first* = nobody is in (see *leave with a clean-up* for the holds of a killed clean-up that
+are still going away); (4) take the shared lock on `gate`; (5) register; (6) release
 `join.lock`. Steps (2) and (4) wait until the join's deadline: only fsync's momentary probes
 hold `gate` exclusively, but whoever may open it may hold it for ever. `gate` and `join.lock`
 get the mode of the platform layer's rule (`src/platform/fs.rs`, *Who may lock an internal
@@ -48,7 +49,8 @@ in: *is anyone in?* passing over our own registration; (4) if not *last*: unregi
 leave's step (2) does (*not last*, or kept by a descendant) and release `join.lock`; (5) if
 *last*: take a shared lock on `gate` again (a new open of it; only a momentary exclusive
 probe can be in the way, and we wait for that in the kernel, a second at most: without it the
-registration alone says we are in), run the clean-up, then
+registration alone says we are in), add the line `cleanup 1` to our registration (before
+`end`; holder records ignore keys they do not know), run the clean-up, then
 unregister, close `gate`, with `--delete` remove the files as leave's step (5) does, and
 release `join.lock`.
 - Joiners take `join.lock` first, so from the moment the leaver finds itself last until its
@@ -68,6 +70,14 @@ release `join.lock`.
   starts inherits them, and a leaver killed while it runs keeps joiners out until that command,
   and anything it left running with them, has exited. A member whose membership outlives it
   (see below) never runs the clean-up, since nobody runs its *last* step.
+- When those processes exit, the kernel drops their holds one after the other, in an order
+  it chooses (recent Linux kernels drop the last-opened first), so a joiner can get
+  `join.lock` while the registration or the shared lock on `gate` are still going. So a
+  joiner holding `join.lock` that finds a registration marked `cleanup 1` still held waits
+  for it (a blocking shared lock, until its deadline: a process the clean-up left running
+  with it keeps joiners out as `join.lock` would), and one that finds a shared lock on `gate`
+  but no registration held (an exiting process's last hold, or a stranger's) waits for it a
+  second at most; then it asks again.
 
 **A prepared directory**: members create only their registrations, in `G/members`; `G`,
 `gate` and `join.lock` they only open and lock, and opening an existing file read-only is
@@ -253,13 +263,20 @@ impl Group {
         let members = (top.sub("members", true))
             .map_err(|e| prepared(e, &p))?
             .expect("created");
-        let first = !has_members(&top, &p, &gate, Some(&serial), None)?;
-        // Only a momentary exclusive probe of fsync's can stand in the way; wait for it in the
-        // kernel, until the join's deadline (whoever may open `gate` may hold it for ever).
         let spec = Wait {
             deadline,
             poll: Some(self.poll),
+            progress: Some(wait::PROGRESS_EVERY),
+        };
+        let first = match first_joiner(&top, &p, &gate, &serial, spec, &mut progress)? {
+            Ok(first) => first,
+            Err(got) => return Ok(got.map(|()| unreachable!("not acquired"))),
+        };
+        // Only a momentary exclusive probe of fsync's can stand in the way; wait for it in the
+        // kernel, until the join's deadline (whoever may open `gate` may hold it for ever).
+        let spec = Wait {
             progress: None,
+            ..spec
         };
         let got = wait::flock(spec, |_| {}, &gate, Mode::Shared, &p.gate)?;
         if !matches!(got, Outcome::Acquired(())) {
@@ -301,13 +318,20 @@ struct Member {
     holder: Holder,
     /// Its file name in `members/`.
     name: String,
+    /// Its clean-up runs ([`Membership::leave_then`]).
+    cleaning: bool,
 }
 
 impl Member {
     fn set_child(&mut self, pid: Option<u32>, command: String) {
         self.holder.child = pid;
         self.holder.command = command;
-        self.reg.rewrite(render_holder(&self.holder).as_bytes());
+        self.rewrite();
+    }
+
+    fn rewrite(&self) {
+        let text = render_member(&self.holder, self.cleaning);
+        self.reg.rewrite(text.as_bytes());
     }
 }
 
@@ -434,6 +458,12 @@ impl Membership {
             Some(g) => g,
             None => top.open_or_create("gate")?,
         };
+        // Marked, so that a joiner let in while the clean-up's holds go away after all (see
+        // `first_joiner`) waits for the rest of them.
+        if let Some(member) = self.registration.as_mut() {
+            member.cleaning = true;
+            member.rewrite();
+        }
         // Only a momentary exclusive probe of fsync's can stand in the way (nobody can join:
         // we hold join.lock); wait for it in the kernel, a moment at most (whoever may open
         // `gate` may hold it for ever). Not had (that, or a cancellation signal came as we
@@ -447,8 +477,9 @@ impl Membership {
         if self.passed_down {
             lock::set_inheritable(&gate, true)
                 .map_err(|e| Error::io(&p.gate, "cannot pass the membership down", e))?;
-            // If the clean-up's processes die, join.lock must go last: a joiner it lets in
-            // must find our gate and registration released already.
+            // If the clean-up's processes die, their holds go one after the other; kernels
+            // that drop them in the order of their descriptors drop join.lock last, and a
+            // joiner let in earlier waits for the rest (`first_joiner`).
             let own = self.registration.as_ref().and_then(|r| r.reg.raw_fd());
             serial.raise_descriptor(own.unwrap_or(0).max(std::os::fd::AsRawFd::as_raw_fd(&gate)));
             serial.pass_down(true)?;
@@ -596,25 +627,112 @@ fn has_members(
     serial: Option<&MutexGuard>,
     own: Option<&str>,
 ) -> Result<bool> {
+    Ok(!matches!(
+        presence(top, p, gate, serial, own)?,
+        Presence::Empty
+    ))
+}
+
+/// What *is anyone in?* found, for a joiner that must tell a member from a clean-up's last
+/// holds going away.
+#[derive(Debug)]
+enum Presence {
+    Empty,
+    In,
+    /// A registration marked as a clean-up's (on a local file system): while we hold
+    /// `join.lock`, its leaver let that go, so its holds are going one after the other.
+    CleanupEnding(String, File),
+    /// A shared lock on `gate` and no registration held (on a local file system): with
+    /// `join.lock` ours, nobody is between registering and taking it, so this is an exiting
+    /// member's last hold going, or a stranger's lock.
+    GateOnly,
+}
+
+fn presence(
+    top: &Dir,
+    p: &Paths,
+    gate: &File,
+    serial: Option<&MutexGuard>,
+    own: Option<&str>,
+) -> Result<Presence> {
     if !pfs::fs_kind(gate).network {
         // A registration that some member holds proves someone is in (a member takes the
         // gate before it registers, and unregisters before it lets the gate go or, leaving
         // with a clean-up, once the clean-up is over): a few probes instead of the kernel's
         // lock table, which costs ~3 ms per pass with 1000 members.
         if let Some(members) = top.sub("members", false)? {
-            if any_registration_held(&members, own) {
-                return Ok(true);
+            if let Some((name, file)) = held_registration(&members, own) {
+                return Ok(match is_cleanup(&file) {
+                    true => Presence::CleanupEnding(name, file),
+                    false => Presence::In,
+                });
             }
         }
         if let Some(listed) = probe::listed(&p.gate, gate, probe::Kinds::Flock)? {
-            return Ok(listed.locks.iter().any(|l| !l.exclusive));
+            return Ok(match listed.locks.iter().any(|l| !l.exclusive) {
+                true if serial.is_some() => Presence::GateOnly,
+                true => Presence::In,
+                false => Presence::Empty,
+            });
         }
     }
     let _own;
     if serial.is_none() {
         _own = serial_lock(top, DEFAULT_POLL, Deadline::never(), |_| {})?;
     }
-    probe::held(gate, Mode::Exclusive).map_err(|e| Error::io(&p.gate, "cannot test lock", e))
+    let held = probe::held(gate, Mode::Exclusive)
+        .map_err(|e| Error::io(&p.gate, "cannot test lock", e))?;
+    Ok(if held { Presence::In } else { Presence::Empty })
+}
+
+/// *first* for a joiner holding `join.lock`: nobody is in, once the holds of a killed leaver's
+/// clean-up (or of an exiting member) that are still going away have gone. A process exits
+/// dropping its locks one after the other, in an order the kernel chooses (recent Linux
+/// kernels drop the last-opened first), so `join.lock` can be free while the clean-up's
+/// registration and gate lock are not yet: its clean-up is over, and a joiner let in then is
+/// first. A registration marked as a clean-up's is waited for until the join's `deadline` (a
+/// process the clean-up left running with it keeps joiners out, as `join.lock` would); a lone
+/// shared lock on `gate` a moment at most ([`GATE_GRACE`]: whoever may open it may hold it for
+/// ever). `Ok(Err(outcome))` if the join's wait ended first.
+fn first_joiner(
+    top: &Dir,
+    p: &Paths,
+    gate: &File,
+    serial: &MutexGuard,
+    spec: Wait,
+    progress: &mut dyn FnMut(Duration),
+) -> Result<std::result::Result<bool, Outcome<()>>> {
+    let mut gate_waited = false;
+    loop {
+        match presence(top, p, gate, Some(serial), None)? {
+            Presence::Empty => return Ok(Ok(true)),
+            Presence::In => return Ok(Ok(false)),
+            Presence::CleanupEnding(name, file) => {
+                let got = wait::flock(
+                    spec,
+                    &mut *progress,
+                    &file,
+                    Mode::Shared,
+                    &p.members.join(name),
+                )?;
+                if !matches!(got, Outcome::Acquired(())) {
+                    return Ok(Err(got));
+                }
+            }
+            Presence::GateOnly if gate_waited => return Ok(Ok(false)),
+            Presence::GateOnly => {
+                gate_waited = true;
+                let brief = Wait {
+                    deadline: spec.deadline.capped(GATE_GRACE),
+                    ..spec
+                };
+                let got = wait::flock(brief, &mut *progress, gate, Mode::Exclusive, &p.gate)?;
+                if matches!(got, Outcome::Acquired(())) {
+                    lock::unlock(gate).map_err(|e| Error::io(&p.gate, "cannot unlock", e))?;
+                }
+            }
+        }
+    }
 }
 
 fn register(members: &Dir) -> Result<Member> {
@@ -622,7 +740,12 @@ fn register(members: &Dir) -> Result<Member> {
     let host = holder.host.replace(['/', '.'], "_");
     let name = format!("{host}.{}.{:x}", holder.pid, holder.since_us);
     let reg = Registration::create(members, &name, render_holder(&holder).as_bytes())?;
-    Ok(Member { reg, holder, name })
+    Ok(Member {
+        reg,
+        holder,
+        name,
+        cleaning: false,
+    })
 }
 
 /// A join that may not create what it needs: say what must be writable, for a group directory
@@ -669,6 +792,15 @@ fn render_holder(holder: &Holder) -> String {
     })
 }
 
+/// A registration's record: the holder's, with [`CLEANUP_MARK`] while its clean-up runs.
+fn render_member(holder: &Holder, cleaning: bool) -> String {
+    let text = render_holder(holder);
+    match (cleaning, text.strip_suffix("end\n")) {
+        (true, Some(head)) => format!("{head}{CLEANUP_MARK}\nend\n"),
+        _ => text,
+    }
+}
+
 /// Registrations nobody holds belong to dead members: remove them (best effort, as any reader
 /// may). Temporary names are left for a minute, since their member may be between create and lock.
 /// Only regular files are registrations: anything else someone put there stays.
@@ -690,17 +822,33 @@ fn reap(members: &Dir) {
     }
 }
 
-/// Whether some member holds a registration in `members` (dead ones' are skipped, and so is
-/// `own`, the caller's).
-fn any_registration_held(members: &Dir, own: Option<&str>) -> bool {
-    let Ok(entries) = members.entries() else {
-        return false;
-    };
-    entries.iter().any(|(name, _)| {
-        !name.starts_with('.')
-            && Some(name.as_str()) != own
-            && matches!(Registration::find(members, name), Found::Alive(_))
+/// A registration in `members` that some member holds, with its name (dead ones' are skipped,
+/// and so is `own`, the caller's).
+fn held_registration(members: &Dir, own: Option<&str>) -> Option<(String, File)> {
+    let entries = members.entries().ok()?;
+    entries.into_iter().find_map(|(name, _)| {
+        if name.starts_with('.') || Some(name.as_str()) == own {
+            return None;
+        }
+        match Registration::find(members, &name) {
+            Found::Alive(file) => Some((name, file)),
+            _ => None,
+        }
     })
+}
+
+/// The line a last leaver adds to its registration while its clean-up runs (holder records
+/// ignore keys they do not know).
+const CLEANUP_MARK: &str = "cleanup 1";
+
+/// Whether a registration (open for reading) is marked as a clean-up's.
+fn is_cleanup(file: &File) -> bool {
+    use std::io::Read;
+    let mut text = String::new();
+    let _ = file.take(64 * 1024).read_to_string(&mut text);
+    text.lines()
+        .take_while(|&l| l != "end")
+        .any(|l| l == CLEANUP_MARK)
 }
 
 fn open_existing_gate(top: &Dir) -> Result<Option<File>> {
@@ -735,6 +883,63 @@ mod tests {
         assert!(b.leave().unwrap());
         assert!(is_empty(&path).unwrap());
         assert!(!path.exists(), "deleted with the last member");
+    }
+
+    /// A clean-up's registration carries the mark, which holder records read past.
+    #[test]
+    fn a_clean_ups_registration_is_marked_and_still_a_holder_record() {
+        let holder = Holder::this_process(5, "tear down\nend".into());
+        let marked = render_member(&holder, true);
+        let plain = render_member(&holder, false);
+        assert_eq!(plain, render_holder(&holder));
+        assert!(marked.ends_with("\ncleanup 1\nend\n"), "{marked}");
+        let back = holder::parse(&marked).unwrap().holder.unwrap();
+        assert_eq!(back.command, "tear down end");
+        let dir = tempfile::tempdir().unwrap();
+        for (text, want) in [(&marked, true), (&plain, false)] {
+            std::fs::write(dir.path().join("r"), text).unwrap();
+            assert_eq!(is_cleanup(&File::open(dir.path().join("r")).unwrap()), want);
+        }
+        // After `end` (padding of a record rewritten shorter), the line means nothing.
+        std::fs::write(dir.path().join("r"), format!("{plain}cleanup 1\n")).unwrap();
+        assert!(!is_cleanup(&File::open(dir.path().join("r")).unwrap()));
+    }
+
+    /// A shared lock on `gate` with no registration held, as an exiting member leaves it for a
+    /// moment: the joiner waits for it (saying so), and is first once it goes.
+    #[test]
+    fn a_joiner_waits_for_a_lone_gate_lock_going_and_is_then_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g");
+        open_dirs(&paths(&path)).unwrap();
+        let going = File::create(path.join("gate")).unwrap();
+        assert!(lock::flock(&going, Mode::Shared, false).unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let joiner = std::thread::spawn({
+            let path = path.clone();
+            move || {
+                let got = Group::new(&path).join_with(None, |_| {
+                    let _ = tx.send(());
+                });
+                got.unwrap().acquired().unwrap().first()
+            }
+        });
+        rx.recv().expect("the joiner says it waits");
+        drop(going);
+        assert!(joiner.join().unwrap(), "first once the lock has gone");
+    }
+
+    /// A stranger's shared lock on `gate` that stays: the joiner waits a moment, then joins,
+    /// not first.
+    #[test]
+    fn a_lone_gate_lock_that_stays_makes_a_joiner_not_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g");
+        open_dirs(&paths(&path)).unwrap();
+        let stays = File::create(path.join("gate")).unwrap();
+        assert!(lock::flock(&stays, Mode::Shared, false).unwrap());
+        let member = Group::new(&path).join(None).unwrap().unwrap();
+        assert!(!member.first());
     }
 
     /// Trying to join never waits for another process's join or leave step.

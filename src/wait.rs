@@ -243,6 +243,20 @@ impl Deadline {
             .map(|end| end.saturating_duration_since(Instant::now()))
     }
 
+    /// This deadline, or `at_most` from now if that comes sooner (the wait still counts from
+    /// its beginning).
+    pub(crate) fn capped(&self, at_most: Duration) -> Deadline {
+        let cap = Instant::now().checked_add(at_most);
+        let end = match (self.end, cap) {
+            (Some(end), Some(cap)) => Some(end.min(cap)),
+            (end, cap) => end.or(cap),
+        };
+        Deadline {
+            start: self.start,
+            end,
+        }
+    }
+
     /// Whether the deadline has passed.
     pub(crate) fn passed(&self) -> bool {
         self.passed_at(Instant::now())

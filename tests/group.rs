@@ -721,6 +721,36 @@ fn group_last_keeps_joiners_out_after_fsync_is_killed() {
     b.holder.finish().code(0);
 }
 
+/// A killed leaver's clean-up ends with its holds released one after the other, in an order
+/// the kernel chooses (a recent Linux drops the last-opened first): the join lock may go
+/// before the registration and the gate. A joiner let in then waits for the rest, and is
+/// first. Here the clean-up closes its descriptor of the join lock itself, then waits: the
+/// joiner must wait for it, not join as a second member. (Before the fix, the joiner came in
+/// at once with FSYNC_GROUP_FIRST=0 and never said it was waiting; in CI this showed as one
+/// failure of the test above in some hundred runs.)
+#[test]
+fn group_joiner_waits_for_a_killed_leavers_clean_up_whatever_order_its_locks_go_in() {
+    let t = TestDir::new();
+    // bash, for multi-digit descriptors in `exec N>&-`.
+    let cleanup = "exec bash -c 'for f in /proc/$$/fd/*; do \
+                   case $(readlink $f) in */join.lock) eval \"exec ${f##*/}>&-\";; esac; \
+                   done; echo cleaning; read x || true; echo cleaned'";
+    let mut a = t
+        .fsync(["group", "join", "--last", cleanup, "G", "--", "true"])
+        .start();
+    a.expect("cleaning");
+    a.signal(Signal::SIGKILL);
+    a.wait_exit();
+    let mut b = join_cmd(&t, "G", &["-v"]).start();
+    let said = b.stderr_line();
+    assert!(said.starts_with("fsync: waiting for G"), "{said}");
+    empty(&t, "G", 1);
+    a.finish().killed_by(Signal::SIGKILL).stdout("cleaned\n");
+    let b = admitted(b);
+    assert_eq!(b.first, "1");
+    b.holder.finish().code(0);
+}
+
 /// Members joining and leaving at random, each with a clean-up: no member's command runs while
 /// a clean-up does, a clean-up starts only once every member's command has ended, and the
 /// group's periods (from its first member to its clean-up) do not overlap: each has exactly one
