@@ -47,6 +47,15 @@ pub(crate) fn next(last: u64, now: u64) -> u64 {
     (last.saturating_add(1)).max(now).min(MAX_FENCE - 1)
 }
 
+/// Whether the directory's fence file can hold a lock's last token, given the fence of the
+/// caller's record of it (`None`: no record of the caller's). Only without a record, or with
+/// one just made (fence 0): a record that survived holds its lock's last token, since whoever
+/// made it new read the fence file, and a `--delete` that takes a token there removes the
+/// record. (The file also keeps other locks' tokens, which a lock's tokens need not exceed.)
+pub(crate) fn file_matters(record_fence: Option<u64>) -> bool {
+    !matches!(record_fence, Some(f) if f > 0)
+}
+
 /// A decimal token, believed only below [`MAX_FENCE`] (0 if not one).
 fn read(file: &std::fs::File) -> u64 {
     let mut text = String::new();

@@ -274,11 +274,7 @@ impl Group {
         };
         // Only a momentary exclusive probe of fsync's can stand in the way; wait for it in the
         // kernel, until the join's deadline (whoever may open `gate` may hold it for ever).
-        let spec = Wait {
-            progress: None,
-            ..spec
-        };
-        let got = wait::flock(spec, |_| {}, &gate, Mode::Shared, &p.gate)?;
+        let got = wait::flock(spec, &mut progress, &gate, Mode::Shared, &p.gate)?;
         if !matches!(got, Outcome::Acquired(())) {
             return Ok(got.map(|()| unreachable!("not acquired")));
         }
@@ -642,9 +638,9 @@ enum Presence {
     /// A registration marked as a clean-up's (on a local file system): while we hold
     /// `join.lock`, its leaver let that go, so its holds are going one after the other.
     CleanupEnding(String, File),
-    /// A shared lock on `gate` and no registration held (on a local file system): with
-    /// `join.lock` ours, nobody is between registering and taking it, so this is an exiting
-    /// member's last hold going, or a stranger's lock.
+    /// A shared lock on `gate` and no registration held (on a local file system): to a
+    /// joiner, which holds `join.lock` (so nobody is between taking it and registering), an
+    /// exiting member's last hold going, or a stranger's lock; to an observer, someone in.
     GateOnly,
 }
 
@@ -670,8 +666,7 @@ fn presence(
         }
         if let Some(listed) = probe::listed(&p.gate, gate, probe::Kinds::Flock)? {
             return Ok(match listed.locks.iter().any(|l| !l.exclusive) {
-                true if serial.is_some() => Presence::GateOnly,
-                true => Presence::In,
+                true => Presence::GateOnly,
                 false => Presence::Empty,
             });
         }
@@ -938,7 +933,10 @@ mod tests {
         open_dirs(&paths(&path)).unwrap();
         let stays = File::create(path.join("gate")).unwrap();
         assert!(lock::flock(&stays, Mode::Shared, false).unwrap());
-        let member = Group::new(&path).join(None).unwrap().unwrap();
+        // (Bounded: a joiner that waited for it again and again, or until the join's own
+        // deadline, fails here instead of hanging.)
+        let member = Group::new(&path).join(Some(Duration::from_secs(20))).unwrap();
+        let member = member.expect("joined after a moment, well before the join's deadline");
         assert!(!member.first());
     }
 

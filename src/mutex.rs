@@ -33,7 +33,9 @@ than the kept one.)
 The last token `old` is the greatest of those kept where the caller may believe them (the
 library's private `fence` module): the record, and the directory's fence file `.fsync.fence` (where a
 `--delete` keeps the token its record took away), each only if it is a regular file with one
-link owned by the caller or root, and only below 2^63; and the caller's private *mark* for this
+link owned by the caller or root, and only below 2^63 (the fence file only without a record of
+the caller's, or with one just made: a record that survived holds the lock's last token, since
+whoever made it new read the fence file); and the caller's private *mark* for this
 lock on this host (a file in `$XDG_RUNTIME_DIR/fsync`, `/run/user/UID/fsync`, `/run/fsync` for
 root, or `~/.cache/fsync`, named by the lock's directory and name), which keeps a token wherever
 neither shared file could (another user's record or fence file, a directory the caller may not
@@ -74,7 +76,7 @@ turns out false. Whatever a condition looks at must change only inside the regio
    table);
 2. **read** the token `F`, the greater of the record's fence (opened as step 4 opens it, so that
    it exists from now on where the directory is writable) and the directory's `.fsync.fence`,
-   each only where it may be believed (above);
+   each only where it may be believed (above), the latter only where step 4 reads it too;
 3. **evaluate** `C` while holding `L`; if it holds, **enter** (step 4: a fence greater than `F`)
    and return holding the lock;
 4. otherwise **release** `L`, writing nothing, and **sleep until a holder enters**: until the
@@ -373,7 +375,10 @@ impl Mutex {
             // 2. the token before our evaluation
             let record = RecordFile::open(&self.path);
             let seen = match &record {
-                Some(r) => r.opened().fence.max(fence::kept(&self.path)),
+                Some(r) => match fence::file_matters(Some(r.opened().fence)) {
+                    true => r.opened().fence.max(fence::kept(&self.path)),
+                    false => r.opened().fence,
+                },
                 // Another user's record, say: read it as step 4 will.
                 None => self.trusted_fence(),
             };
@@ -827,8 +832,11 @@ impl MutexGuard {
             (None, Some((dir, name))) => holder::trusted_fence_in(dir, name),
             (None, None) => 0,
         };
-        let kept = dir.as_ref().map_or(0, fence::kept_in);
         let now = procinfo::now_micros();
+        let kept = match fence::file_matters(record.as_ref().map(|_| old)) {
+            true => dir.as_ref().map_or(0, fence::kept_in),
+            false => 0, // a round trip to the file server saved on every hand-over
+        };
         // Our mark holds tokens handed out while no record of ours could: it matters only
         // without a record of ours, with one just made (fence 0), or where tokens run ahead of
         // the clock. Otherwise the record's token is the last, or the clock is ahead of them

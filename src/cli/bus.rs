@@ -419,9 +419,8 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
     connection.pass_down(!a.close)?;
     // A COMMAND that cannot be started ends the connection as any other does; its error is
     // said after.
-    let loss_guard = a
-        .loss
-        .guard_telling(&a.member.bus, connection.loss_check(), a.verbose);
+    let check = connection.loss_check();
+    let loss_guard = || a.loss.guard_telling(&a.member.bus, check, a.verbose);
     let exit = job.run_guarded(
         |pid| connection.set_child(Some(pid), job.display()),
         loss_guard,

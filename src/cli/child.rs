@@ -35,16 +35,19 @@ impl Job<'_> {
 
     /// Start the command; `started` learns its pid (to record it) before we wait for it.
     pub fn run(&self, started: impl FnOnce(u32)) -> Result<Exit, Failure> {
-        self.run_guarded(started, None)
+        self.run_guarded(started, || None)
     }
 
     /// Like [`run`](Self::run), checking every `guard.every` that the lock is still ours and
     /// acting on a loss as `guard.on_lost` says (network file systems, where a partition or an
-    /// expired lease can take a lock away from a living holder).
+    /// expired lease can take a lock away from a living holder). `guard` is made once the
+    /// command has started: reading the lease from the mount takes calls to the file system
+    /// (some milliseconds on a FUSE client), which would delay every hand-over; and the
+    /// environment is set for the command while no checking thread runs yet.
     pub fn run_guarded(
         &self,
         started: impl FnOnce(u32),
-        guard: Option<LossGuard>,
+        guard: impl FnOnce() -> Option<LossGuard>,
     ) -> Result<Exit, Failure> {
         self.run_guarded_or(started, guard, |e| self.spawn_failure(e))
     }
@@ -54,12 +57,12 @@ impl Job<'_> {
     pub fn run_guarded_or(
         &self,
         started: impl FnOnce(u32),
-        guard: Option<LossGuard>,
+        guard: impl FnOnce() -> Option<LossGuard>,
         failed: impl FnOnce(SpawnError) -> Failure,
     ) -> Result<Exit, Failure> {
         let child = self.spawn().map_err(failed)?;
         started(child.pid());
-        let lost = match guard {
+        let lost = match guard() {
             Some(g) => watch_lock(&child, g),
             None => false,
         };

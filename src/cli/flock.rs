@@ -904,7 +904,7 @@ impl Request {
             exit: Exit::code(EX_UNAVAILABLE),
             cause: spawn_cause(&e),
         };
-        match job.run_guarded_or(|_| {}, loss.guard(path, check), failed) {
+        match job.run_guarded_or(|_| {}, || loss.guard(path, check), failed) {
             // flock dies of INT, TERM, HUP or QUIT sent to it (fsync forwarded it and waited
             // for the command), and reports a signal its command died of alone as 128+N.
             Ok(exit) => match fsync::wait::last_received() {

@@ -194,9 +194,8 @@ fn run_command(a: RunArgs) -> VerbResult {
     if let Some(slot) = guard.slot() {
         env.push(("FSYNC_SLOT".to_string(), slot.to_string()));
     }
-    let loss_guard = a
-        .loss
-        .guard_telling(&a.lock, guard.loss_check(), a.wait.verbose);
+    let check = guard.loss_check();
+    let loss_guard = || a.loss.guard_telling(&a.lock, check, a.wait.verbose);
     let exit = a.command.job(env).run_guarded(|_| {}, loss_guard)?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {

@@ -449,9 +449,8 @@ fn run_command(mut a: RunArgs) -> VerbResult {
         ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
         (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
     ];
-    let loss_guard = a
-        .loss
-        .guard_telling(&a.lock, guard.loss_check(), a.wait.verbose);
+    let check = guard.loss_check();
+    let loss_guard = || a.loss.guard_telling(&a.lock, check, a.wait.verbose);
     let exit = job.run_guarded(
         |pid| {
             if !guard.is_nested() {
@@ -568,9 +567,8 @@ fn run_shared(a: &RunArgs) -> VerbResult {
     let outcome = mutex.acquire_shared_with(a.wait.timeout(), |_| progress.waiting())?;
     let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     guard.pass_down(!a.close)?;
-    let loss_guard = a
-        .loss
-        .guard_telling(&a.lock, guard.loss_check(), a.wait.verbose);
+    let check = guard.loss_check();
+    let loss_guard = || a.loss.guard_telling(&a.lock, check, a.wait.verbose);
     let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
     drop(guard);
     Ok(exit)

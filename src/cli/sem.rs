@@ -163,9 +163,8 @@ fn run_command(a: RunArgs) -> VerbResult {
     let job = a
         .command
         .job(vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())]);
-    let loss_guard = a
-        .loss
-        .guard_telling(&a.sem, guard.loss_check(), a.wait.verbose);
+    let check = guard.loss_check();
+    let loss_guard = || a.loss.guard_telling(&a.sem, check, a.wait.verbose);
     guard.set_child(None, job.display());
     let exit = job.run_guarded(|pid| guard.set_child(Some(pid), job.display()), loss_guard)?;
     // The command's status is what the caller asked for: a failed delete only warns.

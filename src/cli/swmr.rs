@@ -160,9 +160,8 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
     // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
     // even if we die.
     guard.pass_down(!a.close)?;
-    let loss_guard = a
-        .loss
-        .guard_telling(&a.lock, guard.loss_check(), a.wait.verbose);
+    let check = guard.loss_check();
+    let loss_guard = || a.loss.guard_telling(&a.lock, check, a.wait.verbose);
     let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
