@@ -935,7 +935,9 @@ mod tests {
         assert!(lock::flock(&stays, Mode::Shared, false).unwrap());
         // (Bounded: a joiner that waited for it again and again, or until the join's own
         // deadline, fails here instead of hanging.)
-        let member = Group::new(&path).join(Some(Duration::from_secs(20))).unwrap();
+        let member = Group::new(&path)
+            .join(Some(Duration::from_secs(20)))
+            .unwrap();
         let member = member.expect("joined after a moment, well before the join's deadline");
         assert!(!member.first());
     }

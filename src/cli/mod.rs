@@ -56,11 +56,12 @@ server's timeout, the default lease is read from it: on GlusterFS the client's p
 force (MOUNT/.meta/graphs/active/VOLUME-client-N/private; a volume option changed under a \
 mounted client is followed, also by a command already running: its lease is read again every \
 5 s, and -v says when it changes), the lease half of it less a second (20 s for the default 42 s, 4 s \
-for 10 s) and the grace what is left less a second, at most 10 s. Elsewhere it is a guess by \
+for 10 s) and the grace what is left less a second, at most 10 s; on NFSv4 the client's lease \
+time (lease_time in /proc/self/mountstats, 90 s by default: a 44 s lease). Elsewhere it is a guess by \
 file system type, which 'fsync doctor' and -v say (a MooseFS client's .params shows its own \
 settings, not the master's session timeout): MooseFS 30s (the master keeps a silent \
 client's session, and its locks, for SESSION_SUSTAIN_TIME: 60 s at the least, a day by \
-default), NFS 30s (an NFSv4 lease is 90 s by default), SMB 20s, other network file systems \
+default), NFSv3 30s, SMB 20s, other network file systems \
 10s; lower --lease where the server's timeout is lower. Measured with one host cut off (its link down, or its \
 packets silently dropped), holding a lock, a group membership and a bus name: on MooseFS its \
 commands stopped 28 to 30 s after the cut, the other host got each after 74 to 76 s; on \
