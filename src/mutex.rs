@@ -546,12 +546,16 @@ impl Mutex {
         let network = pfs::fs_kind(&first.0).network;
         let mut open = Some(first);
         let spec = Wait::for_lock(deadline, network, self.poll);
+        let mut locker = wait::Locker::new(network);
         let outcome = wait::wait_for(spec, &mut progress, |block| -> Result<_, Failed> {
             let (file, access, meta) = match open.take() {
                 Some(f) => f,
-                None => self.open_stat()?,
+                None => {
+                    locker.forget();
+                    self.open_stat()?
+                }
             };
-            match lock::flock(&file, mode, block) {
+            match locker.flock(&file, mode, block) {
                 Ok(true) => {}
                 Ok(false) => {
                     open = Some((file, access, meta));
@@ -567,8 +571,13 @@ impl Mutex {
             // opened before would not see that directory itself replaced.
             let named = names(&self.path, None, (meta.dev(), meta.ino()))?;
             Ok(named.then_some((file, meta)))
-        })
-        .map_err(|f| f.naming(&self.path, "cannot wait for lock"))?;
+        });
+        if !matches!(outcome, Ok(Outcome::Acquired(_))) {
+            if let Some((file, ..)) = &open {
+                locker.abandon(file);
+            }
+        }
+        let outcome = outcome.map_err(|f| f.naming(&self.path, "cannot wait for lock"))?;
         let (file, meta) = wait::acquired!(outcome);
         Ok(Outcome::Acquired((
             file,
@@ -1348,10 +1357,14 @@ pub fn lock_fd_with(
         Mode::Exclusive
     };
     let spec = Wait::for_lock(Deadline::after(timeout), network, poll);
-    wait::wait_for(spec, progress, |block| {
-        Ok(lock::flock(&fd, mode, block)?.then_some(()))
-    })
-    .map_err(|e| lock_error(&path, e, network, Access::ReadWrite))
+    let mut locker = wait::Locker::new(network);
+    let got = wait::wait_for(spec, progress, |block| {
+        Ok(locker.flock(&fd, mode, block)?.then_some(()))
+    });
+    if !matches!(got, Ok(Outcome::Acquired(()))) {
+        locker.abandon(&fd);
+    }
+    got.map_err(|e| lock_error(&path, e, network, Access::ReadWrite))
 }
 
 /// Release the lock held through a descriptor (a no-op if it holds none). Errors as

@@ -415,7 +415,8 @@ pub(crate) fn wait_for<T, E: AttemptError>(
 }
 
 /// Wait for a whole-file `flock` lock on `file` in `mode`, blocking in the kernel so that a
-/// release wakes us at once. Errors name `path`.
+/// release wakes us at once (on a network file system, in a child process of ours). Errors
+/// name `path`.
 pub(crate) fn flock(
     spec: Wait,
     progress: impl FnMut(Duration),
@@ -423,10 +424,67 @@ pub(crate) fn flock(
     mode: Mode,
     path: &Path,
 ) -> Result<Outcome<()>> {
-    wait_for(spec, progress, |block| {
-        Ok(lock::flock(file, mode, block)?.then_some(()))
-    })
-    .map_err(|e| Error::io(path, "cannot lock", e))
+    let mut locker = Locker::new(spec.poll.is_some());
+    let got = wait_for(spec, progress, |block| {
+        Ok(locker.flock(file, mode, block)?.then_some(()))
+    });
+    if !matches!(got, Ok(Outcome::Acquired(()))) {
+        locker.abandon(file);
+    }
+    got.map_err(|e| Error::io(path, "cannot lock", e))
+}
+
+/// The `flock` calls of one wait for a lock: made by this process on a local file system; on a
+/// network file system (where waits poll) the blocking call is made by a child
+/// ([`lock::ChildLock`]), kept across the wait's attempts, so that a call the file system
+/// never answers once interrupted cannot keep us past the deadline or a signal.
+pub(crate) struct Locker {
+    network: bool,
+    child: Option<lock::ChildLock>,
+}
+
+impl Locker {
+    pub(crate) fn new(network: bool) -> Locker {
+        Locker {
+            network,
+            child: None,
+        }
+    }
+
+    /// [`lock::flock`] on `file`, which must stay the same file until [`forget`](Self::forget).
+    pub(crate) fn flock(
+        &mut self,
+        file: &impl AsRawFd,
+        mode: Mode,
+        block: bool,
+    ) -> io::Result<bool> {
+        if !block || !self.network {
+            return lock::flock(file, mode, block);
+        }
+        let waiting = match self.child.take() {
+            Some(c) => c,
+            None => lock::ChildLock::start(file, mode)?,
+        };
+        let granted = waiting.wait();
+        if matches!(&granted, Err(e) if e.kind() == io::ErrorKind::Interrupted) {
+            self.child = Some(waiting); // still waiting: looked at again after the check
+        }
+        granted
+    }
+
+    /// The next call is for another file: stop the child waiting for this one.
+    pub(crate) fn forget(&mut self) {
+        self.child = None;
+    }
+
+    /// The wait for `file` ended without the lock (a deadline, a signal, an error): stop the
+    /// child, and let go of whatever it was granted as it died, which our description would
+    /// otherwise hold. (Nothing where no child waited: `file` may hold a lock of its own.)
+    pub(crate) fn abandon(&mut self, file: &impl AsRawFd) {
+        if self.child.take().is_some() {
+            let _ = lock::unlock(file);
+        }
+    }
 }
 
 /// Wait until `check` finds what we wait for, blocking in `watch` (change notification) between
@@ -507,6 +565,90 @@ pub(crate) fn copy_cancellable(from: &mut dyn io::Read, to: &mut dyn io::Write) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// As on a network file system (a wait that polls): the blocking call is a child's, on our
+    /// open file description, so what it is granted we hold; the wait ends at its deadline with
+    /// that call still blocked; and nothing is left locked once we have let go.
+    #[test]
+    fn a_polling_wait_for_a_lock_blocks_in_a_child_and_leaves_no_lock_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("L");
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .unwrap()
+        };
+        let polling = |timeout| Wait {
+            deadline: Deadline::after(Some(timeout)),
+            poll: Some(Duration::from_millis(50)),
+            progress: Some(PROGRESS_EVERY),
+        };
+        let other = open();
+        assert!(lock::flock(&other, Mode::Exclusive, false).unwrap());
+        // Held by another: the wait ends at its deadline (the child's call never returns).
+        let ours = open();
+        let started = std::time::Instant::now();
+        let got = flock(
+            polling(Duration::from_millis(300)),
+            |_| {},
+            &ours,
+            Mode::Exclusive,
+            &path,
+        );
+        assert_eq!(got.unwrap(), Outcome::TimedOut);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(other);
+        assert!(
+            lock::flock(&ours, Mode::Exclusive, false).unwrap(),
+            "our description holds nothing: the child that waited is gone"
+        );
+        drop(ours);
+        let probe = open();
+        assert!(
+            lock::flock(&probe, Mode::Exclusive, false).unwrap(),
+            "the child that waited left the lock taken"
+        );
+        // Released while we wait: granted to the child, held by our description.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn({
+            let path = path.clone();
+            move || {
+                let ours = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                let got = flock(
+                    polling(Duration::from_secs(30)),
+                    |_| {
+                        let _ = tx.send(());
+                    },
+                    &ours,
+                    Mode::Exclusive,
+                    &path,
+                );
+                (got.unwrap(), ours)
+            }
+        });
+        rx.recv().unwrap(); // it waits
+        // Let go by closing: the child, forked while `probe` was open, kept no copy of it.
+        drop(probe);
+        let (got, ours) = waiter.join().unwrap();
+        assert_eq!(got, Outcome::Acquired(()));
+        let third = open();
+        assert!(
+            !lock::flock(&third, Mode::Exclusive, false).unwrap(),
+            "ours now"
+        );
+        drop(ours);
+        assert!(
+            lock::flock(&third, Mode::Exclusive, false).unwrap(),
+            "free once we let go"
+        );
+    }
 
     #[test]
     fn zero_timeout_tries_once() {

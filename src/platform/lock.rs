@@ -259,3 +259,156 @@ mod tests {
         assert_eq!(range_conflict(&asker, 15, 85).unwrap(), None);
     }
 }
+
+/// A blocking `flock` that a child process makes on our open file description, for network
+/// file systems. A lock belongs to the description, so what the child is granted, we hold. The
+/// point is what happens when the wait must end (a deadline, a signal): a blocking call of our
+/// own is ended by interrupting it, and a FUSE file system must then answer the interruption,
+/// which a GlusterFS client has been seen never to do, leaving the caller in the call past its
+/// timeout, deaf to signals. A child's call we never interrupt: we stop waiting for it (its
+/// pipe) and kill it; if the file system never answers its call, only the child stays, and the
+/// kernel drops whatever it is granted when it has gone.
+#[derive(Debug)]
+pub struct ChildLock {
+    pid: libc::pid_t,
+    /// Read end: one byte, 0 once granted, else the call's errno.
+    answer: std::os::fd::OwnedFd,
+}
+
+/// In a child just forked: close every descriptor but `low` and `high` (`low < high`).
+/// Async-signal-safe: `close_range`, else `close` one by one.
+///
+/// # Safety
+/// Only in a child process between `fork` and `_exit`.
+unsafe fn keep_only(low: libc::c_int, high: libc::c_int) {
+    let ranges = [
+        (0, low - 1),
+        (low + 1, high - 1),
+        (high + 1, libc::c_int::MAX),
+    ];
+    for (first, last) in ranges {
+        if first > last {
+            continue;
+        }
+        // SAFETY: closing descriptors of this child only (the caller's contract).
+        let done = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                first as libc::c_uint,
+                last as libc::c_uint,
+                0,
+            )
+        };
+        if done != 0 {
+            for fd in first..=last.min(65_535) {
+                // SAFETY: as above.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
+}
+
+/// Children killed before they had exited, reaped as soon as they can be.
+static UNREAPED: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
+
+fn reap_killed() {
+    let mut pids = UNREAPED.lock().unwrap_or_else(|p| p.into_inner());
+    pids.retain(|&pid| {
+        // SAFETY: waitpid on a child of ours, without blocking.
+        let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        r == 0 // still there
+    });
+}
+
+impl ChildLock {
+    /// Start a child that takes the lock on `fd` in `mode`, blocking, with every signal but
+    /// KILL blocked (nothing interrupts its call), and dies with this thread.
+    pub fn start(fd: &impl AsRawFd, mode: Mode) -> io::Result<ChildLock> {
+        reap_killed();
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        let op = match mode {
+            Mode::Shared => libc::LOCK_SH,
+            Mode::Exclusive => libc::LOCK_EX,
+        };
+        let lock_fd = fd.as_raw_fd();
+        let write_fd = write.as_raw_fd();
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: the child calls only async-signal-safe functions (sigprocmask, prctl,
+        // getppid, flock, write, _exit) and allocates nothing.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // SAFETY: see above; `set` is a local, filled before use.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigfillset(&mut set);
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                // Only the lock's description and the pipe: a copy of any other descriptor
+                // would keep its locks (and files) alive as long as we live, after the
+                // parent has let go of them.
+                keep_only(lock_fd.min(write_fd), lock_fd.max(write_fd));
+                let answer: u8 = loop {
+                    if libc::flock(lock_fd, op) == 0 {
+                        break 0;
+                    }
+                    let e = *libc::__errno_location();
+                    if e != libc::EINTR {
+                        break u8::try_from(e).unwrap_or(u8::MAX);
+                    }
+                };
+                libc::write(write_fd, (&answer as *const u8).cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        drop(write);
+        Ok(ChildLock { pid, answer: read })
+    }
+
+    /// Wait for the child's answer: `Ok(true)` once the lock is ours, `Err` with `Interrupted`
+    /// when a signal ends the wait (the child goes on), or the error of its call.
+    pub fn wait(&self) -> io::Result<bool> {
+        let mut byte = [0u8; 1];
+        // SAFETY: read into a local buffer from our pipe.
+        let n = unsafe { libc::read(self.answer.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+        match n {
+            1 if byte[0] == 0 => Ok(true),
+            1 => Err(io::Error::from_raw_os_error(i32::from(byte[0]))),
+            0 => Err(io::Error::other("the process taking the lock died")),
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+}
+
+/// How long a killed child is waited for: its call ends at once unless the file system does
+/// not answer it.
+const KILLED_EXIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl Drop for ChildLock {
+    fn drop(&mut self) {
+        // SAFETY: kill our own child (a pid we have not reaped yet, so not reused).
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        // Its exit closes its descriptor of the lock's description: wait for it in the kernel,
+        // a moment at most, so that a caller letting go of the lock after us finds nothing
+        // the child was granted as it died still coming.
+        if let Some(exit) = super::process::PidFd::open(self.pid as u32) {
+            exit.exited_within(KILLED_EXIT);
+        }
+        // SAFETY: reap our own child, without blocking.
+        unsafe {
+            if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) == 0 {
+                // Exiting (a FUSE call ends before it can), or stuck in a call the file system
+                // does not answer: reaped later.
+                UNREAPED
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(self.pid);
+            }
+        }
+    }
+}
