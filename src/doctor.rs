@@ -376,12 +376,31 @@ fn nfs_lease_in(mountstats: &str, point: &str) -> Option<u64> {
 fn gluster_ping_timeout(point: &Path) -> Option<(Duration, std::path::PathBuf)> {
     let graph = point.join(".meta/graphs/active");
     let mut best: Option<(Duration, std::path::PathBuf)> = None;
-    for entry in std::fs::read_dir(&graph).ok()?.flatten() {
-        let xlator = entry.path();
+    // Each file read is a few calls through FUSE, and a command under the lock starts
+    // meanwhile: read the type only of the translators glusterd names as clients
+    // (VOLUME-client-N), and of all only where none is named so.
+    let entries: Vec<std::path::PathBuf> = std::fs::read_dir(&graph)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let named_client = |x: &Path| {
+        x.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once("-client-"))
+            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let named: Vec<&std::path::PathBuf> = entries.iter().filter(|x| named_client(x)).collect();
+    let candidates = match named.is_empty() {
+        true => entries.iter().collect(),
+        false => named,
+    };
+    for xlator in candidates {
         let kind = std::fs::read_to_string(xlator.join("type")).unwrap_or_default();
         if kind.trim() != "protocol/client" {
             continue;
         }
+        let xlator = xlator.clone();
         // The client's state shows the value in force (a volume option changed since the
         // mount is applied in place, and the graph's options keep the old one); the options,
         // what it was mounted with.

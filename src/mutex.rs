@@ -724,15 +724,12 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
 /// group removed and made again).
 pub(crate) fn names(path: &Path, dir: Option<(&Dir, &str)>, held: (u64, u64)) -> Result<bool> {
     if let Some((dir, name)) = dir {
-        if dir
-            .stat_following(name)
-            .is_ok_and(|st| (st.st_dev, st.st_ino) == held)
-        {
+        if dir.identity_following(name).is_ok_and(|id| id == held) {
             return Ok(true);
         }
     }
-    match std::fs::metadata(path) {
-        Ok(now) => Ok((now.dev(), now.ino()) == held),
+    match pfs::identity_at(None, path) {
+        Ok(now) => Ok(now == held),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(Error::io(path, "cannot stat lock file", e)),
     }

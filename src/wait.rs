@@ -461,7 +461,7 @@ impl Locker {
         if !block || !self.network {
             return lock::flock(file, mode, block);
         }
-        let waiting = match self.child.take() {
+        let mut waiting = match self.child.take() {
             Some(c) => c,
             None => lock::ChildLock::start(file, mode)?,
         };
@@ -634,7 +634,7 @@ mod tests {
             }
         });
         rx.recv().unwrap(); // it waits
-        // Let go by closing: the child, forked while `probe` was open, kept no copy of it.
+                            // Let go by closing: the child, forked while `probe` was open, kept no copy of it.
         drop(probe);
         let (got, ours) = waiter.join().unwrap();
         assert_eq!(got, Outcome::Acquired(()));

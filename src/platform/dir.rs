@@ -297,11 +297,10 @@ impl Dir {
         })
     }
 
-    /// The status of what `name` names, following a symbolic link (as opening it would).
-    pub fn stat_following(&self, name: &str) -> io::Result<FileStat> {
-        crate::platform::retrying(|| {
-            stat::fstatat(self.raw(), name, fcntl::AtFlags::empty()).map_err(io::Error::from)
-        })
+    /// The device and inode `name` leads to, following a symbolic link (as opening it would),
+    /// without fetching its attributes again ([`super::fs::identity_at`]).
+    pub fn identity_following(&self, name: &str) -> io::Result<(u64, u64)> {
+        super::fs::identity_at(self.raw(), Path::new(name))
     }
 
     /// The subdirectory `name`, created if missing and `create`; `None` if missing otherwise.

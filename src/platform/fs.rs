@@ -547,9 +547,70 @@ pub fn duplicate_from(
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }
 
+/// The device and inode a name (relative to the directory open as `dir`, or to the current
+/// directory with `None`) leads
+/// to, following symbolic links as opening it does. The name is looked up afresh (on a network
+/// file system each component is revalidated with the server, so a name that now leads
+/// elsewhere is seen), but the file's attributes are not fetched again
+/// (`AT_STATX_DONT_SYNC`): the device and inode come with the lookup, and a FUSE client saves a
+/// round trip to its server.
+pub fn identity_at(dir: Option<std::os::fd::RawFd>, name: &Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(name.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let dirfd = dir.unwrap_or(libc::AT_FDCWD);
+    loop {
+        // SAFETY: an all-zero statx is a valid value of the plain C struct.
+        let mut st: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: statx into that local buffer, with a NUL-terminated name we own.
+        let r = unsafe {
+            libc::statx(
+                dirfd,
+                c.as_ptr(),
+                libc::AT_STATX_DONT_SYNC,
+                libc::STATX_INO,
+                &mut st,
+            )
+        };
+        if r == 0 {
+            let dev = libc::makedev(st.stx_dev_major, st.stx_dev_minor);
+            return Ok((dev, st.stx_ino));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The identity a name leads to is the one `stat` gives, through a link too, and relative
+    /// to a directory's descriptor as to the current directory.
+    #[test]
+    fn identity_at_follows_names_as_stat_does() {
+        use std::os::{fd::AsRawFd, unix::fs::MetadataExt};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        std::os::unix::fs::symlink("f", dir.path().join("link")).unwrap();
+        let meta = std::fs::metadata(&file).unwrap();
+        let want = (meta.dev(), meta.ino());
+        assert_eq!(identity_at(None, &file).unwrap(), want);
+        assert_eq!(identity_at(None, &dir.path().join("link")).unwrap(), want);
+        let d = File::open(dir.path()).unwrap();
+        assert_eq!(identity_at(Some(d.as_raw_fd()), Path::new("link")).unwrap(), want);
+        let other = std::fs::metadata(dir.path()).unwrap();
+        assert_ne!(identity_at(Some(d.as_raw_fd()), Path::new(".")).unwrap(), want);
+        assert_eq!(
+            identity_at(Some(d.as_raw_fd()), Path::new(".")).unwrap(),
+            (other.dev(), other.ino())
+        );
+        let gone = identity_at(None, &dir.path().join("missing")).unwrap_err();
+        assert_eq!(gone.kind(), io::ErrorKind::NotFound);
+    }
 
     /// Internal lock files: created with no more than the directory's writers allow, an
     /// owner's wider one tightened, and access kept for others where they may write.

@@ -273,6 +273,8 @@ pub struct ChildLock {
     pid: libc::pid_t,
     /// Read end: one byte, 0 once granted, else the call's errno.
     answer: std::os::fd::OwnedFd,
+    /// It said the lock is ours, and is exiting.
+    granted: bool,
 }
 
 /// In a child just forked: close every descriptor but `low` and `high` (`low < high`).
@@ -367,17 +369,26 @@ impl ChildLock {
             }
         }
         drop(write);
-        Ok(ChildLock { pid, answer: read })
+        Ok(ChildLock {
+            pid,
+            answer: read,
+            granted: false,
+        })
     }
 
     /// Wait for the child's answer: `Ok(true)` once the lock is ours, `Err` with `Interrupted`
     /// when a signal ends the wait (the child goes on), or the error of its call.
-    pub fn wait(&self) -> io::Result<bool> {
+    pub fn wait(&mut self) -> io::Result<bool> {
         let mut byte = [0u8; 1];
         // SAFETY: read into a local buffer from our pipe.
         let n = unsafe { libc::read(self.answer.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
         match n {
-            1 if byte[0] == 0 => Ok(true),
+            1 if byte[0] == 0 => {
+                // It exits by itself, closing its descriptor (on FUSE a round trip to the
+                // file system, which we need not wait for).
+                self.granted = true;
+                Ok(true)
+            }
             1 => Err(io::Error::from_raw_os_error(i32::from(byte[0]))),
             0 => Err(io::Error::other("the process taking the lock died")),
             _ => Err(io::Error::last_os_error()),
@@ -391,6 +402,10 @@ const KILLED_EXIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Drop for ChildLock {
     fn drop(&mut self) {
+        if self.granted {
+            defer_reaping(self.pid);
+            return;
+        }
         // SAFETY: kill our own child (a pid we have not reaped yet, so not reused).
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
         // Its exit closes its descriptor of the lock's description: wait for it in the kernel,
@@ -402,13 +417,13 @@ impl Drop for ChildLock {
         // SAFETY: reap our own child, without blocking.
         unsafe {
             if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) == 0 {
-                // Exiting (a FUSE call ends before it can), or stuck in a call the file system
-                // does not answer: reaped later.
-                UNREAPED
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(self.pid);
+                // Stuck in a call the file system does not answer: reaped later.
+                defer_reaping(self.pid);
             }
         }
     }
+}
+
+fn defer_reaping(pid: libc::pid_t) {
+    UNREAPED.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
 }
