@@ -452,6 +452,73 @@ fn netfs_both_hosts_creating_the_same_files_at_once_both_succeed() {
     );
 }
 
+/// A waiter blocked on another host's lock makes its blocking call in a child process: fsync
+/// itself never interrupts a call the file system must answer (a GlusterFS client has been
+/// seen never to answer an interrupted lock request, holding the waiter past its timeout).
+/// The waiter leaves at its timeout and on TERM, its child goes with it, and nothing it
+/// waited for stays taken: the lock goes to the next at once when its holder lets go.
+#[test]
+#[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
+fn netfs_a_blocked_waiter_leaves_at_its_timeout_or_a_signal_and_takes_nothing_with_it() {
+    use crate::harness::{dead, eventually};
+    let (a, b, t) = bed("blocked");
+    let holder = t.hold(&s(&a, "L"));
+    let children = |pid: u32| -> Vec<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    for ending in ["timeout", "TERM"] {
+        let timeout = if ending == "timeout" { "2s" } else { "60s" };
+        let mut waiter = t
+            .fsync([
+                "mutex",
+                "run",
+                "-v",
+                "-t",
+                timeout,
+                &s(&b, "L"),
+                "--",
+                "true",
+            ])
+            .start();
+        let said = waiter.stderr_line();
+        assert!(said.contains("waiting"), "{said}");
+        // The blocking call is a child's.
+        let mut child = 0;
+        eventually("the waiter's child waits in the lock call", || {
+            child = children(waiter.pid()).first().copied().unwrap_or(0);
+            child != 0
+                && std::fs::read_to_string(format!("/proc/{child}/wchan"))
+                    .is_ok_and(|w| !w.is_empty() && w != "0")
+        });
+        let started = std::time::Instant::now();
+        if ending == "TERM" {
+            waiter.signal(nix::sys::signal::Signal::SIGTERM);
+        }
+        let status = waiter.wait_exit_within(std::time::Duration::from_secs(20));
+        let took = started.elapsed();
+        // Timed out: 75; a TERM ends the wait, and fsync dies of it.
+        use std::os::unix::process::ExitStatusExt;
+        match ending {
+            "timeout" => assert_eq!(status.code(), Some(75), "{status:?}"),
+            _ => assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}"),
+        }
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{ending}: left after {took:?}"
+        );
+        eventually("the waiter's child is gone", || dead(child));
+    }
+    // Nothing left taken: once the holder lets go, a try from b gets the lock at once.
+    holder.finish().code(0);
+    t.fsync(["mutex", "run", "-n", &s(&b, "L"), "--", "true"])
+        .run()
+        .code(0);
+}
+
 #[test]
 #[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
 fn netfs_zy_client_crash_frees_the_lock_and_corrupts_nothing() {

@@ -601,9 +601,15 @@ mod tests {
         assert_eq!(identity_at(None, &file).unwrap(), want);
         assert_eq!(identity_at(None, &dir.path().join("link")).unwrap(), want);
         let d = File::open(dir.path()).unwrap();
-        assert_eq!(identity_at(Some(d.as_raw_fd()), Path::new("link")).unwrap(), want);
+        assert_eq!(
+            identity_at(Some(d.as_raw_fd()), Path::new("link")).unwrap(),
+            want
+        );
         let other = std::fs::metadata(dir.path()).unwrap();
-        assert_ne!(identity_at(Some(d.as_raw_fd()), Path::new(".")).unwrap(), want);
+        assert_ne!(
+            identity_at(Some(d.as_raw_fd()), Path::new(".")).unwrap(),
+            want
+        );
         assert_eq!(
             identity_at(Some(d.as_raw_fd()), Path::new(".")).unwrap(),
             (other.dev(), other.ino())
