@@ -39,9 +39,11 @@ statfs, see 'fsync doctor'): whole-file and byte-range locks, exclusive create, 
 work across hosts, so every primitive keeps its promises there. What does not cross hosts is \
 change notification: dnotify and inotify never see another host's changes, so waits for events, \
 messages, semaphore slots and watches re-check every --poll interval (50ms by default); lock \
-waits block in the lock call, which the file server wakes. Measured between two clients \
-(bench/netfs.sh, p50): a mutex hand-over in 6.1 ms on GlusterFS and 4.4 ms on MooseFS (flock(1) \
-on the same work: 2.9 and 2.6 ms); a waiter sees an event or has a message about half a poll \
+waits block in the lock call, which the file server wakes (made by a child process on the same \
+open file, which fsync kills when -t or a signal ends the wait: a call the server must answer \
+once interrupted, and a GlusterFS client has been seen never to, cannot hold fsync). Measured between two clients \
+(bench/netfs.sh, p50): a mutex hand-over in 6.6 ms on GlusterFS and 5.0 ms on MooseFS (flock(1) \
+on the same work: 3.6 and 3.1 ms; the rest is the holder record's round trips to the server); a waiter sees an event or has a message about half a poll \
 interval after the signal or post returned, 25 to 28 ms at the default. Measured on GlusterFS and MooseFS; NFS and SMB are \
 described from their documentation: check a mount with 'fsync doctor'.
 
