@@ -670,6 +670,38 @@ device srv:/v3 mounted on /mnt/v3 with fstype nfs statvers=1.1
             lease_within(Duration::from_secs(45)),
             Duration::from_secs(21)
         );
+        // A mount this process's mountstats does not list (no NFS here): a guess.
+        let nowhere = Mount {
+            id: 1,
+            point: "/nonexistent/fsync-nfs-mount".into(),
+            kind: "nfs4".into(),
+            opts: String::new(),
+        };
+        let guess = lease_of_mount(Some(&nowhere));
+        assert_eq!(guess.source, LeaseSource::Guess);
+        assert_eq!(guess.file_system.name, "NFS");
+        assert_eq!(guess.lease, Duration::from_secs(30));
+    }
+
+    /// Translators are looked at by name only where some are named as clients (digits after
+    /// `-client-`); otherwise every translator's type is read.
+    #[test]
+    fn gluster_clients_not_named_so_are_found_by_their_type() {
+        let dir = tempfile::tempdir().unwrap();
+        let graph = dir.path().join(".meta/graphs/active");
+        for (name, kind, secs) in [
+            ("v-client-x", "cluster/replicate", "3"),
+            ("v-client-", "cluster/replicate", "3"),
+            ("brick-link", "protocol/client", "8"),
+        ] {
+            let x = graph.join(name);
+            std::fs::create_dir_all(&x).unwrap();
+            std::fs::write(x.join("type"), format!("{kind}\n")).unwrap();
+            std::fs::write(x.join("private"), format!("ping_timeout = {secs}\n")).unwrap();
+        }
+        let (t, file) = gluster_ping_timeout(dir.path()).unwrap();
+        assert_eq!(t, Duration::from_secs(8));
+        assert!(file.ends_with("brick-link/private"));
     }
 
     /// A GlusterFS mount's meta directory: the value in force (`private`) over the mounted
