@@ -1,12 +1,12 @@
 //! Across machines: every primitive with its participants split over two client "hosts" of a
 //! real network file system (a bed under `tests/beds/`: GlusterFS's `/mnt/fsbed/a` and
-//! `/mnt/fsbed/b`, or MooseFS's `/mnt/fsbed2/a` and `/mnt/fsbed2/b`, are one directory seen
-//! through two clients in their own network namespaces), and lock-loss detection when one host is
-//! cut off.
+//! `/mnt/fsbed/b`, MooseFS's `/mnt/fsbed2/a` and `/mnt/fsbed2/b`, or CephFS's `/mnt/fsbed3/a`
+//! and `/mnt/fsbed3/b`, are one directory seen through two clients in their own network
+//! namespaces), and lock-loss detection when one host is cut off.
 //!
 //! These run only when `FSYNC_NETFS=1` (`.ci/run` sets the bed up, runs them, and tears it
 //! down); otherwise each says it was skipped and passes. `FSYNC_NETFS_BED` names the bed
-//! (`glusterfs`, the default, or `moosefs`); `FSYNC_NETFS_A` and `FSYNC_NETFS_B` override its two
+//! (`glusterfs`, the default, `moosefs` or `cephfs`); `FSYNC_NETFS_A` and `FSYNC_NETFS_B` override its two
 //! mounts.
 
 use std::collections::BTreeSet;
@@ -69,6 +69,19 @@ impl Bed {
                 // notices a silent one ~10 s late.
                 server_timeout: "150s",
             },
+            Ok("cephfs") => Bed {
+                name: "cephfs",
+                mounts: "/mnt/fsbed3",
+                netns_a: "fsbed3-a",
+                netns_srv: "fsbed3-srv",
+                bridge: "br-fsbed3",
+                port_a: "fsb3-a",
+                client_a_pid: "/tmp/fsbed3-state/client-a.pid",
+                // The MDS evicts a client (and frees its locks) once it has been silent for
+                // the file system's session_autoclose (the bed sets it and session_timeout to
+                // 30 s, the least Ceph allows): measured 26-31 s after the cut.
+                server_timeout: "60s",
+            },
             Ok("glusterfs") | Err(_) => Bed {
                 name: "glusterfs",
                 mounts: "/mnt/fsbed",
@@ -79,7 +92,9 @@ impl Bed {
                 client_a_pid: "/tmp/fsbed-state/client-a.pid",
                 server_timeout: "60s",
             },
-            Ok(other) => panic!("FSYNC_NETFS_BED={other}: the beds are glusterfs and moosefs"),
+            Ok(other) => {
+                panic!("FSYNC_NETFS_BED={other}: the beds are glusterfs, moosefs and cephfs")
+            }
         }
     }
 }
