@@ -307,7 +307,9 @@ done
 
 # ---- 9. client mounts (one ceph-fuse per "host", each its own cephx name) ---------
 for h in a b; do
-  [ -s "$STATE/client.$h.keyring" ] || C fs authorize $FS client.$h / rw > "$STATE/client.$h.keyring"
+  if [ ! -s "$STATE/client.$h.keyring" ]; then
+    (umask 077; C fs authorize $FS client.$h / rw > "$STATE/client.$h.keyring")
+  fi
 done
 # A client the MDS evicted (silent past session_autoclose) is blocklisted: its mount
 # answers nothing useful again (EIO, ENOTCONN) and has to be mounted anew.
