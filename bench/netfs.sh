@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross-host wake-ups on a network file system bed (tests/beds/): fsync beside flock(1) on the
 # same work, between the bed's two client "hosts".
-#   bench/netfs.sh [glusterfs|moosefs] [TRIALS]   (needs a release build; root; the bed set up:
+#   bench/netfs.sh [glusterfs|moosefs|cephfs] [TRIALS]   (needs a release build; root; the bed set up:
 #                                                   tests/beds/BED/setup.sh)
 # Prints p50 and p90 in microseconds, one line per figure.
 set -euo pipefail
@@ -11,7 +11,8 @@ TRIALS=${2:-25}
 case $BED in
     glusterfs) MNT=/mnt/fsbed ;;
     moosefs) MNT=/mnt/fsbed2 ;;
-    *) echo "bench/netfs.sh: no bed named $BED (glusterfs, moosefs)" >&2; exit 2 ;;
+    cephfs) MNT=/mnt/fsbed3 ;;
+    *) echo "bench/netfs.sh: no bed named $BED (glusterfs, moosefs, cephfs)" >&2; exit 2 ;;
 esac
 F=${FSYNC:-$PWD/target/release/fsync}
 A=$MNT/a/bench.$$ B=$MNT/b/bench.$$

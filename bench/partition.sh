@@ -3,7 +3,7 @@
 # (the link cut, and the packets silently dropped), each with a lock, a group membership and a
 # bus name held on host a. Prints, per run and kind, when host a's command stopped and when
 # host b got what a held, both counted from the cut by the commands' own timestamps.
-#   bench/partition.sh [glusterfs|moosefs] [RUNS]   (root; sets the bed up itself)
+#   bench/partition.sh [glusterfs|moosefs|cephfs] [RUNS]   (root; sets the bed up itself)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BED=${1:-glusterfs}

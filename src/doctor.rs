@@ -466,6 +466,14 @@ pub const LEASES: &[LeaseDefault] = &[
         lease: Duration::from_secs(30),
     },
     LeaseDefault {
+        name: "CephFS",
+        mount_types: &["fuse.ceph-fuse", "ceph"],
+        server_timeout:
+            "the MDS's session_timeout and session_autoclose, 30 s at the least (60 s and \
+                         300 s by default)",
+        lease: Duration::from_secs(14),
+    },
+    LeaseDefault {
         name: "SMB",
         mount_types: &["cifs", "smb3"],
         server_timeout: "the server's session timeout",

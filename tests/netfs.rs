@@ -161,13 +161,11 @@ fn netfs_the_default_lease_follows_the_servers_timeout_or_says_it_is_a_guess() {
     }
     if bed.name == "cephfs" {
         // A ceph-fuse client shows the file system's session_timeout only on its admin
-        // socket (root's), not on the mount: fsync knows no Ceph row, so the last one.
-        assert_eq!(lease(), (10, "guess".to_string()));
+        // socket (root's), not on the mount: the table's guess, safe for any session timeout
+        // Ceph accepts (30 s at the least).
+        assert_eq!(lease(), (14, "guess".to_string()));
         let said = verbose();
-        assert!(
-            said.contains("lease 10s on another network file system is a guess"),
-            "{said}"
-        );
+        assert!(said.contains("lease 14s on CephFS is a guess"), "{said}");
         return;
     }
     // The bed mounts with a ping-timeout of 10 s: half, less a second.

@@ -154,8 +154,8 @@ pub struct LossArgs {
     /// could not be confirmed with the file server for DUR: shorter than the time after which
     /// the server gives a silent host's locks away, so that COMMAND stops first. Default:
     /// read from the mount where it shows that time (GlusterFS's ping-timeout, NFSv4's lease
-    /// time: half, less a second), else by file system (MooseFS 30s, NFSv3 30s, SMB 20s,
-    /// others 10s; -v warns);
+    /// time: half, less a second), else by file system (MooseFS 30s, NFSv3 30s, CephFS 14s,
+    /// SMB 20s, others 10s; -v warns);
     /// 'fsync doctor' prints it. At least 1s
     #[arg(long, value_name = "DUR", value_parser = super::args::parse_lease)]
     pub lease: Option<std::time::Duration>,

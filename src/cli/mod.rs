@@ -44,7 +44,7 @@ open file, which fsync kills when -t or a signal ends the wait: a call the serve
 once interrupted, and a GlusterFS client has been seen never to, cannot hold fsync). Measured between two clients \
 (bench/netfs.sh, p50): a mutex hand-over in 6.6 ms on GlusterFS and 5.0 ms on MooseFS (flock(1) \
 on the same work: 3.6 and 3.1 ms; the rest is the holder record's round trips to the server); a waiter sees an event or has a message about half a poll \
-interval after the signal or post returned, 25 to 28 ms at the default. Measured on GlusterFS and MooseFS; NFS and SMB are \
+interval after the signal or post returned, 25 to 28 ms at the default. Measured on GlusterFS, MooseFS and CephFS (ceph-fuse); NFS and SMB are \
 described from their documentation: check a mount with 'fsync doctor'.
 
 A host cut off from the server keeps believing it holds its locks, while the server gives them \
@@ -63,7 +63,9 @@ time (lease_time in /proc/self/mountstats, 90 s by default: a 44 s lease). Elsew
 file system type, which 'fsync doctor' and -v say (a MooseFS client's .params shows its own \
 settings, not the master's session timeout): MooseFS 30s (the master keeps a silent \
 client's session, and its locks, for SESSION_SUSTAIN_TIME: 60 s at the least, a day by \
-default), NFSv3 30s, SMB 20s, other network file systems \
+default), NFSv3 30s, CephFS 14s (the MDS frees a silent client's locks after the larger of its \
+session_timeout and session_autoclose, which Ceph does not let go below 30 s; the client shows \
+the first only on its admin socket), SMB 20s, other network file systems \
 10s; lower --lease where the server's timeout is lower. Measured with one host cut off (its link down, or its \
 packets silently dropped), holding a lock, a group membership and a bus name: on MooseFS its \
 commands stopped 28 to 30 s after the cut, the other host got each after 74 to 76 s; on \
