@@ -213,6 +213,83 @@ pub fn still_held(fd: std::os::fd::RawFd, mode: Mode) -> bool {
 mod tests {
     use super::*;
 
+    /// The state letter of process `pid` (`S` sleeping, `Z` exited and not reaped), `None`
+    /// once it is gone.
+    fn state(pid: libc::pid_t) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rfind(')').and_then(|i| stat[i + 2..].chars().next())
+    }
+
+    /// Until `cond` holds, at most 10 s.
+    fn within_10s(what: &str, mut cond: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !cond() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never happened: {what}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    fn lock_file(dir: &std::path::Path, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(name))
+            .unwrap()
+    }
+
+    /// A child left waiting is killed and reaped when dropped; one that was granted the lock
+    /// exits by itself, and is waited for and reaped.
+    #[test]
+    fn child_locks_are_killed_or_reaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock_file(dir.path(), "held");
+        let holder = lock_file(dir.path(), "held");
+        assert!(flock(&holder, Mode::Exclusive, false).unwrap());
+        let waiting = ChildLock::start(&held, Mode::Exclusive).unwrap();
+        let pid = waiting.pid;
+        within_10s("the child waits", || state(pid) == Some('S'));
+        drop(waiting);
+        assert_eq!(state(pid), None, "killed and reaped");
+
+        let free = lock_file(dir.path(), "free");
+        let mut granted = ChildLock::start(&free, Mode::Exclusive).unwrap();
+        assert!(granted.wait().unwrap());
+        let pid = granted.pid;
+        drop(granted);
+        assert_eq!(state(pid), None, "waited for and reaped");
+        // Gone with its copy of the descriptor: the lock goes when we let go.
+        drop(free);
+        let probe = lock_file(dir.path(), "free");
+        assert!(flock(&probe, Mode::Exclusive, false).unwrap());
+    }
+
+    /// Why a child could not take the lock: its call's error, or its death.
+    #[test]
+    fn a_child_lock_says_why_it_failed() {
+        struct NotOpen;
+        impl AsRawFd for NotOpen {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                1_000_000
+            }
+        }
+        let mut bad = ChildLock::start(&NotOpen, Mode::Exclusive).unwrap();
+        assert_eq!(bad.wait().unwrap_err().raw_os_error(), Some(libc::EBADF));
+
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock_file(dir.path(), "held");
+        let holder = lock_file(dir.path(), "held");
+        assert!(flock(&holder, Mode::Exclusive, false).unwrap());
+        let mut waiting = ChildLock::start(&held, Mode::Exclusive).unwrap();
+        // SAFETY: our own child, not reaped yet.
+        unsafe { libc::kill(waiting.pid, libc::SIGKILL) };
+        let died = waiting.wait().unwrap_err();
+        assert!(died.to_string().contains("died"), "{died}");
+    }
+
     /// `F_OFD_GETLK` reports a POSIX lock with its process, an OFD lock without one, each with
     /// its bytes and mode, and nothing beside them.
     #[test]
@@ -273,7 +350,7 @@ pub struct ChildLock {
     pid: libc::pid_t,
     /// Read end: one byte, 0 once granted, else the call's errno.
     answer: std::os::fd::OwnedFd,
-    /// It said the lock is ours, and is exiting.
+    /// It said the lock is ours, and is exiting (not killed, then).
     granted: bool,
 }
 
@@ -384,9 +461,7 @@ impl ChildLock {
         let n = unsafe { libc::read(self.answer.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
         match n {
             1 if byte[0] == 0 => {
-                // It exits by itself, closing its descriptor (on FUSE a round trip to the
-                // file system, which we need not wait for).
-                self.granted = true;
+                self.granted = true; // it exits by itself
                 Ok(true)
             }
             1 => Err(io::Error::from_raw_os_error(i32::from(byte[0]))),
@@ -402,15 +477,13 @@ const KILLED_EXIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Drop for ChildLock {
     fn drop(&mut self) {
-        if self.granted {
-            defer_reaping(self.pid);
-            return;
+        if !self.granted {
+            // SAFETY: kill our own child (a pid we have not reaped yet, so not reused).
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
         }
-        // SAFETY: kill our own child (a pid we have not reaped yet, so not reused).
-        unsafe { libc::kill(self.pid, libc::SIGKILL) };
         // Its exit closes its descriptor of the lock's description: wait for it in the kernel,
-        // a moment at most, so that a caller letting go of the lock after us finds nothing
-        // the child was granted as it died still coming.
+        // a moment at most, so that the lock goes when the caller lets go of it (not when the
+        // child has gone), and nothing the child was granted as it died is still coming.
         if let Some(exit) = super::process::PidFd::open(self.pid as u32) {
             exit.exited_within(KILLED_EXIT);
         }
