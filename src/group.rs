@@ -895,6 +895,10 @@ mod tests {
             std::fs::write(dir.path().join("r"), text).unwrap();
             assert_eq!(is_cleanup(&File::open(dir.path().join("r")).unwrap()), want);
         }
+        // The longest command a record keeps (16 KiB) leaves the mark within what is read.
+        let long = Holder::this_process(5, "x".repeat(20_000));
+        std::fs::write(dir.path().join("r"), render_member(&long, true)).unwrap();
+        assert!(is_cleanup(&File::open(dir.path().join("r")).unwrap()));
         // After `end` (padding of a record rewritten shorter), the line means nothing.
         std::fs::write(dir.path().join("r"), format!("{plain}cleanup 1\n")).unwrap();
         assert!(!is_cleanup(&File::open(dir.path().join("r")).unwrap()));
