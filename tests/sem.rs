@@ -224,51 +224,61 @@ fn racing_slot_counts_are_never_inside_together() {
              'echo \"+ $FSYNC_SLOT $$ {n}\" >> log; sleep 0.02; echo \"- $FSYNC_SLOT $$ {n}\" >> log'"
         )
     });
-    let out = t.sh(&script).run();
-    out.code(0);
-    let refused = out.stdout.lines().filter(|l| *l == "refused").count();
-    assert!(
-        out.stdout.lines().all(|l| l == "in" || l == "refused"),
-        "{}",
-        out.stdout
-    );
-    let log = t.read("log");
-    let mut inside: HashMap<&str, (&str, usize)> = HashMap::new(); // pid -> (slot, count)
+    // Which run gets in first is the scheduler's choice: batches of rounds until more than one
+    // count has won and some run was refused (at most five; one has always been enough but
+    // once in CI, where one count won all 21 rounds).
     let mut counts = std::collections::HashSet::new();
-    for line in log.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let [mark, slot, pid, n] = f[..] else {
-            panic!("a malformed mark `{line}`:\n{log}");
-        };
-        let n: usize = n.parse().unwrap();
-        match mark {
-            "+" => {
-                assert!(
-                    inside.values().all(|&(_, m)| m == n),
-                    "`{line}` entered beside runs under another count {inside:?}:\n{log}"
-                );
-                assert!(
-                    slot.parse::<usize>().is_ok_and(|s| s < n),
-                    "`{line}`:\n{log}"
-                );
-                assert!(
-                    !inside.values().any(|&(s, _)| s == slot),
-                    "`{line}`:\n{log}"
-                );
-                inside.insert(pid, (slot, n));
-                assert!(
-                    inside.len() <= n,
-                    "more than {n} inside at `{line}`:\n{log}"
-                );
-                counts.insert(n);
+    let mut refused = 0;
+    for _batch in 0..5 {
+        std::fs::write(t.path().join("log"), "").unwrap();
+        let out = t.sh(&script).run();
+        out.code(0);
+        refused += out.stdout.lines().filter(|l| *l == "refused").count();
+        assert!(
+            out.stdout.lines().all(|l| l == "in" || l == "refused"),
+            "{}",
+            out.stdout
+        );
+        let log = t.read("log");
+        let mut inside: HashMap<&str, (&str, usize)> = HashMap::new(); // pid -> (slot, count)
+        for line in log.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [mark, slot, pid, n] = f[..] else {
+                panic!("a malformed mark `{line}`:\n{log}");
+            };
+            let n: usize = n.parse().unwrap();
+            match mark {
+                "+" => {
+                    assert!(
+                        inside.values().all(|&(_, m)| m == n),
+                        "`{line}` entered beside runs under another count {inside:?}:\n{log}"
+                    );
+                    assert!(
+                        slot.parse::<usize>().is_ok_and(|s| s < n),
+                        "`{line}`:\n{log}"
+                    );
+                    assert!(
+                        !inside.values().any(|&(s, _)| s == slot),
+                        "`{line}`:\n{log}"
+                    );
+                    inside.insert(pid, (slot, n));
+                    assert!(
+                        inside.len() <= n,
+                        "more than {n} inside at `{line}`:\n{log}"
+                    );
+                    counts.insert(n);
+                }
+                _ => assert_eq!(inside.remove(pid), Some((slot, n)), "`{line}`:\n{log}"),
             }
-            _ => assert_eq!(inside.remove(pid), Some((slot, n)), "`{line}`:\n{log}"),
+        }
+        assert!(inside.is_empty(), "runs never ended: {inside:?}\n{log}");
+        if counts.len() >= 2 && refused > 0 {
+            break;
         }
     }
-    assert!(inside.is_empty(), "runs never ended: {inside:?}\n{log}");
     assert!(
         counts.len() >= 2,
-        "one count always won ({counts:?}): nothing was raced"
+        "one count always won ({counts:?}) in five batches: nothing was raced"
     );
     assert!(refused > 0, "no run was refused: nothing was raced");
 }
