@@ -304,30 +304,21 @@ fn lease_of_mount(mount: Option<&Mount>) -> DefaultLease {
         source: LeaseSource::Guess,
     };
     let Some(m) = mount else { return guess };
-    match row.name {
-        "GlusterFS" => match gluster_ping_timeout(Path::new(&m.point)) {
-            Some((server_timeout, file)) => DefaultLease {
-                file_system: row,
-                lease: lease_within(server_timeout),
-                source: LeaseSource::Mount {
-                    server_timeout,
-                    file,
-                },
+    let shown = match row.name {
+        "GlusterFS" => gluster_ping_timeout(Path::new(&m.point)),
+        "NFS" => nfs_lease_time(&m.point),
+        _ => None,
+    };
+    match shown {
+        Some((server_timeout, file)) => DefaultLease {
+            file_system: row,
+            lease: lease_within(server_timeout),
+            source: LeaseSource::Mount {
+                server_timeout,
+                file,
             },
-            None => guess,
         },
-        "NFS" => match nfs_lease_time(&m.point) {
-            Some((server_timeout, file)) => DefaultLease {
-                file_system: row,
-                lease: lease_within(server_timeout),
-                source: LeaseSource::Mount {
-                    server_timeout,
-                    file,
-                },
-            },
-            None => guess,
-        },
-        _ => guess,
+        None => guess,
     }
 }
 

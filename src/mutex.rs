@@ -572,10 +572,8 @@ impl Mutex {
             let named = names(&self.path, None, (meta.dev(), meta.ino()))?;
             Ok(named.then_some((file, meta)))
         });
-        if !matches!(outcome, Ok(Outcome::Acquired(_))) {
-            if let Some((file, ..)) = &open {
-                locker.abandon(file);
-            }
+        if let Some((file, ..)) = &open {
+            locker.settle(&outcome, file);
         }
         let outcome = outcome.map_err(|f| f.naming(&self.path, "cannot wait for lock"))?;
         let (file, meta) = wait::acquired!(outcome);
@@ -1358,9 +1356,7 @@ pub fn lock_fd_with(
     let got = wait::wait_for(spec, progress, |block| {
         Ok(locker.flock(&fd, mode, block)?.then_some(()))
     });
-    if !matches!(got, Ok(Outcome::Acquired(()))) {
-        locker.abandon(&fd);
-    }
+    locker.settle(&got, &fd);
     got.map_err(|e| lock_error(&path, e, network, Access::ReadWrite))
 }
 

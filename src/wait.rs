@@ -428,9 +428,7 @@ pub(crate) fn flock(
     let got = wait_for(spec, progress, |block| {
         Ok(locker.flock(file, mode, block)?.then_some(()))
     });
-    if !matches!(got, Ok(Outcome::Acquired(()))) {
-        locker.abandon(file);
-    }
+    locker.settle(&got, file);
     got.map_err(|e| Error::io(path, "cannot lock", e))
 }
 
@@ -477,11 +475,12 @@ impl Locker {
         self.child = None;
     }
 
-    /// The wait for `file` ended without the lock (a deadline, a signal, an error): stop the
-    /// child, and let go of whatever it was granted as it died, which our description would
-    /// otherwise hold. (Nothing where no child waited: `file` may hold a lock of its own.)
-    pub(crate) fn abandon(&mut self, file: &impl AsRawFd) {
-        if self.child.take().is_some() {
+    /// The wait for `file` has ended as `got` says. Where it ended without the lock (a
+    /// deadline, a signal, an error): stop the child, and let go of whatever it was granted as
+    /// it died, which our description would otherwise hold. (Nothing where no child waited:
+    /// `file` may hold a lock of its own.)
+    pub(crate) fn settle<T, E>(&mut self, got: &Result<Outcome<T>, E>, file: &impl AsRawFd) {
+        if !matches!(got, Ok(Outcome::Acquired(_))) && self.child.take().is_some() {
             let _ = lock::unlock(file);
         }
     }

@@ -703,22 +703,7 @@ fn group_last_is_not_run_while_a_process_the_command_left_running_is_a_member() 
 /// wait until it has exited.
 #[test]
 fn group_last_keeps_joiners_out_after_fsync_is_killed() {
-    let t = TestDir::new();
-    let mut a = t
-        .fsync(["group", "join", "--last", CLEANUP, "G", "--", "true"])
-        .start();
-    a.expect("cleaning");
-    a.signal(Signal::SIGKILL);
-    a.wait_exit();
-    let mut b = join_cmd(&t, "G", &["-v"]).start();
-    let said = b.stderr_line();
-    assert!(said.starts_with("fsync: waiting for G"), "{said}");
-    empty(&t, "G", 1);
-    // The clean-up reads EOF and exits: the joiner gets in, first.
-    a.finish().killed_by(Signal::SIGKILL).stdout("cleaned\n");
-    let b = admitted(b);
-    assert_eq!(b.first, "1");
-    b.holder.finish().code(0);
+    joiner_waits_for_the_clean_up_of_a_killed_leaver(CLEANUP);
 }
 
 /// A killed leaver's clean-up ends with its holds released one after the other, in an order
@@ -730,11 +715,19 @@ fn group_last_keeps_joiners_out_after_fsync_is_killed() {
 /// failure of the test above in some hundred runs.)
 #[test]
 fn group_joiner_waits_for_a_killed_leavers_clean_up_whatever_order_its_locks_go_in() {
-    let t = TestDir::new();
     // bash, for multi-digit descriptors in `exec N>&-`.
-    let cleanup = "exec bash -c 'for f in /proc/$$/fd/*; do \
-                   case $(readlink $f) in */join.lock) eval \"exec ${f##*/}>&-\";; esac; \
-                   done; echo cleaning; read x || true; echo cleaned'";
+    joiner_waits_for_the_clean_up_of_a_killed_leaver(
+        "exec bash -c 'for f in /proc/$$/fd/*; do \
+         case $(readlink $f) in */join.lock) eval \"exec ${f##*/}>&-\";; esac; \
+         done; echo cleaning; read x || true; echo cleaned'",
+    );
+}
+
+/// fsync runs `cleanup` (which says "cleaning", then reads a line and says "cleaned") as the
+/// last member and is killed while it runs; a joiner waits, the group is not empty, and once
+/// the clean-up has read EOF and exited the joiner gets in, first.
+fn joiner_waits_for_the_clean_up_of_a_killed_leaver(cleanup: &str) {
+    let t = TestDir::new();
     let mut a = t
         .fsync(["group", "join", "--last", cleanup, "G", "--", "true"])
         .start();
