@@ -205,12 +205,16 @@ impl RangeLock {
         let mut open = Some(first);
         let spec = Wait::for_lock(deadline, network, self.poll);
         let r = self.range;
+        let mut locker = wait::Locker::new(network);
         let outcome = wait::wait_for(spec, progress, |block| -> Result<_, Failed> {
             let (file, meta) = match open.take() {
                 Some(f) => f,
-                None => self.open(mode)?,
+                None => {
+                    locker.forget();
+                    self.open(mode)?
+                }
             };
-            match lock::ofd_lock(&file, mode, r.start, r.len, block) {
+            match locker.range(&file, mode, (r.start, r.len), block) {
                 Ok(true) => {}
                 Ok(false) => {
                     open = Some((file, meta));
@@ -228,8 +232,12 @@ impl RangeLock {
             // will lock again, so drop it and lock the file the name names now (protocol, 3).
             let named = crate::mutex::names(&self.path, None, (meta.dev(), meta.ino()))?;
             Ok(named.then_some(file))
-        })
-        .map_err(|f| f.naming(&self.path, &format!("cannot lock bytes {r}")))?;
+        });
+        if let Some((file, _)) = &open {
+            locker.settle(&outcome, file);
+        }
+        let outcome =
+            outcome.map_err(|f| f.naming(&self.path, &format!("cannot lock bytes {r}")))?;
         Ok(outcome.map(|file| RangeGuard {
             path: self.path.clone(),
             file,
@@ -269,10 +277,14 @@ impl RangeLock {
         let network = pfs::fs_kind(file).network;
         let spec = Wait::for_lock(deadline, network, self.poll);
         let r = self.range;
-        wait::wait_for(spec, progress, |block| {
-            Ok(lock::ofd_lock(file, mode, r.start, r.len, block)?.then_some(()))
-        })
-        .map_err(|e| Error::io(&self.path, &format!("cannot lock bytes {r}"), e))
+        let mut locker = wait::Locker::new(network);
+        let got = wait::wait_for(spec, progress, |block| {
+            Ok(locker
+                .range(file, mode, (r.start, r.len), block)?
+                .then_some(()))
+        });
+        locker.settle(&got, file);
+        got.map_err(|e| Error::io(&self.path, &format!("cannot lock bytes {r}"), e))
     }
 }
 
@@ -283,6 +295,11 @@ impl RangeLock {
 /// [`mutex::inherited_fd`](crate::mutex::inherited_fd) gives it) until the last one is closed or
 /// [`unlock_fd`] releases it. Ranges that do not overlap do not exclude each other, and ranges
 /// taken through one descriptor never exclude each other (they merge, as `fcntl` locks do).
+///
+/// On a network file system the blocking call is made by a child process on the same open file
+/// description (see [`crate::wait`]); a wait that ends without the lock lets go of
+/// `range` on that description, so that nothing the child was granted as it was stopped stays
+/// taken: a lock the descriptor held on those bytes before is let go of too.
 ///
 /// Errors: [`ErrorKind::NotFound`] if `fd` is not open on a regular file (a directory, a pipe,
 /// a device); [`ErrorKind::PermissionDenied`] for an exclusive lock through a descriptor not
@@ -312,10 +329,14 @@ pub fn lock_fd(
     let network = pfs::fs_kind(&fd).network;
     let spec = Wait::for_lock(Deadline::after(timeout), network, poll);
     let r = range;
-    wait::wait_for(spec, progress, |block| {
-        Ok(lock::ofd_lock(&fd, mode, r.start, r.len, block)?.then_some(()))
-    })
-    .map_err(|e: std::io::Error| match e.raw_os_error() {
+    let mut locker = wait::Locker::new(network);
+    let got = wait::wait_for(spec, progress, |block| {
+        Ok(locker
+            .range(&fd, mode, (r.start, r.len), block)?
+            .then_some(()))
+    });
+    locker.settle(&got, &fd);
+    got.map_err(|e: std::io::Error| match e.raw_os_error() {
         Some(nix::libc::EBADF) => Error::new(
             &path,
             ErrorKind::PermissionDenied,

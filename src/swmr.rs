@@ -506,14 +506,16 @@ fn delete_files(path: &Path, poll: Duration) -> Result<Released> {
     };
     let network = pfs::fs_kind_of_path(dir.path()).network;
     let mut busy: Option<File> = None;
+    let mut locker = wait::Locker::new(network);
     let mut attempt = |block: bool| -> Result<Option<Released>, Failed> {
         if block {
             // d5: wait until the busy file is free (let go at once), or a tick.
             if let Some(f) = busy.take() {
-                lock::flock(&f, Mode::Exclusive, true)?;
+                locker.flock(&f, Mode::Exclusive, true)?;
             }
             return Ok(None);
         }
+        locker.forget(); // a pass opens the files anew
         match delete_pass(&dir, &names, network)? {
             Pass::Done(released) => Ok(Some(released)),
             Pass::Busy(_) if name_held(&dir, &names.lock) => Ok(Some(Released::KeptInUse)),

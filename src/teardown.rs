@@ -62,14 +62,18 @@ pub(crate) fn attempt(
 ) -> Result<Released> {
     let mut busy: Option<File> = None;
     let mut again = 0;
+    // On a network file system the blocking call is a child's (see `wait::Locker`): one that
+    // the server never answers once interrupted must not keep us past the grace.
+    let mut locker = wait::Locker::new(pfs::fs_kind_of_path(&top.pinned()).network);
     let mut step = |block: bool| -> Result<Option<Released>, Failed> {
         if block {
             // Wait until the busy line is free (let go at once), or a tick.
             if let Some(f) = busy.take() {
-                lock::flock(&f, Mode::Exclusive, true)?;
+                locker.flock(&f, Mode::Exclusive, true)?;
             }
             return Ok(None);
         }
+        locker.forget(); // a pass opens the files anew
         loop {
             match pass()? {
                 Pass::Done(released) => return Ok(Some(released)),

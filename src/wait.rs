@@ -20,7 +20,11 @@ system a release or a change wakes it at once, with no polling. On a network fil
 SMB, CIFS, FUSE: see [`doctor::file_system`](crate::doctor::file_system)) another host's release
 may not wake a blocked call and change notification never sees other hosts, so the wait also
 re-checks every *poll interval* ([`DEFAULT_POLL`] unless a primitive's `poll_interval` sets
-another). A call never spins: between checks the thread sleeps.
+another). A call never spins: between checks the thread sleeps. There a blocking lock call
+(whole file or byte range) is made by a short-lived child process on the same open file
+description, which the wait kills when it ends without the lock: a call that the file server
+must answer once interrupted (a GlusterFS client has been seen never to) cannot keep the
+caller past its deadline or a signal.
 
 # Cancellation
 
@@ -438,7 +442,7 @@ pub(crate) fn flock(
 /// never answers once interrupted cannot keep us past the deadline or a signal.
 pub(crate) struct Locker {
     network: bool,
-    child: Option<lock::ChildLock>,
+    child: Option<(lock::ChildLock, lock::Request)>,
 }
 
 impl Locker {
@@ -456,16 +460,42 @@ impl Locker {
         mode: Mode,
         block: bool,
     ) -> io::Result<bool> {
+        self.lock(file, lock::Request::Whole(mode), block)
+    }
+
+    /// [`lock::ofd_lock`] of `len` bytes from `start` on `file`, as [`flock`](Self::flock).
+    pub(crate) fn range(
+        &mut self,
+        file: &impl AsRawFd,
+        mode: Mode,
+        (start, len): (u64, u64),
+        block: bool,
+    ) -> io::Result<bool> {
+        self.lock(file, lock::Request::Range { mode, start, len }, block)
+    }
+
+    fn lock(
+        &mut self,
+        file: &impl AsRawFd,
+        request: lock::Request,
+        block: bool,
+    ) -> io::Result<bool> {
         if !block || !self.network {
-            return lock::flock(file, mode, block);
+            return match request {
+                lock::Request::Whole(mode) => lock::flock(file, mode, block),
+                lock::Request::Range { mode, start, len } => {
+                    lock::ofd_lock(file, mode, start, len, block)
+                }
+            };
         }
         let mut waiting = match self.child.take() {
-            Some(c) => c,
-            None => lock::ChildLock::start(file, mode)?,
+            Some((c, asked)) if asked == request => c,
+            _ => lock::ChildLock::start(file, request)?,
         };
         let granted = waiting.wait();
         if matches!(&granted, Err(e) if e.kind() == io::ErrorKind::Interrupted) {
-            self.child = Some(waiting); // still waiting: looked at again after the check
+            // still waiting: looked at again after the check
+            self.child = Some((waiting, request));
         }
         granted
     }
@@ -480,8 +510,11 @@ impl Locker {
     /// it died, which our description would otherwise hold. (Nothing where no child waited:
     /// `file` may hold a lock of its own.)
     pub(crate) fn settle<T, E>(&mut self, got: &Result<Outcome<T>, E>, file: &impl AsRawFd) {
-        if !matches!(got, Ok(Outcome::Acquired(_))) && self.child.take().is_some() {
-            let _ = lock::unlock(file);
+        if !matches!(got, Ok(Outcome::Acquired(_))) {
+            if let Some((child, request)) = self.child.take() {
+                drop(child); // killed, and gone (or left to be reaped) before the undo
+                let _ = request.undo(file);
+            }
         }
     }
 }
@@ -646,6 +679,49 @@ mod tests {
         assert!(
             lock::flock(&third, Mode::Exclusive, false).unwrap(),
             "free once we let go"
+        );
+    }
+
+    /// The same for a byte range: the wait ends at its deadline, and neither the child nor our
+    /// description is left holding the bytes.
+    #[test]
+    fn a_polling_wait_for_a_byte_range_leaves_the_bytes_free_when_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("L");
+        let open = || {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .unwrap()
+        };
+        let other = open();
+        assert!(lock::ofd_lock(&other, Mode::Exclusive, 4, 2, false).unwrap());
+        let ours = open();
+        let mut locker = Locker::new(true);
+        let spec = Wait {
+            deadline: Deadline::after(Some(Duration::from_millis(300))),
+            poll: Some(Duration::from_millis(50)),
+            progress: None,
+        };
+        let got = wait_for(
+            spec,
+            |_| {},
+            |block| {
+                Ok::<_, io::Error>(
+                    locker
+                        .range(&ours, Mode::Exclusive, (5, 1), block)?
+                        .then_some(()),
+                )
+            },
+        );
+        locker.settle(&got, &ours);
+        assert_eq!(got.unwrap(), Outcome::TimedOut);
+        lock::ofd_unlock(&other, 4, 2).unwrap();
+        assert!(
+            lock::ofd_lock(&other, Mode::Exclusive, 5, 1, false).unwrap(),
+            "the byte is free: the child that waited for it is gone"
         );
     }
 

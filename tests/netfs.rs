@@ -486,7 +486,6 @@ fn netfs_both_hosts_creating_the_same_files_at_once_both_succeed() {
 fn netfs_a_blocked_waiter_leaves_at_its_timeout_or_a_signal_and_takes_nothing_with_it() {
     use crate::harness::{dead, eventually};
     let (a, b, t) = bed("blocked");
-    let holder = t.hold(&s(&a, "L"));
     let children = |pid: u32| -> Vec<u32> {
         std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
             .unwrap_or_default()
@@ -494,53 +493,56 @@ fn netfs_a_blocked_waiter_leaves_at_its_timeout_or_a_signal_and_takes_nothing_wi
             .filter_map(|p| p.parse().ok())
             .collect()
     };
-    for ending in ["timeout", "TERM"] {
-        let timeout = if ending == "timeout" { "2s" } else { "60s" };
-        let mut waiter = t
-            .fsync([
-                "mutex",
-                "run",
-                "-v",
-                "-t",
-                timeout,
-                &s(&b, "L"),
-                "--",
-                "true",
-            ])
-            .start();
-        let said = waiter.stderr_line();
-        assert!(said.contains("waiting"), "{said}");
-        // The blocking call is a child's.
-        let mut child = 0;
-        eventually("the waiter's child waits in the lock call", || {
-            child = children(waiter.pid()).first().copied().unwrap_or(0);
-            child != 0
-                && std::fs::read_to_string(format!("/proc/{child}/wchan"))
-                    .is_ok_and(|w| !w.is_empty() && w != "0")
-        });
-        let started = std::time::Instant::now();
-        if ending == "TERM" {
-            waiter.signal(nix::sys::signal::Signal::SIGTERM);
+    // The whole file (flock), and a byte range (fcntl).
+    for lock in [&[][..], &["--range", "3:2"]] {
+        let mut held = vec!["mutex", "run"];
+        held.extend(lock);
+        let on_a = s(&a, "L");
+        held.extend([on_a.as_str(), "--", "sh", "-c", crate::harness::HOLD]);
+        let holder = t.fsync(held).hold();
+        for ending in ["timeout", "TERM"] {
+            let timeout = if ending == "timeout" { "2s" } else { "60s" };
+            let on_b = s(&b, "L");
+            let mut args = vec!["mutex", "run", "-v", "-t", timeout];
+            args.extend(lock);
+            args.extend([on_b.as_str(), "--", "true"]);
+            let mut waiter = t.fsync(args).start();
+            let said = waiter.stderr_line();
+            assert!(said.contains("waiting"), "{lock:?}: {said}");
+            // The blocking call is a child's.
+            let mut child = 0;
+            eventually("the waiter's child waits in the lock call", || {
+                child = children(waiter.pid()).first().copied().unwrap_or(0);
+                child != 0
+                    && std::fs::read_to_string(format!("/proc/{child}/wchan"))
+                        .is_ok_and(|w| !w.is_empty() && w != "0")
+            });
+            let started = std::time::Instant::now();
+            if ending == "TERM" {
+                waiter.signal(nix::sys::signal::Signal::SIGTERM);
+            }
+            let status = waiter.wait_exit_within(std::time::Duration::from_secs(20));
+            let took = started.elapsed();
+            // Timed out: 75; a TERM ends the wait, and fsync dies of it.
+            use std::os::unix::process::ExitStatusExt;
+            match ending {
+                "timeout" => assert_eq!(status.code(), Some(75), "{lock:?}: {status:?}"),
+                _ => assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}"),
+            }
+            assert!(
+                took < std::time::Duration::from_secs(5),
+                "{lock:?} {ending}: left after {took:?}"
+            );
+            eventually("the waiter's child is gone", || dead(child));
         }
-        let status = waiter.wait_exit_within(std::time::Duration::from_secs(20));
-        let took = started.elapsed();
-        // Timed out: 75; a TERM ends the wait, and fsync dies of it.
-        use std::os::unix::process::ExitStatusExt;
-        match ending {
-            "timeout" => assert_eq!(status.code(), Some(75), "{status:?}"),
-            _ => assert_eq!(status.signal(), Some(nix::libc::SIGTERM), "{status:?}"),
-        }
-        assert!(
-            took < std::time::Duration::from_secs(5),
-            "{ending}: left after {took:?}"
-        );
-        eventually("the waiter's child is gone", || dead(child));
+        // Nothing left taken: once the holder lets go, a try from b gets the lock at once.
+        holder.finish().code(0);
+        let on_b = s(&b, "L");
+        let mut again = vec!["mutex", "run", "-n"];
+        again.extend(lock);
+        again.extend([on_b.as_str(), "--", "true"]);
+        t.fsync(again).run().code(0);
     }
-    // Nothing left taken: once the holder lets go, a try from b gets the lock at once.
-    holder.finish().code(0);
-    t.fsync(["mutex", "run", "-n", &s(&b, "L"), "--", "true"])
-        .run()
-        .code(0);
 }
 
 #[test]

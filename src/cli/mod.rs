@@ -39,11 +39,12 @@ statfs, see 'fsync doctor'): whole-file and byte-range locks, exclusive create, 
 work across hosts, so every primitive keeps its promises there. What does not cross hosts is \
 change notification: dnotify and inotify never see another host's changes, so waits for events, \
 messages, semaphore slots and watches re-check every --poll interval (50ms by default); lock \
-waits block in the lock call, which the file server wakes (made by a child process on the same \
-open file, which fsync kills when -t or a signal ends the wait: a call the server must answer \
+waits block in the lock call, which the file server wakes (made, for whole files and byte ranges, by a child \
+process on the same open file, which fsync kills when -t or a signal ends the wait: a call the server must answer \
 once interrupted, and a GlusterFS client has been seen never to, cannot hold fsync). Measured between two clients \
 (bench/netfs.sh, p50): a mutex hand-over in 6.6 ms on GlusterFS and 5.0 ms on MooseFS (flock(1) \
-on the same work: 3.6 and 3.1 ms; the rest is the holder record's round trips to the server); a waiter sees an event or has a message about half a poll \
+on the same work: 3.6 and 3.1 ms; the rest is the name check by the path and the holder \
+record's round trips to the server, which the lock's guarantees need); a waiter sees an event or has a message about half a poll \
 interval after the signal or post returned, 25 to 28 ms at the default. Measured on GlusterFS, MooseFS and CephFS (ceph-fuse); NFS and SMB are \
 described from their documentation: check a mount with 'fsync doctor'.
 

@@ -249,14 +249,14 @@ mod tests {
         let held = lock_file(dir.path(), "held");
         let holder = lock_file(dir.path(), "held");
         assert!(flock(&holder, Mode::Exclusive, false).unwrap());
-        let waiting = ChildLock::start(&held, Mode::Exclusive).unwrap();
+        let waiting = ChildLock::start(&held, Request::Whole(Mode::Exclusive)).unwrap();
         let pid = waiting.pid;
         within_10s("the child waits", || state(pid) == Some('S'));
         drop(waiting);
         assert_eq!(state(pid), None, "killed and reaped");
 
         let free = lock_file(dir.path(), "free");
-        let mut granted = ChildLock::start(&free, Mode::Exclusive).unwrap();
+        let mut granted = ChildLock::start(&free, Request::Whole(Mode::Exclusive)).unwrap();
         assert!(granted.wait().unwrap());
         let pid = granted.pid;
         drop(granted);
@@ -265,6 +265,40 @@ mod tests {
         drop(free);
         let probe = lock_file(dir.path(), "free");
         assert!(flock(&probe, Mode::Exclusive, false).unwrap());
+    }
+
+    /// A byte range: the child's lock is our description's (another description cannot take
+    /// those bytes, bytes beside them stay free), and undoing it frees them.
+    #[test]
+    fn a_child_takes_a_byte_range_for_our_description() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = lock_file(dir.path(), "r");
+        let other = lock_file(dir.path(), "r");
+        assert!(ofd_lock(&other, Mode::Exclusive, 10, 5, false).unwrap());
+        let row = Request::Range {
+            mode: Mode::Exclusive,
+            start: 12,
+            len: 1,
+        };
+        let mut waiting = ChildLock::start(&ours, row).unwrap();
+        let pid = waiting.pid;
+        within_10s("the child waits", || state(pid) == Some('S'));
+        ofd_unlock(&other, 10, 5).unwrap();
+        assert!(waiting.wait().unwrap());
+        drop(waiting);
+        assert!(
+            !ofd_lock(&other, Mode::Exclusive, 12, 1, false).unwrap(),
+            "ours now"
+        );
+        assert!(
+            ofd_lock(&other, Mode::Exclusive, 13, 1, false).unwrap(),
+            "only byte 12"
+        );
+        row.undo(&ours).unwrap();
+        assert!(
+            ofd_lock(&other, Mode::Exclusive, 12, 1, false).unwrap(),
+            "undone"
+        );
     }
 
     /// Why a child could not take the lock: its call's error, or its death.
@@ -276,14 +310,14 @@ mod tests {
                 1_000_000
             }
         }
-        let mut bad = ChildLock::start(&NotOpen, Mode::Exclusive).unwrap();
+        let mut bad = ChildLock::start(&NotOpen, Request::Whole(Mode::Exclusive)).unwrap();
         assert_eq!(bad.wait().unwrap_err().raw_os_error(), Some(libc::EBADF));
 
         let dir = tempfile::tempdir().unwrap();
         let held = lock_file(dir.path(), "held");
         let holder = lock_file(dir.path(), "held");
         assert!(flock(&holder, Mode::Exclusive, false).unwrap());
-        let mut waiting = ChildLock::start(&held, Mode::Exclusive).unwrap();
+        let mut waiting = ChildLock::start(&held, Request::Whole(Mode::Exclusive)).unwrap();
         // SAFETY: our own child, not reaped yet.
         unsafe { libc::kill(waiting.pid, libc::SIGKILL) };
         let died = waiting.wait().unwrap_err();
@@ -337,8 +371,26 @@ mod tests {
     }
 }
 
-/// A blocking `flock` that a child process makes on our open file description, for network
-/// file systems. A lock belongs to the description, so what the child is granted, we hold. The
+/// What a [`ChildLock`] asks for: the whole file (`flock`), or a byte range (`F_OFD_SETLKW`,
+/// `len` 0: to the end of all offsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    Whole(Mode),
+    Range { mode: Mode, start: u64, len: u64 },
+}
+
+impl Request {
+    /// Let go of what was asked for on `fd`, if it was granted (a no-op otherwise).
+    pub fn undo(&self, fd: &impl AsRawFd) -> io::Result<()> {
+        match *self {
+            Request::Whole(_) => unlock(fd),
+            Request::Range { start, len, .. } => ofd_unlock(fd, start, len),
+        }
+    }
+}
+
+/// A blocking `flock` (or byte-range lock) that a child process makes on our open file
+/// description, for network file systems. A lock belongs to the description, so what the child is granted, we hold. The
 /// point is what happens when the wait must end (a deadline, a signal): a blocking call of our
 /// own is ended by interrupting it, and a FUSE file system must then answer the interruption,
 /// which a GlusterFS client has been seen never to do, leaving the caller in the call past its
@@ -400,20 +452,34 @@ fn reap_killed() {
 }
 
 impl ChildLock {
-    /// Start a child that takes the lock on `fd` in `mode`, blocking, with every signal but
+    /// Start a child that takes the lock `request` on `fd`, blocking, with every signal but
     /// KILL blocked (nothing interrupts its call), and dies with this thread.
-    pub fn start(fd: &impl AsRawFd, mode: Mode) -> io::Result<ChildLock> {
+    pub fn start(fd: &impl AsRawFd, request: Request) -> io::Result<ChildLock> {
         reap_killed();
-        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        let op = match mode {
-            Mode::Shared => libc::LOCK_SH,
-            Mode::Exclusive => libc::LOCK_EX,
+        // Everything the child's call needs is made here: the child allocates nothing.
+        // SAFETY: a zeroed flock with the fields fcntl reads filled in; l_pid 0 for OFD.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        let (op, ranged) = match request {
+            Request::Whole(Mode::Shared) => (libc::LOCK_SH, false),
+            Request::Whole(Mode::Exclusive) => (libc::LOCK_EX, false),
+            Request::Range { mode, start, len } => {
+                let overflow = || io::Error::from_raw_os_error(libc::EOVERFLOW);
+                fl.l_type = match mode {
+                    Mode::Shared => libc::F_RDLCK,
+                    Mode::Exclusive => libc::F_WRLCK,
+                } as libc::c_short;
+                fl.l_whence = libc::SEEK_SET as libc::c_short;
+                fl.l_start = i64::try_from(start).map_err(|_| overflow())?;
+                fl.l_len = i64::try_from(len).map_err(|_| overflow())?;
+                (0, true)
+            }
         };
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let lock_fd = fd.as_raw_fd();
         let write_fd = write.as_raw_fd();
         let parent = std::process::id() as libc::pid_t;
         // SAFETY: the child calls only async-signal-safe functions (sigprocmask, prctl,
-        // getppid, flock, write, _exit) and allocates nothing.
+        // getppid, flock or fcntl, write, _exit) and allocates nothing.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(io::Error::last_os_error());
@@ -433,7 +499,11 @@ impl ChildLock {
                 // parent has let go of them.
                 keep_only(lock_fd.min(write_fd), lock_fd.max(write_fd));
                 let answer: u8 = loop {
-                    if libc::flock(lock_fd, op) == 0 {
+                    let done = match ranged {
+                        false => libc::flock(lock_fd, op),
+                        true => libc::fcntl(lock_fd, libc::F_OFD_SETLKW, &fl as *const libc::flock),
+                    };
+                    if done == 0 {
                         break 0;
                     }
                     let e = *libc::__errno_location();
