@@ -679,7 +679,7 @@ impl Connection {
     /// owner file, which the file server can drop for a host it lost touch with (then another
     /// host may take the name over). `None` on a local file system, where a living holder
     /// cannot lose it.
-    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         crate::LossCheck::of(self.file.as_ref()?, Mode::Exclusive)
     }
 

@@ -350,7 +350,7 @@ impl Membership {
     /// lock on `gate`, which the file server can drop for a host it lost touch with (then
     /// another host may find the group empty while we still work in it). `None` on a local
     /// file system, where a living member cannot lose it.
-    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         crate::LossCheck::of(self.gate.as_ref()?, Mode::Shared)
     }
 

@@ -171,7 +171,7 @@ impl GroupGuard {
 
     /// On a network file system, the check that our shared lock on the group's file is still
     /// ours.
-    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         crate::LossCheck::of(self.member(), lock::Mode::Shared)
     }
 

@@ -17,7 +17,8 @@ defaults per file system are in [`crate::doctor::default_lease`].
 */
 
 use std::{
-    os::fd::{AsFd, AsRawFd, RawFd},
+    marker::PhantomData,
+    os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc, Arc, Mutex,
@@ -30,29 +31,43 @@ use crate::platform::{
     lock::{self, Mode},
 };
 
-/// A check that a lock is still ours, valid while the guard it came from lives: what a holder
-/// that runs long work on a network file system calls now and then, to stop (or stop writing)
-/// once the file server has given its lock to someone else. Guards return one only where the
-/// lock can be lost (`loss_check()` is `None` on a local file system).
+/// A check that a lock is still ours: what a holder that runs long work on a network file
+/// system calls now and then, to stop (or stop writing) once the file server has given its lock
+/// to someone else. Guards return one only where the lock can be lost (`loss_check()` is `None`
+/// on a local file system). It borrows its guard, so it cannot outlive it: a check kept after
+/// the lock was released would ask about whatever file then had the descriptor's number.
+///
+/// ```compile_fail,E0597
+/// # let dir = tempfile::tempdir().unwrap();
+/// let mutex = fsync::Mutex::new(dir.path().join("lock"));
+/// let check = {
+///     let guard = mutex.acquire(None)?.expect("free");
+///     guard.loss_check() // error: `guard` does not live long enough
+/// };
+/// # Ok::<(), fsync::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
-pub struct LossCheck {
-    fd: RawFd,
+pub struct LossCheck<'guard> {
+    fd: BorrowedFd<'guard>,
     mode: Mode,
 }
 
-impl LossCheck {
+impl<'guard> LossCheck<'guard> {
     /// The check for a lock held through `file` in `mode`, if `file` lies on a network file
     /// system.
-    pub(crate) fn of(file: &(impl AsFd + AsRawFd), mode: Mode) -> Option<LossCheck> {
+    pub(crate) fn of(file: &'guard impl AsFd, mode: Mode) -> Option<LossCheck<'guard>> {
         pfs::fs_kind(file).network.then(|| LossCheck {
-            fd: file.as_raw_fd(),
+            fd: file.as_fd(),
             mode,
         })
     }
 
-    /// The check for a lock held through descriptor `fd` (which may be inherited from an
-    /// ancestor that holds it, for a nested guard), if `network`.
-    pub(crate) fn on(network: bool, fd: RawFd, mode: Mode) -> Option<LossCheck> {
+    /// The check for a lock held through descriptor `fd`, if `network`.
+    pub(crate) fn on(
+        network: bool,
+        fd: BorrowedFd<'guard>,
+        mode: Mode,
+    ) -> Option<LossCheck<'guard>> {
         network.then_some(LossCheck { fd, mode })
     }
 
@@ -68,15 +83,14 @@ impl LossCheck {
     /// where it shows the server's timeout, else [`crate::doctor::LEASES`]; learnt without a
     /// round trip to its server.
     pub fn default_lease(&self) -> crate::doctor::DefaultLease {
-        crate::doctor::lease_of(self.fd)
+        crate::doctor::lease_of(self.fd.as_raw_fd())
     }
-}
 
-impl LossCheck {
     /// Check the lock every `every` from a thread of its own, and count it as lost once it
-    /// has not been confirmed with the file server for `lease` ([`Lease::state`]). The lease
-    /// must end before the guard the check came from is released (drop it first).
-    pub fn lease(self, every: Duration, lease: Duration) -> Lease {
+    /// has not been confirmed with the file server for `lease` ([`Lease::state`]). The lease,
+    /// like the check, cannot outlive the guard: dropping it stops its thread and waits for it
+    /// (unless it expired: see [`Lease`]).
+    pub fn lease(&self, every: Duration, lease: Duration) -> Lease<'guard> {
         self.start(every, lease, false)
     }
 
@@ -85,11 +99,11 @@ impl LossCheck {
     /// thread, so that the lease follows a server timeout changed while the command runs (a
     /// GlusterFS volume's ping-timeout set under mounted clients). Where the mount shows
     /// nothing, `lease` stays.
-    pub fn lease_following_mount(self, every: Duration, lease: Duration) -> Lease {
+    pub fn lease_following_mount(&self, every: Duration, lease: Duration) -> Lease<'guard> {
         self.start(every, lease, true)
     }
 
-    fn start(self, every: Duration, lease: Duration, follow: bool) -> Lease {
+    fn start(&self, every: Duration, lease: Duration, follow: bool) -> Lease<'guard> {
         let length = Arc::new(AtomicU64::new(millis(lease)));
         let shared = Arc::new(Shared {
             in_call: Mutex::new(()),
@@ -100,54 +114,67 @@ impl LossCheck {
             }),
         });
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
-        let thread = {
+        // The thread checks through a descriptor of its own on the same open file description:
+        // one left behind in a call the file system does not answer (an expired lease) then
+        // never touches a number the process has since given to another file. (Without one,
+        // or a thread, nothing confirms the lock, and the lease expires.)
+        let mode = self.mode;
+        let thread = self.fd.try_clone_to_owned().ok().and_then(|own: OwnedFd| {
             let shared = Arc::clone(&shared);
             let length = Arc::clone(&length);
             let mut read_at = Instant::now();
             std::thread::Builder::new()
                 .name("fsync-lease".into())
-                .spawn(move || loop {
-                    let started = Instant::now();
-                    let held = {
-                        // The stop flag and the call are one step for `Drop`: once it has set
-                        // the flag and taken this lock, no call on the descriptor follows.
-                        let _call = lock_ignoring_poison(&shared.in_call);
-                        if shared.stop.load(Ordering::SeqCst) {
-                            return;
-                        }
-                        if follow && read_at.elapsed() >= REREAD {
-                            read_at = Instant::now();
-                            let now = self.default_lease();
-                            if matches!(now.source, crate::doctor::LeaseSource::Mount { .. }) {
-                                length.store(millis(now.lease), Ordering::SeqCst);
+                .spawn(move || {
+                    let check = LossCheck {
+                        fd: own.as_fd(),
+                        mode,
+                    };
+                    loop {
+                        let started = Instant::now();
+                        let held = {
+                            // The stop flag and the call are one step for `Drop`: once it has
+                            // set the flag and taken this lock, no call on the descriptor
+                            // follows.
+                            let _call = lock_ignoring_poison(&shared.in_call);
+                            if shared.stop.load(Ordering::SeqCst) {
+                                return;
+                            }
+                            if follow && read_at.elapsed() >= REREAD {
+                                read_at = Instant::now();
+                                let now = check.default_lease();
+                                if matches!(now.source, crate::doctor::LeaseSource::Mount { .. }) {
+                                    length.store(millis(now.lease), Ordering::SeqCst);
+                                }
+                            }
+                            check.still_held()
+                        };
+                        {
+                            let mut seen = lock_ignoring_poison(&shared.seen);
+                            match held {
+                                // The server answered at some point after `started`: the lease
+                                // runs from there, not from the answer.
+                                true => seen.confirmed = seen.confirmed.max(started),
+                                false => seen.lost = true,
+                            }
+                            if seen.lost {
+                                return;
                             }
                         }
-                        self.still_held()
-                    };
-                    {
-                        let mut seen = lock_ignoring_poison(&shared.seen);
-                        match held {
-                            // The server answered at some point after `started`: the lease
-                            // runs from there, not from the answer.
-                            true => seen.confirmed = seen.confirmed.max(started),
-                            false => seen.lost = true,
+                        match stop_rx.recv_timeout(every) {
+                            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                            _ => return,
                         }
-                        if seen.lost {
-                            return;
-                        }
-                    }
-                    match stop_rx.recv_timeout(every) {
-                        Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                        _ => return,
                     }
                 })
                 .ok()
-        };
+        });
         Lease {
             shared,
             stop: Some(stop_tx),
             thread,
             length,
+            guard: PhantomData,
         }
     }
 }
@@ -160,15 +187,20 @@ fn millis(d: Duration) -> u64 {
 }
 
 /// A lock checked from a thread of its own, lost once not confirmed for a while
-/// ([`LossCheck::lease`]).
+/// ([`LossCheck::lease`]). Like the check it comes from, it cannot outlive the guard. Dropping
+/// it stops the thread and waits for it; a thread whose lease expired is left in the call the
+/// file system does not answer, with its own descriptor of the lock's open file description,
+/// which it closes (and so lets go of the lock, which the server has given away by then) when
+/// the call returns.
 #[derive(Debug)]
-pub struct Lease {
+pub struct Lease<'guard> {
     shared: Arc<Shared>,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// Its length in milliseconds (the checking thread may change it: a lease that follows
     /// its mount).
     length: Arc<AtomicU64>,
+    guard: PhantomData<BorrowedFd<'guard>>,
 }
 
 #[derive(Debug)]
@@ -198,7 +230,7 @@ pub enum LeaseState {
     Expired(Duration),
 }
 
-impl Lease {
+impl Lease<'_> {
     /// The lock's state now.
     pub fn state(&self) -> LeaseState {
         let seen = lock_ignoring_poison(&self.shared.seen);
@@ -216,13 +248,14 @@ impl Lease {
     }
 }
 
-impl Drop for Lease {
+impl Drop for Lease<'_> {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         drop(self.stop.take()); // wakes the thread from its pause
         if matches!(self.state(), LeaseState::Expired(_)) {
             // Its thread is stuck in a call the file system does not answer; it makes no
-            // other call once that returns (the stop flag), so it is left behind.
+            // other call once that returns (the stop flag), so it is left behind, closing
+            // its own descriptor then.
             return;
         }
         // Once this is ours, the thread is not in a call and will not start one.
@@ -250,7 +283,7 @@ mod tests {
         let ours = std::fs::File::create(&path).unwrap();
         assert!(lock::flock(&ours, Mode::Exclusive, false).unwrap());
         let every = Duration::from_millis(10);
-        let held = LossCheck::on(true, ours.as_raw_fd(), Mode::Exclusive)
+        let held = LossCheck::on(true, ours.as_fd(), Mode::Exclusive)
             .unwrap()
             .lease(every, Duration::from_secs(60));
         std::thread::sleep(every * 5); // several checks
@@ -258,7 +291,7 @@ mod tests {
         drop(held);
 
         let theirs = std::fs::File::open(&path).unwrap();
-        let lost = LossCheck::on(true, theirs.as_raw_fd(), Mode::Exclusive)
+        let lost = LossCheck::on(true, theirs.as_fd(), Mode::Exclusive)
             .unwrap()
             .lease(every, Duration::from_secs(60));
         let give_up = Instant::now() + Duration::from_secs(30);

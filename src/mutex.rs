@@ -711,7 +711,7 @@ fn fd_holds(fd: RawFd, dev: u64, ino: u64) -> bool {
 /// [`MutexGuard::still_held`] for a descriptor the caller locked exclusively with [`lock_fd`]
 /// (not for a shared lock, which the check would try to convert).
 pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
-    lock::still_held(fd.as_raw_fd(), Mode::Exclusive)
+    lock::still_held(fd, Mode::Exclusive)
 }
 
 /// Whether the lock's name still names the file `held` (device and inode) that we opened and
@@ -793,7 +793,9 @@ pub struct MutexGuard {
     path: PathBuf,
     /// `None` for a nested acquisition: the ancestor's descriptor holds the lock.
     file: Option<File>,
-    nested_fd: Option<RawFd>,
+    /// For a nested guard, our own descriptor of the ancestor's open file description (the
+    /// ancestor's holds the lock).
+    nested_fd: Option<OwnedFd>,
     delete: bool,
     /// The fencing token and who holds the lock, as recorded beside it.
     record: OwnRecord,
@@ -881,7 +883,7 @@ impl MutexGuard {
         MutexGuard {
             path: mutex.path.clone(),
             file: None,
-            nested_fd: Some(fd),
+            nested_fd: pfs::duplicate(fd).ok(),
             delete: false,
             record: OwnRecord::none(fence),
             dir: None,
@@ -903,7 +905,8 @@ impl MutexGuard {
     /// once another holder has it, and the file server answers EBADFD/EIO/ESTALE to a client
     /// whose locks it has dropped). A nested guard answers for its ancestor's descriptor.
     pub fn still_held(&self) -> bool {
-        lock::still_held(self.raw_fd(), Mode::Exclusive)
+        self.held_fd()
+            .is_some_and(|fd| lock::still_held(fd, Mode::Exclusive))
     }
 
     /// The fencing token: greater than that of every earlier holder of this lock. Pass it to
@@ -931,18 +934,18 @@ impl MutexGuard {
 
     /// On a network file system, the check that the lock is still ours (through an
     /// ancestor's descriptor for a nested guard).
-    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         // Whether the file system is a network one was learnt when the lock was taken.
-        crate::LossCheck::on(self.network, self.raw_fd(), Mode::Exclusive)
+        crate::LossCheck::on(self.network, self.held_fd()?, Mode::Exclusive)
     }
 
-    /// The descriptor that holds the lock.
-    pub(crate) fn raw_fd(&self) -> RawFd {
-        self.file
-            .as_ref()
-            .map(|f| f.as_raw_fd())
-            .or(self.nested_fd)
-            .unwrap_or(-1)
+    /// The descriptor that holds the lock (for a nested guard: one on the same open file
+    /// description as the ancestor's).
+    fn held_fd(&self) -> Option<BorrowedFd<'_>> {
+        match &self.file {
+            Some(f) => Some(f.as_fd()),
+            None => self.nested_fd.as_ref().map(|fd| fd.as_fd()),
+        }
     }
 
     /// Let the lock survive `exec` into children (`true`), as `flock(1)` does, so that it stays
@@ -951,14 +954,12 @@ impl MutexGuard {
     /// and the value tells children that an ancestor holds it without having passed it down
     /// (their acquisitions then fail at once instead of deadlocking).
     pub fn pass_down(&self, inherit: bool) -> Result<String> {
-        let fd = self.raw_fd();
-        if self.is_nested() {
-            return Ok(std::env::var(HELD_ENV).unwrap_or_default());
-        }
-        if let Some(file) = &self.file {
-            lock::set_inheritable(file, inherit)
-                .map_err(|e| Error::io(&self.path, "cannot pass lock down", e))?;
-        }
+        let Some(file) = &self.file else {
+            return Ok(std::env::var(HELD_ENV).unwrap_or_default()); // nested
+        };
+        lock::set_inheritable(file, inherit)
+            .map_err(|e| Error::io(&self.path, "cannot pass lock down", e))?;
+        let fd = file.as_raw_fd();
         let (dev, ino) = self.held_file(fd)?;
         let fd_text = if inherit {
             fd.to_string()
@@ -1188,7 +1189,7 @@ impl PlainGuard {
     }
 
     /// On a network file system, the check that the lock is still ours.
-    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         crate::LossCheck::of(&self.file, self.mode)
     }
 }

@@ -544,7 +544,7 @@ impl SlotGuard {
     }
 
     /// On a network file system, the check that the slot is still ours.
-    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         crate::LossCheck::of(self.file(), lock::Mode::Exclusive)
     }
 

@@ -169,7 +169,7 @@ impl SwmrGuard {
 
     /// On a network file system, the check that the lock is still ours (not for byte ranges,
     /// which are not re-checked).
-    pub fn loss_check(&self) -> Option<crate::LossCheck> {
+    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         match self.ranged {
             false => crate::LossCheck::of(self.file(), self.mode),
             true => None,

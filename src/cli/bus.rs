@@ -419,11 +419,13 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
     connection.pass_down(!a.close)?;
     // A COMMAND that cannot be started ends the connection as any other does; its error is
     // said after.
-    let check = connection.loss_check();
-    let loss_guard = || a.loss.guard_telling(&a.member.bus, check, a.verbose);
     let exit = job.run_guarded(
-        |pid| connection.set_child(Some(pid), job.display()),
-        loss_guard,
+        &mut connection,
+        |c, pid| c.set_child(Some(pid), job.display()),
+        |c| {
+            a.loss
+                .guard_telling(&a.member.bus, c.loss_check(), a.verbose)
+        },
     );
     match unless_cancelled(connection.disconnect()) {
         Ok(Disconnected::Yes) => say(a.verbose, || format!("disconnected {name} from {shown}")),

@@ -35,7 +35,7 @@ impl Job<'_> {
 
     /// Start the command; `started` learns its pid (to record it) before we wait for it.
     pub fn run(&self, started: impl FnOnce(u32)) -> Result<Exit, Failure> {
-        self.run_guarded(started, || None)
+        self.run_guarded(&mut (), |(), pid| started(pid), |()| None)
     }
 
     /// Like [`run`](Self::run), checking every `guard.every` that the lock is still ours and
@@ -44,25 +44,28 @@ impl Job<'_> {
     /// command has started: reading the lease from the mount takes calls to the file system
     /// (some milliseconds on a FUSE client), which would delay every hand-over; and the
     /// environment is set for the command while no checking thread runs yet.
-    pub fn run_guarded(
+    pub fn run_guarded<G: ?Sized>(
         &self,
-        started: impl FnOnce(u32),
-        guard: impl FnOnce() -> Option<LossGuard>,
+        guard: &mut G,
+        started: impl FnOnce(&mut G, u32),
+        check: impl for<'g> FnOnce(&'g G) -> Option<LossGuard<'g>>,
     ) -> Result<Exit, Failure> {
-        self.run_guarded_or(started, guard, |e| self.spawn_failure(e))
+        self.run_guarded_or(guard, started, check, |e| self.spawn_failure(e))
     }
 
     /// [`run_guarded`](Self::run_guarded), saying with `failed` why the command could not be
     /// started (as `fsync flock` says it, in flock's words).
-    pub fn run_guarded_or(
+    pub fn run_guarded_or<G: ?Sized>(
         &self,
-        started: impl FnOnce(u32),
-        guard: impl FnOnce() -> Option<LossGuard>,
+        guard: &mut G,
+        started: impl FnOnce(&mut G, u32),
+        check: impl for<'g> FnOnce(&'g G) -> Option<LossGuard<'g>>,
         failed: impl FnOnce(SpawnError) -> Failure,
     ) -> Result<Exit, Failure> {
         let child = self.spawn().map_err(failed)?;
-        started(child.pid());
-        let lost = match guard() {
+        started(guard, child.pid());
+        // From here on the guard is only looked at: the check borrows it until the end.
+        let lost = match check(guard) {
             Some(g) => watch_lock(&child, g),
             None => false,
         };
@@ -127,10 +130,10 @@ pub enum OnLost {
 }
 
 /// Checking a lock while its command runs: from a thread of its own, with a lease.
-pub struct LossGuard {
+pub struct LossGuard<'g> {
     /// How often to look at what the checking thread found.
     pub every: std::time::Duration,
-    pub lease: fsync::Lease,
+    pub lease: fsync::Lease<'g>,
     pub on_lost: OnLost,
     pub what: String,
     /// How long the command has to stop after TERM before KILL.
@@ -165,23 +168,23 @@ impl LossArgs {
     /// Checking the lock on `lock` with the guard's `check` while COMMAND runs; the guard
     /// gives one only on a network file system (elsewhere a living holder cannot lose its
     /// lock, and nothing is checked).
-    pub fn guard(
+    pub fn guard<'g>(
         &self,
         lock: &std::path::Path,
-        check: Option<fsync::LossCheck>,
-    ) -> Option<LossGuard> {
+        check: Option<fsync::LossCheck<'g>>,
+    ) -> Option<LossGuard<'g>> {
         self.guard_telling(lock, check, false)
     }
 
     /// [`guard`](Self::guard), saying on stderr where `verbose` (`-v`) when the lease is a
     /// guess (no `--lease`, and a mount that does not show its server's timeout), and when a
     /// lease read from the mount changes while the command runs.
-    pub fn guard_telling(
+    pub fn guard_telling<'g>(
         &self,
         lock: &std::path::Path,
-        check: Option<fsync::LossCheck>,
+        check: Option<fsync::LossCheck<'g>>,
         verbose: bool,
-    ) -> Option<LossGuard> {
+    ) -> Option<LossGuard<'g>> {
         let check = check?;
         let default = check.default_lease();
         if verbose && self.lease.is_none() && default.source == fsync::doctor::LeaseSource::Guess {
@@ -223,7 +226,7 @@ impl LossArgs {
 /// Until the child exits (seen on a pidfd, so no exit is noticed late), look every
 /// `guard.every` at what the lease's thread found; on a loss say so and act. Returns whether the
 /// lock was lost and the command stopped for it.
-fn watch_lock(child: &Running, guard: LossGuard) -> bool {
+fn watch_lock(child: &Running, guard: LossGuard<'_>) -> bool {
     let Some(pidfd) = child.exit_watch() else {
         return false; // an old kernel: no checking, as on a local file system
     };

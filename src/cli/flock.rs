@@ -891,10 +891,6 @@ impl Request {
             argv,
             env: Vec::new(),
         };
-        let check = match held {
-            Held::Whole(g) => g.loss_check(),
-            _ => None,
-        };
         let loss = LossArgs {
             on_lost: OnLost::Term,
             lease: None,
@@ -904,7 +900,17 @@ impl Request {
             exit: Exit::code(EX_UNAVAILABLE),
             cause: spawn_cause(&e),
         };
-        match job.run_guarded_or(|_| {}, || loss.guard(path, check), failed) {
+        let mut held = held;
+        let ran = job.run_guarded_or(
+            &mut held,
+            |_, _| {},
+            |h| match *h {
+                Held::Whole(g) => loss.guard(path, g.loss_check()),
+                _ => None,
+            },
+            failed,
+        );
+        match ran {
             // flock dies of INT, TERM, HUP or QUIT sent to it (fsync forwarded it and waited
             // for the command), and reports a signal its command died of alone as 128+N.
             Ok(exit) => match fsync::wait::last_received() {

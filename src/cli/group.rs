@@ -283,9 +283,14 @@ fn join(a: JoinArgs) -> VerbResult {
     member.pass_down(!a.close)?;
     // COMMAND that cannot be started ends the membership as any other COMMAND does (the last
     // member still runs --last); its error is said after.
-    let check = member.loss_check();
-    let loss_guard = || a.loss.guard_telling(&a.group, check, a.wait.verbose);
-    let exit = job.run_guarded(|pid| member.set_child(Some(pid), job.display()), loss_guard);
+    let exit = job.run_guarded(
+        &mut member,
+        |m, pid| m.set_child(Some(pid), job.display()),
+        |m| {
+            a.loss
+                .guard_telling(&a.group, m.loss_check(), a.wait.verbose)
+        },
+    );
     let left = match leave(member, a.last.as_deref(), &a.group, &mut progress) {
         Ok(left) => left,
         // The lock was lost with the link to the file server, which leaving needs too: the

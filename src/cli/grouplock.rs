@@ -185,7 +185,7 @@ fn run_command(a: RunArgs) -> VerbResult {
     let outcome = lock
         .enter_with(&a.group, a.max, a.wait.timeout(), |_| progress.waiting())
         .map_err(|e| in_our_words(&lock, &a, e))?;
-    let guard = progress.settle(outcome, |g| match g.slot() {
+    let mut guard = progress.settle(outcome, |g| match g.slot() {
         Some(slot) => format!("entered {what} (slot {slot})"),
         None => format!("entered {what}"),
     })?;
@@ -194,9 +194,14 @@ fn run_command(a: RunArgs) -> VerbResult {
     if let Some(slot) = guard.slot() {
         env.push(("FSYNC_SLOT".to_string(), slot.to_string()));
     }
-    let check = guard.loss_check();
-    let loss_guard = || a.loss.guard_telling(&a.lock, check, a.wait.verbose);
-    let exit = a.command.job(env).run_guarded(|_| {}, loss_guard)?;
+    let exit = a.command.job(env).run_guarded(
+        &mut guard,
+        |_, _| {},
+        |g| {
+            a.loss
+                .guard_telling(&a.lock, g.loss_check(), a.wait.verbose)
+        },
+    )?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
         super::warn(e.into());

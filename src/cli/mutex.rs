@@ -449,15 +449,17 @@ fn run_command(mut a: RunArgs) -> VerbResult {
         ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
         (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
     ];
-    let check = guard.loss_check();
-    let loss_guard = || a.loss.guard_telling(&a.lock, check, a.wait.verbose);
     let exit = job.run_guarded(
-        |pid| {
-            if !guard.is_nested() {
-                guard.set_child(Some(pid), job.display());
+        &mut guard,
+        |g, pid| {
+            if !g.is_nested() {
+                g.set_child(Some(pid), job.display());
             }
         },
-        loss_guard,
+        |g| {
+            a.loss
+                .guard_telling(&a.lock, g.loss_check(), a.wait.verbose)
+        },
     )?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
@@ -565,11 +567,16 @@ fn run_shared(a: &RunArgs) -> VerbResult {
         .holder(|| holder_of(&a.lock))
         .note(mode_note(&a.lock, a.wait.poll));
     let outcome = mutex.acquire_shared_with(a.wait.timeout(), |_| progress.waiting())?;
-    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
+    let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     guard.pass_down(!a.close)?;
-    let check = guard.loss_check();
-    let loss_guard = || a.loss.guard_telling(&a.lock, check, a.wait.verbose);
-    let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
+    let exit = a.command.job(Vec::new()).run_guarded(
+        &mut guard,
+        |_, _| {},
+        |g| {
+            a.loss
+                .guard_telling(&a.lock, g.loss_check(), a.wait.verbose)
+        },
+    )?;
     drop(guard);
     Ok(exit)
 }

@@ -163,10 +163,12 @@ fn run_command(a: RunArgs) -> VerbResult {
     let job = a
         .command
         .job(vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())]);
-    let check = guard.loss_check();
-    let loss_guard = || a.loss.guard_telling(&a.sem, check, a.wait.verbose);
     guard.set_child(None, job.display());
-    let exit = job.run_guarded(|pid| guard.set_child(Some(pid), job.display()), loss_guard)?;
+    let exit = job.run_guarded(
+        &mut guard,
+        |g, pid| g.set_child(Some(pid), job.display()),
+        |g| a.loss.guard_telling(&a.sem, g.loss_check(), a.wait.verbose),
+    )?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
         super::warn(e.into());

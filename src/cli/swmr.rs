@@ -156,13 +156,18 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
     };
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| holders_text(&a.lock, mode));
     let outcome = lock.acquire(mode, a.wait.timeout(), |_| progress.waiting())?;
-    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
+    let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
     // even if we die.
     guard.pass_down(!a.close)?;
-    let check = guard.loss_check();
-    let loss_guard = || a.loss.guard_telling(&a.lock, check, a.wait.verbose);
-    let exit = a.command.job(Vec::new()).run_guarded(|_| {}, loss_guard)?;
+    let exit = a.command.job(Vec::new()).run_guarded(
+        &mut guard,
+        |_, _| {},
+        |g| {
+            a.loss
+                .guard_telling(&a.lock, g.loss_check(), a.wait.verbose)
+        },
+    )?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
         super::warn(e.into());

@@ -203,10 +203,10 @@ pub fn ofd_unlock(fd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
 /// works, and a non-blocking re-lock of our own open file description succeeds (a no-op while we
 /// hold it; it fails once another holder has it, and a file server that dropped our locks
 /// answers EBADFD, EIO or ESTALE). For lock-loss detection on network file systems.
-pub fn still_held(fd: std::os::fd::RawFd, mode: Mode) -> bool {
-    // A closed descriptor fails the fstat (EBADF), which flock would not tell from a lock it
-    // could not take.
-    nix::sys::stat::fstat(fd).is_ok() && matches!(flock(&fd, mode, false), Ok(true))
+pub fn still_held(fd: std::os::fd::BorrowedFd<'_>, mode: Mode) -> bool {
+    // A descriptor that stopped working fails the fstat (EBADF, EIO), which flock would not
+    // tell from a lock it could not take.
+    nix::sys::stat::fstat(fd.as_raw_fd()).is_ok() && matches!(flock(&fd, mode, false), Ok(true))
 }
 
 #[cfg(test)]
