@@ -62,7 +62,20 @@ pub struct Running {
 ///
 /// If `argv` is empty.
 pub fn spawn(argv: &[impl AsRef<OsStr>]) -> Result<Running, SpawnError> {
-    let child = process::spawn(argv)?;
+    spawn_with(argv, &[] as &[(&str, &str)])
+}
+
+/// [`spawn`], with the variables `env` set in the command's environment (this process's own
+/// is left as it is).
+///
+/// # Panics
+///
+/// If `argv` is empty.
+pub fn spawn_with(
+    argv: &[impl AsRef<OsStr>],
+    env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
+) -> Result<Running, SpawnError> {
+    let child = process::spawn(argv, env)?;
     let pid = child.id();
     if let Some(sig) = signal::set_child(Some(pid as i32)) {
         process::kill(pid, sig);

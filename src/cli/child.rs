@@ -82,13 +82,7 @@ impl Job<'_> {
     }
 
     fn spawn(&self) -> Result<Running, SpawnError> {
-        // Into our own environment, which the child inherits as it is: `Command::envs` would
-        // copy the whole environment into a map and back (a tenth of a short run's
-        // instructions). This process is single-threaded here and only waits from now on.
-        for (k, v) in &self.env {
-            std::env::set_var(k, v);
-        }
-        command::spawn(self.argv)
+        command::spawn_with(self.argv, &self.env)
     }
 
     /// The shell's words and status (127, 126) for a command that could not be started.

@@ -33,14 +33,24 @@ pub enum SpawnError {
 }
 
 /// Start `argv` (`argv[0]` the program, looked up on `PATH` as the shell does), with the
-/// environment the process has now.
-pub fn spawn(argv: &[impl AsRef<OsStr>]) -> Result<Child, SpawnError> {
+/// environment the process has now and the variables `env` set in it (the process's own
+/// environment is not changed: another thread may be reading it).
+pub fn spawn(
+    argv: &[impl AsRef<OsStr>],
+    env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
+) -> Result<Child, SpawnError> {
     let program = argv[0].as_ref();
     let path = resolve(program)?;
     let args = argv[1..].iter().map(AsRef::as_ref);
-    let spawned = match Command::new(&path).arg0(program).args(args.clone()).spawn() {
+    let env = env.iter().map(|(k, v)| (k.as_ref(), v.as_ref()));
+    let first = Command::new(&path)
+        .arg0(program)
+        .args(args.clone())
+        .envs(env.clone())
+        .spawn();
+    let spawned = match first {
         Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => {
-            Command::new("/bin/sh").arg(&path).args(args).spawn()
+            Command::new("/bin/sh").arg(&path).args(args).envs(env).spawn()
         }
         other => other,
     };
