@@ -126,7 +126,7 @@ use crate::{
         procinfo,
     },
     probe,
-    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
+    wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 
 /// The owner file of a held participant, in its directory.
@@ -822,7 +822,7 @@ fn create_owner(dir: &Dir, holder: &Holder) -> Result<File> {
     let shown = dir.join(OWNER_NEW);
     match dir.unlink_any(OWNER_NEW) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            return Err(Error::io(&shown, "cannot remove", e))
+            return Err(Error::io(&shown, "cannot remove", e));
         }
         _ => {}
     }

@@ -459,8 +459,7 @@ pub const LEASES: &[LeaseDefault] = &[
     LeaseDefault {
         name: "CephFS",
         mount_types: &["fuse.ceph-fuse", "ceph"],
-        server_timeout:
-            "the MDS's session_timeout and session_autoclose, 30 s at the least (60 s and \
+        server_timeout: "the MDS's session_timeout and session_autoclose, 30 s at the least (60 s and \
                          300 s by default)",
         lease: Duration::from_secs(14),
     },

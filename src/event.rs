@@ -38,7 +38,7 @@ use nix::libc;
 use crate::{
     error::{Error, ErrorKind, Result},
     platform::{fs as pfs, notify::DirWatch},
-    wait::{self, Deadline, Outcome, DEFAULT_POLL},
+    wait::{self, DEFAULT_POLL, Deadline, Outcome},
 };
 
 /// A file-system event at a path: set while the file exists. [`signal`](Event::signal) sets
@@ -232,7 +232,7 @@ impl Event {
     fn consume(&self) -> Result<bool> {
         match std::fs::symlink_metadata(&self.path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return pfs::check_parent(&self.path).map(|()| false)
+                return pfs::check_parent(&self.path).map(|()| false);
             }
             Err(e) => return Err(pfs::explain_open_error(&self.path, "cannot reset event", e)),
             Ok(meta) => removable(&self.path, &meta)?,
@@ -266,10 +266,10 @@ fn removable(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
     if meta.len() > 0 {
         return refuse("holds data, so it is not an event file; not removing it".into());
     }
-    if let Ok(dir) = std::fs::metadata(pfs::parent_dir(path)) {
-        if !crate::platform::dir::sticky_allows(dir.mode(), dir.uid(), meta.uid()) {
-            return Err(crate::platform::dir::sticky_refusal(path, meta.uid()));
-        }
+    if let Ok(dir) = std::fs::metadata(pfs::parent_dir(path))
+        && !crate::platform::dir::sticky_allows(dir.mode(), dir.uid(), meta.uid())
+    {
+        return Err(crate::platform::dir::sticky_refusal(path, meta.uid()));
     }
     Ok(())
 }

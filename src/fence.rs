@@ -31,7 +31,7 @@ use std::{
 use crate::{
     holder::MAX_FENCE,
     platform::{
-        dir::{trusted_owner, Dir},
+        dir::{Dir, trusted_owner},
         lock,
     },
     wait,

@@ -141,7 +141,7 @@ use crate::{
         procinfo,
     },
     probe,
-    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
+    wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 
 /// A group of processes at a directory path. Members join and leave (or die: a dead member has
@@ -656,13 +656,13 @@ fn presence(
         // gate before it registers, and unregisters before it lets the gate go or, leaving
         // with a clean-up, once the clean-up is over): a few probes instead of the kernel's
         // lock table, which costs ~3 ms per pass with 1000 members.
-        if let Some(members) = top.sub("members", false)? {
-            if let Some((name, file)) = held_registration(&members, own) {
-                return Ok(match is_cleanup(&file) {
-                    true => Presence::CleanupEnding(name, file),
-                    false => Presence::In,
-                });
-            }
+        if let Some(members) = top.sub("members", false)?
+            && let Some((name, file)) = held_registration(&members, own)
+        {
+            return Ok(match is_cleanup(&file) {
+                true => Presence::CleanupEnding(name, file),
+                false => Presence::In,
+            });
         }
         if let Some(listed) = probe::listed(&p.gate, gate, probe::Kinds::Flock)? {
             return Ok(match listed.locks.iter().any(|l| !l.exclusive) {
@@ -857,7 +857,7 @@ fn open_existing_gate(top: &Dir) -> Result<Option<File>> {
 mod observe;
 
 pub use observe::{
-    is_empty, members, wait_empty, wait_empty_reporting, wait_for_state, watch, Change, Watch,
+    Change, Watch, is_empty, members, wait_empty, wait_empty_reporting, wait_for_state, watch,
 };
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ use crate::{
     probe,
     sem::{Semaphore, SlotGuard},
     teardown::{self, Held, Pass, Took},
-    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
+    wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 
 /// A valid group name (1 to 200 letters, digits, `_` and `-`: ASCII, no dot, so that
@@ -353,11 +353,11 @@ impl GroupLock {
         let own_name = format!("group.{group}");
         // Another cap fails at once while members of the group are inside (and for certain
         // below, under the turnstile).
-        if let (Some(m), Some(c)) = (max, cap_in(top, group)?) {
-            if m != c && teardown::inside_besides(top, &turnstile, std::slice::from_ref(&own_name))
-            {
-                return Err(self.conflict(group, c, m));
-            }
+        if let (Some(m), Some(c)) = (max, cap_in(top, group)?)
+            && m != c
+            && teardown::inside_besides(top, &turnstile, std::slice::from_ref(&own_name))
+        {
+            return Err(self.conflict(group, c, m));
         }
         let network = pfs::fs_kind(&turnstile).network;
         let spec = Wait::for_lock(deadline, network, self.poll);
@@ -461,7 +461,7 @@ fn delete_pass(top: &Dir) -> Result<Pass> {
                     true => Pass::Done(Released::KeptInUse),
                     false => Pass::Busy(turnstile),
                 },
-            )
+            );
         }
     }
     for name in &group_files {
@@ -595,10 +595,11 @@ mod tests {
         let lock = GroupLock::new(dir.path().join("g"));
         let a = lock.enter("x", Some(2), None).unwrap().unwrap();
         let b = lock.enter("x", Some(2), None).unwrap().unwrap();
-        assert!(lock
-            .enter("x", Some(2), Some(Duration::ZERO))
-            .unwrap()
-            .is_none());
+        assert!(
+            lock.enter("x", Some(2), Some(Duration::ZERO))
+                .unwrap()
+                .is_none()
+        );
         assert_ne!(a.slot(), b.slot());
         let st = status(&dir.path().join("g")).unwrap();
         assert_eq!(st.inside, vec![("x".to_string(), Some(2))]);
@@ -611,10 +612,11 @@ mod tests {
         let uncapped = lock.enter("y", None, None).unwrap().unwrap();
         assert_eq!(uncapped.slot(), None, "no cap in force yet");
         // The first cap waits for the members inside without one.
-        assert!(lock
-            .enter("y", Some(1), Some(Duration::ZERO))
-            .unwrap()
-            .is_none());
+        assert!(
+            lock.enter("y", Some(1), Some(Duration::ZERO))
+                .unwrap()
+                .is_none()
+        );
         drop(uncapped);
         let a = lock.enter("y", Some(1), None).unwrap().unwrap();
         assert_eq!(a.slot(), Some(0));

@@ -20,8 +20,9 @@ use std::{
     marker::PhantomData,
     os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
     sync::{
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
-        mpsc, Arc, Mutex,
+        mpsc,
     },
     time::{Duration, Instant},
 };

@@ -442,10 +442,10 @@ impl Registration {
 
     /// Replace the content (the owner is the only writer).
     pub(crate) fn rewrite(&self, content: &[u8]) {
-        if let Some(file) = &self.file {
-            if file.write_all_at(content, 0).is_ok() {
-                let _ = file.set_len(content.len() as u64);
-            }
+        if let Some(file) = &self.file
+            && file.write_all_at(content, 0).is_ok()
+        {
+            let _ = file.set_len(content.len() as u64);
         }
     }
 
@@ -596,10 +596,12 @@ pub(crate) fn read_believed(file: &File) -> Option<Record> {
     if !crate::platform::dir::trusted_owner(meta.uid()) {
         let local = crate::platform::procinfo::hostname();
         let owner_runs = |pid: u32| crate::platform::procinfo::pid_uid(pid) == Some(meta.uid());
-        if let Some(h) = &rec.holder {
-            if h.host == local && !owner_runs(h.pid) && !h.child.is_some_and(owner_runs) {
-                rec.holder = None;
-            }
+        if let Some(h) = &rec.holder
+            && h.host == local
+            && !owner_runs(h.pid)
+            && !h.child.is_some_and(owner_runs)
+        {
+            rec.holder = None;
         }
     }
     Some(rec)

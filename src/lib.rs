@@ -97,6 +97,8 @@ holder can lose its lock (a partition, an expired lease): guards offer a [`LossC
 [`doctor::examine`] tries what a directory's file system can do.
 */
 #![deny(missing_docs)]
+// Unsafe code lives in the platform layer only, and the compiler holds us to it.
+#![deny(unsafe_code)]
 
 pub mod bus;
 pub mod command;
@@ -110,6 +112,7 @@ mod guard;
 pub mod holder;
 pub mod msg;
 pub mod mutex;
+#[allow(unsafe_code)] // the one layer that talks to the operating system directly
 pub(crate) mod platform;
 mod probe;
 pub mod range;

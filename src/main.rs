@@ -9,11 +9,15 @@
 //! [`fill_closed_standard_fds`]), SIGPIPE ignored (a closed pipe is an error we report, see
 //! `Failure::BrokenPipe`), and `exit` flushes standard output.
 #![cfg_attr(all(not(test), target_os = "linux", target_env = "gnu"), no_main)]
+#![deny(unsafe_code)]
 
 mod cli;
 
 #[cfg(all(not(test), target_os = "linux", target_env = "gnu"))]
-#[no_mangle]
+// The C entry point must have the unmangled name `main`, an attribute the compiler counts as
+// unsafe code (the linker takes the first symbol of a name): the command's only such code.
+#[allow(unsafe_code)]
+#[unsafe(no_mangle)]
 pub extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
@@ -47,7 +51,7 @@ fn run() -> ! {
 /// commands we run still find them closed.
 fn fill_closed_standard_fds() {
     use nix::{
-        fcntl::{fcntl, open, FcntlArg, OFlag},
+        fcntl::{FcntlArg, OFlag, fcntl, open},
         sys::stat::Mode,
     };
     for (fd, access) in [
@@ -59,11 +63,11 @@ fn fill_closed_standard_fds() {
             continue;
         }
         // The lowest free descriptor: `fd` itself, since those below it are open.
-        if let Ok(null) = open("/dev/null", access | OFlag::O_CLOEXEC, Mode::empty()) {
-            if null != fd {
-                let _ = nix::unistd::dup3(null, fd, OFlag::O_CLOEXEC);
-                let _ = nix::unistd::close(null);
-            }
+        if let Ok(null) = open("/dev/null", access | OFlag::O_CLOEXEC, Mode::empty())
+            && null != fd
+        {
+            let _ = nix::unistd::dup3(null, fd, OFlag::O_CLOEXEC);
+            let _ = nix::unistd::close(null);
         }
     }
 }

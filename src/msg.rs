@@ -75,7 +75,7 @@ use crate::{
         notify::DirWatch,
         procinfo,
     },
-    wait::{self, Deadline, Outcome, Wait, DEFAULT_POLL},
+    wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 
 /// A mailbox directory: a queue of messages (arbitrary bytes) that any number of processes
@@ -649,7 +649,7 @@ fn with_seq(
                 ErrorKind::Corrupt,
                 "does not hold a sequence number fsync wrote; not posting (a wrong one would \
                  reorder the queue)",
-            ))
+            ));
         }
     };
     let next = last + 1;

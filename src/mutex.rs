@@ -623,7 +623,7 @@ impl Mutex {
             }
             match e.fd {
                 Some(fd) if fd_holds(fd, e.dev, e.ino) => {
-                    return Ok(Ancestor::PassedDown(Box::new(MutexGuard::nested(self, fd))))
+                    return Ok(Ancestor::PassedDown(Box::new(MutexGuard::nested(self, fd))));
                 }
                 // Not passed down (--close), or the descriptor was closed on the way down:
                 // waiting could be waiting for ourselves.
@@ -721,10 +721,10 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
 /// component), and by the path only if that says no (the directory may have been replaced: a
 /// group removed and made again).
 pub(crate) fn names(path: &Path, dir: Option<(&Dir, &str)>, held: (u64, u64)) -> Result<bool> {
-    if let Some((dir, name)) = dir {
-        if dir.identity_following(name).is_ok_and(|id| id == held) {
-            return Ok(true);
-        }
+    if let Some((dir, name)) = dir
+        && dir.identity_following(name).is_ok_and(|id| id == held)
+    {
+        return Ok(true);
     }
     match pfs::identity_at(None, path) {
         Ok(now) => Ok(now == held),
@@ -1653,8 +1653,8 @@ mod tests {
     #[test]
     fn acquire_when_sleeps_until_a_holder_makes_the_condition_true() {
         use std::sync::{
-            atomic::{AtomicUsize, Ordering::SeqCst},
             Arc,
+            atomic::{AtomicUsize, Ordering::SeqCst},
         };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("l");

@@ -48,7 +48,7 @@ use crate::{
         lock::{self, Mode},
         procinfo,
     },
-    wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
+    wait::{self, DEFAULT_POLL, Deadline, Failed, Outcome, Wait},
 };
 
 /// `LEN` bytes from `START`; `LEN` 0 reaches to the end of all offsets. Displayed, and parsed,
@@ -225,7 +225,7 @@ impl RangeLock {
                     return Err(e.into());
                 }
                 Err(e) => {
-                    return Err(Error::io(&self.path, &format!("cannot lock bytes {r}"), e).into())
+                    return Err(Error::io(&self.path, &format!("cannot lock bytes {r}"), e).into());
                 }
             }
             // Deleted (or replaced) while we waited: the lock we got is on a file nobody else

@@ -94,7 +94,7 @@ use crate::{
     },
     probe,
     teardown::{self, Held, Pass, Took},
-    wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
+    wait::{self, DEFAULT_POLL, Deadline, Failed, Outcome, Wait},
 };
 
 pub use crate::teardown::Released;
@@ -255,10 +255,11 @@ impl Semaphore {
         let queue = top.open_or_create("queue")?;
         // Another count fails at once while someone holds a slot (and for certain below,
         // under the queue).
-        if let Some(recorded) = slots_in(top)? {
-            if recorded != self.slots && teardown::inside_besides(top, &queue, &slot_files(top)?) {
-                return Err(self.in_use(recorded));
-            }
+        if let Some(recorded) = slots_in(top)?
+            && recorded != self.slots
+            && teardown::inside_besides(top, &queue, &slot_files(top)?)
+        {
+            return Err(self.in_use(recorded));
         }
         let network = pfs::fs_kind(&queue).network;
         let spec = Wait::for_lock(deadline, network, self.poll);
@@ -285,7 +286,7 @@ impl Semaphore {
                     Some(Ok(true)) => return Ok(Some(i)),
                     Some(Ok(false)) | None => {}
                     Some(Err(e)) => {
-                        return Err(Error::io(&self.dir.join(slot_name(i)), "cannot lock", e))
+                        return Err(Error::io(&self.dir.join(slot_name(i)), "cannot lock", e));
                     }
                 }
             }
@@ -481,7 +482,7 @@ fn delete_pass(top: &Dir) -> Result<Pass> {
                     true => Pass::Done(Released::KeptInUse),
                     false => Pass::Busy(queue),
                 },
-            )
+            );
         }
     }
     if let Some(pass) = hold_slots(top, &mut held)? {

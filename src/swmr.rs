@@ -98,7 +98,7 @@ use nix::sys::stat::{FileStat, SFlag};
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::{record_path, Holder},
+    holder::{Holder, record_path},
     platform::{
         dir::{self, Dir},
         fs::{self as pfs, Access},
@@ -107,7 +107,7 @@ use crate::{
     },
     probe,
     range::{ByteRange, RangeLock},
-    wait::{self, Deadline, Failed, Outcome, Wait, DEFAULT_POLL},
+    wait::{self, DEFAULT_POLL, Deadline, Failed, Outcome, Wait},
 };
 
 /// How long a deletion attempt waits for a busy turnstile or `.writers` (d5) before it leaves
@@ -727,15 +727,14 @@ pub fn status(path: &Path) -> Result<SwmrStatus> {
         .read(true)
         .write(true)
         .open(path)
+        && !held(&rw, Mode::Exclusive)?
     {
-        if !held(&rw, Mode::Exclusive)? {
-            return Ok(SwmrStatus {
-                readers: Some(0),
-                writer: false,
-                writer_holder: None,
-                waiting_writers: None,
-            });
-        }
+        return Ok(SwmrStatus {
+            readers: Some(0),
+            writer: false,
+            writer_holder: None,
+            waiting_writers: None,
+        });
     }
     let writer = held(&file, Mode::Shared)?;
     Ok(SwmrStatus {

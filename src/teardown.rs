@@ -146,14 +146,14 @@ impl Held {
 /// Open the existing entry `name` of `dir` for a lock (read-write where a network file system
 /// needs it and we may); `None` if it does not exist. A link there is an error naming it.
 pub(crate) fn open_entry(dir: &Dir, name: &str) -> Result<Option<File>> {
-    if let Ok(st) = dir.stat(name) {
-        if st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFLNK.bits() {
-            return Err(Error::new(
-                &dir.join(name),
-                ErrorKind::NotFound,
-                "is a symbolic link; delete on release removes only regular files, not removing it",
-            ));
-        }
+    if let Ok(st) = dir.stat(name)
+        && st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFLNK.bits()
+    {
+        return Err(Error::new(
+            &dir.join(name),
+            ErrorKind::NotFound,
+            "is a symbolic link; delete on release removes only regular files, not removing it",
+        ));
     }
     let network = pfs::fs_kind_of_path(&dir.pinned()).network;
     match dir.open(name, network) {

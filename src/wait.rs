@@ -104,8 +104,8 @@ use std::{
 
 use crate::platform::signal::WakeTimer;
 pub use crate::platform::signal::{
-    cancelled, die_of, ignore_sigpipe, install_cancel_handlers, last_received, set_wake_signal,
-    wake_signal, CANCEL_SIGNALS,
+    CANCEL_SIGNALS, cancelled, die_of, ignore_sigpipe, install_cancel_handlers, last_received,
+    set_wake_signal, wake_signal,
 };
 
 use crate::{
@@ -410,10 +410,10 @@ pub(crate) fn wait_for<T, E: AttemptError>(
         // and each would interrupt the check's calls (on a network file system, requests to
         // the server, which an interrupt slows down or makes fail).
         timer.arm(None)?;
-        if cancelled().is_none() {
-            if let Some(v) = attempt(false)? {
-                return Ok(Outcome::Acquired(v));
-            }
+        if cancelled().is_none()
+            && let Some(v) = attempt(false)?
+        {
+            return Ok(Outcome::Acquired(v));
         }
     }
 }
@@ -510,11 +510,11 @@ impl Locker {
     /// it died, which our description would otherwise hold. (Nothing where no child waited:
     /// `file` may hold a lock of its own.)
     pub(crate) fn settle<T, E>(&mut self, got: &Result<Outcome<T>, E>, file: &impl AsRawFd) {
-        if !matches!(got, Ok(Outcome::Acquired(_))) {
-            if let Some((child, request)) = self.child.take() {
-                drop(child); // killed, and gone (or left to be reaped) before the undo
-                let _ = request.undo(file);
-            }
+        if !matches!(got, Ok(Outcome::Acquired(_)))
+            && let Some((child, request)) = self.child.take()
+        {
+            drop(child); // killed, and gone (or left to be reaped) before the undo
+            let _ = request.undo(file);
         }
     }
 }
@@ -666,7 +666,7 @@ mod tests {
             }
         });
         rx.recv().unwrap(); // it waits
-                            // Let go by closing: the child, forked while `probe` was open, kept no copy of it.
+        // Let go by closing: the child, forked while `probe` was open, kept no copy of it.
         drop(probe);
         let (got, ours) = waiter.join().unwrap();
         assert_eq!(got, Outcome::Acquired(()));

@@ -11,7 +11,7 @@ use std::{collections::BTreeSet, time::Duration};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{dead, eventually, fsync_bin, json_of, Cmd, Daemon, Holder, TestDir};
+use crate::harness::{Cmd, Daemon, Holder, TestDir, dead, eventually, fsync_bin, json_of};
 
 #[track_caller]
 fn connect(t: &TestDir, name: &str) {

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use nix::sys::signal::Signal;
 
-use crate::harness::{eventually, is_root, require, Cmd, Holder, TestDir};
+use crate::harness::{Cmd, Holder, TestDir, eventually, is_root, require};
 
 /// Start `CMD` (an `fsync mutex run -v ... --when ...`) and return once it says it is waiting:
 /// it has evaluated its condition, found it false and released the lock.

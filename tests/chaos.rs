@@ -25,19 +25,19 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::{
-        atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     thread,
     time::{Duration, Instant},
 };
 
 use nix::{
-    sys::signal::{kill, killpg, Signal},
+    sys::signal::{Signal, kill, killpg},
     unistd::Pid,
 };
 
-use crate::harness::{fsync_bin, TestDir};
+use crate::harness::{TestDir, fsync_bin};
 
 fn scale() -> usize {
     std::env::var("FSYNC_CHAOS")

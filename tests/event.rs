@@ -8,7 +8,7 @@
 
 use nix::sys::signal::Signal;
 
-use crate::harness::{eventually, fsync_bin, is_root, json_of, require, Cmd, Holder, TestDir};
+use crate::harness::{Cmd, Holder, TestDir, eventually, fsync_bin, is_root, json_of, require};
 
 /// Start `fsync event wait -v ARGS... EVENT` and return once it says it is waiting.
 #[track_caller]

@@ -4,7 +4,7 @@
 //! retried (EINTR). After every row: no lock is left held, no partial message is visible, no
 //! earlier message is lost. The matrix below is the record of what was checked.
 
-use crate::harness::{require, TestDir};
+use crate::harness::{TestDir, require};
 
 /// (verb, strace filter, expected exit status)
 const MATRIX: &[(&str, &str, i32)] = &[

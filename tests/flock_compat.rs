@@ -15,7 +15,7 @@ use std::{
 
 use nix::sys::signal::Signal;
 
-use crate::harness::{eventually, flocks_on, fsync_bin, is_root, require, TestDir, HOLD};
+use crate::harness::{HOLD, TestDir, eventually, flocks_on, fsync_bin, is_root, require};
 
 /// The signals the cancellation handlers take over when they are not ignored.
 const HANDLED: [(Signal, &str); 4] = [

@@ -12,7 +12,7 @@ the end.
 
 use std::{os::unix::fs::symlink, path::Path};
 
-use crate::harness::{fsync_bin, require, TestDir};
+use crate::harness::{TestDir, fsync_bin, require};
 
 /// Run before every case: `hold ARGS...` holds a lock with the installed flock until
 /// `release`; `elapsed_ms` since `start_clock`.

@@ -16,7 +16,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use crate::harness::{
-    dead, eventually, fsync_bin, is_root, json_of, require, Cmd, Daemon, Holder, Rng, TestDir,
+    Cmd, Daemon, Holder, Rng, TestDir, dead, eventually, fsync_bin, is_root, json_of, require,
 };
 
 /// A member's command: says `acquired`, then its own pid and `FSYNC_GROUP_FIRST`, and stays

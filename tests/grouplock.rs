@@ -9,9 +9,9 @@ inside the lock, so overlaps in the log are real. Waits end on what the processe
 
 use std::collections::HashMap;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use crate::harness::{eventually, json_of, racing_rounds, Cmd, Holder, TestDir, HOLD};
+use crate::harness::{Cmd, HOLD, Holder, TestDir, eventually, json_of, racing_rounds};
 
 /// `fsync grouplock run [extra...] LOCK --group GROUP -- sh -c SCRIPT`.
 fn member(t: &TestDir, group: &str, extra: &[&str], script: &str) -> Cmd {
@@ -563,7 +563,7 @@ fn delete_removes_the_lock_after_the_last_member_only() {
 /// through the descriptor it inherited.
 #[test]
 fn delete_keeps_a_lock_a_process_left_by_the_command_still_holds() {
-    use crate::harness::{dead, eventually, Daemon};
+    use crate::harness::{Daemon, dead, eventually};
     let t = TestDir::new();
     let out = member(
         &t,

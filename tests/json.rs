@@ -24,7 +24,7 @@ use std::{
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{eventually, flocks_on, json_of, Holder, TestDir, HOLD};
+use crate::harness::{HOLD, Holder, TestDir, eventually, flocks_on, json_of};
 
 /// The outputs documented in docs/json.md: the name of its schema and the command that prints
 /// it (with `--json`).
@@ -122,7 +122,7 @@ fn parse_doc(text: &str) -> Result<Doc, String> {
             ["schema", ..] | ["json", ..] => {
                 return Err(format!(
                     "line {n}: a block `{info}` (want `schema` or `json NAME`)"
-                ))
+                ));
             }
             _ => {}
         }
@@ -292,7 +292,7 @@ impl Doc {
                     return Err(format!(
                         "{at}.{}: documented in `{name}` but missing from the output",
                         f.name
-                    ))
+                    ));
                 }
                 Some(v) => self.check_type(&f.ty, v, &format!("{at}.{}", f.name))?,
             }

@@ -17,7 +17,7 @@ use std::{
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{eventually, fsync_bin, json_of, Cmd, TestDir};
+use crate::harness::{Cmd, TestDir, eventually, fsync_bin, json_of};
 
 #[track_caller]
 fn post(t: &TestDir, mailbox: &str, data: &str) {

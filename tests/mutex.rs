@@ -9,14 +9,14 @@ work a command does, and the one timing assertion (timeout accuracy) has generou
 
 use std::{
     fs,
-    os::unix::fs::{symlink, MetadataExt, PermissionsExt},
+    os::unix::fs::{MetadataExt, PermissionsExt, symlink},
     time::{Duration, SystemTime},
 };
 
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{dead, eventually, fsync_bin, is_root, require, Cmd, Daemon, TestDir, HOLD};
+use crate::harness::{Cmd, Daemon, HOLD, TestDir, dead, eventually, fsync_bin, is_root, require};
 
 /// Seed 002's read-increment-write of a counter file, with no lock of its own.
 fn increment(file: &str) -> String {
@@ -709,10 +709,12 @@ fn symlinked_lock_path_leaves_its_target_untouched() {
         "the target's mtime changed"
     );
     assert_eq!((after.ino(), after.mode()), (before.ino(), before.mode()));
-    assert!(fs::symlink_metadata(t.join("link"))
-        .unwrap()
-        .file_type()
-        .is_symlink());
+    assert!(
+        fs::symlink_metadata(t.join("link"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
 }
 
 #[test]

@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use crate::harness::{fsync_bin, json_of, Holder, TestDir};
+use crate::harness::{Holder, TestDir, fsync_bin, json_of};
 
 /// The two views of one fresh directory on the bed, or `None` (skip) without the bed.
 fn bed(name: &str) -> (PathBuf, PathBuf, TestDir) {

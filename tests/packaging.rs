@@ -5,7 +5,7 @@
 
 use std::{fs, os::unix::fs::symlink, path::Path};
 
-use crate::harness::{require, TestDir};
+use crate::harness::{TestDir, require};
 
 fn checked_in(path: &str) -> String {
     let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);

@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 
 use serde_json::Value;
 
-use crate::harness::{flocks_on, require, Holder, TestDir, HOLD};
+use crate::harness::{HOLD, Holder, TestDir, flocks_on, require};
 
 /// `fsync VERB... [--range RANGE] LOCK -- sh -c HOLD`, once it holds the range.
 #[track_caller]

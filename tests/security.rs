@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use crate::harness::{fsync_bin, is_root, json_of, require, Cmd, Output, TestDir, HOLD};
+use crate::harness::{Cmd, HOLD, Output, TestDir, fsync_bin, is_root, json_of, require};
 
 #[test]
 fn another_users_symlinks_in_a_sticky_directory_are_not_followed_to_write() {

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{json_of, racing_rounds, Holder, TestDir, HOLD};
+use crate::harness::{HOLD, Holder, TestDir, json_of, racing_rounds};
 
 /// What a command under a slot appends to `log`: its slot and pid on entry and on exit.
 const MARKED: &str =
@@ -436,7 +436,7 @@ fn assert_full_after_one_more(t: &TestDir) {
 /// the descriptor it inherited: removing it would let a new SEM hold a slot beside it.
 #[test]
 fn delete_keeps_a_slot_a_process_left_by_the_command_still_holds() {
-    use crate::harness::{dead, eventually, Daemon};
+    use crate::harness::{Daemon, dead, eventually};
     let t = TestDir::new();
     let out = t
         .fsync(["sem", "run", "--delete", "-v", "S", "--slots", "1", "--"])

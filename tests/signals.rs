@@ -27,7 +27,7 @@ use std::{
 
 use nix::{libc, sys::signal::Signal, unistd::Pid};
 
-use crate::harness::{eventually, flocks_on, fsync_bin, json_of, require, Holder, TestDir, HOLD};
+use crate::harness::{HOLD, Holder, TestDir, eventually, flocks_on, fsync_bin, json_of, require};
 
 /// The signals that cancel a wait.
 const SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];

@@ -20,7 +20,7 @@ use std::{
 use serde_json::Value;
 
 use crate::harness::{
-    eventually, flocks_on, is_root, json_of, require, Cmd, Daemon, Holder, TestDir, HOLD,
+    Cmd, Daemon, HOLD, Holder, TestDir, eventually, flocks_on, is_root, json_of, require,
 };
 
 /// `fsync swmr read|write [OPTIONS] L -- sh -c HOLD`, in a process group of its own.
@@ -670,12 +670,13 @@ fn swmr_delete_never_removes_a_link_or_another_users_file() {
         .code(0)
         .error_naming("M")
         .stderr_has("is a symbolic link");
-    assert!(t
-        .join("M")
-        .symlink_metadata()
-        .unwrap()
-        .file_type()
-        .is_symlink());
+    assert!(
+        t.join("M")
+            .symlink_metadata()
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
     assert_eq!(t.read("target"), "precious");
 
     if !is_root() {

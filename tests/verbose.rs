@@ -13,7 +13,7 @@ use std::os::unix::process::ExitStatusExt;
 
 use nix::sys::signal::Signal;
 
-use crate::harness::{require, Cmd, Holder, Output, TestDir, HOLD};
+use crate::harness::{Cmd, HOLD, Holder, Output, TestDir, require};
 
 /// The seconds of `after 1.23s` in a `-v` line.
 #[track_caller]

@@ -12,7 +12,7 @@ use std::{ffi::OsString, time::Duration};
 
 use clap::Args;
 
-use super::{child::Job, Exit};
+use super::{Exit, child::Job};
 
 // The options every verb that waits shares.
 #[derive(Debug, Clone, Args)]
@@ -181,9 +181,11 @@ mod tests {
         assert!(parse_duration("nan").unwrap_err().contains("not a number"));
         assert!(parse_duration("soon").is_err());
         assert!(parse_poll("0").is_err());
-        assert!(parse_lease("0")
-            .unwrap_err()
-            .contains("must be at least 1s"));
+        assert!(
+            parse_lease("0")
+                .unwrap_err()
+                .contains("must be at least 1s")
+        );
         assert_eq!(parse_lease("4s"), Ok(Duration::from_secs(4)));
     }
 }

@@ -7,18 +7,18 @@ use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
-    bus::{Connected, Disconnected, Participant, ParticipantState},
     Bus,
+    bus::{Connected, Disconnected, Participant, ParticipantState},
 };
 use serde::Serialize;
 
 use super::{
+    Exit, Failure, VerbResult,
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
     escape::escaped,
-    payload::{check_output, output_error, DataArg},
+    payload::{DataArg, check_output, output_error},
     report::{self, Progress},
-    Exit, Failure, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.

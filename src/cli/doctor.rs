@@ -8,7 +8,7 @@ use clap::Args;
 use fsync::doctor::{self, Check};
 use serde::Serialize;
 
-use super::{report, Exit, VerbResult};
+use super::{Exit, VerbResult, report};
 
 /// The one-line description, for `fsync --help`.
 pub const ABOUT: &str = "Check what PATH's file system supports and how fsync will wait there";

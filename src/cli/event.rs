@@ -10,9 +10,9 @@ use fsync::Event;
 use serde::Serialize;
 
 use super::{
+    Exit, VerbResult,
     args::WaitArgs,
     report::{self, Progress},
-    Exit, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.

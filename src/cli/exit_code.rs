@@ -78,22 +78,55 @@ impl Exit {
 
 /// The EXIT STATUS table of the man pages: (code, meaning).
 pub const TABLE: &[(&str, &str)] = &[
-    ("the command's own", "run and join verbs exit with the status of COMMAND; if COMMAND dies of signal N, fsync dies of N too once it has released everything, which the shell shows as 128+N"),
-    ("0", "success; for predicate verbs (status, empty): free, empty or signalled"),
+    (
+        "the command's own",
+        "run and join verbs exit with the status of COMMAND; if COMMAND dies of signal N, fsync dies of N too once it has released everything, which the shell shows as 128+N",
+    ),
+    (
+        "0",
+        "success; for predicate verbs (status, empty): free, empty or signalled",
+    ),
     ("1", "predicate verbs: held, not empty or not signalled"),
-    ("2", "usage error: unknown option, bad duration, range or number"),
-    ("65", "a file of a primitive holds what the protocol never writes (a semaphore's slot count, a mailbox's sequence number): damaged, or not made by fsync"),
-    ("66", "a path does not exist, its parent directory is missing, or it is of the wrong kind (a directory where a file is needed, a dangling symbolic link)"),
-    ("69", "the request cannot be carried out: the file system has no locking, waiting would deadlock (a nested acquisition of a lock an enclosing --close run did not pass down), or a bus participant is not connected, is stale, or is held by another process (connect --hold)"),
+    (
+        "2",
+        "usage error: unknown option, bad duration, range or number",
+    ),
+    (
+        "65",
+        "a file of a primitive holds what the protocol never writes (a semaphore's slot count, a mailbox's sequence number): damaged, or not made by fsync",
+    ),
+    (
+        "66",
+        "a path does not exist, its parent directory is missing, or it is of the wrong kind (a directory where a file is needed, a dangling symbolic link)",
+    ),
+    (
+        "69",
+        "the request cannot be carried out: the file system has no locking, waiting would deadlock (a nested acquisition of a lock an enclosing --close run did not pass down), or a bus participant is not connected, is stale, or is held by another process (connect --hold)",
+    ),
     ("70", "internal error (a bug; please report it)"),
     ("71", "another operating-system error"),
-    ("74", "an I/O error of the file system (EIO, no space, quota exceeded)"),
-    ("75", "the timeout (or --no-wait) expired before the lock, slot, event or message was had; change it with -E/--conflict-exit-code"),
-    ("76", "the lock was lost while COMMAND ran (network file systems: a partition or expired lease) and COMMAND was stopped, as --on-lost term (the default) or kill says"),
-    ("77", "permission denied, or a read-only file system where fsync must write"),
+    (
+        "74",
+        "an I/O error of the file system (EIO, no space, quota exceeded)",
+    ),
+    (
+        "75",
+        "the timeout (or --no-wait) expired before the lock, slot, event or message was had; change it with -E/--conflict-exit-code",
+    ),
+    (
+        "76",
+        "the lock was lost while COMMAND ran (network file systems: a partition or expired lease) and COMMAND was stopped, as --on-lost term (the default) or kill says",
+    ),
+    (
+        "77",
+        "permission denied, or a read-only file system where fsync must write",
+    ),
     ("126", "COMMAND was found but could not be executed"),
     ("127", "COMMAND was not found"),
-    ("128+N", "fsync was cancelled by signal N (INT, TERM, HUP or QUIT, unless ignored when it started) while waiting: it dies of N after cleaning up, which the shell shows as 128+N"),
+    (
+        "128+N",
+        "fsync was cancelled by signal N (INT, TERM, HUP or QUIT, unless ignored when it started) while waiting: it dies of N after cleaning up, which the shell shows as 128+N",
+    ),
 ];
 
 #[cfg(test)]

@@ -29,12 +29,12 @@ use std::{
 };
 
 use clap::Args;
-use fsync::{command::SpawnError, ByteRange, Mode, Mutex, Outcome, RangeLock};
+use fsync::{ByteRange, Mode, Mutex, Outcome, RangeLock, command::SpawnError};
 
 use super::{
+    Exit,
     child::{Job, LossArgs, OnLost},
     escape::escaped,
-    Exit,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -547,7 +547,7 @@ fn parse(args: &[OsString]) -> Result<Parsed, Usage> {
                 (false, Some(_)) => {
                     return Err(getopt_error(format!(
                         "option '--{full}' doesn't allow an argument"
-                    )))
+                    )));
                 }
                 (false, None) => None,
                 (true, Some(v)) => Some(v),

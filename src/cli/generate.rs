@@ -24,11 +24,11 @@ use std::{
 use clap::{Arg, ArgAction, Command, CommandFactory};
 use clap_complete::Shell;
 use clap_mangen::{
-    roff::{bold, italic, roman, Inline, Roff},
     Man,
+    roff::{Inline, Roff, bold, italic, roman},
 };
 
-use super::{environment, exit_code, Cli, Exit, VerbResult};
+use super::{Cli, Exit, VerbResult, environment, exit_code};
 
 pub const COMPLETIONS_ABOUT: &str = "Print the completion script for a shell";
 
@@ -664,7 +664,7 @@ mod tests {
                         "line {n}: checked in {:?}, generated {:?}",
                         a.unwrap_or("<end>"),
                         b.unwrap_or("<end>")
-                    )
+                    );
                 }
             }
         }

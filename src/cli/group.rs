@@ -11,16 +11,16 @@ use std::{
 
 use clap::{Args, Subcommand};
 use fsync::{
-    group::{self, Left},
     Group,
+    group::{self, Left},
 };
 use serde::Serialize;
 
 use super::{
+    Exit, Failure, VerbResult,
     args::{CommandArgs, WaitArgs, WatchArgs},
     child::{Job, LossArgs},
     report::{self, Progress},
-    Exit, Failure, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -233,7 +233,10 @@ pub fn run(cmd: GroupCommand) -> VerbResult {
         _ => None,
     };
     if let Some((group, true)) = verbose {
-        report::warn_foreign(group, "remove its gate or its members' registrations and so make it look empty while members are in");
+        report::warn_foreign(
+            group,
+            "remove its gate or its members' registrations and so make it look empty while members are in",
+        );
     }
     match cmd.verb {
         Verb::Join(a) => join(a),
@@ -291,7 +294,7 @@ fn join(a: JoinArgs) -> VerbResult {
                 .guard_telling(&a.group, m.loss_check(), a.wait.verbose)
         },
     );
-    let left = match leave(member, a.last.as_deref(), &a.group, &mut progress) {
+    let left = match leave(member, a.last.as_deref(), &job.env, &a.group, &mut progress) {
         Ok(left) => left,
         // The lock was lost with the link to the file server, which leaving needs too: the
         // loss, already reported, is the outcome.
@@ -317,6 +320,7 @@ fn join(a: JoinArgs) -> VerbResult {
 fn leave(
     member: group::Membership,
     last: Option<&std::ffi::OsStr>,
+    env: &[(String, String)],
     group: &Path,
     progress: &mut Progress,
 ) -> Result<Left, Failure> {
@@ -324,10 +328,10 @@ fn leave(
         None => member.leave_reporting()?,
         Some(cmdstring) => {
             let argv = ["sh".into(), "-c".into(), cmdstring.to_os_string()];
-            // The environment COMMAND had (FSYNC_GROUP_FIRST), which this process still has.
+            // The environment COMMAND had (FSYNC_GROUP_FIRST).
             let cleanup = Job {
                 argv: &argv,
-                env: Vec::new(),
+                env: env.to_vec(),
             };
             let (left, ran) = member.leave_then(|c| {
                 progress.say(|| {

@@ -6,15 +6,15 @@ protocol (turnstile, one shared lock per group) is in the library's `grouplock` 
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{grouplock, GroupLock};
+use fsync::{GroupLock, grouplock};
 use serde::Serialize;
 
 use super::{
+    Exit, VerbResult,
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
     escape::escaped,
     report::{self, Progress},
-    Exit, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -141,13 +141,13 @@ struct StatusArgs {
 }
 
 pub fn run(cmd: GroupLockCommand) -> VerbResult {
-    if let Verb::Run(a) = &cmd.verb {
-        if a.wait.verbose {
-            report::warn_foreign(
-                &a.lock,
-                "remove its group files and so let two groups in at once",
-            );
-        }
+    if let Verb::Run(a) = &cmd.verb
+        && a.wait.verbose
+    {
+        report::warn_foreign(
+            &a.lock,
+            "remove its group files and so let two groups in at once",
+        );
     }
     match cmd.verb {
         Verb::Run(a) => run_command(a),

@@ -10,11 +10,11 @@ use fsync::Mailbox;
 use serde::Serialize;
 
 use super::{
+    Exit, VerbResult,
     args::WaitArgs,
     escape::escaped,
-    payload::{check_output, output_error, DataArg},
+    payload::{DataArg, check_output, output_error},
     report::{self, Progress},
-    Exit, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.

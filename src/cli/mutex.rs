@@ -7,17 +7,17 @@ use std::{ffi::OsString, io::Write, os::fd::AsFd, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
-    mutex::{self, Status, HELD_ENV},
     Mode, Mutex,
+    mutex::{self, HELD_ENV, Status},
 };
 use serde::Serialize;
 
 use super::{
+    Exit, Failure, VerbResult,
     args::{CommandArgs, WaitArgs, WatchArgs},
     child::{Job, LossArgs},
     escape::escaped,
     report::{self, Progress},
-    Exit, Failure, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.

@@ -37,7 +37,7 @@ pub fn output_error(e: std::io::Error) -> super::Failure {
 /// `/dev/null` opened read-only (see `main`), and Rust's standard output quietly discards the
 /// writes that then fail, so without this check the message would be taken and lost.
 pub fn check_output() -> Result<(), super::Failure> {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
     let writable = fcntl(1, FcntlArg::F_GETFL).is_ok_and(|flags| {
         let mode = OFlag::from_bits_truncate(flags) & OFlag::O_ACCMODE;
         mode == OFlag::O_WRONLY || mode == OFlag::O_RDWR

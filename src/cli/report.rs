@@ -14,13 +14,13 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use fsync::{holder::Holder, Outcome};
+use fsync::{Outcome, holder::Holder};
 use serde::Serialize;
 
 use super::{
+    Exit,
     args::WaitArgs,
     escape::{escaped, escaped_bytes},
-    Exit,
 };
 
 /// An RFC 3339 UTC timestamp with microseconds.

@@ -8,16 +8,16 @@ use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
-    sem::{self, Released},
     ErrorKind, Semaphore,
+    sem::{self, Released},
 };
 use serde::Serialize;
 
 use super::{
+    Exit, Failure, VerbResult,
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
     report::{self, Progress},
-    Exit, Failure, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.
@@ -183,17 +183,16 @@ fn run_command(a: RunArgs) -> VerbResult {
 /// A semaphore in use with another N, said in the command line's words (`--slots`); any other
 /// error as it is.
 fn in_our_words(a: &RunArgs, e: fsync::Error) -> Failure {
-    if e.kind() == ErrorKind::Invalid {
-        if let Ok(Some(recorded)) = sem::recorded_slots(&a.sem) {
-            if recorded != a.slots {
-                let why = format!(
-                    "is in use with --slots {recorded}, not {}: another --slots is taken only \
+    if e.kind() == ErrorKind::Invalid
+        && let Ok(Some(recorded)) = sem::recorded_slots(&a.sem)
+        && recorded != a.slots
+    {
+        let why = format!(
+            "is in use with --slots {recorded}, not {}: another --slots is taken only \
                      once nobody holds a slot",
-                    a.slots
-                );
-                return Failure::Lib(fsync::Error::new(&a.sem, ErrorKind::Invalid, why));
-            }
-        }
+            a.slots
+        );
+        return Failure::Lib(fsync::Error::new(&a.sem, ErrorKind::Invalid, why));
     }
     e.into()
 }

@@ -7,16 +7,16 @@ use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
-    swmr::{self, Released},
     Mode, Swmr,
+    swmr::{self, Released},
 };
 use serde::Serialize;
 
 use super::{
+    Exit, VerbResult,
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
     report::{self, Progress},
-    Exit, VerbResult,
 };
 
 /// The one-line description, for `fsync --help`.

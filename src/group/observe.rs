@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use super::{has_members, open_existing_gate, paths, Paths};
+use super::{Paths, has_members, open_existing_gate, paths};
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::{self, Found, Holder, Registration},

@@ -315,7 +315,7 @@ impl Dir {
                         &shown,
                         "cannot create directory",
                         e.into(),
-                    ))
+                    ));
                 }
             }
         }
@@ -708,8 +708,10 @@ mod tests {
             d.entries().unwrap().iter().filter(|e| e.0 == "m2").count(),
             1
         );
-        assert!(Dir::top(&t.path().join("absent"), false, "x")
-            .unwrap()
-            .is_none());
+        assert!(
+            Dir::top(&t.path().join("absent"), false, "x")
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -93,7 +93,7 @@ pub fn open_lock_file_mode(path: &Path, purpose: Purpose, mode: u32) -> Result<(
                 match open_existing(path, false, purpose) {
                     Ok(x) => x,
                     Err(e2) if e2.errno() == Some(libc::ENOENT) => {
-                        return Err(Error::io(path, "cannot create lock file", e))
+                        return Err(Error::io(path, "cannot create lock file", e));
                     }
                     Err(e2) => return Err(e2),
                 }
@@ -137,7 +137,7 @@ pub fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
                 path,
                 ErrorKind::NotFound,
                 "is a symbolic link, not a lock file fsync made; not following it",
-            ))
+            ));
         }
         Err(e) => return Err(explain_open_error(path, "cannot create lock file", e)),
     };

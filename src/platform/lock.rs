@@ -15,7 +15,7 @@ use std::{io, os::fd::AsRawFd};
 
 use nix::{
     errno::Errno,
-    fcntl::{fcntl, FcntlArg, FdFlag},
+    fcntl::{FcntlArg, FdFlag, fcntl},
     libc,
 };
 

@@ -49,9 +49,11 @@ pub fn spawn(
         .envs(env.clone())
         .spawn();
     let spawned = match first {
-        Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => {
-            Command::new("/bin/sh").arg(&path).args(args).envs(env).spawn()
-        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => Command::new("/bin/sh")
+            .arg(&path)
+            .args(args)
+            .envs(env)
+            .spawn(),
         other => other,
     };
     spawned.map_err(|e| match e.kind() {
@@ -124,7 +126,7 @@ pub fn kill(pid: u32, sig: i32) {
 /// Wait until `child` has exited, without reaping it (so its pid cannot be reused meanwhile),
 /// then call `before_reap` (unregister it from signal forwarding), then reap it.
 pub fn wait_for_exit(child: &mut Child, before_reap: impl FnOnce()) -> io::Result<ExitStatus> {
-    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
     let pid = nix::unistd::Pid::from_raw(child.id() as libc::pid_t);
     while let Err(nix::errno::Errno::EINTR) =
         waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
@@ -157,7 +159,7 @@ impl PidFd {
     /// Whether the process exits within `timeout` (`Duration::MAX`: for ever). A signal that
     /// interrupts the wait counts as "not yet".
     pub fn exited_within(&self, timeout: Duration) -> bool {
-        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
         let timeout = match timeout {
             Duration::MAX => PollTimeout::NONE,

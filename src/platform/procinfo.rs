@@ -160,10 +160,10 @@ pub fn flock_waiters(dev: u64, ino: u64) -> Option<usize> {
 /// running). Only processes whose descriptors we may read are seen.
 pub fn live_lock_holder(file: BorrowedFd<'_>, hint: Option<u32>) -> Option<u32> {
     let key = FileKey::of(file)?;
-    if let Some(pid) = hint {
-        if descriptors_on(pid, &key).any(|d| d.holds_lock()) {
-            return Some(pid);
-        }
+    if let Some(pid) = hint
+        && descriptors_on(pid, &key).any(|d| d.holds_lock())
+    {
+        return Some(pid);
     }
     processes()
         .filter(|&pid| Some(pid) != hint)

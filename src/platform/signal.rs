@@ -22,8 +22,8 @@ use std::{
     path::Path,
     ptr,
     sync::{
-        atomic::{AtomicI32, AtomicPtr, Ordering},
         Once,
+        atomic::{AtomicI32, AtomicPtr, Ordering},
     },
     time::Duration,
 };
@@ -32,7 +32,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 use nix::{
     libc,
-    sys::signal::{kill, Signal},
+    sys::signal::{Signal, kill},
     unistd::Pid,
 };
 
