@@ -115,6 +115,9 @@ static CANCELLED: AtomicI32 = AtomicI32::new(0);
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 static CHILD: AtomicI32 = AtomicI32::new(0);
 static ACTIVE_TIMER: AtomicPtr<libc::c_void> = AtomicPtr::new(ptr::null_mut());
+/// Cancel handlers between their look at `ACTIVE_TIMER` and their last use of what they found:
+/// a timer's owner deletes it only once none is (see [`WakeTimer`]'s `Drop`).
+static TIMER_USERS: AtomicI32 = AtomicI32::new(0);
 static CANCEL_INSTALLED: Once = Once::new();
 
 /// The cancellation signal received so far, if any: always `None` until the program has
@@ -209,6 +212,13 @@ pub fn set_child(pid: Option<i32>) -> Option<i32> {
 }
 
 extern "C" fn on_cancel(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // The interrupted code may be about to read errno: give it back as it was.
+    let errno = nix::errno::Errno::last_raw();
+    cancel(sig, info);
+    nix::errno::Errno::set_raw(errno);
+}
+
+fn cancel(sig: libc::c_int, info: *mut libc::siginfo_t) {
     RECEIVED.store(sig, Ordering::SeqCst);
     let child = CHILD.load(Ordering::SeqCst);
     if child > 0 {
@@ -226,9 +236,11 @@ extern "C" fn on_cancel(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
         return;
     }
     CANCELLED.store(sig, Ordering::SeqCst);
+    TIMER_USERS.fetch_add(1, Ordering::SeqCst);
     let timer = ACTIVE_TIMER.load(Ordering::SeqCst);
     if !timer.is_null() {
-        // SAFETY: timer_settime is async-signal-safe; the timer stays alive while registered.
+        // SAFETY: timer_settime is async-signal-safe; the timer is not deleted while we are
+        // counted in TIMER_USERS having found it registered (its owner's `Drop` waits).
         unsafe {
             libc::timer_settime(
                 timer,
@@ -238,6 +250,7 @@ extern "C" fn on_cancel(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut li
             )
         };
     }
+    TIMER_USERS.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// Wake signals handled so far in this process: lets a waiter that blocks on signals
@@ -377,6 +390,13 @@ impl Drop for WakeTimer {
     fn drop(&mut self) {
         if self.registered {
             ACTIVE_TIMER.store(ptr::null_mut(), Ordering::SeqCst);
+            // A handler on another thread may have found the timer just before: wait until it
+            // is done with it (a few instructions). One on this thread ran to its end before
+            // we resumed. (Sequentially consistent: a handler that saw the timer was counted
+            // before it looked, so before the store above, and is seen here.)
+            while TIMER_USERS.load(Ordering::SeqCst) > 0 {
+                std::thread::yield_now();
+            }
         }
         // SAFETY: deleting our own timer; Linux also discards its pending signal.
         unsafe { libc::timer_delete(self.id) };
@@ -431,5 +451,24 @@ mod tests {
         let err = set_wake_signal(libc::SIGRTMIN() + 9).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Invalid);
         assert_eq!(wake_signal(), default, "no test chose another one");
+    }
+
+    /// The cancel handler gives the interrupted code its errno back, whatever its own calls
+    /// set (here a forward to a process that does not exist: ESRCH).
+    #[test]
+    fn the_cancel_handler_keeps_errno() {
+        let none = i32::MAX - 1; // above any pid_max
+        CHILD.store(none, Ordering::SeqCst);
+        nix::errno::Errno::set_raw(libc::EINTR);
+        on_cancel(libc::SIGTERM, ptr::null_mut(), ptr::null_mut());
+        let after = nix::errno::Errno::last_raw();
+        CHILD.store(0, Ordering::SeqCst);
+        RECEIVED.store(0, Ordering::SeqCst);
+        assert_eq!(after, libc::EINTR, "errno as the handler found it");
+        // The forward itself did fail, and set errno on its way.
+        assert_eq!(
+            kill(Pid::from_raw(none), Signal::SIGTERM),
+            Err(nix::errno::Errno::ESRCH)
+        );
     }
 }
