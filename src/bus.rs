@@ -204,6 +204,7 @@ const RESERVED: &str = "fsync.";
 
 /// The state of a connected participant (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ParticipantState {
     /// Connected without a holder ([`Bus::connect`]): until someone disconnects it.
     Connected,
@@ -234,6 +235,7 @@ pub struct Participant {
 
 /// What a connection found ([`Bus::connect`], [`Connection::how`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Connected {
     /// The name was not connected: it is now.
     New,
@@ -640,6 +642,7 @@ pub struct Connection {
 
 /// How a [`Connection`] ended ([`Connection::disconnect`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Disconnected {
     /// The name is disconnected.
     Yes,

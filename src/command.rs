@@ -30,6 +30,7 @@ use crate::platform::{process, signal};
 
 /// Why a command could not be started.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum SpawnError {
     /// Not found on `PATH` (or an empty name): the shell's 127.
     NotFound,

@@ -260,6 +260,7 @@ pub struct DefaultLease {
 
 /// Where a [`DefaultLease`] was learnt.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LeaseSource {
     /// From the mount's own configuration: the server's timeout, and the file that says it.
     Mount {

@@ -9,11 +9,17 @@ exit codes and never prints.
 
 use std::{fmt, io, path::Path, path::PathBuf};
 
-/// What kind of failure this is, independent of the wording.
+/// What kind of failure this is, independent of the wording. More kinds may come: match it
+/// with a last arm for the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
-    /// The path, a parent directory or a command does not exist or is of the wrong kind.
+    /// The path, a parent directory or a command does not exist.
     NotFound,
+    /// The path exists but is of the wrong kind for what was asked: a directory where a file
+    /// is wanted (or a file where a directory is), a symbolic link that is not followed there,
+    /// a FIFO, a socket or a device.
+    WrongKind,
     /// Permission denied, or a read-only file system where we must write.
     PermissionDenied,
     /// An I/O error of the device or file system (EIO, ENOSPC, EDQUOT).
@@ -42,6 +48,8 @@ pub struct Error {
     message: String,
     kind: ErrorKind,
     errno: Option<i32>,
+    /// The operating system's error behind it ([`std::error::Error::source`]).
+    source: Option<io::Error>,
 }
 
 /// The result of a library call: an [`Error`] unless said otherwise.
@@ -63,6 +71,7 @@ impl Error {
             message: format!("{what}: {}", lowercase_first(&cause)),
             kind: errno.map_or(ErrorKind::Os, kind_of_errno),
             errno,
+            source: Some(err),
         }
     }
 
@@ -74,6 +83,7 @@ impl Error {
             message: message.into(),
             kind,
             errno: None,
+            source: None,
         }
     }
 
@@ -116,12 +126,19 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 fn kind_of_errno(code: i32) -> ErrorKind {
     use nix::libc::*;
     match code {
-        ENOENT | ENOTDIR | EISDIR | ELOOP | ENAMETOOLONG | ENXIO => ErrorKind::NotFound,
+        ENOENT | ENAMETOOLONG => ErrorKind::NotFound,
+        ENOTDIR | EISDIR | ELOOP | ENXIO => ErrorKind::WrongKind,
         EACCES | EPERM | EROFS => ErrorKind::PermissionDenied,
         EIO | ENOSPC | EDQUOT | EFBIG => ErrorKind::Io,
         ENOLCK | EOPNOTSUPP | ENOSYS | EDEADLK => ErrorKind::Unavailable,
@@ -148,11 +165,26 @@ mod tests {
             "cannot open",
             io::Error::from_raw_os_error(13),
         );
+        let source = std::error::Error::source(&e).expect("the io::Error behind it");
+        assert_eq!(
+            source.to_string(),
+            io::Error::from_raw_os_error(13).to_string()
+        );
+        assert!(
+            std::error::Error::source(&Error::new(Path::new("/x"), ErrorKind::Invalid, "no"))
+                .is_none()
+        );
         assert_eq!(e.to_string(), "/x/l: cannot open: permission denied");
         assert_eq!(e.kind(), ErrorKind::PermissionDenied);
         let e = Error::io(Path::new("/x"), "write", io::Error::from_raw_os_error(5));
         assert_eq!(e.to_string(), "/x: write: I/O error");
         assert_eq!(e.kind(), ErrorKind::Io);
+        let e = Error::io(
+            Path::new("/x/d"),
+            "cannot open",
+            io::Error::from_raw_os_error(21),
+        );
+        assert_eq!(e.kind(), ErrorKind::WrongKind, "EISDIR");
         // The kernel's EINVAL is not a usage error of ours.
         let e = Error::io(Path::new("/x"), "lock", io::Error::from_raw_os_error(22));
         assert_eq!(e.kind(), ErrorKind::Os);

@@ -159,7 +159,7 @@ impl Event {
         match std::fs::symlink_metadata(&self.path) {
             Ok(m) if m.is_dir() => Err(Error::new(
                 &self.path,
-                ErrorKind::NotFound,
+                ErrorKind::WrongKind,
                 "is a directory, not an event",
             )),
             Ok(_) => Ok(true),

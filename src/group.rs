@@ -574,6 +574,7 @@ fn delete_files(top: &Dir, mut serial: MutexGuard) -> Result<()> {
 
 /// How a member left ([`Membership::leave_reporting`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Left {
     /// Others are still in.
     NotLast,

@@ -220,6 +220,7 @@ struct Seen {
 
 /// What a [`Lease`] knows of its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LeaseState {
     /// Confirmed with the server within the lease.
     Held,

@@ -64,9 +64,15 @@ explicitly, where releasing can report something). Acquiring comes in three form
 - `*_with` returns an [`Outcome`], which tells a timeout from a cancellation and can report
   progress while it waits.
 
-Errors are [`Error`]s: each names the path it concerns and the cause in words, and has an
-[`ErrorKind`] (not found, permission denied, unavailable here, invalid request, corrupt state,
-...). The library never prints and never exits the process.
+Errors are [`Error`]s: each names the path it concerns and the cause in words, has an
+[`ErrorKind`] (not found, of the wrong kind, permission denied, unavailable here, invalid
+request, corrupt state, ...) and, where the operating system failed, that `io::Error` as its
+[`source`](std::error::Error::source). The library never prints and never exits the process.
+
+The enums that report what happened ([`ErrorKind`], [`LeaseState`], the `Released`, `Change`,
+`Left`, `Connected` and `Disconnected` of the primitives) are `#[non_exhaustive]`: a later
+version may name more cases, so a `match` on them ends with an arm for the others. [`Outcome`]
+(acquired, timed out, interrupted) and [`Mode`] (shared, exclusive) are complete as they are.
 
 Within one process, threads exclude each other as processes do: every acquisition opens the
 files it locks anew. So a thread that asks for what it already holds through another guard

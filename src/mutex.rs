@@ -537,7 +537,7 @@ impl Mutex {
             };
             return Err(Error::new(
                 &self.path,
-                ErrorKind::NotFound,
+                ErrorKind::WrongKind,
                 format!(
                     "is {kind}: it can be the lock, but delete on release removes only lock files"
                 ),
@@ -1202,6 +1202,7 @@ impl Drop for PlainGuard {
 
 /// What [`MutexGuard::release`] did with the lock file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Released {
     /// Left in place: not asked to delete it, or the path names another file by now.
     Kept,
@@ -1490,6 +1491,7 @@ pub fn watch(path: impl AsRef<Path>, timeout: Option<Duration>, poll: Duration) 
 
 /// A change [`Watch`] saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Change {
     /// The lock was taken; the status just after.
     Acquired(Status),

@@ -183,8 +183,8 @@ impl RangeLock {
     /// Blocks in the kernel (`F_OFD_SETLKW`), so a release on this host wakes it at once; on a
     /// network file system it also re-checks every [`poll_interval`](Self::poll_interval).
     /// Errors: [`ErrorKind::PermissionDenied`] for an exclusive lock on a file this process may
-    /// only read; [`ErrorKind::NotFound`] for a path that is a directory or not a regular file,
-    /// or whose directory is missing; [`ErrorKind::Unavailable`] where the file system does
+    /// only read; [`ErrorKind::WrongKind`] for a path that is a directory or not a regular file,
+    /// [`ErrorKind::NotFound`] for one whose directory is missing; [`ErrorKind::Unavailable`] where the file system does
     /// not support byte-range locks.
     pub fn acquire(&self, mode: Mode, timeout: Option<Duration>) -> Result<Option<RangeGuard>> {
         Ok(self.acquire_with(mode, timeout, |_| {})?.acquired())
@@ -301,7 +301,7 @@ impl RangeLock {
 /// `range` on that description, so that nothing the child was granted as it was stopped stays
 /// taken: a lock the descriptor held on those bytes before is let go of too.
 ///
-/// Errors: [`ErrorKind::NotFound`] if `fd` is not open on a regular file (a directory, a pipe,
+/// Errors: [`ErrorKind::WrongKind`] if `fd` is not open on a regular file (a directory, a pipe,
 /// a device); [`ErrorKind::PermissionDenied`] for an exclusive lock through a descriptor not
 /// open for writing, or a shared one through a descriptor not open for reading; [`ErrorKind::Unavailable`] where the file system has no byte-range locks.
 ///
@@ -396,8 +396,8 @@ pub struct HeldRange {
 /// Locks of every program count: OFD locks ([`RangeLock`], `fsync mutex run --range`) and
 /// POSIX ones (`fcntl`, `lockf`); whole-file `flock` locks do not (on a local file system they
 /// never exclude a byte range). Never creates the file, never waits, takes nothing. A missing
-/// file is free. Errors: [`ErrorKind::NotFound`] for a directory or what is not a regular file,
-/// or a missing parent directory; [`ErrorKind::Unavailable`] where the file system cannot tell.
+/// file is free. Errors: [`ErrorKind::WrongKind`] for a directory or what is not a regular file,
+/// [`ErrorKind::NotFound`] for a missing parent directory; [`ErrorKind::Unavailable`] where the file system cannot tell.
 ///
 /// ```
 /// use fsync::{range, ByteRange, Mode, RangeLock};
@@ -425,7 +425,7 @@ pub fn status(path: &Path, range: ByteRange) -> Result<RangeStatus> {
     if meta.is_dir() {
         return Err(Error::new(
             path,
-            ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             "is a directory, not a lock file",
         ));
     }
@@ -480,7 +480,7 @@ fn check_range_fd(fd: BorrowedFd<'_>) -> Result<PathBuf> {
     };
     Err(Error::new(
         &path,
-        ErrorKind::NotFound,
+        ErrorKind::WrongKind,
         format!("is {kind}: a byte range needs a regular file"),
     ))
 }
@@ -559,7 +559,7 @@ mod tests {
         let through_fd = status_fd(file.as_fd(), r("12")).unwrap();
         assert_eq!(through_fd.lock.map(|l| l.range), Some(r("10:10")));
         let e = status(dir.path(), r("0")).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert_eq!(e.kind(), ErrorKind::WrongKind);
         assert!(e.to_string().contains("is a directory"), "{e}");
         let e = status(&dir.path().join("no/l"), r("0")).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NotFound);

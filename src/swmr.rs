@@ -371,7 +371,7 @@ impl Swmr {
             // A path of the wrong kind for what was asked, as a directory for a byte range.
             return Err(Error::new(
                 &self.path,
-                ErrorKind::NotFound,
+                ErrorKind::WrongKind,
                 "is a directory: it can be the lock, but delete on release removes only lock files",
             ));
         }
@@ -624,7 +624,7 @@ fn no_link(dir: &Dir, name: &str) -> Result<()> {
     match dir.stat(name) {
         Ok(st) if st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFLNK.bits() => Err(Error::new(
             &dir.join(name),
-            ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             "is a symbolic link; delete on release removes only regular files, not removing it",
         )),
         _ => Ok(()),
@@ -654,7 +654,7 @@ fn removable(dir: &Dir, name: &str, st: &FileStat, parent: &FileStat) -> Result<
     let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
     if kind != SFlag::S_IFREG {
         let what = dir::describe(st);
-        return refuse(ErrorKind::NotFound, format!("is {what}; not removing it"));
+        return refuse(ErrorKind::WrongKind, format!("is {what}; not removing it"));
     }
     if st.st_nlink != 1 {
         return refuse(
@@ -881,7 +881,7 @@ mod tests {
         std::os::unix::fs::symlink("target", dir.path().join(".l.turnstile")).unwrap();
         let lock = Swmr::new(&path).delete_on_release(true);
         let e = lock.try_write().unwrap().unwrap().release().unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert_eq!(e.kind(), ErrorKind::WrongKind);
         assert!(
             e.to_string().contains(".l.turnstile: is a symbolic link"),
             "{e}"
@@ -916,7 +916,7 @@ mod tests {
             .delete_on_release(true)
             .try_read()
             .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::NotFound);
+        assert_eq!(e.kind(), ErrorKind::WrongKind);
         assert!(lock.try_read().unwrap().is_some());
     }
 }

@@ -30,6 +30,7 @@ pub(crate) const DELETE_GRACE: Duration = Duration::from_secs(1);
 /// What a release did with the primitive's files ([`crate::sem::SlotGuard::release`], [`crate::swmr::SwmrGuard::release`],
 /// [`crate::grouplock::GroupGuard::release`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Released {
     /// Left in place: not asked to delete them.
     Kept,
@@ -151,7 +152,7 @@ pub(crate) fn open_entry(dir: &Dir, name: &str) -> Result<Option<File>> {
     {
         return Err(Error::new(
             &dir.join(name),
-            ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             "is a symbolic link; delete on release removes only regular files, not removing it",
         ));
     }

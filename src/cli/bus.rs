@@ -273,6 +273,8 @@ impl From<ParticipantState> for StateJson {
             ParticipantState::Connected => StateJson::Connected,
             ParticipantState::Held => StateJson::Held,
             ParticipantState::Stale => StateJson::Stale,
+            // A state a later library names: shown as what holds nothing.
+            _ => StateJson::Connected,
         }
     }
 }
@@ -399,6 +401,7 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
                 "took over {name} on {shown}{}, with the messages queued for it",
                 took_over_from(&holder)
             ),
+            _ => format!("connected {name} to {shown}"),
         });
         return Ok(Exit::OK);
     }
@@ -438,6 +441,7 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
         Ok(Disconnected::NotOurs) => say(a.verbose, || {
             format!("{name} on {shown} was removed or replaced meanwhile: left as it is")
         }),
+        Ok(_) => say(a.verbose, || format!("disconnected {name} from {shown}")),
         // The command's status is what the caller asked for: a failed disconnect only warns.
         Err(Failure::Ended(_)) => {}
         Err(failure) => super::warn(failure),
@@ -483,6 +487,7 @@ fn member_text(p: &Participant) -> String {
             format!("{name} stale: its holder died ({})", report::holder_text(h))
         }
         (ParticipantState::Stale, None) => format!("{name} stale: its holder died"),
+        _ => name.into_owned(),
     }
 }
 

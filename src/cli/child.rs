@@ -102,6 +102,7 @@ impl Job<'_> {
                     Exit::CANNOT_EXECUTE,
                     format!("cannot execute: {}", describe(&e)),
                 ),
+                _ => (Exit::CANNOT_EXECUTE, "cannot execute".to_string()),
             };
             Failure::Exec {
                 program: self.argv[0].to_string_lossy().into_owned(),
@@ -249,6 +250,8 @@ fn watch_lock(child: &Running, guard: LossGuard<'_>) -> bool {
                 since.as_secs_f64(),
                 humantime::format_duration(guard.lease.length())
             ),
+            // A state a later library names: not held, as far as we can tell.
+            _ => "the lock was lost while the command ran".to_string(),
         };
         let _ = writeln!(std::io::stderr(), "fsync: {}: {why}", guard.what);
         match guard.on_lost {

@@ -74,11 +74,11 @@ pub fn run(a: DoctorArgs) -> VerbResult {
                 server_timeout: server_timeout_text(l),
                 source: match &l.source {
                     doctor::LeaseSource::Mount { .. } => "mount",
-                    doctor::LeaseSource::Guess => "guess",
+                    _ => "guess",
                 },
                 read_from: match &l.source {
                     doctor::LeaseSource::Mount { file, .. } => Some(report::path_text(file)),
-                    doctor::LeaseSource::Guess => None,
+                    _ => None,
                 },
             }),
             warnings: &r.warnings,
@@ -115,7 +115,7 @@ pub fn run(a: DoctorArgs) -> VerbResult {
                 doctor::LeaseSource::Mount { file, .. } => {
                     format!("read from the mount: {}", report::path_text(file))
                 }
-                doctor::LeaseSource::Guess => format!(
+                _ => format!(
                     "a guess for {}: the mount does not show its server's timeout; give \
                      --lease if the server's is shorter",
                     l.file_system.name
@@ -184,7 +184,7 @@ fn server_timeout_text(l: &doctor::DefaultLease) -> String {
         doctor::LeaseSource::Mount { server_timeout, .. } => {
             format!("{} s (its ping-timeout)", server_timeout.as_secs())
         }
-        doctor::LeaseSource::Guess => l.file_system.server_timeout.to_string(),
+        _ => l.file_system.server_timeout.to_string(),
     }
 }
 

@@ -65,13 +65,16 @@ impl Exit {
     /// The exit status for a library error.
     pub fn of_error(kind: ErrorKind) -> Exit {
         match kind {
-            ErrorKind::NotFound => Exit::NOT_FOUND,
+            // A path of the wrong kind is not there for what was asked: the same status.
+            ErrorKind::NotFound | ErrorKind::WrongKind => Exit::NOT_FOUND,
             ErrorKind::PermissionDenied => Exit::NO_PERMISSION,
             ErrorKind::Io => Exit::IO,
             ErrorKind::Unavailable => Exit::UNAVAILABLE,
             ErrorKind::Invalid => Exit::USAGE,
             ErrorKind::Corrupt => Exit::CORRUPT,
             ErrorKind::Os => Exit::OS,
+            // A kind a later library adds: an operating-system error until named here.
+            _ => Exit::OS,
         }
     }
 }
@@ -137,6 +140,7 @@ mod tests {
     fn operational_errors_never_collide_with_predicates_or_conflict() {
         for kind in [
             ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             ErrorKind::PermissionDenied,
             ErrorKind::Io,
             ErrorKind::Unavailable,

@@ -946,6 +946,7 @@ fn spawn_cause(e: &SpawnError) -> String {
             Some(n) => strerror(n),
             None => e.to_string(),
         },
+        _ => strerror(nix::libc::ENOEXEC),
     }
 }
 
@@ -962,13 +963,15 @@ fn file_refusal(path: &std::path::Path, e: &fsync::Error) -> Refusal {
     let cause = || e.errno().map_or_else(|| own_words(e), strerror);
     let path = path.display();
     match (e.kind(), e.errno()) {
-        (ErrorKind::NotFound | ErrorKind::PermissionDenied, errno) => Refusal {
-            code: match errno {
-                Some(nix::libc::EROFS | nix::libc::ENOSPC) => EX_CANTCREAT,
-                _ => EX_NOINPUT,
-            },
-            message: format!("cannot open lock file {path}: {}", cause()),
-        },
+        (ErrorKind::NotFound | ErrorKind::WrongKind | ErrorKind::PermissionDenied, errno) => {
+            Refusal {
+                code: match errno {
+                    Some(nix::libc::EROFS | nix::libc::ENOSPC) => EX_CANTCREAT,
+                    _ => EX_NOINPUT,
+                },
+                message: format!("cannot open lock file {path}: {}", cause()),
+            }
+        }
         (_, Some(nix::libc::ENOMEM | nix::libc::EMFILE | nix::libc::ENFILE)) => Refusal {
             code: EX_OSERR,
             message: format!("cannot open lock file {path}: {}", cause()),

@@ -312,6 +312,7 @@ fn join(a: JoinArgs) -> VerbResult {
              the membership)",
             a.group.display()
         ),
+        _ => format!("left {}", a.group.display()),
     });
     exit
 }

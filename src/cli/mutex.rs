@@ -898,6 +898,7 @@ fn watch(a: WatchCmd) -> VerbResult {
         match change? {
             mutex::Change::Acquired(st) => print_event(&a, WatchEvent::Acquired, &st)?,
             mutex::Change::Released(st) => print_event(&a, WatchEvent::Released, &st)?,
+            _ => {} // a change a later library reports: not shown
         }
     }
     Ok(watch.interrupted().map_or(Exit::OK, Exit::signal))

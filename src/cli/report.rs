@@ -306,7 +306,7 @@ pub fn not_deleted(released: fsync::sem::Released, inside: &str) -> Option<Strin
              descriptor it inherited)"
                 .to_string(),
         ),
-        Released::Kept | Released::Deleted => None,
+        _ => None,
     }
 }
 

@@ -182,7 +182,7 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
             "another process still holds the lock (one the command left \
                                     running, through a descriptor it inherited)"
         }
-        Released::Kept | Released::Deleted => return Ok(exit),
+        _ => return Ok(exit),
     };
     progress.say(|| format!("not deleting {}: {why}", a.lock.display()));
     Ok(exit)

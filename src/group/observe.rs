@@ -28,7 +28,7 @@ use crate::{
 
 /// Is the group at `path` empty? A missing group is empty. Creates nothing, and never waits on a
 /// local file system (it reads the kernel's lock table); on a network file system it probes
-/// with a lock released at once. [`ErrorKind::NotFound`] if `path` is not a directory.
+/// with a lock released at once. [`ErrorKind::WrongKind`] if `path` is not a directory.
 pub fn is_empty(path: &Path) -> Result<bool> {
     let p = paths(path);
     check_dir(path)?;
@@ -46,7 +46,7 @@ fn check_dir(path: &Path) -> Result<()> {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(Error::new(
             path,
-            ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             "is not a group directory",
         )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => pfs::check_parent(path),
@@ -175,6 +175,7 @@ pub fn watch(path: impl AsRef<Path>, timeout: Option<Duration>, poll: Duration) 
 
 /// A change [`Watch`] saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Change {
     /// The group became empty: its last member left.
     Empty,

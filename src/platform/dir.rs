@@ -171,7 +171,7 @@ impl Dir {
                     .map_err(io::Error::from)
             })
         };
-        let not_dir = || Error::new(path, ErrorKind::NotFound, "exists and is not a directory");
+        let not_dir = || Error::new(path, ErrorKind::WrongKind, "exists and is not a directory");
         // Another user swapping the name between a directory and a link in a loop can make
         // each look disagree with the open before it: a few tries, then say so.
         for _ in 0..3 {
@@ -350,7 +350,7 @@ impl Dir {
         };
         Error::new(
             &self.join(name),
-            ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             format!("is {what}, not {want} fsync made; not using it"),
         )
     }
@@ -474,7 +474,7 @@ impl Dir {
         if !is_kind(&st, Kind::File) {
             return Err(Error::new(
                 &self.join(name),
-                ErrorKind::NotFound,
+                ErrorKind::WrongKind,
                 format!(
                     "is {}, not a regular file fsync made; not using it",
                     describe(&st)
@@ -525,7 +525,7 @@ impl Dir {
     pub fn not_sole(&self, name: &str) -> Error {
         Error::new(
             &self.join(name),
-            ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             "has other hard links (or was replaced as it was opened): not a file fsync made; \
              not using it",
         )

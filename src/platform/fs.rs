@@ -135,7 +135,7 @@ pub fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
             return Err(Error::new(
                 path,
-                ErrorKind::NotFound,
+                ErrorKind::WrongKind,
                 "is a symbolic link, not a lock file fsync made; not following it",
             ));
         }
@@ -278,7 +278,7 @@ fn open_existing(path: &Path, follow: bool, purpose: Purpose) -> Result<(File, A
 fn dangling(path: &Path) -> Error {
     Error::new(
         path,
-        ErrorKind::NotFound,
+        ErrorKind::WrongKind,
         "is a dangling symbolic link; not creating its target",
     )
 }
@@ -342,14 +342,14 @@ fn check_lockable(path: &Path, file: &File, purpose: Purpose) -> Result<std::fs:
         }
         return Err(Error::new(
             path,
-            ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             "is a directory, not a lock file",
         ));
     }
     if !meta.is_file() {
         return Err(Error::new(
             path,
-            ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             "is not a regular file",
         ));
     }
@@ -363,12 +363,14 @@ pub fn explain_open_error(path: &Path, what: &str, e: io::Error) -> Error {
             Err(parent_err) => parent_err,
             Ok(()) => Error::io(path, what, e),
         },
-        Some(libc::EISDIR) => {
-            Error::new(path, ErrorKind::NotFound, "is a directory, not a lock file")
-        }
+        Some(libc::EISDIR) => Error::new(
+            path,
+            ErrorKind::WrongKind,
+            "is a directory, not a lock file",
+        ),
         Some(libc::ENOTDIR) => Error::new(
             path,
-            ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             "a component of the path is not a directory",
         ),
         _ => Error::io(path, what, e),
@@ -426,7 +428,7 @@ pub fn check_parent(path: &Path) -> Result<()> {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(Error::new(
             path,
-            ErrorKind::NotFound,
+            ErrorKind::WrongKind,
             format!("parent {} is not a directory", parent.display()),
         )
         .with_errno(libc::ENOTDIR)),
