@@ -23,6 +23,16 @@ pub struct Job<'a> {
     pub env: Vec<(String, String)>,
 }
 
+impl super::args::CommandArgs {
+    /// COMMAND, to be run with `env` added to its environment.
+    pub fn job(&self, env: Vec<(String, String)>) -> Job<'_> {
+        Job {
+            argv: &self.argv,
+            env,
+        }
+    }
+}
+
 impl Job<'_> {
     /// The command line as one string, for holder records and messages.
     pub fn display(&self) -> String {
@@ -155,7 +165,7 @@ pub struct LossArgs {
     /// time: half, less a second), else by file system (MooseFS 30s, NFSv3 30s, CephFS 14s,
     /// SMB 20s, others 10s; -v warns);
     /// 'fsync doctor' prints it. At least 1s
-    #[arg(long, value_name = "DUR", value_parser = super::args::parse_lease)]
+    #[arg(long, value_name = "DUR", value_parser = super::duration::parse_lease)]
     pub lease: Option<std::time::Duration>,
 }
 

@@ -9,6 +9,7 @@ mod args;
 mod bus;
 mod child;
 mod doctor;
+mod duration;
 mod environment;
 mod escape;
 mod event;

@@ -85,16 +85,8 @@ pub fn sticky_refusal(path: &Path, entry_uid: u32) -> Error {
     )
 }
 
-/// Whether a directory of mode `mode` is world-writable and sticky (`/tmp`): shared by every
-/// user, each able to remove only their own entries.
-pub fn shared_sticky(mode: u32) -> bool {
-    mode & 0o1002 == 0o1002
-}
-
-/// Whether fsync may write into, or believe, a file owned by `uid`: the caller's or root's.
-pub fn trusted_owner(uid: u32) -> bool {
-    uid == 0 || uid == unistd::geteuid().as_raw()
-}
+// Who may be trusted, and which directories are shared: asked of files as of directories.
+pub use super::fs::{shared_sticky, trusted_owner};
 
 /// An open directory whose entries are reached without following links (module docs).
 #[derive(Debug)]

@@ -393,11 +393,11 @@ pub fn parent_dir(path: &Path) -> &Path {
 /// but its owner and the directory's. `st_uid` is the entry's owner, `path` its name.
 pub fn foreign_in_shared(path: &Path, st_uid: u32) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    if super::dir::trusted_owner(st_uid) {
+    if trusted_owner(st_uid) {
         return None;
     }
     let parent = std::fs::metadata(parent_dir(path)).ok()?;
-    (super::dir::shared_sticky(parent.mode()) && parent.uid() != st_uid).then_some(st_uid)
+    (shared_sticky(parent.mode()) && parent.uid() != st_uid).then_some(st_uid)
 }
 
 /// [`foreign_in_shared`] as an error, for a lock file owned by `uid`: `Ok` if the rule
@@ -583,6 +583,17 @@ pub fn identity_at(dir: Option<std::os::fd::RawFd>, name: &Path) -> io::Result<(
             return Err(e);
         }
     }
+}
+
+/// Whether a directory of mode `mode` is world-writable and sticky (`/tmp`): shared by every
+/// user, each able to remove only their own entries.
+pub fn shared_sticky(mode: u32) -> bool {
+    mode & 0o1002 == 0o1002
+}
+
+/// Whether fsync may write into, or believe, a file owned by `uid`: the caller's or root's.
+pub fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == nix::unistd::geteuid().as_raw()
 }
 
 #[cfg(test)]
