@@ -125,7 +125,7 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    fence,
+    fence, held,
     holder::{self, Holder, OwnRecord, RecordFile},
     platform::{
         dir::Dir,
@@ -502,7 +502,7 @@ impl Mutex {
         }
         let locked = self.lock_file(mode, Deadline::after(timeout), progress)?;
         Ok(locked.map(|(file, _, key)| {
-            in_process::add(key);
+            held::add(key);
             PlainGuard {
                 path: self.path.clone(),
                 file,
@@ -519,15 +519,11 @@ impl Mutex {
         mode: Mode,
         deadline: Deadline,
         mut progress: impl FnMut(Duration),
-    ) -> Result<Outcome<(File, bool, in_process::Key)>> {
+    ) -> Result<Outcome<(File, bool, held::Key)>> {
         let first = self.open_stat()?;
         let meta = &first.2;
-        if in_process::held_by_this_thread(in_process::Key::new(meta, mode)) {
-            return Err(Error::new(
-                &self.path,
-                ErrorKind::Unavailable,
-                "already held by this thread through another guard; waiting would deadlock",
-            ));
+        if held::held_by_this_thread(held::Key::new(meta, mode)) {
+            return Err(held::deadlock(&self.path));
         }
         if self.delete && !meta.is_file() {
             // A path of the wrong kind for what was asked, as a directory for a byte range.
@@ -580,7 +576,7 @@ impl Mutex {
         Ok(Outcome::Acquired((
             file,
             network,
-            in_process::Key::new(&meta, mode),
+            held::Key::new(&meta, mode),
         )))
     }
 
@@ -639,12 +635,12 @@ impl Mutex {
 /// writing nothing, when dropped.
 struct Evaluating {
     file: Option<File>,
-    key: in_process::Key,
+    key: held::Key,
 }
 
 impl Evaluating {
-    fn new(file: File, key: in_process::Key) -> Evaluating {
-        in_process::add(key);
+    fn new(file: File, key: held::Key) -> Evaluating {
+        held::add(key);
         Evaluating {
             file: Some(file),
             key,
@@ -653,7 +649,7 @@ impl Evaluating {
 
     /// The lock, to enter with (out of the table: the guard puts it back).
     fn into_file(mut self) -> File {
-        in_process::remove(self.key);
+        held::remove(self.key);
         self.file.take().expect("taken once")
     }
 }
@@ -661,7 +657,7 @@ impl Evaluating {
 impl Drop for Evaluating {
     fn drop(&mut self) {
         if self.file.take().is_some() {
-            in_process::remove(self.key);
+            held::remove(self.key);
         }
     }
 }
@@ -806,11 +802,11 @@ pub struct MutexGuard {
     /// locks of other primitives, whose directories must be left empty).
     keep_fence: bool,
     /// This holding in the process's table (`None` when nested).
-    in_process: Option<in_process::Key>,
+    in_process: Option<held::Key>,
 }
 
 impl MutexGuard {
-    fn new(mutex: &Mutex, file: File, network: bool, key: in_process::Key) -> MutexGuard {
+    fn new(mutex: &Mutex, file: File, network: bool, key: held::Key) -> MutexGuard {
         let prepared = Prepared::open(&mutex.path);
         Self::prepared(mutex, file, network, key, prepared)
     }
@@ -821,10 +817,10 @@ impl MutexGuard {
         mutex: &Mutex,
         file: File,
         network: bool,
-        key: in_process::Key,
+        key: held::Key,
         prepared: Prepared,
     ) -> MutexGuard {
-        in_process::add(key);
+        held::add(key);
         // A device (`/dev/null`) lies in a directory of the system's, where nothing of ours
         // belongs: no record, and the token grows with the clock.
         let (dir, record) = match key.device() {
@@ -1082,7 +1078,7 @@ impl MutexGuard {
             self.record.released();
         }
         if let Some(key) = self.in_process.take() {
-            in_process::remove(key);
+            held::remove(key);
         }
         drop(file);
         result
@@ -1095,80 +1091,6 @@ impl Drop for MutexGuard {
     }
 }
 
-/// The locks this process holds through guards, and which thread took each (module docs).
-mod in_process {
-    use std::{
-        fs::Metadata,
-        os::unix::fs::MetadataExt,
-        sync::Mutex,
-        thread::{self, ThreadId},
-    };
-
-    use crate::platform::lock::Mode;
-
-    /// One holding: the lock file's device and inode, the thread that took it, and how.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct Key {
-        dev: u64,
-        ino: u64,
-        thread: ThreadId,
-        mode: Mode,
-        /// The lock file is a device (`/dev/null`): nothing is written beside it.
-        device: bool,
-    }
-
-    impl Key {
-        /// This thread's holding, in `mode`, of the file `meta` describes.
-        pub fn new(meta: &Metadata, mode: Mode) -> Key {
-            use std::os::unix::fs::FileTypeExt;
-            Key {
-                dev: meta.dev(),
-                ino: meta.ino(),
-                thread: thread::current().id(),
-                mode,
-                device: meta.file_type().is_char_device(),
-            }
-        }
-
-        /// Whether the lock file is a device, beside which no record is kept.
-        pub fn device(&self) -> bool {
-            self.device
-        }
-
-        /// The file's device and inode numbers.
-        pub fn file(&self) -> (u64, u64) {
-            (self.dev, self.ino)
-        }
-    }
-
-    static HELD: Mutex<Vec<Key>> = Mutex::new(Vec::new());
-
-    fn table() -> std::sync::MutexGuard<'static, Vec<Key>> {
-        // A panic elsewhere while holding the table leaves it consistent (pushes and removes).
-        HELD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Whether this thread holds the file through another guard in a mode that excludes
-    /// `key`'s (two shared holdings do not exclude each other).
-    pub fn held_by_this_thread(key: Key) -> bool {
-        table().iter().any(|k| {
-            (k.dev, k.ino, k.thread) == (key.dev, key.ino, key.thread)
-                && (k.mode == Mode::Exclusive || key.mode == Mode::Exclusive)
-        })
-    }
-
-    pub fn add(key: Key) {
-        table().push(key);
-    }
-
-    pub fn remove(key: Key) {
-        let mut held = table();
-        if let Some(i) = held.iter().position(|k| *k == key) {
-            held.swap_remove(i);
-        }
-    }
-}
-
 /// Proof of holding a plain lock on a [`Mutex`]'s file ([`Mutex::acquire_plain_with`],
 /// [`Mutex::acquire_shared_with`]); releases it when dropped.
 #[must_use = "the lock is released as soon as the guard is dropped"]
@@ -1176,7 +1098,7 @@ mod in_process {
 pub struct PlainGuard {
     path: PathBuf,
     file: File,
-    key: in_process::Key,
+    key: held::Key,
     mode: Mode,
 }
 
@@ -1196,7 +1118,7 @@ impl PlainGuard {
 
 impl Drop for PlainGuard {
     fn drop(&mut self) {
-        in_process::remove(self.key);
+        held::remove(self.key);
     }
 }
 

@@ -42,6 +42,7 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
+    held,
     holder::Holder,
     platform::{
         fs::{self as pfs, Access},
@@ -102,8 +103,10 @@ impl std::fmt::Display for ByteRange {
 /// lock) and never changed; its bytes need not exist.
 ///
 /// The locks are open-file-description (OFD) locks, `fcntl(F_OFD_SETLK[W])`: they belong to
-/// the guard's own open file, so two guards exclude each other even in one thread, and the
-/// kernel (or the file server) releases them when their holder dies. Do not lock the same file
+/// the guard's own open file, so two guards exclude each other even in one process, and the
+/// kernel (or the file server) releases them when their holder dies. A thread that asks for
+/// bytes it holds through another guard in a conflicting mode would wait for itself: that is
+/// an error at once ([`ErrorKind::Unavailable`]); other threads wait as other processes do. Do not lock the same file
 /// whole with [`Mutex`](crate::Mutex) or `flock(1)` as well: NFS and FUSE emulate `flock` with
 /// a whole-file lock of this kind, and the two collide there.
 ///
@@ -115,7 +118,10 @@ impl std::fmt::Display for ByteRange {
 /// let second = RangeLock::new(&path, ByteRange { start: 100, len: 100 });
 /// let a = first.acquire(Mode::Exclusive, None)?.expect("free");
 /// let b = second.try_acquire(Mode::Exclusive)?.expect("does not overlap");
-/// assert!(first.try_acquire(Mode::Shared)?.is_none()); // busy: held exclusively
+/// let other = first.clone();
+/// let busy = std::thread::spawn(move || other.try_acquire(Mode::Shared).unwrap().is_none());
+/// assert!(busy.join().unwrap()); // busy: held exclusively
+/// assert!(first.try_acquire(Mode::Shared).is_err()); // and this thread's own: refused
 /// drop((a, b));
 /// let r1 = first.try_acquire(Mode::Shared)?.expect("free");
 /// let r2 = first.try_acquire(Mode::Shared)?.expect("shared holders share");
@@ -136,6 +142,14 @@ pub struct RangeLock {
 pub struct RangeGuard {
     path: PathBuf,
     file: File,
+    /// This holding in the process's table (see `held`).
+    key: held::Key,
+}
+
+impl Drop for RangeGuard {
+    fn drop(&mut self) {
+        held::remove(self.key);
+    }
 }
 
 impl RangeGuard {
@@ -201,10 +215,13 @@ impl RangeLock {
     ) -> Result<Outcome<RangeGuard>> {
         let deadline = Deadline::after(timeout);
         let first = self.open(mode)?;
+        let r = self.range;
+        if held::held_by_this_thread(held::Key::range(&first.1, mode, r.start, r.len)) {
+            return Err(held::deadlock(&self.path));
+        }
         let network = pfs::fs_kind(&first.0).network;
         let mut open = Some(first);
         let spec = Wait::for_lock(deadline, network, self.poll);
-        let r = self.range;
         let mut locker = wait::Locker::new(network);
         let outcome = wait::wait_for(spec, progress, |block| -> Result<_, Failed> {
             let (file, meta) = match open.take() {
@@ -231,16 +248,21 @@ impl RangeLock {
             // Deleted (or replaced) while we waited: the lock we got is on a file nobody else
             // will lock again, so drop it and lock the file the name names now (protocol, 3).
             let named = crate::mutex::names(&self.path, None, (meta.dev(), meta.ino()))?;
-            Ok(named.then_some(file))
+            Ok(named.then_some((file, meta)))
         });
         if let Some((file, _)) = &open {
             locker.settle(&outcome, file);
         }
         let outcome =
             outcome.map_err(|f| f.naming(&self.path, &format!("cannot lock bytes {r}")))?;
-        Ok(outcome.map(|file| RangeGuard {
-            path: self.path.clone(),
-            file,
+        Ok(outcome.map(|(file, meta)| {
+            let key = held::Key::range(&meta, mode, r.start, r.len);
+            held::add(key);
+            RangeGuard {
+                path: self.path.clone(),
+                file,
+                key,
+            }
         }))
     }
 
@@ -489,6 +511,38 @@ fn check_range_fd(fd: BorrowedFd<'_>) -> Result<PathBuf> {
 mod tests {
     use super::*;
 
+    /// One thread asking again for bytes it holds through another guard would wait for
+    /// itself: refused at once; bytes beside them, or shared with shared, are fine.
+    #[test]
+    fn the_same_thread_cannot_deadlock_on_its_own_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let held = RangeLock::new(&path, ByteRange { start: 10, len: 5 })
+            .try_acquire(Mode::Exclusive)
+            .unwrap()
+            .unwrap();
+        let err = RangeLock::new(&path, ByteRange { start: 14, len: 0 })
+            .acquire(Mode::Shared, None)
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(
+            err.to_string().contains("already held by this thread"),
+            "{err}"
+        );
+        let beside = RangeLock::new(&path, ByteRange { start: 15, len: 1 })
+            .try_acquire(Mode::Exclusive)
+            .unwrap();
+        assert!(beside.is_some(), "the next byte is free");
+        drop(held);
+        assert!(
+            RangeLock::new(&path, ByteRange { start: 12, len: 1 })
+                .try_acquire(Mode::Exclusive)
+                .unwrap()
+                .is_some(),
+            "released: forgotten"
+        );
+    }
+
     #[test]
     fn ranges_parse_and_check_bounds() {
         assert_eq!(ByteRange::parse("10"), Ok(ByteRange { start: 10, len: 1 }));
@@ -578,10 +632,10 @@ mod tests {
             b.acquire_with(Mode::Exclusive, zero, |_| {}).unwrap(),
             Outcome::Acquired(_)
         ));
-        assert!(matches!(
-            a.acquire_with(Mode::Shared, zero, |_| {}).unwrap(),
-            Outcome::TimedOut
-        ));
+        // Another thread finds the held range busy (this one would be refused: its own).
+        let again = RangeLock::new(&path, ByteRange::parse("0:10").unwrap());
+        let busy = std::thread::spawn(move || again.acquire_with(Mode::Shared, zero, |_| {}));
+        assert!(matches!(busy.join().unwrap().unwrap(), Outcome::TimedOut));
         assert!(matches!(
             far.acquire_with(Mode::Exclusive, zero, |_| {}).unwrap(),
             Outcome::Acquired(_)

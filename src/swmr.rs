@@ -98,6 +98,7 @@ use nix::sys::stat::{FileStat, SFlag};
 
 use crate::{
     error::{Error, ErrorKind, Result},
+    held,
     holder::{Holder, record_path},
     platform::{
         dir::{self, Dir},
@@ -117,7 +118,9 @@ const DELETE_GRACE: Duration = Duration::from_secs(1);
 /// A reader/writer lock at a path: any number of readers together, or one writer alone; a
 /// waiting writer holds back readers who arrive after it, so a stream of readers cannot starve
 /// it. The lock file is created if missing and never written; `flock -s` and `flock -x` on it
-/// interoperate (module docs).
+/// interoperate (module docs). A thread that asks for a lock that its own guard excludes (a
+/// writer that asks to read) would wait for itself: that is an error at once
+/// ([`ErrorKind::Unavailable`]); other threads wait as other processes do.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -125,7 +128,9 @@ const DELETE_GRACE: Duration = Duration::from_secs(1);
 /// let lock = fsync::Swmr::new(&path);
 /// let r1 = lock.read(None)?.unwrap();
 /// let r2 = lock.read(None)?.unwrap(); // readers share
-/// assert!(lock.write(Some(std::time::Duration::ZERO))?.is_none()); // the writer waits
+/// let writer = lock.clone();
+/// let waits = std::thread::spawn(move || writer.write(Some(std::time::Duration::ZERO)));
+/// assert!(waits.join().unwrap()?.is_none()); // the writer waits
 /// drop((r1, r2));
 /// assert!(lock.write(Some(std::time::Duration::ZERO))?.is_some());
 /// # Ok::<(), fsync::Error>(())
@@ -146,6 +151,8 @@ pub struct SwmrGuard {
     path: PathBuf,
     /// `None` once released.
     file: Option<File>,
+    /// This holding in the process's table (see `held`).
+    key: held::Key,
     mode: Mode,
     /// Held on a byte range (OFD locks), which lock-loss checks do not cover.
     ranged: bool,
@@ -207,6 +214,7 @@ impl SwmrGuard {
         let Some(file) = self.file.take() else {
             return Ok(Released::Kept);
         };
+        held::remove(self.key);
         if !self.delete {
             return Ok(Released::Kept);
         }
@@ -295,11 +303,16 @@ impl Swmr {
     /// # let path = dir.path().join("db.lck");
     /// let lock = fsync::Swmr::new(&path);
     /// let writer = lock.try_write()?.expect("free");
-    /// assert!(lock.try_read()?.is_none()); // busy: the writer is inside
+    /// let other = lock.clone();
+    /// let busy = std::thread::spawn(move || other.try_read().unwrap().is_none());
+    /// assert!(busy.join().unwrap()); // busy: the writer is inside
     /// drop(writer);
     /// let reader = lock.try_read()?.expect("free again");
     /// assert!(lock.try_read()?.is_some()); // readers share
-    /// assert!(lock.try_write()?.is_none()); // but exclude the writer
+    /// let other = lock.clone();
+    /// let busy = std::thread::spawn(move || other.try_write().unwrap().is_none());
+    /// assert!(busy.join().unwrap()); // but exclude the writer
+    /// assert!(lock.try_write().is_err()); // (this thread would wait for its own reader)
     /// drop(reader);
     /// # Ok::<(), fsync::Error>(())
     /// ```
@@ -342,13 +355,17 @@ impl Swmr {
             // Giving up is leaving too: we may have been the last one waiting. Best effort.
             let _ = delete_files(&self.path, self.poll);
         }
-        Ok(outcome.map(|file| SwmrGuard {
-            path: self.path.clone(),
-            file: Some(file),
-            mode,
-            ranged: self.range.is_some(),
-            delete: self.delete,
-            poll: self.poll,
+        Ok(outcome.map(|(file, key)| {
+            held::add(key);
+            SwmrGuard {
+                path: self.path.clone(),
+                file: Some(file),
+                key,
+                mode,
+                ranged: self.range.is_some(),
+                delete: self.delete,
+                poll: self.poll,
+            }
         }))
     }
 
@@ -384,8 +401,22 @@ impl Swmr {
         mode: Mode,
         deadline: Deadline,
         mut progress: impl FnMut(Duration),
-    ) -> Result<Outcome<File>> {
+    ) -> Result<Outcome<(File, held::Key)>> {
         let (mut file, mut access, network) = self.open(mode)?;
+        // Ours in this thread already, through another guard: we would wait for ourselves.
+        let key = |file: &File| -> Result<held::Key> {
+            let meta = file
+                .metadata()
+                .map_err(|e| Error::io(&self.path, "cannot stat lock file", e))?;
+            Ok(match self.range {
+                None => held::Key::new(&meta, mode),
+                Some(r) => held::Key::range(&meta, mode, r.start, r.len),
+            })
+        };
+        let mut held_as = key(&file)?;
+        if held::held_by_this_thread(held_as) {
+            return Err(held::deadlock(&self.path));
+        }
         let step = |progress: &mut dyn FnMut(Duration), file: &File, mode, deadline| {
             let spec = Wait::for_lock(deadline, network, self.poll);
             wait::flock(spec, progress, file, mode, &self.path)
@@ -416,6 +447,7 @@ impl Swmr {
             }
             if !names(&self.path, &file)? {
                 (file, access, _) = self.open(mode)?; // r3, w4
+                held_as = key(&file)?;
             }
             let got = match self.range {
                 None => step(&mut progress, &file, mode, deadline)?,
@@ -427,10 +459,11 @@ impl Swmr {
             if !names(&self.path, &file)? {
                 // Removed under us (only where there is no turnstile): start again.
                 (file, access, _) = self.open(mode)?;
+                held_as = key(&file)?;
                 continue;
             }
             drop(turnstile); // others may queue again
-            return Ok(Outcome::Acquired(file));
+            return Ok(Outcome::Acquired((file, held_as)));
         }
     }
 }
@@ -757,6 +790,37 @@ impl SwmrStatus {
 mod tests {
     use super::*;
 
+    /// A writer that asks to read (or write) through another guard in the same thread would
+    /// wait for itself: refused at once. Two readers are fine; a released writer is forgotten.
+    #[test]
+    fn the_same_thread_cannot_deadlock_on_its_own_swmr_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = Swmr::new(dir.path().join("l"));
+        let writer = lock.try_write().unwrap().unwrap();
+        for err in [lock.read(None).unwrap_err(), lock.try_write().unwrap_err()] {
+            assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+            assert!(
+                err.to_string().contains("already held by this thread"),
+                "{err}"
+            );
+        }
+        drop(writer);
+        let (r1, r2) = (
+            lock.try_read().unwrap().unwrap(),
+            lock.try_read().unwrap().unwrap(),
+        );
+        assert_eq!(lock.try_write().unwrap_err().kind(), ErrorKind::Unavailable);
+        drop((r1, r2));
+        let w = lock.try_write().unwrap().unwrap();
+        assert!(w.release().is_ok());
+        // Another thread just waits its turn (here: finds it busy).
+        let writer = lock.try_write().unwrap().unwrap();
+        let lock2 = Swmr::new(dir.path().join("l"));
+        let busy = std::thread::spawn(move || lock2.try_read().unwrap().is_none());
+        assert!(busy.join().unwrap());
+        drop(writer);
+    }
+
     #[test]
     fn waiting_writer_holds_back_new_readers() {
         let dir = tempfile::tempdir().unwrap();
@@ -820,7 +884,9 @@ mod tests {
         assert_eq!(listing(dir.path()), [".l.turnstile", "l"]);
         // A wait that gives up leaves too: the last to go removes the files.
         let writer = Swmr::new(&path).try_write().unwrap().unwrap();
-        assert!(lock.try_read().unwrap().is_none());
+        let gives_up = Swmr::new(&path).delete_on_release(true);
+        let busy = std::thread::spawn(move || gives_up.try_read().unwrap().is_none());
+        assert!(busy.join().unwrap(), "another thread finds it busy");
         assert_eq!(listing(dir.path()), [".l.turnstile", ".l.writers", "l"]);
         drop(writer);
         assert!(lock.try_write().unwrap().is_some()); // acquired, then dropped: deleted

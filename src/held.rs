@@ -1,0 +1,130 @@
+/*!
+The locks this process holds through guards, and which thread took each: so that a thread that
+asks for what it already holds through another guard fails at once instead of waiting for
+itself (every acquisition opens the files it locks anew, and two open file descriptions of one
+file exclude each other, in one process as in two). Whole-file locks (`flock`) and byte ranges
+(OFD locks) are kept apart, as the kernel keeps them: a range conflicts only with a range of the
+same file that overlaps it.
+*/
+use std::{
+    fs::Metadata,
+    os::unix::fs::MetadataExt,
+    sync::Mutex,
+    thread::{self, ThreadId},
+};
+
+use crate::{
+    error::{Error, ErrorKind},
+    platform::lock::Mode,
+};
+
+/// One holding: the lock file's device and inode, the thread that took it, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    dev: u64,
+    ino: u64,
+    thread: ThreadId,
+    mode: Mode,
+    /// The lock file is a device (`/dev/null`): nothing is written beside it.
+    device: bool,
+    /// A byte range (start, length; 0: to the end of all offsets), or the whole file (`flock`).
+    range: Option<(u64, u64)>,
+}
+
+impl Key {
+    /// This thread's holding, in `mode`, of the file `meta` describes.
+    pub fn new(meta: &Metadata, mode: Mode) -> Key {
+        use std::os::unix::fs::FileTypeExt;
+        Key {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            thread: thread::current().id(),
+            mode,
+            device: meta.file_type().is_char_device(),
+            range: None,
+        }
+    }
+
+    /// This thread's holding, in `mode`, of `len` bytes from `start` of the file `meta`
+    /// describes (`len` 0: to the end of all offsets).
+    pub fn range(meta: &Metadata, mode: Mode, start: u64, len: u64) -> Key {
+        Key {
+            range: Some((start, len)),
+            ..Key::new(meta, mode)
+        }
+    }
+
+    /// Whether the lock file is a device, beside which no record is kept.
+    pub fn device(&self) -> bool {
+        self.device
+    }
+
+    /// The file's device and inode numbers.
+    pub fn file(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+}
+
+static HELD: Mutex<Vec<Key>> = Mutex::new(Vec::new());
+
+fn table() -> std::sync::MutexGuard<'static, Vec<Key>> {
+    // A panic elsewhere while holding the table leaves it consistent (pushes and removes).
+    HELD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether this thread holds the file through another guard in a mode that excludes
+/// `key`'s (two shared holdings do not exclude each other).
+pub fn held_by_this_thread(key: Key) -> bool {
+    table().iter().any(|k| {
+        (k.dev, k.ino, k.thread) == (key.dev, key.ino, key.thread)
+            && (k.mode == Mode::Exclusive || key.mode == Mode::Exclusive)
+            && match (k.range, key.range) {
+                (None, None) => true,
+                (Some(a), Some(b)) => overlap(a, b),
+                _ => false,
+            }
+    })
+}
+
+/// Whether two byte ranges (start, length; length 0: to the end) share a byte.
+fn overlap((a, a_len): (u64, u64), (b, b_len): (u64, u64)) -> bool {
+    let end = |start: u64, len: u64| match len {
+        0 => u64::MAX,
+        n => start.saturating_add(n),
+    };
+    a < end(b, b_len) && b < end(a, a_len)
+}
+
+/// The error for an acquisition that [`held_by_this_thread`] refuses.
+pub fn deadlock(path: &std::path::Path) -> Error {
+    Error::new(
+        path,
+        ErrorKind::Unavailable,
+        "already held by this thread through another guard; waiting would deadlock",
+    )
+}
+
+pub fn add(key: Key) {
+    table().push(key);
+}
+
+pub fn remove(key: Key) {
+    let mut held = table();
+    if let Some(i) = held.iter().position(|k| *k == key) {
+        held.swap_remove(i);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_overlap_where_they_share_a_byte() {
+        assert!(overlap((0, 10), (9, 1)));
+        assert!(!overlap((0, 10), (10, 1)));
+        assert!(overlap((5, 0), (1_000_000, 1)), "0: to the end");
+        assert!(!overlap((5, 0), (0, 5)));
+        assert!(overlap((0, 0), (0, 0)));
+    }
+}
