@@ -121,10 +121,10 @@ fn uncontended(smoke: bool) {
     let path = dir.path().join("fsync.lck");
     let m = fsync::Mutex::new(&path);
     g.bench_function("fsync_acquire_release", |b| {
-        b.iter(|| drop(black_box(m.acquire(None).unwrap().unwrap())))
+        b.iter(|| drop(black_box(m.acquire(None).unwrap().unwrap())));
     });
     g.bench_function("fsync_try_acquire_release", |b| {
-        b.iter(|| drop(black_box(m.try_acquire().unwrap().unwrap())))
+        b.iter(|| drop(black_box(m.try_acquire().unwrap().unwrap())));
     });
 
     let path = dir.path().join("flock.lck");
@@ -132,15 +132,15 @@ fn uncontended(smoke: bool) {
         b.iter(|| {
             let f = open_lock(&path);
             flock(&f, libc::LOCK_EX);
-            drop(f)
-        })
+            drop(f);
+        });
     });
     let f = open_lock(&path);
     g.bench_function("flock_lock_unlock", |b| {
         b.iter(|| {
             flock(&f, libc::LOCK_EX);
             flock(&f, libc::LOCK_UN);
-        })
+        });
     });
     g.finish();
     drop(c);
@@ -326,7 +326,7 @@ fn now_ns() -> u64 {
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes the timespec we pass.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
     assert_eq!(rc, 0, "clock_gettime failed");
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -373,29 +373,26 @@ fn run_side(
     let mut misses = 0;
     let mut byte = [0u8; 1];
     for round in 0..rounds as u64 {
-        match held.take() {
-            Some(guard) => {
-                if !wait_blocked(ino) {
-                    misses += 1;
-                }
-                shared.publish(round, now_ns());
-                drop(guard);
-                // Wait until the other side holds it before queueing up again ourselves,
-                // so that we never take it back before the waiter got it.
-                rx.read_exact(&mut byte).expect("peer went away");
-                assert_eq!(byte[0], ACK);
+        if let Some(guard) = held.take() {
+            if !wait_blocked(ino) {
+                misses += 1;
             }
-            None => {
-                let guard = locker.acquire();
-                let t1 = now_ns();
-                let t0 = shared.take(round);
-                if round as usize >= WARMUP {
-                    lat.push(t1.saturating_sub(t0));
-                }
-                tx.write_all(&[ACK]).expect("peer went away");
-                tx.flush().expect("peer went away");
-                held = Some(guard);
+            shared.publish(round, now_ns());
+            drop(guard);
+            // Wait until the other side holds it before queueing up again ourselves,
+            // so that we never take it back before the waiter got it.
+            rx.read_exact(&mut byte).expect("peer went away");
+            assert_eq!(byte[0], ACK);
+        } else {
+            let guard = locker.acquire();
+            let t1 = now_ns();
+            let t0 = shared.take(round);
+            if round as usize >= WARMUP {
+                lat.push(t1.saturating_sub(t0));
             }
+            tx.write_all(&[ACK]).expect("peer went away");
+            tx.flush().expect("peer went away");
+            held = Some(guard);
         }
     }
     drop(held);
@@ -492,7 +489,7 @@ fn allowed_cpus() -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: sched_getaffinity writes at most size_of(set) bytes into the set we own.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &raw mut set) };
     if rc != 0 {
         return Vec::new();
     }
@@ -511,7 +508,7 @@ fn pin_to(cpu: Option<usize>, all: &[usize]) {
             Some(c) => libc::CPU_SET(c, &mut set),
             None => all.iter().for_each(|&c| libc::CPU_SET(c, &mut set)),
         }
-        let rc = libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+        let rc = libc::sched_setaffinity(0, std::mem::size_of_val(&set), &raw const set);
         assert_eq!(
             rc,
             0,
@@ -612,8 +609,7 @@ fn handoff(smoke: bool) {
          {} handoffs per variant after {WARMUP} warm-up, dir {}",
         handoffs - WARMUP,
         std::env::var_os("FSYNC_BENCH_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir)
+            .map_or_else(std::env::temp_dir, PathBuf::from)
             .display()
     );
     println!(

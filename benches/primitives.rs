@@ -25,29 +25,29 @@ fn main() {
     let mut g = c.benchmark_group("uncontended");
     let m = fsync::Mutex::new(path("m.lck"));
     g.bench_function("mutex", |b| {
-        b.iter(|| drop(black_box(m.acquire(None).unwrap().unwrap())))
+        b.iter(|| drop(black_box(m.acquire(None).unwrap().unwrap())));
     });
     let rw = fsync::Swmr::new(path("rw.lck"));
     g.bench_function("swmr_read", |b| {
-        b.iter(|| drop(black_box(rw.read(None).unwrap().unwrap())))
+        b.iter(|| drop(black_box(rw.read(None).unwrap().unwrap())));
     });
     g.bench_function("swmr_write", |b| {
-        b.iter(|| drop(black_box(rw.write(None).unwrap().unwrap())))
+        b.iter(|| drop(black_box(rw.write(None).unwrap().unwrap())));
     });
     let sem = fsync::Semaphore::new(path("sem"), 4);
     g.bench_function("sem_4_slots", |b| {
-        b.iter(|| drop(black_box(sem.acquire(None).unwrap().unwrap())))
+        b.iter(|| drop(black_box(sem.acquire(None).unwrap().unwrap())));
     });
     let gl = fsync::GroupLock::new(path("gl.lck"));
     g.bench_function("grouplock", |b| {
-        b.iter(|| drop(black_box(gl.enter("a", None, None).unwrap().unwrap())))
+        b.iter(|| drop(black_box(gl.enter("a", None, None).unwrap().unwrap())));
     });
     let ev = fsync::Event::new(path("ev"));
     g.bench_function("event_signal_wait_reset", |b| {
         b.iter(|| {
             ev.signal().unwrap();
             assert!(ev.wait(None, true).unwrap());
-        })
+        });
     });
     g.finish();
 
@@ -59,7 +59,7 @@ fn main() {
         b.iter(|| {
             let _ = mb.post(&mut &b"payload"[..]).unwrap();
             mb.recv(None).unwrap().unwrap().finish().unwrap();
-        })
+        });
     });
     g.finish();
 
@@ -71,10 +71,10 @@ fn main() {
             .map(|_| group.join(None).unwrap().unwrap())
             .collect();
         g.bench_function(format!("join_leave_{others}_others"), |b| {
-            b.iter(|| drop(black_box(group.join(None).unwrap().unwrap())))
+            b.iter(|| drop(black_box(group.join(None).unwrap().unwrap())));
         });
         g.bench_function(format!("is_empty_{others}_members"), |b| {
-            b.iter(|| black_box(fsync::group::is_empty(&gp).unwrap()))
+            b.iter(|| black_box(fsync::group::is_empty(&gp).unwrap()));
         });
     }
     g.finish();

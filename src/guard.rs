@@ -104,7 +104,7 @@ impl<'guard> LossCheck<'guard> {
         self.start(every, lease, true)
     }
 
-    fn start(&self, every: Duration, lease: Duration, follow: bool) -> Lease<'guard> {
+    fn start(self, every: Duration, lease: Duration, follow: bool) -> Lease<'guard> {
         let length = Arc::new(AtomicU64::new(millis(lease)));
         let shared = Arc::new(Shared {
             in_call: Mutex::new(()),
@@ -269,7 +269,7 @@ impl Drop for Lease<'_> {
 }
 
 fn lock_ignoring_poison<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -287,7 +287,7 @@ mod tests {
         let every = Duration::from_millis(10);
         let held = LossCheck::on(true, ours.as_fd(), Mode::Exclusive)
             .unwrap()
-            .lease(every, Duration::from_secs(60));
+            .lease(every, Duration::from_mins(1));
         std::thread::sleep(every * 5); // several checks
         assert_eq!(held.state(), LeaseState::Held);
         drop(held);
@@ -295,7 +295,7 @@ mod tests {
         let theirs = std::fs::File::open(&path).unwrap();
         let lost = LossCheck::on(true, theirs.as_fd(), Mode::Exclusive)
             .unwrap()
-            .lease(every, Duration::from_secs(60));
+            .lease(every, Duration::from_mins(1));
         let give_up = Instant::now() + Duration::from_secs(30);
         while lost.state() != LeaseState::Lost {
             assert!(Instant::now() < give_up, "the lease never saw the loss");

@@ -69,7 +69,8 @@ static HELD: Mutex<Vec<Key>> = Mutex::new(Vec::new());
 
 fn table() -> std::sync::MutexGuard<'static, Vec<Key>> {
     // A panic elsewhere while holding the table leaves it consistent (pushes and removes).
-    HELD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether this thread holds the file through another guard in a mode that excludes

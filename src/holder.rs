@@ -96,7 +96,9 @@ pub(crate) struct Record {
 
 /// The record file that belongs to a lock path.
 pub(crate) fn record_path(lock: &Path) -> PathBuf {
-    let name = lock.file_name().map(|n| n.as_bytes()).unwrap_or(b"lock");
+    let name = lock
+        .file_name()
+        .map_or(&b"lock"[..], std::os::unix::ffi::OsStrExt::as_bytes);
     let mut file = b".".to_vec();
     file.extend_from_slice(name);
     file.extend_from_slice(b".fsync");
@@ -399,8 +401,7 @@ pub(crate) struct Registration {
 impl Registration {
     /// The number of its descriptor, while it has one.
     pub(crate) fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
-        self.file.as_ref().map(|f| f.as_raw_fd())
+        self.file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd)
     }
 
     pub(crate) fn create(

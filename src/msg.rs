@@ -655,7 +655,7 @@ fn with_seq(
     let next = last + 1;
     let text = format!("{next}\n");
     file.write_all_at(text.as_bytes(), 0)
-        .and_then(|_| file.set_len(text.len() as u64))
+        .and_then(|()| file.set_len(text.len() as u64))
         .map_err(|e| Error::io(&shown, "cannot write", e))?;
     f(next) // the lock goes with `file`
 }

@@ -544,12 +544,11 @@ impl Mutex {
         let spec = Wait::for_lock(deadline, network, self.poll);
         let mut locker = wait::Locker::new(network);
         let outcome = wait::wait_for(spec, &mut progress, |block| -> Result<_, Failed> {
-            let (file, access, meta) = match open.take() {
-                Some(f) => f,
-                None => {
-                    locker.forget();
-                    self.open_stat()?
-                }
+            let (file, access, meta) = if let Some(f) = open.take() {
+                f
+            } else {
+                locker.forget();
+                self.open_stat()?
             };
             match locker.flock(&file, mode, block) {
                 Ok(true) => {}
@@ -1006,14 +1005,13 @@ impl MutexGuard {
     /// The device and inode of the file we hold (open as `fd`), as learnt when it was locked:
     /// a stat is a round trip to the server on a network file system.
     fn held_file(&self, fd: RawFd) -> Result<(u64, u64)> {
-        match &self.in_process {
-            Some(key) => Ok(key.file()),
-            None => {
-                let st = nix::sys::stat::fstat(fd).map_err(|e| {
-                    Error::io(&self.path, "cannot stat lock file", std::io::Error::from(e))
-                })?;
-                Ok((st.st_dev, st.st_ino))
-            }
+        if let Some(key) = &self.in_process {
+            Ok(key.file())
+        } else {
+            let st = nix::sys::stat::fstat(fd).map_err(|e| {
+                Error::io(&self.path, "cannot stat lock file", std::io::Error::from(e))
+            })?;
+            Ok((st.st_dev, st.st_ino))
         }
     }
 
@@ -1343,9 +1341,10 @@ pub(crate) fn fd_file(fd: RawFd) -> PathBuf {
 
 /// A name for a descriptor number in messages: `fd N (FILE)`, or `fd N`.
 fn fd_path(fd: RawFd) -> PathBuf {
-    std::fs::read_link(format!("/proc/self/fd/{fd}"))
-        .map(|p| PathBuf::from(format!("fd {fd} ({})", p.display())))
-        .unwrap_or_else(|_| PathBuf::from(format!("fd {fd}")))
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).map_or_else(
+        |_| PathBuf::from(format!("fd {fd}")),
+        |p| PathBuf::from(format!("fd {fd} ({})", p.display())),
+    )
 }
 
 /// Block until the status of the mutex at `path` differs from `seen` (a holder came or went),
@@ -1488,7 +1487,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("l");
         let poll = wait::DEFAULT_POLL;
-        let mut changes = watch(&path, Some(Duration::from_secs(60)), poll).unwrap();
+        let mut changes = watch(&path, Some(Duration::from_mins(1)), poll).unwrap();
         assert!(!changes.status().held);
         for _ in 0..3 {
             let guard = Mutex::new(&path).acquire(None).unwrap().unwrap();

@@ -224,12 +224,11 @@ impl RangeLock {
         let spec = Wait::for_lock(deadline, network, self.poll);
         let mut locker = wait::Locker::new(network);
         let outcome = wait::wait_for(spec, progress, |block| -> Result<_, Failed> {
-            let (file, meta) = match open.take() {
-                Some(f) => f,
-                None => {
-                    locker.forget();
-                    self.open(mode)?
-                }
+            let (file, meta) = if let Some(f) = open.take() {
+                f
+            } else {
+                locker.forget();
+                self.open(mode)?
             };
             match locker.range(&file, mode, (r.start, r.len), block) {
                 Ok(true) => {}

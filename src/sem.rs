@@ -295,23 +295,22 @@ impl Semaphore {
         // A free slot needs no watch: an inotify instance costs its closer a wait for the
         // kernel (see `platform::notify`), which was 2 ms of an uncontended acquire + release.
         let mut watch = None;
-        let got = match try_slots()? {
-            Some(i) => Outcome::Acquired(i),
-            None => {
-                // None free: watch for closes first, then look again, so no release is missed.
-                let w = watch.insert(
-                    DirWatch::closes(&top.pinned())
-                        .map_err(|e| Error::io(&self.dir, "cannot watch directory", e))?,
-                );
-                wait::wait_for(spec, &mut *progress, |block| -> Result<_, Failed> {
-                    if block {
-                        w.wait()?;
-                        return Ok(None);
-                    }
-                    Ok(try_slots()?)
-                })
-                .map_err(|f| f.naming(&self.dir, "cannot wait"))?
-            }
+        let got = if let Some(i) = try_slots()? {
+            Outcome::Acquired(i)
+        } else {
+            // None free: watch for closes first, then look again, so no release is missed.
+            let w = watch.insert(
+                DirWatch::closes(&top.pinned())
+                    .map_err(|e| Error::io(&self.dir, "cannot watch directory", e))?,
+            );
+            wait::wait_for(spec, &mut *progress, |block| -> Result<_, Failed> {
+                if block {
+                    w.wait()?;
+                    return Ok(None);
+                }
+                Ok(try_slots()?)
+            })
+            .map_err(|f| f.naming(&self.dir, "cannot wait"))?
         };
         drop(queue); // the next in line may look now
         Ok(got.map(|i| {
@@ -731,7 +730,7 @@ mod tests {
         assert!(
             !path.exists(),
             "{:?}",
-            std::fs::read_dir(&path).map(|d| d.count())
+            std::fs::read_dir(&path).map(std::iter::Iterator::count)
         );
         // A give-up leaves too: `try_acquire` of a free semaphore, dropped, deletes.
         drop(sem.try_acquire().unwrap());

@@ -754,10 +754,10 @@ mod tests {
         assert_eq!(Deadline::never().remaining(), None);
         // Too large to represent: no deadline at all.
         assert_eq!(Deadline::after(Some(Duration::MAX)).remaining(), None);
-        let left = Deadline::after(Some(Duration::from_secs(60)))
+        let left = Deadline::after(Some(Duration::from_mins(1)))
             .remaining()
             .unwrap();
-        assert!(left > Duration::from_secs(59) && left <= Duration::from_secs(60));
+        assert!(left > Duration::from_secs(59) && left <= Duration::from_mins(1));
     }
 
     /// A library error of an attempt comes back as it is, whether the attempt blocked or not;

@@ -25,21 +25,18 @@ fn connect(t: &TestDir, name: &str) {
 #[track_caller]
 fn recv_json(t: &TestDir, name: &str) -> Option<Value> {
     let out = t.fsync(["bus", "recv", "-n", "--json", "BUS", name]).run();
-    match out.status.code() {
-        Some(75) => {
-            out.stdout("");
-            None
-        }
-        _ => {
-            out.code(0);
-            assert_eq!(
-                out.stdout.lines().count(),
-                1,
-                "not one line: {}",
-                out.stdout
-            );
-            Some(json_of(&out.stdout))
-        }
+    if let Some(75) = out.status.code() {
+        out.stdout("");
+        None
+    } else {
+        out.code(0);
+        assert_eq!(
+            out.stdout.lines().count(),
+            1,
+            "not one line: {}",
+            out.stdout
+        );
+        Some(json_of(&out.stdout))
     }
 }
 
@@ -72,7 +69,7 @@ fn members(t: &TestDir) -> BTreeSet<String> {
 }
 
 fn set(names: &[&str]) -> BTreeSet<String> {
-    names.iter().map(|n| n.to_string()).collect()
+    names.iter().map(std::string::ToString::to_string).collect()
 }
 
 /// Standard base64 (RFC 4648, with padding).

@@ -107,14 +107,14 @@ fn listed(v: &Value) -> Vec<(u32, u32)> {
         .iter()
         .map(|m| (pid(m, "pid"), pid(m, "child_pid")))
         .collect();
-    out.sort();
+    out.sort_unstable();
     out
 }
 
 /// The (fsync pid, command pid) of these members, sorted.
 fn pids_of<'a>(members: impl IntoIterator<Item = &'a Member>) -> Vec<(u32, u32)> {
     let mut out: Vec<(u32, u32)> = members.into_iter().map(|m| (m.pid(), m.child)).collect();
-    out.sort();
+    out.sort_unstable();
     out
 }
 

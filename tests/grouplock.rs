@@ -491,17 +491,14 @@ fn sigkill_of_fsync_alone_leaves_the_lock_with_its_command() {
             a.wait_exit();
             let other_group = member(&t, "gB", &["-n"], "echo ran").run();
             let same_group = member(&t, "gA", &[cap, &["-n"]].concat(), "echo ran").run();
-            match close {
-                false => {
-                    other_group.code(75).stdout("");
-                    // Under a cap of 1 the slot went down to the command too.
-                    same_group.code(if cap.is_empty() { 0 } else { 75 });
-                    status_json(&t, 1);
-                }
-                true => {
-                    other_group.code(0).stdout("ran\n");
-                    same_group.code(0).stdout("ran\n");
-                }
+            if close {
+                other_group.code(0).stdout("ran\n");
+                same_group.code(0).stdout("ran\n");
+            } else {
+                other_group.code(75).stdout("");
+                // Under a cap of 1 the slot went down to the command too.
+                same_group.code(if cap.is_empty() { 0 } else { 75 });
+                status_json(&t, 1);
             }
             a.finish().killed_by(Signal::SIGKILL);
             member(&t, "gB", &["-t", "30s"], "echo ran")

@@ -119,7 +119,7 @@ fn parse_doc(text: &str) -> Result<Doc, String> {
                 doc.examples
                     .push((name.to_string(), text.join("\n"), n + 1));
             }
-            ["schema", ..] | ["json", ..] => {
+            ["schema" | "json", ..] => {
                 return Err(format!(
                     "line {n}: a block `{info}` (want `schema` or `json NAME`)"
                 ));

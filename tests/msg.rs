@@ -121,12 +121,11 @@ fn each_of_60_messages_goes_to_exactly_one_of_3_competing_receivers() {
                     let mut mine = Vec::new();
                     loop {
                         let out = t.fsync(["msg", "recv", "-t", "2s", "B"]).run();
-                        match out.status.code() {
-                            Some(0) => mine.push(out.stdout.clone()),
-                            _ => {
-                                out.code(75).stdout("");
-                                return mine;
-                            }
+                        if let Some(0) = out.status.code() {
+                            mine.push(out.stdout.clone());
+                        } else {
+                            out.code(75).stdout("");
+                            return mine;
                         }
                     }
                 })
@@ -135,7 +134,7 @@ fn each_of_60_messages_goes_to_exactly_one_of_3_competing_receivers() {
         receivers.into_iter().map(|r| r.join().unwrap()).collect()
     });
     let all: Vec<&String> = got.iter().flatten().collect();
-    let unique: BTreeSet<String> = all.iter().map(|s| s.to_string()).collect();
+    let unique: BTreeSet<String> = all.iter().map(|s| (*s).clone()).collect();
     assert_eq!(
         all.len(),
         unique.len(),

@@ -587,7 +587,7 @@ fn netfs_zy_client_crash_frees_the_lock_and_corrupts_nothing() {
         "-c",
         &bump,
     ])
-    .deadline(std::time::Duration::from_secs(240))
+    .deadline(std::time::Duration::from_mins(4))
     .run()
     .code(0);
     assert_eq!(
@@ -682,7 +682,7 @@ fn cut_off_holders(how: Cut) {
         ("bus", vec!["bus", "connect", "--hold"], s(&a, "BUS")),
     ]
     .map(|(what, verb, path)| {
-        let mut args: Vec<String> = verb.iter().map(|w| w.to_string()).collect();
+        let mut args: Vec<String> = verb.iter().map(std::string::ToString::to_string).collect();
         args.push(path);
         if what == "bus" {
             args.push("n".into());
@@ -731,7 +731,7 @@ fn cut_off_holders(how: Cut) {
         match got.status.code() {
             Some(0) => break,
             Some(69) if std::time::Instant::now() < give_up => {
-                std::thread::sleep(std::time::Duration::from_millis(100))
+                std::thread::sleep(std::time::Duration::from_millis(100));
             }
             _ => panic!(
                 "host b never got the bus name: {}",

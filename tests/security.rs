@@ -267,12 +267,12 @@ impl Hostile {
     fn kind(&self, at: &str) -> Option<&'static str> {
         let t = std::fs::symlink_metadata(self.t.join(at)).ok()?.file_type();
         Some(match () {
-            _ if t.is_symlink() => "symlink",
-            _ if t.is_fifo() => "fifo",
-            _ if t.is_dir() => "directory",
-            _ if t.is_char_device() => "char device",
-            _ if t.is_file() => "file",
-            _ => "other",
+            () if t.is_symlink() => "symlink",
+            () if t.is_fifo() => "fifo",
+            () if t.is_dir() => "directory",
+            () if t.is_char_device() => "char device",
+            () if t.is_file() => "file",
+            () => "other",
         })
     }
 
@@ -388,7 +388,7 @@ fn done_or_refused(out: &Output) {
 }
 
 fn entries(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |d| d.count())
+    std::fs::read_dir(dir).map_or(0, std::iter::Iterator::count)
 }
 
 #[test]
@@ -563,7 +563,9 @@ const PROTECTED_HARDLINKS: &str = "/proc/sys/fs/protected_hardlinks";
 
 impl HardlinksUnprotected {
     fn new() -> HardlinksUnprotected {
-        let mut users = UNPROTECTED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut users = UNPROTECTED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if users.0 == 0 {
             users.1 = std::fs::read_to_string(PROTECTED_HARDLINKS).expect("read the setting");
             std::fs::write(PROTECTED_HARDLINKS, "0").expect("root turns the setting off");
@@ -575,7 +577,9 @@ impl HardlinksUnprotected {
 
 impl Drop for HardlinksUnprotected {
     fn drop(&mut self) {
-        let mut users = UNPROTECTED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut users = UNPROTECTED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         users.0 -= 1;
         if users.0 == 0 {
             let _ = std::fs::write(PROTECTED_HARDLINKS, users.1.trim());
@@ -1015,7 +1019,7 @@ fn msg_list_reports_planted_queue_entries_as_skipped() {
             s["name"].as_str().expect("skipped[].name: a string")
         })
         .collect();
-    names.sort();
+    names.sort_unstable();
     let mut want: Vec<String> = (1..=3).map(planted_message).collect();
     want.sort();
     assert_eq!(names, want, "{v}");

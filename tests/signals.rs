@@ -162,12 +162,11 @@ fn post(t: &TestDir, mailbox: &str, data: &str) {
 #[track_caller]
 fn recv_now(t: &TestDir, mailbox: &str) -> Option<Vec<u8>> {
     let out = t.fsync(["msg", "recv", "-n", mailbox]).run();
-    match out.status.code() {
-        Some(75) => None,
-        _ => {
-            out.code(0);
-            Some(out.stdout_bytes)
-        }
+    if let Some(75) = out.status.code() {
+        None
+    } else {
+        out.code(0);
+        Some(out.stdout_bytes)
     }
 }
 

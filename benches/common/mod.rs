@@ -4,9 +4,7 @@ use std::path::PathBuf;
 
 /// A fresh directory for the benchmark's files, under `FSYNC_BENCH_DIR` (default: the temp dir).
 pub fn bench_dir() -> tempfile::TempDir {
-    let base = std::env::var_os("FSYNC_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+    let base = std::env::var_os("FSYNC_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
     tempfile::Builder::new()
         .prefix("fsync-bench-")
         .tempdir_in(base)

@@ -328,7 +328,7 @@ pub fn run(cmd: BusCommand) -> VerbResult {
             );
             let mut progress = Progress::new(&a.wait, what.clone());
             let outcome = bus.recv_reporting(&a.member.name, a.wait.timeout(), skipped, |_| {
-                progress.waiting()
+                progress.waiting();
             })?;
             let from = |m: &fsync::Received| match &m.from {
                 Some(sender) => format!("received {what} from {}", escaped(sender)),
@@ -378,7 +378,7 @@ fn say(verbose: bool, line: impl FnOnce() -> String) {
 }
 
 /// ", from its holder that died (pid 12 on host: cmd, since ...)"
-fn took_over_from(holder: &Option<fsync::holder::Holder>) -> String {
+fn took_over_from(holder: Option<&fsync::holder::Holder>) -> String {
     match holder {
         Some(h) => format!(" from its holder that died ({})", report::holder_text(h)),
         None => " from its holder that died".to_string(),
@@ -399,7 +399,7 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
             }
             Connected::TookOver { holder } => format!(
                 "took over {name} on {shown}{}, with the messages queued for it",
-                took_over_from(&holder)
+                took_over_from(holder.as_ref())
             ),
             _ => format!("connected {name} to {shown}"),
         });
@@ -414,7 +414,7 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
         Connected::TookOver { holder } => format!(
             "took over {name} on {shown}{}, with the messages queued for it; held while the \
              command runs",
-            took_over_from(holder)
+            took_over_from(holder.as_ref())
         ),
         _ => format!("connected {name} to {shown}, held while the command runs"),
     });

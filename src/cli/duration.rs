@@ -71,7 +71,7 @@ mod tests {
     fn durations_accept_humantime_and_bare_seconds() {
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_mins(90)));
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("-1").is_err());
         for huge in [

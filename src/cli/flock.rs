@@ -663,17 +663,16 @@ fn parse_timeout(text: &str) -> Result<Duration, Usage> {
         Some(rest) => (true, rest),
         None => (false, trimmed.strip_prefix('+').unwrap_or(trimmed)),
     };
-    let secs = match digits
+    let secs = if let Some(hex) = digits
         .strip_prefix("0x")
         .or_else(|| digits.strip_prefix("0X"))
     {
-        Some(hex) => u64::from_str_radix(hex, 16).map_err(|_| invalid())? as f64,
-        None => {
-            if digits.is_empty() || digits.starts_with(['+', '-']) {
-                return Err(invalid());
-            }
-            digits.parse::<f64>().map_err(|_| invalid())?
+        u64::from_str_radix(hex, 16).map_err(|_| invalid())? as f64
+    } else {
+        if digits.is_empty() || digits.starts_with(['+', '-']) {
+            return Err(invalid());
         }
+        digits.parse::<f64>().map_err(|_| invalid())?
     };
     let secs = if negative { -secs } else { secs };
     // A timeval's seconds and microseconds, truncated as flock truncates them.
@@ -1201,7 +1200,7 @@ mod tests {
                 assert_eq!(path, PathBuf::from("L"));
                 assert_eq!(argv[1..], words("-c cmd")[..]);
             }
-            other => panic!("{other:?}"),
+            other @ Target::Fd(_) => panic!("{other:?}"),
         }
         assert_eq!(
             refused("L -c").message,

@@ -257,7 +257,7 @@ fn man_page(cmd: &Command, ancestors: &[&Command]) -> String {
     let after = cmd
         .get_after_long_help()
         .or_else(|| cmd.get_after_help())
-        .map(|s| s.to_string())
+        .map(std::string::ToString::to_string)
         .unwrap_or_default();
     let (notes, mut examples) = split_examples(&after);
     if examples.is_empty() {
@@ -396,7 +396,7 @@ fn synopsis_section(roff: &mut Roff, cmd: &Command) {
 /// `DUR`, or `COMMAND...` for an argument that takes several values.
 fn value_placeholder(arg: &Arg) -> Vec<Inline> {
     let names: Vec<String> = match arg.get_value_names() {
-        Some(names) => names.iter().map(|n| n.to_string()).collect(),
+        Some(names) => names.iter().map(std::string::ToString::to_string).collect(),
         None => vec![arg.get_id().as_str().to_uppercase()],
     };
     let many = arg
@@ -542,7 +542,7 @@ fn gathered_examples(cmd: &Command) -> Vec<Example> {
             let after = sub
                 .get_after_long_help()
                 .or_else(|| sub.get_after_help())
-                .map(|s| s.to_string())
+                .map(std::string::ToString::to_string)
                 .unwrap_or_default();
             let (_, own) = split_examples(&after);
             let examples = if own.is_empty() {
@@ -644,7 +644,7 @@ mod tests {
             return Vec::new();
         };
         let mut stale: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok())
+            .filter_map(std::result::Result::ok)
             .map(|e| Path::new("man/man1").join(e.file_name()))
             .filter(|p| p.extension().is_some_and(|x| x == "1") && !files.contains_key(p))
             .collect();

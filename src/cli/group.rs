@@ -250,7 +250,7 @@ pub fn run(cmd: GroupCommand) -> VerbResult {
                 .holder(|| members_text(&a.group));
             let outcome =
                 group::wait_empty_reporting(&a.group, a.wait.timeout(), a.wait.poll, |_| {
-                    progress.waiting()
+                    progress.waiting();
                 })?;
             progress.settle(outcome, |()| format!("{} is empty", a.group.display()))?;
             Ok(Exit::OK)

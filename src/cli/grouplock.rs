@@ -268,7 +268,7 @@ fn status(a: StatusArgs) -> VerbResult {
                     "{}: group {} inside ({n}), {waiting} waiting",
                     a.lock.display(),
                     escaped(g)
-                )?
+                )?;
             }
         }
     }

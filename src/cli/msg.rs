@@ -186,7 +186,7 @@ pub fn run(cmd: MsgCommand) -> VerbResult {
             let what = format!("a receiver to take the message in {place}");
             let mut progress = Progress::new(&a.wait, what);
             let outcome = mailbox.send_reporting(&mut a.data.reader(), a.wait.timeout(), |_| {
-                progress.waiting()
+                progress.waiting();
             })?;
             match progress.settle(outcome, |()| {
                 format!("a receiver took the message in {place}")

@@ -328,7 +328,7 @@ mod tests {
         assert_eq!(waited_text(Duration::from_millis(804)), "0.80s");
         assert_eq!(waited_text(Duration::from_millis(59_994)), "59.99s");
         assert_eq!(waited_text(Duration::from_secs(184)), "3m04s");
-        assert_eq!(waited_text(Duration::from_secs(7500)), "2h05m");
+        assert_eq!(waited_text(Duration::from_mins(125)), "2h05m");
     }
 
     #[test]

@@ -137,14 +137,13 @@ impl Dir {
             };
         };
         let parent = super::fs::parent_dir(path);
-        let parent = match crate::platform::retrying(|| {
+        let parent = if let Ok(fd) = crate::platform::retrying(|| {
             fcntl::open(parent, DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
         }) {
-            Ok(fd) => Dir::own(fd, parent),
-            Err(_) => {
-                super::fs::check_parent(path)?;
-                return Err(super::fs::explain_open_error(path, what, e));
-            }
+            Dir::own(fd, parent)
+        } else {
+            super::fs::check_parent(path)?;
+            return Err(super::fs::explain_open_error(path, what, e));
         };
         parent.child_top(name, path, create, what)
     }
@@ -332,10 +331,7 @@ impl Dir {
 
     /// The error for an entry that is not the kind the protocol puts there.
     pub fn wrong_kind(&self, name: &str, want: Kind) -> Error {
-        let what = self
-            .stat(name)
-            .map(|st| describe(&st))
-            .unwrap_or("not usable");
+        let what = self.stat(name).map_or("not usable", |st| describe(&st));
         let want = match want {
             Kind::File => "a regular file",
             Kind::Dir => "a directory",

@@ -571,7 +571,7 @@ pub fn identity_at(dir: Option<std::os::fd::RawFd>, name: &Path) -> io::Result<(
                 c.as_ptr(),
                 libc::AT_STATX_DONT_SYNC,
                 libc::STATX_INO,
-                &mut st,
+                &raw mut st,
             )
         };
         if r == 0 {

@@ -443,7 +443,9 @@ unsafe fn keep_only(low: libc::c_int, high: libc::c_int) {
 static UNREAPED: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
 
 fn reap_killed() {
-    let mut pids = UNREAPED.lock().unwrap_or_else(|p| p.into_inner());
+    let mut pids = UNREAPED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     pids.retain(|&pid| {
         // SAFETY: waitpid on a child of ours, without blocking.
         let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
@@ -488,8 +490,8 @@ impl ChildLock {
             // SAFETY: see above; `set` is a local, filled before use.
             unsafe {
                 let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigfillset(&mut set);
-                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                libc::sigfillset(&raw mut set);
+                libc::sigprocmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 if libc::getppid() != parent {
                     libc::_exit(1);
@@ -501,7 +503,7 @@ impl ChildLock {
                 let answer: u8 = loop {
                     let done = match ranged {
                         false => libc::flock(lock_fd, op),
-                        true => libc::fcntl(lock_fd, libc::F_OFD_SETLKW, &fl as *const libc::flock),
+                        true => libc::fcntl(lock_fd, libc::F_OFD_SETLKW, &raw const fl),
                     };
                     if done == 0 {
                         break 0;
@@ -511,7 +513,7 @@ impl ChildLock {
                         break u8::try_from(e).unwrap_or(u8::MAX);
                     }
                 };
-                libc::write(write_fd, (&answer as *const u8).cast(), 1);
+                libc::write(write_fd, (&raw const answer).cast(), 1);
                 libc::_exit(0);
             }
         }
@@ -568,5 +570,8 @@ impl Drop for ChildLock {
 }
 
 fn defer_reaping(pid: libc::pid_t) {
-    UNREAPED.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+    UNREAPED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(pid);
 }

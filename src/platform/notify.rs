@@ -118,7 +118,7 @@ mod dn {
         unsafe {
             call(&|| libc::fcntl(fd, F_SETSIG, crate::platform::signal::wake_signal()))?;
             call(&|| libc::fcntl(fd, libc::F_NOTIFY, mask as libc::c_int))?;
-            call(&|| libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx))?;
+            call(&|| libc::fcntl(fd, F_SETOWN_EX, &raw const owner))?;
         }
         Ok(file.into())
     }
@@ -258,27 +258,27 @@ fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
     unsafe {
         let mut block: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut block);
-        libc::sigaddset(&mut block, sig);
+        libc::sigemptyset(&raw mut block);
+        libc::sigaddset(&raw mut block, sig);
         let sigio = crate::platform::signal::sigio_wakes();
         if sigio {
-            libc::sigaddset(&mut block, libc::SIGIO);
+            libc::sigaddset(&raw mut block, libc::SIGIO);
         }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &raw const block, &raw mut old);
         if crate::platform::signal::wakes() == seen.get() {
             let mut during = old;
-            libc::sigdelset(&mut during, sig);
+            libc::sigdelset(&raw mut during, sig);
             if sigio {
-                libc::sigdelset(&mut during, libc::SIGIO);
+                libc::sigdelset(&raw mut during, libc::SIGIO);
             }
             let ts = limit.map(|d| libc::timespec {
                 tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
-                tv_nsec: d.subsec_nanos() as libc::c_long,
+                tv_nsec: libc::c_long::from(d.subsec_nanos()),
             });
-            let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
-            libc::ppoll(std::ptr::null_mut(), 0, ts_ptr, &during);
+            let ts_ptr = ts.as_ref().map_or(std::ptr::null(), std::ptr::from_ref);
+            libc::ppoll(std::ptr::null_mut(), 0, ts_ptr, &raw const during);
         }
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const old, std::ptr::null_mut());
     }
     let now = crate::platform::signal::wakes();
     now != seen.replace(now)

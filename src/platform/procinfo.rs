@@ -308,15 +308,14 @@ impl FileKey {
     /// The key of our own descriptor `fd`.
     fn of(fd: BorrowedFd<'_>) -> Option<FileKey> {
         let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok();
-        match info.as_deref().and_then(mount_and_ino) {
-            Some((mnt_id, ino)) => Some(FileKey::Mount { mnt_id, ino }),
-            None => {
-                let st = nix::sys::stat::fstat(fd.as_raw_fd()).ok()?;
-                Some(FileKey::Stat {
-                    dev: st.st_dev,
-                    ino: st.st_ino,
-                })
-            }
+        if let Some((mnt_id, ino)) = info.as_deref().and_then(mount_and_ino) {
+            Some(FileKey::Mount { mnt_id, ino })
+        } else {
+            let st = nix::sys::stat::fstat(fd.as_raw_fd()).ok()?;
+            Some(FileKey::Stat {
+                dev: st.st_dev,
+                ino: st.st_ino,
+            })
         }
     }
 
@@ -362,7 +361,7 @@ impl Descriptor {
 }
 
 /// The descriptors process `pid` has open on the file `key` names; none if we may not look.
-fn descriptors_on<'k>(pid: u32, key: &'k FileKey) -> impl Iterator<Item = Descriptor> + 'k {
+fn descriptors_on(pid: u32, key: &FileKey) -> impl Iterator<Item = Descriptor> + '_ {
     let dir = format!("/proc/{pid}/fdinfo");
     std::fs::read_dir(dir)
         .into_iter()

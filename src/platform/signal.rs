@@ -168,7 +168,7 @@ fn is_ignored(sig: i32) -> bool {
     // SAFETY: querying a disposition (a null new action) into a zeroed struct we own.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+        libc::sigaction(sig, ptr::null(), &raw mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
     }
 }
 
@@ -190,9 +190,9 @@ pub fn die_of(sig: i32) {
     unsafe {
         libc::signal(sig, libc::SIG_DFL);
         let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, sig);
-        libc::sigprocmask(libc::SIG_UNBLOCK, &set, ptr::null_mut());
+        libc::sigemptyset(&raw mut set);
+        libc::sigaddset(&raw mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &raw const set, ptr::null_mut());
         libc::raise(sig);
     }
 }
@@ -306,7 +306,7 @@ fn disposition_is_default(sig: i32) -> bool {
     // SAFETY: querying a disposition (a null new action) into a zeroed struct we own.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
+        libc::sigaction(sig, ptr::null(), &raw mut old) == 0 && old.sa_sigaction == libc::SIG_DFL
     }
 }
 
@@ -319,15 +319,15 @@ fn install(sig: i32, handler: usize, flags: i32) {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = handler;
         sa.sa_flags = flags;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(sig, &sa, ptr::null_mut());
+        libc::sigemptyset(&raw mut sa.sa_mask);
+        libc::sigaction(sig, &raw const sa, ptr::null_mut());
     }
 }
 
 fn spec(first: Option<Duration>) -> libc::itimerspec {
     let ts = |d: Duration| libc::timespec {
         tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
+        tv_nsec: libc::c_long::from(d.subsec_nanos()),
     };
     match first {
         // it_value zero would disarm the timer: fire "now" as 1 ns.
@@ -364,7 +364,7 @@ impl WakeTimer {
             sev.sigev_signo = wake_signal();
             sev.sigev_notify_thread_id = tid;
             let mut id: libc::timer_t = ptr::null_mut();
-            if libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut id) != 0 {
+            if libc::timer_create(libc::CLOCK_MONOTONIC, &raw mut sev, &raw mut id) != 0 {
                 return Err(io::Error::last_os_error());
             }
             id

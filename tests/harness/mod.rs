@@ -31,7 +31,7 @@ use nix::{
 };
 
 /// The longest any one process may run before the test fails instead of hanging.
-const DEADLINE: Duration = Duration::from_secs(60);
+const DEADLINE: Duration = Duration::from_mins(1);
 
 /// The longest we wait for one expected line from a running process.
 const LINE_DEADLINE: Duration = Duration::from_secs(30);
@@ -138,7 +138,7 @@ impl TestDir {
             .expect("chmod temp dir");
         for path in [self.path(), fsync_bin()] {
             for dir in path.ancestors().skip(1) {
-                let mode = std::fs::metadata(dir).map(|m| m.mode()).unwrap_or(0);
+                let mode = std::fs::metadata(dir).map_or(0, |m| m.mode());
                 assert!(
                     mode & 0o001 != 0,
                     "{} is not searchable by other users (mode {:o}), so `nobody` cannot reach \
@@ -421,7 +421,7 @@ impl Holder {
         if self.status.is_some() {
             return false;
         }
-        match self.child.as_mut().map(|c| c.try_wait()) {
+        match self.child.as_mut().map(std::process::Child::try_wait) {
             Some(Ok(Some(status))) => {
                 self.status = Some(status);
                 self.child = None;
@@ -813,7 +813,7 @@ impl Rng {
             all.swap(i, j);
         }
         let mut picked = all[..k].to_vec();
-        picked.sort();
+        picked.sort_unstable();
         picked
     }
 }
