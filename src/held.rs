@@ -20,7 +20,7 @@ use crate::{
 
 /// One holding: the lock file's device and inode, the thread that took it, and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Key {
+pub(crate) struct Key {
     dev: u64,
     ino: u64,
     thread: ThreadId,
@@ -33,7 +33,7 @@ pub struct Key {
 
 impl Key {
     /// This thread's holding, in `mode`, of the file `meta` describes.
-    pub fn new(meta: &Metadata, mode: Mode) -> Key {
+    pub(crate) fn new(meta: &Metadata, mode: Mode) -> Key {
         use std::os::unix::fs::FileTypeExt;
         Key {
             dev: meta.dev(),
@@ -47,7 +47,7 @@ impl Key {
 
     /// This thread's holding, in `mode`, of `len` bytes from `start` of the file `meta`
     /// describes (`len` 0: to the end of all offsets).
-    pub fn range(meta: &Metadata, mode: Mode, start: u64, len: u64) -> Key {
+    pub(crate) fn range(meta: &Metadata, mode: Mode, start: u64, len: u64) -> Key {
         Key {
             range: Some((start, len)),
             ..Key::new(meta, mode)
@@ -55,12 +55,12 @@ impl Key {
     }
 
     /// Whether the lock file is a device, beside which no record is kept.
-    pub fn device(&self) -> bool {
+    pub(crate) fn device(&self) -> bool {
         self.device
     }
 
     /// The file's device and inode numbers.
-    pub fn file(&self) -> (u64, u64) {
+    pub(crate) fn file(&self) -> (u64, u64) {
         (self.dev, self.ino)
     }
 }
@@ -75,7 +75,7 @@ fn table() -> std::sync::MutexGuard<'static, Vec<Key>> {
 
 /// Whether this thread holds the file through another guard in a mode that excludes
 /// `key`'s (two shared holdings do not exclude each other).
-pub fn held_by_this_thread(key: Key) -> bool {
+pub(crate) fn held_by_this_thread(key: Key) -> bool {
     table().iter().any(|k| {
         (k.dev, k.ino, k.thread) == (key.dev, key.ino, key.thread)
             && (k.mode == Mode::Exclusive || key.mode == Mode::Exclusive)
@@ -97,7 +97,7 @@ fn overlap((a, a_len): (u64, u64), (b, b_len): (u64, u64)) -> bool {
 }
 
 /// The error for an acquisition that [`held_by_this_thread`] refuses.
-pub fn deadlock(path: &std::path::Path) -> Error {
+pub(crate) fn deadlock(path: &std::path::Path) -> Error {
     Error::new(
         path,
         ErrorKind::Unavailable,
@@ -105,11 +105,11 @@ pub fn deadlock(path: &std::path::Path) -> Error {
     )
 }
 
-pub fn add(key: Key) {
+pub(crate) fn add(key: Key) {
     table().push(key);
 }
 
-pub fn remove(key: Key) {
+pub(crate) fn remove(key: Key) {
     let mut held = table();
     if let Some(i) = held.iter().position(|k| *k == key) {
         held.swap_remove(i);

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 /// A fresh directory for the benchmark's files, under `FSYNC_BENCH_DIR` (default: the temp dir).
-pub fn bench_dir() -> tempfile::TempDir {
+pub(crate) fn bench_dir() -> tempfile::TempDir {
     let base = std::env::var_os("FSYNC_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
     tempfile::Builder::new()
         .prefix("fsync-bench-")

@@ -20,7 +20,7 @@ use super::{
 // The options every verb that waits shares.
 #[derive(Debug, Clone, Args)]
 #[group(skip)]
-pub struct WaitArgs {
+pub(super) struct WaitArgs {
     /// Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait
     /// for ever]
     #[arg(
@@ -54,7 +54,7 @@ pub struct WaitArgs {
 
 impl WaitArgs {
     /// How long to wait: `None` for ever, zero for `--no-wait`.
-    pub fn timeout(&self) -> Option<Duration> {
+    pub(super) fn timeout(&self) -> Option<Duration> {
         if self.no_wait {
             Some(Duration::ZERO)
         } else {
@@ -67,7 +67,7 @@ impl WaitArgs {
 // `sem run`, `grouplock run`): everything after the verb's own arguments.
 #[derive(Debug, Args)]
 #[group(skip)]
-pub struct CommandArgs {
+pub(super) struct CommandArgs {
     /// The command to run, and its arguments (after `--`)
     #[arg(
         id = "command",
@@ -82,7 +82,7 @@ pub struct CommandArgs {
 // How long a watch verb (`mutex watch`, `group watch`) runs, and how often it re-checks.
 #[derive(Debug, Args)]
 #[group(skip)]
-pub struct WatchArgs {
+pub(super) struct WatchArgs {
     /// Stop watching after DUR
     #[arg(short = 't', long, value_name = "DUR", value_parser = parse_duration)]
     pub timeout: Option<Duration>,

@@ -22,10 +22,10 @@ use super::{
 };
 
 /// The one-line description, for `fsync --help`.
-pub const ABOUT: &str = "Message bus: named participants on a shared directory";
+pub(super) const ABOUT: &str = "Message bus: named participants on a shared directory";
 
 /// The description of `fsync bus --help`.
-pub const LONG: &str = "\
+pub(super) const LONG: &str = "\
 A bus is a directory on which named participants connect, send each other messages and \
 broadcast to all (a bus for processes on machines sharing a network directory). Each \
 participant has a mailbox: messages to it are received exactly once, in the order sent, and a \
@@ -41,7 +41,7 @@ dies without disconnecting (fsync and COMMAND killed), the name is stale: 'membe
 queued for it.";
 
 #[derive(Debug, Args)]
-pub struct BusCommand {
+pub(crate) struct BusCommand {
     #[command(subcommand)]
     verb: Verb,
 }
@@ -296,7 +296,7 @@ enum Payload {
     DataB64(String),
 }
 
-pub fn run(cmd: BusCommand) -> VerbResult {
+pub(super) fn run(cmd: BusCommand) -> VerbResult {
     match cmd.verb {
         Verb::Connect(a) => connect(a),
         Verb::Disconnect(m) => {

@@ -18,14 +18,14 @@ use nix::libc;
 use super::{Exit, Failure};
 
 /// A command line to run.
-pub struct Job<'a> {
+pub(super) struct Job<'a> {
     pub argv: &'a [OsString],
     pub env: Vec<(String, String)>,
 }
 
 impl super::args::CommandArgs {
     /// COMMAND, to be run with `env` added to its environment.
-    pub fn job(&self, env: Vec<(String, String)>) -> Job<'_> {
+    pub(super) fn job(&self, env: Vec<(String, String)>) -> Job<'_> {
         Job {
             argv: &self.argv,
             env,
@@ -35,7 +35,7 @@ impl super::args::CommandArgs {
 
 impl Job<'_> {
     /// The command line as one string, for holder records and messages.
-    pub fn display(&self) -> String {
+    pub(super) fn display(&self) -> String {
         self.argv
             .iter()
             .map(|a| a.to_string_lossy())
@@ -44,7 +44,7 @@ impl Job<'_> {
     }
 
     /// Start the command; `started` learns its pid (to record it) before we wait for it.
-    pub fn run(&self, started: impl FnOnce(u32)) -> Result<Exit, Failure> {
+    pub(super) fn run(&self, started: impl FnOnce(u32)) -> Result<Exit, Failure> {
         self.run_guarded(&mut (), |(), pid| started(pid), |()| None)
     }
 
@@ -54,7 +54,7 @@ impl Job<'_> {
     /// command has started: reading the lease from the mount takes calls to the file system
     /// (some milliseconds on a FUSE client), which would delay every hand-over; and the
     /// environment is set for the command while no checking thread runs yet.
-    pub fn run_guarded<G: ?Sized>(
+    pub(super) fn run_guarded<G: ?Sized>(
         &self,
         guard: &mut G,
         started: impl FnOnce(&mut G, u32),
@@ -65,7 +65,7 @@ impl Job<'_> {
 
     /// [`run_guarded`](Self::run_guarded), saying with `failed` why the command could not be
     /// started (as `fsync flock` says it, in flock's words).
-    pub fn run_guarded_or<G: ?Sized>(
+    pub(super) fn run_guarded_or<G: ?Sized>(
         &self,
         guard: &mut G,
         started: impl FnOnce(&mut G, u32),
@@ -125,7 +125,7 @@ impl Job<'_> {
 
 /// What to do when the lock is lost while the command runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OnLost {
+pub(super) enum OnLost {
     /// Send TERM, then KILL after a grace period, and exit with status 76
     Term,
     /// Send KILL at once and exit with status 76
@@ -135,7 +135,7 @@ pub enum OnLost {
 }
 
 /// Checking a lock while its command runs: from a thread of its own, with a lease.
-pub struct LossGuard<'g> {
+pub(super) struct LossGuard<'g> {
     /// How often to look at what the checking thread found.
     pub every: std::time::Duration,
     pub lease: fsync::Lease<'g>,
@@ -151,7 +151,7 @@ pub struct LossGuard<'g> {
 // comment: clap would make it the `about` of every command that flattens this struct,
 // clap-rs/clap#3127.)
 #[derive(Debug, clap::Args)]
-pub struct LossArgs {
+pub(super) struct LossArgs {
     /// On a network file system, what to do if the lock is lost while COMMAND runs (it is
     /// checked every second): stop COMMAND with TERM (KILL after 10s) or KILL and exit 76, or
     /// only say so
@@ -173,7 +173,7 @@ impl LossArgs {
     /// Checking the lock on `lock` with the guard's `check` while COMMAND runs; the guard
     /// gives one only on a network file system (elsewhere a living holder cannot lose its
     /// lock, and nothing is checked).
-    pub fn guard<'g>(
+    pub(super) fn guard<'g>(
         &self,
         lock: &std::path::Path,
         check: Option<fsync::LossCheck<'g>>,
@@ -184,7 +184,7 @@ impl LossArgs {
     /// [`guard`](Self::guard), saying on stderr where `verbose` (`-v`) when the lease is a
     /// guess (no `--lease`, and a mount that does not show its server's timeout), and when a
     /// lease read from the mount changes while the command runs.
-    pub fn guard_telling<'g>(
+    pub(super) fn guard_telling<'g>(
         &self,
         lock: &std::path::Path,
         check: Option<fsync::LossCheck<'g>>,

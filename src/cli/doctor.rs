@@ -11,10 +11,11 @@ use serde::Serialize;
 use super::{Exit, VerbResult, report};
 
 /// The one-line description, for `fsync --help`.
-pub const ABOUT: &str = "Check what PATH's file system supports and how fsync will wait there";
+pub(super) const ABOUT: &str =
+    "Check what PATH's file system supports and how fsync will wait there";
 
 /// The description of `fsync doctor --help`.
-pub const LONG: &str = "\
+pub(super) const LONG: &str = "\
 Check the file system of the directory PATH (or of the file PATH's directory): its type, whether \
 whole-file flock(2) locks and OFD byte-range locks exclude each other, whether rename is atomic \
 and link refuses an existing name, whether change notification (dnotify/inotify) reports \
@@ -23,14 +24,14 @@ cannot wake us. It creates and removes scratch files named .fsync-doctor.PID.* i
 Exit 0 if every check passed, 1 if one failed.";
 
 /// The examples after `fsync doctor --help`.
-pub const EXAMPLES: &str = "\
+pub(super) const EXAMPLES: &str = "\
 Examples:
   # Before putting locks on a shared directory
   fsync doctor /mnt/shared/locks
   fsync doctor --json /mnt/shared/locks | jq .mode";
 
 #[derive(Debug, Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// The directory (or a file in it) to examine
     #[arg(value_name = "PATH")]
     path: PathBuf,
@@ -42,7 +43,7 @@ pub struct DoctorArgs {
     json: bool,
 }
 
-pub fn run(a: DoctorArgs) -> VerbResult {
+pub(super) fn run(a: DoctorArgs) -> VerbResult {
     let r = doctor::examine(&a.path)?;
     let notify_label = format!("change notification ({})", r.notify_interface);
     let checks = [

@@ -10,7 +10,7 @@ use std::time::Duration;
 const MAX_DURATION: Duration = Duration::from_secs(1_000_000_000_000);
 
 /// Durations as humantime writes them, plus bare (fractional) seconds as flock(1) takes them.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let too_large = || {
         format!(
@@ -43,13 +43,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
-pub fn parse_poll(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_poll(s: &str) -> Result<Duration, String> {
     at_least(s, Duration::from_millis(1), "poll interval")
 }
 
 /// A `--lease`: at least a second, since the lock is checked only every 50 ms to 1 s and one
 /// check is a round trip to the file server (a zero lease would stop every command at once).
-pub fn parse_lease(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_lease(s: &str) -> Result<Duration, String> {
     at_least(s, Duration::from_secs(1), "lease")
 }
 

@@ -4,7 +4,7 @@ into the ENVIRONMENT section of the man pages that concern each.
 */
 
 /// (variable, the man pages it concerns (by name prefix), meaning).
-pub const TABLE: &[(&str, &[&str], &str)] = &[
+pub(super) const TABLE: &[(&str, &[&str], &str)] = &[
     (
         "FSYNC_FENCE",
         &["fsync-mutex-run"],

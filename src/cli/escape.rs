@@ -21,7 +21,7 @@ This file uses nothing but `std`: the library's property tests (`src/proptests.r
 use std::borrow::Cow;
 
 /// `text` as it may be printed (module docs); borrowed when nothing needed escaping.
-pub fn escaped(text: &str) -> Cow<'_, str> {
+pub(super) fn escaped(text: &str) -> Cow<'_, str> {
     if !text.chars().any(|c| c == '\\' || hidden(c)) {
         return Cow::Borrowed(text);
     }
@@ -31,7 +31,7 @@ pub fn escaped(text: &str) -> Cow<'_, str> {
 }
 
 /// `bytes`, which need not be UTF-8, as they may be printed (module docs).
-pub fn escaped_bytes(bytes: &[u8]) -> String {
+pub(super) fn escaped_bytes(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         chunk.valid().chars().for_each(|c| push_char(&mut out, c));

@@ -16,17 +16,17 @@ use super::{
 };
 
 /// The one-line description, for `fsync --help`.
-pub const ABOUT: &str = "Events: signal, wait (optionally auto-resetting), reset, status";
+pub(super) const ABOUT: &str = "Events: signal, wait (optionally auto-resetting), reset, status";
 
 /// The description of `fsync event --help`.
-pub const LONG: &str = "\
+pub(super) const LONG: &str = "\
 An event is set while the file EVENT exists (so it survives the crash of whoever set it). \
 'wait' returns once it is set; 'wait --reset' also clears it, and one signal wakes exactly one \
 of any number of --reset waiters, on one machine or several. On a local file system waiters are \
 woken by the kernel at once (dnotify); on a network file system they re-check every --poll interval.";
 
 #[derive(Debug, Args)]
-pub struct EventCommand {
+pub(crate) struct EventCommand {
     #[command(subcommand)]
     verb: Verb,
 }
@@ -139,7 +139,7 @@ struct WaitCmd {
     wait: WaitArgs,
 }
 
-pub fn run(cmd: EventCommand) -> VerbResult {
+pub(super) fn run(cmd: EventCommand) -> VerbResult {
     match cmd.verb {
         Verb::Signal(a) => {
             let was_set = Event::new(&a.path.event).signal()?;

@@ -10,7 +10,7 @@ use fsync::{ErrorKind, Outcome};
 /// How the process ends: an exit status, or death by a signal (whose status the shell shows as
 /// 128+N).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Exit {
+pub(crate) struct Exit {
     /// The exit status (128+N for a signal, where the signal cannot be re-raised).
     pub code: u8,
     /// Die of this signal rather than exit (see [`fsync::wait::die_of`]).
@@ -18,33 +18,33 @@ pub struct Exit {
 }
 
 impl Exit {
-    pub const OK: Exit = Exit::code(0);
+    pub(crate) const OK: Exit = Exit::code(0);
     /// Predicate verbs: held, not empty, not signalled.
-    pub const NO: Exit = Exit::code(1);
-    pub const USAGE: Exit = Exit::code(2);
+    pub(crate) const NO: Exit = Exit::code(1);
+    pub(crate) const USAGE: Exit = Exit::code(2);
     /// A file of a primitive holds what no writer of the protocol writes (EX_DATAERR).
-    pub const CORRUPT: Exit = Exit::code(65);
-    pub const NOT_FOUND: Exit = Exit::code(66);
-    pub const UNAVAILABLE: Exit = Exit::code(69);
-    pub const INTERNAL: Exit = Exit::code(70);
-    pub const OS: Exit = Exit::code(71);
-    pub const IO: Exit = Exit::code(74);
+    pub(crate) const CORRUPT: Exit = Exit::code(65);
+    pub(crate) const NOT_FOUND: Exit = Exit::code(66);
+    pub(crate) const UNAVAILABLE: Exit = Exit::code(69);
+    pub(crate) const INTERNAL: Exit = Exit::code(70);
+    pub(crate) const OS: Exit = Exit::code(71);
+    pub(crate) const IO: Exit = Exit::code(74);
     /// The lock was lost while the command ran, and the command was stopped (`--on-lost`).
-    pub const LOCK_LOST: Exit = Exit::code(76);
+    pub(crate) const LOCK_LOST: Exit = Exit::code(76);
     /// The default for `-E`: the wait gave up.
-    pub const CONFLICT: Exit = Exit::code(75);
-    pub const NO_PERMISSION: Exit = Exit::code(77);
-    pub const CANNOT_EXECUTE: Exit = Exit::code(126);
-    pub const COMMAND_NOT_FOUND: Exit = Exit::code(127);
+    pub(crate) const CONFLICT: Exit = Exit::code(75);
+    pub(crate) const NO_PERMISSION: Exit = Exit::code(77);
+    pub(crate) const CANNOT_EXECUTE: Exit = Exit::code(126);
+    pub(crate) const COMMAND_NOT_FOUND: Exit = Exit::code(127);
 
     /// Exit with status `code`.
-    pub const fn code(code: u8) -> Exit {
+    pub(crate) const fn code(code: u8) -> Exit {
         Exit { code, signal: None }
     }
 
     /// Die of signal `n`: fsync was cancelled by it, or its command died of it. A shell sees
     /// 128+N, and knows that a signal ended the job (bash stops a loop after ^C so).
-    pub fn signal(n: i32) -> Exit {
+    pub(crate) fn signal(n: i32) -> Exit {
         Exit {
             code: (128 + n).clamp(0, 255) as u8,
             signal: Some(n),
@@ -54,7 +54,7 @@ impl Exit {
     /// What a wait's outcome means for how fsync ends: the thing waited for, or `Err` with the
     /// exit of a wait that gave up (`timed_out`: the conflict exit code; 0 for a watch that has
     /// run its time, or a wait that cannot time out) or was interrupted (death by its signal).
-    pub fn unless_acquired<T>(outcome: Outcome<T>, timed_out: Exit) -> Result<T, Exit> {
+    pub(crate) fn unless_acquired<T>(outcome: Outcome<T>, timed_out: Exit) -> Result<T, Exit> {
         match outcome {
             Outcome::Acquired(v) => Ok(v),
             Outcome::TimedOut => Err(timed_out),
@@ -63,7 +63,7 @@ impl Exit {
     }
 
     /// The exit status for a library error.
-    pub fn of_error(kind: ErrorKind) -> Exit {
+    pub(crate) fn of_error(kind: ErrorKind) -> Exit {
         match kind {
             // A path of the wrong kind is not there for what was asked: the same status.
             ErrorKind::NotFound | ErrorKind::WrongKind => Exit::NOT_FOUND,
@@ -80,7 +80,7 @@ impl Exit {
 }
 
 /// The EXIT STATUS table of the man pages: (code, meaning).
-pub const TABLE: &[(&str, &str)] = &[
+pub(super) const TABLE: &[(&str, &str)] = &[
     (
         "the command's own",
         "run and join verbs exit with the status of COMMAND; if COMMAND dies of signal N, fsync dies of N too once it has released everything, which the shell shows as 128+N",

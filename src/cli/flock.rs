@@ -38,11 +38,11 @@ use super::{
 };
 
 /// The one-line description, for `fsync --help`.
-pub const ABOUT: &str =
+pub(super) const ABOUT: &str =
     "util-linux flock(1), exactly: run a command under a lock, as flock runs it";
 
 /// The description of `fsync flock --help`.
-pub const LONG: &str = "\
+pub(super) const LONG: &str = "\
 Manage file locks from shell scripts: util-linux flock(1)'s command line and behaviour, so that \
 scripts written for flock run unchanged. Invoked under the name 'flock' (a link to fsync), fsync \
 is 'fsync flock'.
@@ -70,7 +70,7 @@ Where util-linux 2.38 and 2.41 differ (--fcntl, --start, --length are new), fsyn
 2.41. Differences that remain are listed in docs/flock-compat.md: a pipe or socket is not \
 locked (exit 65), and -u with a FILE runs COMMAND without opening FILE.";
 
-pub const EXAMPLES: &str = "\
+pub(super) const EXAMPLES: &str = "\
 Examples:
   # A cron job that must not overlap with itself: skip this run if the last is still busy
   fsync flock -n /var/lock/backup.lock /usr/local/bin/backup
@@ -96,7 +96,7 @@ Examples:
                       fsync flock [OPTIONS] <FILE|DIR> -c <CMDSTRING>\n       \
                       fsync flock [OPTIONS] <NUMBER>"
 )]
-pub struct FlockArgs {
+pub(crate) struct FlockArgs {
     /// Get a shared lock
     #[arg(short = 's', long)]
     shared: bool,
@@ -178,7 +178,7 @@ pub struct FlockArgs {
 
 /// `fsync flock ARGS` (or `flock ARGS` through a link): `args` are the words after the name,
 /// `name` what messages start with.
-pub fn main(name: &str, args: Vec<OsString>) -> Exit {
+pub(super) fn main(name: &str, args: Vec<OsString>) -> Exit {
     let say = Say { name };
     let request = match parse(&args) {
         Ok(Parsed::Run(r)) => r,
@@ -248,7 +248,7 @@ struct Usage {
 }
 
 /// The EXIT STATUS of the manual page: flock(1)'s statuses, (code, meaning).
-pub const EXIT_STATUS: &[(&str, &str)] = &[
+pub(super) const EXIT_STATUS: &[(&str, &str)] = &[
     (
         "the command's own",
         "with FILE and COMMAND, COMMAND's exit status; 128+N if it died of signal N. If fsync \
@@ -1045,7 +1045,7 @@ impl<'a> Verbose<'a> {
 
 /// Whether the process was invoked as flock (`flock ...`, through a link) or as `fsync flock
 /// ...`: the name messages use and the words after it.
-pub fn invocation(args: &[OsString]) -> Option<(String, Vec<OsString>)> {
+pub(super) fn invocation(args: &[OsString]) -> Option<(String, Vec<OsString>)> {
     let argv0 = std::path::Path::new(args.first()?);
     let base = argv0.file_name()?.to_string_lossy().into_owned();
     if base == "flock" {

@@ -30,14 +30,14 @@ use clap_mangen::{
 
 use super::{Cli, Exit, VerbResult, environment, exit_code};
 
-pub const COMPLETIONS_ABOUT: &str = "Print the completion script for a shell";
+pub(super) const COMPLETIONS_ABOUT: &str = "Print the completion script for a shell";
 
-pub const COMPLETIONS_LONG: &str = "\
+pub(super) const COMPLETIONS_LONG: &str = "\
 Print the completion script for SHELL on standard output, generated from the command line \
 fsync itself parses, so it always matches this version. Install it where the shell looks for \
 completions (see the examples), or load it in the shell's start-up file.";
 
-pub const COMPLETIONS_EXAMPLES: &str = "\
+pub(super) const COMPLETIONS_EXAMPLES: &str = "\
 Examples:
   # bash, for the current user (bash-completion 2.x)
   mkdir -p ~/.local/share/bash-completion/completions
@@ -49,16 +49,16 @@ Examples:
   # fish
   fsync completions fish > ~/.config/fish/completions/fsync.fish";
 
-pub const MAN_ABOUT: &str = "Write the manual pages, or print fsync(1)";
+pub(super) const MAN_ABOUT: &str = "Write the manual pages, or print fsync(1)";
 
-pub const MAN_LONG: &str = "\
+pub(super) const MAN_LONG: &str = "\
 Without DIR, print the manual page fsync(1) on standard output (roff, for man -l -). With DIR, \
 write every manual page, one per command (fsync-mutex-run.1 and so on), into DIR/man1, \
 creating it if needed, replacing pages already there: DIR becomes a directory man(1) can search \
 (man -M DIR, or MANPATH). The pages are generated from the command line fsync itself parses, \
 so they always match this version.";
 
-pub const MAN_EXAMPLES: &str = "\
+pub(super) const MAN_EXAMPLES: &str = "\
 Examples:
   man -l - < <(fsync man)
   fsync man ~/.local/share/man && man fsync-mutex-run
@@ -66,7 +66,7 @@ Examples:
 
 // The arguments of `fsync completions`.
 #[derive(Debug, clap::Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell to print the completion script for
     #[arg(value_name = "SHELL", value_enum)]
     shell: Shell,
@@ -74,20 +74,20 @@ pub struct CompletionsArgs {
 
 // The arguments of `fsync man`.
 #[derive(Debug, clap::Args)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Write every page into DIR/man1 instead of printing fsync(1)
     #[arg(value_name = "DIR")]
     dir: Option<PathBuf>,
 }
 
 /// `fsync completions SHELL`.
-pub fn completions(a: CompletionsArgs) -> VerbResult {
+pub(super) fn completions(a: CompletionsArgs) -> VerbResult {
     std::io::stdout().write_all(completion(a.shell).as_bytes())?;
     Ok(Exit::OK)
 }
 
 /// `fsync man [DIR]`.
-pub fn man(a: ManArgs) -> VerbResult {
+pub(super) fn man(a: ManArgs) -> VerbResult {
     let pages = man_pages(Cli::command());
     let Some(dir) = a.dir else {
         let (_, top) = pages.first().expect("the top page comes first");

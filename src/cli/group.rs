@@ -24,10 +24,10 @@ use super::{
 };
 
 /// The one-line description, for `fsync --help`.
-pub const ABOUT: &str = "Pools of processes: join while a command runs; is the group empty?";
+pub(super) const ABOUT: &str = "Pools of processes: join while a command runs; is the group empty?";
 
 /// The description of `fsync group --help`.
-pub const LONG: &str = "\
+pub(super) const LONG: &str = "\
 A group is a pool of processes: each joins while its command runs, and anyone can ask whether \
 the group is empty, wait until it is, or list its members. The typical use: application \
 instances join 'app.grp'; a maintenance script waits until the group is empty first.
@@ -39,7 +39,7 @@ A member is fsync together with its command (which inherits the membership, unle
 killing fsync alone does not end the membership while the command runs.";
 
 #[derive(Debug, Args)]
-pub struct GroupCommand {
+pub(crate) struct GroupCommand {
     #[command(subcommand)]
     verb: Verb,
 }
@@ -226,7 +226,7 @@ struct WatchCmd {
     watch: WatchArgs,
 }
 
-pub fn run(cmd: GroupCommand) -> VerbResult {
+pub(super) fn run(cmd: GroupCommand) -> VerbResult {
     let verbose = match &cmd.verb {
         Verb::Join(a) => Some((&a.group, a.wait.verbose)),
         Verb::WaitEmpty(a) => Some((&a.group, a.wait.verbose)),

@@ -18,10 +18,10 @@ use super::{
 };
 
 /// The one-line description, for `fsync --help`.
-pub const ABOUT: &str = "Group locks: one group at a time, any number of its members";
+pub(super) const ABOUT: &str = "Group locks: one group at a time, any number of its members";
 
 /// The description of `fsync grouplock --help`.
-pub const LONG: &str = "\
+pub(super) const LONG: &str = "\
 Asche's group lock: processes belong to named groups; any number of processes of one group (or \
 at most --max M) may be inside together, but never two groups at once. Once a process of another \
 group waits, newcomers of the group inside queue behind it, so the waiting group goes in as soon \
@@ -32,7 +32,7 @@ LOCK is a directory (created if missing). Group names are letters, digits, '_' a
 behind.";
 
 #[derive(Debug, Args)]
-pub struct GroupLockCommand {
+pub(crate) struct GroupLockCommand {
     #[command(subcommand)]
     verb: Verb,
 }
@@ -140,7 +140,7 @@ struct StatusArgs {
     json: bool,
 }
 
-pub fn run(cmd: GroupLockCommand) -> VerbResult {
+pub(super) fn run(cmd: GroupLockCommand) -> VerbResult {
     if let Verb::Run(a) = &cmd.verb
         && a.wait.verbose
     {

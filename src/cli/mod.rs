@@ -29,7 +29,7 @@ use std::{fmt, io::Write};
 
 use clap::{Parser, Subcommand};
 
-pub use exit_code::Exit;
+pub(crate) use exit_code::Exit;
 
 const ABOUT: &str = "Synchronise processes through the file system";
 
@@ -159,7 +159,7 @@ Examples:
     propagate_version = true,
     max_term_width = 100
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
@@ -248,7 +248,7 @@ fn command_path(root: &clap::Command, args: &[std::ffi::OsString]) -> String {
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
-pub enum Command {
+pub(crate) enum Command {
     #[command(about = mutex::ABOUT, long_about = mutex::LONG)]
     Mutex(mutex::MutexCommand),
     #[command(about = group::ABOUT, long_about = group::LONG)]
@@ -285,7 +285,7 @@ pub enum Command {
 
 /// Why a verb failed; printed by [`main`] as one `fsync: ...` line.
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     Lib(fsync::Error),
     /// COMMAND could not be started.
     Exec {
@@ -353,10 +353,10 @@ impl Failure {
 
 /// How a verb ends: the exit status, or why it failed. (Named so as not to be confused with
 /// [`fsync::Outcome`], how a wait ended.)
-pub type VerbResult = Result<Exit, Failure>;
+pub(crate) type VerbResult = Result<Exit, Failure>;
 
 /// Run the command line; returns how the process is to end.
-pub fn main() -> Exit {
+pub(crate) fn main() -> Exit {
     std::panic::set_hook(Box::new(|info| {
         // Never panic again here, even if stderr is gone.
         let info = escape::escaped(&info.to_string()).into_owned();
@@ -395,7 +395,7 @@ pub fn main() -> Exit {
 
 /// A failure that does not decide the exit status (the command's does, as after a failed
 /// `--delete`): the same one `fsync: ` line on stderr, as a warning.
-pub fn warn(failure: Failure) {
+pub(crate) fn warn(failure: Failure) {
     print_failure(&failure);
 }
 

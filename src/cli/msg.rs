@@ -18,10 +18,10 @@ use super::{
 };
 
 /// The one-line description, for `fsync --help`.
-pub const ABOUT: &str = "Mailboxes: durable and synchronous messages, received exactly once";
+pub(super) const ABOUT: &str = "Mailboxes: durable and synchronous messages, received exactly once";
 
 /// The description of `fsync msg --help`.
-pub const LONG: &str = "\
+pub(super) const LONG: &str = "\
 A mailbox BOX is a directory of queued messages (created if missing). Each message goes to \
 exactly one receiver, however many compete, in the order queued. 'post' queues durably and \
 returns; 'send' returns only once a receiver has taken the message, and a message whose sender \
@@ -32,7 +32,7 @@ but before removing the message leaves it to be delivered again (at least once f
 receivers). A receiver killed earlier loses nothing: its claim returns to the queue.";
 
 #[derive(Debug, Args)]
-pub struct MsgCommand {
+pub(crate) struct MsgCommand {
     #[command(subcommand)]
     verb: Verb,
 }
@@ -169,7 +169,7 @@ struct SkippedJson<'a> {
     reason: &'a str,
 }
 
-pub fn run(cmd: MsgCommand) -> VerbResult {
+pub(super) fn run(cmd: MsgCommand) -> VerbResult {
     match cmd.verb {
         Verb::Post(a) => {
             let outcome = Mailbox::new(&a.mailbox.mailbox)

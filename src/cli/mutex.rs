@@ -21,10 +21,10 @@ use super::{
 };
 
 /// The one-line description, for `fsync --help`.
-pub const ABOUT: &str = "Exclusive locks: run a command while holding a lock file";
+pub(super) const ABOUT: &str = "Exclusive locks: run a command while holding a lock file";
 
 /// The description of `fsync mutex --help`.
-pub const LONG: &str = "\
+pub(super) const LONG: &str = "\
 Exclusive locks on a file. 'fsync mutex run LOCK -- COMMAND' runs COMMAND while holding LOCK, \
 so that two cron jobs, CI steps or scripts never touch the resource LOCK stands for at once.
 
@@ -35,7 +35,7 @@ missing and never truncated or written; who holds it is recorded in a separate f
 read-only, in a directory users cannot write, works too.";
 
 #[derive(Debug, Args)]
-pub struct MutexCommand {
+pub(crate) struct MutexCommand {
     #[command(subcommand)]
     verb: Verb,
 }
@@ -386,7 +386,7 @@ struct WatchCmd {
     watch: WatchArgs,
 }
 
-pub fn run(cmd: MutexCommand) -> VerbResult {
+pub(super) fn run(cmd: MutexCommand) -> VerbResult {
     match cmd.verb {
         Verb::Run(a) => run_command(a),
         Verb::Lock(a) => lock_fd(a),

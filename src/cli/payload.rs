@@ -8,14 +8,14 @@ use std::{ffi::OsString, io::Read, os::unix::ffi::OsStrExt};
 use clap::Args;
 
 #[derive(Debug, Args)]
-pub struct DataArg {
+pub(super) struct DataArg {
     /// The payload; without it, standard input is read to its end (binary-safe, any size)
     #[arg(long, value_name = "TEXT")]
     pub data: Option<OsString>,
 }
 
 impl DataArg {
-    pub fn reader(&self) -> Box<dyn Read + '_> {
+    pub(super) fn reader(&self) -> Box<dyn Read + '_> {
         match &self.data {
             Some(text) => Box::new(text.as_bytes()),
             None => Box::new(std::io::stdin().lock()),
@@ -25,7 +25,7 @@ impl DataArg {
 
 /// A failure to write a received payload out: the message was not delivered (it goes back to
 /// the queue), so this is an error even for a closed pipe.
-pub fn output_error(e: std::io::Error) -> super::Failure {
+pub(super) fn output_error(e: std::io::Error) -> super::Failure {
     super::Failure::Lib(fsync::Error::io(
         std::path::Path::new("standard output"),
         "cannot write message",
@@ -36,7 +36,7 @@ pub fn output_error(e: std::io::Error) -> super::Failure {
 /// Before a message is taken: standard output must be open for writing. A closed one is
 /// `/dev/null` opened read-only (see `main`), and Rust's standard output quietly discards the
 /// writes that then fail, so without this check the message would be taken and lost.
-pub fn check_output() -> Result<(), super::Failure> {
+pub(super) fn check_output() -> Result<(), super::Failure> {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     let writable = fcntl(1, FcntlArg::F_GETFL).is_ok_and(|flags| {
         let mode = OFlag::from_bits_truncate(flags) & OFlag::O_ACCMODE;

@@ -24,7 +24,7 @@ use super::{
 };
 
 /// An RFC 3339 UTC timestamp with microseconds.
-pub fn timestamp(t: SystemTime) -> String {
+pub(super) fn timestamp(t: SystemTime) -> String {
     humantime::format_rfc3339_micros(t).to_string()
 }
 
@@ -34,7 +34,7 @@ fn since_time(h: &Holder) -> Option<SystemTime> {
 
 /// "pid 1234 (command pid 1235) on host: sleep 10, since ... (12s ago)", with the host and
 /// command escaped (a record or registration may be another user's).
-pub fn holder_text(h: &Holder) -> String {
+pub(super) fn holder_text(h: &Holder) -> String {
     let mut s = format!("pid {}", h.pid);
     if let Some(c) = h.child {
         s += &format!(" (command pid {c})");
@@ -54,7 +54,7 @@ pub fn holder_text(h: &Holder) -> String {
 
 /// "pid 1234 on host: sleep 10", for the `-v` line that already says how long (escaped as
 /// [`holder_text`] is).
-pub fn holder_brief(h: &Holder) -> String {
+pub(super) fn holder_brief(h: &Holder) -> String {
     let mut s = format!("pid {}", h.child.unwrap_or(h.pid));
     if !h.host.is_empty() {
         s += &format!(" on {}", escaped(&h.host));
@@ -68,7 +68,7 @@ pub fn holder_brief(h: &Holder) -> String {
 /// A holder in every `--json` output (docs/json.md, `holder`): a lock's holder, a slot's, a
 /// group's member.
 #[derive(Debug, Serialize)]
-pub struct HolderJson<'a> {
+pub(super) struct HolderJson<'a> {
     /// The fsync process (or the process the kernel names as holding the lock).
     pub pid: u32,
     /// The command fsync runs, once it has started; `null` before, or where not recorded.
@@ -94,19 +94,19 @@ impl<'a> From<&'a Holder> for HolderJson<'a> {
 }
 
 /// `holder` as it appears in JSON, `null` for none.
-pub fn holder_json(holder: Option<&Holder>) -> Option<HolderJson<'_>> {
+pub(super) fn holder_json(holder: Option<&Holder>) -> Option<HolderJson<'_>> {
     holder.map(HolderJson::from)
 }
 
 /// Write `report` as one line of JSON (the form of every `--json` output).
-pub fn print_json(out: &mut impl Write, report: &impl Serialize) -> std::io::Result<()> {
+pub(super) fn print_json(out: &mut impl Write, report: &impl Serialize) -> std::io::Result<()> {
     // Our reports have string keys and no maps, so only writing can fail.
     serde_json::to_writer(&mut *out, report)?;
     writeln!(out)
 }
 
 /// 12s, 3m04s, 2h05m: for people, not scripts.
-pub fn short_duration(d: Duration) -> String {
+pub(super) fn short_duration(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..=59 => format!("{:.1}s", d.as_secs_f64()),
@@ -115,12 +115,12 @@ pub fn short_duration(d: Duration) -> String {
     }
 }
 
-pub fn path_text(p: &Path) -> String {
+pub(super) fn path_text(p: &Path) -> String {
     p.display().to_string()
 }
 
 /// How long a wait took, for the `-v` lines: 0.80s, 12.35s, 3m04s.
-pub fn waited_text(d: Duration) -> String {
+pub(super) fn waited_text(d: Duration) -> String {
     match d.as_secs() {
         0..=59 => format!("{:.2}s", d.as_secs_f64()),
         _ => short_duration(d),
@@ -134,7 +134,7 @@ pub fn waited_text(d: Duration) -> String {
 /// or not it blocked (as `flock -v` does): `fsync: acquired WHAT after 0.80s`, `fsync: gave up
 /// waiting for WHAT after 5.00s (WHO)`, `fsync: interrupted by SIGTERM after waiting 1.20s for
 /// WHAT`.
-pub struct Progress<'a> {
+pub(super) struct Progress<'a> {
     enabled: bool,
     tty: bool,
     start: Instant,
@@ -149,7 +149,7 @@ pub struct Progress<'a> {
 
 impl<'a> Progress<'a> {
     /// A reporter (silent without `-v`) for a wait for `what` that starts now.
-    pub fn new(wait: &WaitArgs, what: impl Into<String>) -> Progress<'a> {
+    pub(super) fn new(wait: &WaitArgs, what: impl Into<String>) -> Progress<'a> {
         Progress {
             enabled: wait.verbose,
             tty: wait.verbose && std::io::stderr().is_terminal(),
@@ -164,20 +164,20 @@ impl<'a> Progress<'a> {
 
     /// Who holds what we wait for ("held by pid 12 on host: cmd, since ..."), asked only with
     /// `-v`, when the wait blocks and when it gives up; `None` where nobody can be named.
-    pub fn holder(mut self, who: impl Fn() -> Option<String> + 'a) -> Progress<'a> {
+    pub(super) fn holder(mut self, who: impl Fn() -> Option<String> + 'a) -> Progress<'a> {
         self.holder = Box::new(who);
         self
     }
 
     /// Something to add to the waiting line after the holder (in brackets).
-    pub fn note(mut self, note: String) -> Progress<'a> {
+    pub(super) fn note(mut self, note: String) -> Progress<'a> {
         self.note = note;
         self
     }
 
     /// Called by the wait core when it starts blocking, and about once a second after (which
     /// rewrites the line on a terminal).
-    pub fn waiting(&mut self) {
+    pub(super) fn waiting(&mut self) {
         if !self.enabled || (self.shown && !self.tty) {
             return;
         }
@@ -208,7 +208,7 @@ impl<'a> Progress<'a> {
     /// The wait ended: say how, and after how long. The thing waited for, if it came (with
     /// `done` naming it: "acquired slot 1 of S"), or the exit status for a wait that gave up or
     /// was interrupted.
-    pub fn settle<T>(
+    pub(super) fn settle<T>(
         &mut self,
         outcome: Outcome<T>,
         done: impl FnOnce(&T) -> String,
@@ -239,7 +239,7 @@ impl<'a> Progress<'a> {
     }
 
     /// Another `-v` line about the same thing (after the wait: "left G as its last member").
-    pub fn say(&mut self, message: impl FnOnce() -> String) {
+    pub(super) fn say(&mut self, message: impl FnOnce() -> String) {
         if !self.enabled {
             return;
         }
@@ -275,13 +275,13 @@ fn terminal_width() -> Option<usize> {
 }
 
 /// "held by pid 12 (command pid 13) on host: cmd, since ... (3.1s ago)", for `-v`.
-pub fn held_by(h: &Holder) -> String {
+pub(super) fn held_by(h: &Holder) -> String {
     format!("held by {}", holder_text(h))
 }
 
 /// Say it (with -v) when the semaphore or group at `path` belongs to another user who can
 /// break it ([`fsync::doctor::foreign_owner`]): `what` says how.
-pub fn warn_foreign(path: &Path, what: &str) {
+pub(super) fn warn_foreign(path: &Path, what: &str) {
     if let Some(uid) = fsync::doctor::foreign_owner(path) {
         warn(
             path,
@@ -295,7 +295,7 @@ pub fn warn_foreign(path: &Path, what: &str) {
 
 /// Why `--delete` of a semaphore or group lock kept its files, for `-v` (`None`: deleted, or
 /// not asked to); `inside` is what the others do there ("hold a slot", "are inside").
-pub fn not_deleted(released: fsync::sem::Released, inside: &str) -> Option<String> {
+pub(super) fn not_deleted(released: fsync::sem::Released, inside: &str) -> Option<String> {
     use fsync::sem::Released;
     match released {
         Released::KeptInUse => Some(format!(
@@ -312,7 +312,7 @@ pub fn not_deleted(released: fsync::sem::Released, inside: &str) -> Option<Strin
 
 /// A warning: one `fsync: ` line on stderr for something passed over (the command goes on).
 /// The path may end in a name another user chose (a queue entry), so the line is escaped.
-pub fn warn(path: &Path, what: &str) {
+pub(super) fn warn(path: &Path, what: &str) {
     use std::os::unix::ffi::OsStrExt;
     let path = escaped_bytes(path.as_os_str().as_bytes());
     let _ = writeln!(std::io::stderr(), "fsync: {path}: {}", escaped(what));

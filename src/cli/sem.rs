@@ -21,10 +21,10 @@ use super::{
 };
 
 /// The one-line description, for `fsync --help`.
-pub const ABOUT: &str = "Counting semaphores: at most N holders at once, crash-safe";
+pub(super) const ABOUT: &str = "Counting semaphores: at most N holders at once, crash-safe";
 
 /// The description of `fsync sem --help`.
-pub const LONG: &str = "\
+pub(super) const LONG: &str = "\
 A counting semaphore: at most N processes hold it at once, across all machines that share the \
 directory. Each holder holds one slot, and COMMAND learns which in FSYNC_SLOT (0 to N-1), to pick \
 a device, port or build directory by it. A slot whose holder dies, even by SIGKILL, is free \
@@ -37,7 +37,7 @@ an error, exit 2). With --delete, whoever leaves last removes SEM, so a semaphor
 then leaves nothing behind.";
 
 #[derive(Debug, Args)]
-pub struct SemCommand {
+pub(crate) struct SemCommand {
     #[command(subcommand)]
     verb: Verb,
 }
@@ -135,7 +135,7 @@ struct StatusArgs {
     json: bool,
 }
 
-pub fn run(cmd: SemCommand) -> VerbResult {
+pub(super) fn run(cmd: SemCommand) -> VerbResult {
     match cmd.verb {
         Verb::Run(a) => run_command(a),
         Verb::Status(a) => status(a),

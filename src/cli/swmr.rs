@@ -20,10 +20,10 @@ use super::{
 };
 
 /// The one-line description, for `fsync --help`.
-pub const ABOUT: &str = "Reader/writer locks that never starve the writer";
+pub(super) const ABOUT: &str = "Reader/writer locks that never starve the writer";
 
 /// The description of `fsync swmr --help`.
-pub const LONG: &str = "\
+pub(super) const LONG: &str = "\
 A reader/writer lock: any number of readers at once, or one writer alone. Once a writer waits, \
 readers that arrive after it queue behind it, so a stream of overlapping readers cannot starve \
 it (util-linux 'flock -s' readers can); it gets in as soon as the readers already inside leave.
@@ -34,7 +34,7 @@ writer). The queue is the file .NAME.turnstile beside LOCK. There is no read-to-
 flock(2) converts by dropping the shared lock first, so an upgrade could not be atomic.";
 
 #[derive(Debug, Args)]
-pub struct SwmrCommand {
+pub(crate) struct SwmrCommand {
     #[command(subcommand)]
     verb: Verb,
 }
@@ -132,7 +132,7 @@ struct StatusArgs {
     json: bool,
 }
 
-pub fn run(cmd: SwmrCommand) -> VerbResult {
+pub(super) fn run(cmd: SwmrCommand) -> VerbResult {
     match cmd.verb {
         Verb::Read(a) => run_locked(a, Mode::Shared),
         Verb::Write(a) => run_locked(a, Mode::Exclusive),

@@ -37,13 +37,13 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// The kind of entry a protocol expects at a name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     File,
     Dir,
 }
 
 /// What kind of thing a stat says an entry is, in words for error messages.
-pub fn describe(st: &FileStat) -> &'static str {
+pub(crate) fn describe(st: &FileStat) -> &'static str {
     match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
         SFlag::S_IFREG => "a regular file",
         SFlag::S_IFDIR => "a directory",
@@ -71,13 +71,13 @@ fn is_kind(st: &FileStat, kind: Kind) -> bool {
 /// Whether the caller may remove an entry owned by `entry_uid` from a directory of mode
 /// `dir_mode` owned by `dir_uid`: in a sticky directory only its own or the directory owner's,
 /// the rule the kernel applies to everyone but root, applied to root too.
-pub fn sticky_allows(dir_mode: u32, dir_uid: u32, entry_uid: u32) -> bool {
+pub(crate) fn sticky_allows(dir_mode: u32, dir_uid: u32, entry_uid: u32) -> bool {
     let me = unistd::geteuid().as_raw();
     dir_mode & Mode::S_ISVTX.bits() == 0 || entry_uid == me || dir_uid == me
 }
 
 /// The error for an entry [`sticky_allows`] keeps.
-pub fn sticky_refusal(path: &Path, entry_uid: u32) -> Error {
+pub(crate) fn sticky_refusal(path: &Path, entry_uid: u32) -> Error {
     Error::new(
         path,
         ErrorKind::PermissionDenied,
@@ -86,11 +86,11 @@ pub fn sticky_refusal(path: &Path, entry_uid: u32) -> Error {
 }
 
 // Who may be trusted, and which directories are shared: asked of files as of directories.
-pub use super::fs::{shared_sticky, trusted_owner};
+pub(crate) use super::fs::{shared_sticky, trusted_owner};
 
 /// An open directory whose entries are reached without following links (module docs).
 #[derive(Debug)]
-pub struct Dir {
+pub(crate) struct Dir {
     fd: OwnedFd,
     path: PathBuf,
 }
@@ -109,7 +109,7 @@ impl Dir {
     /// last component is reached from an open descriptor of its parent, never by its path
     /// again after a check: another user who swaps it for a link in a loop finds no window
     /// between the look and the open.
-    pub fn top(path: &Path, create: bool, what: &str) -> Result<Option<Dir>> {
+    pub(crate) fn top(path: &Path, create: bool, what: &str) -> Result<Option<Dir>> {
         // Usually it is there and is no link: then one open does (one round trip to the server
         // on a network file system, where the way below costs three); anything else takes
         // the long way, which also finds the right error.
@@ -230,7 +230,7 @@ impl Dir {
     }
 
     /// A second handle on the same directory.
-    pub fn try_clone(&self) -> io::Result<Dir> {
+    pub(crate) fn try_clone(&self) -> io::Result<Dir> {
         Ok(Dir {
             fd: self.fd.try_clone()?,
             path: self.path.clone(),
@@ -238,23 +238,23 @@ impl Dir {
     }
 
     /// The path the user named, for messages.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The path of an entry, for messages.
-    pub fn join(&self, name: &str) -> PathBuf {
+    pub(crate) fn join(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
 
     /// A path that names exactly this directory (the one we opened, not whatever its name
     /// means now), for interfaces that take paths: change notification, nested locks.
-    pub fn pinned(&self) -> PathBuf {
+    pub(crate) fn pinned(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
     }
 
     /// A pinned path of an entry (see [`pinned`](Self::pinned)).
-    pub fn pinned_join(&self, name: &str) -> PathBuf {
+    pub(crate) fn pinned_join(&self, name: &str) -> PathBuf {
         self.pinned().join(name)
     }
 
@@ -263,14 +263,14 @@ impl Dir {
     }
 
     /// The directory's own status (its device and inode identify it).
-    pub fn status(&self) -> io::Result<FileStat> {
+    pub(crate) fn status(&self) -> io::Result<FileStat> {
         stat::fstat(self.fd.as_raw_fd()).map_err(io::Error::from)
     }
 
     /// The subdirectory `name`, created mode 0700 if missing, for the caller's private state:
     /// `None` unless it is a directory (not a link) that the caller owns and nobody else may
     /// enter or write (mode 0700 or less), as checked on the open descriptor.
-    pub fn private_sub(&self, name: &str) -> Option<Dir> {
+    pub(crate) fn private_sub(&self, name: &str) -> Option<Dir> {
         match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o700)) {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
             Err(_) => return None,
@@ -281,7 +281,7 @@ impl Dir {
     }
 
     /// An entry's status, not following a link.
-    pub fn stat(&self, name: &str) -> io::Result<FileStat> {
+    pub(crate) fn stat(&self, name: &str) -> io::Result<FileStat> {
         crate::platform::retrying(|| {
             stat::fstatat(self.raw(), name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
                 .map_err(io::Error::from)
@@ -290,13 +290,13 @@ impl Dir {
 
     /// The device and inode `name` leads to, following a symbolic link (as opening it would),
     /// without fetching its attributes again ([`super::fs::identity_at`]).
-    pub fn identity_following(&self, name: &str) -> io::Result<(u64, u64)> {
+    pub(crate) fn identity_following(&self, name: &str) -> io::Result<(u64, u64)> {
         super::fs::identity_at(self.raw(), Path::new(name))
     }
 
     /// The subdirectory `name`, created if missing and `create`; `None` if missing otherwise.
     /// A link, or anything but a directory, is an error naming it.
-    pub fn sub(&self, name: &str, create: bool) -> Result<Option<Dir>> {
+    pub(crate) fn sub(&self, name: &str, create: bool) -> Result<Option<Dir>> {
         let shown = self.join(name);
         if create {
             match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o777)) {
@@ -330,7 +330,7 @@ impl Dir {
     }
 
     /// The error for an entry that is not the kind the protocol puts there.
-    pub fn wrong_kind(&self, name: &str, want: Kind) -> Error {
+    pub(crate) fn wrong_kind(&self, name: &str, want: Kind) -> Error {
         let what = self.stat(name).map_or("not usable", |st| describe(&st));
         let want = match want {
             Kind::File => "a regular file",
@@ -345,12 +345,12 @@ impl Dir {
 
     /// Open the existing regular file `name` (read-only, or read-write with `write`), never
     /// through a link and never blocking on a FIFO; `Ok(None)` if it does not exist.
-    pub fn open(&self, name: &str, write: bool) -> Result<Option<File>> {
+    pub(crate) fn open(&self, name: &str, write: bool) -> Result<Option<File>> {
         Ok(self.open_stat(name, write)?.map(|(f, _)| f))
     }
 
     /// [`open`](Self::open), with the file's status.
-    pub fn open_stat(&self, name: &str, write: bool) -> Result<Option<(File, FileStat)>> {
+    pub(crate) fn open_stat(&self, name: &str, write: bool) -> Result<Option<(File, FileStat)>> {
         let acc = if write {
             OFlag::O_RDWR
         } else {
@@ -374,7 +374,7 @@ impl Dir {
     /// directory. Read-only where we may not write. Its mode, at creation and tightened after,
     /// lets only those who may write this directory (or a subdirectory) open it: see
     /// [`super::fs`], *Who may lock an internal lock file*.
-    pub fn open_or_create(&self, name: &str) -> Result<File> {
+    pub(crate) fn open_or_create(&self, name: &str) -> Result<File> {
         let opened = super::fs::open_or_create_with(
             |flags, mode| {
                 self.openat(
@@ -428,7 +428,7 @@ impl Dir {
     }
 
     /// Create `name` exclusively (mode less the umask), for writing.
-    pub fn create_new(&self, name: &str, mode: u32) -> io::Result<File> {
+    pub(crate) fn create_new(&self, name: &str, mode: u32) -> io::Result<File> {
         self.openat(
             name,
             OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL,
@@ -484,7 +484,12 @@ impl Dir {
     /// asked, the count and a lookup of `name` must agree.
     /// `st`, where given, is the file's status taken on the descriptor after the open (which
     /// saves a round trip to the server on a network file system).
-    pub fn sole_link(&self, name: &str, file: &File, st: Option<&FileStat>) -> io::Result<bool> {
+    pub(crate) fn sole_link(
+        &self,
+        name: &str,
+        file: &File,
+        st: Option<&FileStat>,
+    ) -> io::Result<bool> {
         let st = match st {
             Some(st) => *st,
             None => stat::fstat(file.as_raw_fd())?,
@@ -510,7 +515,7 @@ impl Dir {
     }
 
     /// The error for an entry that [`sole_link`](Self::sole_link) refused.
-    pub fn not_sole(&self, name: &str) -> Error {
+    pub(crate) fn not_sole(&self, name: &str) -> Error {
         Error::new(
             &self.join(name),
             ErrorKind::WrongKind,
@@ -520,14 +525,14 @@ impl Dir {
     }
 
     /// `renameat(2)` from here to `to_dir`, retried on `EINTR`.
-    pub fn rename(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
+    pub(crate) fn rename(&self, from: &str, to_dir: &Dir, to: &str) -> io::Result<()> {
         crate::platform::retrying(|| {
             fcntl::renameat(self.raw(), from, to_dir.raw(), to).map_err(io::Error::from)
         })
     }
 
     /// `linkat(2)` within this directory (never following a link).
-    pub fn link(&self, from: &str, to: &str) -> io::Result<()> {
+    pub(crate) fn link(&self, from: &str, to: &str) -> io::Result<()> {
         crate::platform::retrying(|| {
             unistd::linkat(self.raw(), from, self.raw(), to, fcntl::AtFlags::empty())
                 .map_err(io::Error::from)
@@ -536,7 +541,7 @@ impl Dir {
 
     /// Unlink the entry `name` if it is a regular file, as the protocol left it; anything
     /// else (a link, a FIFO, a directory someone put there) is left alone and reported.
-    pub fn unlink_file(&self, name: &str) -> io::Result<()> {
+    pub(crate) fn unlink_file(&self, name: &str) -> io::Result<()> {
         let st = self.stat(name)?;
         if !is_kind(&st, Kind::File) {
             return Err(io::Error::new(
@@ -548,7 +553,7 @@ impl Dir {
     }
 
     /// Unlink `name` whatever it is (a registration fsync itself made and still holds).
-    pub fn unlink_any(&self, name: &str) -> io::Result<()> {
+    pub(crate) fn unlink_any(&self, name: &str) -> io::Result<()> {
         crate::platform::retrying(|| {
             unistd::unlinkat(self.raw(), name, UnlinkatFlags::NoRemoveDir).map_err(io::Error::from)
         })
@@ -556,7 +561,7 @@ impl Dir {
 
     /// Remove this directory, if it is empty and its name (the path it was opened by) still
     /// names it: never another directory put there since.
-    pub fn remove_self(&self) -> io::Result<()> {
+    pub(crate) fn remove_self(&self) -> io::Result<()> {
         let (Some(name), Some(parent)) = (self.path.file_name(), self.path.parent()) else {
             return Err(io::ErrorKind::InvalidInput.into());
         };
@@ -586,7 +591,7 @@ impl Dir {
     }
 
     /// Remove the empty subdirectory `name`.
-    pub fn rmdir(&self, name: &str) -> io::Result<()> {
+    pub(crate) fn rmdir(&self, name: &str) -> io::Result<()> {
         crate::platform::retrying(|| {
             unistd::unlinkat(self.raw(), name, UnlinkatFlags::RemoveDir).map_err(io::Error::from)
         })
@@ -594,7 +599,7 @@ impl Dir {
 
     /// The names in the directory (not `.` and `..`), with their type where the file system
     /// says it without a stat.
-    pub fn entries(&self) -> io::Result<Vec<(String, Option<Kind>)>> {
+    pub(crate) fn entries(&self) -> io::Result<Vec<(String, Option<Kind>)>> {
         let fd = crate::platform::retrying(|| {
             fcntl::openat(self.raw(), ".", DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
         })?;

@@ -49,14 +49,14 @@ use nix::libc;
 
 /// Whether we could open the file for writing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     ReadWrite,
     ReadOnly,
 }
 
 /// What a lock file is opened for: the lock that will be taken on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
+pub(crate) enum Purpose {
     /// flock(2) locks: read-only, and read-write on a network file system where permitted.
     /// The lock file may be a directory.
     Flock,
@@ -70,12 +70,16 @@ pub enum Purpose {
 pub const LOCK_FILE_MODE: u32 = 0o666;
 
 /// Open (creating if missing) a lock file for `purpose`, per the module docs.
-pub fn open_lock_file(path: &Path, purpose: Purpose) -> Result<(File, Access)> {
+pub(crate) fn open_lock_file(path: &Path, purpose: Purpose) -> Result<(File, Access)> {
     open_lock_file_mode(path, purpose, LOCK_FILE_MODE)
 }
 
 /// [`open_lock_file`], creating a missing file with `mode` (less the umask).
-pub fn open_lock_file_mode(path: &Path, purpose: Purpose, mode: u32) -> Result<(File, Access)> {
+pub(crate) fn open_lock_file_mode(
+    path: &Path,
+    purpose: Purpose,
+    mode: u32,
+) -> Result<(File, Access)> {
     let access_mode = match purpose {
         Purpose::Flock => libc::O_RDONLY,
         Purpose::Fcntl => libc::O_RDWR,
@@ -123,7 +127,7 @@ pub fn open_lock_file_mode(path: &Path, purpose: Purpose, mode: u32) -> Result<(
 /// Not built on [`open_existing`]: that one never creates, falls back to read-only on more
 /// errors (`ETXTBSY`, `EISDIR`), follows a link when asked and words its errors as opening, not
 /// creating; sharing it would change what this reports.
-pub fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
+pub(crate) fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
     let nofollow = libc::O_NOFOLLOW;
     let dir = parent_dir(path);
     let opened = open_or_create_with(
@@ -191,7 +195,7 @@ pub(crate) fn open_or_create_with(
 /// The permission bits an internal lock file may have (module docs), given the union of the
 /// modes of the directories its participants write (`dir_modes`): read-write for the owner;
 /// for the group if one of them is group-writable; for others if one is writable by others.
-pub fn internal_lock_mode(dir_modes: u32) -> u32 {
+pub(crate) fn internal_lock_mode(dir_modes: u32) -> u32 {
     let mut mode = 0o600;
     if dir_modes & 0o020 != 0 {
         mode |= 0o060;
@@ -285,7 +289,7 @@ fn dangling(path: &Path) -> Error {
 
 /// Open an existing lock file read-only without creating it (status and watch verbs); `None`
 /// if the file does not exist. It may be a directory, which flock(2) can lock.
-pub fn open_if_exists(path: &Path) -> Result<Option<File>> {
+pub(crate) fn open_if_exists(path: &Path) -> Result<Option<File>> {
     match open(path, libc::O_RDONLY) {
         Ok(f) => {
             check_lockable(path, &f, Purpose::Flock)?;
@@ -357,7 +361,7 @@ fn check_lockable(path: &Path, file: &File, purpose: Purpose) -> Result<std::fs:
 }
 
 /// Turn the errors of `open(2)` into the words a user needs: which part of the path is wrong.
-pub fn explain_open_error(path: &Path, what: &str, e: io::Error) -> Error {
+pub(crate) fn explain_open_error(path: &Path, what: &str, e: io::Error) -> Error {
     match e.raw_os_error() {
         Some(libc::ENOENT) => match check_parent(path) {
             Err(parent_err) => parent_err,
@@ -378,7 +382,7 @@ pub fn explain_open_error(path: &Path, what: &str, e: io::Error) -> Error {
 }
 
 /// The directory a path lies in (`.` for a bare name).
-pub fn parent_dir(path: &Path) -> &Path {
+pub(crate) fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -391,7 +395,7 @@ pub fn parent_dir(path: &Path) -> &Path {
 /// holder in; of a semaphore or group directory, removing its slot files or registrations).
 /// The kernel's `fs.protected_regular` refuses to open such a file with `O_CREAT`, to everyone
 /// but its owner and the directory's. `st_uid` is the entry's owner, `path` its name.
-pub fn foreign_in_shared(path: &Path, st_uid: u32) -> Option<u32> {
+pub(crate) fn foreign_in_shared(path: &Path, st_uid: u32) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
     if trusted_owner(st_uid) {
         return None;
@@ -419,7 +423,7 @@ fn check_owner(path: &Path, uid: u32) -> Result<()> {
 }
 
 /// A missing *parent* directory is an error (the contract): say so in those words.
-pub fn check_parent(path: &Path) -> Result<()> {
+pub(crate) fn check_parent(path: &Path) -> Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => return Ok(()),
@@ -453,7 +457,7 @@ pub struct FsKind {
 }
 
 /// Classify the file system of `file` by its `statfs` magic number.
-pub fn fs_kind(file: &impl AsFd) -> FsKind {
+pub(crate) fn fs_kind(file: &impl AsFd) -> FsKind {
     match nix::sys::statfs::fstatfs(file) {
         Ok(st) => classify(magic(&st)),
         Err(_) => FsKind {
@@ -464,7 +468,7 @@ pub fn fs_kind(file: &impl AsFd) -> FsKind {
 }
 
 /// Classify the file system that holds `path` (or its parent, if it does not exist yet).
-pub fn fs_kind_of_path(path: &Path) -> FsKind {
+pub(crate) fn fs_kind_of_path(path: &Path) -> FsKind {
     let probe = if path.exists() {
         path
     } else {
@@ -518,12 +522,12 @@ fn classify(magic: i64) -> FsKind {
 }
 
 /// Make a file we created readable by everyone who can use the lock, whatever the umask.
-pub fn set_mode(file: &File, mode: u32) {
+pub(crate) fn set_mode(file: &File, mode: u32) {
     let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
 }
 
 /// `unlink(2)`, retried on `EINTR`.
-pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
+pub(crate) fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
     super::retrying(|| std::fs::remove_file(path.as_ref()))
 }
 
@@ -531,13 +535,13 @@ pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
 /// (one this process inherited: `exec 9>>lock` in the shell): a close-on-exec duplicate. Locks
 /// taken with `flock(2)` or OFD `fcntl(2)` belong to the description, so they are shared with
 /// `number` and outlive the duplicate.
-pub fn duplicate(number: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
+pub(crate) fn duplicate(number: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
     // The lowest free descriptor from 3 on: never one of the standard three.
     duplicate_from(number, 3)
 }
 
 /// [`duplicate`], as the lowest free descriptor from `lowest` on.
-pub fn duplicate_from(
+pub(crate) fn duplicate_from(
     number: std::os::fd::RawFd,
     lowest: std::os::fd::RawFd,
 ) -> io::Result<std::os::fd::OwnedFd> {
@@ -556,7 +560,7 @@ pub fn duplicate_from(
 /// elsewhere is seen), but the file's attributes are not fetched again
 /// (`AT_STATX_DONT_SYNC`): the device and inode come with the lookup, and a FUSE client saves a
 /// round trip to its server.
-pub fn identity_at(dir: Option<std::os::fd::RawFd>, name: &Path) -> io::Result<(u64, u64)> {
+pub(crate) fn identity_at(dir: Option<std::os::fd::RawFd>, name: &Path) -> io::Result<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(name.as_os_str().as_bytes())
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -587,12 +591,12 @@ pub fn identity_at(dir: Option<std::os::fd::RawFd>, name: &Path) -> io::Result<(
 
 /// Whether a directory of mode `mode` is world-writable and sticky (`/tmp`): shared by every
 /// user, each able to remove only their own entries.
-pub fn shared_sticky(mode: u32) -> bool {
+pub(crate) fn shared_sticky(mode: u32) -> bool {
     mode & 0o1002 == 0o1002
 }
 
 /// Whether fsync may write into, or believe, a file owned by `uid`: the caller's or root's.
-pub fn trusted_owner(uid: u32) -> bool {
+pub(crate) fn trusted_owner(uid: u32) -> bool {
     uid == 0 || uid == nix::unistd::geteuid().as_raw()
 }
 

@@ -34,7 +34,7 @@ pub enum Mode {
 ///
 /// Raw `flock(2)`: nix 0.29 deprecates its `flock` function, and its `Flock` type takes the
 /// file over and unlocks on drop, whereas the descriptors locked here belong to the caller.
-pub fn flock(fd: &impl AsRawFd, mode: Mode, block: bool) -> io::Result<bool> {
+pub(crate) fn flock(fd: &impl AsRawFd, mode: Mode, block: bool) -> io::Result<bool> {
     let mut op = match mode {
         Mode::Shared => libc::LOCK_SH,
         Mode::Exclusive => libc::LOCK_EX,
@@ -58,7 +58,7 @@ pub fn flock(fd: &impl AsRawFd, mode: Mode, block: bool) -> io::Result<bool> {
 }
 
 /// Release a lock explicitly (closing the last descriptor does it too).
-pub fn unlock(fd: &impl AsRawFd) -> io::Result<()> {
+pub(crate) fn unlock(fd: &impl AsRawFd) -> io::Result<()> {
     loop {
         // SAFETY: as above.
         if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_UN) } == 0 {
@@ -72,7 +72,7 @@ pub fn unlock(fd: &impl AsRawFd) -> io::Result<()> {
 }
 
 /// Let (or stop) a descriptor survive `exec`, to pass a lock down to a child on purpose.
-pub fn set_inheritable(fd: &impl AsRawFd, inherit: bool) -> io::Result<()> {
+pub(crate) fn set_inheritable(fd: &impl AsRawFd, inherit: bool) -> io::Result<()> {
     let raw = fd.as_raw_fd();
     let flags = super::retrying(|| fcntl(raw, FcntlArg::F_GETFD).map_err(io::Error::from))?;
     // Keep whatever other bits the kernel reports, as the C idiom `flags & ~FD_CLOEXEC` does.
@@ -85,7 +85,7 @@ pub fn set_inheritable(fd: &impl AsRawFd, inherit: bool) -> io::Result<()> {
 /// Try to take an open-file-description (OFD) byte-range lock on `len` bytes from `start`
 /// (`len` 0: to the end of all offsets), as `fcntl(F_OFD_SETLK[W])`. Same results as [`flock`].
 /// Bytes past the end of the file can be locked; the file is never changed.
-pub fn ofd_lock(
+pub(crate) fn ofd_lock(
     fd: &impl AsRawFd,
     mode: Mode,
     start: u64,
@@ -122,7 +122,7 @@ pub fn ofd_lock(
 /// `fd` is open on, asked with `F_OFD_GETLK`, which takes nothing: the kernel's own answer, for
 /// when `/proc/locks` (read a page at a time) may have skipped a line. (`flock` locks have no
 /// such question.)
-pub fn range_lock_held(fd: &impl AsRawFd) -> io::Result<bool> {
+pub(crate) fn range_lock_held(fd: &impl AsRawFd) -> io::Result<bool> {
     // SAFETY: as in `ofd_lock`; the kernel fills in the conflicting lock, if any.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_type = libc::F_WRLCK as libc::c_short;
@@ -137,7 +137,7 @@ pub fn range_lock_held(fd: &impl AsRawFd) -> io::Result<bool> {
 
 /// A byte-range lock that `F_OFD_GETLK` reports ([`range_conflict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RangeConflict {
+pub(crate) struct RangeConflict {
     /// Its first byte.
     pub start: u64,
     /// How many bytes; 0 reaches to the end of all offsets.
@@ -152,7 +152,7 @@ pub struct RangeConflict {
 /// bytes from `start` (`len` 0: to the end of all offsets), in either mode: `F_OFD_GETLK` for
 /// an exclusive lock there, which takes nothing and waits for nothing. `None` if there is none.
 /// Where several overlap, the kernel reports one of them.
-pub fn range_conflict(
+pub(crate) fn range_conflict(
     fd: &impl AsRawFd,
     start: u64,
     len: u64,
@@ -185,7 +185,7 @@ pub fn range_conflict(
 
 /// Release an open-file-description byte-range lock on `len` bytes from `start`, as
 /// `fcntl(F_OFD_SETLK)` with `F_UNLCK` (a no-op where none is held).
-pub fn ofd_unlock(fd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
+pub(crate) fn ofd_unlock(fd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
     // SAFETY: as in `ofd_lock`.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_type = libc::F_UNLCK as libc::c_short;
@@ -203,7 +203,7 @@ pub fn ofd_unlock(fd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
 /// works, and a non-blocking re-lock of our own open file description succeeds (a no-op while we
 /// hold it; it fails once another holder has it, and a file server that dropped our locks
 /// answers EBADFD, EIO or ESTALE). For lock-loss detection on network file systems.
-pub fn still_held(fd: std::os::fd::BorrowedFd<'_>, mode: Mode) -> bool {
+pub(crate) fn still_held(fd: std::os::fd::BorrowedFd<'_>, mode: Mode) -> bool {
     // A descriptor that stopped working fails the fstat (EBADF, EIO), which flock would not
     // tell from a lock it could not take.
     nix::sys::stat::fstat(fd.as_raw_fd()).is_ok() && matches!(flock(&fd, mode, false), Ok(true))
@@ -374,14 +374,14 @@ mod tests {
 /// What a [`ChildLock`] asks for: the whole file (`flock`), or a byte range (`F_OFD_SETLKW`,
 /// `len` 0: to the end of all offsets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     Whole(Mode),
     Range { mode: Mode, start: u64, len: u64 },
 }
 
 impl Request {
     /// Let go of what was asked for on `fd`, if it was granted (a no-op otherwise).
-    pub fn undo(&self, fd: &impl AsRawFd) -> io::Result<()> {
+    pub(crate) fn undo(&self, fd: &impl AsRawFd) -> io::Result<()> {
         match *self {
             Request::Whole(_) => unlock(fd),
             Request::Range { start, len, .. } => ofd_unlock(fd, start, len),
@@ -398,7 +398,7 @@ impl Request {
 /// pipe) and kill it; if the file system never answers its call, only the child stays, and the
 /// kernel drops whatever it is granted when it has gone.
 #[derive(Debug)]
-pub struct ChildLock {
+pub(crate) struct ChildLock {
     pid: libc::pid_t,
     /// Read end: one byte, 0 once granted, else the call's errno.
     answer: std::os::fd::OwnedFd,
@@ -456,7 +456,7 @@ fn reap_killed() {
 impl ChildLock {
     /// Start a child that takes the lock `request` on `fd`, blocking, with every signal but
     /// KILL blocked (nothing interrupts its call), and dies with this thread.
-    pub fn start(fd: &impl AsRawFd, request: Request) -> io::Result<ChildLock> {
+    pub(crate) fn start(fd: &impl AsRawFd, request: Request) -> io::Result<ChildLock> {
         reap_killed();
         // Everything the child's call needs is made here: the child allocates nothing.
         // SAFETY: a zeroed flock with the fields fcntl reads filled in; l_pid 0 for OFD.
@@ -527,7 +527,7 @@ impl ChildLock {
 
     /// Wait for the child's answer: `Ok(true)` once the lock is ours, `Err` with `Interrupted`
     /// when a signal ends the wait (the child goes on), or the error of its call.
-    pub fn wait(&mut self) -> io::Result<bool> {
+    pub(crate) fn wait(&mut self) -> io::Result<bool> {
         let mut byte = [0u8; 1];
         // SAFETY: read into a local buffer from our pipe.
         let n = unsafe { libc::read(self.answer.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };

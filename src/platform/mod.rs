@@ -20,13 +20,13 @@ to another Unix means reimplementing this folder with the same contract:
   `--delete` (which keeps a lock file another process still holds).
 */
 
-pub mod dir;
-pub mod fs;
-pub mod lock;
-pub mod notify;
-pub mod process;
-pub mod procinfo;
-pub mod signal;
+pub(crate) mod dir;
+pub(crate) mod fs;
+pub(crate) mod lock;
+pub(crate) mod notify;
+pub(crate) mod process;
+pub(crate) mod procinfo;
+pub(crate) mod signal;
 
 /// Retry a call that a signal interrupted before it did anything (`EINTR`: the kernel performed
 /// nothing). Calls that do not block rarely report it on local file systems; network ones may,

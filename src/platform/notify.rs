@@ -46,7 +46,7 @@ use nix::{
 /// A watch on one or more directories for entries being created, removed, renamed, written or
 /// having their attributes changed (not opened or read, so that checking a file does not wake
 /// us).
-pub struct DirWatch {
+pub(crate) struct DirWatch {
     backend: Backend,
     /// Signals go to the thread that made the watch: keep it there.
     _thread_bound: PhantomData<*const ()>,
@@ -93,7 +93,7 @@ mod dn {
     }
 
     /// Open `dir` and ask for a signal to this thread on every change in it.
-    pub fn watch(dir: &Path) -> io::Result<OwnedFd> {
+    pub(super) fn watch(dir: &Path) -> io::Result<OwnedFd> {
         use std::os::unix::fs::OpenOptionsExt;
         // Both handlers before anything is armed: the wake signal's, and SIGIO's, which the
         // kernel sends instead when the wake signal cannot be queued (module docs).
@@ -152,7 +152,7 @@ const INOTIFY_MASK: AddWatchFlags = AddWatchFlags::IN_CREATE
     .union(AddWatchFlags::IN_DELETE_SELF);
 
 impl DirWatch {
-    pub fn new(dir: &Path) -> io::Result<DirWatch> {
+    pub(crate) fn new(dir: &Path) -> io::Result<DirWatch> {
         let backend = match dn::watch(dir) {
             Ok(fd) => Backend::Dnotify {
                 dirs: vec![fd],
@@ -175,7 +175,7 @@ impl DirWatch {
     }
 
     /// Also watch a second directory with the same watch.
-    pub fn add(&mut self, dir: &Path) -> io::Result<()> {
+    pub(crate) fn add(&mut self, dir: &Path) -> io::Result<()> {
         match &mut self.backend {
             Backend::Dnotify { dirs, .. } => {
                 dirs.push(dn::watch(dir)?);
@@ -189,7 +189,7 @@ impl DirWatch {
     }
 
     /// Block until at least one change (`Interrupted` if a signal came first).
-    pub fn wait(&self) -> io::Result<()> {
+    pub(crate) fn wait(&self) -> io::Result<()> {
         match &self.backend {
             Backend::Dnotify { seen, .. } => {
                 if sleep_for_signal(seen, None) {
@@ -205,7 +205,7 @@ impl DirWatch {
     /// Block until a change or until `limit` passes, for the rare waits whose end no file
     /// system event announces (a process dying while it holds a lock). `true` if something
     /// changed (with dnotify: if any wake signal came).
-    pub fn wait_timeout(&self, limit: Duration) -> io::Result<bool> {
+    pub(crate) fn wait_timeout(&self, limit: Duration) -> io::Result<bool> {
         let inotify = match &self.backend {
             Backend::Dnotify { seen, .. } => return Ok(sleep_for_signal(seen, Some(limit))),
             Backend::Inotify(inotify) => inotify,
@@ -229,7 +229,7 @@ impl DirWatch {
     /// reference to an inotify instance; `None` for dnotify): closing the last reference waits
     /// for the kernel to retire the watch (module docs), so a caller with somewhere to be
     /// drops it later, off that path.
-    pub fn retire(self) -> io::Result<Option<OwnedFd>> {
+    pub(crate) fn retire(self) -> io::Result<Option<OwnedFd>> {
         use std::os::fd::AsFd;
         match &self.backend {
             Backend::Dnotify { .. } => Ok(None),
@@ -238,7 +238,7 @@ impl DirWatch {
     }
 
     /// Which interface watches (for `fsync doctor`).
-    pub fn interface(&self) -> &'static str {
+    pub(crate) fn interface(&self) -> &'static str {
         match self.backend {
             Backend::Dnotify { .. } => "dnotify",
             Backend::Inotify(_) => "inotify",
@@ -287,7 +287,7 @@ fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
 impl DirWatch {
     /// A watch for files in `dir` being closed (after writing or not). A process's open files
     /// are closed when it exits, however it dies, so this sees lock holders go away.
-    pub fn closes(dir: &Path) -> io::Result<DirWatch> {
+    pub(crate) fn closes(dir: &Path) -> io::Result<DirWatch> {
         let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(io::Error::from)?;
         let mask = AddWatchFlags::IN_CLOSE_WRITE
             | AddWatchFlags::IN_CLOSE_NOWRITE

@@ -35,7 +35,7 @@ pub enum SpawnError {
 /// Start `argv` (`argv[0]` the program, looked up on `PATH` as the shell does), with the
 /// environment the process has now and the variables `env` set in it (the process's own
 /// environment is not changed: another thread may be reading it).
-pub fn spawn(
+pub(crate) fn spawn(
     argv: &[impl AsRef<OsStr>],
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
 ) -> Result<Child, SpawnError> {
@@ -64,7 +64,7 @@ pub fn spawn(
 
 /// Replace this process with `argv`, found as [`spawn`] finds it (a script without `#!` under
 /// `/bin/sh`); returns only if that failed.
-pub fn exec(argv: &[impl AsRef<OsStr>]) -> SpawnError {
+pub(crate) fn exec(argv: &[impl AsRef<OsStr>]) -> SpawnError {
     use std::os::unix::process::CommandExt;
     let program = argv[0].as_ref();
     let path = match resolve(program) {
@@ -117,7 +117,7 @@ fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
 
 /// Send `sig` to process `pid` (our own child, not yet reaped); errors are ignored (it may have
 /// exited already).
-pub fn kill(pid: u32, sig: i32) {
+pub(crate) fn kill(pid: u32, sig: i32) {
     if let Ok(sig) = nix::sys::signal::Signal::try_from(sig) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as libc::pid_t), sig);
     }
@@ -125,7 +125,10 @@ pub fn kill(pid: u32, sig: i32) {
 
 /// Wait until `child` has exited, without reaping it (so its pid cannot be reused meanwhile),
 /// then call `before_reap` (unregister it from signal forwarding), then reap it.
-pub fn wait_for_exit(child: &mut Child, before_reap: impl FnOnce()) -> io::Result<ExitStatus> {
+pub(crate) fn wait_for_exit(
+    child: &mut Child,
+    before_reap: impl FnOnce(),
+) -> io::Result<ExitStatus> {
     use nix::sys::wait::{Id, WaitPidFlag, waitid};
     let pid = nix::unistd::Pid::from_raw(child.id() as libc::pid_t);
     while let Err(nix::errno::Errno::EINTR) =
@@ -142,11 +145,11 @@ pub fn wait_for_exit(child: &mut Child, before_reap: impl FnOnce()) -> io::Resul
 
 /// A pidfd of a child: lets us wait for its exit with a timeout.
 #[derive(Debug)]
-pub struct PidFd(OwnedFd);
+pub(crate) struct PidFd(OwnedFd);
 
 impl PidFd {
     /// `None` on kernels without pidfd_open (before 5.3).
-    pub fn open(pid: u32) -> Option<PidFd> {
+    pub(crate) fn open(pid: u32) -> Option<PidFd> {
         // SAFETY: pidfd_open on our own, unreaped child; the result is a new descriptor or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
         if fd < 0 {
@@ -158,7 +161,7 @@ impl PidFd {
 
     /// Whether the process exits within `timeout` (`Duration::MAX`: for ever). A signal that
     /// interrupts the wait counts as "not yet".
-    pub fn exited_within(&self, timeout: Duration) -> bool {
+    pub(crate) fn exited_within(&self, timeout: Duration) -> bool {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
         let timeout = match timeout {

@@ -14,7 +14,7 @@ use std::{
 
 /// This machine's host name (as other hosts sharing the directory will see it in reports).
 /// Read once per process: holders record it on every acquisition.
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     HOST.get_or_init(|| {
         nix::unistd::gethostname()
@@ -27,7 +27,7 @@ pub fn hostname() -> String {
 
 /// This process's own command line, as [`cmdline`] would give it (but without reading
 /// `/proc`).
-pub fn own_cmdline() -> String {
+pub(crate) fn own_cmdline() -> String {
     static OWN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     OWN.get_or_init(|| {
         std::env::args_os()
@@ -40,14 +40,14 @@ pub fn own_cmdline() -> String {
 }
 
 /// Microseconds since the Unix epoch.
-pub fn now_micros() -> u64 {
+pub(crate) fn now_micros() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
 }
 
 /// Whether a process with this pid exists on this host.
-pub fn pid_alive(pid: u32) -> bool {
+pub(crate) fn pid_alive(pid: u32) -> bool {
     let Ok(raw) = i32::try_from(pid) else {
         return false;
     };
@@ -58,7 +58,7 @@ pub fn pid_alive(pid: u32) -> bool {
 }
 
 /// The user a local process runs as, if it exists.
-pub fn pid_uid(pid: u32) -> Option<u32> {
+pub(crate) fn pid_uid(pid: u32) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(format!("/proc/{pid}"))
         .ok()
@@ -66,7 +66,7 @@ pub fn pid_uid(pid: u32) -> Option<u32> {
 }
 
 /// The command line of a local process, its arguments joined by spaces.
-pub fn cmdline(pid: u32) -> Option<String> {
+pub(crate) fn cmdline(pid: u32) -> Option<String> {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let words: Vec<String> = raw
         .split(|&b| b == 0)
@@ -82,21 +82,21 @@ pub fn cmdline(pid: u32) -> Option<String> {
 
 /// A lock the kernel reports on a local file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KernelLock {
+pub(crate) struct KernelLock {
     pub pid: Option<u32>,
     pub exclusive: bool,
 }
 
 /// The `flock` locks held (not waited for) on the file with this device and inode, from
 /// `/proc/locks`. `None` if the kernel does not tell us (no procfs).
-pub fn flock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
+pub(crate) fn flock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
     stable_read(|text| parse_proc_locks(text, dev, ino, &["FLOCK"]))
 }
 
 /// The locks of every kind held (not waited for) on the file with this device and inode, from
 /// `/proc/locks`: `flock`, POSIX (`fcntl`, `lockf`) and open-file-description (OFD) byte-range
 /// locks, on any range. `None` if the kernel does not tell us (no procfs).
-pub fn lock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
+pub(crate) fn lock_holders(dev: u64, ino: u64) -> Option<Vec<KernelLock>> {
     stable_read(|text| parse_proc_locks(text, dev, ino, &["FLOCK", "POSIX", "OFDLCK"]))
 }
 
@@ -141,7 +141,7 @@ pub(crate) fn parse_proc_locks(text: &str, dev: u64, ino: u64, kinds: &[&str]) -
 
 /// How many processes wait (blocked) for a `flock` lock on this local file, from `/proc/locks`
 /// ("->" lines). `None` if the kernel does not tell us.
-pub fn flock_waiters(dev: u64, ino: u64) -> Option<usize> {
+pub(crate) fn flock_waiters(dev: u64, ino: u64) -> Option<usize> {
     let want = proc_locks_key(dev, ino);
     stable_read(|text| {
         text.lines()
@@ -158,7 +158,7 @@ pub fn flock_waiters(dev: u64, ino: u64) -> Option<usize> {
 /// such a descriptor. `/proc/locks` names the process that took a lock, which may have exited
 /// since, leaving it to one that inherited the descriptor (a daemon a locked command left
 /// running). Only processes whose descriptors we may read are seen.
-pub fn live_lock_holder(file: BorrowedFd<'_>, hint: Option<u32>) -> Option<u32> {
+pub(crate) fn live_lock_holder(file: BorrowedFd<'_>, hint: Option<u32>) -> Option<u32> {
     let key = FileKey::of(file)?;
     if let Some(pid) = hint
         && descriptors_on(pid, &key).any(|d| d.holds_lock())
@@ -176,7 +176,7 @@ pub fn live_lock_holder(file: BorrowedFd<'_>, hint: Option<u32>) -> Option<u32> 
 /// those that do, the first whose parent is not one of them: the process that took the lock
 /// rather than a command it passed the lock down to. Only processes whose descriptors we may
 /// read are seen.
-pub fn range_lock_holder(
+pub(crate) fn range_lock_holder(
     file: BorrowedFd<'_>,
     start: u64,
     len: u64,
@@ -235,7 +235,7 @@ fn overlaps((first, last): (u64, u64), start: u64, len: u64) -> bool {
 /// the description, so such a process still holds it after we close ours. Only processes whose
 /// descriptors we may read are seen (as a non-root user, our own, which covers descendants).
 /// Where `kcmp` cannot tell, a descriptor on the same file that holds a lock counts.
-pub fn description_shared(fd: BorrowedFd<'_>) -> bool {
+pub(crate) fn description_shared(fd: BorrowedFd<'_>) -> bool {
     let Some(key) = FileKey::of(fd) else {
         return false;
     };

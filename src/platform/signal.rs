@@ -200,7 +200,7 @@ pub fn die_of(sig: i32) {
 /// Register the running child (`Some(pid)`) to which cancellation signals are forwarded, or
 /// none. Returns a signal that arrived before the child was registered, to be forwarded by
 /// the caller.
-pub fn set_child(pid: Option<i32>) -> Option<i32> {
+pub(crate) fn set_child(pid: Option<i32>) -> Option<i32> {
     CHILD.store(pid.unwrap_or(0), Ordering::SeqCst);
     if pid.is_some() {
         return match CANCELLED.swap(0, Ordering::SeqCst) {

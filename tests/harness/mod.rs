@@ -37,16 +37,16 @@ const DEADLINE: Duration = Duration::from_mins(1);
 const LINE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What a holder runs under the lock: say so, then hold until stdin is closed.
-pub const HOLD: &str = "echo acquired; read x || true";
+pub(crate) const HOLD: &str = "echo acquired; read x || true";
 
 /// The `fsync` executable under test.
-pub fn fsync_bin() -> &'static Path {
+pub(crate) fn fsync_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_fsync"))
 }
 
 /// Fail (not skip) when a tool the test needs is missing: CI installs them (`.ci/run`).
 #[track_caller]
-pub fn require(tool: &str, package: &str) {
+pub(crate) fn require(tool: &str, package: &str) {
     let on_path = std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|dir| {
             std::fs::metadata(dir.join(tool)).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
@@ -60,17 +60,17 @@ pub fn require(tool: &str, package: &str) {
 }
 
 /// Tests that act as another user need root; without it they print why and pass.
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
 /// A temporary directory for one test, removed when the test ends.
-pub struct TestDir {
+pub(crate) struct TestDir {
     dir: tempfile::TempDir,
 }
 
 impl TestDir {
-    pub fn new() -> TestDir {
+    pub(crate) fn new() -> TestDir {
         let dir = tempfile::Builder::new()
             .prefix("fsync-test.")
             .tempdir()
@@ -78,34 +78,34 @@ impl TestDir {
         TestDir { dir }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn join(&self, name: &str) -> PathBuf {
+    pub(crate) fn join(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     /// `name` inside the directory, as a string for command lines.
-    pub fn arg(&self, name: &str) -> String {
+    pub(crate) fn arg(&self, name: &str) -> String {
         self.join(name)
             .to_str()
             .expect("UTF-8 temp dir")
             .to_string()
     }
 
-    pub fn write(&self, name: &str, content: &str) {
+    pub(crate) fn write(&self, name: &str, content: &str) {
         std::fs::write(self.join(name), content).expect("cannot write test file");
     }
 
     #[track_caller]
-    pub fn read(&self, name: &str) -> String {
+    pub(crate) fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.join(name))
             .unwrap_or_else(|e| panic!("cannot read {name}: {e}"))
     }
 
     /// `fsync ARGS...`, run in this directory.
-    pub fn fsync<I, S>(&self, args: I) -> Cmd
+    pub(crate) fn fsync<I, S>(&self, args: I) -> Cmd
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -114,18 +114,18 @@ impl TestDir {
     }
 
     /// `sh -c SCRIPT`, with `$FSYNC` naming the executable under test.
-    pub fn sh(&self, script: &str) -> Cmd {
+    pub(crate) fn sh(&self, script: &str) -> Cmd {
         self.cmd("sh").args(["-c", script])
     }
 
     /// Any program, run in this directory.
-    pub fn cmd(&self, program: impl AsRef<OsStr>) -> Cmd {
+    pub(crate) fn cmd(&self, program: impl AsRef<OsStr>) -> Cmd {
         Cmd::new(program.as_ref(), self.path())
     }
 
     /// `fsync mutex run LOCK -- sh -c HOLD`, once it holds LOCK.
     #[track_caller]
-    pub fn hold(&self, lock: &str) -> Holder {
+    pub(crate) fn hold(&self, lock: &str) -> Holder {
         self.fsync(["mutex", "run", lock, "--", "sh", "-c", HOLD])
             .hold()
     }
@@ -133,7 +133,7 @@ impl TestDir {
     /// Let other users (`nobody`) into the directory, and check they can reach it and the
     /// executable under test: every directory above them must be searchable by others.
     #[track_caller]
-    pub fn open_to_others(&self) {
+    pub(crate) fn open_to_others(&self) {
         std::fs::set_permissions(self.path(), std::fs::Permissions::from_mode(0o755))
             .expect("chmod temp dir");
         for path in [self.path(), fsync_bin()] {
@@ -153,7 +153,7 @@ impl TestDir {
 }
 
 /// A process to run: a builder, in the style of `std::process::Command`.
-pub struct Cmd {
+pub(crate) struct Cmd {
     command: Command,
     shown: String,
     /// How long [`Cmd::run`] lets it run ([`DEADLINE`] unless shortened).
@@ -179,12 +179,12 @@ impl Cmd {
     /// Let [`Cmd::run`] wait at most `deadline` (instead of [`DEADLINE`]) before it kills the
     /// process and fails: for commands that must not block at all (a FIFO planted where a file
     /// is expected), so that a hang fails fast.
-    pub fn deadline(mut self, deadline: Duration) -> Cmd {
+    pub(crate) fn deadline(mut self, deadline: Duration) -> Cmd {
         self.deadline = deadline;
         self
     }
 
-    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
+    pub(crate) fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
         let arg = arg.as_ref();
         self.shown.push(' ');
         self.shown.push_str(&shell_word(arg));
@@ -192,7 +192,7 @@ impl Cmd {
         self
     }
 
-    pub fn args<I, S>(mut self, args: I) -> Cmd
+    pub(crate) fn args<I, S>(mut self, args: I) -> Cmd
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -203,7 +203,7 @@ impl Cmd {
         self
     }
 
-    pub fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Cmd {
+    pub(crate) fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Cmd {
         self.command.env(key, value);
         self
     }
@@ -211,7 +211,7 @@ impl Cmd {
     /// Start it as the leader of a process group of its own, so that
     /// [`Holder::kill_process_group`] reaches it and everything it starts (an `fsync` and
     /// the command it runs).
-    pub fn own_process_group(mut self) -> Cmd {
+    pub(crate) fn own_process_group(mut self) -> Cmd {
         self.command.process_group(0);
         self
     }
@@ -219,7 +219,7 @@ impl Cmd {
     /// Run to completion (stdin empty) and collect the output; fail if it takes longer than
     /// [`DEADLINE`] (or the one set with [`Cmd::deadline`]).
     #[track_caller]
-    pub fn run(mut self) -> Output {
+    pub(crate) fn run(mut self) -> Output {
         let start = Instant::now();
         let child = self
             .command
@@ -256,7 +256,7 @@ impl Cmd {
 
     /// Start it, with stdin, stdout and stderr connected to us.
     #[track_caller]
-    pub fn start(mut self) -> Holder {
+    pub(crate) fn start(mut self) -> Holder {
         let mut child = self
             .command
             .stdin(Stdio::piped())
@@ -279,7 +279,7 @@ impl Cmd {
 
     /// Start it and return once it has printed `acquired`.
     #[track_caller]
-    pub fn hold(self) -> Holder {
+    pub(crate) fn hold(self) -> Holder {
         let mut holder = self.start();
         holder.expect("acquired");
         holder
@@ -321,7 +321,7 @@ fn kill(pid: u32, sig: Signal) {
 }
 
 /// A running process (a lock holder, a watcher, a worker) we read from line by line.
-pub struct Holder {
+pub(crate) struct Holder {
     shown: String,
     pid: u32,
     /// `None` once it has exited and been reaped (`status`).
@@ -337,25 +337,25 @@ pub struct Holder {
 
 impl Holder {
     /// The pid of the process we started (not of the command it runs).
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid
     }
 
     /// The next line on its stdout.
     #[track_caller]
-    pub fn line(&mut self) -> String {
+    pub(crate) fn line(&mut self) -> String {
         self.next(false)
     }
 
     /// The next line on its stderr.
     #[track_caller]
-    pub fn stderr_line(&mut self) -> String {
+    pub(crate) fn stderr_line(&mut self) -> String {
         self.next(true)
     }
 
     /// Assert that the next line on its stdout is `want`.
     #[track_caller]
-    pub fn expect(&mut self, want: &str) {
+    pub(crate) fn expect(&mut self, want: &str) {
         let got = self.line();
         assert_eq!(got, want, "`{}` printed an unexpected line", self.shown);
     }
@@ -404,7 +404,7 @@ impl Holder {
 
     /// Write a line to its stdin.
     #[track_caller]
-    pub fn send(&mut self, line: &str) {
+    pub(crate) fn send(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("stdin still open");
         writeln!(stdin, "{line}")
             .and_then(|()| stdin.flush())
@@ -412,12 +412,12 @@ impl Holder {
     }
 
     /// Send a signal to the process we started (only that one).
-    pub fn signal(&self, sig: Signal) {
+    pub(crate) fn signal(&self, sig: Signal) {
         kill(self.pid(), sig);
     }
 
     /// Whether the process we started is still running (it is reaped if it has exited).
-    pub fn running(&mut self) -> bool {
+    pub(crate) fn running(&mut self) -> bool {
         if self.status.is_some() {
             return false;
         }
@@ -437,7 +437,7 @@ impl Holder {
     /// (and died of the SIGKILL) and every other process of the group has died, with the pids
     /// that were in the group.
     #[track_caller]
-    pub fn kill_process_group(&mut self) -> Vec<u32> {
+    pub(crate) fn kill_process_group(&mut self) -> Vec<u32> {
         let pgid = self.pid;
         assert_eq!(
             process_group_of(pgid),
@@ -463,14 +463,14 @@ impl Holder {
     /// Wait until the process we started has exited (not its descendants), with its stdin
     /// still open.
     #[track_caller]
-    pub fn wait_exit(&mut self) -> ExitStatus {
+    pub(crate) fn wait_exit(&mut self) -> ExitStatus {
         self.wait_exit_within(DEADLINE)
     }
 
     /// [`wait_exit`](Self::wait_exit), for a process that may rightly take longer than
     /// [`DEADLINE`] (a wait for a network file system's server to give up on a host).
     #[track_caller]
-    pub fn wait_exit_within(&mut self, deadline: Duration) -> ExitStatus {
+    pub(crate) fn wait_exit_within(&mut self, deadline: Duration) -> ExitStatus {
         if let Some(status) = self.status {
             return status;
         }
@@ -499,7 +499,7 @@ impl Holder {
     /// ended (so have all its descendants that shared it), and return what it printed that
     /// was not read yet.
     #[track_caller]
-    pub fn finish(mut self) -> Output {
+    pub(crate) fn finish(mut self) -> Output {
         drop(self.stdin.take());
         let status = self.wait_exit();
         let deadline = Instant::now() + DEADLINE;
@@ -557,7 +557,7 @@ impl Drop for Holder {
 }
 
 /// What a finished process did.
-pub struct Output {
+pub(crate) struct Output {
     shown: String,
     pub status: ExitStatus,
     pub stdout: String,
@@ -578,7 +578,7 @@ impl Output {
 
     /// Assert the exit code.
     #[track_caller]
-    pub fn code(&self, want: i32) -> &Output {
+    pub(crate) fn code(&self, want: i32) -> &Output {
         assert_eq!(
             self.status.code(),
             Some(want),
@@ -590,7 +590,7 @@ impl Output {
 
     /// Assert that it was killed by `sig`.
     #[track_caller]
-    pub fn killed_by(&self, sig: Signal) -> &Output {
+    pub(crate) fn killed_by(&self, sig: Signal) -> &Output {
         assert_eq!(
             self.status.signal(),
             Some(sig as i32),
@@ -601,13 +601,13 @@ impl Output {
     }
 
     #[track_caller]
-    pub fn stdout(&self, want: &str) -> &Output {
+    pub(crate) fn stdout(&self, want: &str) -> &Output {
         assert_eq!(self.stdout, want, "unexpected stdout\n{}", self.context());
         self
     }
 
     #[track_caller]
-    pub fn stdout_has(&self, part: &str) -> &Output {
+    pub(crate) fn stdout_has(&self, part: &str) -> &Output {
         assert!(
             self.stdout.contains(part),
             "stdout lacks {part:?}\n{}",
@@ -617,13 +617,13 @@ impl Output {
     }
 
     #[track_caller]
-    pub fn stderr(&self, want: &str) -> &Output {
+    pub(crate) fn stderr(&self, want: &str) -> &Output {
         assert_eq!(self.stderr, want, "unexpected stderr\n{}", self.context());
         self
     }
 
     #[track_caller]
-    pub fn stderr_has(&self, part: &str) -> &Output {
+    pub(crate) fn stderr_has(&self, part: &str) -> &Output {
         assert!(
             self.stderr.contains(part),
             "stderr lacks {part:?}\n{}",
@@ -634,7 +634,7 @@ impl Output {
 
     /// The CONTRACT's error form: exactly one line on stderr, starting `fsync: `, naming `path`.
     #[track_caller]
-    pub fn error_naming(&self, path: &str) -> &Output {
+    pub(crate) fn error_naming(&self, path: &str) -> &Output {
         let lines: Vec<&str> = self.stderr.lines().collect();
         assert!(
             lines.len() == 1 && lines[0].starts_with("fsync: ") && lines[0].contains(path),
@@ -647,7 +647,7 @@ impl Output {
     /// An operational error: any exit code but 0, 1 and 75 (and not a signal), and the
     /// CONTRACT's error form naming `path`.
     #[track_caller]
-    pub fn operational_error(&self, path: &str) -> &Output {
+    pub(crate) fn operational_error(&self, path: &str) -> &Output {
         let code = self.status.code();
         assert!(
             code.is_some_and(|c| ![0, 1, 75].contains(&c)),
@@ -662,7 +662,7 @@ impl Output {
 /// 1, 2, 3, 1, 2, 3 turned by the round (so that each n is started first in some rounds), and
 /// wait for them; each run prints `in` if it exited 0, `refused` for 2, else `exit N`. For
 /// races between runs that ask for different numbers (slot counts, caps).
-pub fn racing_rounds(rounds: usize, command: impl Fn(u32) -> String) -> String {
+pub(crate) fn racing_rounds(rounds: usize, command: impl Fn(u32) -> String) -> String {
     let run = |n: u32| {
         format!(
             "({}; s=$?; case $s in 0) echo in;; 2) echo refused;; *) echo \"exit $s\";; esac) &",
@@ -680,7 +680,7 @@ pub fn racing_rounds(rounds: usize, command: impl Fn(u32) -> String) -> String {
 
 /// Wait (observing, not timing) until `cond` holds; fail after [`DEADLINE`].
 #[track_caller]
-pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+pub(crate) fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + DEADLINE;
     while !cond() {
         assert!(Instant::now() < deadline, "never happened: {what}");
@@ -689,7 +689,7 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 /// Whether process `pid` has ended (gone, or a zombie whose files are closed).
-pub fn dead(pid: u32) -> bool {
+pub(crate) fn dead(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         Ok(stat) => stat
@@ -700,12 +700,12 @@ pub fn dead(pid: u32) -> bool {
 
 /// Parse one JSON document (a `--json` line).
 #[track_caller]
-pub fn json_of(text: &str) -> serde_json::Value {
+pub(crate) fn json_of(text: &str) -> serde_json::Value {
     serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
 /// The live processes (not zombies) of process group `pgid`, from `/proc`.
-pub fn process_group(pgid: u32) -> Vec<u32> {
+pub(crate) fn process_group(pgid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -725,7 +725,7 @@ fn process_group_of(pid: u32) -> Option<u32> {
 
 /// One `flock(2)` lock, or one blocked request for it, on a file, as the kernel lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flock {
+pub(crate) struct Flock {
     /// The process that took (or waits for) it; a lock passed down to a child keeps the pid of
     /// the process that took it.
     pub pid: u32,
@@ -737,7 +737,7 @@ pub struct Flock {
 /// The `flock` locks held on, and requests blocked for, the local file `path`, read from the
 /// kernel's lock table (`/proc/locks`): a witness independent of `fsync`.
 #[track_caller]
-pub fn flocks_on(path: &Path) -> Vec<Flock> {
+pub(crate) fn flocks_on(path: &Path) -> Vec<Flock> {
     let meta =
         std::fs::metadata(path).unwrap_or_else(|e| panic!("cannot stat {}: {e}", path.display()));
     let (major, minor) = (
@@ -774,13 +774,13 @@ pub fn flocks_on(path: &Path) -> Vec<Flock> {
 
 /// A tiny pseudo-random generator (xorshift), seeded from `FSYNC_TEST_SEED` if set, else from
 /// the clock; tests print the seed when they fail, so a failure can be replayed.
-pub struct Rng {
+pub(crate) struct Rng {
     seed: u64,
     state: u64,
 }
 
 impl Rng {
-    pub fn from_env() -> Rng {
+    pub(crate) fn from_env() -> Rng {
         let seed = std::env::var("FSYNC_TEST_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -794,11 +794,11 @@ impl Rng {
     }
 
     /// The seed, to replay a run with `FSYNC_TEST_SEED`.
-    pub fn seed(&self) -> u64 {
+    pub(crate) fn seed(&self) -> u64 {
         self.seed
     }
 
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         self.state ^= self.state << 13;
         self.state ^= self.state >> 7;
         self.state ^= self.state << 17;
@@ -806,7 +806,7 @@ impl Rng {
     }
 
     /// `k` distinct indices out of `0..n`, in increasing order.
-    pub fn subset(&mut self, n: usize, k: usize) -> Vec<usize> {
+    pub(crate) fn subset(&mut self, n: usize, k: usize) -> Vec<usize> {
         let mut all: Vec<usize> = (0..n).collect();
         for i in 0..k {
             let j = i + self.below(n - i);
@@ -820,7 +820,7 @@ impl Rng {
 
 /// A process the test started in the background (one a command left running), killed when the
 /// test ends, even a failed one.
-pub struct Daemon(pub u32);
+pub(crate) struct Daemon(pub u32);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
