@@ -1,0 +1,131 @@
+//! Locks on descriptors a program already has open (`exec 9>>lock; fsync mutex lock --fd 9`).
+
+use std::{
+    os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd},
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use super::*;
+use crate::{
+    error::{Error, ErrorKind, Result},
+    platform::{
+        fs::{self as pfs, Access},
+        lock::{self, Mode},
+    },
+    wait::{self, Deadline, Outcome, Wait},
+};
+
+/// [`MutexGuard::still_held`] for a descriptor the caller locked exclusively with [`lock_fd`]
+/// (not for a shared lock, which the check would try to convert).
+pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
+    lock::still_held(fd, Mode::Exclusive)
+}
+
+/// Lock a descriptor the caller already has open (`exec 9>>lock; fsync mutex lock --fd 9`,
+/// with [`inherited_fd`]): exclusively, or `shared`, waiting up to `timeout` as
+/// [`Mutex::acquire`] does and re-checking every `poll` on a network file system. The lock
+/// belongs to the open file description, so it outlives this process; nothing releases it but
+/// [`unlock_fd`] or the last close of the description. No holder record, fencing token or
+/// nesting. Errors: [`ErrorKind::NotFound`] if `fd` is not open on a regular file or a
+/// directory, [`ErrorKind::Unavailable`] where the file system does not support locks. (On NFS
+/// an exclusive lock needs a descriptor open for writing: `exec 9>>lock`, not `9<lock`.)
+pub fn lock_fd(
+    fd: BorrowedFd<'_>,
+    shared: bool,
+    timeout: Option<Duration>,
+    poll: Duration,
+) -> Result<Outcome<()>> {
+    lock_fd_with(fd, shared, timeout, poll, |_| {})
+}
+
+/// Like [`lock_fd`], calling `progress` with the time waited when the wait starts blocking and
+/// about once a second after.
+pub fn lock_fd_with(
+    fd: BorrowedFd<'_>,
+    shared: bool,
+    timeout: Option<Duration>,
+    poll: Duration,
+    progress: impl FnMut(Duration),
+) -> Result<Outcome<()>> {
+    let path = fd_file(fd.as_raw_fd());
+    check_lockable_fd(fd.as_raw_fd(), &path)?;
+    let network = pfs::fs_kind(&fd).network;
+    let mode = if shared {
+        Mode::Shared
+    } else {
+        Mode::Exclusive
+    };
+    let spec = Wait::for_lock(Deadline::after(timeout), network, poll);
+    let mut locker = wait::Locker::new(network);
+    let got = wait::wait_for(spec, progress, |block| {
+        Ok(locker.flock(&fd, mode, block)?.then_some(()))
+    });
+    locker.settle(&got, &fd);
+    got.map_err(|e| lock_error(&path, e, network, Access::ReadWrite))
+}
+
+/// Release the lock held through a descriptor (a no-op if it holds none). Errors as
+/// [`lock_fd`].
+pub fn unlock_fd(fd: BorrowedFd<'_>) -> Result<()> {
+    let path = fd_file(fd.as_raw_fd());
+    check_lockable_fd(fd.as_raw_fd(), &path)?;
+    lock::unlock(&fd).map_err(|e| Error::io(&path, "cannot unlock", e))
+}
+
+/// A descriptor of our own for descriptor number `number`, which this process inherited
+/// (`exec 9>>lock` in the shell): a close-on-exec duplicate. Locks belong to the open file
+/// description both share, so [`lock_fd`] and [`unlock_fd`] on it lock and unlock `number`.
+/// Fails if `number` is not open, or is open on something that cannot be a lock file (a pipe,
+/// a socket, a block device).
+pub fn inherited_fd(number: RawFd) -> Result<OwnedFd> {
+    let path = fd_path(number);
+    check_lockable_fd(number, &path)?;
+    pfs::duplicate(number).map_err(|e| Error::io(&path, "cannot duplicate descriptor", e))
+}
+
+/// What a descriptor that can be locked is open on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lockable {
+    File,
+    Directory,
+    /// A character device (`/dev/null`): every process that opens it locks the same inode,
+    /// as with `flock /dev/null`.
+    Device,
+}
+
+/// That `fd` is open on a regular file, a directory or a character device, the things
+/// `flock(1)` locks: a lock on a pipe or a socket would exclude nobody who opened it by name.
+/// Returns which it is.
+pub(crate) fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<Lockable> {
+    use nix::sys::stat::SFlag;
+    let st = nix::sys::stat::fstat(fd).map_err(|e| {
+        Error::new(path, ErrorKind::NotFound, "not an open file descriptor").with_errno(e as i32)
+    })?;
+    let kind = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+        SFlag::S_IFREG => return Ok(Lockable::File),
+        SFlag::S_IFDIR => return Ok(Lockable::Directory),
+        SFlag::S_IFCHR => return Ok(Lockable::Device),
+        SFlag::S_IFIFO => "a pipe",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFBLK => "a block device",
+        SFlag::S_IFLNK => "a symbolic link",
+        _ => "of an unknown kind",
+    };
+    let cause = format!("is {kind}, not a lock file");
+    Err(Error::new(path, ErrorKind::NotFound, cause))
+}
+
+/// A name for a descriptor in messages: the file it is open on (a duplicate's number would
+/// mean nothing to whoever passed the original), or `fd N`.
+pub(crate) fn fd_file(fd: RawFd) -> PathBuf {
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap_or_else(|_| format!("fd {fd}").into())
+}
+
+/// A name for a descriptor number in messages: `fd N (FILE)`, or `fd N`.
+fn fd_path(fd: RawFd) -> PathBuf {
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).map_or_else(
+        |_| PathBuf::from(format!("fd {fd}")),
+        |p| PathBuf::from(format!("fd {fd} ({})", p.display())),
+    )
+}

@@ -1,0 +1,255 @@
+//! Who holds a mutex, and watching holders come and go.
+
+use std::{
+    fs::File,
+    os::fd::AsFd,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use crate::{
+    error::{Error, Result},
+    holder::{self, Holder},
+    platform::{
+        fs::{self as pfs},
+        lock::Mode,
+        procinfo,
+    },
+    probe,
+    wait::{self, Deadline, Outcome},
+};
+
+/// What [`status`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// Whether any lock is held on the file.
+    pub held: bool,
+    /// Who holds it, where that can be known.
+    pub holder: Option<Holder>,
+    /// The last fencing token handed out, if recorded.
+    pub fence: Option<u64>,
+    /// The holder the record names where the kernel's lock table contradicts it: the kernel
+    /// names the processes that hold the lock, and the record's process is not among them (a
+    /// record another user planted, say). Never the [`holder`](Status::holder), which is then
+    /// the kernel's. `None` where the record agrees, says nothing, or cannot be checked (a
+    /// network file system).
+    pub untrusted_record: Option<Holder>,
+}
+
+/// Is the mutex at `path` held, and by whom? Held means any lock on the file: `flock`, POSIX or
+/// OFD, on any byte range ([`RangeLock`](crate::RangeLock), other tools' `fcntl` locks). Never
+/// creates the lock file, and on a local file system never touches the lock (it reads
+/// `/proc/locks`); on a network file system it probes with a non-blocking lock, released at
+/// once, and cannot always name the holder.
+///
+/// The kernel's lock table is believed over the holder record: where it names the processes
+/// that hold the lock (local file systems), a record whose process is not one of them, or is
+/// on another host, is reported as [`untrusted_record`](Status::untrusted_record) and the
+/// holder is the process the kernel names. (A record of this host whose processes are all dead
+/// is merely stale, and left out.)
+pub fn status(path: &Path) -> Result<Status> {
+    let Some(file) = pfs::open_if_exists(path)? else {
+        return Ok(Status {
+            held: false,
+            holder: None,
+            fence: None,
+            untrusted_record: None,
+        });
+    };
+    let listed = probe::listed(path, &file, probe::Kinds::All)?;
+    let (held, kernel_pid) = match &listed {
+        Some(l) => (!l.locks.is_empty(), l.first_pid()),
+        None => (held_by_probe(path, &file)?, None),
+    };
+    let record = holder::read(path);
+    let fence = record.as_ref().map(|r| r.fence).filter(|&f| f > 0);
+    if !held {
+        return Ok(Status {
+            held,
+            holder: None,
+            fence,
+            untrusted_record: None,
+        });
+    }
+    // The processes the kernel lists as holding the lock, where it names any.
+    let kernel_pids: Vec<u32> = (listed.iter())
+        .flat_map(|l| l.locks.iter().filter_map(|k| k.pid))
+        .collect();
+    let host = procinfo::hostname();
+    let mut untrusted_record = None;
+    let recorded = record.and_then(|r| r.holder).filter(|h| {
+        let local = h.host == host;
+        let alive =
+            local && (procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive));
+        if kernel_pids.is_empty() {
+            // The kernel names nobody (a network file system, or locks it lists without a
+            // pid): a record of another host cannot be checked, and is trusted; one of this
+            // host must name a live process.
+            return !local || alive;
+        }
+        let listed = |pid: u32| kernel_pids.contains(&pid);
+        if local && (listed(h.pid) || h.child.is_some_and(listed)) {
+            return alive;
+        }
+        // A local file is locked by processes of this host only: the record disagrees with
+        // the kernel. Unless it is just stale (its processes of this host died), say so.
+        if !local || alive {
+            untrusted_record = Some(h.clone());
+        }
+        false
+    });
+    // The pid the kernel lists took the lock; it may have exited and left the lock to a
+    // process that inherited the descriptor (a daemon the command left): name a live holder.
+    let kernel_pid = match &listed {
+        Some(l) if recorded.is_none() => {
+            procinfo::live_lock_holder(file.as_fd(), kernel_pid).or(kernel_pid)
+        }
+        _ => kernel_pid,
+    };
+    let holder = recorded.or_else(|| kernel_pid.map(Holder::local));
+    Ok(Status {
+        held,
+        holder,
+        fence,
+        untrusted_record,
+    })
+}
+
+/// Whether someone holds the lock, by a probe: exclusive, or shared where a read-only file
+/// allows no exclusive lock (NFS).
+fn held_by_probe(path: &Path, file: &File) -> Result<bool> {
+    match probe::held(file, Mode::Exclusive) {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EBADF) => probe::held(file, Mode::Shared),
+        other => other,
+    }
+    .map_err(|e| Error::io(path, "cannot test lock", e))
+}
+
+/// Block until the status of the mutex at `path` differs from `seen` (a holder came or went),
+/// the timeout passes, or a cancellation signal arrives. fsync holders write their record and
+/// close the lock file after writing, which wakes us at once (change notification); other tools
+/// (`flock(1)`) leave no trace we can be notified of, so this also re-checks every `poll`.
+/// [`watch`] turns this into an iterator over acquisitions and releases.
+pub fn wait_for_change(
+    path: &Path,
+    seen: &Status,
+    timeout: Option<Duration>,
+    poll: Duration,
+) -> Result<Outcome<Status>> {
+    change_by(path, seen, Deadline::after(timeout), poll)
+}
+
+fn change_by(
+    path: &Path,
+    seen: &Status,
+    deadline: Deadline,
+    poll: Duration,
+) -> Result<Outcome<Status>> {
+    let dir = pfs::parent_dir(path);
+    let watch = crate::platform::notify::DirWatch::new(dir)
+        .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
+    wait::watch_until(deadline, Some(poll), &watch, path, None, || {
+        let now = status(path)?;
+        Ok((now != *seen).then_some(now))
+    })
+}
+
+/// Watch the mutex at `path` for up to `timeout` (`None`: for ever), re-checking every `poll`
+/// where nothing wakes us (as [`wait_for_change`]): an iterator over its acquisitions and
+/// releases, in order, that ends when the time is up or a cancellation signal arrives
+/// ([`Watch::interrupted`] tells which). [`Watch::status`] is the state it started in, then the
+/// latest seen. A new holder that took over without a visible gap comes as a release followed by
+/// an acquisition.
+///
+/// ```
+/// use std::time::Duration;
+/// use fsync::mutex::{self, Change};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("l");
+/// let mut watch = mutex::watch(&path, Some(Duration::from_secs(5)), fsync::wait::DEFAULT_POLL)?;
+/// assert!(!watch.status().held);
+/// let guard = fsync::Mutex::new(&path).acquire(None)?.expect("free");
+/// assert!(matches!(watch.next(), Some(Ok(Change::Acquired(_)))));
+/// drop(guard);
+/// assert!(matches!(watch.next(), Some(Ok(Change::Released(_)))));
+/// # Ok::<(), fsync::Error>(())
+/// ```
+pub fn watch(path: impl AsRef<Path>, timeout: Option<Duration>, poll: Duration) -> Result<Watch> {
+    let deadline = Deadline::after(timeout);
+    let path = path.as_ref().to_path_buf();
+    let seen = status(&path)?;
+    Ok(Watch {
+        path,
+        seen,
+        pending: std::collections::VecDeque::new(),
+        deadline,
+        poll,
+        end: wait::WatchEnd::default(),
+    })
+}
+
+/// A change [`Watch`] saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Change {
+    /// The lock was taken; the status just after.
+    Acquired(Status),
+    /// The lock was released; the status of the holding that ended.
+    Released(Status),
+}
+
+/// The acquisitions and releases of a mutex, as they happen ([`watch`]).
+#[derive(Debug)]
+pub struct Watch {
+    path: PathBuf,
+    seen: Status,
+    pending: std::collections::VecDeque<Change>,
+    deadline: Deadline,
+    poll: Duration,
+    end: wait::WatchEnd,
+}
+
+impl Watch {
+    /// The state the watch started in, and after each change the latest seen.
+    pub fn status(&self) -> &Status {
+        &self.seen
+    }
+
+    /// The cancellation signal that ended the watch, if one did (`None` while it runs, and
+    /// when its time ran out).
+    pub fn interrupted(&self) -> Option<i32> {
+        self.end.interrupted()
+    }
+}
+
+impl Iterator for Watch {
+    type Item = Result<Change>;
+
+    fn next(&mut self) -> Option<Result<Change>> {
+        loop {
+            if let Some(change) = self.pending.pop_front() {
+                return Some(Ok(change));
+            }
+            if self.end.ended() {
+                return None;
+            }
+            let waited = change_by(&self.path, &self.seen, self.deadline, self.poll);
+            let current = match self.end.pass(waited) {
+                Ok(Some(st)) => st,
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e)),
+            };
+            // The record of one holding fills in as it goes (kernel pid, then command, then
+            // child), so a holding is told apart by its pid.
+            let pid = |st: &Status| st.holder.as_ref().map(|h| h.pid);
+            let changed = self.seen.held != current.held || pid(&self.seen) != pid(&current);
+            if self.seen.held && changed {
+                self.pending.push_back(Change::Released(self.seen.clone()));
+            }
+            if current.held && changed {
+                self.pending.push_back(Change::Acquired(current.clone()));
+            }
+            self.seen = current;
+        }
+    }
+}

@@ -1,0 +1,178 @@
+use super::*;
+
+/// Each holding comes as an acquisition then a release, in order; a watch whose time is up
+/// ends, and says it was not interrupted.
+#[test]
+fn a_watch_sees_each_holding_in_order_and_ends_when_its_time_is_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let poll = wait::DEFAULT_POLL;
+    let mut changes = watch(&path, Some(Duration::from_mins(1)), poll).unwrap();
+    assert!(!changes.status().held);
+    for _ in 0..3 {
+        let guard = Mutex::new(&path).acquire(None).unwrap().unwrap();
+        match changes.next() {
+            Some(Ok(Change::Acquired(st))) => {
+                assert!(st.held);
+                assert_eq!(st.holder.map(|h| h.pid), Some(std::process::id()));
+            }
+            other => panic!("expected an acquisition, got {other:?}"),
+        }
+        drop(guard);
+        assert!(matches!(changes.next(), Some(Ok(Change::Released(_)))));
+    }
+    let mut over = watch(&path, Some(Duration::ZERO), poll).unwrap();
+    assert!(over.next().is_none());
+    assert_eq!(over.interrupted(), None);
+    assert!(over.next().is_none(), "an ended watch stays ended");
+}
+
+/// A thread that asks again for a lock it holds fails at once instead of waiting for
+/// itself; another thread of the process waits for it as another process would, and gets
+/// it once the first guard is gone.
+#[test]
+fn the_same_thread_cannot_deadlock_on_its_own_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    let held = Mutex::new(&path).acquire(None).unwrap().unwrap();
+    for again in [&path, &link] {
+        let err = Mutex::new(again).acquire(None).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(
+            err.to_string().contains("already held by this thread"),
+            "{err}"
+        );
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let other = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            tx.send("waiting").unwrap();
+            let g = Mutex::new(&path).acquire(None).unwrap().unwrap();
+            tx.send("acquired").unwrap();
+            drop(g);
+        }
+    });
+    assert_eq!(rx.recv().unwrap(), "waiting");
+    // The other thread blocks in the kernel (the lock table lists its request) and cannot
+    // have the lock while this one does.
+    let meta = std::fs::metadata(&path).unwrap();
+    let give_up = std::time::Instant::now() + Duration::from_secs(30);
+    while procinfo::flock_waiters(meta.dev(), meta.ino()) != Some(1) {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the other thread never blocked"
+        );
+        std::thread::yield_now();
+    }
+    assert!(rx.try_recv().is_err());
+    drop(held);
+    assert_eq!(rx.recv().unwrap(), "acquired");
+    other.join().unwrap();
+    // Released everywhere: this thread may take it again.
+    drop(Mutex::new(&path).try_acquire().unwrap().unwrap());
+}
+
+#[test]
+fn fences_grow_and_status_sees_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let m = Mutex::new(&path);
+    let g1 = m.try_acquire().unwrap().unwrap();
+    let f1 = g1.fence();
+    let st = status(&path).unwrap();
+    assert!(st.held);
+    assert_eq!(st.holder.unwrap().pid, std::process::id());
+    drop(g1);
+    assert!(!status(&path).unwrap().held);
+    let g2 = m.try_acquire().unwrap().unwrap();
+    assert!(g2.fence() > f1);
+}
+
+/// A consumer thread waits in `acquire_when` until a producer has entered and made its
+/// condition true; a false evaluation records nothing; a failing condition releases.
+#[test]
+fn acquire_when_sleeps_until_a_holder_makes_the_condition_true() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering::SeqCst},
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let items = Arc::new(AtomicUsize::new(0));
+    let mutex = Mutex::new(&path);
+    // Once: false, and nothing recorded (no entry, so no new fence).
+    drop(mutex.try_acquire().unwrap().unwrap());
+    let fence = status(&path).unwrap().fence;
+    let mut evaluations = 0;
+    let no = mutex.acquire_when(
+        || {
+            evaluations += 1;
+            false
+        },
+        Some(Duration::ZERO),
+    );
+    assert!(no.unwrap().is_none());
+    assert_eq!((evaluations, status(&path).unwrap().fence), (1, fence));
+    // A consumer that sleeps until an item is there.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let consumer = std::thread::spawn({
+        let (path, items) = (path.clone(), items.clone());
+        move || {
+            let mut evaluations = 0;
+            let got = Mutex::new(&path).acquire_when_with(
+                || {
+                    evaluations += 1;
+                    Ok::<_, Error>(items.load(SeqCst) > 0)
+                },
+                None,
+                |_| {
+                    let _ = tx.send(());
+                },
+            );
+            let guard = got.unwrap().acquired().unwrap();
+            items.fetch_sub(1, SeqCst);
+            (guard.fence(), evaluations)
+        }
+    });
+    rx.recv().unwrap(); // it evaluated, released, and sleeps
+    let producer = mutex.acquire(None).unwrap().unwrap();
+    items.fetch_add(1, SeqCst);
+    let produced = producer.fence();
+    drop(producer);
+    let (consumed, evaluations) = consumer.join().unwrap();
+    assert!(consumed > produced);
+    assert_eq!((evaluations, items.load(SeqCst)), (2, 0));
+    // A condition that fails ends the wait with its error, the lock released.
+    let failed = mutex.acquire_when_with(
+        || Err(Error::new(&path, ErrorKind::Corrupt, "cannot tell")),
+        None,
+        |_| {},
+    );
+    assert_eq!(failed.unwrap_err().kind(), ErrorKind::Corrupt);
+    assert!(mutex.acquire_when(|| true, None).unwrap().is_some());
+}
+
+#[test]
+fn delete_on_release_removes_lock_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let g = Mutex::new(&path)
+        .delete_on_release(true)
+        .try_acquire()
+        .unwrap()
+        .unwrap();
+    assert!(path.exists() && holder::record_path(&path).exists());
+    g.release().unwrap();
+    assert!(!path.exists() && !holder::record_path(&path).exists());
+}
+
+#[test]
+fn held_entries_parse() {
+    let e = HeldEntry::parse("2049:77:5:123").unwrap();
+    assert_eq!((e.dev, e.ino, e.fd, e.pid), (2049, 77, Some(5), 123));
+    assert!(HeldEntry::parse("2049:77:-:9").unwrap().fd.is_none());
+    assert!(HeldEntry::parse("junk").is_none());
+}
