@@ -598,6 +598,15 @@ pub(crate) fn copy_cancellable(from: &mut dyn io::Read, to: &mut dyn io::Write) 
 mod tests {
     use super::*;
 
+    fn open_for_writing(path: &Path) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .unwrap()
+    }
+
     /// As on a network file system (a wait that polls): the blocking call is a child's, on our
     /// open file description, so what it is granted we hold; the wait ends at its deadline with
     /// that call still blocked; and nothing is left locked once we have let go.
@@ -605,14 +614,7 @@ mod tests {
     fn a_polling_wait_for_a_lock_blocks_in_a_child_and_leaves_no_lock_behind() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("L");
-        let open = || {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .unwrap()
-        };
+        let open = || open_for_writing(&path);
         let polling = |timeout| Wait {
             deadline: Deadline::after(Some(timeout)),
             poll: Some(Duration::from_millis(50)),
@@ -688,14 +690,7 @@ mod tests {
     fn a_polling_wait_for_a_byte_range_leaves_the_bytes_free_when_it_ends() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("L");
-        let open = || {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .unwrap()
-        };
+        let open = || open_for_writing(&path);
         let other = open();
         assert!(lock::ofd_lock(&other, Mode::Exclusive, 4, 2, false).unwrap());
         let ours = open();

@@ -33,7 +33,46 @@ impl super::args::CommandArgs {
     }
 }
 
+/// A guard a command runs under, which can say whether its lock is still held.
+pub(super) trait Checked {
+    fn loss_check(&self) -> Option<fsync::LossCheck<'_>>;
+}
+
+impl Checked for fsync::PlainGuard {
+    fn loss_check(&self) -> Option<fsync::LossCheck<'_>> {
+        self.loss_check()
+    }
+}
+
+impl Checked for fsync::SwmrGuard {
+    fn loss_check(&self) -> Option<fsync::LossCheck<'_>> {
+        self.loss_check()
+    }
+}
+
+impl Checked for fsync::GroupGuard {
+    fn loss_check(&self) -> Option<fsync::LossCheck<'_>> {
+        self.loss_check()
+    }
+}
+
 impl Job<'_> {
+    /// [`run_guarded`](Self::run_guarded) under a guard that records nothing of the command,
+    /// its lock (`lock`) checked as `loss` says.
+    pub(super) fn run_under(
+        &self,
+        guard: &mut impl Checked,
+        loss: &LossArgs,
+        lock: &std::path::Path,
+        verbose: bool,
+    ) -> Result<Exit, Failure> {
+        self.run_guarded(
+            guard,
+            |_, _| {},
+            |g| loss.guard_telling(lock, g.loss_check(), verbose),
+        )
+    }
+
     /// The command line as one string, for holder records and messages.
     pub(super) fn display(&self) -> String {
         self.argv

@@ -194,14 +194,10 @@ fn run_command(a: RunArgs) -> VerbResult {
     if let Some(slot) = guard.slot() {
         env.push(("FSYNC_SLOT".to_string(), slot.to_string()));
     }
-    let exit = a.command.job(env).run_guarded(
-        &mut guard,
-        |_, _| {},
-        |g| {
-            a.loss
-                .guard_telling(&a.lock, g.loss_check(), a.wait.verbose)
-        },
-    )?;
+    let exit = a
+        .command
+        .job(env)
+        .run_under(&mut guard, &a.loss, &a.lock, a.wait.verbose)?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
         super::warn(e.into());

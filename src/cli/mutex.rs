@@ -569,14 +569,10 @@ fn run_shared(a: &RunArgs) -> VerbResult {
     let outcome = mutex.acquire_shared_with(a.wait.timeout(), |_| progress.waiting())?;
     let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     guard.pass_down(!a.close)?;
-    let exit = a.command.job(Vec::new()).run_guarded(
-        &mut guard,
-        |_, _| {},
-        |g| {
-            a.loss
-                .guard_telling(&a.lock, g.loss_check(), a.wait.verbose)
-        },
-    )?;
+    let exit = a
+        .command
+        .job(Vec::new())
+        .run_under(&mut guard, &a.loss, &a.lock, a.wait.verbose)?;
     drop(guard);
     Ok(exit)
 }

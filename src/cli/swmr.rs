@@ -160,14 +160,10 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
     // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
     // even if we die.
     guard.pass_down(!a.close)?;
-    let exit = a.command.job(Vec::new()).run_guarded(
-        &mut guard,
-        |_, _| {},
-        |g| {
-            a.loss
-                .guard_telling(&a.lock, g.loss_check(), a.wait.verbose)
-        },
-    )?;
+    let exit = a
+        .command
+        .job(Vec::new())
+        .run_under(&mut guard, &a.loss, &a.lock, a.wait.verbose)?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
         super::warn(e.into());
