@@ -269,7 +269,7 @@ fn claim(
             } else {
                 Mode::Exclusive
             };
-            match Swmr::new(lock).acquire(mode, t, |_| {}).unwrap() {
+            match Swmr::new(lock).acquire_with(mode, t, |_| {}).unwrap() {
                 fsync::Outcome::Acquired(g) => Some(Box::new(g) as _),
                 _ => None,
             }

@@ -594,16 +594,23 @@ impl Bus {
     /// Take the oldest message for `name`, waiting up to `timeout` as [`Mailbox::recv`] does;
     /// [`ErrorKind::Unavailable`] if `name` is not connected.
     pub fn recv(&self, name: &str, timeout: Option<Duration>) -> Result<Option<Received>> {
-        Ok(self.recv_with(name, timeout)?.acquired())
+        self.mailbox(name, "participant")?.recv(timeout)
     }
 
-    /// Like [`recv`](Self::recv), telling a timeout from a cancellation.
-    pub fn recv_with(&self, name: &str, timeout: Option<Duration>) -> Result<Outcome<Received>> {
-        self.mailbox(name, "participant")?.recv_with(timeout)
+    /// Like [`recv`](Self::recv), telling a timeout from a cancellation, and calling
+    /// `progress` as [`Mailbox::recv_with`] does.
+    pub fn recv_with(
+        &self,
+        name: &str,
+        timeout: Option<Duration>,
+        progress: impl FnMut(Duration),
+    ) -> Result<Outcome<Received>> {
+        self.mailbox(name, "participant")?
+            .recv_with(timeout, progress)
     }
 
-    /// Like [`recv_with`](Self::recv_with), calling `skipped` for each entry passed over and
-    /// `progress` as [`Mailbox::recv_reporting`] does.
+    /// [`recv_with`](Self::recv_with), also calling `skipped` for each entry passed over, as
+    /// [`Mailbox::recv_reporting`] does.
     pub fn recv_reporting(
         &self,
         name: &str,

@@ -184,19 +184,15 @@ impl Event {
     /// [`is_set`](Self::is_set) and, with `reset`, [`reset`](Self::reset).
     pub fn wait(&self, timeout: Option<Duration>, reset: bool) -> Result<bool> {
         Ok(matches!(
-            self.wait_with(timeout, reset)?,
+            self.wait_inner(timeout, reset, None)?,
             Outcome::Acquired(())
         ))
     }
 
-    /// Like [`wait`](Self::wait), telling a timeout from a cancellation.
-    pub fn wait_with(&self, timeout: Option<Duration>, reset: bool) -> Result<Outcome<()>> {
-        self.wait_inner(timeout, reset, None)
-    }
-
-    /// Like [`wait_with`](Self::wait_with), calling `progress` with the time waited when the
-    /// wait starts blocking and about once a second after.
-    pub fn wait_reporting(
+    /// Like [`wait`](Self::wait), telling a timeout from a cancellation, and calling
+    /// `progress` with the time waited when the wait starts blocking and about once a second
+    /// after.
+    pub fn wait_with(
         &self,
         timeout: Option<Duration>,
         reset: bool,

@@ -56,13 +56,19 @@ and writes `use fsync::Mutex;`. The library runs on Linux only.
 
 Each type is a path and a few settings: cheap to create, it holds nothing until used, and it
 can be cloned and shared. What acquires returns a guard that releases when dropped (or
-explicitly, where releasing can report something). Acquiring comes in three forms:
+explicitly, where releasing can report something). Every call that may wait comes in the same
+three forms, with one vocabulary across the primitives:
 
-- `try_*` ([`Mutex::try_acquire`], [`Swmr::try_write`], ...) tries once and never waits:
-  `Ok(None)` when busy;
-- the plain call takes a timeout (`None`: for ever) and returns `Ok(None)` if it ran out;
-- `*_with` returns an [`Outcome`], which tells a timeout from a cancellation and can report
-  progress while it waits.
+| form | waits | returns | examples |
+| --- | --- | --- | --- |
+| `try_X()` | never: tries once | `Ok(None)` (or `false`) when busy | [`Mutex::try_acquire`], [`Swmr::try_write`], [`Group::try_join`] |
+| `X(timeout)` | up to `timeout` (`None`: for ever) | `Ok(None)` (or `false`) if it ran out | [`Mutex::acquire`], [`Swmr::acquire`], [`Semaphore::acquire`], [`Event::wait`], [`Mailbox::recv`], [`Mailbox::send`], [`mutex::lock_fd`] |
+| `X_with(timeout, progress)` | the same, calling `progress` with the time waited once it blocks and about once a second after | an [`Outcome`]: acquired, timed out, or interrupted by a cancellation signal | [`Mutex::acquire_with`], [`Swmr::acquire_with`], [`GroupLock::enter_with`], [`Event::wait_with`], [`Mailbox::recv_with`], [`Mailbox::send_with`], [`range::lock_fd_with`] |
+
+Lock modes are a [`Mode`] ([`Mode::Shared`], [`Mode::Exclusive`]) wherever a call takes one.
+Guards release when dropped; where releasing can report something (files deleted or kept) they
+also have `release()`. Guards that can pass their lock to a command have `pass_down(inherit)`,
+and on a network file system `loss_check()` (see [`LossCheck`]).
 
 Errors are [`Error`]s: each names the path it concerns and the cause in words, has an
 [`ErrorKind`] (not found, of the wrong kind, permission denied, unavailable here, invalid

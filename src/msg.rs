@@ -357,19 +357,23 @@ impl Mailbox {
         post(&l, payload, name, self.mode, self.poll, Deadline::never())
     }
 
-    /// Send synchronously: return `Acquired` once a receiver has taken the message; on timeout
-    /// or cancellation the message is withdrawn and never delivered. If this process dies
-    /// while it waits, no receiver ever gets the message either.
+    /// Send synchronously: `Ok(true)` once a receiver has taken the message; on timeout the
+    /// message is withdrawn and never delivered (`Ok(false)`). If this process dies while it
+    /// waits, no receiver ever gets the message either.
     ///
     /// The thread sleeps until the mailbox changes (on a network file system it also re-checks
     /// every [`poll_interval`](Self::poll_interval)). Errors as [`post`](Self::post).
-    pub fn send(&self, payload: &mut dyn Read, timeout: Option<Duration>) -> Result<Outcome<()>> {
-        self.send_inner(payload, timeout, None)
+    pub fn send(&self, payload: &mut dyn Read, timeout: Option<Duration>) -> Result<bool> {
+        Ok(self
+            .send_inner(payload, timeout, None)?
+            .acquired()
+            .is_some())
     }
 
-    /// Like [`send`](Self::send), calling `progress` with the time waited when the wait for a
+    /// Like [`send`](Self::send), telling a timeout from a cancellation (either way the
+    /// message is withdrawn), and calling `progress` with the time waited when the wait for a
     /// receiver starts blocking and about once a second after.
-    pub fn send_reporting(
+    pub fn send_with(
         &self,
         payload: &mut dyn Read,
         timeout: Option<Duration>,
@@ -428,18 +432,22 @@ impl Mailbox {
     /// [`poll_interval`](Self::poll_interval). Errors: [`ErrorKind::NotFound`] or
     /// [`ErrorKind::PermissionDenied`] if the mailbox cannot be created or opened.
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Option<Received>> {
-        Ok(self.recv_with(timeout)?.acquired())
+        Ok(self.recv_inner(timeout, &mut |_| {}, None)?.acquired())
     }
 
-    /// Like [`recv`](Self::recv), telling a timeout from a cancellation.
-    pub fn recv_with(&self, timeout: Option<Duration>) -> Result<Outcome<Received>> {
-        self.recv_inner(timeout, &mut |_| {}, None)
-    }
-
-    /// Like [`recv_with`](Self::recv_with), calling `skipped` once for each entry of the
-    /// queue it passes over (see [`Skipped`]) instead of letting it block the mailbox, and
+    /// Like [`recv`](Self::recv), telling a timeout from a cancellation, and calling
     /// `progress` with the time waited when the wait starts blocking and about once a second
     /// after.
+    pub fn recv_with(
+        &self,
+        timeout: Option<Duration>,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<Received>> {
+        self.recv_inner(timeout, &mut |_| {}, Some(&mut progress))
+    }
+
+    /// [`recv_with`](Self::recv_with), also calling `skipped` once for each entry of the
+    /// queue it passes over (see [`Skipped`]) instead of letting it block the mailbox.
     pub fn recv_reporting(
         &self,
         timeout: Option<Duration>,
@@ -998,8 +1006,12 @@ mod tests {
     fn a_timed_out_send_is_withdrawn() {
         let dir = tempfile::tempdir().unwrap();
         let b = Mailbox::new(dir.path().join("b"));
-        let out = b
+        let sent = b
             .send(&mut &b"late"[..], Some(Duration::from_millis(20)))
+            .unwrap();
+        assert!(!sent, "nobody took it in time");
+        let out = b
+            .send_with(&mut &b"later"[..], Some(Duration::ZERO), |_| {})
             .unwrap();
         assert_eq!(out, Outcome::TimedOut);
         assert!(b.recv(Some(Duration::ZERO)).unwrap().is_none());

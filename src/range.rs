@@ -310,8 +310,8 @@ impl RangeLock {
 }
 
 /// Lock `range` of the file open on descriptor `fd` in `mode`, waiting up to `timeout` (`None`:
-/// for ever) and re-checking every `poll` on a network file system; `progress` as in
-/// [`RangeLock::acquire_with`]. The lock belongs to the open file description, so it is held
+/// for ever; `Ok(false)`: it ran out) and re-checking every `poll` on a network file system.
+/// The lock belongs to the open file description, so it is held
 /// through every duplicate of `fd` (`exec 9>>L` in a shell, then this on fd 9, as
 /// [`mutex::inherited_fd`](crate::mutex::inherited_fd) gives it) until the last one is closed or
 /// [`unlock_fd`] releases it. Ranges that do not overlap do not exclude each other, and ranges
@@ -333,12 +333,25 @@ impl RangeLock {
 /// let file = std::fs::File::options().create(true).append(true).open(dir.path().join("l"))?;
 /// let row = ByteRange { start: 7, len: 1 };
 /// let poll = fsync::wait::DEFAULT_POLL;
-/// let got = range::lock_fd(file.as_fd(), row, Mode::Exclusive, None, poll, |_| {})?;
-/// assert!(got.acquired().is_some());
+/// assert!(range::lock_fd(file.as_fd(), row, Mode::Exclusive, None, poll)?);
 /// range::unlock_fd(file.as_fd(), row)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn lock_fd(
+    fd: BorrowedFd<'_>,
+    range: ByteRange,
+    mode: Mode,
+    timeout: Option<Duration>,
+    poll: Duration,
+) -> Result<bool> {
+    Ok(lock_fd_with(fd, range, mode, timeout, poll, |_| {})?
+        .acquired()
+        .is_some())
+}
+
+/// Like [`lock_fd`], telling a timeout from a cancellation, and calling `progress` with the
+/// time waited when the wait starts blocking and about once a second after.
+pub fn lock_fd_with(
     fd: BorrowedFd<'_>,
     range: ByteRange,
     mode: Mode,

@@ -285,14 +285,14 @@ impl Swmr {
     /// is inside or waiting; `Ok(None)` if it did not come. Errors as
     /// [`acquire`](Self::acquire).
     pub fn read(&self, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
-        Ok(self.acquire(Mode::Shared, timeout, |_| {})?.acquired())
+        self.acquire(Mode::Shared, timeout)
     }
 
     /// Take the exclusive (writer) lock, waiting up to `timeout` (`None`: for ever) until the
     /// readers inside have left; `Ok(None)` if it did not come. Errors as
     /// [`acquire`](Self::acquire).
     pub fn write(&self, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
-        Ok(self.acquire(Mode::Exclusive, timeout, |_| {})?.acquired())
+        self.acquire(Mode::Exclusive, timeout)
     }
 
     /// Take a reader's lock if no writer is inside or waiting right now; `Ok(None)` otherwise.
@@ -327,7 +327,13 @@ impl Swmr {
     }
 
     /// Acquire in `mode` ([`Mode::Shared`] for a reader, [`Mode::Exclusive`] for the writer),
-    /// following the protocol in the module docs, waiting up to `timeout` and calling
+    /// following the protocol in the module docs, waiting up to `timeout` (`None`: for ever);
+    /// `Ok(None)` if it did not come: [`read`](Self::read) or [`write`](Self::write).
+    pub fn acquire(&self, mode: Mode, timeout: Option<Duration>) -> Result<Option<SwmrGuard>> {
+        Ok(self.acquire_with(mode, timeout, |_| {})?.acquired())
+    }
+
+    /// Like [`acquire`](Self::acquire), telling a timeout from a cancellation, and calling
     /// `progress` with the time waited when the wait starts blocking and about once a second
     /// after.
     ///
@@ -337,7 +343,7 @@ impl Swmr {
     /// [`ErrorKind::PermissionDenied`] if the lock file cannot be created or opened (a
     /// writer on a network file system needs write access to it), [`ErrorKind::Unavailable`]
     /// where the file system does not support locks.
-    pub fn acquire(
+    pub fn acquire_with(
         &self,
         mode: Mode,
         timeout: Option<Duration>,
@@ -917,14 +923,14 @@ mod tests {
             assert!(lock::flock(&t, Mode::Exclusive, false).unwrap());
             let waiter = {
                 let path = path.clone();
-                std::thread::spawn(move || Swmr::new(&path).acquire(mode, None, |_| {}))
+                std::thread::spawn(move || Swmr::new(&path).acquire(mode, None))
             };
             until_blocked_on(&turnstile); // it opened `l` and the turnstile, and waits
             for name in ["l", ".l.turnstile", ".l.writers"] {
                 let _ = std::fs::remove_file(dir.path().join(name));
             }
             drop(t);
-            let guard = waiter.join().unwrap().unwrap().acquired().unwrap();
+            let guard = waiter.join().unwrap().unwrap().unwrap();
             // It holds the new `l`, not the one it opened first, and made a new turnstile.
             let st = status(&path).unwrap();
             assert_eq!(

@@ -164,8 +164,7 @@ pub(super) fn run(cmd: EventCommand) -> VerbResult {
             let event = Event::new(&a.path.event).poll_interval(a.wait.poll);
             let what = format!("event {}", a.path.event.display());
             let mut progress = Progress::new(&a.wait, what.clone());
-            let outcome =
-                event.wait_reporting(a.wait.timeout(), a.reset, |_| progress.waiting())?;
+            let outcome = event.wait_with(a.wait.timeout(), a.reset, |_| progress.waiting())?;
             progress.settle(outcome, |()| format!("{what} is set"))?;
             Ok(Exit::OK)
         }

@@ -863,13 +863,15 @@ impl Request {
         let done = match (self.op, self.range) {
             (Op::Unlock, None) => fsync::mutex::unlock_fd(fd).map(Outcome::Acquired),
             (Op::Unlock, Some(r)) => fsync::range::unlock_fd(fd, r).map(Outcome::Acquired),
-            (op, None) => fsync::mutex::lock_fd(fd, op == Op::Shared, timeout, poll),
-            (op, Some(r)) => {
+            (op, range) => {
                 let mode = match op {
                     Op::Shared => Mode::Shared,
                     _ => Mode::Exclusive,
                 };
-                fsync::range::lock_fd(fd, r, mode, timeout, poll, |_| {})
+                match range {
+                    None => fsync::mutex::lock_fd_with(fd, mode, timeout, poll, |_| {}),
+                    Some(r) => fsync::range::lock_fd_with(fd, r, mode, timeout, poll, |_| {}),
+                }
             }
         };
         // The lock belongs to the caller's descriptor: nothing of ours holds it.

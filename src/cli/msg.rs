@@ -185,7 +185,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             let place = a.mailbox.mailbox.display();
             let what = format!("a receiver to take the message in {place}");
             let mut progress = Progress::new(&a.wait, what);
-            let outcome = mailbox.send_reporting(&mut a.data.reader(), a.wait.timeout(), |_| {
+            let outcome = mailbox.send_with(&mut a.data.reader(), a.wait.timeout(), |_| {
                 progress.waiting();
             })?;
             match progress.settle(outcome, |()| {

@@ -651,28 +651,14 @@ fn lock_fd(a: LockArgs) -> VerbResult {
         Some(r) => range_holder(fsync::range::status_fd(inherited.as_fd(), r)),
         None => file.as_deref().and_then(holder_of),
     });
+    let mode = match a.shared {
+        true => fsync::Mode::Shared,
+        false => fsync::Mode::Exclusive,
+    };
+    let (fd, timeout, poll) = (inherited.as_fd(), a.wait.timeout(), a.wait.poll);
     let outcome = match range {
-        Some(r) => {
-            let mode = match a.shared {
-                true => fsync::Mode::Shared,
-                false => fsync::Mode::Exclusive,
-            };
-            fsync::range::lock_fd(
-                inherited.as_fd(),
-                r,
-                mode,
-                a.wait.timeout(),
-                a.wait.poll,
-                |_| progress.waiting(),
-            )?
-        }
-        None => mutex::lock_fd_with(
-            inherited.as_fd(),
-            a.shared,
-            a.wait.timeout(),
-            a.wait.poll,
-            |_| progress.waiting(),
-        )?,
+        Some(r) => fsync::range::lock_fd_with(fd, r, mode, timeout, poll, |_| progress.waiting())?,
+        None => mutex::lock_fd_with(fd, mode, timeout, poll, |_| progress.waiting())?,
     };
     progress.settle(outcome, |()| format!("acquired {what}"))?;
     Ok(Exit::OK)

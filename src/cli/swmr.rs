@@ -155,7 +155,7 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
         Some(r) => format!("bytes {r} of {} as {role}", a.lock.display()),
     };
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| holders_text(&a.lock, mode));
-    let outcome = lock.acquire(mode, a.wait.timeout(), |_| progress.waiting())?;
+    let outcome = lock.acquire_with(mode, a.wait.timeout(), |_| progress.waiting())?;
     let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
     // even if we die.

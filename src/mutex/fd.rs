@@ -23,8 +23,8 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
 }
 
 /// Lock a descriptor the caller already has open (`exec 9>>lock; fsync mutex lock --fd 9`,
-/// with [`inherited_fd`]): exclusively, or `shared`, waiting up to `timeout` as
-/// [`Mutex::acquire`] does and re-checking every `poll` on a network file system. The lock
+/// with [`inherited_fd`]) in `mode`, waiting up to `timeout` as [`Mutex::acquire`] does
+/// (`Ok(false)`: it ran out) and re-checking every `poll` on a network file system. The lock
 /// belongs to the open file description, so it outlives this process; nothing releases it but
 /// [`unlock_fd`] or the last close of the description. No holder record, fencing token or
 /// nesting. Errors: [`ErrorKind::NotFound`] if `fd` is not open on a regular file or a
@@ -32,18 +32,20 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
 /// an exclusive lock needs a descriptor open for writing: `exec 9>>lock`, not `9<lock`.)
 pub fn lock_fd(
     fd: BorrowedFd<'_>,
-    shared: bool,
+    mode: Mode,
     timeout: Option<Duration>,
     poll: Duration,
-) -> Result<Outcome<()>> {
-    lock_fd_with(fd, shared, timeout, poll, |_| {})
+) -> Result<bool> {
+    Ok(lock_fd_with(fd, mode, timeout, poll, |_| {})?
+        .acquired()
+        .is_some())
 }
 
-/// Like [`lock_fd`], calling `progress` with the time waited when the wait starts blocking and
-/// about once a second after.
+/// Like [`lock_fd`], telling a timeout from a cancellation, and calling `progress` with the
+/// time waited when the wait starts blocking and about once a second after.
 pub fn lock_fd_with(
     fd: BorrowedFd<'_>,
-    shared: bool,
+    mode: Mode,
     timeout: Option<Duration>,
     poll: Duration,
     progress: impl FnMut(Duration),
@@ -51,11 +53,6 @@ pub fn lock_fd_with(
     let path = fd_file(fd.as_raw_fd());
     check_lockable_fd(fd.as_raw_fd(), &path)?;
     let network = pfs::fs_kind(&fd).network;
-    let mode = if shared {
-        Mode::Shared
-    } else {
-        Mode::Exclusive
-    };
     let spec = Wait::for_lock(Deadline::after(timeout), network, poll);
     let mut locker = wait::Locker::new(network);
     let got = wait::wait_for(spec, progress, |block| {
