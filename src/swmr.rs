@@ -490,19 +490,13 @@ fn is_dir(path: &Path, file: &File) -> Result<bool> {
     Ok(meta.is_dir())
 }
 
-/// *Verify*: does `path` still name the file `file` has open, and has it a link?
+/// *Verify*: does `path` still name the file `file` has open (and so has it a link)? The
+/// mutex's check ([`crate::mutex::names`]), by the path.
 fn names(path: &Path, file: &File) -> Result<bool> {
     let held = file
         .metadata()
         .map_err(|e| Error::io(path, "cannot stat lock file", e))?;
-    if held.nlink() == 0 {
-        return Ok(false);
-    }
-    match std::fs::metadata(path) {
-        Ok(now) => Ok((now.dev(), now.ino()) == (held.dev(), held.ino())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(Error::io(path, "cannot stat lock file", e)),
-    }
+    crate::mutex::names(path, None, (held.dev(), held.ino()))
 }
 
 /// The names of a lock's three files in their directory.
@@ -632,7 +626,7 @@ fn delete_pass(dir: &Dir, names: &Names, network: bool) -> Result<Pass> {
         ];
         for (name, entry) in &held {
             if let Some((_, st)) = entry {
-                removable(dir, name, st, &parent)?;
+                dir::removable(dir, name, st, &parent)?;
             }
         }
         for (name, entry) in held {
@@ -684,28 +678,6 @@ fn held_entry(dir: &Dir, name: &str, file: &File) -> Result<Option<FileStat>> {
     }
 }
 
-/// Whether deletion may remove the entry `name` (status `st`) of `dir` (status `parent`): a
-/// regular file with one link (a hard link to someone's file is not ours to drop), and in a
-/// sticky directory the caller's or the directory owner's, the rule the kernel applies to
-/// everyone but root, applied to root too.
-fn removable(dir: &Dir, name: &str, st: &FileStat, parent: &FileStat) -> Result<()> {
-    let refuse = |kind, why: String| Err(Error::new(&dir.join(name), kind, why));
-    let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
-    if kind != SFlag::S_IFREG {
-        let what = dir::describe(st);
-        return refuse(ErrorKind::WrongKind, format!("is {what}; not removing it"));
-    }
-    if st.st_nlink != 1 {
-        return refuse(
-            ErrorKind::NotFound,
-            "has other links; not removing it".to_string(),
-        );
-    }
-    if !dir::sticky_allows(parent.st_mode, parent.st_uid, st.st_uid) {
-        return Err(dir::sticky_refusal(&dir.join(name), st.st_uid));
-    }
-    Ok(())
-}
 
 /// Whether anyone holds `name` (d5): the kernel's lock table, read without locking; `false`
 /// where it cannot tell (network file systems).

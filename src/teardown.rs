@@ -230,13 +230,13 @@ pub(crate) fn check_all(dir: &Dir, held: &Held, also: &[String]) -> Result<()> {
         .map_err(|e| Error::io(dir.path(), "cannot stat", e))?;
     for name in also {
         match dir.stat(name) {
-            Ok(st) => removable(dir, name, &st, &parent)?,
+            Ok(st) => dir::removable(dir, name, &st, &parent)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(&dir.join(name), "cannot stat", e)),
         }
     }
     for (name, _, st) in &held.files {
-        removable(dir, name, st, &parent)?;
+        dir::removable(dir, name, st, &parent)?;
     }
     Ok(())
 }
@@ -262,20 +262,6 @@ pub(crate) fn remove_all(dir: &Dir, held: &Held, also: &[String]) -> Result<()> 
     Ok(())
 }
 
-/// Whether deletion may remove the entry `name` (status `st`) of `dir` (status `parent`).
-fn removable(dir: &Dir, name: &str, st: &FileStat, parent: &FileStat) -> Result<()> {
-    let refuse = |why: String| Err(Error::new(&dir.join(name), ErrorKind::NotFound, why));
-    if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG {
-        return refuse(format!("is {}; not removing it", dir::describe(st)));
-    }
-    if st.st_nlink != 1 {
-        return refuse("has other links; not removing it".to_string());
-    }
-    if !dir::sticky_allows(parent.st_mode, parent.st_uid, st.st_uid) {
-        return Err(dir::sticky_refusal(&dir.join(name), st.st_uid));
-    }
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {

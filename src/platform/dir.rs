@@ -85,6 +85,29 @@ pub(crate) fn sticky_refusal(path: &Path, entry_uid: u32) -> Error {
     )
 }
 
+/// Whether deletion may remove the entry `name` (status `st`) of `dir` (status `parent`): a
+/// regular file with one link (a hard link to someone's file is not ours to drop), and in a
+/// sticky directory the caller's or the directory owner's, the rule the kernel applies to
+/// everyone but root, applied to root too.
+pub(crate) fn removable(dir: &Dir, name: &str, st: &FileStat, parent: &FileStat) -> Result<()> {
+    let refuse = |kind, why: String| Err(Error::new(&dir.join(name), kind, why));
+    let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+    if kind != SFlag::S_IFREG {
+        let what = describe(st);
+        return refuse(ErrorKind::WrongKind, format!("is {what}; not removing it"));
+    }
+    if st.st_nlink != 1 {
+        return refuse(
+            ErrorKind::WrongKind,
+            "has other links; not removing it".to_string(),
+        );
+    }
+    if !sticky_allows(parent.st_mode, parent.st_uid, st.st_uid) {
+        return Err(sticky_refusal(&dir.join(name), st.st_uid));
+    }
+    Ok(())
+}
+
 // Who may be trusted, and which directories are shared: asked of files as of directories.
 pub(crate) use super::fs::{shared_sticky, trusted_owner};
 
