@@ -35,9 +35,15 @@ use std::{
 
 use nix::libc;
 
+use nix::sys::stat::{FileStat, SFlag};
+
 use crate::{
     error::{Error, ErrorKind, Result},
-    platform::{fs as pfs, notify::DirWatch},
+    platform::{
+        dir::{self, Dir},
+        fs as pfs,
+        notify::DirWatch,
+    },
     wait::{self, DEFAULT_POLL, Deadline, Outcome},
 };
 
@@ -224,48 +230,54 @@ impl Event {
         })
     }
 
-    /// Take the signal if it is there: the unlink that only one waiter can win.
+    /// Take the signal if it is there: the unlink that only one waiter can win. The name is
+    /// looked at and removed in the directory opened once, so a directory swapped for a link
+    /// meanwhile cannot send the unlink elsewhere.
     fn consume(&self) -> Result<bool> {
-        match std::fs::symlink_metadata(&self.path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return pfs::check_parent(&self.path).map(|()| false);
-            }
-            Err(e) => return Err(pfs::explain_open_error(&self.path, "cannot reset event", e)),
-            Ok(meta) => removable(&self.path, &meta)?,
-        }
-        match crate::platform::fs::remove_file(&self.path) {
+        let parent = pfs::parent_dir(&self.path);
+        let Some(dir) = Dir::top(parent, false, "cannot reset event")? else {
+            return pfs::check_parent(&self.path).map(|()| false);
+        };
+        let name = self.path.file_name().unwrap_or(self.path.as_os_str());
+        let explain = |e| pfs::explain_open_error(&self.path, "cannot reset event", e);
+        let st = match dir.stat(name) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(explain(e)),
+            Ok(st) => st,
+        };
+        let within = dir.status().map_err(explain)?;
+        removable(&self.path, &st, &within)?;
+        match dir.unlink_any(name) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(pfs::explain_open_error(&self.path, "cannot reset event", e)),
+            Err(e) => Err(explain(e)),
         }
     }
 }
 
-/// Whether resetting may unlink what is at `path`: an event file is an empty regular file
-/// (fsync creates it so); a device, a FIFO, a link, or a file with data is someone else's and
-/// stays. In a sticky directory (`/tmp`) only the file's owner, or the directory's, may remove
-/// it: the rule the kernel applies to everyone but root, applied to root too.
-fn removable(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let refuse = |why: String| Err(Error::new(path, ErrorKind::NotFound, why));
-    let kind = meta.file_type();
-    if !kind.is_file() {
-        let what = if kind.is_symlink() {
-            "a symbolic link"
-        } else if kind.is_dir() {
-            "a directory"
-        } else {
-            "a FIFO, socket or device"
-        };
-        return refuse(format!("is {what}, not an event file; not removing it"));
+/// Whether resetting may unlink what is at `path` (status `st`, in a directory of status
+/// `within`): an event file is an empty regular file (fsync creates it so); a device, a FIFO, a
+/// link, or a file with data is someone else's and stays. In a sticky directory (`/tmp`) only
+/// the file's owner, or the directory's, may remove it: the rule the kernel applies to everyone
+/// but root, applied to root too.
+fn removable(path: &Path, st: &FileStat, within: &FileStat) -> Result<()> {
+    let refuse = |why: String| Err(Error::new(path, ErrorKind::WrongKind, why));
+    match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+        SFlag::S_IFREG => {}
+        kind => {
+            let what = match kind {
+                SFlag::S_IFLNK => "a symbolic link",
+                SFlag::S_IFDIR => "a directory",
+                _ => "a FIFO, socket or device",
+            };
+            return refuse(format!("is {what}, not an event file; not removing it"));
+        }
     }
-    if meta.len() > 0 {
+    if st.st_size > 0 {
         return refuse("holds data, so it is not an event file; not removing it".into());
     }
-    if let Ok(dir) = std::fs::metadata(pfs::parent_dir(path))
-        && !crate::platform::dir::sticky_allows(dir.mode(), dir.uid(), meta.uid())
-    {
-        return Err(crate::platform::dir::sticky_refusal(path, meta.uid()));
+    if !dir::sticky_allows(within.st_mode, within.st_uid, st.st_uid) {
+        return Err(dir::sticky_refusal(path, st.st_uid));
     }
     Ok(())
 }

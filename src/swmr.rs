@@ -678,7 +678,6 @@ fn held_entry(dir: &Dir, name: &str, file: &File) -> Result<Option<FileStat>> {
     }
 }
 
-
 /// Whether anyone holds `name` (d5): the kernel's lock table, read without locking; `false`
 /// where it cannot tell (network file systems).
 fn name_held(dir: &Dir, name: &str) -> bool {

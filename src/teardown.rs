@@ -262,7 +262,6 @@ pub(crate) fn remove_all(dir: &Dir, held: &Held, also: &[String]) -> Result<()> 
     Ok(())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -474,6 +474,32 @@ fn a_group_swapped_with_a_link_to_roots_private_group_is_never_used() {
     );
 }
 
+/// Resetting an event removes its file: in the directory opened once, never through a name
+/// that now leads to root's private directory (where an empty file of the same name waits).
+#[test]
+fn an_event_directory_swapped_with_a_link_to_roots_private_one_loses_nothing_of_roots() {
+    let Some(h) = Hostile::new() else { return };
+    let private = h.private();
+    let roots = Path::new(&private).join("E");
+    std::fs::write(&roots, "").unwrap();
+    h.as_nobody(["mkdir", "shared/d"]);
+    let racer = swapping(&h, "d", &private);
+    while_racing(racer, 20, || {
+        let out = h.fsync(["event", "reset", "shared/d/E"]).run();
+        assert!(
+            matches!(out.status.code(), Some(0 | 1 | 66 | 77)),
+            "{:?}\n{}",
+            out.status,
+            out.stderr
+        );
+    });
+    assert!(
+        roots.exists(),
+        "root's private file was removed through the link"
+    );
+    h.assert_victim_untouched();
+}
+
 #[test]
 fn a_group_lock_swapped_with_a_link_to_roots_private_one_is_never_used() {
     let Some(h) = Hostile::new() else { return };

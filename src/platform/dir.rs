@@ -304,10 +304,17 @@ impl Dir {
     }
 
     /// An entry's status, not following a link.
-    pub(crate) fn stat(&self, name: &str) -> io::Result<FileStat> {
+    pub(crate) fn stat(
+        &self,
+        name: &(impl AsRef<std::ffi::OsStr> + ?Sized),
+    ) -> io::Result<FileStat> {
         crate::platform::retrying(|| {
-            stat::fstatat(self.raw(), name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-                .map_err(io::Error::from)
+            stat::fstatat(
+                self.raw(),
+                name.as_ref(),
+                fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(io::Error::from)
         })
     }
 
@@ -576,9 +583,13 @@ impl Dir {
     }
 
     /// Unlink `name` whatever it is (a registration fsync itself made and still holds).
-    pub(crate) fn unlink_any(&self, name: &str) -> io::Result<()> {
+    pub(crate) fn unlink_any(
+        &self,
+        name: &(impl AsRef<std::ffi::OsStr> + ?Sized),
+    ) -> io::Result<()> {
         crate::platform::retrying(|| {
-            unistd::unlinkat(self.raw(), name, UnlinkatFlags::NoRemoveDir).map_err(io::Error::from)
+            unistd::unlinkat(self.raw(), name.as_ref(), UnlinkatFlags::NoRemoveDir)
+                .map_err(io::Error::from)
         })
     }
 
