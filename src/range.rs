@@ -534,7 +534,7 @@ mod tests {
             .unwrap()
             .unwrap();
         let err = RangeLock::new(&path, ByteRange { start: 14, len: 0 })
-            .acquire(Mode::Shared, None)
+            .acquire(Mode::Shared, Some(Duration::from_secs(5)))
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
         assert!(

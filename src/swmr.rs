@@ -771,10 +771,15 @@ mod tests {
     /// wait for itself: refused at once. Two readers are fine; a released writer is forgotten.
     #[test]
     fn the_same_thread_cannot_deadlock_on_its_own_swmr_lock() {
+        // A build that waited would fail here after this long, not hang.
+        const BOUND: Duration = Duration::from_secs(5);
         let dir = tempfile::tempdir().unwrap();
         let lock = Swmr::new(dir.path().join("l"));
         let writer = lock.try_write().unwrap().unwrap();
-        for err in [lock.read(None).unwrap_err(), lock.try_write().unwrap_err()] {
+        for err in [
+            lock.read(Some(BOUND)).unwrap_err(),
+            lock.try_write().unwrap_err(),
+        ] {
             assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
             assert!(
                 err.to_string().contains("already held by this thread"),
