@@ -153,6 +153,13 @@ impl Drop for RangeGuard {
 }
 
 impl RangeGuard {
+    /// Release now, as every guard can (dropping it releases too). A byte range keeps no
+    /// files beside it: always [`Released::Kept`](crate::swmr::Released::Kept).
+    pub fn release(self) -> Result<crate::swmr::Released> {
+        drop(self);
+        Ok(crate::swmr::Released::Kept)
+    }
+
     /// Let the lock survive `exec` into children, as the mutex does.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
         lock::set_inheritable(&self.file, inherit)
@@ -545,7 +552,7 @@ mod tests {
             .try_acquire(Mode::Exclusive)
             .unwrap();
         assert!(beside.is_some(), "the next byte is free");
-        drop(held);
+        assert_eq!(held.release().unwrap(), crate::swmr::Released::Kept);
         assert!(
             RangeLock::new(&path, ByteRange { start: 12, len: 1 })
                 .try_acquire(Mode::Exclusive)

@@ -27,12 +27,14 @@ use crate::{
 /// `turnstile`) before it leaves the files to whoever holds it.
 pub(crate) const DELETE_GRACE: Duration = Duration::from_secs(1);
 
-/// What a release did with the primitive's files ([`crate::sem::SlotGuard::release`], [`crate::swmr::SwmrGuard::release`],
-/// [`crate::grouplock::GroupGuard::release`]).
+/// What a release did with the primitive's files: one type for every guard that can delete
+/// them ([`crate::MutexGuard::release`], [`crate::sem::SlotGuard::release`],
+/// [`crate::swmr::SwmrGuard::release`], [`crate::grouplock::GroupGuard::release`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Released {
-    /// Left in place: not asked to delete them.
+    /// Left in place: not asked to delete them (or, for a mutex, its path names another file
+    /// by now, which is not ours to delete).
     Kept,
     /// Deleted, as asked: nobody else was inside, waiting or arriving.
     Deleted,

@@ -340,6 +340,13 @@ pub struct PlainGuard {
 }
 
 impl PlainGuard {
+    /// Release now, as every guard can (dropping it releases too). A plain lock keeps no files
+    /// beside it: always [`Released::Kept`].
+    pub fn release(self) -> Result<Released> {
+        drop(self);
+        Ok(Released::Kept)
+    }
+
     /// Let commands started from now on inherit the lock (`inherit`), or not: an inherited
     /// lock stays held while any process that inherited it runs.
     pub fn pass_down(&self, inherit: bool) -> Result<()> {
@@ -359,15 +366,6 @@ impl Drop for PlainGuard {
     }
 }
 
-/// What [`MutexGuard::release`] did with the lock file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Released {
-    /// Left in place: not asked to delete it, or the path names another file by now.
-    Kept,
-    /// Deleted, as asked.
-    Deleted,
-    /// Left in place although asked to delete it: another process (one the command left
-    /// running) still holds the lock through a descriptor it inherited.
-    KeptStillHeld,
-}
+/// What [`MutexGuard::release`] did with the lock file: the one result of every guard's
+/// release (a mutex is never [`Released::KeptInUse`]: nobody else is inside).
+pub use crate::teardown::Released;

@@ -178,3 +178,17 @@ fn held_entries_parse() {
     assert!(HeldEntry::parse("2049:77:-:9").unwrap().fd.is_none());
     assert!(HeldEntry::parse("junk").is_none());
 }
+
+/// A plain lock releases as every guard does, and keeps no files to report on.
+#[test]
+fn a_plain_guard_releases_with_nothing_to_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let mutex = Mutex::new(dir.path().join("l"));
+    let shared = mutex
+        .acquire_shared_with(Some(Duration::ZERO), |_| {})
+        .unwrap()
+        .acquired()
+        .unwrap();
+    assert_eq!(shared.release().unwrap(), Released::Kept);
+    assert!(mutex.try_acquire().unwrap().is_some(), "free once released");
+}
