@@ -451,7 +451,7 @@ impl Swmr {
                     continue;
                 }
             }
-            if !names(&self.path, &file)? {
+            if !crate::mutex::names(&self.path, None, held_as.file())? {
                 (file, access, _) = self.open(mode)?; // r3, w4
                 held_as = key(&file)?;
             }
@@ -462,7 +462,7 @@ impl Swmr {
                     .lock_file(&file, access, mode, deadline, &mut progress)?,
             };
             wait::acquired!(got);
-            if !names(&self.path, &file)? {
+            if !crate::mutex::names(&self.path, None, held_as.file())? {
                 // Removed under us (only where there is no turnstile): start again.
                 (file, access, _) = self.open(mode)?;
                 held_as = key(&file)?;
