@@ -48,10 +48,10 @@ fn main() {
     let (tx, rx) = mpsc::channel::<Instant>();
     let (ack_tx, ack_rx) = mpsc::channel::<()>();
     let waiter = thread::spawn(move || {
-        let e = Event::new(&path);
+        let e = Event::new(&path).auto_reset(true);
         (0..rounds)
             .map(|_| {
-                e.wait(None, true).unwrap();
+                e.wait(None).unwrap();
                 let woke = Instant::now();
                 let lat = woke.duration_since(rx.recv().unwrap()).as_secs_f64() * 1e6;
                 ack_tx.send(()).unwrap();

@@ -597,29 +597,16 @@ impl Bus {
         self.mailbox(name, "participant")?.recv(timeout)
     }
 
-    /// Like [`recv`](Self::recv), telling a timeout from a cancellation, and calling
-    /// `progress` as [`Mailbox::recv_with`] does.
+    /// Like [`recv`](Self::recv), telling a timeout from a cancellation, and telling
+    /// `progress` what [`Mailbox::recv_with`] tells it.
     pub fn recv_with(
         &self,
         name: &str,
         timeout: Option<Duration>,
-        progress: impl FnMut(Duration),
+        progress: impl crate::msg::Report,
     ) -> Result<Outcome<Received>> {
         self.mailbox(name, "participant")?
             .recv_with(timeout, progress)
-    }
-
-    /// [`recv_with`](Self::recv_with), also calling `skipped` for each entry passed over, as
-    /// [`Mailbox::recv_reporting`] does.
-    pub fn recv_reporting(
-        &self,
-        name: &str,
-        timeout: Option<Duration>,
-        skipped: impl FnMut(&crate::msg::Skipped),
-        progress: impl FnMut(Duration),
-    ) -> Result<Outcome<Received>> {
-        self.mailbox(name, "participant")?
-            .recv_reporting(timeout, skipped, progress)
     }
 
     /// Messages waiting for `name`.
@@ -653,13 +640,42 @@ pub struct Connection {
 pub enum Disconnected {
     /// The name is disconnected.
     Yes,
-    /// A process the lock was passed down to ([`Connection::pass_down`]; one the command left
+    /// A process the lock was passed down to ([`Guard::pass_down`](crate::Guard::pass_down); one the command left
     /// running) still holds it: the name stays held by that process, and is stale once it
     /// exits.
     StillHeld,
     /// The name was no longer this connection's (its directory or owner file was removed or
     /// replaced by hand): nothing was changed.
     NotOurs,
+}
+
+/// The check is of our lock on the name's owner file, which the file server can drop for a
+/// host it lost touch with (then another host may take the name over). Passing down keeps the
+/// name held by the command, and anything it leaves running with the descriptor inherited,
+/// even if this process dies; without it the name is stale as soon as this process dies. The
+/// command is recorded for [`Bus::participants`] and for the error that refuses another
+/// connection.
+impl crate::Guard for Connection {
+    fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
+        crate::LossCheck::of(self.file.as_ref()?, Mode::Exclusive)
+    }
+
+    fn pass_down(&mut self) -> Result<()> {
+        if let Some(file) = &self.file {
+            lock::set_inheritable(file, true)
+                .map_err(|e| Error::io(&self.owner_path(), "cannot pass the connection down", e))?;
+        }
+        self.passed_down = true;
+        Ok(())
+    }
+
+    fn set_child(&mut self, pid: Option<u32>, command: &str) {
+        self.holder.child = pid;
+        self.holder.command = command.to_string();
+        if let Some(file) = &self.file {
+            write_record(file, &self.holder);
+        }
+    }
 }
 
 impl Connection {
@@ -672,38 +688,6 @@ impl Connection {
     /// name (never [`Connected::Already`]).
     pub fn how(&self) -> &Connected {
         &self.how
-    }
-
-    /// Record the command that runs as the participant, for [`Bus::participants`] and for the
-    /// error that refuses another connection: with `None` just before starting it, then with
-    /// its pid.
-    pub fn set_child(&mut self, pid: Option<u32>, command: String) {
-        self.holder.child = pid;
-        self.holder.command = command;
-        if let Some(file) = &self.file {
-            write_record(file, &self.holder);
-        }
-    }
-
-    /// The check that the name is still held by us, on a network file system: our lock on its
-    /// owner file, which the file server can drop for a host it lost touch with (then another
-    /// host may take the name over). `None` on a local file system, where a living holder
-    /// cannot lose it.
-    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        crate::LossCheck::of(self.file.as_ref()?, Mode::Exclusive)
-    }
-
-    /// Let the lock on the name survive `exec` into children (`true`), as `flock(1)` does: the
-    /// command, and anything it leaves running with the descriptor inherited, keeps the name
-    /// held even if this process dies. With `false` (`flock -o`) it stays close-on-exec, and
-    /// the name is stale as soon as this process dies.
-    pub fn pass_down(&mut self, inherit: bool) -> Result<()> {
-        if let Some(file) = &self.file {
-            lock::set_inheritable(file, inherit)
-                .map_err(|e| Error::io(&self.owner_path(), "cannot pass the connection down", e))?;
-        }
-        self.passed_down = inherit;
-        Ok(())
     }
 
     fn owner_path(&self) -> PathBuf {
@@ -1017,7 +1001,7 @@ mod tests {
         bus.connect("a").unwrap();
         let mut held = bus.connect_held("b").unwrap();
         assert_eq!(held.how(), &Connected::New);
-        held.set_child(Some(4242), "serve".into());
+        crate::Guard::set_child(&mut held, Some(4242), "serve");
         let e = bus.connect("b").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unavailable);
         assert!(e.to_string().contains("already connected by pid"), "{e}");

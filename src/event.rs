@@ -49,9 +49,9 @@ use crate::{
 
 /// A file-system event at a path: set while the file exists. [`signal`](Event::signal) sets
 /// it, [`reset`](Event::reset) clears it (both say whether it was set, as the operation itself
-/// found it), [`wait`](Event::wait) waits until it is set, or
-/// with `reset` consumes it: one signal then wakes exactly one such waiter, on one host or
-/// several.
+/// found it), [`wait`](Event::wait) waits until it is set, or, for an
+/// [`auto_reset`](Event::auto_reset) event, consumes it: one signal then wakes exactly one such
+/// waiter, on one host or several.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -60,7 +60,9 @@ use crate::{
 /// assert!(!ping.is_set()?);
 /// assert!(!ping.signal()?); // it was not set before
 /// assert!(ping.signal()?); // now it was: still one signal
-/// assert!(ping.wait(Some(std::time::Duration::ZERO), true)?); // consumed it
+/// assert!(ping.wait(Some(std::time::Duration::ZERO))?); // set: a plain wait leaves it set
+/// let pong = ping.clone().auto_reset(true);
+/// assert!(pong.wait(Some(std::time::Duration::ZERO))?); // consumed it
 /// assert!(!ping.is_set()?);
 /// assert!(!ping.reset()?); // nothing to clear
 /// # Ok::<(), fsync::Error>(())
@@ -69,6 +71,7 @@ use crate::{
 pub struct Event {
     path: PathBuf,
     poll: Duration,
+    auto_reset: bool,
 }
 
 impl Event {
@@ -77,7 +80,17 @@ impl Event {
         Event {
             path: path.as_ref().to_path_buf(),
             poll: DEFAULT_POLL,
+            auto_reset: false,
         }
+    }
+
+    /// Whether a wait consumes the signal it returns for (`true`: auto-reset, as the `--reset`
+    /// of `fsync event wait`): of any number of such waiters, one signal wakes exactly one,
+    /// which resets the event; the others wait on. A plain wait (`false`, the default)
+    /// returns once the event is set and leaves it set.
+    pub fn auto_reset(mut self, yes: bool) -> Event {
+        self.auto_reset = yes;
+        self
     }
 
     /// How often a wait re-checks on a network file system, where change notification cannot
@@ -180,17 +193,17 @@ impl Event {
         }
     }
 
-    /// Wait up to `timeout` (`None`: for ever; zero: look once) for the event; with `reset`,
-    /// consume it (only one of any number of resetting waiters gets each signal; the others
-    /// wait on). `Ok(false)` on timeout.
+    /// Wait up to `timeout` (`None`: for ever; zero: look once) for the event; for an
+    /// [`auto_reset`](Self::auto_reset) event, consume it (only one of any number of
+    /// resetting waiters gets each signal; the others wait on). `Ok(false)` on timeout.
     ///
     /// The thread sleeps until the directory changes: on a local file system a signal wakes it
     /// at once; on a network file system, whose other hosts' changes notify nobody, it
     /// re-checks every [`poll_interval`](Self::poll_interval). Errors as
-    /// [`is_set`](Self::is_set) and, with `reset`, [`reset`](Self::reset).
-    pub fn wait(&self, timeout: Option<Duration>, reset: bool) -> Result<bool> {
+    /// [`is_set`](Self::is_set) and, when auto-resetting, [`reset`](Self::reset).
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         Ok(matches!(
-            self.wait_inner(timeout, reset, None)?,
+            self.wait_inner(timeout, None)?,
             Outcome::Acquired(())
         ))
     }
@@ -201,16 +214,14 @@ impl Event {
     pub fn wait_with(
         &self,
         timeout: Option<Duration>,
-        reset: bool,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<()>> {
-        self.wait_inner(timeout, reset, Some(&mut progress))
+        self.wait_inner(timeout, Some(&mut progress))
     }
 
     fn wait_inner(
         &self,
         timeout: Option<Duration>,
-        reset: bool,
         progress: Option<&mut dyn FnMut(Duration)>,
     ) -> Result<Outcome<()>> {
         let deadline = Deadline::after(timeout);
@@ -221,7 +232,7 @@ impl Event {
         let watch = DirWatch::new(dir).map_err(|e| Error::io(dir, "cannot watch directory", e))?;
         let poll = network.then_some(self.poll);
         wait::watch_until(deadline, poll, &watch, &self.path, progress, || {
-            let got = if reset {
+            let got = if self.auto_reset {
                 self.consume()?
             } else {
                 self.is_set()?
@@ -293,11 +304,21 @@ mod tests {
         assert!(!e.signal().unwrap(), "was not set");
         assert!(e.signal().unwrap(), "still one signal, and it was set");
         assert!(
-            e.wait(Some(Duration::ZERO), false).unwrap(),
+            e.wait(Some(Duration::ZERO)).unwrap(),
             "plain wait leaves it set"
         );
-        assert!(e.wait(Some(Duration::ZERO), true).unwrap());
-        assert!(!e.wait(Some(Duration::ZERO), true).unwrap());
+        assert!(
+            e.clone()
+                .auto_reset(true)
+                .wait(Some(Duration::ZERO))
+                .unwrap()
+        );
+        assert!(
+            !e.clone()
+                .auto_reset(true)
+                .wait(Some(Duration::ZERO))
+                .unwrap()
+        );
         assert!(!e.reset().unwrap(), "consumed: nothing to clear");
         e.signal().unwrap();
         assert!(e.reset().unwrap(), "cleared a set event");
@@ -343,7 +364,8 @@ mod tests {
             let path = path.clone();
             std::thread::spawn(move || {
                 Event::new(path)
-                    .wait(Some(Duration::from_secs(20)), true)
+                    .auto_reset(true)
+                    .wait(Some(Duration::from_secs(20)))
                     .unwrap()
             })
         };

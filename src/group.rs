@@ -65,7 +65,7 @@ release `join.lock`.
   the registration and waits again.) On a network file system observers take `join.lock`, so
   they wait for the clean-up there too: a clean-up must not ask whether its own group is empty
   there.
-- If the membership was passed down ([`Membership::pass_down`]), so are the leaver's holds
+- If the membership was passed down ([`Guard::pass_down`](crate::Guard::pass_down)), so are the leaver's holds
   while the clean-up runs (`join.lock`, `gate` and the registration): a command the clean-up
   starts inherits them, and a leaver killed while it runs keeps joiners out until that command,
   and anything it left running with them, has exited. A member whose membership outlives it
@@ -331,47 +331,43 @@ impl Member {
     }
 }
 
-impl Membership {
-    /// Whether the group was empty when we joined.
-    pub fn first(&self) -> bool {
-        self.first
-    }
-
-    /// Record the command that runs as the member, for [`members`]: for programs that run a
-    /// command as the member. (Call it with `None` just before starting the command, and again
-    /// with its pid.)
-    pub fn set_child(&mut self, pid: Option<u32>, command: String) {
-        if let Some(r) = &mut self.registration {
-            r.set_child(pid, command);
-        }
-    }
-
-    /// The check that the membership is still ours, on a network file system: our shared
-    /// lock on `gate`, which the file server can drop for a host it lost touch with (then
-    /// another host may find the group empty while we still work in it). `None` on a local
-    /// file system, where a living member cannot lose it.
-    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
+/// The check is of our shared lock on `gate`, which the file server can drop for a host it
+/// lost touch with (then another host may find the group empty while we still work in it).
+/// Passing down passes the lock on the gate and the registration: the command, and anything
+/// it leaves running with the descriptors inherited, stays a member even if this process
+/// dies (see the module docs for what leaving means then). The command is recorded for
+/// [`members`].
+impl crate::Guard for Membership {
+    fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         crate::LossCheck::of(self.gate.as_ref()?, Mode::Shared)
     }
 
-    /// Let the membership (the shared lock on the gate and the registration) survive `exec`
-    /// into children (`true`), as `flock(1)` does with its lock: the command, and anything it
-    /// leaves running with the descriptors inherited, stays a member even if this process
-    /// dies. With `false` (`flock -o`) they stay close-on-exec and the membership ends with
-    /// this process. See the module docs for what leaving means then.
-    pub fn pass_down(&mut self, inherit: bool) -> Result<()> {
+    fn pass_down(&mut self) -> Result<()> {
         let gate_path = self.group.dir.join("gate");
         if let Some(gate) = &self.gate {
-            lock::set_inheritable(gate, inherit)
+            lock::set_inheritable(gate, true)
                 .map_err(|e| Error::io(&gate_path, "cannot pass the membership down", e))?;
         }
         if let Some(r) = &mut self.registration {
             r.reg
-                .pass_down(inherit)
+                .pass_down(true)
                 .map_err(|e| Error::io(&r.reg.path, "cannot pass the membership down", e))?;
         }
-        self.passed_down = inherit;
+        self.passed_down = true;
         Ok(())
+    }
+
+    fn set_child(&mut self, pid: Option<u32>, command: &str) {
+        if let Some(r) = &mut self.registration {
+            r.set_child(pid, command.to_string());
+        }
+    }
+}
+
+impl Membership {
+    /// Whether the group was empty when we joined.
+    pub fn first(&self) -> bool {
+        self.first
     }
 
     /// Leave; `true` if we were the last member. Dropping the membership leaves too, silently.
@@ -393,7 +389,7 @@ impl Membership {
     /// membership down to still holds it ([`Left::StillHeld`]): then whoever leaves last is
     /// another member, or nobody (a passed-down membership ends with its last process, which
     /// runs nothing). It may record the command it runs, for [`members`], through the
-    /// [`Cleanup`] it is given. If the membership was passed down ([`pass_down`](Self::pass_down)),
+    /// [`Cleanup`] it is given. If the membership was passed down ([`pass_down`](crate::Guard::pass_down)),
     /// the holds that keep joiners out are passed down to the commands `cleanup` starts, so
     /// they last while such a command runs even if this process dies.
     ///
@@ -478,7 +474,7 @@ impl Membership {
             // joiner let in earlier waits for the rest (`first_joiner`).
             let own = self.registration.as_ref().and_then(|r| r.reg.raw_fd());
             serial.raise_descriptor(own.unwrap_or(0).max(std::os::fd::AsRawFd::as_raw_fd(&gate)));
-            serial.pass_down(true)?;
+            crate::Guard::pass_down(&mut serial)?;
         }
         let value = cleanup(&mut Cleanup {
             member: self.registration.as_mut(),
@@ -538,11 +534,11 @@ pub struct Cleanup<'a> {
 
 impl Cleanup<'_> {
     /// Record the command that runs the clean-up, for [`members`], which lists the leaving
-    /// member until the clean-up is over: as [`Membership::set_child`] records the member's
-    /// command (with `None` just before starting it, then with its pid).
-    pub fn set_child(&mut self, pid: Option<u32>, command: String) {
+    /// member until the clean-up is over: as [`Guard::set_child`](crate::Guard::set_child)
+    /// records the member's command (with `None` just before starting it, then with its pid).
+    pub fn set_child(&mut self, pid: Option<u32>, command: &str) {
         if let Some(m) = self.member.as_deref_mut() {
-            m.set_child(pid, command);
+            m.set_child(pid, command.to_string());
         }
     }
 }
@@ -978,7 +974,7 @@ mod tests {
         assert_eq!((left, ran), (Left::NotLast, None::<()>));
         let (left, ran) = b
             .leave_then(|cleanup| {
-                cleanup.set_child(Some(4242), "tear down".into());
+                cleanup.set_child(Some(4242), "tear down");
                 assert!(!is_empty(&path).unwrap(), "empty while the clean-up runs");
                 let listed = members(&path).unwrap();
                 assert_eq!(listed.len(), 1);

@@ -164,29 +164,29 @@ pub struct GroupGuard {
     poll: Duration,
 }
 
+/// The check is of our shared lock on the group's file; passing down passes the slot under
+/// the cap too. A group lock keeps no record ([`set_child`](crate::Guard::set_child) records
+/// nothing).
+impl crate::Guard for GroupGuard {
+    fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
+        crate::LossCheck::of(self.member(), lock::Mode::Shared)
+    }
+
+    fn pass_down(&mut self) -> Result<()> {
+        lock::set_inheritable(self.member(), true)
+            .map_err(|e| Error::io(&self.path, "cannot pass the membership down", e))?;
+        self.slot.as_mut().map_or(Ok(()), crate::Guard::pass_down)
+    }
+}
+
 impl GroupGuard {
     fn member(&self) -> &File {
         self.member.as_ref().expect("inside until left")
     }
 
-    /// On a network file system, the check that our shared lock on the group's file is still
-    /// ours.
-    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        crate::LossCheck::of(self.member(), lock::Mode::Shared)
-    }
-
     /// The slot held under the group's cap, if one is in force.
     pub fn slot(&self) -> Option<usize> {
         self.slot.as_ref().map(SlotGuard::slot)
-    }
-
-    /// Let the membership (and the slot under the cap) survive `exec` into children (`true`), as the
-    /// mutex does, so that it stays held while they run even if this process dies; `false`
-    /// keeps it close-on-exec.
-    pub fn pass_down(&self, inherit: bool) -> Result<()> {
-        lock::set_inheritable(self.member(), inherit)
-            .map_err(|e| Error::io(&self.path, "cannot pass the membership down", e))?;
-        self.slot.as_ref().map_or(Ok(()), |s| s.pass_down(inherit))
     }
 
     /// Leave now, saying what became of the group lock's files and reporting failures to

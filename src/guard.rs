@@ -32,6 +32,46 @@ use crate::platform::{
     lock::{self, Mode},
 };
 
+/// What every guard offers a program that runs a command while holding it, as `fsync ... run`
+/// does: passing the hold down to the command, recording the command for status reports, and
+/// on a network file system checking that the hold is still ours. Every guard implements it
+/// ([`MutexGuard`](crate::MutexGuard), [`PlainGuard`](crate::PlainGuard),
+/// [`RangeGuard`](crate::RangeGuard), [`SwmrGuard`](crate::SwmrGuard),
+/// [`SlotGuard`](crate::SlotGuard), [`GroupGuard`](crate::GroupGuard),
+/// [`Membership`](crate::Membership), [`Connection`](crate::bus::Connection)).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("build.lck");
+/// use fsync::{Guard, Mutex};
+///
+/// let mut guard = Mutex::new(&path).try_acquire()?.expect("free");
+/// guard.set_child(None, "make"); // before it starts: reports never show it as ours
+/// guard.pass_down()?; // the command inherits the lock, as with flock(1)
+/// let mut child = std::process::Command::new("true").spawn().expect("spawn");
+/// guard.set_child(Some(child.id()), "make");
+/// child.wait().expect("wait");
+/// # Ok::<(), fsync::Error>(())
+/// ```
+pub trait Guard {
+    /// On a network file system, the check that the hold is still ours (see [`LossCheck`]);
+    /// `None` on a local file system, where a living holder cannot lose it.
+    fn loss_check(&self) -> Option<LossCheck<'_>>;
+
+    /// Let commands started from now on inherit the hold, as `flock(1)` does: it then stays
+    /// held while any process that inherited it runs, even if this one dies. Without this
+    /// call the hold is close-on-exec (`flock -o`) and ends with this process.
+    fn pass_down(&mut self) -> crate::Result<()>;
+
+    /// Record the command that runs under the hold (`pid`, and its command line), for the
+    /// primitive's status reports: call it with `None` just before starting the command, so
+    /// that reports never show it as ours, then again with its pid. Guards whose primitive
+    /// reports no holders record nothing.
+    fn set_child(&mut self, pid: Option<u32>, command: &str) {
+        let _ = (pid, command);
+    }
+}
+
 /// A check that a lock is still ours: what a holder that runs long work on a network file
 /// system calls now and then, to stop (or stop writing) once the file server has given its lock
 /// to someone else. Guards return one only where the lock can be lost (`loss_check()` is `None`

@@ -67,8 +67,10 @@ three forms, with one vocabulary across the primitives:
 
 Lock modes are a [`Mode`] ([`Mode::Shared`], [`Mode::Exclusive`]) wherever a call takes one.
 Guards release when dropped; where releasing can report something (files deleted or kept) they
-also have `release()`. Guards that can pass their lock to a command have `pass_down(inherit)`,
-and on a network file system `loss_check()` (see [`LossCheck`]).
+also have `release()`. Every guard implements [`Guard`], for programs that run a command
+while holding it: `pass_down()` lets the command inherit the hold, `set_child()` records it for
+status reports, and on a network file system `loss_check()` checks that the hold is still ours
+(see [`LossCheck`]).
 
 Errors are [`Error`]s: each names the path it concerns and the cause in words, has an
 [`ErrorKind`] (not found, of the wrong kind, permission denied, unavailable here, invalid
@@ -145,7 +147,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use event::Event;
 pub use group::{Group, Membership};
 pub use grouplock::{GroupGuard, GroupLock};
-pub use guard::{Lease, LeaseState, LossCheck};
+pub use guard::{Guard, Lease, LeaseState, LossCheck};
 pub use msg::{Mailbox, Received};
 pub use mutex::{Mutex, MutexGuard, PlainGuard};
 pub use platform::lock::Mode;

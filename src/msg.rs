@@ -235,6 +235,46 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// What a receiver tells while it waits ([`Mailbox::recv_with`], [`Bus::recv_with`](crate::Bus::recv_with)):
+/// the time waited, and the entries of the queue it passes over. Any `FnMut(Duration)` is one
+/// that hears of the time waited only.
+///
+/// ```
+/// use std::time::Duration;
+/// use fsync::msg::{Report, Skipped};
+///
+/// struct Tell;
+/// impl Report for Tell {
+///     fn waiting(&mut self, waited: Duration) {
+///         eprintln!("waiting for a message ({waited:?})");
+///     }
+///     fn skipped(&mut self, entry: &Skipped) {
+///         eprintln!("passing over {}: {}", entry.name, entry.reason);
+///     }
+/// }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let inbox = fsync::Mailbox::new(dir.path().join("inbox"));
+/// let got = inbox.recv_with(Some(Duration::ZERO), Tell)?;
+/// assert!(matches!(got, fsync::Outcome::TimedOut)); // nothing queued
+/// # Ok::<(), fsync::Error>(())
+/// ```
+pub trait Report {
+    /// The wait has started blocking, or goes on: called then and about once a second after.
+    fn waiting(&mut self, waited: Duration);
+
+    /// The receiver passes over `entry` (see [`Skipped`]) instead of letting it block the
+    /// mailbox: called once for each such entry.
+    fn skipped(&mut self, entry: &Skipped) {
+        let _ = entry;
+    }
+}
+
+impl<F: FnMut(Duration)> Report for F {
+    fn waiting(&mut self, waited: Duration) {
+        self(waited);
+    }
+}
+
 /// What [`Mailbox::list`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listing {
@@ -424,45 +464,43 @@ impl Mailbox {
     /// Take the oldest message, waiting up to `timeout` (`None`: for ever; zero: look once) for
     /// one; `Ok(None)` if none came. Read it, then [`finish`](Received::finish) it; dropped
     /// unfinished, it goes back to the queue. Entries of the queue that are not messages fsync
-    /// made, or that this user may not read, are passed over (see
-    /// [`recv_reporting`](Self::recv_reporting)).
+    /// made, or that this user may not read, are passed over (see [`Report::skipped`]).
     ///
     /// The thread sleeps until the queue changes: on a local file system a post wakes it at
     /// once; on a network file system it also re-checks every
     /// [`poll_interval`](Self::poll_interval). Errors: [`ErrorKind::NotFound`] or
     /// [`ErrorKind::PermissionDenied`] if the mailbox cannot be created or opened.
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Option<Received>> {
-        Ok(self.recv_inner(timeout, &mut |_| {}, None)?.acquired())
+        Ok(self.recv_inner(timeout, None)?.acquired())
     }
 
-    /// Like [`recv`](Self::recv), telling a timeout from a cancellation, and calling
-    /// `progress` with the time waited when the wait starts blocking and about once a second
-    /// after.
+    /// Like [`recv`](Self::recv), telling a timeout from a cancellation, and telling
+    /// `progress` the time waited when the wait starts blocking and about once a second
+    /// after (a closure), and also each entry of the queue it passes over (a [`Report`]).
     pub fn recv_with(
         &self,
         timeout: Option<Duration>,
-        mut progress: impl FnMut(Duration),
+        mut progress: impl Report,
     ) -> Result<Outcome<Received>> {
-        self.recv_inner(timeout, &mut |_| {}, Some(&mut progress))
-    }
-
-    /// [`recv_with`](Self::recv_with), also calling `skipped` once for each entry of the
-    /// queue it passes over (see [`Skipped`]) instead of letting it block the mailbox.
-    pub fn recv_reporting(
-        &self,
-        timeout: Option<Duration>,
-        mut skipped: impl FnMut(&Skipped),
-        mut progress: impl FnMut(Duration),
-    ) -> Result<Outcome<Received>> {
-        self.recv_inner(timeout, &mut skipped, Some(&mut progress))
+        self.recv_inner(timeout, Some(&mut progress))
     }
 
     fn recv_inner(
         &self,
         timeout: Option<Duration>,
-        skipped: &mut dyn FnMut(&Skipped),
-        progress: Option<&mut dyn FnMut(Duration)>,
+        report: Option<&mut dyn Report>,
     ) -> Result<Outcome<Received>> {
+        // The wait core calls the two one at a time: never a second borrow.
+        let report = std::cell::RefCell::new(report);
+        let mut waiting = |waited| {
+            if let Some(r) = report.borrow_mut().as_mut() {
+                r.waiting(waited);
+            }
+        };
+        let progress = report
+            .borrow()
+            .is_some()
+            .then_some(&mut waiting as &mut dyn FnMut(Duration));
         let deadline = Deadline::after(timeout);
         let l = self.layout()?;
         let rid = uniq();
@@ -478,7 +516,9 @@ impl Mailbox {
         wait::watch_until(deadline, poll, &watch, l.q.path(), progress, || {
             let mut report = |s: Skipped| {
                 if !passed.contains(&s.name) {
-                    skipped(&s);
+                    if let Some(r) = report.borrow_mut().as_mut() {
+                        r.skipped(&s);
+                    }
                     passed.push(s.name);
                 }
             };

@@ -159,10 +159,17 @@ impl RangeGuard {
         drop(self);
         Ok(crate::swmr::Released::Kept)
     }
+}
 
-    /// Let the lock survive `exec` into children, as the mutex does.
-    pub fn pass_down(&self, inherit: bool) -> Result<()> {
-        lock::set_inheritable(&self.file, inherit)
+/// A byte range is not re-checked ([`loss_check`](Guard::loss_check) is `None`: the check
+/// locks the whole file) and keeps no record ([`set_child`](Guard::set_child) records nothing).
+impl crate::Guard for RangeGuard {
+    fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
+        None
+    }
+
+    fn pass_down(&mut self) -> Result<()> {
+        lock::set_inheritable(&self.file, true)
             .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
     }
 }

@@ -520,6 +520,22 @@ pub struct SlotGuard {
     _watch: Option<std::os::fd::OwnedFd>,
 }
 
+/// Records the command for [`status`].
+impl crate::Guard for SlotGuard {
+    fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
+        crate::LossCheck::of(self.file(), lock::Mode::Exclusive)
+    }
+
+    fn pass_down(&mut self) -> Result<()> {
+        lock::set_inheritable(self.file(), true)
+            .map_err(|e| Error::io(&self.path, "cannot pass the slot down", e))
+    }
+
+    fn set_child(&mut self, pid: Option<u32>, command: &str) {
+        self.record.set_child(pid, command.to_string());
+    }
+}
+
 impl SlotGuard {
     fn new(dir: &Dir, slot: usize, file: File) -> SlotGuard {
         let holder = Holder::this_process(procinfo::now_micros(), procinfo::own_cmdline());
@@ -543,28 +559,9 @@ impl SlotGuard {
         self.file.as_ref().expect("held until released")
     }
 
-    /// On a network file system, the check that the slot is still ours.
-    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        crate::LossCheck::of(self.file(), lock::Mode::Exclusive)
-    }
-
     /// Which slot (0 to N-1) is ours: for allocating devices, ports or directories by slot.
     pub fn slot(&self) -> usize {
         self.slot
-    }
-
-    /// Let the slot survive `exec` into children (`true`), as the mutex does, so that it stays
-    /// held while they run even if this process dies; `false` keeps it close-on-exec.
-    pub fn pass_down(&self, inherit: bool) -> Result<()> {
-        lock::set_inheritable(self.file(), inherit)
-            .map_err(|e| Error::io(&self.path, "cannot pass the slot down", e))
-    }
-
-    /// Record the command that runs in the slot, for status reports ([`status`]): for programs
-    /// that run a command under the slot. (Call it with `None` just before starting the
-    /// command, so that reports never show a running command as ours, and again with its pid.)
-    pub fn set_child(&mut self, pid: Option<u32>, command: String) {
-        self.record.set_child(pid, command);
     }
 
     /// Release now, saying what became of the semaphore's files and reporting failures to

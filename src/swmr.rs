@@ -164,6 +164,23 @@ pub struct SwmrGuard {
 /// group lock).
 pub use crate::teardown::Released;
 
+/// A reader/writer lock keeps no record ([`set_child`](crate::Guard::set_child) records
+/// nothing); a byte range is not re-checked ([`loss_check`](crate::Guard::loss_check) is
+/// `None`: the check locks the whole file).
+impl crate::Guard for SwmrGuard {
+    fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
+        match self.ranged {
+            false => crate::LossCheck::of(self.file(), self.mode),
+            true => None,
+        }
+    }
+
+    fn pass_down(&mut self) -> Result<()> {
+        lock::set_inheritable(self.file(), true)
+            .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
+    }
+}
+
 impl SwmrGuard {
     fn file(&self) -> &File {
         self.file.as_ref().expect("held until released")
@@ -172,22 +189,6 @@ impl SwmrGuard {
     /// Whether this is the writer's (exclusive) lock rather than a reader's.
     pub fn is_writer(&self) -> bool {
         self.mode == Mode::Exclusive
-    }
-
-    /// On a network file system, the check that the lock is still ours (not for byte ranges,
-    /// which are not re-checked).
-    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        match self.ranged {
-            false => crate::LossCheck::of(self.file(), self.mode),
-            true => None,
-        }
-    }
-
-    /// Let the lock survive `exec` into children (`true`), as the mutex does, so that it stays
-    /// held while they run even if this process dies; `false` keeps it close-on-exec.
-    pub fn pass_down(&self, inherit: bool) -> Result<()> {
-        lock::set_inheritable(self.file(), inherit)
-            .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
     }
 
     /// Release now, saying what became of the lock's files and reporting failures to delete

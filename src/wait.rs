@@ -69,7 +69,7 @@ use std::time::Duration;
 // Early in main, before any wait: the program uses SIGRTMIN+5 for its own purposes.
 fsync::wait::set_wake_signal(libc::SIGRTMIN() + 7)?;
 let ready = fsync::Event::new(&path);
-assert!(!ready.wait(Some(Duration::from_millis(20)), false)?); // timed out, woken by SIGRTMIN+7
+assert!(!ready.wait(Some(Duration::from_millis(20)))?); // timed out, woken by SIGRTMIN+7
 assert_eq!(fsync::wait::wake_signal(), libc::SIGRTMIN() + 7);
 // Fixed for the life of the process now.
 let too_late = fsync::wait::set_wake_signal(libc::SIGRTMIN() + 8).unwrap_err();

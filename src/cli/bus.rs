@@ -7,7 +7,7 @@ use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
-    Bus,
+    Bus, Guard,
     bus::{Connected, Disconnected, Participant, ParticipantState},
 };
 use serde::Serialize;
@@ -317,19 +317,15 @@ pub(super) fn run(cmd: BusCommand) -> VerbResult {
         Verb::Recv(a) => {
             check_output()?;
             let bus = Bus::new(&a.member.bus).poll_interval(a.wait.poll);
-            let skipped = |s: &fsync::msg::Skipped| {
-                let path = a.member.bus.join(&a.member.name).join("q").join(&s.name);
-                report::warn(&path, &format!("{}; skipped", s.reason));
-            };
             let what = format!(
                 "a message for {} on {}",
                 a.member.name,
                 a.member.bus.display()
             );
             let mut progress = Progress::new(&a.wait, what.clone());
-            let outcome = bus.recv_reporting(&a.member.name, a.wait.timeout(), skipped, |_| {
-                progress.waiting();
-            })?;
+            let queue = a.member.bus.join(&a.member.name).join("q");
+            let receiving = super::msg::Receiving::new(&mut progress, queue);
+            let outcome = bus.recv_with(&a.member.name, a.wait.timeout(), receiving)?;
             let from = |m: &fsync::Received| match &m.from {
                 Some(sender) => format!("received {what} from {}", escaped(sender)),
                 None => format!("received {what}"),
@@ -418,18 +414,12 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
         ),
         _ => format!("connected {name} to {shown}, held while the command runs"),
     });
-    connection.set_child(None, job.display());
-    connection.pass_down(!a.close)?;
+    if !a.close {
+        connection.pass_down()?;
+    }
     // A COMMAND that cannot be started ends the connection as any other does; its error is
     // said after.
-    let exit = job.run_guarded(
-        &mut connection,
-        |c, pid| c.set_child(Some(pid), job.display()),
-        |c| {
-            a.loss
-                .guard_telling(&a.member.bus, c.loss_check(), a.verbose)
-        },
-    );
+    let exit = job.run_under(&mut connection, &a.loss, &a.member.bus, a.verbose);
     match unless_cancelled(connection.disconnect()) {
         Ok(Disconnected::Yes) => say(a.verbose, || format!("disconnected {name} from {shown}")),
         Ok(Disconnected::StillHeld) => say(a.verbose, || {

@@ -33,42 +33,22 @@ impl super::args::CommandArgs {
     }
 }
 
-/// A guard a command runs under, which can say whether its lock is still held.
-pub(super) trait Checked {
-    fn loss_check(&self) -> Option<fsync::LossCheck<'_>>;
-}
-
-impl Checked for fsync::PlainGuard {
-    fn loss_check(&self) -> Option<fsync::LossCheck<'_>> {
-        self.loss_check()
-    }
-}
-
-impl Checked for fsync::SwmrGuard {
-    fn loss_check(&self) -> Option<fsync::LossCheck<'_>> {
-        self.loss_check()
-    }
-}
-
-impl Checked for fsync::GroupGuard {
-    fn loss_check(&self) -> Option<fsync::LossCheck<'_>> {
-        self.loss_check()
-    }
-}
-
 impl Job<'_> {
-    /// [`run_guarded`](Self::run_guarded) under a guard that records nothing of the command,
-    /// its lock (`lock`) checked as `loss` says.
+    /// Run the command under `guard` (already passed down, or not, as the user asked), as
+    /// every verb that runs one does: recorded in the guard's status before it starts and with
+    /// its pid once it has, its lock (`lock`) checked as `loss` says.
     pub(super) fn run_under(
         &self,
-        guard: &mut impl Checked,
+        guard: &mut impl fsync::Guard,
         loss: &LossArgs,
         lock: &std::path::Path,
         verbose: bool,
     ) -> Result<Exit, Failure> {
+        let shown = self.display();
+        guard.set_child(None, &shown);
         self.run_guarded(
             guard,
-            |_, _| {},
+            |g, pid| g.set_child(Some(pid), &shown),
             |g| loss.guard_telling(lock, g.loss_check(), verbose),
         )
     }

@@ -161,10 +161,12 @@ pub(super) fn run(cmd: EventCommand) -> VerbResult {
             Ok(if set { Exit::OK } else { Exit::NO })
         }
         Verb::Wait(a) => {
-            let event = Event::new(&a.path.event).poll_interval(a.wait.poll);
+            let event = Event::new(&a.path.event)
+                .poll_interval(a.wait.poll)
+                .auto_reset(a.reset);
             let what = format!("event {}", a.path.event.display());
             let mut progress = Progress::new(&a.wait, what.clone());
-            let outcome = event.wait_with(a.wait.timeout(), a.reset, |_| progress.waiting())?;
+            let outcome = event.wait_with(a.wait.timeout(), |_| progress.waiting())?;
             progress.settle(outcome, |()| format!("{what} is set"))?;
             Ok(Exit::OK)
         }

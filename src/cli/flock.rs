@@ -29,7 +29,7 @@ use std::{
 };
 
 use clap::Args;
-use fsync::{ByteRange, Mode, Mutex, Outcome, RangeLock, command::SpawnError};
+use fsync::{ByteRange, Guard, Mode, Mutex, Outcome, RangeLock, command::SpawnError};
 
 use super::{
     Exit,
@@ -764,10 +764,10 @@ enum Held {
 }
 
 impl Held {
-    fn pass_down(&self, inherit: bool) -> fsync::Result<()> {
+    fn pass_down(&mut self) -> fsync::Result<()> {
         match self {
-            Held::Whole(g) => g.pass_down(inherit),
-            Held::Range(g) => g.pass_down(inherit),
+            Held::Whole(g) => fsync::Guard::pass_down(g),
+            Held::Range(g) => fsync::Guard::pass_down(g),
             Held::None => Ok(()),
         }
     }
@@ -785,7 +785,7 @@ impl Request {
             Target::File { path, .. } => self.lock_file(path, timeout),
             Target::Fd(n) => self.lock_fd(*n, timeout),
         };
-        let held = match outcome {
+        let mut held = match outcome {
             Ok(Outcome::Acquired(held)) => held,
             Ok(Outcome::TimedOut) => {
                 if self.verbose {
@@ -816,7 +816,7 @@ impl Request {
             return Exit::OK;
         };
         verbose.line(format!("executing {}", argv[0].to_string_lossy()));
-        if let Err(e) = held.pass_down(!self.close) {
+        if let Err(e) = if self.close { Ok(()) } else { held.pass_down() } {
             say.line(&e.to_string());
             return Exit::code(EX_OSERR);
         }

@@ -11,7 +11,7 @@ use std::{
 
 use clap::{Args, Subcommand};
 use fsync::{
-    Group,
+    Group, Guard,
     group::{self, Left},
 };
 use serde::Serialize;
@@ -282,18 +282,12 @@ fn join(a: JoinArgs) -> VerbResult {
         "FSYNC_GROUP_FIRST".to_string(),
         if first { "1" } else { "0" }.to_string(),
     )]);
-    member.set_child(None, job.display());
-    member.pass_down(!a.close)?;
+    if !a.close {
+        member.pass_down()?;
+    }
     // COMMAND that cannot be started ends the membership as any other COMMAND does (the last
     // member still runs --last); its error is said after.
-    let exit = job.run_guarded(
-        &mut member,
-        |m, pid| m.set_child(Some(pid), job.display()),
-        |m| {
-            a.loss
-                .guard_telling(&a.group, m.loss_check(), a.wait.verbose)
-        },
-    );
+    let exit = job.run_under(&mut member, &a.loss, &a.group, a.wait.verbose);
     let left = match leave(member, a.last.as_deref(), &job.env, &a.group, &mut progress) {
         Ok(left) => left,
         // The lock was lost with the link to the file server, which leaving needs too: the
@@ -341,8 +335,8 @@ fn leave(
                         group.display()
                     )
                 });
-                c.set_child(None, cleanup.display());
-                cleanup.run(|pid| c.set_child(Some(pid), cleanup.display()))
+                c.set_child(None, &cleanup.display());
+                cleanup.run(|pid| c.set_child(Some(pid), &cleanup.display()))
             })?;
             if let Some(done) = ran {
                 last_failed(group, done);

@@ -6,7 +6,7 @@ protocol (turnstile, one shared lock per group) is in the library's `grouplock` 
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{GroupLock, grouplock};
+use fsync::{GroupLock, Guard, grouplock};
 use serde::Serialize;
 
 use super::{
@@ -189,7 +189,9 @@ fn run_command(a: RunArgs) -> VerbResult {
         Some(slot) => format!("entered {what} (slot {slot})"),
         None => format!("entered {what}"),
     })?;
-    guard.pass_down(!a.close)?;
+    if !a.close {
+        guard.pass_down()?;
+    }
     let mut env = vec![("FSYNC_GROUP".to_string(), a.group.clone())];
     if let Some(slot) = guard.slot() {
         env.push(("FSYNC_SLOT".to_string(), slot.to_string()));

@@ -17,6 +17,30 @@ use super::{
     report::{self, Progress},
 };
 
+/// What a receiver says: the `-v` waiting line, and a warning for each entry of the queue
+/// (`queue`) it passes over.
+pub(super) struct Receiving<'p, 'a> {
+    progress: &'p mut Progress<'a>,
+    queue: PathBuf,
+}
+
+impl<'p, 'a> Receiving<'p, 'a> {
+    pub(super) fn new(progress: &'p mut Progress<'a>, queue: PathBuf) -> Self {
+        Receiving { progress, queue }
+    }
+}
+
+impl fsync::msg::Report for Receiving<'_, '_> {
+    fn waiting(&mut self, _: std::time::Duration) {
+        self.progress.waiting();
+    }
+
+    fn skipped(&mut self, entry: &fsync::msg::Skipped) {
+        let path = self.queue.join(&entry.name);
+        report::warn(&path, &format!("{}; skipped", entry.reason));
+    }
+}
+
 /// The one-line description, for `fsync --help`.
 pub(super) const ABOUT: &str = "Mailboxes: durable and synchronous messages, received exactly once";
 
@@ -201,16 +225,11 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
         Verb::Recv(a) => {
             check_output()?;
             let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
-            let skipped = |s: &fsync::msg::Skipped| {
-                report::warn(
-                    &a.mailbox.mailbox.join("q").join(&s.name),
-                    &format!("{}; skipped", s.reason),
-                );
-            };
             let place = a.mailbox.mailbox.display();
             let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
+            let queue = a.mailbox.mailbox.join("q");
             let outcome =
-                mailbox.recv_reporting(a.wait.timeout(), skipped, |_| progress.waiting())?;
+                mailbox.recv_with(a.wait.timeout(), Receiving::new(&mut progress, queue))?;
             let mut msg =
                 progress.settle(outcome, |_| format!("received a message from {place}"))?;
             if let Err(e) = msg.copy_to(&mut std::io::stdout().lock()) {

@@ -7,7 +7,7 @@ use std::{ffi::OsString, io::Write, os::fd::AsFd, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
-    Mode, Mutex,
+    Guard, Mode, Mutex,
     mutex::{self, HELD_ENV, Status},
 };
 use serde::Serialize;
@@ -445,22 +445,14 @@ fn run_command(mut a: RunArgs) -> VerbResult {
         true => format!("acquired {what} (already held for us by an enclosing fsync)"),
         false => format!("acquired {what} (fence {})", g.fence()),
     })?;
+    if !a.close {
+        guard.pass_down()?;
+    }
     job.env = vec![
         ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
-        (HELD_ENV.to_string(), guard.pass_down(!a.close)?),
+        (HELD_ENV.to_string(), guard.held_env()?),
     ];
-    let exit = job.run_guarded(
-        &mut guard,
-        |g, pid| {
-            if !g.is_nested() {
-                g.set_child(Some(pid), job.display());
-            }
-        },
-        |g| {
-            a.loss
-                .guard_telling(&a.lock, g.loss_check(), a.wait.verbose)
-        },
-    )?;
+    let exit = job.run_under(&mut guard, &a.loss, &a.lock, a.wait.verbose)?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
         super::warn(e.into());
@@ -566,9 +558,12 @@ fn run_shared(a: &RunArgs) -> VerbResult {
     let mut progress = Progress::new(&a.wait, what.clone())
         .holder(|| holder_of(&a.lock))
         .note(mode_note(&a.lock, a.wait.poll));
-    let outcome = mutex.acquire_shared_with(a.wait.timeout(), |_| progress.waiting())?;
+    let outcome =
+        mutex.acquire_plain_with(Mode::Shared, a.wait.timeout(), |_| progress.waiting())?;
     let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
-    guard.pass_down(!a.close)?;
+    if !a.close {
+        guard.pass_down()?;
+    }
     let exit = a
         .command
         .job(Vec::new())
@@ -591,9 +586,14 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> VerbResult {
         false => Mode::Exclusive,
     };
     let outcome = lock.acquire_with(mode, a.wait.timeout(), |_| progress.waiting())?;
-    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
-    guard.pass_down(!a.close)?;
-    let exit = a.command.job(Vec::new()).run(|_| {})?;
+    let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
+    if !a.close {
+        guard.pass_down()?;
+    }
+    let exit = a
+        .command
+        .job(Vec::new())
+        .run_under(&mut guard, &a.loss, &a.lock, a.wait.verbose)?;
     drop(guard);
     Ok(exit)
 }

@@ -7,7 +7,7 @@ use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
-    Mode, Swmr,
+    Guard, Mode, Swmr,
     swmr::{self, Released},
 };
 use serde::Serialize;
@@ -159,7 +159,9 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
     let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
     // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
     // even if we die.
-    guard.pass_down(!a.close)?;
+    if !a.close {
+        guard.pass_down()?;
+    }
     let exit = a
         .command
         .job(Vec::new())

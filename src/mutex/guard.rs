@@ -10,7 +10,9 @@ use std::{
 use super::*;
 use crate::{
     error::{Error, Result},
-    fence, held,
+    fence,
+    guard::Guard,
+    held,
     holder::{self, Holder, OwnRecord},
     platform::{
         dir::Dir,
@@ -41,6 +43,8 @@ pub struct MutexGuard {
     keep_fence: bool,
     /// This holding in the process's table (`None` when nested).
     in_process: Option<held::Key>,
+    /// Passed down to commands ([`Guard::pass_down`]).
+    passed_down: bool,
 }
 
 impl MutexGuard {
@@ -106,6 +110,7 @@ impl MutexGuard {
             network,
             keep_fence: !mutex.internal,
             in_process: Some(key),
+            passed_down: false,
         }
     }
 
@@ -125,6 +130,7 @@ impl MutexGuard {
             network: pfs::fs_kind_of_path(Path::new(&format!("/proc/self/fd/{fd}"))).network,
             keep_fence: false,
             in_process: None,
+            passed_down: false,
         }
     }
 
@@ -166,13 +172,6 @@ impl MutexGuard {
         self.file.is_none()
     }
 
-    /// On a network file system, the check that the lock is still ours (through an
-    /// ancestor's descriptor for a nested guard).
-    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        // Whether the file system is a network one was learnt when the lock was taken.
-        crate::LossCheck::on(self.network, self.held_fd()?, Mode::Exclusive)
-    }
-
     /// The descriptor that holds the lock (for a nested guard: one on the same open file
     /// description as the ancestor's).
     fn held_fd(&self) -> Option<BorrowedFd<'_>> {
@@ -182,20 +181,18 @@ impl MutexGuard {
         }
     }
 
-    /// Let the lock survive `exec` into children (`true`), as `flock(1)` does, so that it stays
-    /// held while they run even if this process dies; and return the value of
-    /// [`HELD_ENV`] the children need for nesting. With `false` the lock stays close-on-exec,
-    /// and the value tells children that an ancestor holds it without having passed it down
-    /// (their acquisitions then fail at once instead of deadlocking).
-    pub fn pass_down(&self, inherit: bool) -> Result<String> {
+    /// The value of [`HELD_ENV`] that commands started under the lock need for nesting: after
+    /// [`pass_down`](Guard::pass_down) it names the inherited descriptor, so that their own
+    /// acquisitions of the lock are satisfied by it; before, it tells them that an ancestor
+    /// holds the lock without having passed it down (their acquisitions then fail at once
+    /// instead of deadlocking). A nested guard gives its ancestor's value.
+    pub fn held_env(&self) -> Result<String> {
         let Some(file) = &self.file else {
             return Ok(std::env::var(HELD_ENV).unwrap_or_default()); // nested
         };
-        lock::set_inheritable(file, inherit)
-            .map_err(|e| Error::io(&self.path, "cannot pass lock down", e))?;
         let fd = file.as_raw_fd();
         let (dev, ino) = self.held_file(fd)?;
-        let fd_text = if inherit {
+        let fd_text = if self.passed_down {
             fd.to_string()
         } else {
             "-".to_string()
@@ -225,14 +222,6 @@ impl MutexGuard {
     /// while holding the lock whether they were the last user).
     pub(crate) fn set_delete_on_release(&mut self, yes: bool) {
         self.delete = yes && !self.is_nested();
-    }
-
-    /// Record the command that runs under the lock, for status reports ([`status`]): for
-    /// programs that run a command under the lock. (Name it at acquisition with
-    /// [`Mutex::command`], or call this with `None` just before starting it, so that reports
-    /// never show a running command as ours; then again with its pid.)
-    pub fn set_child(&mut self, pid: Option<u32>, command: String) {
-        self.record.set_child(pid, command);
     }
 
     /// Release now, saying what became of the lock file and reporting failures (dropping the
@@ -339,6 +328,33 @@ pub struct PlainGuard {
     pub(super) mode: Mode,
 }
 
+impl Guard for MutexGuard {
+    /// Through an ancestor's descriptor for a nested guard.
+    fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
+        // Whether the file system is a network one was learnt when the lock was taken.
+        crate::LossCheck::on(self.network, self.held_fd()?, Mode::Exclusive)
+    }
+
+    /// Then give the commands [`held_env`](MutexGuard::held_env) in their environment. A
+    /// nested guard's lock is its ancestor's: nothing to do.
+    fn pass_down(&mut self) -> Result<()> {
+        if let Some(file) = &self.file {
+            lock::set_inheritable(file, true)
+                .map_err(|e| Error::io(&self.path, "cannot pass lock down", e))?;
+            self.passed_down = true;
+        }
+        Ok(())
+    }
+
+    /// For [`status`] (or name the command at acquisition with [`Mutex::command`]). A nested
+    /// guard records nothing: its ancestor's record names the holder.
+    fn set_child(&mut self, pid: Option<u32>, command: &str) {
+        if !self.is_nested() {
+            self.record.set_child(pid, command.to_string());
+        }
+    }
+}
+
 impl PlainGuard {
     /// Release now, as every guard can (dropping it releases too). A plain lock keeps no files
     /// beside it: always [`Released::Kept`].
@@ -346,17 +362,17 @@ impl PlainGuard {
         drop(self);
         Ok(Released::Kept)
     }
+}
 
-    /// Let commands started from now on inherit the lock (`inherit`), or not: an inherited
-    /// lock stays held while any process that inherited it runs.
-    pub fn pass_down(&self, inherit: bool) -> Result<()> {
-        lock::set_inheritable(&self.file, inherit)
-            .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
+/// A plain lock keeps no record: [`set_child`](Guard::set_child) records nothing.
+impl Guard for PlainGuard {
+    fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
+        crate::LossCheck::of(&self.file, self.mode)
     }
 
-    /// On a network file system, the check that the lock is still ours.
-    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        crate::LossCheck::of(&self.file, self.mode)
+    fn pass_down(&mut self) -> Result<()> {
+        lock::set_inheritable(&self.file, true)
+            .map_err(|e| Error::io(&self.path, "cannot pass the lock down", e))
     }
 }
 

@@ -135,7 +135,7 @@ use crate::{
 
 /// The environment variable through which nested acquisitions find an ancestor's lock (see
 /// the module docs): a program that passes a held lock down to a command sets it in the
-/// command's environment to what [`MutexGuard::pass_down`] returns.
+/// command's environment to what [`MutexGuard::held_env`] returns.
 pub const HELD_ENV: &str = "FSYNC_MUTEX_HELD";
 
 /// A file-based mutex; cheap to create, holds nothing until acquired.
@@ -464,23 +464,12 @@ impl Mutex {
             .map(|(file, network, key)| MutexGuard::prepared(self, file, network, key, prepared)))
     }
 
-    /// Take a shared lock on the file instead, as `flock -s` does: any number of shared
-    /// holders together, none while an exclusive holder has it. It is a plain flock(2) lock:
-    /// no holder record, no fencing token and no nesting. Waits and errors as
-    /// [`acquire_with`](Self::acquire_with); a mutex set to
-    /// [`delete_on_release`](Self::delete_on_release) is refused ([`ErrorKind::Invalid`]).
-    pub fn acquire_shared_with(
-        &self,
-        timeout: Option<Duration>,
-        progress: impl FnMut(Duration),
-    ) -> Result<Outcome<PlainGuard>> {
-        self.acquire_plain_with(Mode::Shared, timeout, progress)
-    }
-
     /// Take a plain flock(2) lock on the file in `mode`, exactly as `flock(1)` takes it:
     /// steps 1 to 3 of the protocol, writing nothing beside the lock (no holder record, no
     /// fencing token, no nesting), so that it may lock a script in a directory where nothing
-    /// else belongs (`fsync flock`). Waits and errors as [`acquire_with`](Self::acquire_with);
+    /// else belongs (`fsync flock`). With [`Mode::Shared`] it is a shared lock, as `flock -s`
+    /// takes: any number of shared holders together, none while an exclusive holder has it.
+    /// Waits and errors as [`acquire_with`](Self::acquire_with);
     /// a mutex set to [`delete_on_release`](Self::delete_on_release) is refused
     /// ([`ErrorKind::Invalid`]).
     pub fn acquire_plain_with(

@@ -185,7 +185,7 @@ fn a_plain_guard_releases_with_nothing_to_delete() {
     let dir = tempfile::tempdir().unwrap();
     let mutex = Mutex::new(dir.path().join("l"));
     let shared = mutex
-        .acquire_shared_with(Some(Duration::ZERO), |_| {})
+        .acquire_plain_with(Mode::Shared, Some(Duration::ZERO), |_| {})
         .unwrap()
         .acquired()
         .unwrap();
