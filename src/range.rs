@@ -154,15 +154,15 @@ impl Drop for RangeGuard {
 
 impl RangeGuard {
     /// Release now, as every guard can (dropping it releases too). A byte range keeps no
-    /// files beside it: always [`Released::Kept`](crate::swmr::Released::Kept).
-    pub fn release(self) -> Result<crate::swmr::Released> {
+    /// files beside it: always [`Released::Kept`](crate::mutex::Released::Kept).
+    pub fn release(self) -> Result<crate::teardown::Released> {
         drop(self);
-        Ok(crate::swmr::Released::Kept)
+        Ok(crate::teardown::Released::Kept)
     }
 }
 
-/// A byte range is not re-checked ([`loss_check`](Guard::loss_check) is `None`: the check
-/// locks the whole file) and keeps no record ([`set_child`](Guard::set_child) records nothing).
+/// A byte range is not re-checked ([`loss_check`](crate::Guard::loss_check) is `None`: the check
+/// locks the whole file) and keeps no record ([`set_child`](crate::Guard::set_child) records nothing).
 impl crate::Guard for RangeGuard {
     fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         None
@@ -559,7 +559,7 @@ mod tests {
             .try_acquire(Mode::Exclusive)
             .unwrap();
         assert!(beside.is_some(), "the next byte is free");
-        assert_eq!(held.release().unwrap(), crate::swmr::Released::Kept);
+        assert_eq!(held.release().unwrap(), crate::teardown::Released::Kept);
         assert!(
             RangeLock::new(&path, ByteRange { start: 12, len: 1 })
                 .try_acquire(Mode::Exclusive)

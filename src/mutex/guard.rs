@@ -318,7 +318,7 @@ impl Drop for MutexGuard {
 }
 
 /// Proof of holding a plain lock on a [`Mutex`]'s file ([`Mutex::acquire_plain_with`],
-/// [`Mutex::acquire_shared_with`]); releases it when dropped.
+/// in either mode); releases it when dropped.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[derive(Debug)]
 pub struct PlainGuard {
