@@ -5,7 +5,9 @@ The layering ARCHITECTURE.md describes, checked on the sources: arrows run one w
 - `src/platform/` imports nothing of ours but itself and the error type;
 - the library (everything under `src/` but `src/cli/` and `src/main.rs`) nothing of the CLI;
 - `unsafe` appears in code only under `src/platform/` (clippy's `undocumented_unsafe_blocks`,
-  denied in Cargo.toml, makes each block say why it is sound).
+  denied in Cargo.toml, makes each block say why it is sound);
+- the library's public functions borrow descriptors, never take a bare `RawFd`;
+- no source file is longer than a reader can hold: 900 lines (split it by concern).
 */
 
 use std::path::{Path, PathBuf};
@@ -146,9 +148,15 @@ fn the_platform_layer_is_private_and_the_api_borrows_descriptors() {
     {
         for (i, line) in code.lines().enumerate() {
             let line = line.trim();
-            if line.starts_with("pub fn")
-                && line.contains("RawFd")
-                && !line.starts_with("pub fn inherited_fd(number: RawFd)")
+            if !line.starts_with("pub fn") {
+                continue;
+            }
+            // The whole signature, however many lines rustfmt spread it over.
+            let start = code.lines().take(i).map(|l| l.len() + 1).sum::<usize>();
+            let rest = &code[start..];
+            let signature = &rest[..rest.find(['{', ';']).unwrap_or(rest.len())];
+            if signature.contains("RawFd")
+                && !signature.trim().starts_with("pub fn inherited_fd(number: RawFd)")
             {
                 wrong.push(format!("src/{name}:{}: {line}", i + 1));
             }
@@ -158,5 +166,25 @@ fn the_platform_layer_is_private_and_the_api_borrows_descriptors() {
         wrong.is_empty(),
         "public functions taking raw descriptors:\n{}",
         wrong.join("\n")
+    );
+}
+
+#[test]
+fn no_source_file_is_over_900_lines() {
+    const MOST: usize = 900;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|p| {
+            let lines = std::fs::read_to_string(p).unwrap().lines().count();
+            (lines > MOST).then(|| format!("{}: {lines} lines", p.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "source files over {MOST} lines (split them by concern):\n{}",
+        long.join("\n")
     );
 }

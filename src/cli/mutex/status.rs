@@ -1,0 +1,247 @@
+//! `fsync mutex status` and `fsync mutex watch`: what they print, in text and JSON.
+
+use super::*;
+
+/// `fsync mutex status --json` (docs/json.md, `mutex-status`).
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    path: String,
+    state: State,
+    holder: Option<report::HolderJson<'a>>,
+    fence: Option<u64>,
+    /// False when the holder record names a holder the kernel's lock table contradicts.
+    record_trusted: bool,
+    /// That holder (never the one in `holder`).
+    untrusted_record: Option<report::HolderJson<'a>>,
+    /// With `--range`: the bytes asked about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    range: Option<RangeJson>,
+    /// With `--range`: the lock found on them, `null` when free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock: Option<Option<RangeLockJson>>,
+}
+
+/// A byte range in JSON (docs/json.md, `range`).
+#[derive(Serialize)]
+struct RangeJson {
+    start: u64,
+    len: u64,
+}
+
+impl From<fsync::range::ByteRange> for RangeJson {
+    fn from(r: fsync::range::ByteRange) -> RangeJson {
+        RangeJson {
+            start: r.start,
+            len: r.len,
+        }
+    }
+}
+
+/// A byte-range lock in JSON (docs/json.md, `range-lock`).
+#[derive(Serialize)]
+struct RangeLockJson {
+    start: u64,
+    len: u64,
+    mode: ModeJson,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum ModeJson {
+    Shared,
+    Exclusive,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum State {
+    Free,
+    Held,
+}
+
+/// A line of `fsync mutex watch --json` (docs/json.md, `mutex-watch`).
+#[derive(Serialize)]
+struct WatchJson<'a> {
+    time: String,
+    event: WatchEvent,
+    path: String,
+    holder: Option<report::HolderJson<'a>>,
+}
+
+/// What a line of `fsync mutex watch` says: the state it starts in, then each change.
+#[derive(Clone, Copy, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum WatchEvent {
+    Held,
+    Free,
+    Acquired,
+    Released,
+}
+
+impl WatchEvent {
+    /// Its word in the text form (the same as in JSON).
+    fn word(self) -> &'static str {
+        match self {
+            WatchEvent::Held => "held",
+            WatchEvent::Free => "free",
+            WatchEvent::Acquired => "acquired",
+            WatchEvent::Released => "released",
+        }
+    }
+}
+
+pub(super) fn status(a: StatusArgs) -> VerbResult {
+    if let Some(range) = a.range {
+        return range_status(&a, range);
+    }
+    let st = mutex::status(&a.lock)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let line = StatusJson {
+            path: report::path_text(&a.lock),
+            state: if st.held { State::Held } else { State::Free },
+            holder: report::holder_json(st.holder.as_ref()),
+            fence: st.fence,
+            record_trusted: st.untrusted_record.is_none(),
+            untrusted_record: report::holder_json(st.untrusted_record.as_ref()),
+            range: None,
+            lock: None,
+        };
+        report::print_json(&mut out, &line)?;
+    } else {
+        match (&st.held, &st.holder) {
+            (false, _) => writeln!(out, "{}: free", a.lock.display())?,
+            (true, Some(h)) => writeln!(
+                out,
+                "{}: held by {}",
+                a.lock.display(),
+                report::holder_text(h)
+            )?,
+            (true, None) => writeln!(out, "{}: held (holder unknown)", a.lock.display())?,
+        }
+        if let Some(claimed) = &st.untrusted_record {
+            writeln!(
+                out,
+                "  record: {}",
+                untrusted_text(claimed, st.holder.as_ref())
+            )?;
+        }
+    }
+    Ok(if st.held { Exit::NO } else { Exit::OK })
+}
+
+/// `status --range`: whether any byte of the range is locked, the lock found and its holder.
+fn range_status(a: &StatusArgs, range: fsync::range::ByteRange) -> VerbResult {
+    let st = fsync::range::status(&a.lock, range)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let line = StatusJson {
+            path: report::path_text(&a.lock),
+            state: if st.held() { State::Held } else { State::Free },
+            holder: report::holder_json(st.holder.as_ref()),
+            fence: None,
+            record_trusted: true,
+            untrusted_record: None,
+            range: Some(range.into()),
+            lock: Some(st.lock.map(|l| RangeLockJson {
+                start: l.range.start,
+                len: l.range.len,
+                mode: match l.mode {
+                    Mode::Shared => ModeJson::Shared,
+                    Mode::Exclusive => ModeJson::Exclusive,
+                },
+            })),
+        };
+        report::print_json(&mut out, &line)?;
+    } else {
+        writeln!(out, "{}", range_status_text(&a.lock, &st))?;
+    }
+    Ok(if st.held() { Exit::NO } else { Exit::OK })
+}
+
+/// "L: bytes 7:1 held by pid 12 on host: cmd (an exclusive lock on bytes 0:10)", or
+/// "L: bytes 7:1 free".
+fn range_status_text(lock: &std::path::Path, st: &fsync::range::RangeStatus) -> String {
+    let head = format!("{}: bytes {}", lock.display(), st.range);
+    let Some(l) = &st.lock else {
+        return format!("{head} free");
+    };
+    let what = match l.mode {
+        Mode::Shared => format!("a shared lock on bytes {}", l.range),
+        Mode::Exclusive => format!("an exclusive lock on bytes {}", l.range),
+    };
+    match &st.holder {
+        Some(h) => format!("{head} {} ({what})", report::held_by(h)),
+        None => format!("{head} held (holder unknown; {what})"),
+    }
+}
+
+/// "held by pid 12 on host: cmd" for `-v` while waiting for a byte range, where the kernel
+/// and /proc tell; "holder unknown" where they do not.
+pub(super) fn range_holder(st: fsync::Result<fsync::range::RangeStatus>) -> Option<String> {
+    let st = st.ok()?;
+    match (st.held(), &st.holder) {
+        (true, Some(h)) => Some(report::held_by(h)),
+        (true, None) => Some("holder unknown".to_string()),
+        (false, _) => None,
+    }
+}
+
+/// "untrusted (names pid 4242 on host evil; the kernel says pid 12 holds the lock)": a holder
+/// record the kernel's lock table contradicts, and the holder it names instead.
+fn untrusted_text(
+    claimed: &fsync::holder::Holder,
+    kernel: Option<&fsync::holder::Holder>,
+) -> String {
+    let mut text = format!("untrusted (names pid {}", claimed.pid);
+    if !claimed.host.is_empty() {
+        text += &format!(" on host {}", escaped(&claimed.host));
+    }
+    match kernel {
+        Some(h) => text += &format!("; the kernel says pid {} holds the lock)", h.pid),
+        None => text += "; the kernel names another holder)",
+    }
+    text
+}
+
+pub(super) fn watch(a: WatchCmd) -> VerbResult {
+    // First the state the watch starts in, then its changes.
+    let mut watch = mutex::watch(&a.lock, a.watch.timeout, a.watch.poll)?;
+    let start = watch.status().clone();
+    let event = if start.held {
+        WatchEvent::Held
+    } else {
+        WatchEvent::Free
+    };
+    print_event(&a, event, &start)?;
+    for change in watch.by_ref() {
+        match change? {
+            mutex::Change::Acquired(st) => print_event(&a, WatchEvent::Acquired, &st)?,
+            mutex::Change::Released(st) => print_event(&a, WatchEvent::Released, &st)?,
+            _ => {} // a change a later library reports: not shown
+        }
+    }
+    Ok(watch.interrupted().map_or(Exit::OK, Exit::signal))
+}
+
+fn print_event(a: &WatchCmd, event: WatchEvent, st: &Status) -> Result<(), Failure> {
+    let now = report::timestamp(std::time::SystemTime::now());
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let line = WatchJson {
+            time: now,
+            event,
+            path: report::path_text(&a.lock),
+            holder: report::holder_json(st.holder.as_ref()),
+        };
+        report::print_json(&mut out, &line)?;
+    } else {
+        let event = event.word();
+        match &st.holder {
+            Some(h) => writeln!(out, "{now} {event} {}", report::holder_text(h))?,
+            None => writeln!(out, "{now} {event}")?,
+        }
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! Unit tests of [`super`].
+
+use super::*;
+
+#[test]
+fn first_and_last_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g");
+    let group = Group::new(&path).delete_when_empty(true);
+    let a = group.join(None).unwrap().unwrap();
+    let b = group.join(None).unwrap().unwrap();
+    assert!(a.first() && !b.first());
+    assert_eq!(members(&path).unwrap().len(), 2);
+    assert!(!a.leave().unwrap());
+    assert!(!is_empty(&path).unwrap());
+    assert!(b.leave().unwrap());
+    assert!(is_empty(&path).unwrap());
+    assert!(!path.exists(), "deleted with the last member");
+}
+
+/// A clean-up's registration carries the mark, which holder records read past.
+#[test]
+fn a_clean_ups_registration_is_marked_and_still_a_holder_record() {
+    let holder = Holder::this_process(5, "tear down\nend".into());
+    let marked = render_member(&holder, true);
+    let plain = render_member(&holder, false);
+    assert_eq!(plain, render_holder(&holder));
+    assert!(marked.ends_with("\ncleanup 1\nend\n"), "{marked}");
+    let back = holder::parse(&marked).unwrap().holder.unwrap();
+    assert_eq!(back.command, "tear down end");
+    let dir = tempfile::tempdir().unwrap();
+    for (text, want) in [(&marked, true), (&plain, false)] {
+        std::fs::write(dir.path().join("r"), text).unwrap();
+        assert_eq!(is_cleanup(&File::open(dir.path().join("r")).unwrap()), want);
+    }
+    // The longest command a record keeps (16 KiB) leaves the mark within what is read.
+    let long = Holder::this_process(5, "x".repeat(20_000));
+    std::fs::write(dir.path().join("r"), render_member(&long, true)).unwrap();
+    assert!(is_cleanup(&File::open(dir.path().join("r")).unwrap()));
+    // After `end` (padding of a record rewritten shorter), the line means nothing.
+    std::fs::write(dir.path().join("r"), format!("{plain}cleanup 1\n")).unwrap();
+    assert!(!is_cleanup(&File::open(dir.path().join("r")).unwrap()));
+}
+
+/// A shared lock on `gate` with no registration held, as an exiting member leaves it for a
+/// moment: the joiner waits for it (saying so), and is first once it goes.
+#[test]
+fn a_joiner_waits_for_a_lone_gate_lock_going_and_is_then_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g");
+    open_dirs(&paths(&path)).unwrap();
+    let going = File::create(path.join("gate")).unwrap();
+    assert!(lock::flock(&going, Mode::Shared, false).unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let joiner = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            let got = Group::new(&path).join_with(None, |_| {
+                let _ = tx.send(());
+            });
+            got.unwrap().acquired().unwrap().first()
+        }
+    });
+    rx.recv().expect("the joiner says it waits");
+    drop(going);
+    assert!(joiner.join().unwrap(), "first once the lock has gone");
+}
+
+/// A stranger's shared lock on `gate` that stays: the joiner waits a moment, then joins,
+/// not first.
+#[test]
+fn a_lone_gate_lock_that_stays_makes_a_joiner_not_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g");
+    open_dirs(&paths(&path)).unwrap();
+    let stays = File::create(path.join("gate")).unwrap();
+    assert!(lock::flock(&stays, Mode::Shared, false).unwrap());
+    // (Bounded: a joiner that waited for it again and again, or until the join's own
+    // deadline, fails here instead of hanging.)
+    let member = Group::new(&path)
+        .join(Some(Duration::from_secs(20)))
+        .unwrap();
+    let member = member.expect("joined after a moment, well before the join's deadline");
+    assert!(!member.first());
+}
+
+/// Trying to join never waits for another process's join or leave step.
+#[test]
+fn try_join_is_refused_while_another_joins_and_succeeds_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g");
+    let group = Group::new(&path);
+    open_dirs(&paths(&path)).unwrap();
+    // Another process's join step holds join.lock (its own open file description).
+    let (busy, _) = pfs::open_internal_lock(&path.join("join.lock")).unwrap();
+    assert!(lock::flock(&busy, Mode::Exclusive, false).unwrap());
+    assert!(group.try_join().unwrap().is_none());
+    drop(busy);
+    let member = group.try_join().unwrap().expect("free now");
+    assert!(member.first());
+    assert!(!is_empty(&path).unwrap());
+}
+
+/// The clean-up runs for the last member only, with the join lock held: another thread
+/// cannot join meanwhile (this one is refused at once), observers count the leaver in, and
+/// the next joiner is first.
+#[test]
+fn leave_then_cleans_up_as_the_last_member_before_anyone_joins() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g");
+    let group = Group::new(&path);
+    let a = group.join(None).unwrap().unwrap();
+    let b = group.join(None).unwrap().unwrap();
+    let (left, ran) = a.leave_then(|_| unreachable!("a is not last")).unwrap();
+    assert_eq!((left, ran), (Left::NotLast, None::<()>));
+    let (left, ran) = b
+        .leave_then(|cleanup| {
+            cleanup.set_child(Some(4242), "tear down");
+            assert!(!is_empty(&path).unwrap(), "empty while the clean-up runs");
+            let listed = members(&path).unwrap();
+            assert_eq!(listed.len(), 1);
+            assert_eq!(
+                (listed[0].child, listed[0].command.as_str()),
+                (Some(4242), "tear down")
+            );
+            let refused = group.try_join().unwrap_err();
+            assert_eq!(refused.kind(), ErrorKind::Unavailable, "{refused}");
+            let other = {
+                let group = group.clone();
+                std::thread::spawn(move || group.try_join().unwrap().is_none())
+            };
+            assert!(
+                other.join().unwrap(),
+                "another thread joined during the clean-up"
+            );
+            7
+        })
+        .unwrap();
+    assert_eq!((left, ran), (Left::Last, Some(7)));
+    assert!(is_empty(&path).unwrap());
+    let c = group.try_join().unwrap().expect("free again");
+    assert!(c.first(), "the joiner after a clean-up is first");
+}
+
+#[test]
+fn leave_then_with_delete_removes_the_group_after_the_clean_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g");
+    let group = Group::new(&path).delete_when_empty(true);
+    let a = group.join(None).unwrap().unwrap();
+    let (left, ran) = a.leave_then(|_| path.join("gate").exists()).unwrap();
+    assert_eq!((left, ran), (Left::Last, Some(true)));
+    assert!(!path.exists(), "deleted with the last member");
+}
+
+#[test]
+fn dead_registrations_are_reaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g");
+    open_dirs(&paths(&path)).unwrap();
+    let ghost = path.join("members/ghost.1.1");
+    std::fs::write(&ghost, holder::render(&Record::default())).unwrap();
+    assert!(members(&path).unwrap().is_empty());
+    assert!(!ghost.exists());
+}
