@@ -60,7 +60,8 @@ pub trait Guard {
 
     /// Let commands started from now on inherit the hold, as `flock(1)` does: it then stays
     /// held while any process that inherited it runs, even if this one dies. Without this
-    /// call the hold is close-on-exec (`flock -o`) and ends with this process.
+    /// call the hold is close-on-exec (`flock -o`) and ends with this process. Passing down
+    /// again does nothing more.
     fn pass_down(&mut self) -> crate::Result<()>;
 
     /// Record the command that runs under the hold (`pid`, and its command line), for the

@@ -496,7 +496,7 @@ fn delete_pass(top: &Dir) -> Result<Pass> {
 
 /// The deletion attempt of a leaver (module docs, "Deleting").
 fn delete_files(top: &Dir, poll: Duration) -> Result<Released> {
-    teardown::attempt(top, poll, || delete_pass(top))
+    teardown::attempt(top, top.path(), poll, || delete_pass(top))
 }
 
 /// Proof of holding one slot; released on drop (removing the semaphore if it was acquired

@@ -108,12 +108,8 @@ use crate::{
     },
     probe,
     range::{ByteRange, RangeLock},
-    wait::{self, DEFAULT_POLL, Deadline, Failed, Outcome, Wait},
+    wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
-
-/// How long a deletion attempt waits for a busy turnstile or `.writers` (d5) before it leaves
-/// the files to those who hold them.
-const DELETE_GRACE: Duration = Duration::from_secs(1);
 
 /// A reader/writer lock at a path: any number of readers together, or one writer alone; a
 /// waiting writer holds back readers who arrive after it, so a stream of readers cannot starve
@@ -539,39 +535,16 @@ fn delete_files(path: &Path, poll: Duration) -> Result<Released> {
         return Ok(Released::Deleted); // gone with its directory
     };
     let network = pfs::fs_kind_of_path(dir.path()).network;
-    let mut busy: Option<File> = None;
-    let mut locker = wait::Locker::new(network);
-    let mut attempt = |block: bool| -> Result<Option<Released>, Failed> {
-        if block {
-            // d5: wait until the busy file is free (let go at once), or a tick.
-            if let Some(f) = busy.take() {
-                locker.flock(&f, Mode::Exclusive, true)?;
+    // d5 between passes, up to the grace; a cancellation ends only the wait.
+    crate::teardown::attempt(&dir, path, poll, || {
+        Ok(match delete_pass(&dir, &names, network)? {
+            Pass::Done(released) => crate::teardown::Pass::Done(released),
+            Pass::Busy(_) if name_held(&dir, &names.lock) => {
+                crate::teardown::Pass::Done(Released::KeptInUse)
             }
-            return Ok(None);
-        }
-        locker.forget(); // a pass opens the files anew
-        match delete_pass(&dir, &names, network)? {
-            Pass::Done(released) => Ok(Some(released)),
-            Pass::Busy(_) if name_held(&dir, &names.lock) => Ok(Some(Released::KeptInUse)),
-            Pass::Busy(f) => {
-                busy = Some(f);
-                Ok(None)
-            }
-        }
-    };
-    // One pass whatever happens; a cancellation ends only the wait.
-    if let Some(released) = attempt(false).map_err(|f| f.naming(path, "cannot delete"))? {
-        return Ok(released);
-    }
-    let spec = Wait {
-        deadline: Deadline::after(Some(DELETE_GRACE)),
-        poll: Some(poll.min(DELETE_GRACE)),
-        progress: None,
-    };
-    match wait::wait_for(spec, |_| {}, attempt).map_err(|f| f.naming(path, "cannot delete"))? {
-        Outcome::Acquired(released) => Ok(released),
-        Outcome::TimedOut | Outcome::Interrupted(_) => Ok(Released::KeptInUse),
-    }
+            Pass::Busy(f) => crate::teardown::Pass::Busy(f),
+        })
+    })
 }
 
 /// Steps d1 to d4, without waiting.

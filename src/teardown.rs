@@ -8,7 +8,7 @@ in two incarnations of one name; this holds what the two share: holding a file f
 directory owner's), and the wait of a leaver who finds the line busy.
 */
 
-use std::{fs::File, os::unix::fs::MetadataExt, time::Duration};
+use std::{fs::File, os::unix::fs::MetadataExt, path::Path, time::Duration};
 
 use nix::sys::stat::{FileStat, SFlag};
 
@@ -57,9 +57,11 @@ pub(crate) enum Pass {
 }
 
 /// Run deletion passes (`pass`) until one is done, waiting for a busy line between them, up
-/// to [`DELETE_GRACE`]; then the files stay with whoever holds the line.
+/// to [`DELETE_GRACE`]; then the files stay with whoever holds the line. Errors name `path`
+/// (the primitive's, as its user gave it).
 pub(crate) fn attempt(
     top: &Dir,
+    path: &Path,
     poll: Duration,
     mut pass: impl FnMut() -> Result<Pass>,
 ) -> Result<Released> {
@@ -90,7 +92,6 @@ pub(crate) fn attempt(
             }
         }
     };
-    let path = top.path();
     // One pass whatever happens; a cancellation ends only the wait.
     if let Some(released) = step(false).map_err(|f| f.naming(path, "cannot delete"))? {
         return Ok(released);

@@ -156,7 +156,9 @@ fn the_platform_layer_is_private_and_the_api_borrows_descriptors() {
             let rest = &code[start..];
             let signature = &rest[..rest.find(['{', ';']).unwrap_or(rest.len())];
             if signature.contains("RawFd")
-                && !signature.trim().starts_with("pub fn inherited_fd(number: RawFd)")
+                && !signature
+                    .trim()
+                    .starts_with("pub fn inherited_fd(number: RawFd)")
             {
                 wrong.push(format!("src/{name}:{}: {line}", i + 1));
             }

@@ -7,7 +7,7 @@ use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
-    Bus, Guard,
+    Bus,
     bus::{Connected, Disconnected, Participant, ParticipantState},
 };
 use serde::Serialize;
@@ -414,12 +414,9 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
         ),
         _ => format!("connected {name} to {shown}, held while the command runs"),
     });
-    if !a.close {
-        connection.pass_down()?;
-    }
     // A COMMAND that cannot be started ends the connection as any other does; its error is
     // said after.
-    let exit = job.run_under(&mut connection, &a.loss, &a.member.bus, a.verbose);
+    let exit = job.run_under(&mut connection, a.close, &a.loss, &a.member.bus, a.verbose);
     match unless_cancelled(connection.disconnect()) {
         Ok(Disconnected::Yes) => say(a.verbose, || format!("disconnected {name} from {shown}")),
         Ok(Disconnected::StillHeld) => say(a.verbose, || {

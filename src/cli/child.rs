@@ -34,16 +34,20 @@ impl super::args::CommandArgs {
 }
 
 impl Job<'_> {
-    /// Run the command under `guard` (already passed down, or not, as the user asked), as
-    /// every verb that runs one does: recorded in the guard's status before it starts and with
-    /// its pid once it has, its lock (`lock`) checked as `loss` says.
+    /// Run the command under `guard` as every verb that runs one does: passed down to it
+    /// unless `close` (`-o`), recorded in the guard's status before it starts and with its pid
+    /// once it has, its lock (`lock`) checked as `loss` says.
     pub(super) fn run_under(
         &self,
         guard: &mut impl fsync::Guard,
+        close: bool,
         loss: &LossArgs,
         lock: &std::path::Path,
         verbose: bool,
     ) -> Result<Exit, Failure> {
+        if !close {
+            guard.pass_down()?;
+        }
         let shown = self.display();
         guard.set_child(None, &shown);
         self.run_guarded(

@@ -11,7 +11,7 @@ use std::{
 
 use clap::{Args, Subcommand};
 use fsync::{
-    Group, Guard,
+    Group,
     group::{self, Left},
 };
 use serde::Serialize;
@@ -282,12 +282,9 @@ fn join(a: JoinArgs) -> VerbResult {
         "FSYNC_GROUP_FIRST".to_string(),
         if first { "1" } else { "0" }.to_string(),
     )]);
-    if !a.close {
-        member.pass_down()?;
-    }
     // COMMAND that cannot be started ends the membership as any other COMMAND does (the last
     // member still runs --last); its error is said after.
-    let exit = job.run_under(&mut member, &a.loss, &a.group, a.wait.verbose);
+    let exit = job.run_under(&mut member, a.close, &a.loss, &a.group, a.wait.verbose);
     let left = match leave(member, a.last.as_deref(), &job.env, &a.group, &mut progress) {
         Ok(left) => left,
         // The lock was lost with the link to the file server, which leaving needs too: the

@@ -6,7 +6,7 @@ protocol (turnstile, one shared lock per group) is in the library's `grouplock` 
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
-use fsync::{GroupLock, Guard, grouplock};
+use fsync::{GroupLock, grouplock};
 use serde::Serialize;
 
 use super::{
@@ -189,17 +189,14 @@ fn run_command(a: RunArgs) -> VerbResult {
         Some(slot) => format!("entered {what} (slot {slot})"),
         None => format!("entered {what}"),
     })?;
-    if !a.close {
-        guard.pass_down()?;
-    }
     let mut env = vec![("FSYNC_GROUP".to_string(), a.group.clone())];
     if let Some(slot) = guard.slot() {
         env.push(("FSYNC_SLOT".to_string(), slot.to_string()));
     }
-    let exit = a
-        .command
-        .job(env)
-        .run_under(&mut guard, &a.loss, &a.lock, a.wait.verbose)?;
+    let exit =
+        a.command
+            .job(env)
+            .run_under(&mut guard, a.close, &a.loss, &a.lock, a.wait.verbose)?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
         super::warn(e.into());

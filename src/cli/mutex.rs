@@ -447,6 +447,8 @@ fn run_command(mut a: RunArgs) -> VerbResult {
         true => format!("acquired {what} (already held for us by an enclosing fsync)"),
         false => format!("acquired {what} (fence {})", g.fence()),
     })?;
+    // Passed down before the environment is made: FSYNC_MUTEX_HELD then names the descriptor
+    // (run_under's own pass_down finds it done).
     if !a.close {
         guard.pass_down()?;
     }
@@ -454,7 +456,7 @@ fn run_command(mut a: RunArgs) -> VerbResult {
         ("FSYNC_FENCE".to_string(), guard.fence().to_string()),
         (HELD_ENV.to_string(), guard.held_env()?),
     ];
-    let exit = job.run_under(&mut guard, &a.loss, &a.lock, a.wait.verbose)?;
+    let exit = job.run_under(&mut guard, a.close, &a.loss, &a.lock, a.wait.verbose)?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
         super::warn(e.into());
@@ -563,13 +565,13 @@ fn run_shared(a: &RunArgs) -> VerbResult {
     let outcome =
         mutex.acquire_plain_with(Mode::Shared, a.wait.timeout(), |_| progress.waiting())?;
     let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
-    if !a.close {
-        guard.pass_down()?;
-    }
-    let exit = a
-        .command
-        .job(Vec::new())
-        .run_under(&mut guard, &a.loss, &a.lock, a.wait.verbose)?;
+    let exit = a.command.job(Vec::new()).run_under(
+        &mut guard,
+        a.close,
+        &a.loss,
+        &a.lock,
+        a.wait.verbose,
+    )?;
     drop(guard);
     Ok(exit)
 }
@@ -589,13 +591,13 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> VerbResult {
     };
     let outcome = lock.acquire_with(mode, a.wait.timeout(), |_| progress.waiting())?;
     let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
-    if !a.close {
-        guard.pass_down()?;
-    }
-    let exit = a
-        .command
-        .job(Vec::new())
-        .run_under(&mut guard, &a.loss, &a.lock, a.wait.verbose)?;
+    let exit = a.command.job(Vec::new()).run_under(
+        &mut guard,
+        a.close,
+        &a.loss,
+        &a.lock,
+        a.wait.verbose,
+    )?;
     drop(guard);
     Ok(exit)
 }

@@ -8,7 +8,7 @@ use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
-    ErrorKind, Guard, Semaphore,
+    ErrorKind, Semaphore,
     sem::{self, Released},
 };
 use serde::Serialize;
@@ -159,13 +159,10 @@ fn run_command(a: RunArgs) -> VerbResult {
     let mut guard = progress.settle(outcome, |g| {
         format!("acquired slot {} of {}", g.slot(), a.sem.display())
     })?;
-    if !a.close {
-        guard.pass_down()?;
-    }
     let job = a
         .command
         .job(vec![("FSYNC_SLOT".to_string(), guard.slot().to_string())]);
-    let exit = job.run_under(&mut guard, &a.loss, &a.sem, a.wait.verbose)?;
+    let exit = job.run_under(&mut guard, a.close, &a.loss, &a.sem, a.wait.verbose)?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
         super::warn(e.into());

@@ -7,7 +7,7 @@ use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 use fsync::{
-    Guard, Mode, Swmr,
+    Mode, Swmr,
     swmr::{self, Released},
 };
 use serde::Serialize;
@@ -157,15 +157,13 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| holders_text(&a.lock, mode));
     let outcome = lock.acquire_with(mode, a.wait.timeout(), |_| progress.waiting())?;
     let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
-    // Passed down as flock(1) does (unless --close): the lock stays held while COMMAND runs,
-    // even if we die.
-    if !a.close {
-        guard.pass_down()?;
-    }
-    let exit = a
-        .command
-        .job(Vec::new())
-        .run_under(&mut guard, &a.loss, &a.lock, a.wait.verbose)?;
+    let exit = a.command.job(Vec::new()).run_under(
+        &mut guard,
+        a.close,
+        &a.loss,
+        &a.lock,
+        a.wait.verbose,
+    )?;
     // The command's status is what the caller asked for: a failed delete only warns.
     let released = guard.release().unwrap_or_else(|e| {
         super::warn(e.into());

@@ -338,6 +338,9 @@ impl Guard for MutexGuard {
     /// Then give the commands [`held_env`](MutexGuard::held_env) in their environment. A
     /// nested guard's lock is its ancestor's: nothing to do.
     fn pass_down(&mut self) -> Result<()> {
+        if self.passed_down {
+            return Ok(());
+        }
         if let Some(file) = &self.file {
             lock::set_inheritable(file, true)
                 .map_err(|e| Error::io(&self.path, "cannot pass lock down", e))?;
