@@ -159,7 +159,7 @@ use crate::{
 /// let member = group.join(None)?.expect("joins at once");
 /// assert!(member.first());
 /// assert!(!fsync::group::is_empty(&path)?);
-/// assert!(member.leave()?); // we were the last to leave
+/// assert_eq!(member.leave()?, fsync::group::Left::Last); // we were the last to leave
 /// assert!(fsync::group::is_empty(&path)?);
 /// # Ok::<(), fsync::Error>(())
 /// ```
@@ -370,11 +370,13 @@ impl Membership {
         self.first
     }
 
-    /// Leave; `true` if we were the last member. Dropping the membership leaves too, silently.
-    /// Waits, like joining, only while another process joins or leaves. To act as the last
-    /// member before anyone can join again, use [`leave_then`](Self::leave_then).
-    pub fn leave(self) -> Result<bool> {
-        Ok(self.leave_reporting()? == Left::Last)
+    /// Leave, saying whether we were the last member ([`Left::Last`]), or whether a process we
+    /// passed the membership down to is still a member ([`Left::StillHeld`]). Dropping the
+    /// membership leaves too, silently. Waits, like joining, only while another process joins
+    /// or leaves. To act as the last member before anyone can join again, use
+    /// [`leave_then`](Self::leave_then).
+    pub fn leave(mut self) -> Result<Left> {
+        self.leave_inner()
     }
 
     /// Leave, and if we are the last member, run `cleanup` first, under the group's join lock:
@@ -487,12 +489,6 @@ impl Membership {
         Ok((Left::Last, Some(value)))
     }
 
-    /// Leave, saying whether we were the last member, or whether a process we passed the
-    /// membership down to is still a member.
-    pub fn leave_reporting(mut self) -> Result<Left> {
-        self.leave_inner()
-    }
-
     fn leave_inner(&mut self) -> Result<Left> {
         let Some(gate) = self.gate.take() else {
             return Ok(Left::NotLast);
@@ -568,7 +564,7 @@ fn delete_files(top: &Dir, mut serial: MutexGuard) -> Result<()> {
     Ok(())
 }
 
-/// How a member left ([`Membership::leave_reporting`]).
+/// How a member left ([`Membership::leave`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Left {

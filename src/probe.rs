@@ -12,7 +12,7 @@ stand in anyone's way for long.
 use std::{
     fs::File,
     io,
-    os::{fd::AsRawFd, unix::fs::MetadataExt},
+    os::{fd::AsFd, unix::fs::MetadataExt},
     path::Path,
 };
 
@@ -27,7 +27,7 @@ use crate::{
 
 /// Whether someone holds a lock on `file` that excludes one in `mode`: the probe, a lock taken
 /// without waiting and released at once.
-pub(crate) fn held(file: &impl AsRawFd, mode: Mode) -> io::Result<bool> {
+pub(crate) fn held(file: &impl AsFd, mode: Mode) -> io::Result<bool> {
     let free = lock::flock(file, mode, false)?;
     if free {
         let _ = lock::unlock(file);

@@ -97,7 +97,7 @@ private platform layer); the functions a program needs of it are re-exported her
 
 use std::{
     io,
-    os::fd::AsRawFd,
+    os::fd::{AsFd, AsRawFd},
     path::Path,
     time::{Duration, Instant},
 };
@@ -424,7 +424,7 @@ pub(crate) fn wait_for<T, E: AttemptError>(
 pub(crate) fn flock(
     spec: Wait,
     progress: impl FnMut(Duration),
-    file: &impl AsRawFd,
+    file: &(impl AsFd + AsRawFd),
     mode: Mode,
     path: &Path,
 ) -> Result<Outcome<()>> {
@@ -456,7 +456,7 @@ impl Locker {
     /// [`lock::flock`] on `file`, which must stay the same file until [`forget`](Self::forget).
     pub(crate) fn flock(
         &mut self,
-        file: &impl AsRawFd,
+        file: &(impl AsFd + AsRawFd),
         mode: Mode,
         block: bool,
     ) -> io::Result<bool> {
@@ -466,7 +466,7 @@ impl Locker {
     /// [`lock::ofd_lock`] of `len` bytes from `start` on `file`, as [`flock`](Self::flock).
     pub(crate) fn range(
         &mut self,
-        file: &impl AsRawFd,
+        file: &(impl AsFd + AsRawFd),
         mode: Mode,
         (start, len): (u64, u64),
         block: bool,
@@ -476,7 +476,7 @@ impl Locker {
 
     fn lock(
         &mut self,
-        file: &impl AsRawFd,
+        file: &(impl AsFd + AsRawFd),
         request: lock::Request,
         block: bool,
     ) -> io::Result<bool> {
@@ -509,7 +509,11 @@ impl Locker {
     /// deadline, a signal, an error): stop the child, and let go of whatever it was granted as
     /// it died, which our description would otherwise hold. (Nothing where no child waited:
     /// `file` may hold a lock of its own.)
-    pub(crate) fn settle<T, E>(&mut self, got: &Result<Outcome<T>, E>, file: &impl AsRawFd) {
+    pub(crate) fn settle<T, E>(
+        &mut self,
+        got: &Result<Outcome<T>, E>,
+        file: &(impl AsFd + AsRawFd),
+    ) {
         if !matches!(got, Ok(Outcome::Acquired(_)))
             && let Some((child, request)) = self.child.take()
         {

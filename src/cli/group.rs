@@ -317,7 +317,7 @@ fn leave(
     progress: &mut Progress,
 ) -> Result<Left, Failure> {
     Ok(match last {
-        None => member.leave_reporting()?,
+        None => member.leave()?,
         Some(cmdstring) => {
             let argv = ["sh".into(), "-c".into(), cmdstring.to_os_string()];
             // The environment COMMAND had (FSYNC_GROUP_FIRST).

@@ -11,9 +11,9 @@ fn first_and_last_and_delete() {
     let b = group.join(None).unwrap().unwrap();
     assert!(a.first() && !b.first());
     assert_eq!(members(&path).unwrap().len(), 2);
-    assert!(!a.leave().unwrap());
+    assert_eq!(a.leave().unwrap(), Left::NotLast);
     assert!(!is_empty(&path).unwrap());
-    assert!(b.leave().unwrap());
+    assert_eq!(b.leave().unwrap(), Left::Last);
     assert!(is_empty(&path).unwrap());
     assert!(!path.exists(), "deleted with the last member");
 }

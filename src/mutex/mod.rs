@@ -679,13 +679,18 @@ impl HeldEntry {
 
 /// Does descriptor `fd` (inherited) refer to this inode and hold an exclusive lock on it?
 fn fd_holds(fd: RawFd, dev: u64, ino: u64) -> bool {
-    let Ok(st) = nix::sys::stat::fstat(fd) else {
+    // Our own descriptor of the same open file description: the same lock, and one that no
+    // one closes under us (fails if the number is not open).
+    let Ok(own) = pfs::duplicate(fd) else {
+        return false;
+    };
+    let Ok(st) = nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&own)) else {
         return false;
     };
     if (st.st_dev, st.st_ino) != (dev, ino) {
         return false;
     }
-    matches!(lock::flock(&fd, Mode::Exclusive, false), Ok(true))
+    matches!(lock::flock(&own, Mode::Exclusive, false), Ok(true))
 }
 
 /// Whether the lock's name still names the file `held` (device and inode) that we opened and

@@ -22,7 +22,7 @@ else's data.
 use std::{
     fs::File,
     io,
-    os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd},
+    os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd},
     path::{Path, PathBuf},
 };
 
@@ -321,7 +321,7 @@ impl Dir {
     /// The device and inode `name` leads to, following a symbolic link (as opening it would),
     /// without fetching its attributes again ([`super::fs::identity_at`]).
     pub(crate) fn identity_following(&self, name: &str) -> io::Result<(u64, u64)> {
-        super::fs::identity_at(self.raw(), Path::new(name))
+        super::fs::identity_at(Some(self.fd.as_fd()), Path::new(name))
     }
 
     /// The subdirectory `name`, created if missing and `create`; `None` if missing otherwise.

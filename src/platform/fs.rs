@@ -560,31 +560,25 @@ pub(crate) fn duplicate_from(
 /// elsewhere is seen), but the file's attributes are not fetched again
 /// (`AT_STATX_DONT_SYNC`): the device and inode come with the lookup, and a FUSE client saves a
 /// round trip to its server.
-pub(crate) fn identity_at(dir: Option<std::os::fd::RawFd>, name: &Path) -> io::Result<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(name.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let dirfd = dir.unwrap_or(libc::AT_FDCWD);
+pub(crate) fn identity_at(
+    dir: Option<std::os::fd::BorrowedFd<'_>>,
+    name: &Path,
+) -> io::Result<(u64, u64)> {
+    use rustix::fs::{AtFlags, CWD, StatxFlags};
     loop {
-        // SAFETY: an all-zero statx is a valid value of the plain C struct.
-        let mut st: libc::statx = unsafe { std::mem::zeroed() };
-        // SAFETY: statx into that local buffer, with a NUL-terminated name we own.
-        let r = unsafe {
-            libc::statx(
-                dirfd,
-                c.as_ptr(),
-                libc::AT_STATX_DONT_SYNC,
-                libc::STATX_INO,
-                &raw mut st,
-            )
+        let r = match dir {
+            Some(dir) => rustix::fs::statx(dir, name, AtFlags::STATX_DONT_SYNC, StatxFlags::INO),
+            None => rustix::fs::statx(CWD, name, AtFlags::STATX_DONT_SYNC, StatxFlags::INO),
         };
-        if r == 0 {
-            let dev = libc::makedev(st.stx_dev_major, st.stx_dev_minor);
-            return Ok((dev, st.stx_ino));
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match r {
+            Ok(st) => {
+                return Ok((
+                    libc::makedev(st.stx_dev_major, st.stx_dev_minor),
+                    st.stx_ino,
+                ));
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -608,7 +602,7 @@ mod tests {
     /// to a directory's descriptor as to the current directory.
     #[test]
     fn identity_at_follows_names_as_stat_does() {
-        use std::os::{fd::AsRawFd, unix::fs::MetadataExt};
+        use std::os::{fd::AsFd, unix::fs::MetadataExt};
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
         std::fs::write(&file, "").unwrap();
@@ -619,16 +613,13 @@ mod tests {
         assert_eq!(identity_at(None, &dir.path().join("link")).unwrap(), want);
         let d = File::open(dir.path()).unwrap();
         assert_eq!(
-            identity_at(Some(d.as_raw_fd()), Path::new("link")).unwrap(),
+            identity_at(Some(d.as_fd()), Path::new("link")).unwrap(),
             want
         );
         let other = std::fs::metadata(dir.path()).unwrap();
-        assert_ne!(
-            identity_at(Some(d.as_raw_fd()), Path::new(".")).unwrap(),
-            want
-        );
+        assert_ne!(identity_at(Some(d.as_fd()), Path::new(".")).unwrap(), want);
         assert_eq!(
-            identity_at(Some(d.as_raw_fd()), Path::new(".")).unwrap(),
+            identity_at(Some(d.as_fd()), Path::new(".")).unwrap(),
             (other.dev(), other.ino())
         );
         let gone = identity_at(None, &dir.path().join("missing")).unwrap_err();

@@ -11,7 +11,10 @@ Byte-range (OFD) locks live in a different module of their own protocol: never b
 file, because NFS and FUSE emulate `flock` as a whole-file POSIX lock and the two collide there.
 */
 
-use std::{io, os::fd::AsRawFd};
+use std::{
+    io,
+    os::fd::{AsFd, AsRawFd},
+};
 
 use nix::{
     errno::Errno,
@@ -32,41 +35,34 @@ pub enum Mode {
 /// Try to take the lock. `Ok(true)`: held; `Ok(false)`: someone else holds it (only when not
 /// blocking); `Err` with `Interrupted` when a blocking call was interrupted by a signal.
 ///
-/// Raw `flock(2)`: nix 0.29 deprecates its `flock` function, and its `Flock` type takes the
-/// file over and unlocks on drop, whereas the descriptors locked here belong to the caller.
-pub(crate) fn flock(fd: &impl AsRawFd, mode: Mode, block: bool) -> io::Result<bool> {
-    let mut op = match mode {
-        Mode::Shared => libc::LOCK_SH,
-        Mode::Exclusive => libc::LOCK_EX,
+/// `flock(2)` on a descriptor the caller keeps (nix 0.29's `Flock` takes the file over and
+/// unlocks on drop; rustix borrows it).
+pub(crate) fn flock(fd: &impl AsFd, mode: Mode, block: bool) -> io::Result<bool> {
+    use rustix::fs::FlockOperation as Op;
+    let op = match (mode, block) {
+        (Mode::Shared, true) => Op::LockShared,
+        (Mode::Shared, false) => Op::NonBlockingLockShared,
+        (Mode::Exclusive, true) => Op::LockExclusive,
+        (Mode::Exclusive, false) => Op::NonBlockingLockExclusive,
     };
-    if !block {
-        op |= libc::LOCK_NB;
-    }
     loop {
-        // SAFETY: flock on a descriptor the caller keeps open.
-        if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
-            return Ok(true);
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EWOULDBLOCK) if !block => return Ok(false),
+        match rustix::fs::flock(fd, op) {
+            Ok(()) => return Ok(true),
+            Err(rustix::io::Errno::WOULDBLOCK) if !block => return Ok(false),
             // A non-blocking call has nothing to wait for: a signal just means "again".
-            Some(libc::EINTR) if !block => continue,
-            _ => return Err(err),
+            Err(rustix::io::Errno::INTR) if !block => {}
+            Err(e) => return Err(e.into()),
         }
     }
 }
 
 /// Release a lock explicitly (closing the last descriptor does it too).
-pub(crate) fn unlock(fd: &impl AsRawFd) -> io::Result<()> {
+pub(crate) fn unlock(fd: &impl AsFd) -> io::Result<()> {
     loop {
-        // SAFETY: as above.
-        if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_UN) } == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
+        match rustix::fs::flock(fd, rustix::fs::FlockOperation::Unlock) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -381,7 +377,7 @@ pub(crate) enum Request {
 
 impl Request {
     /// Let go of what was asked for on `fd`, if it was granted (a no-op otherwise).
-    pub(crate) fn undo(&self, fd: &impl AsRawFd) -> io::Result<()> {
+    pub(crate) fn undo(&self, fd: &(impl AsFd + AsRawFd)) -> io::Result<()> {
         match *self {
             Request::Whole(_) => unlock(fd),
             Request::Range { start, len, .. } => ofd_unlock(fd, start, len),

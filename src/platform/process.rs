@@ -13,7 +13,7 @@ use std::{
     ffi::OsStr,
     io,
     os::{
-        fd::{AsFd, FromRawFd, OwnedFd},
+        fd::{AsFd, OwnedFd},
         unix::{ffi::OsStrExt, process::CommandExt},
     },
     path::PathBuf,
@@ -150,13 +150,10 @@ pub(crate) struct PidFd(OwnedFd);
 impl PidFd {
     /// `None` on kernels without pidfd_open (before 5.3).
     pub(crate) fn open(pid: u32) -> Option<PidFd> {
-        // SAFETY: pidfd_open on our own, unreaped child; the result is a new descriptor or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: a descriptor pidfd_open just gave us, owned by nobody else.
-        Some(PidFd(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) }))
+        let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            .ok()
+            .map(PidFd)
     }
 
     /// Whether the process exits within `timeout` (`Duration::MAX`: for ever). A signal that
