@@ -256,11 +256,12 @@ fn claim(
             .unwrap()
             .map(|g| Box::new(g) as _),
         Variant::GroupLock => GroupLock::new(lock)
-            .enter(group, None, t)
+            .enter(group, t)
             .unwrap()
             .map(|g| Box::new(g) as _),
         Variant::GroupLockMax2 => GroupLock::new(lock)
-            .enter(group, Some(2), t)
+            .max(2)
+            .enter(group, t)
             .unwrap()
             .map(|g| Box::new(g) as _),
         Variant::Swmr => {

@@ -40,7 +40,7 @@ fn main() {
     });
     let gl = fsync::GroupLock::new(path("gl.lck"));
     g.bench_function("grouplock", |b| {
-        b.iter(|| drop(black_box(gl.enter("a", None, None).unwrap().unwrap())));
+        b.iter(|| drop(black_box(gl.enter("a", None).unwrap().unwrap())));
     });
     let ev = fsync::Event::new(path("ev")).auto_reset(true);
     g.bench_function("event_signal_wait_reset", |b| {

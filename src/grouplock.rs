@@ -134,11 +134,11 @@ pub use crate::teardown::Released;
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let path = dir.path().join("repo.glock");
 /// let lock = fsync::GroupLock::new(&path);
-/// let r1 = lock.enter("readers", None, None)?.unwrap();
-/// let r2 = lock.enter("readers", None, None)?.unwrap(); // one group shares
-/// assert!(lock.enter("gc", None, Some(std::time::Duration::ZERO))?.is_none()); // another waits
+/// let r1 = lock.enter("readers", None)?.unwrap();
+/// let r2 = lock.enter("readers", None)?.unwrap(); // one group shares
+/// assert!(lock.enter("gc", Some(std::time::Duration::ZERO))?.is_none()); // another waits
 /// drop((r1, r2));
-/// assert!(lock.enter("gc", None, Some(std::time::Duration::ZERO))?.is_some());
+/// assert!(lock.enter("gc", Some(std::time::Duration::ZERO))?.is_some());
 /// # Ok::<(), fsync::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -146,6 +146,7 @@ pub struct GroupLock {
     dir: PathBuf,
     poll: Duration,
     delete: bool,
+    max: Option<usize>,
 }
 
 /// Proof of being inside; leaving happens on drop (removing the group lock if it was entered
@@ -199,7 +200,7 @@ impl GroupGuard {
     /// # let path = dir.path().join("repo.glock");
     /// use fsync::{grouplock::Released, GroupLock};
     /// let lock = GroupLock::new(&path).delete_on_release(true);
-    /// let (r1, r2) = (lock.enter("readers", None, None)?.unwrap(), lock.enter("readers", None, None)?.unwrap());
+    /// let (r1, r2) = (lock.enter("readers", None)?.unwrap(), lock.enter("readers", None)?.unwrap());
     /// assert_eq!(r1.release()?, Released::KeptInUse); // r2 is still inside
     /// assert_eq!(r2.release()?, Released::Deleted); // the last to leave removes it
     /// assert!(!path.exists());
@@ -245,7 +246,17 @@ impl GroupLock {
             dir: path.as_ref().to_path_buf(),
             poll: DEFAULT_POLL,
             delete: false,
+            max: None,
         }
+    }
+
+    /// Enter under a cap: at most `max` members of the group entered are inside at once. The
+    /// group's cap is set by the first member that gives one; without this, the cap in force
+    /// (if any) applies. A `max` other than the cap in force is taken in its place once no
+    /// member of the group is inside, and is an error ([`ErrorKind::Invalid`]) while one is.
+    pub fn max(mut self, max: usize) -> GroupLock {
+        self.max = Some(max);
+        self
     }
 
     /// Remove the group lock's directory and files when leaving, if nobody else is inside,
@@ -266,11 +277,8 @@ impl GroupLock {
         self
     }
 
-    /// Enter as a member of `group`, waiting up to `timeout`. With `max`, at most that many
-    /// members of the group are inside at once: the group's cap, set by the first member
-    /// that gives one; with `None`, the cap in force (if any) applies. A `max` other than the
-    /// cap in force is taken in its place once no member of the group is inside, and is an
-    /// error ([`ErrorKind::Invalid`]) while one is.
+    /// Enter as a member of `group`, waiting up to `timeout`, under the cap
+    /// [`max`](Self::max) sets, or else the cap in force (if any).
     ///
     /// Blocks in the kernel until the other groups' members have left (and, under a cap,
     /// until a slot is free), which wakes it at once on a local file system; on a network file
@@ -278,31 +286,26 @@ impl GroupLock {
     /// [`ErrorKind::Invalid`] for a group name that is not letters, digits, `_` and `-`;
     /// [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the directory or its files
     /// cannot be created or opened.
-    pub fn enter(
-        &self,
-        group: &str,
-        max: Option<usize>,
-        timeout: Option<Duration>,
-    ) -> Result<Option<GroupGuard>> {
-        Ok(self.enter_with(group, max, timeout, |_| {})?.acquired())
+    pub fn enter(&self, group: &str, timeout: Option<Duration>) -> Result<Option<GroupGuard>> {
+        Ok(self.enter_with(group, timeout, |_| {})?.acquired())
     }
 
     /// Enter if that can be done right now: no other group inside or waiting and, under a
     /// cap, a slot free. `Ok(None)` otherwise, and also while another process is on its way in
-    /// at this very instant. Never waits. `max` and errors as [`enter`](Self::enter).
+    /// at this very instant. Never waits. Caps and errors as [`enter`](Self::enter).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let path = dir.path().join("repo.glock");
     /// let lock = fsync::GroupLock::new(&path);
-    /// let reader = lock.try_enter("readers", None)?.expect("nobody inside");
-    /// assert!(lock.try_enter("gc", None)?.is_none()); // busy: another group is inside
+    /// let reader = lock.try_enter("readers")?.expect("nobody inside");
+    /// assert!(lock.try_enter("gc")?.is_none()); // busy: another group is inside
     /// drop(reader);
-    /// assert!(lock.try_enter("gc", None)?.is_some()); // free
+    /// assert!(lock.try_enter("gc")?.is_some()); // free
     /// # Ok::<(), fsync::Error>(())
     /// ```
-    pub fn try_enter(&self, group: &str, max: Option<usize>) -> Result<Option<GroupGuard>> {
-        self.enter(group, max, Some(Duration::ZERO))
+    pub fn try_enter(&self, group: &str) -> Result<Option<GroupGuard>> {
+        self.enter(group, Some(Duration::ZERO))
     }
 
     /// Like [`enter`](Self::enter), telling a timeout from a cancellation, and calling
@@ -311,7 +314,6 @@ impl GroupLock {
     pub fn enter_with(
         &self,
         group: &str,
-        max: Option<usize>,
         timeout: Option<Duration>,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<GroupGuard>> {
@@ -324,7 +326,7 @@ impl GroupLock {
             let top = Dir::top(&self.dir, true, "cannot create group lock")?.expect("created");
             // A deletion may remove what we opened at any point until we hold the live
             // turnstile: then start over (bounded, to never spin for ever).
-            let outcome = match self.enter_in(&top, group, max, deadline, &mut progress) {
+            let outcome = match self.enter_in(&top, group, self.max, deadline, &mut progress) {
                 Ok(Outcome::Acquired(None)) if attempts < 1000 => continue,
                 Err(_) if attempts < 1000 && teardown::removed(&top) => continue,
                 Err(e) => return Err(e),
@@ -593,10 +595,12 @@ mod tests {
     fn max_limits_a_group() {
         let dir = tempfile::tempdir().unwrap();
         let lock = GroupLock::new(dir.path().join("g"));
-        let a = lock.enter("x", Some(2), None).unwrap().unwrap();
-        let b = lock.enter("x", Some(2), None).unwrap().unwrap();
+        let a = lock.clone().max(2).enter("x", None).unwrap().unwrap();
+        let b = lock.clone().max(2).enter("x", None).unwrap().unwrap();
         assert!(
-            lock.enter("x", Some(2), Some(Duration::ZERO))
+            lock.clone()
+                .max(2)
+                .enter("x", Some(Duration::ZERO))
                 .unwrap()
                 .is_none()
         );
@@ -609,27 +613,26 @@ mod tests {
     fn the_cap_is_the_groups() {
         let dir = tempfile::tempdir().unwrap();
         let lock = GroupLock::new(dir.path().join("g"));
-        let uncapped = lock.enter("y", None, None).unwrap().unwrap();
+        let uncapped = lock.enter("y", None).unwrap().unwrap();
         assert_eq!(uncapped.slot(), None, "no cap in force yet");
         // The first cap waits for the members inside without one.
         assert!(
-            lock.enter("y", Some(1), Some(Duration::ZERO))
+            lock.clone()
+                .max(1)
+                .enter("y", Some(Duration::ZERO))
                 .unwrap()
                 .is_none()
         );
         drop(uncapped);
-        let a = lock.enter("y", Some(1), None).unwrap().unwrap();
+        let a = lock.clone().max(1).enter("y", None).unwrap().unwrap();
         assert_eq!(a.slot(), Some(0));
         // Members without a cap run under it; another cap is refused.
         let zero = Some(Duration::ZERO);
-        assert!(lock.enter("y", None, zero).unwrap().is_none());
-        let err = lock.enter("y", Some(2), zero).unwrap_err();
+        assert!(lock.enter("y", zero).unwrap().is_none());
+        let err = lock.clone().max(2).enter("y", zero).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Invalid);
         assert!(err.to_string().contains("cap of 1"), "{err}");
         drop(a);
-        assert_eq!(
-            lock.enter("y", None, zero).unwrap().unwrap().slot(),
-            Some(0)
-        );
+        assert_eq!(lock.enter("y", zero).unwrap().unwrap().slot(), Some(0));
     }
 }

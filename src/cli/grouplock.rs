@@ -177,13 +177,16 @@ fn in_our_words(lock: &GroupLock, a: &RunArgs, e: fsync::Error) -> fsync::Error 
 }
 
 fn run_command(a: RunArgs) -> VerbResult {
-    let lock = GroupLock::new(&a.lock)
+    let mut lock = GroupLock::new(&a.lock)
         .poll_interval(a.wait.poll)
         .delete_on_release(a.delete);
+    if let Some(max) = a.max {
+        lock = lock.max(max);
+    }
     let what = format!("{} as group {}", a.lock.display(), a.group);
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| inside_text(&a.lock));
     let outcome = lock
-        .enter_with(&a.group, a.max, a.wait.timeout(), |_| progress.waiting())
+        .enter_with(&a.group, a.wait.timeout(), |_| progress.waiting())
         .map_err(|e| in_our_words(&lock, &a, e))?;
     let mut guard = progress.settle(outcome, |g| match g.slot() {
         Some(slot) => format!("entered {what} (slot {slot})"),
