@@ -312,7 +312,12 @@ impl OwnRecord {
 
     /// Record the command that runs under the lock: with `None` just before it starts, so
     /// that reports never show a running command as ours; then again with its pid.
+    /// A record that says so already is not written again (a round trip on a network file
+    /// system, before the command can start).
     pub(crate) fn set_child(&mut self, pid: Option<u32>, command: String) {
+        if self.holder.child == pid && self.holder.command == command {
+            return;
+        }
         self.holder.child = pid;
         self.holder.command = command;
         self.write(true);
