@@ -94,7 +94,7 @@ use std::{
     time::Duration,
 };
 
-use nix::sys::stat::{FileStat, SFlag};
+use nix::sys::stat::SFlag;
 
 use crate::{
     error::{Error, ErrorKind, Result},
@@ -562,7 +562,7 @@ fn delete_pass(dir: &Dir, names: &Names, network: bool) -> Result<Pass> {
         if !lock_now(&turnstile, &names.turnstile)? {
             return Ok(Pass::Busy(turnstile));
         }
-        let Some(t) = held_entry(dir, &names.turnstile, &turnstile)? else {
+        let Some(t) = crate::teardown::names(dir, &names.turnstile, &turnstile)? else {
             continue;
         };
         // d2
@@ -572,7 +572,7 @@ fn delete_pass(dir: &Dir, names: &Names, network: bool) -> Result<Pass> {
             if !lock_now(file, &names.lock)? {
                 return Ok(Pass::Done(Released::KeptInUse)); // someone is inside
             }
-            match held_entry(dir, &names.lock, file)? {
+            match crate::teardown::names(dir, &names.lock, file)? {
                 Some(st) => n = Some(st),
                 None => continue,
             }
@@ -584,7 +584,7 @@ fn delete_pass(dir: &Dir, names: &Names, network: bool) -> Result<Pass> {
             if !lock_now(&file, &names.writers)? {
                 return Ok(Pass::Busy(file)); // a writer arrives
             }
-            match held_entry(dir, &names.writers, &file)? {
+            match crate::teardown::names(dir, &names.writers, &file)? {
                 Some(st) => w = Some((st, file)),
                 None => continue,
             }
@@ -605,7 +605,7 @@ fn delete_pass(dir: &Dir, names: &Names, network: bool) -> Result<Pass> {
         }
         for (name, entry) in held {
             let Some((file, _)) = entry else { continue };
-            if held_entry(dir, name, file)?.is_some() {
+            if crate::teardown::names(dir, name, file)?.is_some() {
                 dir.unlink_file(name)
                     .map_err(|e| Error::io(&dir.join(name), "cannot delete", e))?;
             }
@@ -635,20 +635,6 @@ fn no_link(dir: &Dir, name: &str) -> Result<()> {
             "is a symbolic link; delete on release removes only regular files, not removing it",
         )),
         _ => Ok(()),
-    }
-}
-
-/// *Verify* for the deletion: the status of entry `name` if it is the file we hold (not
-/// following a link), `None` if it is another one, or missing, by now.
-fn held_entry(dir: &Dir, name: &str, file: &File) -> Result<Option<FileStat>> {
-    let held = file
-        .metadata()
-        .map_err(|e| Error::io(&dir.join(name), "cannot stat", e))?;
-    match dir.stat(name) {
-        Ok(st) if (st.st_dev, st.st_ino) == (held.dev(), held.ino()) => Ok(Some(st)),
-        Ok(_) => Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(&dir.join(name), "cannot stat", e)),
     }
 }
 

@@ -564,16 +564,8 @@ fn run_shared(a: &RunArgs) -> VerbResult {
         .note(mode_note(&a.lock, a.wait.poll));
     let outcome =
         mutex.acquire_plain_with(Mode::Shared, a.wait.timeout(), |_| progress.waiting())?;
-    let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
-    let exit = a.command.job(Vec::new()).run_under(
-        &mut guard,
-        a.close,
-        &a.loss,
-        &a.lock,
-        a.wait.verbose,
-    )?;
-    drop(guard);
-    Ok(exit)
+    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
+    run_holding(a, guard)
 }
 
 /// `run --range` (and `--fcntl`): an OFD lock on a byte range instead of the whole-file
@@ -590,7 +582,12 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> VerbResult {
         false => Mode::Exclusive,
     };
     let outcome = lock.acquire_with(mode, a.wait.timeout(), |_| progress.waiting())?;
-    let mut guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
+    let guard = progress.settle(outcome, |_| format!("acquired {what}"))?;
+    run_holding(a, guard)
+}
+
+/// COMMAND run under a plain or byte-range lock, which keeps no record beside it.
+fn run_holding(a: &RunArgs, mut guard: impl fsync::Guard) -> VerbResult {
     let exit = a.command.job(Vec::new()).run_under(
         &mut guard,
         a.close,
