@@ -12,7 +12,7 @@ directory (see [`crate::bus`]), each step between them one `rename(2)`:
 | state | place | the article's suffix |
 | --- | --- | --- |
 | being written | `B/tmp/.UNIQ` | `w` |
-| queued (done) | `B/q/NAME` | `d` |
+| queued (done) | `B/q/SHARD/NAME` | `d` |
 | being received | `B/claimed/NAME~RID` | `r` |
 
 `NAME` is `SEQ.UNIQ.FROM.KIND`: `SEQ` a 20-digit sequence number, `UNIQ` `HOST-PID-RANDOM`
@@ -21,9 +21,29 @@ the second dot and the last) or `-`, `KIND` `msg` (queued) or `sync` (a synchron
 take the smallest `NAME`, so messages come out in enqueue order. A name with a control character
 in it is not a message (fsync never makes one): receivers and listings pass it over and report it.
 
+**Shards and the head.** A message numbered `SEQ` is queued in the shard directory
+`q/SHARD`, `SHARD` being `SEQ` rounded down to a multiple of 100, in 20 digits
+(`q/00000000000000000100/` holds 100 to 199): a receiver lists one shard, never the whole
+queue, so it costs the same at any depth. The file `B/head` (`SHARD\n`) names the oldest shard
+that may hold a message; it and `seq` are read together under a shared `flock` on `B/seq`, and
+written only under the exclusive one, which posts hold. Receivers look from the head's shard to
+the one posts go to (`seq + 1`'s); one that finds the head's shard without a message, and not
+the shard posts go to, moves the head on under the exclusive lock (checking again: every number
+of that shard was handed out, and posts finish under the lock, so none can come) and removes the
+empty directory. A message returned to the queue (its receiver died, or let it go) goes back to
+its shard under the exclusive lock, and lowers the head to it first, durably (`fsync`), if it
+lies behind: the head is never past a message. A head that is missing, is not one fsync wrote,
+or lies past the shard posts go to is rebuilt under the exclusive lock from the directory: the
+oldest shard there. The head need not be durable otherwise: one that a crash set back only costs
+a look at empty shards. A mailbox of the layout before shards (messages in `q/` itself, no
+`head`) is rebuilt the same way: its messages move into their shards, names and order kept;
+messages an older fsync posts into `q/` itself later are moved when a receiver finds the queue
+empty.
+
 **post**: write the payload to `tmp/.UNIQ` (mode 0640 unless asked, less the umask), `fsync` it; take an exclusive `flock`
-on `B/seq`, read `n`, write `n + 1`, rename the file to `q/NAME` with `SEQ = n + 1`, release
-`seq`; `fsync` the directory `q`. A crash at any instant leaves no message or the whole one.
+on `B/seq`, read `n`, write `n + 1`, rename the file to `q/SHARD/NAME` with `SEQ = n + 1`
+(creating the shard's directory if missing), release `seq`; `fsync` the shard's directory (and
+`q`, for a new shard). A crash at any instant leaves no message or the whole one.
 Whoever may open `seq` may hold its lock for ever: a send waits for it only until its deadline
 (a post, which has none, until a cancellation signal), and `seq` gets the mode of the platform
 layer's rule (`src/platform/fs.rs`, *Who may lock an internal lock file*): only those who may
@@ -35,9 +55,9 @@ lives). Then remove the registrations of dead receivers (a receiver killed by SI
 its own): each `recv/R` that a non-blocking exclusive lock gets (nobody holds it), if `recv/R`
 still names the file locked, one link, and in a sticky `recv` the caller's or the directory
 owner's; `.tmp-*` entries are left alone. Then (1) *recover*: every `claimed/NAME~R` whose `recv/R` is missing or unlocked belongs
-to a dead receiver and is renamed back to `q/NAME`; (2) *claim* the smallest `q/NAME` by renaming
-it to `claimed/NAME~RID`: of competing receivers exactly one rename succeeds, the others try the
-next name; (3) for `KIND` `sync`, check the sender (below): dead, discard the message; alive,
+to a dead receiver and is returned to its shard (above); (2) *claim* the smallest `NAME` of the
+first shard from the head that holds one, by renaming it to `claimed/NAME~RID`: of competing
+receivers exactly one rename succeeds, the others try the next name; (3) for `KIND` `sync`, check the sender (below): dead, discard the message; alive,
 rename it to the `msg` kind (from now on it is taken, whatever happens to the sender); (4) copy the
 payload out, then unlink it and the registration. A receiver that dies before (4) finishes leaves
 a claim that goes back to the queue: delivery is exactly once, except at least once for a
@@ -45,15 +65,16 @@ receiver that crashes after writing the payload out and before unlinking it.
 
 **send** (synchronous): the sender creates and locks `senders/.tmp-UNIQ`, renames it to
 `senders/UNIQ`, posts the message as `STEM.sync` (`STEM` is `NAME` without `KIND`), and waits
-(change notification on `q` and `claimed`) until neither `q/STEM.sync` nor `claimed/STEM.sync~*` exists:
+(change notification on `q` and `claimed`) until neither `q/SHARD/STEM.sync` nor `claimed/STEM.sync~*` exists:
 then a receiver converted it, and it is taken. To give up (timeout, signal), it unlinks
-`q/STEM.sync`: if that succeeds the message is withdrawn, and no receiver can ever see it again;
+`q/SHARD/STEM.sync`: if that succeeds the message is withdrawn, and no receiver can ever see it again;
 if a receiver claimed it first, the sender waits for the conversion (or for that receiver's death,
 when it renames the claim back and withdraws it). A sender that dies holds no lock any more, so
 the receiver that claims its message discards it: a message whose sender died is never received.
 
-Receivers sleep until the kernel reports a change in `q` (local file systems), re-checking every
-`poll` interval where other hosts' posts cannot be seen (network file systems).
+Receivers sleep until the kernel reports a change in `q`, in the shard posts go to or in
+`claimed` (local file systems), re-checking every `poll` interval where other hosts' posts
+cannot be seen (network file systems).
 */
 
 use std::{
@@ -79,7 +100,11 @@ use crate::{
 };
 
 mod claim;
-use claim::{SendState, held, queued_names, send_state, try_claim, withdraw};
+mod list;
+mod queue;
+use claim::{Names, SendState, held, queued_names, send_state, sort_entries, try_claim, withdraw};
+pub use list::Entry;
+use queue::{SHARD, shard_name, shard_of};
 
 /// A mailbox directory: a queue of messages (arbitrary bytes) that any number of processes
 /// post to and receive from. Posting is durable (flushed before it returns); receiving takes
@@ -116,6 +141,7 @@ pub const DEFAULT_PAYLOAD_MODE: u32 = 0o640;
 
 /// The mailbox's directories, each opened once and reached without following links (see
 /// [`crate::platform::dir`]): another user may have made the mailbox.
+#[derive(Debug, Clone)]
 struct Layout {
     top: Arc<Dir>,
     tmp: Arc<Dir>,
@@ -455,7 +481,7 @@ impl Mailbox {
         })?;
         let result = match outcome {
             Outcome::Acquired(()) => Outcome::Acquired(()),
-            gave_up => match withdraw(&l, &name, &stem, &watch)? {
+            gave_up => match withdraw(&l, &name, &stem, &watch, self.poll)? {
                 true => gave_up,
                 false => Outcome::Acquired(()), // taken at the last moment
             },
@@ -510,13 +536,45 @@ impl Mailbox {
         let me = Registration::create(&l.recv, &rid, b"")?;
         // Receivers killed (SIGKILL) leave their registrations: clear them away now.
         Registration::reap_dead(&l.recv);
-        let watch =
-            DirWatch::new(&l.q.pinned()).map_err(|e| Error::io(l.q.path(), "cannot watch", e))?;
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
         let mut me = Some(me);
         let mut passed: Vec<String> = Vec::new();
-        let poll = network.then_some(self.poll);
-        wait::watch_until(deadline, poll, &watch, l.q.path(), progress, || {
+        // What wakes us: a post into the shard posts go to, a new shard, a message returned
+        // from `claimed`. Watched before each look, so that no change between is missed; made
+        // anew only when the shard posts go to has moved on.
+        let watch: std::cell::RefCell<Option<(u64, DirWatch)>> = std::cell::RefCell::new(None);
+        let watch_for = |next: Option<u64>| -> io::Result<()> {
+            let next = next.unwrap_or(u64::MAX);
+            let mut watch = watch.borrow_mut();
+            if watch.as_ref().is_some_and(|(at, _)| *at == next) {
+                return Ok(());
+            }
+            let mut w = DirWatch::new(&l.q.pinned())?;
+            w.add(&l.claimed.pinned())?;
+            if let Ok(Some(shard)) = l.shard(next, false) {
+                w.add(&shard.pinned())?;
+            }
+            *watch = Some((next, w));
+            Ok(())
+        };
+        let mut next = None;
+        watch_for(next).map_err(|e| Error::io(l.q.path(), "cannot watch", e))?;
+        let spec = Wait {
+            deadline,
+            poll: network.then_some(self.poll),
+            progress: progress.is_some().then_some(wait::PROGRESS_EVERY),
+        };
+        let mut progress = progress;
+        let waiting = |waited| {
+            if let Some(p) = progress.as_mut() {
+                p(waited);
+            }
+        };
+        let outcome = wait::wait_for(spec, waiting, |block| -> Result<_, wait::Failed> {
+            if block {
+                watch.borrow().as_ref().expect("made").1.wait()?;
+                return Ok(None);
+            }
             let mut report = |s: Skipped| {
                 if !passed.contains(&s.name) {
                     if let Some(r) = report.borrow_mut().as_mut() {
@@ -525,64 +583,25 @@ impl Mailbox {
                     passed.push(s.name);
                 }
             };
-            Ok(
-                try_claim(&l, &rid, &mut report)?.map(|(file, claimed, from)| Received {
+            let claimed = try_claim(&l, &rid, self.poll, &mut report, &mut next)?;
+            match claimed {
+                Outcome::Acquired(Some((file, claimed, from))) => Ok(Some(Received {
                     file,
                     claimed,
-                    q: l.q.clone(),
-                    claimed_dir: l.claimed.clone(),
+                    layout: l.clone(),
+                    poll: self.poll,
                     from,
                     done: false,
                     _me: me.take().expect("once"),
-                }),
-            )
-        })
-    }
-
-    /// The queued messages, oldest first (synchronous ones whose sender is gone are left
-    /// out), the number being received, and the entries receivers pass over. Creates nothing.
-    pub fn list(&self) -> Result<Listing> {
-        let Some(top) = self.top(false)? else {
-            return Ok(Listing::default());
-        };
-        let list_err = |d: &Dir, e| pfs::explain_open_error(d.path(), "cannot list mailbox", e);
-        top.entries().map_err(|e| list_err(&top, e))?;
-        let Some(q) = top.sub("q", false)? else {
-            return Ok(Listing::default());
-        };
-        let senders = top.sub("senders", false)?;
-        let mut out = Listing::default();
-        let (names, bad) = queued_names(&q)?;
-        out.skipped = bad;
-        for (name, parsed) in names {
-            if parsed.sync && !senders.as_ref().is_some_and(|s| held(s, &parsed.uniq)) {
-                continue;
-            }
-            let file = match q.open(&name, false) {
-                Ok(Some(f)) => f,
-                Ok(None) => continue, // received meanwhile
-                Err(e) => {
-                    out.skipped.push(skip(&name, &e));
-                    continue;
+                })),
+                Outcome::Acquired(None) => {
+                    watch_for(next)?;
+                    Ok(None)
                 }
-            };
-            let Ok(meta) = file.metadata() else { continue };
-            let age = meta
-                .modified()
-                .ok()
-                .and_then(|t| SystemTime::now().duration_since(t).ok());
-            out.queued.push(Queued {
-                name,
-                size: meta.len(),
-                age: age.unwrap_or_default(),
-                from: parsed.from,
-                sync: parsed.sync,
-            });
-        }
-        if let Some(claimed) = top.sub("claimed", false)? {
-            out.claimed = claimed.entries().map_err(|e| list_err(&claimed, e))?.len();
-        }
-        Ok(out)
+                Outcome::TimedOut | Outcome::Interrupted(_) => unreachable!("waits for ever"),
+            }
+        });
+        outcome.map_err(|f| f.naming(l.q.path(), "cannot wait"))
     }
 }
 
@@ -633,26 +652,37 @@ fn post(
         }
         name.seq = n;
         let dest = name.render();
+        let first = shard_of(n);
+        let (shard, made) = match l.shard(first, false)? {
+            Some(shard) => (shard, false),
+            None => (l.shard(first, true)?.expect("created"), true),
+        };
         l.tmp
-            .rename(&tmp, &l.q, &dest)
-            .map(|()| Outcome::Acquired(()))
-            .map_err(|e| pfs::explain_open_error(&l.q.join(&dest), "cannot queue message", e))
+            .rename(&tmp, &shard, &dest)
+            .map_err(|e| pfs::explain_open_error(&shard.join(&dest), "cannot queue message", e))?;
+        Ok(Outcome::Acquired((shard, made)))
     });
-    match result {
-        Ok(Outcome::Acquired(())) => {}
+    let (shard, made) = match result {
+        Ok(Outcome::Acquired(placed)) => placed,
         Ok(gave_up) => {
             discard();
-            return Ok(gave_up.map(|()| unreachable!("not acquired")));
+            return Ok(gave_up.map(|_| unreachable!("not acquired")));
         }
         Err(e) => {
             discard();
             return Err(e);
         }
+    };
+    // The rename is durable once the shard's directory is, and a new shard once the queue's is.
+    let flush = |d: &Dir| {
+        File::open(d.pinned())
+            .and_then(|f| f.sync_all())
+            .map_err(|e| Error::io(d.path(), "cannot flush queue", e))
+    };
+    flush(&shard)?;
+    if made {
+        flush(&l.q)?;
     }
-    // The rename is durable once the directory is.
-    File::open(l.q.pinned())
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(l.q.path(), "cannot flush queue", e))?;
     Ok(Outcome::Acquired(name.render()))
 }
 
@@ -663,51 +693,18 @@ const MAX_SEQ: u64 = 1 << 62;
 /// Run `f` with the next sequence number, under the exclusive lock on `seq`: a wait that ends
 /// at `deadline` (a send's) or on a cancellation signal, since a process that may open `seq`
 /// (a participant of a shared mailbox) may hold that lock for ever.
-fn with_seq(
+fn with_seq<T>(
     l: &Layout,
     poll: Duration,
     deadline: Deadline,
-    f: impl FnOnce(u64) -> Result<Outcome<()>>,
-) -> Result<Outcome<()>> {
-    let shown = l.top.join("seq");
-    let file = l.top.open_or_create("seq")?;
-    // Written by every poster, so no owner is required of it: but it must be no one else's
-    // file reached through a hard link.
-    let sole =
-        (l.top.sole_link("seq", &file, None)).map_err(|e| Error::io(&shown, "cannot stat", e))?;
-    if !sole {
-        return Err(l.top.not_sole("seq"));
-    }
-    let network = pfs::fs_kind(&file).network;
-    let spec = Wait {
-        deadline,
-        poll: network.then_some(poll),
-        progress: None,
-    };
-    let locked = wait::flock(spec, |_| {}, &file, Mode::Exclusive, &shown)?;
-    if !matches!(locked, Outcome::Acquired(())) {
-        return Ok(locked);
-    }
-    let mut buf = [0u8; 32];
-    let n = file.read_at(&mut buf, 0).unwrap_or(0);
-    let text = std::str::from_utf8(&buf[..n]).unwrap_or("-").trim();
-    let last: u64 = match text.parse() {
-        _ if text.is_empty() => 0, // new, or its creator died before writing it
-        Ok(n) if n < MAX_SEQ => n,
-        _ => {
-            return Err(Error::new(
-                &shown,
-                ErrorKind::Corrupt,
-                "does not hold a sequence number fsync wrote; not posting (a wrong one would \
-                 reorder the queue)",
-            ));
-        }
-    };
-    let next = last + 1;
+    f: impl FnOnce(u64) -> Result<Outcome<T>>,
+) -> Result<Outcome<T>> {
+    let file = wait::acquired!(l.lock_seq(Mode::Exclusive, poll, deadline)?);
+    let next = l.last_seq(&file)? + 1;
     let text = format!("{next}\n");
     file.write_all_at(text.as_bytes(), 0)
         .and_then(|()| file.set_len(text.len() as u64))
-        .map_err(|e| Error::io(&shown, "cannot write", e))?;
+        .map_err(|e| Error::io(&l.top.join("seq"), "cannot write", e))?;
     f(next) // the lock goes with `file`
 }
 
@@ -718,8 +715,8 @@ fn with_seq(
 pub struct Received {
     file: File,
     claimed: String,
-    claimed_dir: Arc<Dir>,
-    q: Arc<Dir>,
+    layout: Layout,
+    poll: Duration,
     /// The bus member that sent it, if any.
     pub from: Option<String>,
     done: bool,
@@ -743,9 +740,10 @@ impl Received {
     /// The message has been delivered: remove it for good.
     pub fn finish(mut self) -> Result<()> {
         self.done = true;
-        self.claimed_dir.unlink_any(&self.claimed).map_err(|e| {
+        let claimed = &self.layout.claimed;
+        claimed.unlink_any(&self.claimed).map_err(|e| {
             Error::io(
-                &self.claimed_dir.join(&self.claimed),
+                &claimed.join(&self.claimed),
                 "cannot remove delivered message",
                 e,
             )
@@ -761,7 +759,7 @@ impl Drop for Received {
         // Not delivered: back to the queue now (a receiver that dies instead leaves it to the
         // next receiver's recovery).
         if let Some((name, _)) = self.claimed.rsplit_once('~') {
-            let _ = self.claimed_dir.rename(&self.claimed, &self.q, name);
+            let _ = self.layout.requeue(&self.claimed, name, self.poll);
         }
     }
 }

@@ -766,7 +766,10 @@ fn msg_list_empty_and_with_posted_synchronous_and_skipped_entries() {
     let said = sender.stderr_line();
     assert!(said.contains("waiting"), "-v said {said:?}");
     // Something receivers pass over: a directory named as a message.
-    std::fs::create_dir(t.join("B/q/00000000000000000000.h-1-0.-.msg")).unwrap();
+    std::fs::create_dir(
+        crate::harness::first_shard(t.join("B")).join("00000000000000000000.h-1-0.-.msg"),
+    )
+    .unwrap();
     let v = report(&t, "msg-list", &list, 0);
     assert_eq!(v["count"], 3, "{v}");
     assert_eq!(v["messages"][2]["sync"], true, "{v}");

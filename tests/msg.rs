@@ -17,7 +17,7 @@ use std::{
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{Cmd, TestDir, eventually, fsync_bin, json_of};
+use crate::harness::{Cmd, TestDir, eventually, first_shard, fsync_bin, json_of, queued_files};
 
 #[track_caller]
 fn post(t: &TestDir, mailbox: &str, data: &str) {
@@ -255,7 +255,7 @@ fn a_timed_out_send_is_never_delivered() {
         .code(75)
         .stdout("");
     assert_eq!(list(&t, "B")["count"], 0, "the withdrawn message is listed");
-    assert_eq!(entries(&t.join("B/q")), Vec::<String>::new());
+    assert_eq!(queued_files(t.join("B")), Vec::<String>::new());
     assert_eq!(entries(&t.join("B/claimed")), Vec::<String>::new());
     // -E applies to send too.
     t.fsync(["msg", "send", "-n", "-E", "9", "B", "--data", "late"])
@@ -336,7 +336,7 @@ fn a_receiver_killed_mid_delivery_loses_nothing() {
         "the payload starts wrong (seed {seed})"
     );
     assert_eq!(
-        entries(&t.join("B/q")),
+        queued_files(t.join("B")),
         Vec::<String>::new(),
         "the message is still queued while being delivered"
     );
@@ -450,7 +450,7 @@ fn msg_payload_permissions() {
     use std::os::unix::fs::PermissionsExt;
     let t = TestDir::new();
     let mode_of_queued = |t: &TestDir| {
-        let entry = std::fs::read_dir(t.join("B/q"))
+        let entry = std::fs::read_dir(first_shard(t.join("B")))
             .unwrap()
             .next()
             .unwrap()

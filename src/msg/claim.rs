@@ -9,13 +9,18 @@ pub(super) fn held(dir: &Dir, id: &str) -> bool {
 }
 
 /// Queue entries that are messages, with their parsed names.
-type Names = Vec<(String, MessageName)>;
+pub(super) type Names = Vec<(String, MessageName)>;
 
 /// The names in `q` that are messages, oldest first, and the entries that are not.
 pub(super) fn queued_names(q: &Dir) -> Result<(Names, Vec<Skipped>)> {
     let entries = q
         .entries()
         .map_err(|e| pfs::explain_open_error(q.path(), "cannot list queue", e))?;
+    Ok(sort_entries(q, entries))
+}
+
+/// Of the `entries` of directory `q`: those that are messages, oldest first, and the others.
+pub(super) fn sort_entries(q: &Dir, entries: Vec<(String, Option<Kind>)>) -> (Names, Vec<Skipped>) {
     let mut names = Vec::new();
     let mut bad = Vec::new();
     for (name, kind) in entries {
@@ -43,11 +48,11 @@ pub(super) fn queued_names(q: &Dir) -> Result<(Names, Vec<Skipped>)> {
         names.push((name, parsed));
     }
     names.sort_by(|a, b| (a.1.seq, &a.0).cmp(&(b.1.seq, &b.0)));
-    Ok((names, bad))
+    (names, bad)
 }
 
 /// Return the claims of dead receivers to the queue.
-pub(super) fn recover(l: &Layout) {
+pub(super) fn recover(l: &Layout, poll: Duration) {
     let Ok(entries) = l.claimed.entries() else {
         return;
     };
@@ -59,24 +64,90 @@ pub(super) fn recover(l: &Layout) {
             continue;
         };
         if MessageName::parse(name).is_some() && !held(&l.recv, rid) {
-            let _ = l.claimed.rename(&claimed, &l.q, name);
+            let _ = l.requeue(&claimed, name, poll);
         }
     }
 }
 
+/// What a receiver took: the payload open, its name in `claimed/`, and its sender on a bus.
+pub(super) type Claim = (File, String, Option<String>);
+
 /// Claim the oldest message we can read; entries we cannot use are reported and passed over.
+/// `Ok(None)`: nothing to take now, and `watch` names the shard a post goes to next (the
+/// directory to watch besides the queue's and `claimed`).
 pub(super) fn try_claim(
     l: &Layout,
     rid: &str,
+    poll: Duration,
     skipped: &mut dyn FnMut(Skipped),
-) -> Result<Option<(File, String, Option<String>)>> {
-    recover(l);
-    let (names, bad) = queued_names(&l.q)?;
-    bad.into_iter().for_each(&mut *skipped);
+    next: &mut Option<u64>,
+) -> Result<Outcome<Option<Claim>>> {
+    recover(l, poll);
+    let mut rebuilt = false;
+    loop {
+        let ends = match wait::acquired!(l.ends(poll, Deadline::never())?) {
+            Some(ends) => ends,
+            None if !rebuilt => {
+                wait::acquired!(l.rebuild(poll, Deadline::never())?);
+                rebuilt = true;
+                continue;
+            }
+            None => {
+                return Err(Error::new(
+                    &l.top.join("head"),
+                    ErrorKind::Corrupt,
+                    "is not a head fsync wrote, even after rebuilding it",
+                ));
+            }
+        };
+        let mut first = ends.head;
+        while first <= ends.newest() {
+            let shard = match l.shard(first, false) {
+                Ok(shard) => shard,
+                Err(e) => {
+                    // Not a directory fsync made (a link, a file): passed over.
+                    skipped(skip(&shard_name(first), &e));
+                    first += SHARD;
+                    continue;
+                }
+            };
+            let mut messages = false;
+            if let Some(shard) = &shard {
+                let (names, bad) = queued_names(shard)?;
+                bad.into_iter().for_each(&mut *skipped);
+                messages = !names.is_empty();
+                if let Some(claim) = claim_in(l, shard, names, rid, skipped)? {
+                    return Ok(Outcome::Acquired(Some(claim)));
+                }
+            }
+            if !messages && first == ends.head && first < ends.newest() {
+                l.advance(first, poll)?;
+            }
+            first += SHARD;
+        }
+        // Empty: unless an fsync from before shards posted into the queue's directory.
+        if !rebuilt && l.has_unsharded() {
+            wait::acquired!(l.rebuild(poll, Deadline::never())?);
+            rebuilt = true;
+            continue;
+        }
+        *next = Some(ends.newest());
+        return Ok(Outcome::Acquired(None));
+    }
+}
+
+/// Claim the first of `names` (a shard's messages, oldest first) that we can read.
+fn claim_in(
+    l: &Layout,
+    shard: &Dir,
+    names: Names,
+    rid: &str,
+    skipped: &mut dyn FnMut(Skipped),
+) -> Result<Option<Claim>> {
     for (name, parsed) in names {
         // Open before claiming: a message we may not read, or that is not a file fsync made,
         // stays in the queue for whoever can use it.
-        let (file, meta) = match l.q.open_stat(&name, false) {
+        let (file, meta) = match shard.open_stat(&name, false) {
             Ok(Some(f)) => f,
             Ok(None) => continue, // another receiver won
             Err(e) => {
@@ -84,8 +155,8 @@ pub(super) fn try_claim(
                 continue;
             }
         };
-        if !l.q.sole_link(&name, &file, Some(&meta)).unwrap_or(false) {
-            if l.q.stat(&name).is_err() {
+        if !shard.sole_link(&name, &file, Some(&meta)).unwrap_or(false) {
+            if shard.stat(&name).is_err() {
                 continue; // claimed by another receiver since our open (or a link gone)
             }
             skipped(Skipped {
@@ -95,10 +166,10 @@ pub(super) fn try_claim(
             continue;
         }
         let mut claimed = format!("{name}~{rid}");
-        match l.q.rename(&name, &l.claimed, &claimed) {
+        match shard.rename(&name, &l.claimed, &claimed) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // another receiver won
-            Err(e) => return Err(Error::io(&l.q.join(&name), "cannot claim message", e)),
+            Err(e) => return Err(Error::io(&shard.join(&name), "cannot claim message", e)),
         }
         // What we claimed must be what we opened (the owner of the mailbox could swap it).
         let same = l
@@ -106,7 +177,7 @@ pub(super) fn try_claim(
             .stat(&claimed)
             .is_ok_and(|st| (st.st_dev, st.st_ino) == (meta.st_dev, meta.st_ino));
         if !same {
-            let _ = l.claimed.rename(&claimed, &l.q, &name);
+            let _ = l.claimed.rename(&claimed, shard, &name);
             skipped(Skipped {
                 name,
                 reason: "was replaced while being received".to_string(),
@@ -143,8 +214,9 @@ pub(super) enum SendState {
     Taken,
 }
 
+/// Where synchronous message `name` (`stem` without its kind) stands.
 pub(super) fn send_state(l: &Layout, name: &str, stem: &str) -> Result<SendState> {
-    if l.q.stat(name).is_ok() {
+    if queued_in(l, name).is_some() {
         return Ok(SendState::Queued);
     }
     let prefix = format!("{stem}.sync~");
@@ -161,12 +233,20 @@ pub(super) fn send_state(l: &Layout, name: &str, stem: &str) -> Result<SendState
 }
 
 /// Take a synchronous message back; `true` if withdrawn, `false` if a receiver took it first.
-pub(super) fn withdraw(l: &Layout, name: &str, stem: &str, watch: &DirWatch) -> Result<bool> {
+pub(super) fn withdraw(
+    l: &Layout,
+    name: &str,
+    stem: &str,
+    watch: &DirWatch,
+    poll: Duration,
+) -> Result<bool> {
     loop {
-        match l.q.unlink_any(name) {
-            Ok(()) => return Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(&l.q.join(name), "cannot withdraw message", e)),
+        if let Some(shard) = queued_in(l, name) {
+            match shard.unlink_any(name) {
+                Ok(()) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&shard.join(name), "cannot withdraw message", e)),
+            }
         }
         match send_state(l, name, stem)? {
             SendState::Taken => return Ok(false),
@@ -174,7 +254,7 @@ pub(super) fn withdraw(l: &Layout, name: &str, stem: &str, watch: &DirWatch) -> 
             SendState::Claiming(rid) => {
                 if !held(&l.recv, &rid) {
                     let claimed = format!("{stem}.sync~{rid}");
-                    let _ = l.claimed.rename(&claimed, &l.q, name);
+                    l.requeue(&claimed, name, poll)?;
                     continue;
                 }
                 // The receiver converts it in microseconds; its death shows in no event.
@@ -185,4 +265,11 @@ pub(super) fn withdraw(l: &Layout, name: &str, stem: &str, watch: &DirWatch) -> 
             }
         }
     }
+}
+
+/// The shard directory that holds queued message `name`, if it is queued.
+fn queued_in(l: &Layout, name: &str) -> Option<Dir> {
+    let parsed = MessageName::parse(name)?;
+    let shard = l.shard(shard_of(parsed.seq), false).ok()??;
+    shard.stat(name).is_ok().then_some(shard)
 }

@@ -107,3 +107,154 @@ fn a_timed_out_send_is_withdrawn() {
     assert!(b.recv(Some(Duration::ZERO)).unwrap().is_none());
     assert!(b.list().unwrap().queued.is_empty());
 }
+
+fn post_texts(b: &Mailbox, range: std::ops::Range<u32>) {
+    for i in range {
+        let _ = b.post(&mut format!("m{i}").as_bytes()).unwrap();
+    }
+}
+
+fn next_text(b: &Mailbox) -> Option<String> {
+    b.recv(Some(Duration::ZERO)).unwrap().map(text)
+}
+
+fn shards(b: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(b.join("q"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn fifo_across_shards_and_the_head_moves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path);
+    post_texts(&b, 0..250); // sequence numbers 1 to 250: shards 0, 100 and 200
+    assert_eq!(
+        shards(&path),
+        [shard_name(0), shard_name(100), shard_name(200)]
+    );
+    for i in 0..250 {
+        assert_eq!(next_text(&b).as_deref(), Some(format!("m{i}").as_str()));
+    }
+    assert_eq!(next_text(&b), None);
+    // The drained shards went; the head names the one posts go to.
+    assert_eq!(shards(&path), [shard_name(200)]);
+    assert_eq!(
+        std::fs::read_to_string(path.join("head")).unwrap(),
+        format!("{}\n", shard_name(200))
+    );
+}
+
+#[test]
+fn a_message_returned_behind_the_head_comes_out_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path);
+    post_texts(&b, 0..150);
+    let first = b.recv(Some(Duration::ZERO)).unwrap().unwrap(); // m0, in shard 0
+    for i in 1..120 {
+        assert_eq!(next_text(&b).as_deref(), Some(format!("m{i}").as_str()));
+    }
+    assert_eq!(
+        std::fs::read_to_string(path.join("head")).unwrap(),
+        format!("{}\n", shard_name(100)),
+        "shard 0 held only the claimed message: the head moved on"
+    );
+    drop(first); // not finished: back to shard 0, and the head with it
+    assert_eq!(next_text(&b).as_deref(), Some("m0"));
+    for i in 120..150 {
+        assert_eq!(next_text(&b).as_deref(), Some(format!("m{i}").as_str()));
+    }
+    assert_eq!(next_text(&b), None);
+}
+
+#[test]
+fn a_torn_missing_or_impossible_head_is_rebuilt_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path);
+    post_texts(&b, 0..250);
+    for i in 0..110 {
+        assert_eq!(next_text(&b).as_deref(), Some(format!("m{i}").as_str()));
+    }
+    let mut i = 110;
+    for head in ["0000000000000\n", "junk", "", "99999999999999999900\n"] {
+        std::fs::write(path.join("head"), head).unwrap();
+        assert_eq!(
+            next_text(&b).as_deref(),
+            Some(format!("m{i}").as_str()),
+            "head {head:?}"
+        );
+        i += 1;
+    }
+    std::fs::remove_file(path.join("head")).unwrap();
+    for i in i..250 {
+        assert_eq!(next_text(&b).as_deref(), Some(format!("m{i}").as_str()));
+    }
+    assert_eq!(next_text(&b), None);
+}
+
+#[test]
+fn a_mailbox_of_the_layout_before_shards_keeps_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    for sub in ["tmp", "q", "claimed", "recv", "senders"] {
+        std::fs::create_dir_all(path.join(sub)).unwrap();
+    }
+    // Three messages queued in `q/` itself, and one claimed by a receiver that died.
+    let name = |seq: u64| format!("{seq:020}.h-1-{seq}.-.msg");
+    std::fs::write(path.join("seq"), "150\n").unwrap();
+    for seq in [3, 120, 150] {
+        std::fs::write(path.join("q").join(name(seq)), format!("old{seq}")).unwrap();
+    }
+    std::fs::write(
+        path.join("claimed").join(format!("{}~h.1.dead", name(2))),
+        "old2",
+    )
+    .unwrap();
+    let b = Mailbox::new(&path);
+    let listed: Vec<String> = b
+        .list()
+        .unwrap()
+        .queued
+        .into_iter()
+        .map(|q| q.name)
+        .collect();
+    assert_eq!(
+        listed,
+        [name(3), name(120), name(150)],
+        "listed as they are"
+    );
+    post_texts(&b, 0..1); // sequence number 151
+    for want in ["old2", "old3", "old120", "old150", "m0"] {
+        assert_eq!(next_text(&b).as_deref(), Some(want));
+    }
+    assert_eq!(next_text(&b), None);
+    // An older fsync's post into `q/` itself, once the mailbox has shards: found too.
+    std::fs::write(path.join("seq"), "152\n").unwrap();
+    std::fs::write(path.join("q").join(name(152)), "old152").unwrap();
+    assert_eq!(next_text(&b).as_deref(), Some("old152"));
+}
+
+#[test]
+fn scan_hands_on_every_message_in_order_across_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("b"));
+    post_texts(&b, 0..230);
+    for _ in 0..40 {
+        let _ = next_text(&b);
+    }
+    let mut seqs = Vec::new();
+    let claimed = b
+        .scan(|entry| match entry {
+            Entry::Queued(q) => seqs.push(MessageName::parse(&q.name).unwrap().seq),
+            Entry::Skipped(s) => panic!("skipped {s:?}"),
+        })
+        .unwrap();
+    assert_eq!(claimed, 0);
+    assert_eq!(seqs, (41..=230).collect::<Vec<u64>>());
+}

@@ -60,7 +60,7 @@ fn is_link(st: &FileStat) -> bool {
     st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFLNK.bits()
 }
 
-fn is_kind(st: &FileStat, kind: Kind) -> bool {
+pub(crate) fn is_kind(st: &FileStat, kind: Kind) -> bool {
     let t = st.st_mode & SFlag::S_IFMT.bits();
     match kind {
         Kind::File => t == SFlag::S_IFREG.bits(),

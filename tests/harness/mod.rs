@@ -828,3 +828,30 @@ impl Drop for Daemon {
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
     }
 }
+
+/// The directory of a mailbox's first shard (sequence numbers 0 to 99), where the first
+/// messages posted to it are queued: `BOX/q/00000000000000000000`.
+pub(crate) fn first_shard(mailbox: impl AsRef<Path>) -> PathBuf {
+    mailbox.as_ref().join("q").join("00000000000000000000")
+}
+
+/// The names of the entries queued in mailbox `mailbox`: in its shards (`q/FIRST/`) and in
+/// `q/` itself (not the shard directories), sorted.
+pub(crate) fn queued_files(mailbox: impl AsRef<Path>) -> Vec<String> {
+    let q = mailbox.as_ref().join("q");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&q).into_iter().flatten() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let shard = name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit());
+        if shard && entry.file_type().unwrap().is_dir() {
+            for inner in std::fs::read_dir(entry.path()).unwrap() {
+                names.push(inner.unwrap().file_name().to_string_lossy().into_owned());
+            }
+        } else {
+            names.push(name);
+        }
+    }
+    names.sort();
+    names
+}

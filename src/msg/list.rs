@@ -1,0 +1,140 @@
+//! Listing a mailbox: its queued messages shard by shard, oldest first, each handed on as it is
+//! found, so that listing a queue of any depth takes the memory of one shard.
+
+use super::*;
+
+/// What a listing finds, one entry at a time ([`Mailbox::scan`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Entry {
+    /// A message a receiver would take (in the order receivers take them).
+    Queued(Queued),
+    /// An entry receivers pass over.
+    Skipped(Skipped),
+}
+
+impl Mailbox {
+    /// The queued messages, oldest first (synchronous ones whose sender is gone are left
+    /// out), the number being received, and the entries receivers pass over. Creates nothing.
+    /// Holds the whole queue in memory: [`scan`](Self::scan) hands on one entry at a time.
+    pub fn list(&self) -> Result<Listing> {
+        let mut out = Listing::default();
+        out.claimed = self.scan(|entry| match entry {
+            Entry::Queued(q) => out.queued.push(q),
+            Entry::Skipped(s) => out.skipped.push(s),
+        })?;
+        Ok(out)
+    }
+
+    /// Hand each queued message to `each`, oldest first, as it is found, with the entries
+    /// receivers pass over where they are met; returns the number of messages being received.
+    /// Memory does not grow with the queue. Creates nothing, and takes no lock: a message
+    /// posted or received meanwhile may or may not be seen.
+    pub fn scan(&self, mut each: impl FnMut(Entry)) -> Result<usize> {
+        let Some(top) = self.top(false)? else {
+            return Ok(0);
+        };
+        let list_err = |d: &Dir, e| pfs::explain_open_error(d.path(), "cannot list mailbox", e);
+        top.entries().map_err(|e| list_err(&top, e))?;
+        let Some(q) = top.sub("q", false)? else {
+            return Ok(0);
+        };
+        let senders = top.sub("senders", false)?;
+        let claimed = match top.sub("claimed", false)? {
+            Some(claimed) => claimed.entries().map_err(|e| list_err(&claimed, e))?.len(),
+            None => 0,
+        };
+        let emit = |dir: &Dir, names: Names, each: &mut dyn FnMut(Entry)| {
+            for (name, parsed) in names {
+                if parsed.sync && !senders.as_ref().is_some_and(|s| held(s, &parsed.uniq)) {
+                    continue;
+                }
+                if let Some(entry) = queued_entry(dir, name, parsed) {
+                    each(entry);
+                }
+            }
+        };
+        // The queue's own directory: shards, and messages of the layout before shards (all of
+        // a mailbox an older fsync wrote; or posted since by one), which come first.
+        let (unsharded, oldest) = top_level(&q)?;
+        let (names, bad) = unsharded;
+        for s in bad {
+            each(Entry::Skipped(s));
+        }
+        emit(&q, names, &mut each);
+        // Then the shards, from the head (or the oldest there is) to where posts go.
+        let read = |name: &str| {
+            let f = top.open(name, false).ok()??;
+            let mut buf = [0u8; 64];
+            let n = f.read_at(&mut buf, 0).ok()?;
+            Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+        };
+        let last = read("seq")
+            .and_then(|t| queue::parse_seq(&t).ok())
+            .unwrap_or(0);
+        let head = read("head")
+            .and_then(|t| t.strip_suffix('\n').and_then(queue::parse_shard))
+            .map_or(oldest, |h| oldest.map_or(h, |o| o.min(h)).into());
+        let Some(mut first) = head else {
+            return Ok(claimed);
+        };
+        while first <= shard_of(last + 1) {
+            match q.sub(&shard_name(first), false) {
+                Ok(Some(shard)) => {
+                    let (names, bad) = queued_names(&shard)?;
+                    for s in bad {
+                        each(Entry::Skipped(s));
+                    }
+                    emit(&shard, names, &mut each);
+                }
+                Ok(None) => {}
+                Err(e) => each(Entry::Skipped(skip(&shard_name(first), &e))),
+            }
+            first += SHARD;
+        }
+        Ok(claimed)
+    }
+}
+
+/// The queue's own directory: its messages of the layout before shards (oldest first), the
+/// entries that are neither those nor shards, and the oldest shard there.
+fn top_level(q: &Dir) -> Result<(Sorted, Option<u64>)> {
+    let entries = q
+        .entries()
+        .map_err(|e| pfs::explain_open_error(q.path(), "cannot list queue", e))?;
+    let mut oldest: Option<u64> = None;
+    let mut rest = Vec::new();
+    for (name, kind) in entries {
+        match queue::parse_shard(&name) {
+            Some(first) if kind != Some(Kind::File) => {
+                oldest = Some(oldest.map_or(first, |o| o.min(first)));
+            }
+            _ => rest.push((name, kind)),
+        }
+    }
+    Ok((sort_entries(q, rest), oldest))
+}
+
+/// A directory's messages, oldest first, and the entries that are not messages.
+type Sorted = (Names, Vec<Skipped>);
+
+/// A queued message as a listing shows it: `None` if it went meanwhile.
+fn queued_entry(dir: &Dir, name: String, parsed: MessageName) -> Option<Entry> {
+    let file = match dir.open(&name, false) {
+        Ok(Some(f)) => f,
+        Ok(None) => return None, // received meanwhile
+        Err(e) => return Some(Entry::Skipped(skip(&name, &e))),
+    };
+    let meta = file.metadata().ok()?;
+    let age = meta
+        .modified()
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok());
+    Some(Entry::Queued(Queued {
+        name,
+        size: meta.len(),
+        age: age.unwrap_or_default(),
+        from: parsed.from,
+        sync: parsed.sync,
+    }))
+}

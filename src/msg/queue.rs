@@ -1,0 +1,279 @@
+//! The queue at any depth: messages in shards of [`SHARD`] consecutive sequence numbers, and a
+//! head that says where the oldest may be, so that a receiver lists one shard, not the queue
+//! (the protocol's *Shards and the head* in [`super`]'s docs).
+
+use super::*;
+
+/// How many consecutive sequence numbers share a shard directory: a receiver lists at most
+/// this many entries to find the oldest message, at any depth of the queue.
+pub(crate) const SHARD: u64 = 100;
+
+/// The first sequence number of the shard that holds `seq`.
+pub(crate) fn shard_of(seq: u64) -> u64 {
+    seq / SHARD * SHARD
+}
+
+/// A shard directory's name: its first sequence number, in 20 digits as in message names.
+pub(crate) fn shard_name(first: u64) -> String {
+    format!("{first:020}")
+}
+
+/// The shard a directory name stands for, if it is one.
+pub(crate) fn parse_shard(name: &str) -> Option<u64> {
+    if name.len() != 20 || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let first: u64 = name.parse().ok()?;
+    (first.is_multiple_of(SHARD) && first < MAX_SEQ).then_some(first)
+}
+
+/// Where receivers start, and the last sequence number handed out, as read together under a
+/// shared lock on `seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Ends {
+    /// The first sequence number of the oldest shard that may hold a message.
+    pub(super) head: u64,
+    /// The last sequence number handed out (0: none yet).
+    pub(super) last: u64,
+}
+
+impl Ends {
+    /// The shard a post goes to next, and beyond which no message can be.
+    pub(super) fn newest(&self) -> u64 {
+        shard_of(self.last + 1)
+    }
+}
+
+/// The head as `head` holds it: `FIRST\n`, written only under the exclusive lock on `seq`.
+fn parse_head(text: &str) -> Option<u64> {
+    let text = text.strip_suffix('\n')?;
+    parse_shard(text)
+}
+
+/// The last sequence number as `seq` holds it; `Err` for what fsync never writes.
+pub(super) fn parse_seq(text: &str) -> std::result::Result<u64, ()> {
+    let text = text.trim();
+    match text.parse() {
+        _ if text.is_empty() => Ok(0), // new, or its creator died before writing it
+        Ok(n) if n < MAX_SEQ => Ok(n),
+        _ => Err(()),
+    }
+}
+
+/// Read a small file from its start.
+fn read_text(file: &File) -> String {
+    let mut buf = [0u8; 64];
+    let n = file.read_at(&mut buf, 0).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+impl Layout {
+    /// `seq`, the lock that orders posts and guards the head: open, and no one else's file
+    /// reached through a hard link.
+    pub(super) fn seq_file(&self) -> Result<File> {
+        let file = self.top.open_or_create("seq")?;
+        // Written by every poster, so no owner is required of it: but it must be no one
+        // else's file reached through a hard link.
+        let sole = (self.top.sole_link("seq", &file, None))
+            .map_err(|e| Error::io(&self.top.join("seq"), "cannot stat", e))?;
+        if !sole {
+            return Err(self.top.not_sole("seq"));
+        }
+        Ok(file)
+    }
+
+    /// Lock `seq` in `mode`, waiting until `deadline` (or a cancellation signal): whoever may
+    /// open it may hold it for ever.
+    pub(super) fn lock_seq(
+        &self,
+        mode: Mode,
+        poll: Duration,
+        deadline: Deadline,
+    ) -> Result<Outcome<File>> {
+        let file = self.seq_file()?;
+        let spec = Wait {
+            deadline,
+            poll: pfs::fs_kind(&file).network.then_some(poll),
+            progress: None,
+        };
+        let locked = wait::flock(spec, |_| {}, &file, mode, &self.top.join("seq"))?;
+        Ok(locked.map(|()| file))
+    }
+
+    /// Lock `seq` exclusively for a short step that another process can do instead (return a
+    /// message, move the head): at once if it is free, even after a cancellation signal (a
+    /// receiver interrupted while writing a message out returns it on its way out); else
+    /// waiting [`LOCK_GRACE`] at most. `None` if it did not come.
+    fn lock_seq_briefly(&self, poll: Duration) -> Result<Option<File>> {
+        let file = self.seq_file()?;
+        if lock::flock(&file, Mode::Exclusive, false)
+            .map_err(|e| Error::io(&self.top.join("seq"), "cannot lock", e))?
+        {
+            return Ok(Some(file));
+        }
+        drop(file);
+        let waited = self.lock_seq(Mode::Exclusive, poll, Deadline::after(Some(LOCK_GRACE)))?;
+        Ok(waited.acquired())
+    }
+
+    /// The last sequence number, from `seq` locked by us.
+    pub(super) fn last_seq(&self, seq: &File) -> Result<u64> {
+        parse_seq(&read_text(seq)).map_err(|()| {
+            Error::new(
+                &self.top.join("seq"),
+                ErrorKind::Corrupt,
+                "does not hold a sequence number fsync wrote; not posting (a wrong one would \
+                 reorder the queue)",
+            )
+        })
+    }
+
+    /// The head and the last sequence number, read under a shared lock on `seq`; `None` for a
+    /// head that is missing or not one fsync wrote (then [`rebuild`](Self::rebuild) it).
+    pub(super) fn ends(&self, poll: Duration, deadline: Deadline) -> Result<Outcome<Option<Ends>>> {
+        let seq = wait::acquired!(self.lock_seq(Mode::Shared, poll, deadline)?);
+        let last = self.last_seq(&seq)?;
+        let head = match self.top.open("head", false) {
+            Ok(Some(f)) => parse_head(&read_text(&f)),
+            Ok(None) | Err(_) => None,
+        };
+        // A head past where posts go was never written by fsync: rebuild it.
+        let ends = head
+            .map(|head| Ends { head, last })
+            .filter(|e| e.head <= e.newest());
+        Ok(Outcome::Acquired(ends))
+    }
+
+    /// Write the head (under the exclusive lock on `seq`); `durable` when lowering it, which
+    /// must survive a crash before a message is put behind the old head.
+    fn write_head(&self, first: u64, durable: bool) -> Result<()> {
+        let shown = self.top.join("head");
+        let file = self.top.open_or_create("head")?;
+        let text = format!("{}\n", shard_name(first));
+        file.write_all_at(text.as_bytes(), 0)
+            .and_then(|()| file.set_len(text.len() as u64))
+            .and_then(|()| if durable { file.sync_data() } else { Ok(()) })
+            .map_err(|e| Error::io(&shown, "cannot write", e))
+    }
+
+    /// The shard directory that begins at `first`: `None` if missing (and not `create`).
+    pub(super) fn shard(&self, first: u64, create: bool) -> Result<Option<Dir>> {
+        self.q.sub(&shard_name(first), create)
+    }
+
+    /// Rebuild the head from the directory (under the exclusive lock on `seq`): after a crash
+    /// that tore it, for a mailbox written by an fsync before shards (its messages are moved
+    /// into their shards, in order), and for messages such an fsync posted since.
+    pub(super) fn rebuild(&self, poll: Duration, deadline: Deadline) -> Result<Outcome<()>> {
+        let seq = wait::acquired!(self.lock_seq(Mode::Exclusive, poll, deadline)?);
+        let last = self.last_seq(&seq)?;
+        let entries = self
+            .q
+            .entries()
+            .map_err(|e| pfs::explain_open_error(self.q.path(), "cannot list queue", e))?;
+        let mut head = shard_of(last + 1);
+        for (name, kind) in &entries {
+            if let Some(first) = parse_shard(name) {
+                head = head.min(first);
+            } else if self.unsharded(name, *kind)
+                && let Some(parsed) = MessageName::parse(name)
+            {
+                // A message in the layout before shards: into its shard, keeping its name.
+                // (What is not a regular file stays: receivers never look at it there.)
+                let first = shard_of(parsed.seq);
+                if let Some(shard) = self.shard(first, true)? {
+                    self.q
+                        .rename(name, &shard, name)
+                        .map_err(|e| Error::io(&self.q.join(name), "cannot move message", e))?;
+                    head = head.min(first);
+                }
+            }
+        }
+        let was = match self.top.open("head", false) {
+            Ok(Some(f)) => parse_head(&read_text(&f)),
+            _ => None,
+        };
+        if was != Some(head) {
+            self.write_head(head, true)?;
+        }
+        Ok(Outcome::Acquired(()))
+    }
+
+    /// Whether the queue's directory holds messages of the layout before shards (an older
+    /// fsync's posts): then [`rebuild`](Self::rebuild) moves them. Asked when the queue looks
+    /// empty, when the directory holds one shard or a few.
+    pub(super) fn has_unsharded(&self) -> bool {
+        self.q.entries().is_ok_and(|entries| {
+            (entries.iter()).any(|(name, kind)| {
+                MessageName::parse(name).is_some() && self.unsharded(name, *kind)
+            })
+        })
+    }
+
+    /// Whether entry `name` of the queue's directory (of type `kind`, if the listing said) is a
+    /// regular file: a message of the layout before shards, if it is named like one.
+    fn unsharded(&self, name: &str, kind: Option<Kind>) -> bool {
+        match kind {
+            Some(kind) => kind == Kind::File,
+            None => {
+                (self.q.stat(name)).is_ok_and(|st| crate::platform::dir::is_kind(&st, Kind::File))
+            }
+        }
+    }
+
+    /// Move the head past shard `first`, found with no message in it: under the exclusive lock
+    /// on `seq`, if the head is still there, the shard still holds no message and is not the
+    /// one posts go to (then every number in it was handed out and its post finished, since
+    /// posts hold the lock). The empty shard directory goes.
+    pub(super) fn advance(&self, first: u64, poll: Duration) -> Result<()> {
+        let Some(seq) = self.lock_seq_briefly(poll)? else {
+            return Ok(()); // busy: the next receiver moves it
+        };
+        let last = self.last_seq(&seq)?;
+        let head = match self.top.open("head", false) {
+            Ok(Some(f)) => parse_head(&read_text(&f)),
+            _ => None,
+        };
+        if head != Some(first) || first >= shard_of(last + 1) {
+            return Ok(());
+        }
+        if let Some(shard) = self.shard(first, false)? {
+            let (names, _) = queued_names(&shard)?;
+            if !names.is_empty() {
+                return Ok(());
+            }
+        }
+        self.write_head(first + SHARD, false)?;
+        let _ = self.q.rmdir(&shard_name(first)); // not if someone put something else there
+        Ok(())
+    }
+
+    /// Put claimed message `claimed` back in the queue as `name`, in its shard, under the
+    /// exclusive lock on `seq`, lowering the head to it first (durably) if it lies behind.
+    /// Waits for the lock a moment at most: if it is busy the claim stays, and the next
+    /// receiver returns it (its receiver's registration is gone by then).
+    pub(super) fn requeue(&self, claimed: &str, name: &str, poll: Duration) -> Result<()> {
+        let Some(parsed) = MessageName::parse(name) else {
+            return Ok(());
+        };
+        let Some(_seq) = self.lock_seq_briefly(poll)? else {
+            return Ok(());
+        };
+        let first = shard_of(parsed.seq);
+        let head = match self.top.open("head", false) {
+            Ok(Some(f)) => parse_head(&read_text(&f)),
+            _ => None,
+        };
+        if head.is_some_and(|h| h > first) {
+            self.write_head(first, true)?;
+        }
+        let shard = self.shard(first, true)?.expect("created");
+        self.claimed
+            .rename(claimed, &shard, name)
+            .map_err(|e| Error::io(&self.claimed.join(claimed), "cannot return message", e))
+    }
+}
+
+/// How long returning a message or moving the head waits for the lock on `seq`, which posts
+/// hold for moments: past it, the next receiver does it.
+const LOCK_GRACE: Duration = Duration::from_secs(1);
