@@ -165,17 +165,8 @@ struct ListArgs {
     json: bool,
 }
 
-/// `fsync msg list --json` (docs/json.md, `msg-list`).
-#[derive(Serialize)]
-struct ListJson<'a> {
-    path: String,
-    count: usize,
-    messages: Vec<MessageJson<'a>>,
-    /// Messages being received (or left by a receiver that died).
-    claimed: usize,
-    skipped: Vec<SkippedJson<'a>>,
-}
-
+/// A message of `fsync msg list --json` (docs/json.md, `msg-message`). The object around them
+/// (`msg-list`) is written by hand, a message at a time ([`list`]).
 #[derive(Serialize)]
 struct MessageJson<'a> {
     name: &'a str,
@@ -241,61 +232,82 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             msg.finish()?;
             Ok(Exit::OK)
         }
-        Verb::List(a) => {
-            let listing = Mailbox::new(&a.mailbox.mailbox).list()?;
-            let list = &listing.queued;
-            let mut out = std::io::stdout().lock();
-            if a.json {
-                let now = SystemTime::now();
-                let messages = (list.iter())
-                    .map(|m| MessageJson {
-                        name: &m.name,
-                        size: m.size,
-                        since: report::timestamp(now.checked_sub(m.age).unwrap_or(now)),
-                        sync: m.sync,
-                    })
-                    .collect();
-                let skipped = (listing.skipped.iter())
-                    .map(|s| SkippedJson {
-                        name: &s.name,
-                        reason: &s.reason,
-                    })
-                    .collect();
-                let line = ListJson {
-                    path: report::path_text(&a.mailbox.mailbox),
-                    count: list.len(),
-                    messages,
-                    claimed: listing.claimed,
-                    skipped,
+        Verb::List(a) => list(&a),
+    }
+}
+
+/// `msg list`: each message printed as it is found, so that a queue of any depth is listed in
+/// the memory of a few; with `--json`, one object whose `messages` are written one by one.
+fn list(a: &ListArgs) -> VerbResult {
+    let mailbox = Mailbox::new(&a.mailbox.mailbox);
+    let mut out = std::io::stdout().lock();
+    let mut written: std::io::Result<()> = Ok(());
+    let mut count = 0usize;
+    let mut skipped = Vec::new();
+    let now = SystemTime::now();
+    if a.json {
+        let path = serde_json::to_string(&report::path_text(&a.mailbox.mailbox))
+            .expect("a string serialises");
+        written = write!(out, "{{\"path\":{path},\"messages\":[");
+    }
+    let claimed = mailbox.scan(|entry| {
+        if written.is_err() {
+            return;
+        }
+        written = match entry {
+            fsync::msg::Entry::Queued(m) if a.json => {
+                let comma = if count > 0 { "," } else { "" };
+                count += 1;
+                let since = report::timestamp(now.checked_sub(m.age).unwrap_or(now));
+                let json = MessageJson {
+                    name: &m.name,
+                    size: m.size,
+                    since,
+                    sync: m.sync,
                 };
-                report::print_json(&mut out, &line)?;
-            } else {
+                write!(out, "{comma}").and_then(|()| Ok(serde_json::to_writer(&mut out, &json)?))
+            }
+            fsync::msg::Entry::Queued(m) => {
+                count += 1;
                 // Names are another user's choice: escaped, so that none forges a line.
-                for s in &listing.skipped {
-                    let (name, reason) = (escaped(&s.name), escaped(&s.reason));
-                    writeln!(out, "{name}  skipped: {reason}")?;
-                }
-                if listing.claimed > 0 {
-                    writeln!(out, "{} being received", listing.claimed)?;
-                }
-                for m in list {
-                    let kind = if m.sync { " (waiting sender)" } else { "" };
-                    writeln!(
-                        out,
-                        "{}  {} bytes  {} old{kind}",
-                        escaped(&m.name),
-                        m.size,
-                        report::short_duration(m.age)
-                    )?;
-                }
+                let kind = if m.sync { " (waiting sender)" } else { "" };
                 writeln!(
                     out,
-                    "{} message{}",
-                    list.len(),
-                    if list.len() == 1 { "" } else { "s" }
-                )?;
+                    "{}  {} bytes  {} old{kind}",
+                    escaped(&m.name),
+                    m.size,
+                    report::short_duration(m.age)
+                )
             }
-            Ok(Exit::OK)
+            fsync::msg::Entry::Skipped(s) if a.json => {
+                skipped.push(s);
+                Ok(())
+            }
+            fsync::msg::Entry::Skipped(s) => {
+                let (name, reason) = (escaped(&s.name), escaped(&s.reason));
+                writeln!(out, "{name}  skipped: {reason}")
+            }
+            _ => Ok(()),
+        };
+    })?;
+    written?;
+    if a.json {
+        let skipped: Vec<SkippedJson<'_>> = (skipped.iter())
+            .map(|s| SkippedJson {
+                name: &s.name,
+                reason: &s.reason,
+            })
+            .collect();
+        let skipped = serde_json::to_string(&skipped).expect("strings serialise");
+        writeln!(
+            out,
+            "],\"count\":{count},\"claimed\":{claimed},\"skipped\":{skipped}}}"
+        )?;
+    } else {
+        if claimed > 0 {
+            writeln!(out, "{claimed} being received")?;
         }
+        writeln!(out, "{count} message{}", if count == 1 { "" } else { "s" })?;
     }
+    Ok(Exit::OK)
 }
