@@ -611,7 +611,13 @@ impl Bus {
 
     /// Messages waiting for `name`.
     pub fn pending(&self, name: &str) -> Result<usize> {
-        Ok(self.mailbox(name, "participant")?.list()?.queued.len())
+        let mut pending = 0;
+        self.mailbox(name, "participant")?.scan(|entry| {
+            if let crate::msg::Entry::Queued(_) = entry {
+                pending += 1;
+            }
+        })?;
+        Ok(pending)
     }
 }
 

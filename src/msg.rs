@@ -258,7 +258,7 @@ pub struct Queued {
 /// a directory someone put there), or a message this user may not read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
-    /// The entry's name in the queue.
+    /// The entry's path in the queue's directory `q`: `NAME`, or `SHARD/NAME` in a shard.
     pub name: String,
     /// Why, in words: "is a FIFO, not a message", "cannot read: permission denied".
     pub reason: String,

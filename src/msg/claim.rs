@@ -113,10 +113,12 @@ pub(super) fn try_claim(
             };
             let mut messages = false;
             if let Some(shard) = &shard {
+                // Entries are named by their path in the queue's directory.
+                let mut skipped = |s: Skipped| skipped(queue::in_shard(first, s));
                 let (names, bad) = queued_names(shard)?;
-                bad.into_iter().for_each(&mut *skipped);
+                bad.into_iter().for_each(&mut skipped);
                 messages = !names.is_empty();
-                if let Some(claim) = claim_in(l, shard, names, rid, skipped)? {
+                if let Some(claim) = claim_in(l, shard, names, rid, &mut skipped)? {
                     return Ok(Outcome::Acquired(Some(claim)));
                 }
             }

@@ -81,6 +81,11 @@ impl Mailbox {
         while first <= shard_of(last + 1) {
             match q.sub(&shard_name(first), false) {
                 Ok(Some(shard)) => {
+                    // Entries are named by their path in the queue's directory.
+                    let mut each = |entry| match entry {
+                        Entry::Skipped(s) => each(Entry::Skipped(queue::in_shard(first, s))),
+                        other => each(other),
+                    };
                     let (names, bad) = queued_names(&shard)?;
                     for s in bad {
                         each(Entry::Skipped(s));

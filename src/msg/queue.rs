@@ -27,6 +27,12 @@ pub(crate) fn parse_shard(name: &str) -> Option<u64> {
     (first.is_multiple_of(SHARD) && first < MAX_SEQ).then_some(first)
 }
 
+/// Entry `s` of shard `first`, named by its path in the queue's directory (`SHARD/NAME`).
+pub(super) fn in_shard(first: u64, mut s: Skipped) -> Skipped {
+    s.name = format!("{}/{}", shard_name(first), s.name);
+    s
+}
+
 /// Where receivers start, and the last sequence number handed out, as read together under a
 /// shared lock on `seq`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
