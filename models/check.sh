@@ -27,7 +27,8 @@ printf '%-18s %-22s %10s %8s %s\n' model property states errors verdict
 for spec in "mutex_delete.pml:" "swmr.pml:no_writer_starvation" \
             "swmr_delete.pml:no_writer_starvation:BROKEN,BROKEN_WAIT" "msg_send.pml:" \
             "grouplock.pml:no_group_starvation" "grouplock_cap.pml:" "event.pml:" "sem.pml:" \
-            "group.pml::BROKEN,BROKEN_LAST,BROKEN_UNREGISTER" "msg_queue.pml:" "ccr.pml:no_lost_wakeup"; do
+            "group.pml::BROKEN,BROKEN_LAST,BROKEN_UNREGISTER" "msg_queue.pml:" "ccr.pml:no_lost_wakeup" \
+            "msg_shards.pml::BROKEN,BROKEN_ADVANCE"; do
     model=${spec%%:*}; rest=${spec#*:}; ltl=${rest%%:*}; variants=BROKEN
     [ "$rest" = "$ltl" ] || variants=${rest#*:}
     read -r e s <<<"$(run "$model" "" "$ltl")"
