@@ -466,10 +466,8 @@ impl Mailbox {
             sync: true,
         };
         let sender = Registration::create(&l.senders, &name.uniq, b"")?;
-        let mut watch =
-            DirWatch::new(&l.q.pinned()).map_err(|e| Error::io(l.q.path(), "cannot watch", e))?;
-        watch
-            .add(&l.claimed.pinned())
+        // A receiver takes the message by renaming it into `claimed`, and converts it there.
+        let watch = DirWatch::new(&l.claimed.pinned())
             .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
         let name = wait::acquired!(post(&l, payload, name, self.mode, self.poll, deadline)?);
         let parsed = MessageName::parse(&name).expect("we made it");
@@ -539,9 +537,11 @@ impl Mailbox {
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
         let mut me = Some(me);
         let mut passed: Vec<String> = Vec::new();
-        // What wakes us: a post into the shard posts go to, a new shard, a message returned
-        // from `claimed`. Watched before each look, so that no change between is missed; made
-        // anew only when the shard posts go to has moved on.
+        // What wakes us: a post into the shard posts go to (made now if missing, so that it
+        // can be watched), a message returned through `claimed`. Not the queue's directory:
+        // watching a directory costs the kernel a pass over its entries, and it holds a shard
+        // per hundred messages. Watched before each look, so that no change between is missed;
+        // made anew only when the shard posts go to has moved on.
         let watch: std::cell::RefCell<Option<(u64, DirWatch)>> = std::cell::RefCell::new(None);
         let watch_for = |next: Option<u64>| -> io::Result<()> {
             let next = next.unwrap_or(u64::MAX);
@@ -549,16 +549,16 @@ impl Mailbox {
             if watch.as_ref().is_some_and(|(at, _)| *at == next) {
                 return Ok(());
             }
-            let mut w = DirWatch::new(&l.q.pinned())?;
-            w.add(&l.claimed.pinned())?;
-            if let Ok(Some(shard)) = l.shard(next, false) {
-                w.add(&shard.pinned())?;
+            let mut w = DirWatch::new(&l.claimed.pinned())?;
+            match l.shard(next, next != u64::MAX) {
+                Ok(Some(shard)) => w.add(&shard.pinned())?,
+                // Not made (a mailbox we may not write, a name taken): the queue's directory.
+                _ => w.add(&l.q.pinned())?,
             }
             *watch = Some((next, w));
             Ok(())
         };
         let mut next = None;
-        watch_for(next).map_err(|e| Error::io(l.q.path(), "cannot watch", e))?;
         let spec = Wait {
             deadline,
             poll: network.then_some(self.poll),
@@ -583,22 +583,26 @@ impl Mailbox {
                     passed.push(s.name);
                 }
             };
-            let claimed = try_claim(&l, &rid, self.poll, &mut report, &mut next)?;
-            match claimed {
-                Outcome::Acquired(Some((file, claimed, from))) => Ok(Some(Received {
-                    file,
-                    claimed,
-                    layout: l.clone(),
-                    poll: self.poll,
-                    from,
-                    done: false,
-                    _me: me.take().expect("once"),
-                })),
-                Outcome::Acquired(None) => {
-                    watch_for(next)?;
-                    Ok(None)
+            // Found nothing with the right shard watched since before the look: wait. Else
+            // watch it and look again (a post between the look and the watch wakes nobody).
+            loop {
+                let armed = watch.borrow().as_ref().map(|(at, _)| *at);
+                match try_claim(&l, &rid, self.poll, &mut report, &mut next)? {
+                    Outcome::Acquired(Some((file, claimed, from))) => {
+                        return Ok(Some(Received {
+                            file,
+                            claimed,
+                            layout: l.clone(),
+                            poll: self.poll,
+                            from,
+                            done: false,
+                            _me: me.take().expect("once"),
+                        }));
+                    }
+                    Outcome::Acquired(None) if armed.is_some() && armed == next => return Ok(None),
+                    Outcome::Acquired(None) => watch_for(next)?,
+                    Outcome::TimedOut | Outcome::Interrupted(_) => unreachable!("waits for ever"),
                 }
-                Outcome::TimedOut | Outcome::Interrupted(_) => unreachable!("waits for ever"),
             }
         });
         outcome.map_err(|f| f.naming(l.q.path(), "cannot wait"))

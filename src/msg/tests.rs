@@ -258,3 +258,31 @@ fn scan_hands_on_every_message_in_order_across_shards() {
     assert_eq!(claimed, 0);
     assert_eq!(seqs, (41..=230).collect::<Vec<u64>>());
 }
+
+#[test]
+fn a_waiting_receiver_wakes_for_a_post_that_starts_a_new_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path);
+    post_texts(&b, 0..99); // sequence numbers 1 to 99: the next post starts shard 100
+    for _ in 0..99 {
+        let _ = next_text(&b);
+    }
+    let waiter = {
+        let b = b.clone();
+        std::thread::spawn(move || b.recv(Some(Duration::from_secs(20))).unwrap().map(text))
+    };
+    // The waiter makes the shard posts go to, to watch it, before its last look.
+    let next = path.join("q").join(shard_name(100));
+    let start = std::time::Instant::now();
+    while !next.is_dir() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the waiter never watched");
+        std::thread::yield_now();
+    }
+    post_texts(&b, 99..100);
+    assert_eq!(waiter.join().unwrap().as_deref(), Some("m99"));
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "woken by its timeout, not by the post"
+    );
+}

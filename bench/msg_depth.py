@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""What a receive costs at any depth of a mailbox's queue. See BENCHMARKS.md.
+
+    bench/msg_depth.py [DEPTH...]        # default: 100 10000 1000000
+
+For each DEPTH: a mailbox with DEPTH messages queued (written straight into the layout the
+`msg` module's docs describe: `seq`, `head`, `q/SHARD/NAME`, so that a million take a minute,
+not the hours a million `fsync msg post` would), then PAIRS rounds of `fsync msg recv -n BOX`
+and `fsync msg post BOX` (the queue stays DEPTH deep; each receive takes the oldest), timed
+by the wall clock around each round, in ROUNDS blocks that alternate between the depths.
+Then `fsync msg list BOX` at each depth, its peak memory (ru_maxrss) and time.
+
+Knobs (environment): PAIRS (100 per block), ROUNDS (3), FSYNC (default target/release/fsync,
+built if missing), BENCH_DIR (default /tmp), KEEP=1 (keep the mailboxes).
+"""
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SHARD = 100
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fill(box, depth):
+    """A mailbox with messages 1..=depth queued, the head at the first shard."""
+    for sub in ("tmp", "q", "claimed", "recv", "senders"):
+        os.makedirs(os.path.join(box, sub), exist_ok=True)
+    made = None
+    for seq in range(1, depth + 1):
+        first = seq // SHARD * SHARD
+        shard = os.path.join(box, "q", f"{first:020}")
+        if made != shard:
+            os.makedirs(shard, exist_ok=True)
+            made = shard
+        name = f"{seq:020}.bench-1-{seq:016x}.-.msg"
+        with open(os.path.join(shard, name), "wb") as f:
+            f.write(b"job %d\n" % seq)
+    with open(os.path.join(box, "seq"), "w") as f:
+        f.write(f"{depth}\n")
+    with open(os.path.join(box, "head"), "w") as f:
+        f.write(f"{0:020}\n")
+
+
+def pairs(fsync, box, n):
+    """Seconds per recv + post round, over n rounds."""
+    start = time.perf_counter()
+    for _ in range(n):
+        got = subprocess.run([fsync, "msg", "recv", "-n", box], stdout=subprocess.PIPE, check=True)
+        subprocess.run([fsync, "msg", "post", box], input=got.stdout, check=True)
+    return (time.perf_counter() - start) / n
+
+
+def listing(fsync, box):
+    """Seconds and peak KiB of one `msg list` (in a child of its own, so ru_maxrss is its)."""
+    code = (
+        "import resource,subprocess,sys,time;t=time.perf_counter();"
+        "subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL,check=True);"
+        "print(time.perf_counter()-t,resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, fsync, "msg", "list", box],
+        stdout=subprocess.PIPE, check=True, text=True,
+    ).stdout.split()
+    return float(out[0]), int(out[1])
+
+
+def main():
+    depths = [int(d) for d in sys.argv[1:]] or [100, 10_000, 1_000_000]
+    n = int(os.environ.get("PAIRS", "100"))
+    rounds = int(os.environ.get("ROUNDS", "3"))
+    fsync = os.environ.get("FSYNC") or os.path.join(ROOT, "target/release/fsync")
+    if not os.environ.get("FSYNC"):
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    base = tempfile.mkdtemp(prefix="fsync-depth-", dir=os.environ.get("BENCH_DIR", "/tmp"))
+    boxes = {}
+    try:
+        for depth in depths:
+            box = os.path.join(base, f"box{depth}")
+            t = time.perf_counter()
+            fill(box, depth)
+            boxes[depth] = box
+            print(f"filled {depth} messages in {time.perf_counter() - t:.1f} s", flush=True)
+        per = {d: [] for d in depths}
+        for r in range(rounds):
+            order = depths if r % 2 == 0 else list(reversed(depths))
+            for depth in order:
+                per[depth].append(pairs(fsync, boxes[depth], n))
+        print(f"\nrecv + post round, ms ({rounds} blocks of {n}, alternating):")
+        print(f"{'depth':>10} {'median':>8} {'min':>8} {'max':>8}  blocks")
+        first = None
+        for depth in depths:
+            v = sorted(per[depth])
+            med = v[len(v) // 2] * 1e3
+            first = first or med
+            blocks = " ".join(f"{x * 1e3:.2f}" for x in per[depth])
+            print(f"{depth:>10} {med:8.2f} {v[0] * 1e3:8.2f} {v[-1] * 1e3:8.2f}  {blocks}"
+                  f"  ({med / first:.2f}x the first)")
+        print("\nmsg list:")
+        for depth in depths:
+            secs, kib = listing(fsync, boxes[depth])
+            print(f"{depth:>10} messages: {secs:.2f} s, peak {kib / 1024:.1f} MiB")
+    finally:
+        if os.environ.get("KEEP") != "1":
+            shutil.rmtree(base, ignore_errors=True)
+        else:
+            print(f"kept {base}")
+
+
+if __name__ == "__main__":
+    main()
