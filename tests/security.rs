@@ -934,6 +934,77 @@ fn msg_post_does_not_hang_on_a_seq_fifo() {
     h.assert_victim_untouched();
 }
 
+/// `nobody` plants its mailbox's head as a link to the victim's file: a post does not need
+/// the head, and a receive, which would rebuild it, refuses to write through the link and names
+/// it.
+#[test]
+fn msg_never_writes_a_head_linked_elsewhere() {
+    let Some(h) = Hostile::new() else { return };
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "first"])
+        .run()
+        .code(0);
+    h.link(&h.victim(), "shared/box/head");
+    h.fsync(["msg", "post", "shared/box", "--data", "root's"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .code(0);
+    h.fsync(["msg", "recv", "-n", "shared/box"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .operational_error("box/head");
+    h.assert_kind("shared/box/head", "symlink");
+    h.assert_victim_untouched();
+}
+
+/// `nobody` plants a shard of its mailbox as a link to root's private mailbox's first shard,
+/// and moves its sequence number there: root's receives pass over the link (with a warning)
+/// and never take root's private messages through it; root's post refuses to queue into it.
+#[test]
+fn msg_never_uses_a_shard_linked_to_another_mailbox() {
+    let Some(h) = Hostile::new() else { return };
+    let private = format!("{}/box", h.private());
+    for n in 0..3 {
+        h.fsync(["msg", "post", &private, "--data", &format!("secret {n}")])
+            .run()
+            .code(0);
+    }
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "first"])
+        .run()
+        .code(0);
+    h.link(
+        &format!("{private}/q/{SHARD0}"),
+        "shared/box/q/00000000000000000100",
+    );
+    h.file("shared/box/seq", "150\n");
+    let out = h
+        .fsync(["msg", "recv", "-n", "shared/box"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    out.code(0).stdout("first");
+    let out = h
+        .fsync(["msg", "recv", "-n", "shared/box"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    assert!(
+        !out.stdout.contains("secret"),
+        "received through the link: {}",
+        out.stdout
+    );
+    out.code(75);
+    out.stderr_has("q/00000000000000000100");
+    h.fsync(["msg", "post", "shared/box", "--data", "root's"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .operational_error("q/00000000000000000100");
+    assert_eq!(
+        crate::harness::queued_files(Path::new(&private)).len(),
+        3,
+        "root's private mailbox changed"
+    );
+    h.assert_kind("shared/box/q/00000000000000000100", "symlink");
+    h.assert_victim_untouched();
+}
+
 /// `nobody` links the mailbox's state directory `sub` to the victim's directory: neither
 /// posting nor receiving may create anything there.
 fn mailbox_directory_linked_elsewhere(sub: &str) {

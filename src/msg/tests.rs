@@ -276,7 +276,10 @@ fn a_waiting_receiver_wakes_for_a_post_that_starts_a_new_shard() {
     let next = path.join("q").join(shard_name(100));
     let start = std::time::Instant::now();
     while !next.is_dir() {
-        assert!(start.elapsed() < Duration::from_secs(10), "the waiter never watched");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the waiter never watched"
+        );
         std::thread::yield_now();
     }
     post_texts(&b, 99..100);
