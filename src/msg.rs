@@ -100,6 +100,7 @@ use crate::{
 };
 
 mod claim;
+mod dead;
 mod list;
 mod queue;
 use claim::{Names, SendState, held, queued_names, send_state, sort_entries, try_claim, withdraw};
@@ -134,6 +135,7 @@ pub struct Mailbox {
     poll: Duration,
     create: bool,
     mode: u32,
+    retries: Option<u32>,
 }
 
 /// Payloads are readable by their owner and group only, unless asked otherwise.
@@ -158,6 +160,8 @@ pub(crate) struct MessageName {
     pub(crate) uniq: String,
     pub(crate) from: Option<String>,
     pub(crate) sync: bool,
+    /// Deliveries of it that failed so far (`KIND` `msg+N`).
+    pub(crate) failed: u32,
 }
 
 impl MessageName {
@@ -179,16 +183,23 @@ impl MessageName {
             "" => return None,
             f => Some(f.to_string()),
         };
-        let sync = match kind {
-            "msg" => false,
-            "sync" => true,
-            _ => return None,
+        let (sync, failed) = match kind {
+            "msg" => (false, 0),
+            "sync" => (true, 0),
+            _ => {
+                let n = kind.strip_prefix("msg+")?;
+                if n.is_empty() || n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                (false, n.parse().ok()?)
+            }
         };
         Some(MessageName {
             seq,
             uniq: uniq.to_string(),
             from,
             sync,
+            failed,
         })
     }
 
@@ -202,7 +213,19 @@ impl MessageName {
     }
 
     pub(crate) fn render(&self) -> String {
-        format!("{}.{}", self.stem(), if self.sync { "sync" } else { "msg" })
+        match (self.sync, self.failed) {
+            (true, _) => format!("{}.sync", self.stem()),
+            (false, 0) => format!("{}.msg", self.stem()),
+            (false, n) => format!("{}.msg+{n}", self.stem()),
+        }
+    }
+
+    /// The same message with `failed` failed deliveries.
+    pub(crate) fn failed(&self, failed: u32) -> MessageName {
+        MessageName {
+            failed,
+            ..self.clone()
+        }
     }
 }
 
@@ -304,6 +327,14 @@ impl<F: FnMut(Duration)> Report for F {
     }
 }
 
+impl Queued {
+    /// How many of its deliveries failed so far (0 for a message never delivered, or whose
+    /// deliveries were only ever cancelled).
+    pub fn failed(&self) -> u32 {
+        MessageName::parse(&self.name).map_or(0, |n| n.failed)
+    }
+}
+
 /// What [`Mailbox::list`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listing {
@@ -325,7 +356,18 @@ impl Mailbox {
             poll: DEFAULT_POLL,
             create: true,
             mode: DEFAULT_PAYLOAD_MODE,
+            retries: None,
         }
+    }
+
+    /// Give up on a message after `retries` + 1 failed deliveries: [`Received::fail`] then
+    /// moves it to the mailbox's dead letters (`B/dead/`) instead of the queue, and so does a
+    /// receive that finds one whose deliveries failed that often already (its receivers were
+    /// killed). [`retry`](Self::retry) puts dead letters back. Without this, a message is
+    /// delivered again however often it failed.
+    pub fn retries(mut self, retries: u32) -> Mailbox {
+        self.retries = Some(retries);
+        self
     }
 
     /// Permissions of the payload files this mailbox creates (less the umask); 0640 unless set,
@@ -422,6 +464,7 @@ impl Mailbox {
             uniq: uniq(),
             from: from.map(str::to_string),
             sync: false,
+            failed: 0,
         };
         post(&l, payload, name, self.mode, self.poll, Deadline::never())
     }
@@ -464,6 +507,7 @@ impl Mailbox {
             uniq: uniq(),
             from: None,
             sync: true,
+            failed: 0,
         };
         let sender = Registration::create(&l.senders, &name.uniq, b"")?;
         // A receiver takes the message by renaming it into `claimed`, and converts it there.
@@ -587,14 +631,16 @@ impl Mailbox {
             // watch it and look again (a post between the look and the watch wakes nobody).
             loop {
                 let armed = watch.borrow().as_ref().map(|(at, _)| *at);
-                match try_claim(&l, &rid, self.poll, &mut report, &mut next)? {
-                    Outcome::Acquired(Some((file, claimed, from))) => {
+                match try_claim(&l, &rid, self.poll, self.retries, &mut report, &mut next)? {
+                    Outcome::Acquired(Some((file, claimed, name))) => {
                         return Ok(Some(Received {
                             file,
                             claimed,
+                            from: name.from.clone(),
+                            name,
                             layout: l.clone(),
                             poll: self.poll,
-                            from,
+                            retries: self.retries,
                             done: false,
                             _me: me.take().expect("once"),
                         }));
@@ -719,15 +765,61 @@ fn with_seq<T>(
 pub struct Received {
     file: File,
     claimed: String,
+    /// Its name in the queue.
+    name: MessageName,
     layout: Layout,
     poll: Duration,
+    retries: Option<u32>,
     /// The bus member that sent it, if any.
     pub from: Option<String>,
     done: bool,
     _me: Registration,
 }
 
+/// What became of a message whose delivery failed ([`Received::fail`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failed {
+    /// Back in the queue, to be delivered again.
+    Queued,
+    /// Moved to the dead letters: it failed as often as [`Mailbox::retries`] allows.
+    Dead,
+    /// Left claimed: the queue's lock was busy; the next receiver returns it.
+    Left,
+}
+
 impl Received {
+    /// The message's id in its mailbox: its sequence number (the first field of its name),
+    /// the same at every delivery.
+    pub fn id(&self) -> u64 {
+        self.name.seq
+    }
+
+    /// Which delivery this is: 1 the first time, one more after each that failed
+    /// ([`fail`](Self::fail), or a receiver killed while it had the message).
+    pub fn attempt(&self) -> u32 {
+        self.name.failed.saturating_add(1)
+    }
+
+    /// The delivery failed: the message goes back to the queue to be delivered again, with
+    /// one more failed delivery counted; or, if that makes more than the mailbox's
+    /// [`retries`](Mailbox::retries) allow, to the dead letters. (Dropping an unfinished
+    /// message returns it without counting: a delivery that was cancelled did not fail.)
+    pub fn fail(mut self) -> Result<Failed> {
+        self.done = true;
+        let failed = self.name.failed(self.name.failed.saturating_add(1));
+        let dead = self.retries.is_some_and(|r| failed.failed > r);
+        let l = &self.layout;
+        if dead {
+            l.bury(&self.claimed, &failed.render())?;
+            return Ok(Failed::Dead);
+        }
+        Ok(match l.requeue(&self.claimed, &failed.render(), self.poll)? {
+            true => Failed::Queued,
+            false => Failed::Left,
+        })
+    }
+
     /// Stream the payload to `out`. A cancellation signal (see [`crate::wait`]) ends it with
     /// an error of kind `Interrupted`; the message then goes back to the queue when dropped.
     pub fn copy_to(&mut self, out: &mut dyn Write) -> io::Result<u64> {
@@ -762,9 +854,9 @@ impl Drop for Received {
         }
         // Not delivered: back to the queue now (a receiver that dies instead leaves it to the
         // next receiver's recovery).
-        if let Some((name, _)) = self.claimed.rsplit_once('~') {
-            let _ = self.layout.requeue(&self.claimed, name, self.poll);
-        }
+        let _ = self
+            .layout
+            .requeue(&self.claimed, &self.name.render(), self.poll);
     }
 }
 

@@ -231,12 +231,14 @@ fn valid_name() -> impl Strategy<Value = MessageName> {
             from_part().prop_filter("`-` means no sender", |f| f != "-" && !f.is_empty()),
         ),
         any::<bool>(),
+        prop_oneof![Just(0u32), any::<u32>()],
     )
-        .prop_map(|(seq, uniq, from, sync)| MessageName {
+        .prop_map(|(seq, uniq, from, sync, failed)| MessageName {
             seq,
             uniq,
             from,
             sync,
+            failed: if sync { 0 } else { failed },
         })
 }
 
@@ -477,7 +479,11 @@ proptest! {
     fn message_names_round_trip(n in valid_name()) {
         let text = n.render();
         prop_assert_eq!(MessageName::parse(&text), Some(n.clone()));
-        let kind = if n.sync { "sync" } else { "msg" };
+        let kind = match (n.sync, n.failed) {
+            (true, _) => "sync".to_string(),
+            (false, 0) => "msg".to_string(),
+            (false, f) => format!("msg+{f}"),
+        };
         prop_assert_eq!(&text, &format!("{}.{kind}", n.stem()));
         prop_assert_eq!(text.split('.').next().unwrap().len(), 20, "SEQ is 20 digits");
     }

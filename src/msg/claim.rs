@@ -63,14 +63,18 @@ pub(super) fn recover(l: &Layout, poll: Duration) {
         let Some((name, rid)) = claimed.rsplit_once('~') else {
             continue;
         };
-        if MessageName::parse(name).is_some() && !held(&l.recv, rid) {
-            let _ = l.requeue(&claimed, name, poll);
+        // Its receiver died with it: a delivery that failed.
+        if let Some(parsed) = MessageName::parse(name)
+            && !held(&l.recv, rid)
+        {
+            let failed = parsed.failed(parsed.failed.saturating_add(1));
+            let _ = l.requeue(&claimed, &failed.render(), poll);
         }
     }
 }
 
-/// What a receiver took: the payload open, its name in `claimed/`, and its sender on a bus.
-pub(super) type Claim = (File, String, Option<String>);
+/// What a receiver took: the payload open, its name in `claimed/`, and its name in the queue.
+pub(super) type Claim = (File, String, MessageName);
 
 /// Claim the oldest message we can read; entries we cannot use are reported and passed over.
 /// `Ok(None)`: nothing to take now, and `watch` names the shard a post goes to next (the
@@ -79,6 +83,7 @@ pub(super) fn try_claim(
     l: &Layout,
     rid: &str,
     poll: Duration,
+    retries: Option<u32>,
     skipped: &mut dyn FnMut(Skipped),
     next: &mut Option<u64>,
 ) -> Result<Outcome<Option<Claim>>> {
@@ -118,7 +123,7 @@ pub(super) fn try_claim(
                 let (names, bad) = queued_names(shard)?;
                 bad.into_iter().for_each(&mut skipped);
                 messages = !names.is_empty();
-                if let Some(claim) = claim_in(l, shard, names, rid, &mut skipped)? {
+                if let Some(claim) = claim_in(l, shard, names, rid, retries, &mut skipped)? {
                     return Ok(Outcome::Acquired(Some(claim)));
                 }
             }
@@ -144,6 +149,7 @@ fn claim_in(
     shard: &Dir,
     names: Names,
     rid: &str,
+    retries: Option<u32>,
     skipped: &mut dyn FnMut(Skipped),
 ) -> Result<Option<Claim>> {
     for (name, parsed) in names {
@@ -186,6 +192,11 @@ fn claim_in(
             });
             continue;
         }
+        // Failed as often as we allow (its receivers were killed): a dead letter.
+        if retries.is_some_and(|r| parsed.failed > r) {
+            l.bury(&claimed, &name)?;
+            continue;
+        }
         if parsed.sync {
             if !held(&l.senders, &parsed.uniq) {
                 let _ = l.claimed.unlink_file(&claimed); // its sender died or gave up
@@ -205,7 +216,11 @@ fn claim_in(
                 .map_err(|e| Error::io(&l.claimed.join(&claimed), "cannot take message", e))?;
             claimed = taken;
         }
-        return Ok(Some((file, claimed, parsed.from)));
+        let parsed = MessageName {
+            sync: false,
+            ..parsed
+        };
+        return Ok(Some((file, claimed, parsed)));
     }
     Ok(None)
 }

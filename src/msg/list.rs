@@ -11,6 +11,8 @@ pub enum Entry {
     Queued(Queued),
     /// An entry receivers pass over.
     Skipped(Skipped),
+    /// A dead letter: a message whose deliveries failed as often as its receivers allow.
+    Dead(Queued),
 }
 
 impl Mailbox {
@@ -22,14 +24,16 @@ impl Mailbox {
         out.claimed = self.scan(|entry| match entry {
             Entry::Queued(q) => out.queued.push(q),
             Entry::Skipped(s) => out.skipped.push(s),
+            Entry::Dead(_) => {}
         })?;
         Ok(out)
     }
 
     /// Hand each queued message to `each`, oldest first, as it is found, with the entries
     /// receivers pass over where they are met; returns the number of messages being received.
-    /// Memory does not grow with the queue. Creates nothing, and takes no lock: a message
-    /// posted or received meanwhile may or may not be seen.
+    /// Memory does not grow with the queue. The dead letters ([`Mailbox::retries`]) come last,
+    /// as [`Entry::Dead`]. Creates nothing, and takes no lock: a message posted or received
+    /// meanwhile may or may not be seen.
     pub fn scan(&self, mut each: impl FnMut(Entry)) -> Result<usize> {
         let Some(top) = self.top(false)? else {
             return Ok(0);
@@ -96,6 +100,14 @@ impl Mailbox {
                 Err(e) => each(Entry::Skipped(skip(&shard_name(first), &e))),
             }
             first += SHARD;
+        }
+        if let Some(dead) = top.sub("dead", false)? {
+            let (names, _) = queued_names(&dead)?;
+            for (name, parsed) in names {
+                if let Some(Entry::Queued(q)) = queued_entry(&dead, name, parsed) {
+                    each(Entry::Dead(q));
+                }
+            }
         }
         Ok(claimed)
     }

@@ -256,14 +256,26 @@ impl Layout {
 
     /// Put claimed message `claimed` back in the queue as `name`, in its shard, under the
     /// exclusive lock on `seq`, lowering the head to it first (durably) if it lies behind.
-    /// Waits for the lock a moment at most: if it is busy the claim stays, and the next
-    /// receiver returns it (its receiver's registration is gone by then).
-    pub(super) fn requeue(&self, claimed: &str, name: &str, poll: Duration) -> Result<()> {
+    /// Waits for the lock a moment at most: if it is busy the claim stays (`false`), and the
+    /// next receiver returns it (its receiver's registration is gone by then).
+    pub(super) fn requeue(&self, claimed: &str, name: &str, poll: Duration) -> Result<bool> {
+        self.queue_from(&self.claimed, claimed, name, poll)
+    }
+
+    /// Move entry `from` of directory `dir` (`claimed`, `dead`) into the queue as `name`
+    /// ([`requeue`](Self::requeue)).
+    pub(super) fn queue_from(
+        &self,
+        dir: &Dir,
+        from: &str,
+        name: &str,
+        poll: Duration,
+    ) -> Result<bool> {
         let Some(parsed) = MessageName::parse(name) else {
-            return Ok(());
+            return Ok(false);
         };
         let Some(_seq) = self.lock_seq_briefly(poll)? else {
-            return Ok(());
+            return Ok(false);
         };
         let first = shard_of(parsed.seq);
         let head = match self.top.open("head", false) {
@@ -274,9 +286,23 @@ impl Layout {
             self.write_head(first, true)?;
         }
         let shard = self.shard(first, true)?.expect("created");
+        dir.rename(from, &shard, name)
+            .map_err(|e| Error::io(&dir.join(from), "cannot return message", e))?;
+        Ok(true)
+    }
+
+    /// The dead letters' directory, `B/dead` (made if missing and `create`).
+    pub(super) fn dead(&self, create: bool) -> Result<Option<Dir>> {
+        self.top.sub("dead", create)
+    }
+
+    /// Move claimed message `claimed` to the dead letters as `name`: it failed as often as
+    /// the receiver's retries allow. Not queued, so no lock is needed.
+    pub(super) fn bury(&self, claimed: &str, name: &str) -> Result<()> {
+        let dead = self.dead(true)?.expect("created");
         self.claimed
-            .rename(claimed, &shard, name)
-            .map_err(|e| Error::io(&self.claimed.join(claimed), "cannot return message", e))
+            .rename(claimed, &dead, name)
+            .map_err(|e| Error::io(&self.claimed.join(claimed), "cannot move message", e))
     }
 }
 

@@ -17,9 +17,13 @@ fn names_round_trip() {
         uniq: "h-1-ff".into(),
         from: Some("alice".into()),
         sync: true,
+        failed: 0,
     };
     assert_eq!(MessageName::parse(&n.render()), Some(n));
     assert!(MessageName::parse("junk").is_none());
+    let failed = MessageName::parse("00000000000000000007.h-1-ff.-.msg+3").unwrap();
+    assert_eq!((failed.seq, failed.failed, failed.sync), (7, 3, false));
+    assert_eq!(failed.render(), "00000000000000000007.h-1-ff.-.msg+3");
     // A bus sender may hold dots: it is all between the second dot and the last.
     for from in ["build-3.example", "a.b.c", "сервер-1.ru"] {
         let n = MessageName {
@@ -27,6 +31,7 @@ fn names_round_trip() {
             uniq: "h-1-ff".into(),
             from: Some(from.into()),
             sync: false,
+            failed: 0,
         };
         assert_eq!(
             n.render(),
@@ -42,6 +47,10 @@ fn names_round_trip() {
         "1..x.msg",
         "x.u.y.msg",
         "+1.u.x.msg",
+        "1.u.x.msg+0",
+        "1.u.x.msg+",
+        "1.u.x.msg+01",
+        "1.u.x.sync+1",
     ] {
         assert!(MessageName::parse(bad).is_none(), "{bad}");
     }
@@ -252,7 +261,7 @@ fn scan_hands_on_every_message_in_order_across_shards() {
     let claimed = b
         .scan(|entry| match entry {
             Entry::Queued(q) => seqs.push(MessageName::parse(&q.name).unwrap().seq),
-            Entry::Skipped(s) => panic!("skipped {s:?}"),
+            other => panic!("not queued: {other:?}"),
         })
         .unwrap();
     assert_eq!(claimed, 0);
@@ -288,4 +297,62 @@ fn a_waiting_receiver_wakes_for_a_post_that_starts_a_new_shard() {
         start.elapsed() < Duration::from_secs(15),
         "woken by its timeout, not by the post"
     );
+}
+
+#[test]
+fn a_failed_delivery_comes_back_counted_and_dies_after_the_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("b")).retries(1);
+    post_texts(&b, 0..2);
+    let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!((r.id(), r.attempt()), (1, 1));
+    assert_eq!(r.fail().unwrap(), Failed::Queued);
+    let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!((r.id(), r.attempt()), (1, 2), "the failed message first, counted");
+    drop(r); // cancelled, not failed: not counted
+    let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!((r.id(), r.attempt()), (1, 2));
+    assert_eq!(r.fail().unwrap(), Failed::Dead, "2 failed deliveries: 1 retry used up");
+    assert_eq!(next_text(&b).as_deref(), Some("m1"));
+    assert_eq!(next_text(&b), None);
+    let mut dead = Vec::new();
+    b.scan(|entry| {
+        if let Entry::Dead(q) = entry {
+            dead.push((MessageName::parse(&q.name).unwrap().seq, q.failed()));
+        }
+    })
+    .unwrap();
+    assert_eq!(dead, [(1, 2)]);
+    assert_eq!(b.retry(&[7]).unwrap(), Vec::<u64>::new(), "not a dead letter");
+    assert_eq!(b.retry(&[]).unwrap(), [1]);
+    let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!((r.id(), r.attempt()), (1, 1), "put back with its failures forgotten");
+    assert_eq!(text(r), "m0");
+}
+
+#[test]
+fn a_receiver_killed_with_a_message_counts_as_a_failed_delivery() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path);
+    post_texts(&b, 0..1);
+    // What a receiver killed while delivering leaves: its claim, and no registration.
+    let name = format!("{:020}", 1);
+    let queued = std::fs::read_dir(path.join("q").join(shard_name(0)))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.starts_with(&name))
+        .unwrap();
+    std::fs::rename(
+        path.join("q").join(shard_name(0)).join(&queued),
+        path.join("claimed").join(format!("{queued}~h.1.dead")),
+    )
+    .unwrap();
+    let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!(r.attempt(), 2);
+    drop(r);
+    // With no retry left, the next receive buries it instead of delivering it.
+    let strict = Mailbox::new(&path).retries(0);
+    assert!(strict.recv(Some(Duration::ZERO)).unwrap().is_none());
+    assert!(path.join("dead").join(queued.replace(".msg", ".msg+1")).is_file());
 }

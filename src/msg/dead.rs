@@ -1,0 +1,37 @@
+//! Dead letters: messages whose deliveries failed as often as their receivers allow
+//! ([`Mailbox::retries`]), kept in `B/dead/` under their names until [`Mailbox::retry`] puts
+//! them back in the queue.
+
+use super::*;
+
+impl Mailbox {
+    /// Put dead letters back in the queue, their failed deliveries forgotten: those numbered
+    /// `ids` (the sequence numbers of [`Received::id`] and `FSYNC_MSG_ID`), or all of them
+    /// when `ids` is empty. They keep their place: oldest first, before the messages queued
+    /// after them. Returns the ids put back; an id that is not a dead letter is not an error
+    /// (another process may have put it back first), it is just not in the answer.
+    pub fn retry(&self, ids: &[u64]) -> Result<Vec<u64>> {
+        let l = self.layout()?;
+        let Some(dead) = l.dead(false)? else {
+            return Ok(Vec::new());
+        };
+        let (names, _) = queued_names(&dead)?;
+        let mut back = Vec::new();
+        for (name, parsed) in names {
+            if !ids.is_empty() && !ids.contains(&parsed.seq) {
+                continue;
+            }
+            let fresh = parsed.failed(0).render();
+            if l.queue_from(&dead, &name, &fresh, self.poll)? {
+                back.push(parsed.seq);
+            } else {
+                return Err(Error::new(
+                    &l.top.join("seq"),
+                    ErrorKind::Unavailable,
+                    "is locked by another process for more than a second; try again",
+                ));
+            }
+        }
+        Ok(back)
+    }
+}
