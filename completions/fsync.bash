@@ -280,6 +280,9 @@ _fsync() {
             fsync__subcmd__help__subcmd__msg,recv)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__recv"
                 ;;
+            fsync__subcmd__help__subcmd__msg,retry)
+                cmd="fsync__subcmd__help__subcmd__msg__subcmd__retry"
+                ;;
             fsync__subcmd__help__subcmd__msg,send)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__send"
                 ;;
@@ -325,6 +328,9 @@ _fsync() {
             fsync__subcmd__msg,recv)
                 cmd="fsync__subcmd__msg__subcmd__recv"
                 ;;
+            fsync__subcmd__msg,retry)
+                cmd="fsync__subcmd__msg__subcmd__retry"
+                ;;
             fsync__subcmd__msg,send)
                 cmd="fsync__subcmd__msg__subcmd__send"
                 ;;
@@ -339,6 +345,9 @@ _fsync() {
                 ;;
             fsync__subcmd__msg__subcmd__help,recv)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__recv"
+                ;;
+            fsync__subcmd__msg__subcmd__help,retry)
+                cmd="fsync__subcmd__msg__subcmd__help__subcmd__retry"
                 ;;
             fsync__subcmd__msg__subcmd__help,send)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__send"
@@ -1758,7 +1767,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg)
-            opts="send post recv list"
+            opts="send post recv retry list"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1800,6 +1809,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg__subcmd__recv)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__msg__subcmd__retry)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2024,7 +2047,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg)
-            opts="-h -V --help --version send post recv list help"
+            opts="-h -V --help --version send post recv retry list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2038,7 +2061,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__help)
-            opts="send post recv list help"
+            opts="send post recv retry list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2107,6 +2130,20 @@ _fsync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fsync__subcmd__msg__subcmd__help__subcmd__retry)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fsync__subcmd__msg__subcmd__help__subcmd__send)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -2158,7 +2195,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__recv)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2192,6 +2229,24 @@ _fsync() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__retry)
+            opts="-v -h -V --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 *)
                     COMPREPLY=()
                     ;;

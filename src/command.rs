@@ -76,7 +76,29 @@ pub fn spawn_with(
     argv: &[impl AsRef<OsStr>],
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
 ) -> Result<Running, SpawnError> {
-    let child = process::spawn(argv, env)?;
+    spawn_fed(argv, env, None)
+}
+
+/// [`spawn_with`], the command's standard input read from `input` (a descriptor of it: a
+/// message's payload, say) instead of this process's.
+///
+/// # Panics
+///
+/// If `argv` is empty.
+pub fn spawn_reading(
+    argv: &[impl AsRef<OsStr>],
+    env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
+    input: &std::fs::File,
+) -> Result<Running, SpawnError> {
+    spawn_fed(argv, env, Some(input))
+}
+
+fn spawn_fed(
+    argv: &[impl AsRef<OsStr>],
+    env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
+    input: Option<&std::fs::File>,
+) -> Result<Running, SpawnError> {
+    let child = process::spawn(argv, env, input)?;
     let pid = child.id();
     if let Some(sig) = signal::set_child(Some(pid as i32)) {
         process::kill(pid, sig);

@@ -814,16 +814,27 @@ impl Received {
             l.bury(&self.claimed, &failed.render())?;
             return Ok(Failed::Dead);
         }
-        Ok(match l.requeue(&self.claimed, &failed.render(), self.poll)? {
-            true => Failed::Queued,
-            false => Failed::Left,
-        })
+        Ok(
+            match l.requeue(&self.claimed, &failed.render(), self.poll)? {
+                true => Failed::Queued,
+                false => Failed::Left,
+            },
+        )
     }
 
     /// Stream the payload to `out`. A cancellation signal (see [`crate::wait`]) ends it with
     /// an error of kind `Interrupted`; the message then goes back to the queue when dropped.
     pub fn copy_to(&mut self, out: &mut dyn Write) -> io::Result<u64> {
         wait::copy_cancellable(&mut self.file, out)
+    }
+
+    /// The payload as a file of its own, read from its start: for a command's standard input
+    /// ([`crate::command::spawn_reading`]).
+    pub fn input(&self) -> io::Result<File> {
+        use std::io::Seek;
+        let mut file = self.file.try_clone()?;
+        file.rewind()?;
+        Ok(file)
     }
 
     /// The payload in memory (for JSON output).

@@ -530,3 +530,154 @@ fn a_receiver_reaps_killed_receivers_registrations_and_no_living_one() {
     living.finish().code(0).stdout("y\n");
     assert_eq!(registrations(), Vec::<String>::new());
 }
+
+/// `msg recv BOX -- COMMAND`: COMMAND gets the payload on stdin and the message's id and
+/// attempt in its environment; fsync exits with its status.
+#[test]
+fn a_job_runs_with_the_payload_on_stdin_and_is_removed_only_when_it_succeeds() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "build docs"])
+        .run()
+        .code(0);
+    t.fsync(["msg", "post", "B", "--data", "second"])
+        .run()
+        .code(0);
+    let job = "printf '%s|%s|' \"$FSYNC_MSG_ID\" \"$FSYNC_MSG_ATTEMPT\"; cat; exit \"$1\"";
+    // A job that fails: its status passes through, the message goes back counted, first.
+    t.fsync(["msg", "recv", "B", "--", "sh", "-c", job, "sh", "3"])
+        .run()
+        .code(3)
+        .stdout("1|1|build docs");
+    assert_eq!(list(&t, "B")["messages"][0]["failed"], 1);
+    t.fsync(["msg", "recv", "B", "--", "sh", "-c", job, "sh", "0"])
+        .run()
+        .code(0)
+        .stdout("1|2|build docs");
+    t.fsync(["msg", "recv", "B", "--", "sh", "-c", job, "sh", "0"])
+        .run()
+        .code(0)
+        .stdout("2|1|second");
+    assert_eq!(list(&t, "B")["count"], 0);
+    // A command that cannot be started is no failed attempt.
+    t.fsync(["msg", "post", "B", "--data", "third"])
+        .run()
+        .code(0);
+    t.fsync(["msg", "recv", "B", "--", "./no-such-command"])
+        .run()
+        .code(127);
+    let v = list(&t, "B");
+    assert_eq!(
+        (v["count"].clone(), v["messages"][0]["failed"].clone()),
+        (1.into(), 0.into()),
+        "{v}"
+    );
+}
+
+/// `--retries N`: the N+1-th failure moves the message to the dead letters, which `list`
+/// shows and `retry` puts back with its failures forgotten.
+#[test]
+fn a_poison_job_reaches_the_dead_letters_after_exactly_retries_plus_one_attempts() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "poison"])
+        .run()
+        .code(0);
+    for attempt in 1..=3 {
+        let out = t
+            .fsync([
+                "msg",
+                "recv",
+                "-v",
+                "-n",
+                "--retries",
+                "2",
+                "B",
+                "--",
+                "sh",
+                "-c",
+                "echo $FSYNC_MSG_ATTEMPT; exit 1",
+            ])
+            .run();
+        out.code(1).stdout(&format!("{attempt}\n"));
+        if attempt == 3 {
+            out.stderr_has("moved to the dead letters");
+        }
+    }
+    t.fsync(["msg", "recv", "-n", "--retries", "2", "B", "--", "true"])
+        .run()
+        .code(75);
+    let v = list(&t, "B");
+    assert_eq!(v["count"], 0, "{v}");
+    assert_eq!(v["dead"][0]["failed"], 3, "{v}");
+    let text = t.fsync(["msg", "list", "B"]).run();
+    text.code(0)
+        .stdout_has("dead after 3 failed attempts")
+        .stdout_has("1 dead letter");
+    t.fsync(["msg", "retry", "-v", "B", "1"])
+        .run()
+        .code(0)
+        .stderr_has("put message 1 back");
+    t.fsync([
+        "msg",
+        "recv",
+        "B",
+        "--",
+        "sh",
+        "-c",
+        "echo $FSYNC_MSG_ATTEMPT; cat",
+    ])
+    .run()
+    .code(0)
+    .stdout("1\npoison");
+    assert_eq!(list(&t, "B")["dead"], Value::Array(Vec::new()));
+}
+
+/// A worker killed with its command (SIGKILL to both) loses no job: the message comes again,
+/// its attempt counted. A job cancelled by a signal fsync passes on goes back uncounted.
+#[test]
+fn a_job_survives_its_worker_being_killed_and_a_cancelled_job_is_not_counted() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "long job"])
+        .run()
+        .code(0);
+    let mut worker = t
+        .fsync([
+            "msg",
+            "recv",
+            "B",
+            "--",
+            "sh",
+            "-c",
+            "echo started; exec sleep 60",
+        ])
+        .own_process_group()
+        .start();
+    worker.expect("started");
+    worker.kill_process_group();
+    let mut worker = t
+        .fsync([
+            "msg",
+            "recv",
+            "B",
+            "--",
+            "sh",
+            "-c",
+            "echo $FSYNC_MSG_ATTEMPT; exec sleep 60",
+        ])
+        .start();
+    worker.expect("2");
+    worker.signal(Signal::SIGTERM);
+    let status = worker.wait_exit();
+    assert!(!status.success(), "{status:?}");
+    t.fsync([
+        "msg",
+        "recv",
+        "B",
+        "--",
+        "sh",
+        "-c",
+        "echo $FSYNC_MSG_ATTEMPT; cat",
+    ])
+    .run()
+    .code(0)
+    .stdout("2\nlong job");
+}

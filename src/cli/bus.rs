@@ -18,7 +18,7 @@ use super::{
     child::LossArgs,
     escape::escaped,
     payload::{DataArg, check_output, output_error},
-    report::{self, Progress},
+    report::{self, Progress, say},
 };
 
 /// The one-line description, for `fsync --help`.
@@ -364,13 +364,6 @@ fn unless_cancelled<T>(result: fsync::Result<T>) -> Result<T, Failure> {
         Some(sig) => Failure::Ended(Exit::signal(sig)),
         None => e.into(),
     })
-}
-
-/// A `-v` line on stderr.
-fn say(verbose: bool, line: impl FnOnce() -> String) {
-    if verbose {
-        let _ = writeln!(std::io::stderr(), "fsync: {}", line());
-    }
 }
 
 /// ", from its holder that died (pid 12 on host: cmd, since ...)"

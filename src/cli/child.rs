@@ -21,6 +21,8 @@ use super::{Exit, Failure};
 pub(super) struct Job<'a> {
     pub argv: &'a [OsString],
     pub env: Vec<(String, String)>,
+    /// Its standard input, if not ours.
+    pub stdin: Option<std::fs::File>,
 }
 
 impl super::args::CommandArgs {
@@ -29,6 +31,7 @@ impl super::args::CommandArgs {
         Job {
             argv: &self.argv,
             env,
+            stdin: None,
         }
     }
 }
@@ -115,7 +118,10 @@ impl Job<'_> {
     }
 
     fn spawn(&self) -> Result<Running, SpawnError> {
-        command::spawn_with(self.argv, &self.env)
+        match &self.stdin {
+            Some(input) => command::spawn_reading(self.argv, &self.env, input),
+            None => command::spawn_with(self.argv, &self.env),
+        }
     }
 
     /// The shell's words and status (127, 126) for a command that could not be started.

@@ -3,7 +3,7 @@
 by rename, exactly-once claims, sender liveness) is in the library's `msg` module.
 */
 
-use std::{io::Write, path::PathBuf, time::SystemTime};
+use std::{ffi::OsString, io::Write, path::PathBuf, time::SystemTime};
 
 use clap::{Args, Subcommand};
 use fsync::Mailbox;
@@ -91,15 +91,38 @@ enum Verb {
     )]
     Post(PostArgs),
     #[command(
-        about = "Take the oldest message and write its payload to standard output",
+        about = "Take the oldest message: write it out, or run COMMAND on it as a job",
         long_about = "Take the oldest message and write its payload, byte for byte, to standard \
                       output; exit 75 if none came before --timeout (-n: do not wait). See the \
-                      description of 'fsync msg' for the delivery guarantee.",
-        after_long_help = "Examples:\n  # A worker loop\n  \
-            while fsync msg recv /shared/jobs > job; do ./run-job job; done\n\n  \
-            # Take one if there is one\n  fsync msg recv -n /shared/jobs"
+                      description of 'fsync msg' for the delivery guarantee.\n\n\
+                      With COMMAND (after --), the message is a job: COMMAND runs with the \
+                      payload on its standard input and FSYNC_MSG_ID (the message's sequence \
+                      number) and FSYNC_MSG_ATTEMPT (1 the first time) in its environment, and \
+                      fsync exits with its status. The message is removed only when COMMAND \
+                      exits 0. Otherwise it goes back to the queue, one more failed attempt \
+                      counted, and so does a job whose worker is killed (SIGKILL, a power \
+                      loss) with its command: no job is lost. INT, TERM and HUP are passed on \
+                      to COMMAND; a job ended that way goes back uncounted. With --retries N, \
+                      a message that failed N+1 times goes to the mailbox's dead letters \
+                      instead ('fsync msg list' shows them, 'fsync msg retry' puts them back).",
+        after_long_help = "Examples:\n  # A worker: each job removed only once ./run-job succeeded\n  \
+            while fsync msg recv /shared/jobs -- ./run-job; do :; done\n\n  \
+            # Give up on a job after 3 tries\n  \
+            fsync msg recv --retries 2 /shared/jobs -- sh -c 'xargs -0 make < /dev/stdin'\n\n  \
+            # Take one if there is one, and print it\n  fsync msg recv -n /shared/jobs"
     )]
     Recv(RecvArgs),
+    #[command(
+        about = "Put dead letters back in the queue",
+        long_about = "Put the mailbox's dead letters (messages that failed as often as \
+                      'recv --retries' allows) back in the queue, their failed attempts \
+                      forgotten: those numbered ID, or all of them. They keep their place, \
+                      before the messages queued after them. Says on stderr, with -v, which \
+                      were put back; an ID that is not a dead letter is not an error.",
+        after_long_help = "Examples:\n  fsync msg list /shared/jobs        # dead letters are marked \"dead\"\n  \
+            fsync msg retry /shared/jobs 42 57\n  fsync msg retry /shared/jobs        # all of them"
+    )]
+    Retry(RetryArgs),
     #[command(
         about = "List the queued messages with their sizes and ages",
         after_long_help = "Examples:\n  fsync msg list /shared/jobs\n  fsync msg list --json /shared/jobs | jq .count"
@@ -153,14 +176,39 @@ struct RecvArgs {
     mailbox: BoxArg,
     #[command(flatten)]
     wait: WaitArgs,
+    /// With COMMAND: after N+1 failed attempts of a job, move its message to the dead letters
+    #[arg(long, value_name = "N", requires = "command")]
+    retries: Option<u32>,
+    /// Run COMMAND on the message, as a job (after --): see above
+    #[arg(
+        id = "command",
+        value_name = "COMMAND",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+struct RetryArgs {
+    #[command(flatten)]
+    mailbox: BoxArg,
+    /// The dead letters to put back, by id (their sequence number: FSYNC_MSG_ID, the first
+    /// field of their name) [default: all]
+    #[arg(value_name = "ID")]
+    ids: Vec<u64>,
+    /// Say which were put back
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 #[derive(Debug, Args)]
 struct ListArgs {
     #[command(flatten)]
     mailbox: BoxArg,
-    /// One JSON object: {"path", "count", "messages": [{"name", "size", "since", "sync"}],
-    /// "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}
+    /// One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed"}],
+    /// "dead" (dead letters, as messages), "count", "claimed" (being received), "skipped":
+    /// [{"name", "reason"}] (entries receivers pass over)}
     #[arg(long)]
     json: bool,
 }
@@ -176,6 +224,8 @@ struct MessageJson<'a> {
     since: String,
     /// A synchronous message whose sender waits for it.
     sync: bool,
+    /// Its deliveries that failed so far.
+    failed: u32,
 }
 
 #[derive(Serialize)]
@@ -213,6 +263,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
                 }
             }
         }
+        Verb::Recv(a) if !a.command.is_empty() => recv_job(&a),
         Verb::Recv(a) => {
             check_output()?;
             let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
@@ -232,8 +283,73 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             msg.finish()?;
             Ok(Exit::OK)
         }
+        Verb::Retry(a) => {
+            let back = Mailbox::new(&a.mailbox.mailbox).retry(&a.ids)?;
+            let place = a.mailbox.mailbox.display();
+            for id in &back {
+                report::say(a.verbose, || {
+                    format!("put message {id} back in the queue of {place}")
+                });
+            }
+            report::say(a.verbose, || {
+                let s = if back.len() == 1 { "" } else { "s" };
+                format!("{} dead letter{s} put back", back.len())
+            });
+            Ok(Exit::OK)
+        }
         Verb::List(a) => list(&a),
     }
+}
+
+/// `msg recv BOX -- COMMAND`: the oldest message as a job, removed only if COMMAND succeeds.
+fn recv_job(a: &RecvArgs) -> VerbResult {
+    let mut mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
+    if let Some(retries) = a.retries {
+        mailbox = mailbox.retries(retries);
+    }
+    let place = a.mailbox.mailbox.display();
+    let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
+    let queue = a.mailbox.mailbox.join("q");
+    let outcome = mailbox.recv_with(a.wait.timeout(), Receiving::new(&mut progress, queue))?;
+    let msg = progress.settle(outcome, |m| {
+        format!(
+            "received message {} from {place} (attempt {})",
+            m.id(),
+            m.attempt()
+        )
+    })?;
+    let job = super::child::Job {
+        argv: &a.command,
+        env: vec![
+            ("FSYNC_MSG_ID".to_string(), msg.id().to_string()),
+            ("FSYNC_MSG_ATTEMPT".to_string(), msg.attempt().to_string()),
+        ],
+        stdin: Some(
+            msg.input()
+                .map_err(|e| fsync::Error::io(&a.mailbox.mailbox, "cannot read message", e))?,
+        ),
+    };
+    // A command that cannot be started is no failed attempt: the message goes back as it was.
+    let exit = job.run(|_| {})?;
+    let (id, attempt) = (msg.id(), msg.attempt());
+    if exit == Exit::OK {
+        msg.finish()?;
+    } else if let Some(sig) = fsync::wait::last_received() {
+        drop(msg); // cancelled, not failed: back uncounted
+        progress.say(|| {
+            format!("message {id} went back to the queue: the job was cancelled by signal {sig}")
+        });
+    } else {
+        match msg.fail()? {
+            fsync::msg::Failed::Dead => progress.say(|| {
+                format!("message {id} moved to the dead letters of {place} after {attempt} failed attempts")
+            }),
+            _ => progress.say(|| {
+                format!("message {id} went back to the queue of {place} (attempt {attempt} failed)")
+            }),
+        }
+    }
+    Ok(exit)
 }
 
 /// `msg list`: each message printed as it is found, so that a queue of any depth is listed in
@@ -242,7 +358,7 @@ fn list(a: &ListArgs) -> VerbResult {
     let mailbox = Mailbox::new(&a.mailbox.mailbox);
     let mut out = std::io::stdout().lock();
     let mut written: std::io::Result<()> = Ok(());
-    let mut count = 0usize;
+    let (mut count, mut dead) = (0usize, 0usize);
     let mut skipped = Vec::new();
     let now = SystemTime::now();
     if a.json {
@@ -250,33 +366,57 @@ fn list(a: &ListArgs) -> VerbResult {
             .expect("a string serialises");
         written = write!(out, "{{\"path\":{path},\"messages\":[");
     }
+    // The dead letters come last: in JSON, an array of their own after `messages`.
+    let json_message = |out: &mut std::io::StdoutLock<'_>, m: &fsync::msg::Queued, first| {
+        let json = MessageJson {
+            name: &m.name,
+            size: m.size,
+            since: report::timestamp(now.checked_sub(m.age).unwrap_or(now)),
+            sync: m.sync,
+            failed: m.failed(),
+        };
+        let comma = if first { "" } else { "," };
+        write!(out, "{comma}").and_then(|()| Ok(serde_json::to_writer(&mut *out, &json)?))
+    };
     let claimed = mailbox.scan(|entry| {
         if written.is_err() {
             return;
         }
         written = match entry {
             fsync::msg::Entry::Queued(m) if a.json => {
-                let comma = if count > 0 { "," } else { "" };
                 count += 1;
-                let since = report::timestamp(now.checked_sub(m.age).unwrap_or(now));
-                let json = MessageJson {
-                    name: &m.name,
-                    size: m.size,
-                    since,
-                    sync: m.sync,
-                };
-                write!(out, "{comma}").and_then(|()| Ok(serde_json::to_writer(&mut out, &json)?))
+                json_message(&mut out, &m, count == 1)
             }
+            fsync::msg::Entry::Dead(m) if a.json => {
+                dead += 1;
+                let open = if dead == 1 { "],\"dead\":[" } else { "" };
+                write!(out, "{open}").and_then(|()| json_message(&mut out, &m, dead == 1))
+            }
+            // Names are another user's choice: escaped, so that none forges a line.
             fsync::msg::Entry::Queued(m) => {
                 count += 1;
-                // Names are another user's choice: escaped, so that none forges a line.
-                let kind = if m.sync { " (waiting sender)" } else { "" };
+                let kind = match (m.sync, m.failed()) {
+                    (true, _) => " (waiting sender)".to_string(),
+                    (false, 0) => String::new(),
+                    (false, n) => format!(" ({n} failed)"),
+                };
                 writeln!(
                     out,
                     "{}  {} bytes  {} old{kind}",
                     escaped(&m.name),
                     m.size,
                     report::short_duration(m.age)
+                )
+            }
+            fsync::msg::Entry::Dead(m) => {
+                dead += 1;
+                writeln!(
+                    out,
+                    "{}  {} bytes  {} old  dead after {} failed attempts",
+                    escaped(&m.name),
+                    m.size,
+                    report::short_duration(m.age),
+                    m.failed()
                 )
             }
             fsync::msg::Entry::Skipped(s) if a.json => {
@@ -299,13 +439,21 @@ fn list(a: &ListArgs) -> VerbResult {
             })
             .collect();
         let skipped = serde_json::to_string(&skipped).expect("strings serialise");
+        let no_dead = if dead == 0 { "],\"dead\":[" } else { "" };
         writeln!(
             out,
-            "],\"count\":{count},\"claimed\":{claimed},\"skipped\":{skipped}}}"
+            "{no_dead}],\"count\":{count},\"claimed\":{claimed},\"skipped\":{skipped}}}"
         )?;
     } else {
         if claimed > 0 {
             writeln!(out, "{claimed} being received")?;
+        }
+        if dead > 0 {
+            writeln!(
+                out,
+                "{dead} dead letter{}",
+                if dead == 1 { "" } else { "s" }
+            )?;
         }
         writeln!(out, "{count} message{}", if count == 1 { "" } else { "s" })?;
     }

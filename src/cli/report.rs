@@ -318,6 +318,13 @@ pub(super) fn warn(path: &Path, what: &str) {
     let _ = writeln!(std::io::stderr(), "fsync: {path}: {}", escaped(what));
 }
 
+/// A `-v` line on stderr, for verbs that do not wait.
+pub(super) fn say(verbose: bool, line: impl FnOnce() -> String) {
+    if verbose {
+        let _ = writeln!(std::io::stderr(), "fsync: {}", line());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -308,11 +308,19 @@ fn a_failed_delivery_comes_back_counted_and_dies_after_the_retries() {
     assert_eq!((r.id(), r.attempt()), (1, 1));
     assert_eq!(r.fail().unwrap(), Failed::Queued);
     let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
-    assert_eq!((r.id(), r.attempt()), (1, 2), "the failed message first, counted");
+    assert_eq!(
+        (r.id(), r.attempt()),
+        (1, 2),
+        "the failed message first, counted"
+    );
     drop(r); // cancelled, not failed: not counted
     let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
     assert_eq!((r.id(), r.attempt()), (1, 2));
-    assert_eq!(r.fail().unwrap(), Failed::Dead, "2 failed deliveries: 1 retry used up");
+    assert_eq!(
+        r.fail().unwrap(),
+        Failed::Dead,
+        "2 failed deliveries: 1 retry used up"
+    );
     assert_eq!(next_text(&b).as_deref(), Some("m1"));
     assert_eq!(next_text(&b), None);
     let mut dead = Vec::new();
@@ -323,10 +331,18 @@ fn a_failed_delivery_comes_back_counted_and_dies_after_the_retries() {
     })
     .unwrap();
     assert_eq!(dead, [(1, 2)]);
-    assert_eq!(b.retry(&[7]).unwrap(), Vec::<u64>::new(), "not a dead letter");
+    assert_eq!(
+        b.retry(&[7]).unwrap(),
+        Vec::<u64>::new(),
+        "not a dead letter"
+    );
     assert_eq!(b.retry(&[]).unwrap(), [1]);
     let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
-    assert_eq!((r.id(), r.attempt()), (1, 1), "put back with its failures forgotten");
+    assert_eq!(
+        (r.id(), r.attempt()),
+        (1, 1),
+        "put back with its failures forgotten"
+    );
     assert_eq!(text(r), "m0");
 }
 
@@ -354,5 +370,9 @@ fn a_receiver_killed_with_a_message_counts_as_a_failed_delivery() {
     // With no retry left, the next receive buries it instead of delivering it.
     let strict = Mailbox::new(&path).retries(0);
     assert!(strict.recv(Some(Duration::ZERO)).unwrap().is_none());
-    assert!(path.join("dead").join(queued.replace(".msg", ".msg+1")).is_file());
+    assert!(
+        path.join("dead")
+            .join(queued.replace(".msg", ".msg+1"))
+            .is_file()
+    );
 }

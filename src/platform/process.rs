@@ -38,22 +38,35 @@ pub enum SpawnError {
 pub(crate) fn spawn(
     argv: &[impl AsRef<OsStr>],
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
+    stdin: Option<&std::fs::File>,
 ) -> Result<Child, SpawnError> {
     let program = argv[0].as_ref();
     let path = resolve(program)?;
     let args = argv[1..].iter().map(AsRef::as_ref);
     let env = env.iter().map(|(k, v)| (k.as_ref(), v.as_ref()));
-    let first = Command::new(&path)
-        .arg0(program)
-        .args(args.clone())
-        .envs(env.clone())
-        .spawn();
+    let input = || -> io::Result<std::process::Stdio> {
+        Ok(match stdin {
+            Some(f) => f.try_clone()?.into(),
+            None => std::process::Stdio::inherit(),
+        })
+    };
+    let first = input().and_then(|input| {
+        Command::new(&path)
+            .arg0(program)
+            .args(args.clone())
+            .envs(env.clone())
+            .stdin(input)
+            .spawn()
+    });
     let spawned = match first {
-        Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => Command::new("/bin/sh")
-            .arg(&path)
-            .args(args)
-            .envs(env)
-            .spawn(),
+        Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => input().and_then(|input| {
+            Command::new("/bin/sh")
+                .arg(&path)
+                .args(args)
+                .envs(env)
+                .stdin(input)
+                .spawn()
+        }),
         other => other,
     };
     spawned.map_err(|e| match e.kind() {

@@ -144,6 +144,7 @@ impl Request {
         let job = Job {
             argv,
             env: Vec::new(),
+            stdin: None,
         };
         let loss = LossArgs {
             on_lost: OnLost::Term,
