@@ -176,14 +176,15 @@ complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "reset" -d 'Clear EVENT (exit 0 whether or not it was set)'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "status" -d 'Exit 0 if EVENT is set, 1 if not'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv retry list help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv retry list help" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv retry list help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv retry list help" -f -a "post" -d 'Queue a message durably and return at once'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv retry list help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv retry list help" -f -a "retry" -d 'Put dead letters back in the queue'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv retry list help" -f -a "list" -d 'List the queued messages with their sizes and ages'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv retry list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "post" -d 'Queue a message durably and return at once'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "retry" -d 'Put dead letters back in the queue'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "list" -d 'List the queued messages with their sizes and ages'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l mode -d 'Permissions of the payload file (octal, less the umask); the default keeps messages from users outside the owner\'s group' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
@@ -195,25 +196,35 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l mode -d 'Permissions of the payload file (octal, less the umask); the default keeps messages from users outside the owner\'s group' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l delay -d 'Deliver the message no sooner than DUR from now (it waits among the delayed messages that \'list\' shows; once due, it comes before those queued after it)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l retries -d 'With COMMAND: after N+1 failed attempts of a job, move its message to the dead letters' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l backoff -d 'With COMMAND: hold a failed job back DUR before its next attempt' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0; with --timeout, as flock -n -w: no wait)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait-empty" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait-empty" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait-empty" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait-empty" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0; with --timeout, as flock -n -w: no wait)'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait-empty" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait-empty" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait-empty" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from retry" -s v -l verbose -d 'Say which were put back'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from retry" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from retry" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed"}], "dead" (dead letters, as messages), "count", "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed"}], "delayed" (messages, each with its "due" time), "dead" (dead letters, as messages), "count", "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "post" -d 'Queue a message durably and return at once'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "retry" -d 'Put dead letters back in the queue'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the queued messages with their sizes and ages'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -409,6 +420,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcom
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "post" -d 'Queue a message durably and return at once'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "retry" -d 'Put dead letters back in the queue'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "list" -d 'List the queued messages with their sizes and ages'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from bus" -f -a "connect" -d 'Connect NAME to BUS, or hold it while COMMAND runs (--hold)'

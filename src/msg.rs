@@ -101,11 +101,17 @@ use crate::{
 
 mod claim;
 mod dead;
+mod delayed;
+mod empty;
 mod list;
 mod queue;
-use claim::{Names, SendState, held, queued_names, send_state, sort_entries, try_claim, withdraw};
+mod received;
+use claim::{
+    Names, Next, SendState, held, queued_names, send_state, sort_entries, try_claim, withdraw,
+};
 pub use list::Entry;
 use queue::{SHARD, shard_name, shard_of};
+pub use received::{Failed, Received};
 
 /// A mailbox directory: a queue of messages (arbitrary bytes) that any number of processes
 /// post to and receive from. Posting is durable (flushed before it returns); receiving takes
@@ -136,6 +142,10 @@ pub struct Mailbox {
     create: bool,
     mode: u32,
     retries: Option<u32>,
+    /// Posts are delivered no sooner than this after they are made.
+    delay: Option<Duration>,
+    /// A failed job waits this long before its next attempt.
+    backoff: Option<Duration>,
 }
 
 /// Payloads are readable by their owner and group only, unless asked otherwise.
@@ -151,6 +161,7 @@ struct Layout {
     claimed: Arc<Dir>,
     recv: Arc<Dir>,
     senders: Arc<Dir>,
+    delayed: Arc<Dir>,
 }
 
 /// A message's file name in the queue (see the module docs).
@@ -357,7 +368,24 @@ impl Mailbox {
             create: true,
             mode: DEFAULT_PAYLOAD_MODE,
             retries: None,
+            delay: None,
+            backoff: None,
         }
+    }
+
+    /// Messages posted through this mailbox are delivered no sooner than `delay` after the
+    /// post (they wait in `B/delayed/`; once due, they come before the messages queued after
+    /// them).
+    pub fn delay(mut self, delay: Duration) -> Mailbox {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// A message whose delivery [`fail`](Received::fail)s waits `backoff` before it is
+    /// delivered again.
+    pub fn backoff(mut self, backoff: Duration) -> Mailbox {
+        self.backoff = Some(backoff);
+        self
     }
 
     /// Give up on a message after `retries` + 1 failed deliveries: [`Received::fail`] then
@@ -436,6 +464,7 @@ impl Mailbox {
             claimed: sub("claimed")?,
             recv: sub("recv")?,
             senders: sub("senders")?,
+            delayed: sub("delayed")?,
             top,
         })
     }
@@ -466,7 +495,16 @@ impl Mailbox {
             sync: false,
             failed: 0,
         };
-        post(&l, payload, name, self.mode, self.poll, Deadline::never())
+        let due = self.delay.map(delayed::due_after);
+        post(
+            &l,
+            payload,
+            name,
+            self.mode,
+            self.poll,
+            Deadline::never(),
+            due,
+        )
     }
 
     /// Send synchronously: `Ok(true)` once a receiver has taken the message; on timeout the
@@ -513,7 +551,9 @@ impl Mailbox {
         // A receiver takes the message by renaming it into `claimed`, and converts it there.
         let watch = DirWatch::new(&l.claimed.pinned())
             .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
-        let name = wait::acquired!(post(&l, payload, name, self.mode, self.poll, deadline)?);
+        let name = wait::acquired!(post(
+            &l, payload, name, self.mode, self.poll, deadline, None
+        )?);
         let parsed = MessageName::parse(&name).expect("we made it");
         let stem = parsed.stem();
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -594,6 +634,7 @@ impl Mailbox {
                 return Ok(());
             }
             let mut w = DirWatch::new(&l.claimed.pinned())?;
+            w.add(&l.delayed.pinned())?;
             match l.shard(next, next != u64::MAX) {
                 Ok(Some(shard)) => w.add(&shard.pinned())?,
                 // Not made (a mailbox we may not write, a name taken): the queue's directory.
@@ -602,7 +643,7 @@ impl Mailbox {
             *watch = Some((next, w));
             Ok(())
         };
-        let mut next = None;
+        let mut next = Next::default();
         let spec = Wait {
             deadline,
             poll: network.then_some(self.poll),
@@ -616,7 +657,16 @@ impl Mailbox {
         };
         let outcome = wait::wait_for(spec, waiting, |block| -> Result<_, wait::Failed> {
             if block {
-                watch.borrow().as_ref().expect("made").1.wait()?;
+                let watch = watch.borrow();
+                let watch = &watch.as_ref().expect("made").1;
+                match next.due {
+                    // Until the first delayed message is due, at the latest.
+                    Some(due) => {
+                        let left = due.saturating_sub(procinfo::now_micros());
+                        watch.wait_timeout(Duration::from_micros(left))?;
+                    }
+                    None => watch.wait()?,
+                }
                 return Ok(None);
             }
             let mut report = |s: Skipped| {
@@ -641,13 +691,18 @@ impl Mailbox {
                             layout: l.clone(),
                             poll: self.poll,
                             retries: self.retries,
+                            backoff: self.backoff,
                             done: false,
                             _me: me.take().expect("once"),
                         }));
                     }
-                    Outcome::Acquired(None) if armed.is_some() && armed == next => return Ok(None),
-                    Outcome::Acquired(None) => watch_for(next)?,
-                    Outcome::TimedOut | Outcome::Interrupted(_) => unreachable!("waits for ever"),
+                    Outcome::Acquired(None) if armed.is_some() && armed == next.shard => {
+                        return Ok(None);
+                    }
+                    Outcome::Acquired(None) => watch_for(next.shard)?,
+                    // A cancellation signal ended a wait for the `seq` lock: the wait core
+                    // sees it (it stays set) and ends the receive.
+                    Outcome::TimedOut | Outcome::Interrupted(_) => return Ok(None),
                 }
             }
         });
@@ -669,6 +724,8 @@ fn skip(name: &str, e: &Error) -> Skipped {
     }
 }
 
+/// Write `payload` and queue it as `name` (numbered now), or hold it in `delayed/` until
+/// `due` (microseconds since the epoch).
 fn post(
     l: &Layout,
     payload: &mut dyn Read,
@@ -676,6 +733,7 @@ fn post(
     mode: u32,
     poll: Duration,
     deadline: Deadline,
+    due: Option<u64>,
 ) -> Result<Outcome<String>> {
     let tmp = format!(".{}", name.uniq);
     let mut file = l
@@ -701,16 +759,22 @@ fn post(
             return Ok(Outcome::Interrupted(sig)); // the last moment to give up
         }
         name.seq = n;
-        let dest = name.render();
+        let mut dest = name.render();
         let first = shard_of(n);
-        let (shard, made) = match l.shard(first, false)? {
-            Some(shard) => (shard, false),
-            None => (l.shard(first, true)?.expect("created"), true),
+        let (dir, made) = match (due, l.shard(first, false)?) {
+            (Some(due), _) => {
+                dest = delayed::delayed_name(due, &dest);
+                let dir = (l.delayed.try_clone())
+                    .map_err(|e| Error::io(l.delayed.path(), "cannot open", e))?;
+                (dir, false)
+            }
+            (None, Some(shard)) => (shard, false),
+            (None, None) => (l.shard(first, true)?.expect("created"), true),
         };
         l.tmp
-            .rename(&tmp, &shard, &dest)
-            .map_err(|e| pfs::explain_open_error(&shard.join(&dest), "cannot queue message", e))?;
-        Ok(Outcome::Acquired((shard, made)))
+            .rename(&tmp, &dir, &dest)
+            .map_err(|e| pfs::explain_open_error(&dir.join(&dest), "cannot queue message", e))?;
+        Ok(Outcome::Acquired((dir, made)))
     });
     let (shard, made) = match result {
         Ok(Outcome::Acquired(placed)) => placed,
@@ -756,119 +820,6 @@ fn with_seq<T>(
         .and_then(|()| file.set_len(text.len() as u64))
         .map_err(|e| Error::io(&l.top.join("seq"), "cannot write", e))?;
     f(next) // the lock goes with `file`
-}
-
-/// A claimed message: read it, then [`finish`](Received::finish) to consume it. Dropped
-/// unfinished, it returns to the queue.
-#[must_use = "an unfinished message goes back to the queue"]
-#[derive(Debug)]
-pub struct Received {
-    file: File,
-    claimed: String,
-    /// Its name in the queue.
-    name: MessageName,
-    layout: Layout,
-    poll: Duration,
-    retries: Option<u32>,
-    /// The bus member that sent it, if any.
-    pub from: Option<String>,
-    done: bool,
-    _me: Registration,
-}
-
-/// What became of a message whose delivery failed ([`Received::fail`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Failed {
-    /// Back in the queue, to be delivered again.
-    Queued,
-    /// Moved to the dead letters: it failed as often as [`Mailbox::retries`] allows.
-    Dead,
-    /// Left claimed: the queue's lock was busy; the next receiver returns it.
-    Left,
-}
-
-impl Received {
-    /// The message's id in its mailbox: its sequence number (the first field of its name),
-    /// the same at every delivery.
-    pub fn id(&self) -> u64 {
-        self.name.seq
-    }
-
-    /// Which delivery this is: 1 the first time, one more after each that failed
-    /// ([`fail`](Self::fail), or a receiver killed while it had the message).
-    pub fn attempt(&self) -> u32 {
-        self.name.failed.saturating_add(1)
-    }
-
-    /// The delivery failed: the message goes back to the queue to be delivered again, with
-    /// one more failed delivery counted; or, if that makes more than the mailbox's
-    /// [`retries`](Mailbox::retries) allow, to the dead letters. (Dropping an unfinished
-    /// message returns it without counting: a delivery that was cancelled did not fail.)
-    pub fn fail(mut self) -> Result<Failed> {
-        self.done = true;
-        let failed = self.name.failed(self.name.failed.saturating_add(1));
-        let dead = self.retries.is_some_and(|r| failed.failed > r);
-        let l = &self.layout;
-        if dead {
-            l.bury(&self.claimed, &failed.render())?;
-            return Ok(Failed::Dead);
-        }
-        Ok(
-            match l.requeue(&self.claimed, &failed.render(), self.poll)? {
-                true => Failed::Queued,
-                false => Failed::Left,
-            },
-        )
-    }
-
-    /// Stream the payload to `out`. A cancellation signal (see [`crate::wait`]) ends it with
-    /// an error of kind `Interrupted`; the message then goes back to the queue when dropped.
-    pub fn copy_to(&mut self, out: &mut dyn Write) -> io::Result<u64> {
-        wait::copy_cancellable(&mut self.file, out)
-    }
-
-    /// The payload as a file of its own, read from its start: for a command's standard input
-    /// ([`crate::command::spawn_reading`]).
-    pub fn input(&self) -> io::Result<File> {
-        use std::io::Seek;
-        let mut file = self.file.try_clone()?;
-        file.rewind()?;
-        Ok(file)
-    }
-
-    /// The payload in memory (for JSON output).
-    pub fn read_all(&mut self) -> io::Result<Vec<u8>> {
-        let mut buf = Vec::new();
-        self.file.read_to_end(&mut buf)?;
-        Ok(buf)
-    }
-
-    /// The message has been delivered: remove it for good.
-    pub fn finish(mut self) -> Result<()> {
-        self.done = true;
-        let claimed = &self.layout.claimed;
-        claimed.unlink_any(&self.claimed).map_err(|e| {
-            Error::io(
-                &claimed.join(&self.claimed),
-                "cannot remove delivered message",
-                e,
-            )
-        })
-    }
-}
-
-impl Drop for Received {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        // Not delivered: back to the queue now (a receiver that dies instead leaves it to the
-        // next receiver's recovery).
-        let _ = self
-            .layout
-            .requeue(&self.claimed, &self.name.render(), self.poll);
-    }
 }
 
 #[cfg(test)]

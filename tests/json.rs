@@ -779,6 +779,28 @@ fn msg_list_empty_and_with_posted_synchronous_and_skipped_entries() {
 }
 
 #[test]
+fn msg_list_with_delayed_and_dead_messages() {
+    let t = TestDir::new();
+    let list = ["msg", "list", "--json", "B"];
+    t.fsync(["msg", "post", "B", "--data", "poison"])
+        .run()
+        .code(0);
+    t.fsync(["msg", "recv", "--retries", "0", "B", "--", "false"])
+        .run()
+        .code(1);
+    t.fsync(["msg", "post", "B", "--delay", "1h", "--data", "later"])
+        .run()
+        .code(0);
+    t.fsync(["msg", "post", "B", "--data", "now"]).run().code(0);
+    let v = report(&t, "msg-list", &list, 0);
+    assert_eq!(v["count"], 1, "{v}");
+    assert_eq!(v["delayed"].as_array().map(Vec::len), Some(1), "{v}");
+    assert!(v["delayed"][0]["due"].is_string(), "{v}");
+    assert_eq!(v["dead"][0]["failed"], 1, "{v}");
+    assert!(v["messages"][0].get("due").is_none(), "{v}");
+}
+
+#[test]
 fn bus_members_and_recv_of_text_and_bytes() {
     let t = TestDir::new();
     for name in ["a", "b"] {

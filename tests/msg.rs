@@ -11,7 +11,7 @@ use std::{
     io::Read,
     path::Path,
     process::{Child, Command, Stdio},
-    time::{SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use nix::sys::signal::Signal;
@@ -680,4 +680,60 @@ fn a_job_survives_its_worker_being_killed_and_a_cancelled_job_is_not_counted() {
     .run()
     .code(0)
     .stdout("2\nlong job");
+}
+
+/// `msg wait-empty` does not return while a job runs: only once it is done.
+#[test]
+fn wait_empty_returns_only_once_the_running_job_is_done() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "job"]).run().code(0);
+    let gate = t.hold("gate.lck");
+    let mut worker = t
+        .fsync([
+            "msg",
+            "recv",
+            "B",
+            "--",
+            "sh",
+            "-c",
+            "echo started; flock gate.lck true",
+        ])
+        .start();
+    worker.expect("started");
+    t.fsync(["msg", "wait-empty", "-n", "B"]).run().code(75);
+    let mut waiter = t.fsync(["msg", "wait-empty", "-v", "B"]).start();
+    let said = waiter.stderr_line();
+    assert!(said.contains("waiting"), "-v said {said:?}");
+    assert!(waiter.running(), "wait-empty returned while the job ran");
+    drop(gate); // the job ends, and with it the work
+    assert!(worker.wait_exit().success());
+    assert!(waiter.wait_exit().success());
+    assert_eq!(list(&t, "B")["count"], 0);
+}
+
+/// A delayed message goes to exactly one of the receivers waiting for it, once it is due.
+#[test]
+fn a_delayed_message_goes_to_one_waiting_receiver_once_due() {
+    let t = TestDir::new();
+    let start = Instant::now();
+    t.fsync(["msg", "post", "B", "--delay", "400ms", "--data", "late"])
+        .run()
+        .code(0);
+    let receivers: Vec<_> = (0..3)
+        .map(|_| t.fsync(["msg", "recv", "-t", "3s", "B"]).start())
+        .collect();
+    let outs: Vec<_> = receivers.into_iter().map(|r| r.finish()).collect();
+    let got: Vec<_> = outs.iter().filter(|o| o.status.success()).collect();
+    let statuses: Vec<_> = outs.iter().map(|o| o.status).collect();
+    assert_eq!(got.len(), 1, "one receiver gets it: {statuses:?}");
+    got[0].stdout_has("late");
+    assert!(start.elapsed() >= Duration::from_millis(400));
+    for o in &outs {
+        assert!(
+            o.status.success() || o.status.code() == Some(75),
+            "{:?}: {}",
+            o.status,
+            o.stderr
+        );
+    }
 }

@@ -113,6 +113,18 @@ enum Verb {
     )]
     Recv(RecvArgs),
     #[command(
+        about = "Wait until nothing is queued, delayed or being received",
+        long_about = "Wait until the mailbox has nothing left to do: no message queued or \
+                      delayed, and none being received (a job that 'recv -- COMMAND' runs counts \
+                      until it is done). Exit 0 then, 75 if --timeout passed first. Dead \
+                      letters do not count. A job that finishes wakes it at once on a local \
+                      file system.",
+        after_long_help = "Examples:\n  # Queue the jobs, then wait until every worker is done with them\n  \
+            for f in *.tex; do fsync msg post /shared/jobs --data \"$f\"; done\n  \
+            fsync msg wait-empty /shared/jobs && echo all built"
+    )]
+    WaitEmpty(WaitEmptyArgs),
+    #[command(
         about = "Put dead letters back in the queue",
         long_about = "Put the mailbox's dead letters (messages that failed as often as \
                       'recv --retries' allows) back in the queue, their failed attempts \
@@ -168,6 +180,10 @@ struct PostArgs {
     data: DataArg,
     #[command(flatten)]
     mode: ModeArg,
+    /// Deliver the message no sooner than DUR from now (it waits among the delayed messages
+    /// that 'list' shows; once due, it comes before those queued after it)
+    #[arg(long, value_name = "DUR", value_parser = super::duration::parse_duration)]
+    delay: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -179,6 +195,9 @@ struct RecvArgs {
     /// With COMMAND: after N+1 failed attempts of a job, move its message to the dead letters
     #[arg(long, value_name = "N", requires = "command")]
     retries: Option<u32>,
+    /// With COMMAND: hold a failed job back DUR before its next attempt
+    #[arg(long, value_name = "DUR", requires = "command", value_parser = super::duration::parse_duration)]
+    backoff: Option<std::time::Duration>,
     /// Run COMMAND on the message, as a job (after --): see above
     #[arg(
         id = "command",
@@ -187,6 +206,14 @@ struct RecvArgs {
         allow_hyphen_values = true
     )]
     command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+struct WaitEmptyArgs {
+    #[command(flatten)]
+    mailbox: BoxArg,
+    #[command(flatten)]
+    wait: WaitArgs,
 }
 
 #[derive(Debug, Args)]
@@ -207,8 +234,9 @@ struct ListArgs {
     #[command(flatten)]
     mailbox: BoxArg,
     /// One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed"}],
-    /// "dead" (dead letters, as messages), "count", "claimed" (being received), "skipped":
-    /// [{"name", "reason"}] (entries receivers pass over)}
+    /// "delayed" (messages, each with its "due" time), "dead" (dead letters, as messages),
+    /// "count", "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers
+    /// pass over)}
     #[arg(long)]
     json: bool,
 }
@@ -226,6 +254,9 @@ struct MessageJson<'a> {
     sync: bool,
     /// Its deliveries that failed so far.
     failed: u32,
+    /// When a delayed message is due (in `delayed` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    due: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -237,9 +268,11 @@ struct SkippedJson<'a> {
 pub(super) fn run(cmd: MsgCommand) -> VerbResult {
     match cmd.verb {
         Verb::Post(a) => {
-            let outcome = Mailbox::new(&a.mailbox.mailbox)
-                .payload_mode(a.mode.mode)
-                .post(&mut a.data.reader())?;
+            let mut mailbox = Mailbox::new(&a.mailbox.mailbox).payload_mode(a.mode.mode);
+            if let Some(delay) = a.delay {
+                mailbox = mailbox.delay(delay);
+            }
+            let outcome = mailbox.post(&mut a.data.reader())?;
             Exit::unless_acquired(outcome, Exit::OK)?;
             Ok(Exit::OK)
         }
@@ -283,6 +316,15 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             msg.finish()?;
             Ok(Exit::OK)
         }
+        Verb::WaitEmpty(a) => {
+            let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
+            let place = a.mailbox.mailbox.display();
+            let mut progress =
+                Progress::new(&a.wait, format!("{place} to have nothing left to do"));
+            let outcome = mailbox.wait_empty_with(a.wait.timeout(), |_| progress.waiting())?;
+            progress.settle(outcome, |()| format!("{place} has nothing left to do"))?;
+            Ok(Exit::OK)
+        }
         Verb::Retry(a) => {
             let back = Mailbox::new(&a.mailbox.mailbox).retry(&a.ids)?;
             let place = a.mailbox.mailbox.display();
@@ -306,6 +348,9 @@ fn recv_job(a: &RecvArgs) -> VerbResult {
     let mut mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
     if let Some(retries) = a.retries {
         mailbox = mailbox.retries(retries);
+    }
+    if let Some(backoff) = a.backoff {
+        mailbox = mailbox.backoff(backoff);
     }
     let place = a.mailbox.mailbox.display();
     let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
@@ -341,6 +386,9 @@ fn recv_job(a: &RecvArgs) -> VerbResult {
         });
     } else {
         match msg.fail()? {
+            fsync::msg::Failed::Delayed => progress.say(|| {
+                format!("message {id} is held back before its next attempt (attempt {attempt} failed)")
+            }),
             fsync::msg::Failed::Dead => progress.say(|| {
                 format!("message {id} moved to the dead letters of {place} after {attempt} failed attempts")
             }),
@@ -355,10 +403,15 @@ fn recv_job(a: &RecvArgs) -> VerbResult {
 /// `msg list`: each message printed as it is found, so that a queue of any depth is listed in
 /// the memory of a few; with `--json`, one object whose `messages` are written one by one.
 fn list(a: &ListArgs) -> VerbResult {
+    use fsync::msg::Entry;
     let mailbox = Mailbox::new(&a.mailbox.mailbox);
     let mut out = std::io::stdout().lock();
     let mut written: std::io::Result<()> = Ok(());
-    let (mut count, mut dead) = (0usize, 0usize);
+    // Messages, then delayed ones, then dead letters: in JSON an array each, written as the
+    // listing reaches them; `section` is the array open now, `counts` the entries of each.
+    const ARRAYS: [&str; 3] = ["messages", "delayed", "dead"];
+    let mut section = 0;
+    let mut counts = [0usize; 3];
     let mut skipped = Vec::new();
     let now = SystemTime::now();
     if a.json {
@@ -366,14 +419,29 @@ fn list(a: &ListArgs) -> VerbResult {
             .expect("a string serialises");
         written = write!(out, "{{\"path\":{path},\"messages\":[");
     }
-    // The dead letters come last: in JSON, an array of their own after `messages`.
-    let json_message = |out: &mut std::io::StdoutLock<'_>, m: &fsync::msg::Queued, first| {
+    // Close the arrays before `to` and open those up to it.
+    let move_to = |out: &mut std::io::StdoutLock<'_>, section: &mut usize, to: usize| {
+        let mut result = Ok(());
+        while *section < to && result.is_ok() {
+            *section += 1;
+            result = match ARRAYS.get(*section) {
+                Some(name) => write!(out, "],\"{name}\":["),
+                None => write!(out, "]"),
+            };
+        }
+        result
+    };
+    let json_message = |out: &mut std::io::StdoutLock<'_>,
+                        m: &fsync::msg::Queued,
+                        due: Option<SystemTime>,
+                        first| {
         let json = MessageJson {
             name: &m.name,
             size: m.size,
             since: report::timestamp(now.checked_sub(m.age).unwrap_or(now)),
             sync: m.sync,
             failed: m.failed(),
+            due: due.map(report::timestamp),
         };
         let comma = if first { "" } else { "," };
         write!(out, "{comma}").and_then(|()| Ok(serde_json::to_writer(&mut *out, &json)?))
@@ -382,56 +450,47 @@ fn list(a: &ListArgs) -> VerbResult {
         if written.is_err() {
             return;
         }
-        written = match entry {
-            fsync::msg::Entry::Queued(m) if a.json => {
-                count += 1;
-                json_message(&mut out, &m, count == 1)
-            }
-            fsync::msg::Entry::Dead(m) if a.json => {
-                dead += 1;
-                let open = if dead == 1 { "],\"dead\":[" } else { "" };
-                write!(out, "{open}").and_then(|()| json_message(&mut out, &m, dead == 1))
-            }
-            // Names are another user's choice: escaped, so that none forges a line.
-            fsync::msg::Entry::Queued(m) => {
-                count += 1;
-                let kind = match (m.sync, m.failed()) {
-                    (true, _) => " (waiting sender)".to_string(),
-                    (false, 0) => String::new(),
-                    (false, n) => format!(" ({n} failed)"),
-                };
-                writeln!(
-                    out,
-                    "{}  {} bytes  {} old{kind}",
-                    escaped(&m.name),
-                    m.size,
-                    report::short_duration(m.age)
-                )
-            }
-            fsync::msg::Entry::Dead(m) => {
-                dead += 1;
-                writeln!(
-                    out,
-                    "{}  {} bytes  {} old  dead after {} failed attempts",
-                    escaped(&m.name),
-                    m.size,
-                    report::short_duration(m.age),
-                    m.failed()
-                )
-            }
-            fsync::msg::Entry::Skipped(s) if a.json => {
+        let (at, m, due) = match entry {
+            Entry::Skipped(s) if a.json => {
                 skipped.push(s);
-                Ok(())
+                return;
             }
-            fsync::msg::Entry::Skipped(s) => {
+            Entry::Skipped(s) => {
+                // Names are another user's choice: escaped, so that none forges a line.
                 let (name, reason) = (escaped(&s.name), escaped(&s.reason));
-                writeln!(out, "{name}  skipped: {reason}")
+                written = writeln!(out, "{name}  skipped: {reason}");
+                return;
             }
-            _ => Ok(()),
+            Entry::Queued(m) => (0, m, None),
+            Entry::Delayed { message, due } => (1, message, Some(due)),
+            Entry::Dead(m) => (2, m, None),
+            _ => return,
+        };
+        counts[at] += 1;
+        written = if a.json {
+            move_to(&mut out, &mut section, at)
+                .and_then(|()| json_message(&mut out, &m, due, counts[at] == 1))
+        } else {
+            let state = match (at, m.sync, m.failed(), due) {
+                (1, _, _, Some(due)) => format!("  delayed until {}", report::timestamp(due)),
+                (2, _, n, _) => format!("  dead after {n} failed attempts"),
+                (_, true, _, _) => " (waiting sender)".to_string(),
+                (_, false, 0, _) => String::new(),
+                (_, false, n, _) => format!(" ({n} failed)"),
+            };
+            writeln!(
+                out,
+                "{}  {} bytes  {} old{state}",
+                escaped(&m.name),
+                m.size,
+                report::short_duration(m.age)
+            )
         };
     })?;
     written?;
+    let [count, delayed, dead] = counts;
     if a.json {
+        move_to(&mut out, &mut section, ARRAYS.len())?;
         let skipped: Vec<SkippedJson<'_>> = (skipped.iter())
             .map(|s| SkippedJson {
                 name: &s.name,
@@ -439,23 +498,22 @@ fn list(a: &ListArgs) -> VerbResult {
             })
             .collect();
         let skipped = serde_json::to_string(&skipped).expect("strings serialise");
-        let no_dead = if dead == 0 { "],\"dead\":[" } else { "" };
         writeln!(
             out,
-            "{no_dead}],\"count\":{count},\"claimed\":{claimed},\"skipped\":{skipped}}}"
+            ",\"count\":{count},\"claimed\":{claimed},\"skipped\":{skipped}}}"
         )?;
     } else {
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
         if claimed > 0 {
             writeln!(out, "{claimed} being received")?;
         }
-        if dead > 0 {
-            writeln!(
-                out,
-                "{dead} dead letter{}",
-                if dead == 1 { "" } else { "s" }
-            )?;
+        if delayed > 0 {
+            writeln!(out, "{delayed} delayed message{}", plural(delayed))?;
         }
-        writeln!(out, "{count} message{}", if count == 1 { "" } else { "s" })?;
+        if dead > 0 {
+            writeln!(out, "{dead} dead letter{}", plural(dead))?;
+        }
+        writeln!(out, "{count} message{}", plural(count))?;
     }
     Ok(Exit::OK)
 }

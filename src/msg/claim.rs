@@ -76,18 +76,27 @@ pub(super) fn recover(l: &Layout, poll: Duration) {
 /// What a receiver took: the payload open, its name in `claimed/`, and its name in the queue.
 pub(super) type Claim = (File, String, MessageName);
 
+/// Where to look for what comes next, when a receive found nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Next {
+    /// The shard posts go to: the directory to watch besides `claimed` and `delayed`.
+    pub(super) shard: Option<u64>,
+    /// When the first delayed message is due (microseconds since the epoch).
+    pub(super) due: Option<u64>,
+}
+
 /// Claim the oldest message we can read; entries we cannot use are reported and passed over.
-/// `Ok(None)`: nothing to take now, and `watch` names the shard a post goes to next (the
-/// directory to watch besides the queue's and `claimed`).
+/// `Ok(None)`: nothing to take now, and `next` says what to wait for.
 pub(super) fn try_claim(
     l: &Layout,
     rid: &str,
     poll: Duration,
     retries: Option<u32>,
     skipped: &mut dyn FnMut(Skipped),
-    next: &mut Option<u64>,
+    next: &mut Next,
 ) -> Result<Outcome<Option<Claim>>> {
     recover(l, poll);
+    next.due = l.promote(poll)?;
     let mut rebuilt = false;
     loop {
         let ends = match wait::acquired!(l.ends(poll, Deadline::never())?) {
@@ -138,7 +147,7 @@ pub(super) fn try_claim(
             rebuilt = true;
             continue;
         }
-        *next = Some(ends.newest());
+        next.shard = Some(ends.newest());
         return Ok(Outcome::Acquired(None));
     }
 }

@@ -13,6 +13,14 @@ pub enum Entry {
     Skipped(Skipped),
     /// A dead letter: a message whose deliveries failed as often as its receivers allow.
     Dead(Queued),
+    /// A message held back until `due`: posted with a [`delay`](Mailbox::delay), or a failed
+    /// job's [`backoff`](Mailbox::backoff).
+    Delayed {
+        /// The message (its `age` counts from when it was posted).
+        message: Queued,
+        /// When it is due.
+        due: SystemTime,
+    },
 }
 
 impl Mailbox {
@@ -24,15 +32,16 @@ impl Mailbox {
         out.claimed = self.scan(|entry| match entry {
             Entry::Queued(q) => out.queued.push(q),
             Entry::Skipped(s) => out.skipped.push(s),
-            Entry::Dead(_) => {}
+            Entry::Dead(_) | Entry::Delayed { .. } => {}
         })?;
         Ok(out)
     }
 
     /// Hand each queued message to `each`, oldest first, as it is found, with the entries
     /// receivers pass over where they are met; returns the number of messages being received.
-    /// Memory does not grow with the queue. The dead letters ([`Mailbox::retries`]) come last,
-    /// as [`Entry::Dead`]. Creates nothing, and takes no lock: a message posted or received
+    /// Memory does not grow with the queue. The delayed messages come after the queued ones,
+    /// as [`Entry::Delayed`], soonest due first, and the dead letters ([`Mailbox::retries`])
+    /// last, as [`Entry::Dead`]. Creates nothing, and takes no lock: a message posted or received
     /// meanwhile may or may not be seen.
     pub fn scan(&self, mut each: impl FnMut(Entry)) -> Result<usize> {
         let Some(top) = self.top(false)? else {
@@ -100,6 +109,26 @@ impl Mailbox {
                 Err(e) => each(Entry::Skipped(skip(&shard_name(first), &e))),
             }
             first += SHARD;
+        }
+        if let Some(delayed) = top.sub("delayed", false)? {
+            let entries = delayed.entries().map_err(|e| list_err(&delayed, e))?;
+            let mut held: Vec<(u64, String, MessageName)> = entries
+                .into_iter()
+                .filter_map(|(entry, _)| {
+                    let (due, name) = delayed::parse_delayed(&entry)?;
+                    Some((due, entry, name))
+                })
+                .collect();
+            held.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+            for (due, entry, name) in held {
+                if let Some(Entry::Queued(mut message)) =
+                    queued_entry(&delayed, entry, name.clone())
+                {
+                    message.name = name.render();
+                    let due = SystemTime::UNIX_EPOCH + Duration::from_micros(due);
+                    each(Entry::Delayed { message, due });
+                }
+            }
         }
         if let Some(dead) = top.sub("dead", false)? {
             let (names, _) = queued_names(&dead)?;

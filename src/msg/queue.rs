@@ -286,9 +286,13 @@ impl Layout {
             self.write_head(first, true)?;
         }
         let shard = self.shard(first, true)?.expect("created");
-        dir.rename(from, &shard, name)
-            .map_err(|e| Error::io(&dir.join(from), "cannot return message", e))?;
-        Ok(true)
+        match dir.rename(from, &shard, name) {
+            Ok(()) => Ok(true),
+            // Another process moved it first (two receivers promoting the same due message;
+            // the shard cannot go meanwhile: we hold the lock that removing it takes).
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+            Err(e) => Err(Error::io(&dir.join(from), "cannot return message", e)),
+        }
     }
 
     /// The dead letters' directory, `B/dead` (made if missing and `create`).

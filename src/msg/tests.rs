@@ -376,3 +376,89 @@ fn a_receiver_killed_with_a_message_counts_as_a_failed_delivery() {
             .is_file()
     );
 }
+
+#[test]
+fn a_delayed_post_is_not_delivered_before_it_is_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("b"));
+    let delay = Duration::from_millis(300);
+    let start = std::time::Instant::now();
+    let _ = b.clone().delay(delay).post(&mut &b"late"[..]).unwrap();
+    post_texts(&b, 0..1);
+    assert_eq!(
+        next_text(&b).as_deref(),
+        Some("m0"),
+        "the delayed one waits"
+    );
+    assert_eq!(next_text(&b), None);
+    let mut delayed = 0;
+    b.scan(|e| delayed += usize::from(matches!(e, Entry::Delayed { .. })))
+        .unwrap();
+    assert_eq!(delayed, 1);
+    // A waiting receiver is woken when it is due (not by its timeout).
+    let got = b.recv(Some(Duration::from_secs(20))).unwrap().map(text);
+    assert_eq!(got.as_deref(), Some("late"));
+    let waited = start.elapsed();
+    assert!(
+        waited >= delay,
+        "delivered after {waited:?}, before its delay"
+    );
+    assert!(waited < Duration::from_secs(15), "woken by the timeout");
+}
+
+#[test]
+fn a_failed_job_is_held_back_for_its_backoff() {
+    let dir = tempfile::tempdir().unwrap();
+    let backoff = Duration::from_millis(300);
+    let b = Mailbox::new(dir.path().join("b")).backoff(backoff);
+    post_texts(&b, 0..1);
+    let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    let failed_at = std::time::Instant::now();
+    assert_eq!(r.fail().unwrap(), Failed::Delayed);
+    assert!(b.recv(Some(Duration::ZERO)).unwrap().is_none(), "held back");
+    let r = b.recv(Some(Duration::from_secs(20))).unwrap().unwrap();
+    assert!(
+        failed_at.elapsed() >= backoff,
+        "delivered again before its backoff"
+    );
+    assert_eq!(r.attempt(), 2);
+}
+
+#[test]
+fn wait_empty_waits_for_the_job_being_received_and_for_delayed_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("b"));
+    assert!(
+        b.wait_empty(Some(Duration::ZERO)).unwrap(),
+        "a new mailbox is empty"
+    );
+    post_texts(&b, 0..1);
+    assert!(!b.wait_empty(Some(Duration::ZERO)).unwrap(), "one queued");
+    let job = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert!(
+        !b.wait_empty(Some(Duration::ZERO)).unwrap(),
+        "one being received"
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = {
+        let b = b.clone();
+        std::thread::spawn(move || {
+            tx.send(()).unwrap();
+            b.wait_empty(Some(Duration::from_secs(20))).unwrap()
+        })
+    };
+    rx.recv().unwrap();
+    let start = std::time::Instant::now();
+    job.finish().unwrap();
+    assert!(
+        waiter.join().unwrap(),
+        "timed out: the finished job did not wake it"
+    );
+    assert!(start.elapsed() < Duration::from_secs(15));
+    let _ = b
+        .clone()
+        .delay(Duration::from_mins(1))
+        .post(&mut &b"later"[..])
+        .unwrap();
+    assert!(!b.wait_empty(Some(Duration::ZERO)).unwrap(), "one delayed");
+}

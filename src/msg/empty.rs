@@ -1,0 +1,119 @@
+//! Waiting until a mailbox has nothing left to do: nothing queued, delayed or being received
+//! (the jobs of `fsync msg recv -- COMMAND` all done).
+
+use super::*;
+
+impl Mailbox {
+    /// Wait up to `timeout` (`None`: for ever; zero: look once) until nothing is queued,
+    /// delayed or being received: a job being run counts until it is done. `Ok(false)` on
+    /// timeout. Dead letters do not count. Creates the mailbox if missing (an empty one).
+    ///
+    /// The thread sleeps until the mailbox changes: on a local file system a finished job
+    /// wakes it at once; on a network file system it also re-checks every
+    /// [`poll_interval`](Self::poll_interval).
+    pub fn wait_empty(&self, timeout: Option<Duration>) -> Result<bool> {
+        Ok(self.wait_empty_inner(timeout, None)?.acquired().is_some())
+    }
+
+    /// Like [`wait_empty`](Self::wait_empty), telling a timeout from a cancellation, and
+    /// calling `progress` with the time waited when the wait starts blocking and about once
+    /// a second after.
+    pub fn wait_empty_with(
+        &self,
+        timeout: Option<Duration>,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<()>> {
+        self.wait_empty_inner(timeout, Some(&mut progress))
+    }
+
+    fn wait_empty_inner(
+        &self,
+        timeout: Option<Duration>,
+        mut progress: Option<&mut dyn FnMut(Duration)>,
+    ) -> Result<Outcome<()>> {
+        let deadline = Deadline::after(timeout);
+        let l = self.layout()?;
+        let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
+        // Wakes: a job done or claimed (`claimed`), a delay posted or due (`delayed`), a post
+        // (the shard posts go to, made if missing); re-watched when that shard moves on.
+        let watch: std::cell::RefCell<Option<(u64, DirWatch)>> = std::cell::RefCell::new(None);
+        let mut due: Option<u64> = None;
+        let spec = Wait {
+            deadline,
+            poll: network.then_some(self.poll),
+            progress: progress.is_some().then_some(wait::PROGRESS_EVERY),
+        };
+        let report = |waited| {
+            if let Some(p) = progress.as_mut() {
+                p(waited);
+            }
+        };
+        let outcome = wait::wait_for(spec, report, |block| -> Result<_, wait::Failed> {
+            if block {
+                let watch = watch.borrow();
+                let watch = &watch.as_ref().expect("made").1;
+                match due {
+                    Some(at) => {
+                        let left = at.saturating_sub(procinfo::now_micros());
+                        watch.wait_timeout(Duration::from_micros(left))?;
+                    }
+                    None => watch.wait()?,
+                }
+                return Ok(None);
+            }
+            loop {
+                let armed = watch.borrow().as_ref().map(|(at, _)| *at);
+                // A cancellation ended a wait for the `seq` lock: the wait core ends ours.
+                let Outcome::Acquired((busy, newest, next_due)) = l.busy(self.poll)? else {
+                    return Ok(None);
+                };
+                due = next_due;
+                if !busy {
+                    return Ok(Some(()));
+                }
+                if armed == Some(newest) {
+                    return Ok(None);
+                }
+                let mut w = DirWatch::new(&l.claimed.pinned())?;
+                w.add(&l.delayed.pinned())?;
+                match l.shard(newest, true) {
+                    Ok(Some(shard)) => w.add(&shard.pinned())?,
+                    _ => w.add(&l.q.pinned())?,
+                }
+                *watch.borrow_mut() = Some((newest, w));
+            }
+        });
+        outcome.map_err(|f| f.naming(l.q.path(), "cannot wait"))
+    }
+}
+
+impl Layout {
+    /// Whether anything is queued, delayed or being received; the shard posts go to; when the
+    /// first delayed message is due. Returns the claims of dead receivers to the queue and
+    /// moves due delayed messages there first.
+    fn busy(&self, poll: Duration) -> Result<Outcome<(bool, u64, Option<u64>)>> {
+        claim::recover(self, poll);
+        let due = self.promote(poll)?;
+        let ends = loop {
+            match wait::acquired!(self.ends(poll, Deadline::never())?) {
+                Some(ends) => break ends,
+                None => {
+                    wait::acquired!(self.rebuild(poll, Deadline::never())?);
+                }
+            }
+        };
+        let claimed = (self.claimed.entries())
+            .map_err(|e| Error::io(self.claimed.path(), "cannot list", e))?
+            .iter()
+            .any(|(name, _)| name.contains('~'));
+        let mut busy = claimed || due.is_some() || self.has_unsharded();
+        let mut first = ends.head;
+        while !busy && first <= ends.newest() {
+            if let Ok(Some(shard)) = self.shard(first, false) {
+                busy = !queued_names(&shard)?.0.is_empty();
+            }
+            first += SHARD;
+        }
+        Ok(Outcome::Acquired((busy, ends.newest(), due)))
+    }
+}

@@ -1,0 +1,123 @@
+//! A claimed message: what a receiver holds until it finishes, fails or drops it.
+
+use super::*;
+
+/// A claimed message: read it, then [`finish`](Received::finish) to consume it. Dropped
+/// unfinished, it returns to the queue.
+#[must_use = "an unfinished message goes back to the queue"]
+#[derive(Debug)]
+pub struct Received {
+    pub(super) file: File,
+    pub(super) claimed: String,
+    /// Its name in the queue.
+    pub(super) name: MessageName,
+    pub(super) layout: Layout,
+    pub(super) poll: Duration,
+    pub(super) retries: Option<u32>,
+    pub(super) backoff: Option<Duration>,
+    /// The bus member that sent it, if any.
+    pub from: Option<String>,
+    pub(super) done: bool,
+    pub(super) _me: Registration,
+}
+
+/// What became of a message whose delivery failed ([`Received::fail`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failed {
+    /// Back in the queue, to be delivered again.
+    Queued,
+    /// Moved to the dead letters: it failed as often as [`Mailbox::retries`] allows.
+    Dead,
+    /// Left claimed: the queue's lock was busy; the next receiver returns it.
+    Left,
+    /// Held back for the mailbox's [`backoff`](Mailbox::backoff), then queued again.
+    Delayed,
+}
+
+impl Received {
+    /// The message's id in its mailbox: its sequence number (the first field of its name),
+    /// the same at every delivery.
+    pub fn id(&self) -> u64 {
+        self.name.seq
+    }
+
+    /// Which delivery this is: 1 the first time, one more after each that failed
+    /// ([`fail`](Self::fail), or a receiver killed while it had the message).
+    pub fn attempt(&self) -> u32 {
+        self.name.failed.saturating_add(1)
+    }
+
+    /// The delivery failed: the message goes back to the queue to be delivered again, with
+    /// one more failed delivery counted; or, if that makes more than the mailbox's
+    /// [`retries`](Mailbox::retries) allow, to the dead letters. (Dropping an unfinished
+    /// message returns it without counting: a delivery that was cancelled did not fail.)
+    pub fn fail(mut self) -> Result<Failed> {
+        self.done = true;
+        let failed = self.name.failed(self.name.failed.saturating_add(1));
+        let dead = self.retries.is_some_and(|r| failed.failed > r);
+        let l = &self.layout;
+        if dead {
+            l.bury(&self.claimed, &failed.render())?;
+            return Ok(Failed::Dead);
+        }
+        if let Some(backoff) = self.backoff {
+            l.delay_claimed(&self.claimed, &failed.render(), delayed::due_after(backoff))?;
+            return Ok(Failed::Delayed);
+        }
+        Ok(
+            match l.requeue(&self.claimed, &failed.render(), self.poll)? {
+                true => Failed::Queued,
+                false => Failed::Left,
+            },
+        )
+    }
+
+    /// Stream the payload to `out`. A cancellation signal (see [`crate::wait`]) ends it with
+    /// an error of kind `Interrupted`; the message then goes back to the queue when dropped.
+    pub fn copy_to(&mut self, out: &mut dyn Write) -> io::Result<u64> {
+        wait::copy_cancellable(&mut self.file, out)
+    }
+
+    /// The payload as a file of its own, read from its start: for a command's standard input
+    /// ([`crate::command::spawn_reading`]).
+    pub fn input(&self) -> io::Result<File> {
+        use std::io::Seek;
+        let mut file = self.file.try_clone()?;
+        file.rewind()?;
+        Ok(file)
+    }
+
+    /// The payload in memory (for JSON output).
+    pub fn read_all(&mut self) -> io::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.file.read_to_end(&mut buf)?;
+        Ok(buf)
+    }
+
+    /// The message has been delivered: remove it for good.
+    pub fn finish(mut self) -> Result<()> {
+        self.done = true;
+        let claimed = &self.layout.claimed;
+        claimed.unlink_any(&self.claimed).map_err(|e| {
+            Error::io(
+                &claimed.join(&self.claimed),
+                "cannot remove delivered message",
+                e,
+            )
+        })
+    }
+}
+
+impl Drop for Received {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // Not delivered: back to the queue now (a receiver that dies instead leaves it to the
+        // next receiver's recovery).
+        let _ = self
+            .layout
+            .requeue(&self.claimed, &self.name.render(), self.poll);
+    }
+}
