@@ -103,6 +103,8 @@ mod claim;
 mod dead;
 mod delayed;
 mod empty;
+mod keys;
+pub use keys::Keyed;
 mod list;
 mod queue;
 mod received;
@@ -487,6 +489,20 @@ impl Mailbox {
         payload: &mut dyn Read,
         from: Option<&str>,
     ) -> Result<Outcome<String>> {
+        Ok(self
+            .post_placed(payload, from, None)?
+            .map(|placed| match placed {
+                Keyed::Queued(name) | Keyed::Pending(name) => name,
+            }))
+    }
+
+    /// Post from `from` (a bus member), with `key` (de-duplication).
+    fn post_placed(
+        &self,
+        payload: &mut dyn Read,
+        from: Option<&str>,
+        key: Option<&str>,
+    ) -> Result<Outcome<Keyed>> {
         let l = self.layout()?;
         let name = MessageName {
             seq: 0,
@@ -495,7 +511,10 @@ impl Mailbox {
             sync: false,
             failed: 0,
         };
-        let due = self.delay.map(delayed::due_after);
+        let place = Place {
+            due: self.delay.map(delayed::due_after),
+            key,
+        };
         post(
             &l,
             payload,
@@ -503,7 +522,7 @@ impl Mailbox {
             self.mode,
             self.poll,
             Deadline::never(),
-            due,
+            &place,
         )
     }
 
@@ -551,9 +570,9 @@ impl Mailbox {
         // A receiver takes the message by renaming it into `claimed`, and converts it there.
         let watch = DirWatch::new(&l.claimed.pinned())
             .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
-        let name = wait::acquired!(post(
-            &l, payload, name, self.mode, self.poll, deadline, None
-        )?);
+        let place = Place::default();
+        let placed = post(&l, payload, name, self.mode, self.poll, deadline, &place)?;
+        let (Keyed::Queued(name) | Keyed::Pending(name)) = wait::acquired!(placed);
         let parsed = MessageName::parse(&name).expect("we made it");
         let stem = parsed.stem();
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -724,8 +743,16 @@ fn skip(name: &str, e: &Error) -> Skipped {
     }
 }
 
-/// Write `payload` and queue it as `name` (numbered now), or hold it in `delayed/` until
-/// `due` (microseconds since the epoch).
+/// Where a post goes besides its shard.
+#[derive(Default)]
+struct Place<'a> {
+    /// Held in `delayed/` until then (microseconds since the epoch).
+    due: Option<u64>,
+    /// Not queued while a message with this key is pending.
+    key: Option<&'a str>,
+}
+
+/// Write `payload` and queue it as `name` (numbered now), as `place` says.
 fn post(
     l: &Layout,
     payload: &mut dyn Read,
@@ -733,8 +760,9 @@ fn post(
     mode: u32,
     poll: Duration,
     deadline: Deadline,
-    due: Option<u64>,
-) -> Result<Outcome<String>> {
+    place: &Place<'_>,
+) -> Result<Outcome<Keyed>> {
+    let due = place.due;
     let tmp = format!(".{}", name.uniq);
     let mut file = l
         .tmp
@@ -758,6 +786,12 @@ fn post(
         if let Some(sig) = wait::cancelled() {
             return Ok(Outcome::Interrupted(sig)); // the last moment to give up
         }
+        if let Some(key) = place.key {
+            if let Some(pending) = l.key_pending(key)? {
+                return Ok(Outcome::Acquired(Err(pending)));
+            }
+            l.set_key(key, &format!("{n:020}.{}", name.uniq))?;
+        }
         name.seq = n;
         let mut dest = name.render();
         let first = shard_of(n);
@@ -774,10 +808,14 @@ fn post(
         l.tmp
             .rename(&tmp, &dir, &dest)
             .map_err(|e| pfs::explain_open_error(&dir.join(&dest), "cannot queue message", e))?;
-        Ok(Outcome::Acquired((dir, made)))
+        Ok(Outcome::Acquired(Ok((dir, made))))
     });
     let (shard, made) = match result {
-        Ok(Outcome::Acquired(placed)) => placed,
+        Ok(Outcome::Acquired(Ok(placed))) => placed,
+        Ok(Outcome::Acquired(Err(pending))) => {
+            discard();
+            return Ok(Outcome::Acquired(Keyed::Pending(pending)));
+        }
         Ok(gave_up) => {
             discard();
             return Ok(gave_up.map(|_| unreachable!("not acquired")));
@@ -797,7 +835,7 @@ fn post(
     if made {
         flush(&l.q)?;
     }
-    Ok(Outcome::Acquired(name.render()))
+    Ok(Outcome::Acquired(Keyed::Queued(name.render())))
 }
 
 /// The largest sequence number we believe: far beyond any real count, and leaving room to

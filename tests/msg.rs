@@ -737,3 +737,27 @@ fn a_delayed_message_goes_to_one_waiting_receiver_once_due() {
         );
     }
 }
+
+/// `msg post --key`: a second post with the key is not queued while the first is pending;
+/// exit 0 all the same, and -v says which message holds the key.
+#[test]
+fn a_keyed_post_is_not_queued_twice() {
+    let t = TestDir::new();
+    let post = |data: &str| {
+        t.fsync(["msg", "post", "-v", "--key", "reindex", "B", "--data", data])
+            .run()
+    };
+    post("first").code(0).stderr_has("queued message 1 in B");
+    post("second")
+        .code(0)
+        .stderr_has("not queued: message 1 with key reindex is still pending");
+    assert_eq!(list(&t, "B")["count"], 1);
+    t.fsync(["msg", "recv", "B", "--", "cat"])
+        .run()
+        .code(0)
+        .stdout("first");
+    post("third").code(0).stderr_has("queued message 3 in B");
+    t.fsync(["msg", "post", "--key", "a/b", "B", "--data", "x"])
+        .run()
+        .error_naming("B");
+}

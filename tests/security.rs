@@ -1005,6 +1005,61 @@ fn msg_never_uses_a_shard_linked_to_another_mailbox() {
     h.assert_victim_untouched();
 }
 
+/// `nobody` plants a key of its mailbox, its dead letters and a delayed message as links to
+/// the victim's file: root's posts with that key, root's retries and root's receives never
+/// write, read or move the victim.
+#[test]
+fn msg_keys_dead_letters_and_delays_never_follow_planted_links() {
+    let Some(h) = Hostile::new() else { return };
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "first"])
+        .run()
+        .code(0);
+    h.mkdir("shared/box/keys");
+    h.mkdir("shared/box/dead");
+    h.link(&h.victim(), "shared/box/keys/job");
+    h.link(
+        &h.victim(),
+        &format!("shared/box/dead/{}", planted_message(7)),
+    );
+    let due = format!("{:020}", 1);
+    h.link(
+        &h.victim(),
+        &format!("shared/box/delayed/{due}.{}", planted_message(8)),
+    );
+    h.fsync([
+        "msg",
+        "post",
+        "--key",
+        "job",
+        "shared/box",
+        "--data",
+        "root's",
+    ])
+    .deadline(NO_HANG)
+    .run_in(&h)
+    .code(0);
+    h.assert_kind("shared/box/keys/job", "file"); // the link replaced, not written through
+    h.fsync(["msg", "retry", "shared/box"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    for _ in 0..2 {
+        let out = h
+            .fsync(["msg", "recv", "-n", "shared/box"])
+            .deadline(NO_HANG)
+            .run_in(&h);
+        assert!(
+            !out.stdout.contains(PRECIOUS),
+            "received the victim: {}",
+            out.stdout
+        );
+    }
+    h.assert_kind(
+        &format!("shared/box/delayed/{due}.{}", planted_message(8)),
+        "symlink",
+    );
+    h.assert_victim_untouched();
+}
+
 /// `nobody` links the mailbox's state directory `sub` to the victim's directory: neither
 /// posting nor receiving may create anything there.
 fn mailbox_directory_linked_elsewhere(sub: &str) {

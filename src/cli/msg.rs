@@ -184,6 +184,13 @@ struct PostArgs {
     /// that 'list' shows; once due, it comes before those queued after it)
     #[arg(long, value_name = "DUR", value_parser = super::duration::parse_duration)]
     delay: Option<std::time::Duration>,
+    /// Do not queue the message while another posted with KEY is still queued, delayed or
+    /// being received (exit 0 all the same; -v says which one): jobs that must not pile up
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+    /// Say what became of the message: its id, or the pending message with the same key
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 #[derive(Debug, Args)]
@@ -272,8 +279,32 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             if let Some(delay) = a.delay {
                 mailbox = mailbox.delay(delay);
             }
-            let outcome = mailbox.post(&mut a.data.reader())?;
-            Exit::unless_acquired(outcome, Exit::OK)?;
+            let place = a.mailbox.mailbox.display();
+            let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));
+            match &a.key {
+                Some(key) => {
+                    let outcome = mailbox.post_keyed(&mut a.data.reader(), key)?;
+                    match Exit::unless_acquired(outcome, Exit::OK)? {
+                        fsync::msg::Keyed::Queued(name) => report::say(a.verbose, || {
+                            format!("queued message {} in {place}", id(&name))
+                        }),
+                        fsync::msg::Keyed::Pending(name) => report::say(a.verbose, || {
+                            format!(
+                                "not queued: message {} with key {key} is still pending in {place}",
+                                id(&name)
+                            )
+                        }),
+                        _ => {}
+                    }
+                }
+                None => {
+                    let name =
+                        Exit::unless_acquired(mailbox.post(&mut a.data.reader())?, Exit::OK)?;
+                    report::say(a.verbose, || {
+                        format!("queued message {} in {place}", id(&name))
+                    });
+                }
+            }
             Ok(Exit::OK)
         }
         Verb::Send(a) => {

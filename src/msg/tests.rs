@@ -462,3 +462,44 @@ fn wait_empty_waits_for_the_job_being_received_and_for_delayed_messages() {
         .unwrap();
     assert!(!b.wait_empty(Some(Duration::ZERO)).unwrap(), "one delayed");
 }
+
+#[test]
+fn a_key_keeps_a_second_post_out_while_the_first_is_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("b"));
+    let post = |data: &str| {
+        b.post_keyed(&mut data.as_bytes(), "nightly")
+            .unwrap()
+            .acquired()
+            .unwrap()
+    };
+    let first = match post("one") {
+        Keyed::Queued(name) => name,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        matches!(post("two"), Keyed::Pending(p) if first.starts_with(&p)),
+        "queued"
+    );
+    let job = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert!(matches!(post("three"), Keyed::Pending(_)), "being received");
+    job.finish().unwrap();
+    assert!(
+        matches!(post("four"), Keyed::Queued(_)),
+        "done: the key is free"
+    );
+    assert_eq!(next_text(&b).as_deref(), Some("four"));
+    assert!(b.post_keyed(&mut &b"x"[..], "../escape").is_err());
+    // Of many posts at once with one key, one queues.
+    let queued = std::thread::scope(|s| {
+        let posts: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| matches!(post("race"), Keyed::Queued(_))))
+            .collect();
+        posts
+            .into_iter()
+            .filter_map(|p| p.join().unwrap().then_some(()))
+            .count()
+    });
+    assert_eq!(queued, 1);
+    assert_eq!(b.list().unwrap().queued.len(), 1);
+}

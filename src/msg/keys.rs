@@ -1,0 +1,107 @@
+//! Keys: a message posted with a key is not queued while another with the same key is queued,
+//! delayed or being received (de-duplication of jobs). `B/keys/KEY` names the last message
+//! posted with `KEY` (`SEQ.UNIQ`, the start of its name); it is read and written under the
+//! exclusive lock on `seq`, which posts hold, so of two posts with one key only one queues.
+//! Whether that message is still pending is looked up where it can be: its shard, `claimed`,
+//! `delayed`. A key whose message is gone (delivered, or a dead letter) is simply replaced.
+
+use super::*;
+
+/// What a post with a key did ([`Mailbox::post_keyed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Keyed {
+    /// Queued (or delayed) as this name.
+    Queued(String),
+    /// Not queued: the message that starts with this `SEQ.UNIQ` has the same key and is
+    /// still queued, delayed or being received.
+    Pending(String),
+}
+
+/// The longest key, in bytes.
+const MAX_KEY_BYTES: usize = 128;
+
+/// Why `key` is not a key: letters, digits, `.`, `_` and `-`, not first a dot, 1 to 128 bytes.
+pub(super) fn check_key(key: &str) -> std::result::Result<(), String> {
+    let fine = !key.is_empty()
+        && key.len() <= MAX_KEY_BYTES
+        && !key.starts_with('.')
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    match fine {
+        true => Ok(()),
+        false => Err(format!(
+            "invalid key {key:?}: 1 to {MAX_KEY_BYTES} letters, digits, '.', '_' or '-', not \
+             starting with '.'"
+        )),
+    }
+}
+
+impl Layout {
+    fn keys(&self) -> Result<Dir> {
+        Ok(self.top.sub("keys", true)?.expect("created"))
+    }
+
+    /// Under the exclusive lock on `seq`: the message (`SEQ.UNIQ`) that holds `key` and is
+    /// still pending, if any.
+    pub(super) fn key_pending(&self, key: &str) -> Result<Option<String>> {
+        let keys = self.keys()?;
+        // Not a file fsync made (a link, a FIFO): as if missing; it is replaced.
+        let Ok(Some(file)) = keys.open(key, false) else {
+            return Ok(None);
+        };
+        let mut text = String::new();
+        let _ = (&file).take(256).read_to_string(&mut text);
+        let stem = text.trim_end();
+        let Some((seq, _)) = stem.split_once('.') else {
+            return Ok(None);
+        };
+        let Ok(seq) = seq.parse::<u64>() else {
+            return Ok(None);
+        };
+        let prefix = format!("{stem}.");
+        let has = |dir: &Dir, strip: fn(&str) -> &str| {
+            dir.entries()
+                .is_ok_and(|e| e.iter().any(|(n, _)| strip(n).starts_with(&prefix)))
+        };
+        let pending = self
+            .shard(shard_of(seq), false)?
+            .is_some_and(|shard| has(&shard, |n| n))
+            || has(&self.claimed, |n| n)
+            || has(&self.delayed, |n| {
+                n.split_once('.').map_or(n, |(_, rest)| rest)
+            });
+        Ok(pending.then(|| stem.to_string()))
+    }
+
+    /// Under the exclusive lock on `seq`: `key` now names message `stem` (`SEQ.UNIQ`).
+    pub(super) fn set_key(&self, key: &str, stem: &str) -> Result<()> {
+        let keys = self.keys()?;
+        let tmp = format!(".{key}.{}", std::process::id());
+        let _ = keys.unlink_any(&tmp);
+        let mut file = keys
+            .create_new(&tmp, 0o644)
+            .map_err(|e| pfs::explain_open_error(&keys.join(&tmp), "cannot write key", e))?;
+        let written = file
+            .write_all(format!("{stem}\n").as_bytes())
+            .and_then(|()| keys.rename(&tmp, &keys, key));
+        if let Err(e) = written {
+            let _ = keys.unlink_any(&tmp);
+            return Err(Error::io(&keys.join(key), "cannot write key", e));
+        }
+        Ok(())
+    }
+}
+
+impl Mailbox {
+    /// Post (as [`post`](Self::post) does) unless a message posted with the same `key` is
+    /// still queued, delayed or being received: then nothing is queued and the answer names
+    /// that message. For jobs that must not pile up ("rebuild the index" posted on every
+    /// commit). Errors as [`post`](Self::post), and [`ErrorKind::Invalid`] for a key that is
+    /// not 1 to 128 letters, digits, `.`, `_` or `-` (not first a dot).
+    pub fn post_keyed(&self, payload: &mut dyn Read, key: &str) -> Result<Outcome<Keyed>> {
+        check_key(key).map_err(|why| Error::new(self.path(), ErrorKind::Invalid, why))?;
+        self.post_placed(payload, None, Some(key))
+    }
+}
