@@ -59,7 +59,10 @@ fn main() {
     };
     let dir = bench_dir();
     println!("drain: receivers take a queue of N messages (recv + finish), wall time");
-    println!("{:>8} {:>10} {:>10} {:>12}", "N", "receivers", "seconds", "us/message");
+    println!(
+        "{:>8} {:>10} {:>10} {:>12}",
+        "N", "receivers", "seconds", "us/message"
+    );
     for &n in &sizes {
         for receivers in [1, 2, 4] {
             let box_dir = dir.path().join(format!("box-{n}-{receivers}"));
