@@ -95,6 +95,7 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
+    held,
     platform::{
         dir::Dir,
         fs as pfs,
@@ -163,6 +164,8 @@ pub struct GroupGuard {
     top: Option<Dir>,
     delete: bool,
     poll: Duration,
+    /// This membership in the process's table of held locks.
+    key: Option<held::Key>,
 }
 
 /// The check is of our shared lock on the group's file; passing down passes the slot under
@@ -211,6 +214,9 @@ impl GroupGuard {
     }
 
     fn release_inner(&mut self) -> Result<Released> {
+        if let Some(key) = self.key.take() {
+            held::remove(key);
+        }
         let Some(member) = self.member.take() else {
             return Ok(Released::Kept);
         };
@@ -370,9 +376,20 @@ impl GroupLock {
         if teardown::names(top, "turnstile", &turnstile)?.is_none() {
             return Ok(Outcome::Acquired(None)); // removed between our open and our lock
         }
+        // A thread inside a group (through another guard) would wait for itself to leave it.
+        let refuse_own = |file: &File, path: &Path| -> Result<()> {
+            let meta = file
+                .metadata()
+                .map_err(|e| Error::io(path, "cannot stat", e))?;
+            match held::held_by_this_thread(held::Key::new(&meta, Mode::Exclusive)) {
+                true => Err(held::deadlock(path)),
+                false => Ok(()),
+            }
+        };
         for other in groups_in(top)?.into_iter().filter(|g| g != group) {
             let name = format!("group.{other}");
             let file = top.open_or_create(&name)?;
+            refuse_own(&file, &top.join(&name))?;
             wait::acquired!(step(&file, Mode::Exclusive, &top.join(&name))?); // granted once that group is empty
         }
         let own = top.join(&own_name);
@@ -394,6 +411,7 @@ impl GroupLock {
                 // The first cap: members of the group inside without one would not count
                 // against it, so wait until they have left (no one comes in meanwhile: we
                 // hold the turnstile). Our exclusive lock becomes the shared one below.
+                refuse_own(&member, &own)?;
                 wait::acquired!(step(&member, Mode::Exclusive, &own)?);
                 Some(m)
             }
@@ -414,6 +432,13 @@ impl GroupLock {
             None => None,
         };
         drop(turnstile);
+        let key = member
+            .metadata()
+            .ok()
+            .map(|meta| held::Key::new(&meta, Mode::Shared));
+        if let Some(key) = key {
+            held::add(key);
+        }
         Ok(Outcome::Acquired(Some(GroupGuard {
             path: own,
             member: Some(member),
@@ -421,6 +446,7 @@ impl GroupLock {
             top: top.try_clone().ok(),
             delete: self.delete,
             poll: self.poll,
+            key,
         })))
     }
 
@@ -591,6 +617,35 @@ pub fn status(dir: &Path) -> Result<GroupLockStatus> {
 mod tests {
     use super::*;
 
+    /// A thread inside a group that asks to enter another (or to set the group's first cap)
+    /// through another guard would wait for itself to leave: refused at once. Entering its
+    /// own group again is fine; a member that left is forgotten.
+    #[test]
+    fn the_same_thread_cannot_deadlock_on_its_own_group_lock() {
+        // A build that waited would fail here after this long, not hang.
+        const BOUND: Duration = Duration::from_secs(5);
+        let dir = tempfile::tempdir().unwrap();
+        let lock = GroupLock::new(dir.path().join("l"));
+        let inside = lock.enter("a", None).unwrap().unwrap();
+        let err = lock.enter("b", Some(BOUND)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(
+            err.to_string().contains("already held by this thread"),
+            "{err}"
+        );
+        let err = lock.clone().max(2).enter("a", Some(BOUND)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        let again = lock.try_enter("a").unwrap().expect("one group shares");
+        drop((inside, again));
+        assert!(lock.try_enter("b").unwrap().is_some(), "left: forgotten");
+        // Another thread just waits its turn (here: finds it busy).
+        let inside = lock.enter("a", None).unwrap().unwrap();
+        let other = lock.clone();
+        let busy = std::thread::spawn(move || other.try_enter("b").unwrap().is_none());
+        assert!(busy.join().unwrap());
+        drop(inside);
+    }
+
     #[test]
     fn max_limits_a_group() {
         let dir = tempfile::tempdir().unwrap();
@@ -615,14 +670,12 @@ mod tests {
         let lock = GroupLock::new(dir.path().join("g"));
         let uncapped = lock.enter("y", None).unwrap().unwrap();
         assert_eq!(uncapped.slot(), None, "no cap in force yet");
-        // The first cap waits for the members inside without one.
-        assert!(
-            lock.clone()
-                .max(1)
-                .enter("y", Some(Duration::ZERO))
-                .unwrap()
-                .is_none()
-        );
+        // The first cap waits for the members inside without one (another thread: this one
+        // would wait for itself, which is refused).
+        let capped = lock.clone().max(1);
+        let waits =
+            std::thread::spawn(move || capped.enter("y", Some(Duration::ZERO)).unwrap().is_none());
+        assert!(waits.join().unwrap());
         drop(uncapped);
         let a = lock.clone().max(1).enter("y", None).unwrap().unwrap();
         assert_eq!(a.slot(), Some(0));

@@ -84,9 +84,10 @@ version may name more cases, so a `match` on them ends with an arm for the other
 
 Within one process, threads exclude each other as processes do: every acquisition opens the
 files it locks anew. So a thread that asks for what it already holds through another guard
-would wait for itself; a [`Mutex`], a [`Swmr`] (a writer that asks to read, or to write again)
-and a [`RangeLock`] (bytes that overlap its own, in a conflicting mode) notice and fail at once
-instead ([`ErrorKind::Unavailable`]). (A [`Semaphore`] slot holder may take another slot; one
+would wait for itself; a [`Mutex`], a [`Swmr`] (a writer that asks to read, or to write again),
+a [`RangeLock`] (bytes that overlap its own, in a conflicting mode) and a [`GroupLock`] (a member
+of one group that asks to enter another, or to set its own group's first cap) notice and fail
+at once instead ([`ErrorKind::Unavailable`]). (A [`Semaphore`] slot holder may take another slot; one
 that holds them all and asks for one more waits until its timeout.)
 
 # Waiting, and the signal it installs
