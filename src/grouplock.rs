@@ -137,7 +137,9 @@ pub use crate::teardown::Released;
 /// let lock = fsync::GroupLock::new(&path);
 /// let r1 = lock.enter("readers", None)?.unwrap();
 /// let r2 = lock.enter("readers", None)?.unwrap(); // one group shares
-/// assert!(lock.enter("gc", Some(std::time::Duration::ZERO))?.is_none()); // another waits
+/// let gc = lock.clone();
+/// let waits = std::thread::spawn(move || gc.enter("gc", Some(std::time::Duration::ZERO)));
+/// assert!(waits.join().unwrap()?.is_none()); // another waits (in this thread: an error)
 /// drop((r1, r2));
 /// assert!(lock.enter("gc", Some(std::time::Duration::ZERO))?.is_some());
 /// # Ok::<(), fsync::Error>(())
@@ -305,7 +307,9 @@ impl GroupLock {
     /// # let path = dir.path().join("repo.glock");
     /// let lock = fsync::GroupLock::new(&path);
     /// let reader = lock.try_enter("readers")?.expect("nobody inside");
-    /// assert!(lock.try_enter("gc")?.is_none()); // busy: another group is inside
+    /// let gc = lock.clone();
+    /// let busy = std::thread::spawn(move || gc.try_enter("gc"));
+    /// assert!(busy.join().unwrap()?.is_none()); // busy: another group is inside
     /// drop(reader);
     /// assert!(lock.try_enter("gc")?.is_some()); // free
     /// # Ok::<(), fsync::Error>(())
