@@ -104,7 +104,7 @@ mod dead;
 mod delayed;
 mod empty;
 mod keys;
-pub use keys::Keyed;
+pub use keys::{Keyed, check_key};
 mod list;
 mod queue;
 mod received;
@@ -640,28 +640,7 @@ impl Mailbox {
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
         let mut me = Some(me);
         let mut passed: Vec<String> = Vec::new();
-        // What wakes us: a post into the shard posts go to (made now if missing, so that it
-        // can be watched), a message returned through `claimed`. Not the queue's directory:
-        // watching a directory costs the kernel a pass over its entries, and it holds a shard
-        // per hundred messages. Watched before each look, so that no change between is missed;
-        // made anew only when the shard posts go to has moved on.
-        let watch: std::cell::RefCell<Option<(u64, DirWatch)>> = std::cell::RefCell::new(None);
-        let watch_for = |next: Option<u64>| -> io::Result<()> {
-            let next = next.unwrap_or(u64::MAX);
-            let mut watch = watch.borrow_mut();
-            if watch.as_ref().is_some_and(|(at, _)| *at == next) {
-                return Ok(());
-            }
-            let mut w = DirWatch::new(&l.claimed.pinned())?;
-            w.add(&l.delayed.pinned())?;
-            match l.shard(next, next != u64::MAX) {
-                Ok(Some(shard)) => w.add(&shard.pinned())?,
-                // Not made (a mailbox we may not write, a name taken): the queue's directory.
-                _ => w.add(&l.q.pinned())?,
-            }
-            *watch = Some((next, w));
-            Ok(())
-        };
+        let waker = std::cell::RefCell::new(queue::Waker::default());
         let mut next = Next::default();
         let spec = Wait {
             deadline,
@@ -676,16 +655,7 @@ impl Mailbox {
         };
         let outcome = wait::wait_for(spec, waiting, |block| -> Result<_, wait::Failed> {
             if block {
-                let watch = watch.borrow();
-                let watch = &watch.as_ref().expect("made").1;
-                match next.due {
-                    // Until the first delayed message is due, at the latest.
-                    Some(due) => {
-                        let left = due.saturating_sub(procinfo::now_micros());
-                        watch.wait_timeout(Duration::from_micros(left))?;
-                    }
-                    None => watch.wait()?,
-                }
+                waker.borrow().sleep(next.due)?;
                 return Ok(None);
             }
             let mut report = |s: Skipped| {
@@ -699,7 +669,7 @@ impl Mailbox {
             // Found nothing with the right shard watched since before the look: wait. Else
             // watch it and look again (a post between the look and the watch wakes nobody).
             loop {
-                let armed = watch.borrow().as_ref().map(|(at, _)| *at);
+                let armed = waker.borrow().armed_for();
                 match try_claim(&l, &rid, self.poll, self.retries, &mut report, &mut next)? {
                     Outcome::Acquired(Some((file, claimed, name))) => {
                         return Ok(Some(Received {
@@ -715,10 +685,8 @@ impl Mailbox {
                             _me: me.take().expect("once"),
                         }));
                     }
-                    Outcome::Acquired(None) if armed.is_some() && armed == next.shard => {
-                        return Ok(None);
-                    }
-                    Outcome::Acquired(None) => watch_for(next.shard)?,
+                    Outcome::Acquired(None) if armed == Some(next.shard) => return Ok(None),
+                    Outcome::Acquired(None) => waker.borrow_mut().arm(&l, next.shard)?,
                     // A cancellation signal ended a wait for the `seq` lock: the wait core
                     // sees it (it stays set) and ends the receive.
                     Outcome::TimedOut | Outcome::Interrupted(_) => return Ok(None),

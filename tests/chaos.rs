@@ -531,7 +531,8 @@ fn chaos_messages_survive_killed_posters_and_receivers() {
 /// `K pids`. A job is acknowledged by its worker after `D`, so a run may follow a `D` only if
 /// that worker was killed after it (before it could acknowledge). In the end every job
 /// succeeded exactly once (a `D` whose worker lived on) or lies in the dead letters, having
-/// been killed 4 times; none is lost and none runs after its success.
+/// been killed 4 times (or more: a worker killed as it buries one counts too); none is lost
+/// and none runs after its success.
 #[test]
 fn chaos_jobs_survive_killed_workers_and_run_once_after_success() {
     let t = TestDir::new();
@@ -647,10 +648,12 @@ fn chaos_jobs_survive_killed_workers_and_run_once_after_success() {
             *acked.entry(id).or_default() += 1;
         }
     }
+    // Buried once 4 deliveries failed: by the receiver that finds it so; one killed between
+    // taking it and burying it counts once more (its claim looks like any other dead one).
     for m in v["dead"].as_array().unwrap() {
-        assert_eq!(
-            m["failed"], 4,
-            "a dead letter after other than 4 failures: {m}"
+        assert!(
+            m["failed"].as_u64().is_some_and(|f| f >= 4),
+            "a dead letter after fewer than 4 failures: {m}"
         );
     }
     for id in 0..n {

@@ -759,5 +759,7 @@ fn a_keyed_post_is_not_queued_twice() {
     post("third").code(0).stderr_has("queued message 3 in B");
     t.fsync(["msg", "post", "--key", "a/b", "B", "--data", "x"])
         .run()
-        .error_naming("B");
+        .code(2)
+        .stderr_has("invalid key \"a/b\"");
+    assert_eq!(list(&t, "B")["count"], 1, "a refused key queued something");
 }

@@ -142,6 +142,11 @@ enum Verb {
     List(ListArgs),
 }
 
+/// A key for `post --key`: refused at parsing, as a usage error.
+fn parse_key(s: &str) -> Result<String, String> {
+    fsync::msg::check_key(s).map(|()| s.to_string())
+}
+
 /// Permissions of a payload file, in octal.
 fn parse_mode(s: &str) -> Result<u32, String> {
     match u32::from_str_radix(s.trim_start_matches("0o"), 8) {
@@ -186,7 +191,7 @@ struct PostArgs {
     delay: Option<std::time::Duration>,
     /// Do not queue the message while another posted with KEY is still queued, delayed or
     /// being received (exit 0 all the same; -v says which one): jobs that must not pile up
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", value_parser = parse_key)]
     key: Option<String>,
     /// Say what became of the message: its id, or the pending message with the same key
     #[arg(short, long)]

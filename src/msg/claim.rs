@@ -51,8 +51,15 @@ pub(super) fn sort_entries(q: &Dir, entries: Vec<(String, Option<Kind>)>) -> (Na
     (names, bad)
 }
 
+/// Before a look at the queue: return the claims of dead receivers and the delayed messages
+/// that are due to it; when the first delayed message left is due.
+pub(super) fn tidy(l: &Layout, poll: Duration) -> Result<Option<u64>> {
+    recover(l, poll);
+    l.promote(poll)
+}
+
 /// Return the claims of dead receivers to the queue.
-pub(super) fn recover(l: &Layout, poll: Duration) {
+fn recover(l: &Layout, poll: Duration) {
     let Ok(entries) = l.claimed.entries() else {
         return;
     };
@@ -80,7 +87,7 @@ pub(super) type Claim = (File, String, MessageName);
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Next {
     /// The shard posts go to: the directory to watch besides `claimed` and `delayed`.
-    pub(super) shard: Option<u64>,
+    pub(super) shard: u64,
     /// When the first delayed message is due (microseconds since the epoch).
     pub(super) due: Option<u64>,
 }
@@ -95,25 +102,10 @@ pub(super) fn try_claim(
     skipped: &mut dyn FnMut(Skipped),
     next: &mut Next,
 ) -> Result<Outcome<Option<Claim>>> {
-    recover(l, poll);
-    next.due = l.promote(poll)?;
+    next.due = tidy(l, poll)?;
     let mut rebuilt = false;
     loop {
-        let ends = match wait::acquired!(l.ends(poll, Deadline::never())?) {
-            Some(ends) => ends,
-            None if !rebuilt => {
-                wait::acquired!(l.rebuild(poll, Deadline::never())?);
-                rebuilt = true;
-                continue;
-            }
-            None => {
-                return Err(Error::new(
-                    &l.top.join("head"),
-                    ErrorKind::Corrupt,
-                    "is not a head fsync wrote, even after rebuilding it",
-                ));
-            }
-        };
+        let ends = wait::acquired!(l.current_ends(poll)?);
         let mut first = ends.head;
         while first <= ends.newest() {
             let shard = match l.shard(first, false) {
@@ -147,7 +139,7 @@ pub(super) fn try_claim(
             rebuilt = true;
             continue;
         }
-        next.shard = Some(ends.newest());
+        next.shard = ends.newest();
         return Ok(Outcome::Acquired(None));
     }
 }

@@ -1,6 +1,9 @@
 //! Dead letters: messages whose deliveries failed as often as their receivers allow
 //! ([`Mailbox::retries`]), kept in `B/dead/` under their names until [`Mailbox::retry`] puts
-//! them back in the queue.
+//! them back in the queue. A receiver moves a message there when its delivery fails once too
+//! often, or when it takes one that failed too often already (its receivers were killed). A
+//! receiver killed between taking such a message and moving it counts as one more failure, as
+//! any receiver that dies with a message does.
 
 use super::*;
 

@@ -34,9 +34,7 @@ impl Mailbox {
         let deadline = Deadline::after(timeout);
         let l = self.layout()?;
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
-        // Wakes: a job done or claimed (`claimed`), a delay posted or due (`delayed`), a post
-        // (the shard posts go to, made if missing); re-watched when that shard moves on.
-        let watch: std::cell::RefCell<Option<(u64, DirWatch)>> = std::cell::RefCell::new(None);
+        let waker = std::cell::RefCell::new(queue::Waker::default());
         let mut due: Option<u64> = None;
         let spec = Wait {
             deadline,
@@ -50,19 +48,11 @@ impl Mailbox {
         };
         let outcome = wait::wait_for(spec, report, |block| -> Result<_, wait::Failed> {
             if block {
-                let watch = watch.borrow();
-                let watch = &watch.as_ref().expect("made").1;
-                match due {
-                    Some(at) => {
-                        let left = at.saturating_sub(procinfo::now_micros());
-                        watch.wait_timeout(Duration::from_micros(left))?;
-                    }
-                    None => watch.wait()?,
-                }
+                waker.borrow().sleep(due)?;
                 return Ok(None);
             }
             loop {
-                let armed = watch.borrow().as_ref().map(|(at, _)| *at);
+                let armed = waker.borrow().armed_for();
                 // A cancellation ended a wait for the `seq` lock: the wait core ends ours.
                 let Outcome::Acquired((busy, newest, next_due)) = l.busy(self.poll)? else {
                     return Ok(None);
@@ -74,13 +64,7 @@ impl Mailbox {
                 if armed == Some(newest) {
                     return Ok(None);
                 }
-                let mut w = DirWatch::new(&l.claimed.pinned())?;
-                w.add(&l.delayed.pinned())?;
-                match l.shard(newest, true) {
-                    Ok(Some(shard)) => w.add(&shard.pinned())?,
-                    _ => w.add(&l.q.pinned())?,
-                }
-                *watch.borrow_mut() = Some((newest, w));
+                waker.borrow_mut().arm(&l, newest)?;
             }
         });
         outcome.map_err(|f| f.naming(l.q.path(), "cannot wait"))
@@ -92,16 +76,8 @@ impl Layout {
     /// first delayed message is due. Returns the claims of dead receivers to the queue and
     /// moves due delayed messages there first.
     fn busy(&self, poll: Duration) -> Result<Outcome<(bool, u64, Option<u64>)>> {
-        claim::recover(self, poll);
-        let due = self.promote(poll)?;
-        let ends = loop {
-            match wait::acquired!(self.ends(poll, Deadline::never())?) {
-                Some(ends) => break ends,
-                None => {
-                    wait::acquired!(self.rebuild(poll, Deadline::never())?);
-                }
-            }
-        };
+        let due = claim::tidy(self, poll)?;
+        let ends = wait::acquired!(self.current_ends(poll)?);
         let claimed = (self.claimed.entries())
             .map_err(|e| Error::io(self.claimed.path(), "cannot list", e))?
             .iter()

@@ -21,8 +21,13 @@ pub enum Keyed {
 /// The longest key, in bytes.
 const MAX_KEY_BYTES: usize = 128;
 
-/// Why `key` is not a key: letters, digits, `.`, `_` and `-`, not first a dot, 1 to 128 bytes.
-pub(super) fn check_key(key: &str) -> std::result::Result<(), String> {
+/// Why `key` is not a key ([`Mailbox::post_keyed`]): 1 to 128 letters, digits, `.`, `_` or `-`,
+/// not first a dot.
+///
+/// # Errors
+///
+/// The reason in words, naming the key.
+pub fn check_key(key: &str) -> std::result::Result<(), String> {
     let fine = !key.is_empty()
         && key.len() <= MAX_KEY_BYTES
         && !key.starts_with('.')

@@ -310,6 +310,72 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// The head and the last sequence number ([`ends`](Self::ends)), the head rebuilt from the
+    /// directory first where it needs it.
+    pub(super) fn current_ends(&self, poll: Duration) -> Result<Outcome<Ends>> {
+        if let Some(ends) = wait::acquired!(self.ends(poll, Deadline::never())?) {
+            return Ok(Outcome::Acquired(ends));
+        }
+        wait::acquired!(self.rebuild(poll, Deadline::never())?);
+        match wait::acquired!(self.ends(poll, Deadline::never())?) {
+            Some(ends) => Ok(Outcome::Acquired(ends)),
+            None => Err(Error::new(
+                &self.top.join("head"),
+                ErrorKind::Corrupt,
+                "is not a head fsync wrote, even after rebuilding it",
+            )),
+        }
+    }
+}
+
+/// What wakes a thread that waits on a mailbox (a receiver, `wait_empty`): a post into the
+/// shard posts go to (made if missing, so that it can be watched), a message coming or going in
+/// `claimed`, a delay in `delayed`, and the first delay's due time. Not the queue's directory:
+/// watching a directory costs the kernel a pass over its entries, and it holds a shard per
+/// hundred messages. Armed before the look that precedes a sleep, so that no change between is
+/// missed; armed anew only when the shard posts go to has moved on.
+#[derive(Default)]
+pub(super) struct Waker {
+    armed: Option<(u64, DirWatch)>,
+}
+
+impl Waker {
+    /// The shard the watch is armed for, if it is.
+    pub(super) fn armed_for(&self) -> Option<u64> {
+        self.armed.as_ref().map(|(at, _)| *at)
+    }
+
+    /// Watch for what comes next when posts go to shard `next`.
+    pub(super) fn arm(&mut self, l: &Layout, next: u64) -> io::Result<()> {
+        if self.armed_for() == Some(next) {
+            return Ok(());
+        }
+        let mut w = DirWatch::new(&l.claimed.pinned())?;
+        w.add(&l.delayed.pinned())?;
+        match l.shard(next, true) {
+            Ok(Some(shard)) => w.add(&shard.pinned())?,
+            // Not made (a mailbox we may not write, a name taken): the queue's directory.
+            _ => w.add(&l.q.pinned())?,
+        }
+        self.armed = Some((next, w));
+        Ok(())
+    }
+
+    /// Sleep until the watch sees a change, or until `due` (microseconds since the epoch: the
+    /// first delayed message) at the latest.
+    pub(super) fn sleep(&self, due: Option<u64>) -> io::Result<()> {
+        let (_, watch) = self.armed.as_ref().expect("armed before the look");
+        match due {
+            Some(due) => {
+                let left = due.saturating_sub(procinfo::now_micros());
+                watch.wait_timeout(Duration::from_micros(left)).map(drop)
+            }
+            None => watch.wait(),
+        }
+    }
+}
+
 /// How long returning a message or moving the head waits for the lock on `seq`, which posts
 /// hold for moments: past it, the next receiver does it.
 const LOCK_GRACE: Duration = Duration::from_secs(1);
