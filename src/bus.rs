@@ -410,6 +410,8 @@ impl Bus {
         let serial = self.lock(&top)?;
         let now = procinfo::now_micros();
         let holder = Holder::this_process(now, procinfo::own_cmdline());
+        // Before the name's lock is asked for (a connection never waits for it).
+        let acquired = std::time::Instant::now();
         let (file, how) = match top.sub(name, false)? {
             None => {
                 remove_hidden(&top, name)?;
@@ -453,6 +455,7 @@ impl Bus {
             holder,
             how,
             passed_down: false,
+            acquired,
         })
     }
 
@@ -638,6 +641,8 @@ pub struct Connection {
     holder: Holder,
     how: Connected,
     passed_down: bool,
+    /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
+    acquired: std::time::Instant,
 }
 
 /// How a [`Connection`] ended ([`Connection::disconnect`]).
@@ -663,7 +668,7 @@ pub enum Disconnected {
 /// connection.
 impl crate::Guard for Connection {
     fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        crate::LossCheck::of(self.file.as_ref()?, Mode::Exclusive)
+        crate::LossCheck::of(self.file.as_ref()?, Mode::Exclusive, self.acquired)
     }
 
     fn pass_down(&mut self) -> Result<()> {

@@ -21,6 +21,7 @@ use crate::{
     platform::{
         fs as pfs,
         lock::{self, Mode},
+        mounts::{self, Mount},
         notify::DirWatch,
     },
 };
@@ -243,7 +244,7 @@ pub fn default_lease(path: &Path) -> Option<DefaultLease> {
     } else {
         pfs::parent_dir(path)
     };
-    let mount = mount_of(dir);
+    let mount = mounts::of_dir(dir);
     Some(lease_of_mount(mount.as_ref()))
 }
 
@@ -306,7 +307,7 @@ fn lease_of_mount(mount: Option<&Mount>) -> DefaultLease {
     };
     let Some(m) = mount else { return guess };
     let shown = match row.name {
-        "GlusterFS" => gluster_ping_timeout(Path::new(&m.point)),
+        "GlusterFS" => gluster_ping_timeout(Path::new(&m.point), &m.source),
         "NFS" => nfs_lease_time(&m.point),
         _ => None,
     };
@@ -365,8 +366,24 @@ fn nfs_lease_in(mountstats: &str, point: &str) -> Option<u64> {
 /// directory, the `ping_timeout` in force of each `protocol/client` translator (one per brick;
 /// the shortest wins), and the file it was read from. `None` where the mount shows none (the
 /// option not set: the server's default, 42 s, applies, which the table assumes).
-fn gluster_ping_timeout(point: &Path) -> Option<(Duration, std::path::PathBuf)> {
+///
+/// It is read before a command starts under a lock, and each call on the meta directory is a
+/// round trip through FUSE to the client (a third of a millisecond or more): where the mount's
+/// source (`SERVER:VOLUME`) names the volume, its first client translator (`VOLUME-client-0`;
+/// every brick's gets the volume's option) is read alone.
+fn gluster_ping_timeout(point: &Path, source: &str) -> Option<(Duration, std::path::PathBuf)> {
     let graph = point.join(".meta/graphs/active");
+    let volume = source
+        .split_once(':')
+        .map(|(_, v)| v.trim_start_matches('/'))
+        .and_then(|v| v.split('/').next())
+        .filter(|v| !v.is_empty());
+    if let Some(volume) = volume {
+        let live = graph.join(format!("{volume}-client-0")).join("private");
+        if let Some(secs) = gluster_value(&live, "ping_timeout") {
+            return Some((Duration::from_secs(secs), live));
+        }
+    }
     let mut best: Option<(Duration, std::path::PathBuf)> = None;
     // Each file read is a few calls through FUSE, and a command under the lock starts
     // meanwhile: read the type only of the translators glusterd names as clients
@@ -388,7 +405,7 @@ fn gluster_ping_timeout(point: &Path) -> Option<(Duration, std::path::PathBuf)> 
         false => named,
     };
     for xlator in candidates {
-        let kind = std::fs::read_to_string(xlator.join("type")).unwrap_or_default();
+        let kind = mounts::read_whole(xlator.join("type")).unwrap_or_default();
         if kind.trim() != "protocol/client" {
             continue;
         }
@@ -398,20 +415,9 @@ fn gluster_ping_timeout(point: &Path) -> Option<(Duration, std::path::PathBuf)> 
         // what it was mounted with.
         let live = xlator.join("private");
         let configured = xlator.join("options/ping-timeout");
-        let value = |file: &Path, key: &str| -> Option<u64> {
-            let text = std::fs::read_to_string(file).ok()?;
-            let found = match key {
-                "" => text.trim().parse().ok(),
-                key => text.lines().find_map(|l| {
-                    let (k, v) = l.split_once('=')?;
-                    (k.trim() == key).then(|| v.trim().parse().ok())?
-                }),
-            };
-            found.filter(|&s| s > 0)
-        };
-        let (secs, file) = match value(&live, "ping_timeout") {
+        let (secs, file) = match gluster_value(&live, "ping_timeout") {
             Some(secs) => (secs, live),
-            None => match value(&configured, "") {
+            None => match gluster_value(&configured, "") {
                 Some(secs) => (secs, configured),
                 None => continue,
             },
@@ -422,6 +428,20 @@ fn gluster_ping_timeout(point: &Path) -> Option<(Duration, std::path::PathBuf)> 
         }
     }
     best
+}
+
+/// A positive number of seconds in a file of a GlusterFS meta directory: the whole file, or
+/// the value of `key = N` in it.
+fn gluster_value(file: &Path, key: &str) -> Option<u64> {
+    let text = mounts::read_whole(file).ok()?;
+    let found = match key {
+        "" => text.trim().parse().ok(),
+        key => text.lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == key).then(|| v.trim().parse().ok())?
+        }),
+    };
+    found.filter(|&s| s > 0)
 }
 
 /// A network file system's default lease ([`default_lease`]).
@@ -478,50 +498,11 @@ pub const LEASES: &[LeaseDefault] = &[
     },
 ];
 
-/// One line of /proc/self/mountinfo: the mount's id, where it is mounted, its type (with the
-/// FUSE subtype, or for a plain `fuse` mount its source: MooseFS's `mfs#HOST:PORT`) and its
-/// options.
-struct Mount {
-    id: u64,
-    point: String,
-    kind: String,
-    opts: String,
-}
-
-fn parse_mount(line: &str) -> Option<Mount> {
-    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE SUPEROPTS
-    let (left, right) = line.split_once(" - ")?;
-    let l: Vec<&str> = left.split(' ').collect();
-    let r: Vec<&str> = right.split(' ').collect();
-    if l.len() < 6 || r.len() < 3 {
-        return None;
-    }
-    Some(Mount {
-        id: l[0].parse().ok()?,
-        point: l[4].replace("\\040", " "),
-        kind: match r[0] {
-            "fuse" => format!("fuse {}", r[1].replace("\\043", "#")),
-            other => other.to_string(),
-        },
-        opts: format!("{},{}", l[5], r[2]),
-    })
-}
-
 /// The default lease for a lock held through our descriptor `fd` on a network file system: found from the
 /// mount the kernel names for the descriptor, without asking the file server anything (a
 /// path's checks would be round trips to it).
-pub(crate) fn lease_of(fd: std::os::fd::RawFd) -> DefaultLease {
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"));
-    let mnt_id = info.ok().and_then(|info| {
-        info.lines()
-            .find_map(|l| l.strip_prefix("mnt_id:"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    });
-    let mount = mnt_id.and_then(|id| {
-        let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-        text.lines().filter_map(parse_mount).find(|m| m.id == id)
-    });
-    lease_of_mount(mount.as_ref())
+pub(crate) fn lease_of(fd: std::os::fd::BorrowedFd<'_>) -> DefaultLease {
+    lease_of_mount(mounts::of_fd(fd).as_ref())
 }
 
 /// The row of [`LEASES`] for a mount of this kind, the last one for a kind it does not know.
@@ -532,27 +513,11 @@ fn lease_for(kind: &str) -> &'static LeaseDefault {
         .unwrap_or(&LEASES[LEASES.len() - 1])
 }
 
-/// The mount that holds `dir`, from /proc/self/mountinfo (the longest mount point that is a
-/// prefix of the canonical path).
-fn mount_of(dir: &Path) -> Option<Mount> {
-    let canon = std::fs::canonicalize(dir).ok()?;
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut best: Option<Mount> = None;
-    for m in text.lines().filter_map(parse_mount) {
-        if canon.starts_with(&m.point)
-            && best.as_ref().is_none_or(|b| m.point.len() >= b.point.len())
-        {
-            best = Some(m);
-        }
-    }
-    best
-}
-
 /// The type (with FUSE subtype) of the mount that holds `dir`, and warnings about its options.
 fn mount_info(dir: &Path) -> (Option<String>, Vec<String>) {
     let Some(Mount {
         kind: fstype, opts, ..
-    }) = mount_of(dir)
+    }) = mounts::of_dir(dir)
     else {
         return (None, Vec::new());
     };
@@ -674,6 +639,7 @@ device srv:/v3 mounted on /mnt/v3 with fstype nfs statvers=1.1
             id: 1,
             point: "/nonexistent/fsync-nfs-mount".into(),
             kind: "nfs4".into(),
+            source: String::new(),
             opts: String::new(),
         };
         let guess = lease_of_mount(Some(&nowhere));
@@ -698,9 +664,39 @@ device srv:/v3 mounted on /mnt/v3 with fstype nfs statvers=1.1
             std::fs::write(x.join("type"), format!("{kind}\n")).unwrap();
             std::fs::write(x.join("private"), format!("ping_timeout = {secs}\n")).unwrap();
         }
-        let (t, file) = gluster_ping_timeout(dir.path()).unwrap();
+        let (t, file) = gluster_ping_timeout(dir.path(), "").unwrap();
         assert_eq!(t, Duration::from_secs(8));
         assert!(file.ends_with("brick-link/private"));
+    }
+
+    /// Where the mount's source names the volume, its first client translator is read alone
+    /// (no type read, no listing: a translator of the same name elsewhere in the graph is not
+    /// looked at); a source that does not, or a volume whose client shows nothing there, is
+    /// looked for by listing the graph.
+    #[test]
+    fn a_gluster_volumes_first_client_is_read_alone_where_the_source_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let graph = dir.path().join(".meta/graphs/active");
+        let x = graph.join("vol-client-0");
+        std::fs::create_dir_all(&x).unwrap();
+        // No `type` file: the scan would skip it.
+        std::fs::write(x.join("private"), "ping_timeout = 7\n").unwrap();
+        let other = graph.join("other-client-0");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("type"), "protocol/client\n").unwrap();
+        std::fs::write(other.join("private"), "ping_timeout = 3\n").unwrap();
+        for source in ["srv:vol", "srv:/vol", "srv:/vol/sub/dir"] {
+            let (t, file) = gluster_ping_timeout(dir.path(), source).unwrap();
+            assert_eq!(
+                (t, file),
+                (Duration::from_secs(7), x.join("private")),
+                "{source}"
+            );
+        }
+        for source in ["", "srv:", "srv:/", "srv:gone"] {
+            let (t, _) = gluster_ping_timeout(dir.path(), source).unwrap();
+            assert_eq!(t, Duration::from_secs(3), "{source}");
+        }
     }
 
     /// A GlusterFS mount's meta directory: the value in force (`private`) over the mounted
@@ -720,7 +716,7 @@ device srv:/v3 mounted on /mnt/v3 with fstype nfs statvers=1.1
                 std::fs::write(x.join("options/ping-timeout"), o).unwrap();
             }
         };
-        assert_eq!(gluster_ping_timeout(dir.path()), None);
+        assert_eq!(gluster_ping_timeout(dir.path(), ""), None);
         xlator(
             "v-dht",
             "cluster/distribute",
@@ -728,7 +724,7 @@ device srv:/v3 mounted on /mnt/v3 with fstype nfs statvers=1.1
             Some("1\n"),
         );
         xlator("v-client-0", "protocol/client", None, Some("12\n"));
-        let (t, file) = gluster_ping_timeout(dir.path()).unwrap();
+        let (t, file) = gluster_ping_timeout(dir.path(), "").unwrap();
         assert_eq!(t, Duration::from_secs(12));
         assert!(file.ends_with("v-client-0/options/ping-timeout"));
         xlator(
@@ -737,7 +733,7 @@ device srv:/v3 mounted on /mnt/v3 with fstype nfs statvers=1.1
             Some("[xlator.protocol.client.v-client-1.priv]\nconnected = 1\nping_timeout = 7\n"),
             Some("30\n"),
         );
-        let (t, file) = gluster_ping_timeout(dir.path()).unwrap();
+        let (t, file) = gluster_ping_timeout(dir.path(), "").unwrap();
         assert_eq!(t, Duration::from_secs(7));
         assert!(file.ends_with("v-client-1/private"));
         // The shortest wins whichever the directory lists first; a 0 in force (no timeout) is
@@ -750,14 +746,14 @@ device srv:/v3 mounted on /mnt/v3 with fstype nfs statvers=1.1
             std::fs::write(x.join("private"), format!("ping_timeout = {secs}\n")).unwrap();
         }
         assert_eq!(
-            gluster_ping_timeout(swapped.path()).unwrap().0,
+            gluster_ping_timeout(swapped.path(), "").unwrap().0,
             Duration::from_secs(7)
         );
         let zero = swapped.path().join(".meta/graphs/active/v-client-0");
         std::fs::write(zero.join("private"), "ping_timeout = 0\n").unwrap();
         std::fs::write(zero.join("options/ping-timeout"), "9\n").unwrap();
         assert_eq!(
-            gluster_ping_timeout(swapped.path()).unwrap().0,
+            gluster_ping_timeout(swapped.path(), "").unwrap().0,
             Duration::from_secs(9)
         );
         // A GlusterFS mount there: its lease is read; the same tree under another kind of
@@ -766,6 +762,7 @@ device srv:/v3 mounted on /mnt/v3 with fstype nfs statvers=1.1
             id: 1,
             point: dir.path().to_string_lossy().into_owned(),
             kind: kind.to_string(),
+            source: String::new(),
             opts: String::new(),
         };
         let read = lease_of_mount(Some(&mount("fuse.glusterfs")));
@@ -780,16 +777,5 @@ device srv:/v3 mounted on /mnt/v3 with fstype nfs statvers=1.1
             ("MooseFS", LeaseSource::Guess)
         );
         assert_eq!(other.lease, Duration::from_secs(30));
-    }
-
-    /// The mount that holds a path is the one with the longest mount point above it.
-    #[test]
-    fn the_mount_of_a_path_is_the_innermost() {
-        let proc_mount = mount_of(Path::new("/proc/self")).unwrap();
-        assert_eq!(
-            (proc_mount.point.as_str(), proc_mount.kind.as_str()),
-            ("/proc", "proc")
-        );
-        assert_eq!(mount_of(Path::new("/")).unwrap().point, "/");
     }
 }

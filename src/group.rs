@@ -278,6 +278,7 @@ impl Group {
         if !matches!(got, Outcome::Acquired(())) {
             return Ok(got.map(|()| unreachable!("not acquired")));
         }
+        let acquired = std::time::Instant::now();
         let registration = register(&members).map_err(|e| prepared(e, &p))?;
         drop(serial);
         Ok(Outcome::Acquired(Membership {
@@ -287,6 +288,7 @@ impl Group {
             registration: Some(registration),
             first,
             passed_down: false,
+            acquired,
         }))
     }
 }
@@ -306,6 +308,8 @@ pub struct Membership {
     registration: Option<Member>,
     first: bool,
     passed_down: bool,
+    /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
+    acquired: std::time::Instant,
 }
 
 #[derive(Debug)]
@@ -339,7 +343,7 @@ impl Member {
 /// [`members`].
 impl crate::Guard for Membership {
     fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        crate::LossCheck::of(self.gate.as_ref()?, Mode::Shared)
+        crate::LossCheck::of(self.gate.as_ref()?, Mode::Shared, self.acquired)
     }
 
     fn pass_down(&mut self) -> Result<()> {

@@ -168,6 +168,8 @@ pub struct GroupGuard {
     poll: Duration,
     /// This membership in the process's table of held locks.
     key: Option<held::Key>,
+    /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
+    acquired: std::time::Instant,
 }
 
 /// The check is of our shared lock on the group's file; passing down passes the slot under
@@ -175,7 +177,7 @@ pub struct GroupGuard {
 /// nothing).
 impl crate::Guard for GroupGuard {
     fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        crate::LossCheck::of(self.member(), lock::Mode::Shared)
+        crate::LossCheck::of(self.member(), lock::Mode::Shared, self.acquired)
     }
 
     fn pass_down(&mut self) -> Result<()> {
@@ -435,6 +437,8 @@ impl GroupLock {
             }
             None => None,
         };
+        // Every step granted by now: the last of them, the group's file or the slot, was.
+        let acquired = std::time::Instant::now();
         drop(turnstile);
         let key = member
             .metadata()
@@ -451,6 +455,7 @@ impl GroupLock {
             delete: self.delete,
             poll: self.poll,
             key,
+            acquired,
         })))
     }
 

@@ -18,7 +18,7 @@ defaults per file system are in [`crate::doctor::default_lease`].
 
 use std::{
     marker::PhantomData,
-    os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
+    os::fd::{AsFd, BorrowedFd, OwnedFd},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -30,6 +30,7 @@ use std::{
 use crate::platform::{
     fs as pfs,
     lock::{self, Mode},
+    mounts,
 };
 
 /// What every guard offers a program that runs a command while holding it, as `fsync ... run`
@@ -92,25 +93,58 @@ pub trait Guard {
 pub struct LossCheck<'guard> {
     fd: BorrowedFd<'guard>,
     mode: Mode,
+    since: Instant,
 }
 
 impl<'guard> LossCheck<'guard> {
-    /// The check for a lock held through `file` in `mode`, if `file` lies on a network file
-    /// system.
-    pub(crate) fn of(file: &'guard impl AsFd, mode: Mode) -> Option<LossCheck<'guard>> {
-        pfs::fs_kind(file).network.then(|| LossCheck {
-            fd: file.as_fd(),
-            mode,
-        })
+    /// The check for a lock held through `file` in `mode` since `since` (when it was taken), if
+    /// `file` lies on a network file system. The mount table tells, not the file server: asked
+    /// with `fstatfs(2)`, a server that a partition has just cut off would keep us waiting until
+    /// the client gives up, while the command runs unchecked. Without /proc, `fstatfs` tells,
+    /// and a file system it cannot tell is checked: a check of a lock that cannot be lost costs
+    /// a little; none of one that can, two holders.
+    pub(crate) fn of(
+        file: &'guard impl AsFd,
+        mode: Mode,
+        since: Instant,
+    ) -> Option<LossCheck<'guard>> {
+        let fd = file.as_fd();
+        let network = match mounts::of_fd(fd) {
+            Some(mount) => mount.network(),
+            None => {
+                let kind = pfs::fs_kind(&fd);
+                kind.network || kind.name == pfs::UNKNOWN
+            }
+        };
+        LossCheck::on(network, fd, mode, since)
     }
 
-    /// The check for a lock held through descriptor `fd`, if `network`.
+    /// The check for a lock held through descriptor `fd` since `since`, if `network`.
     pub(crate) fn on(
         network: bool,
         fd: BorrowedFd<'guard>,
         mode: Mode,
+        since: Instant,
     ) -> Option<LossCheck<'guard>> {
-        network.then_some(LossCheck { fd, mode })
+        network.then_some(LossCheck { fd, mode, since })
+    }
+
+    /// When the lock was last known to be ours before any lease's check: when it was taken,
+    /// or a later time given by [`confirmed_at`](Self::confirmed_at). A [`Lease`] runs from
+    /// there, so that the time between taking the lock and starting the lease (starting a
+    /// command, recording it: calls that a partition can block) counts against it.
+    pub fn since(&self) -> Instant {
+        self.since
+    }
+
+    /// This check, with the lock known to be ours at `when` (a [`still_held`](Self::still_held)
+    /// that began then said so): [`since`](Self::since) becomes the later of the two.
+    #[must_use]
+    pub fn confirmed_at(self, when: Instant) -> LossCheck<'guard> {
+        LossCheck {
+            since: self.since.max(when),
+            ..self
+        }
     }
 
     /// Whether the lock is still ours: the descriptor still works, and a non-blocking re-lock
@@ -125,7 +159,7 @@ impl<'guard> LossCheck<'guard> {
     /// where it shows the server's timeout, else [`crate::doctor::LEASES`]; learnt without a
     /// round trip to its server.
     pub fn default_lease(&self) -> crate::doctor::DefaultLease {
-        crate::doctor::lease_of(self.fd.as_raw_fd())
+        crate::doctor::lease_of(self.fd)
     }
 
     /// Check the lock every `every` from a thread of its own, and count it as lost once it
@@ -151,7 +185,7 @@ impl<'guard> LossCheck<'guard> {
             in_call: Mutex::new(()),
             stop: AtomicBool::new(false),
             seen: Mutex::new(Seen {
-                confirmed: Instant::now(),
+                confirmed: self.since,
                 lost: false,
             }),
         });
@@ -160,7 +194,7 @@ impl<'guard> LossCheck<'guard> {
         // one left behind in a call the file system does not answer (an expired lease) then
         // never touches a number the process has since given to another file. (Without one,
         // or a thread, nothing confirms the lock, and the lease expires.)
-        let mode = self.mode;
+        let (mode, since) = (self.mode, self.since);
         let thread = self.fd.try_clone_to_owned().ok().and_then(|own: OwnedFd| {
             let shared = Arc::clone(&shared);
             let length = Arc::clone(&length);
@@ -171,6 +205,7 @@ impl<'guard> LossCheck<'guard> {
                     let check = LossCheck {
                         fd: own.as_fd(),
                         mode,
+                        since,
                     };
                     loop {
                         let started = Instant::now();
@@ -317,6 +352,21 @@ fn lock_ignoring_poison<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
+    /// A lock on a local file system is not checked (a living holder cannot lose it); a check
+    /// keeps the time its lock was taken, and a confirmation moves it only forward.
+    #[test]
+    fn a_local_lock_has_no_check_and_a_check_runs_from_the_taking() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(dir.path().join("l")).unwrap();
+        let taken = Instant::now();
+        assert!(LossCheck::of(&file, Mode::Exclusive, taken).is_none());
+        let check = LossCheck::on(true, file.as_fd(), Mode::Exclusive, taken).unwrap();
+        assert_eq!(check.since(), taken);
+        let later = taken + Duration::from_secs(3);
+        assert_eq!(check.confirmed_at(later).since(), later);
+        assert_eq!(check.confirmed_at(later).confirmed_at(taken).since(), later);
+    }
+
     /// A lease on a lock this process holds stays held; one on a lock another open file
     /// description holds is lost at its first check.
     #[test]
@@ -326,7 +376,7 @@ mod tests {
         let ours = std::fs::File::create(&path).unwrap();
         assert!(lock::flock(&ours, Mode::Exclusive, false).unwrap());
         let every = Duration::from_millis(10);
-        let held = LossCheck::on(true, ours.as_fd(), Mode::Exclusive)
+        let held = LossCheck::on(true, ours.as_fd(), Mode::Exclusive, Instant::now())
             .unwrap()
             .lease(every, Duration::from_mins(1));
         std::thread::sleep(every * 5); // several checks
@@ -334,7 +384,7 @@ mod tests {
         drop(held);
 
         let theirs = std::fs::File::open(&path).unwrap();
-        let lost = LossCheck::on(true, theirs.as_fd(), Mode::Exclusive)
+        let lost = LossCheck::on(true, theirs.as_fd(), Mode::Exclusive, Instant::now())
             .unwrap()
             .lease(every, Duration::from_mins(1));
         let give_up = Instant::now() + Duration::from_secs(30);

@@ -518,12 +518,14 @@ pub struct SlotGuard {
     /// it) is free: closing it waits for the kernel (see `platform::notify`), which the next
     /// holder should not wait for, nor our command's start.
     _watch: Option<std::os::fd::OwnedFd>,
+    /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
+    acquired: std::time::Instant,
 }
 
 /// Records the command for [`status`].
 impl crate::Guard for SlotGuard {
     fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        crate::LossCheck::of(self.file(), lock::Mode::Exclusive)
+        crate::LossCheck::of(self.file(), lock::Mode::Exclusive, self.acquired)
     }
 
     fn pass_down(&mut self) -> Result<()> {
@@ -538,6 +540,7 @@ impl crate::Guard for SlotGuard {
 
 impl SlotGuard {
     fn new(dir: &Dir, slot: usize, file: File) -> SlotGuard {
+        let acquired = std::time::Instant::now();
         let holder = Holder::this_process(procinfo::now_micros(), procinfo::own_cmdline());
         let record = dir
             .try_clone()
@@ -552,6 +555,7 @@ impl SlotGuard {
             delete: false,
             poll: DEFAULT_POLL,
             _watch: None,
+            acquired,
         }
     }
 

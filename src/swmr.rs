@@ -154,6 +154,8 @@ pub struct SwmrGuard {
     ranged: bool,
     delete: bool,
     poll: Duration,
+    /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
+    acquired: std::time::Instant,
 }
 
 /// What [`SwmrGuard::release`] did with the lock's files (the same as for a semaphore and a
@@ -166,7 +168,7 @@ pub use crate::teardown::Released;
 impl crate::Guard for SwmrGuard {
     fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         match self.ranged {
-            false => crate::LossCheck::of(self.file(), self.mode),
+            false => crate::LossCheck::of(self.file(), self.mode, self.acquired),
             true => None,
         }
     }
@@ -368,6 +370,7 @@ impl Swmr {
                 ranged: self.range.is_some(),
                 delete: self.delete,
                 poll: self.poll,
+                acquired: std::time::Instant::now(),
             }
         }))
     }

@@ -615,7 +615,17 @@ enum Cut {
 
 impl Cut {
     fn set(self, bed: &Bed, cut: bool) {
-        let args: Vec<&str> = match (self, cut) {
+        let args = self.args(bed, cut);
+        let ok = std::process::Command::new("ip")
+            .args(&args)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "cannot run ip {}", args.join(" "));
+    }
+
+    /// The arguments of the `ip` command that makes or mends the cut.
+    fn args(self, bed: &Bed, cut: bool) -> Vec<&'static str> {
+        match (self, cut) {
             (Cut::LinkDown, true) => vec!["-n", bed.netns_a, "link", "set", "eth0", "down"],
             (Cut::LinkDown, false) => vec!["-n", bed.netns_a, "link", "set", "eth0", "up"],
             (Cut::Silent, true) => vec!["-n", bed.netns_srv, "link", "set", bed.port_a, "nomaster"],
@@ -630,12 +640,7 @@ impl Cut {
                     bed.bridge,
                 ]
             }
-        };
-        let ok = std::process::Command::new("ip")
-            .args(&args)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "cannot run ip {}", args.join(" "));
+        }
     }
 }
 
@@ -655,6 +660,180 @@ fn netfs_zz_a_silently_cut_off_holder_stops_its_command_before_the_other_host_ge
     cut_off_holders(Cut::Silent);
 }
 
+/// Cut host a off just after it takes a lock, before its command starts: fsync runs under
+/// strace, which holds each of its `fcntl` calls on the lock file after the first (passing the
+/// lock down to the command) for five seconds, and the test cuts the link when fsync says it
+/// has the lock (`-v`). The lease runs from the taking of the lock, not from the command's
+/// start: on a bed whose lease is shorter than the hold-up, fsync asks the server before
+/// starting the command and, getting no answer, starts none; elsewhere it starts it and stops
+/// it in time. Either way host b's command starts after host a's stopped.
+#[test]
+#[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
+fn netfs_zz_a_holder_cut_off_as_it_takes_the_lock_stops_before_the_other_host_gets_it() {
+    crate::harness::require("strace", "strace");
+    let (a, b, t) = bed("taking");
+    let healed = Healed;
+    let lock = s(&a, "L");
+    let mut holder = t
+        .cmd("strace")
+        .args(["-o", "/dev/null", "-P", &lock, "-e", "trace=fcntl"])
+        .args(["-e", "inject=fcntl:delay_exit=5000000:when=2+"])
+        .arg(fsync_bin())
+        .args(["mutex", "run", "-v", &lock, "--", "sh", "-c"])
+        .arg(ticking(&t.join("a.log")))
+        .start();
+    while !holder.stderr_line().contains("acquired") {}
+    cut_while_taking(holder, &b, &t);
+    drop(healed);
+}
+
+/// What runs under host a's lock in the cut-off tests: one process (no other started) that
+/// prints `acquired`, then appends the time to `log` every 50 ms until it is stopped. On FUSE
+/// every process that inherited the lock's descriptor flushes it with the server when it exits,
+/// which blocks while the server is unreachable: a shell loop of `date` commands would stall at
+/// the cut by itself and hide when fsync stopped it.
+fn ticking(log: &std::path::Path) -> String {
+    format!(
+        "exec perl -MTime::HiRes=time,sleep -e '$| = 1; print \"acquired\\n\"; \
+         while (1) {{ open my $f, \">>\", $ARGV[0] or die; \
+         printf $f \"%d\\n\", time * 1e9; close $f; sleep 0.05 }}' {}",
+        log.display()
+    )
+}
+
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Host a was cut off holding `L`: host b takes it once the server gives up on host a, and
+/// stamps `b.log`.
+fn other_host_takes_the_lock(b: &std::path::Path, t: &TestDir) {
+    let bed = Bed::current();
+    let mut after = t
+        .fsync([
+            "mutex",
+            "run",
+            "-t",
+            bed.server_timeout,
+            &s(b, "L"),
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(format!("date +%s%N > {}", t.join("b.log").display()))
+        .start();
+    let secs: u64 = bed.server_timeout.trim_end_matches('s').parse().unwrap();
+    let status = after.wait_exit_within(std::time::Duration::from_secs(secs + 30));
+    assert_eq!(status.code(), Some(0), "host b never got the lock");
+}
+
+/// Once host a's fsync has exited: host a's command, which wrote `a.log` ([`ticking`]), had
+/// stopped (or never started) by the time host b's command started, with [`MARGIN`] to spare.
+fn one_holder_at_a_time(t: &TestDir, cut_at: u128) {
+    let bed = Bed::current();
+    let b_first: u128 = std::fs::read_to_string(t.join("b.log"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let a_last = std::fs::read_to_string(t.join("a.log"))
+        .ok()
+        .and_then(|log| {
+            log.lines()
+                .filter_map(|l| l.trim().parse::<u128>().ok())
+                .next_back()
+        });
+    let ms = |n: u128| (n as i128 - cut_at as i128) as f64 / 1e6;
+    eprintln!(
+        "{}: cut -> host a's command stopped: {}; cut -> host b's command started: {:.0} ms",
+        bed.name,
+        a_last.map_or("never started".to_string(), |l| format!("{:.0} ms", ms(l))),
+        ms(b_first)
+    );
+    if let Some(a_last) = a_last {
+        assert!(
+            a_last + MARGIN.as_nanos() < b_first,
+            "two holders, or nearly: host a's command ran until {:.0} ms after the cut, host b's \
+             started at {:.0} ms",
+            ms(a_last),
+            ms(b_first)
+        );
+    }
+}
+
+/// How long before the server gives a cut-off host's lock away its command must have stopped
+/// at the latest: fsync's default lease, with the grace after TERM, leaves a second of the
+/// server's timeout free ([`fsync::doctor::default_lease`]); a command stopped at the same
+/// moment as the server gives up is stopped by luck.
+const MARGIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Cut host a off just as its command starts, before its fsync has recorded the command or
+/// started the lease's checks: fsync runs under strace, which holds its return from starting
+/// the command (`clone3`, `delay_exit`) for two seconds while the command runs and the test
+/// cuts the link. Everything fsync does after starting the command then meets a server that
+/// does not answer; the lease, which runs from the taking of the lock and is watched from the
+/// command's start, must stop the command before host b gets the lock.
+#[test]
+#[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
+fn netfs_zz_a_holder_cut_off_as_its_command_starts_stops_it_before_the_other_host_gets_the_lock() {
+    crate::harness::require("strace", "strace");
+    let (a, b, t) = bed("starting");
+    let healed = Healed;
+    let holder = t
+        .cmd("strace")
+        .args(["-o", "/dev/null", "-e", "trace=clone,clone3,fork,vfork"])
+        .args(["-e", "inject=clone,clone3,fork,vfork:delay_exit=2000000"])
+        .arg(fsync_bin())
+        .args(["mutex", "run", &s(&a, "L"), "--", "sh", "-c"])
+        .arg(ticking(&t.join("a.log")))
+        .hold();
+    cut_while_taking(holder, &b, &t);
+    drop(healed);
+}
+
+/// Cut host a off now, while `holder` (host a's fsync, its command [`ticking`] into `a.log`)
+/// is taking its lock or starting its command; mend the cut once host b has the lock: one
+/// holder at a time, and host a's fsync reports the loss (76).
+fn cut_while_taking(holder: Holder, b: &std::path::Path, t: &TestDir) {
+    let bed = Bed::current();
+    let cut_at = now_nanos();
+    Cut::LinkDown.set(&bed, true);
+    other_host_takes_the_lock(b, t);
+    Cut::LinkDown.set(&bed, false);
+    let out = holder.finish();
+    one_holder_at_a_time(t, cut_at);
+    assert_eq!(
+        out.status.code(),
+        Some(76),
+        "host a did not report the loss: {}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("was lost"), "{}", out.stderr);
+}
+
+/// Re-mounts host a when dropped, after a test that cut it off, even one that failed: the
+/// tests after it need host a's mount.
+struct Healed;
+
+impl Drop for Healed {
+    fn drop(&mut self) {
+        let bed = Bed::current();
+        // Both ways back, whichever cut was made; the set-up says what went wrong.
+        for cut in [Cut::LinkDown, Cut::Silent] {
+            let _ = std::process::Command::new("ip")
+                .args(cut.args(&bed, false))
+                .status();
+        }
+        let healed = heal_status();
+        if !std::thread::panicking() {
+            assert!(healed, "could not re-mount the bed");
+        }
+    }
+}
+
 /// Cut host a off while it holds a lock, a group membership and a bus name, each with a command
 /// running under it: each command stops before the server gives what it held to the other host
 /// (the lease), measured by the timestamps the commands on both hosts write locally; once the
@@ -662,19 +841,9 @@ fn netfs_zz_a_silently_cut_off_holder_stops_its_command_before_the_other_host_ge
 fn cut_off_holders(how: Cut) {
     let (a, b, t) = bed("loss");
     let bed = Bed::current();
-    // What host a runs under each: a line of timestamps, every 50 ms, until it is stopped. One
-    // process that starts no other: on FUSE every process that inherited the lock's
-    // descriptor flushes it with the server when it exits, which blocks while the server is
-    // unreachable, so a shell loop of `date` commands would stall at the cut by itself and
-    // hide when fsync stopped it.
-    let ticking = |log: &str| {
-        format!(
-            "exec perl -MTime::HiRes=time,sleep -e '$| = 1; print \"acquired\\n\"; \
-             while (1) {{ open my $f, \">>\", $ARGV[0] or die; \
-             printf $f \"%d\\n\", time * 1e9; close $f; sleep 0.05 }}' {}",
-            t.join(log).display()
-        )
-    };
+    let healed = Healed;
+    // What host a runs under each.
+    let ticking = |log: &str| ticking(&t.join(log));
     // No --lease: the default must stop each command before the server gives its lock away.
     let mut holders = [
         ("mutex", vec!["mutex", "run"], s(&a, "L")),
@@ -745,6 +914,19 @@ fn cut_off_holders(how: Cut) {
         let status = other.wait_exit_within(margin);
         assert_eq!(status.code(), Some(0), "host b never got the {what}");
     }
+    how.set(&bed, false);
+    // fsync itself may wait for the file system to answer again before it can exit.
+    for (what, holder) in &mut holders {
+        let status = holder.wait_exit();
+        assert_eq!(
+            status.code(),
+            Some(76),
+            "host a's {what} did not report the loss"
+        );
+        let err = holder.stderr_line();
+        assert!(err.contains("was lost"), "{what}: {err}");
+    }
+    // Every command of host a's has stopped by now: its last stamp is its last.
     let stamps = |log: &str| -> Vec<u128> {
         std::fs::read_to_string(t.join(log))
             .unwrap()
@@ -767,37 +949,30 @@ fn cut_off_holders(how: Cut) {
             ms(b_first)
         );
         assert!(
-            a_last < b_first,
-            "{what}: two holders: host a's command ran until {:.0} ms after the cut, host b's \
-             started at {:.0} ms",
+            a_last + MARGIN.as_nanos() < b_first,
+            "{what}: two holders, or nearly: host a's command ran until {:.0} ms after the cut, \
+             host b's started at {:.0} ms",
             ms(a_last),
             ms(b_first)
         );
     }
-    how.set(&bed, false);
-    // fsync itself may wait for the file system to answer again before it can exit.
-    for (what, holder) in &mut holders {
-        let status = holder.wait_exit();
-        assert_eq!(
-            status.code(),
-            Some(76),
-            "host a's {what} did not report the loss"
-        );
-        let err = holder.stderr_line();
-        assert!(err.contains("was lost"), "{what}: {err}");
-    }
-    heal();
+    drop(healed);
 }
 
 /// Re-mount host a (its client gives up after the cut), as the bed's set-up does.
 fn heal() {
+    assert!(heal_status(), "could not re-mount the bed");
+}
+
+/// [`heal`], saying whether it could.
+fn heal_status() -> bool {
     let setup = format!(
         "{}/tests/beds/{}/setup.sh",
         env!("CARGO_MANIFEST_DIR"),
         Bed::current().name
     );
-    let ok = std::process::Command::new(&setup)
+    std::process::Command::new(&setup)
         .stdout(std::process::Stdio::null())
-        .status();
-    assert!(ok.is_ok_and(|s| s.success()), "could not re-mount the bed");
+        .status()
+        .is_ok_and(|s| s.success())
 }

@@ -40,9 +40,9 @@ impl Job<'_> {
     /// Run the command under `guard` as every verb that runs one does: passed down to it
     /// unless `close` (`-o`), recorded in the guard's status before it starts and with its pid
     /// once it has, its lock (`lock`) checked as `loss` says.
-    pub(super) fn run_under(
+    pub(super) fn run_under<G: fsync::Guard>(
         &self,
-        guard: &mut impl fsync::Guard,
+        guard: &mut G,
         close: bool,
         loss: &LossArgs,
         lock: &std::path::Path,
@@ -53,10 +53,16 @@ impl Job<'_> {
         }
         let shown = self.display();
         guard.set_child(None, &shown);
+        let checking = Checking {
+            loss,
+            lock,
+            verbose,
+            check: <G as fsync::Guard>::loss_check,
+        };
         self.run_guarded(
             guard,
             |g, pid| g.set_child(Some(pid), &shown),
-            |g| loss.guard_telling(lock, g.loss_check(), verbose),
+            Some(checking),
         )
     }
 
@@ -71,22 +77,23 @@ impl Job<'_> {
 
     /// Start the command; `started` learns its pid (to record it) before we wait for it.
     pub(super) fn run(&self, started: impl FnOnce(u32)) -> Result<Exit, Failure> {
-        self.run_guarded(&mut (), |(), pid| started(pid), |()| None)
+        self.run_guarded(&mut (), |(), pid| started(pid), None)
     }
 
-    /// Like [`run`](Self::run), checking every `guard.every` that the lock is still ours and
-    /// acting on a loss as `guard.on_lost` says (network file systems, where a partition or an
-    /// expired lease can take a lock away from a living holder). `guard` is made once the
-    /// command has started: reading the lease from the mount takes calls to the file system
-    /// (some milliseconds on a FUSE client), which would delay every hand-over; and the
-    /// environment is set for the command while no checking thread runs yet.
+    /// Like [`run`](Self::run), checking the lock as `checking` says while the command runs
+    /// (network file systems, where a partition or an expired lease can take a lock away from
+    /// a living holder). The lease runs from when the lock was taken
+    /// ([`fsync::LossCheck::since`]), and is watched from the moment the command starts: the
+    /// calls between (recording the command, starting the lease's thread) can hang on a server
+    /// that was just cut off, and a command left running meanwhile would run on after the
+    /// server gave its lock away.
     pub(super) fn run_guarded<G: ?Sized>(
         &self,
         guard: &mut G,
         started: impl FnOnce(&mut G, u32),
-        check: impl for<'g> FnOnce(&'g G) -> Option<LossGuard<'g>>,
+        checking: Option<Checking<'_, G>>,
     ) -> Result<Exit, Failure> {
-        self.run_guarded_or(guard, started, check, |e| self.spawn_failure(e))
+        self.run_guarded_or(guard, started, checking, |e| self.spawn_failure(e))
     }
 
     /// [`run_guarded`](Self::run_guarded), saying with `failed` why the command could not be
@@ -95,16 +102,44 @@ impl Job<'_> {
         &self,
         guard: &mut G,
         started: impl FnOnce(&mut G, u32),
-        check: impl for<'g> FnOnce(&'g G) -> Option<LossGuard<'g>>,
+        checking: Option<Checking<'_, G>>,
         failed: impl FnOnce(SpawnError) -> Failure,
     ) -> Result<Exit, Failure> {
-        let child = self.spawn().map_err(failed)?;
-        started(guard, child.pid());
-        // From here on the guard is only looked at: the check borrows it until the end.
-        let lost = match check(guard) {
-            Some(g) => watch_lock(&child, g),
-            None => false,
+        // Planned before the command starts, so that it is watched from its first instant: the
+        // lease must be known by then (on GlusterFS it is read from the client's meta
+        // directory, one call through FUSE; elsewhere from /proc, or a guess).
+        let planned = match &checking {
+            Some(c) => match (c.check)(guard) {
+                Some(check) => match c.loss.watch(c.lock, &check, c.verbose) {
+                    Some(watch) => Some(watch),
+                    None => return Ok(Exit::LOCK_LOST),
+                },
+                None => None,
+            },
+            None => None,
         };
+        let child = self.spawn().map_err(failed)?;
+        let lost = std::thread::scope(|scope| {
+            let (stop, stopped) = std::sync::mpsc::channel::<()>();
+            let running = &child;
+            let early = planned
+                .as_ref()
+                .map(|w| scope.spawn(move || w.until_lease(running, &stopped)));
+            started(guard, child.pid());
+            // From here on the guard is only looked at: the lease borrows it until the end.
+            let lease = match (&checking, &planned) {
+                (Some(c), Some(w)) => (c.check)(guard).map(|check| w.lease(check)),
+                _ => None,
+            };
+            drop(stop);
+            if let Some(acted) = early.and_then(|h| h.join().ok().flatten()) {
+                return acted;
+            }
+            match (&planned, &lease) {
+                (Some(w), Some(l)) => watch_lock(&child, w, l),
+                _ => false,
+            }
+        });
         let status = child.wait();
         if lost {
             return Ok(Exit::LOCK_LOST);
@@ -163,17 +198,30 @@ pub(super) enum OnLost {
     Ignore,
 }
 
-/// Checking a lock while its command runs: from a thread of its own, with a lease.
-pub(super) struct LossGuard<'g> {
-    /// How often to look at what the checking thread found.
-    pub every: std::time::Duration,
-    pub lease: fsync::Lease<'g>,
-    pub on_lost: OnLost,
-    pub what: String,
-    /// How long the command has to stop after TERM before KILL.
-    pub grace: std::time::Duration,
-    /// Say on stderr when the lease changes (`-v`).
+/// What checking a command's lock takes: the options, the lock's name for messages, `-v`, and
+/// the guard's check (`None` where its lock cannot be lost).
+pub(super) struct Checking<'a, G: ?Sized> {
+    pub loss: &'a LossArgs,
+    pub lock: &'a std::path::Path,
     pub verbose: bool,
+    pub check: for<'g> fn(&'g G) -> Option<fsync::LossCheck<'g>>,
+}
+
+/// How a lock is checked while its command runs, planned before it starts: a lease of
+/// `lease` from `since`, looked at every `every`.
+pub(super) struct Watch {
+    every: std::time::Duration,
+    lease: std::time::Duration,
+    /// The lease is the mount's default, read again while the command runs.
+    follow: bool,
+    /// When the lock was last known to be ours.
+    since: std::time::Instant,
+    on_lost: OnLost,
+    what: String,
+    /// How long the command has to stop after TERM before KILL.
+    grace: std::time::Duration,
+    /// Say on stderr when the lease changes (`-v`).
+    verbose: bool,
 }
 
 // The `--on-lost` and `--lease` options of the verbs that run a command under a lock. (No doc
@@ -199,27 +247,20 @@ pub(super) struct LossArgs {
 }
 
 impl LossArgs {
-    /// Checking the lock on `lock` with the guard's `check` while COMMAND runs; the guard
-    /// gives one only on a network file system (elsewhere a living holder cannot lose its
-    /// lock, and nothing is checked).
-    pub(super) fn guard<'g>(
+    /// How to check `lock` with `check` while its command runs, saying on stderr where
+    /// `verbose` (`-v`) when the lease is a guess (no `--lease`, and a mount that does not show
+    /// its server's timeout). A lock taken more than a second ago (the least a lease can be)
+    /// is asked about before anything starts under it: the calls since (recording the holder,
+    /// reading the lease from the mount) may have waited on a server that stopped answering,
+    /// and a lease read from a mount that no longer answers is only a guess, perhaps longer
+    /// than the server's timeout. `None`, said on stderr, if the lock is not ours or the answer
+    /// came too late.
+    pub(super) fn watch(
         &self,
         lock: &std::path::Path,
-        check: Option<fsync::LossCheck<'g>>,
-    ) -> Option<LossGuard<'g>> {
-        self.guard_telling(lock, check, false)
-    }
-
-    /// [`guard`](Self::guard), saying on stderr where `verbose` (`-v`) when the lease is a
-    /// guess (no `--lease`, and a mount that does not show its server's timeout), and when a
-    /// lease read from the mount changes while the command runs.
-    pub(super) fn guard_telling<'g>(
-        &self,
-        lock: &std::path::Path,
-        check: Option<fsync::LossCheck<'g>>,
+        check: &fsync::LossCheck<'_>,
         verbose: bool,
-    ) -> Option<LossGuard<'g>> {
-        let check = check?;
+    ) -> Option<Watch> {
         let default = check.default_lease();
         if verbose && self.lease.is_none() && default.source == fsync::doctor::LeaseSource::Guess {
             super::report::warn(
@@ -234,50 +275,126 @@ impl LossArgs {
             );
         }
         let lease = self.lease.unwrap_or(default.lease);
-        // Several checks within a lease, and at least one a second.
-        let every = (lease / 4).clamp(
-            std::time::Duration::from_millis(50),
-            std::time::Duration::from_secs(1),
-        );
-        Some(LossGuard {
-            every,
+        let mut watch = Watch {
+            // Several checks within a lease, and at least one a second.
+            every: (lease / 4).clamp(
+                std::time::Duration::from_millis(50),
+                std::time::Duration::from_secs(1),
+            ),
+            lease,
             // A default read from the mount is read again while the command runs; a given
             // --lease, or a guess (a mount that shows nothing), stays as it is.
-            lease: match (self.lease, &default.source) {
-                (None, fsync::doctor::LeaseSource::Mount { .. }) => {
-                    check.lease_following_mount(every, lease)
-                }
-                _ => check.lease(every, lease),
-            },
-            verbose,
+            follow: self.lease.is_none()
+                && matches!(default.source, fsync::doctor::LeaseSource::Mount { .. }),
+            since: check.since(),
             on_lost: self.on_lost,
             what: lock.display().to_string(),
             grace: default.grace(lease),
-        })
+            verbose,
+        };
+        if watch.since.elapsed() > std::time::Duration::from_secs(1) {
+            let asked = std::time::Instant::now();
+            let held = check.still_held();
+            watch.since = asked;
+            if !held || asked.elapsed() > lease {
+                let why = match held {
+                    false => "the lock was lost before the command started".to_string(),
+                    true => watch.expired(asked.elapsed()),
+                };
+                let _ = writeln!(std::io::stderr(), "fsync: {}: {why}", watch.what);
+                return None;
+            }
+        }
+        Some(watch)
+    }
+}
+
+impl Watch {
+    /// The lease on `check`'s lock, from the time the lock was last known to be ours.
+    fn lease<'g>(&self, check: fsync::LossCheck<'g>) -> fsync::Lease<'g> {
+        let check = check.confirmed_at(self.since);
+        match self.follow {
+            true => check.lease_following_mount(self.every, self.lease),
+            false => check.lease(self.every, self.lease),
+        }
+    }
+
+    /// Until `stop` is dropped (the lease has started and is watched from then on), stop the
+    /// command as [`watch_lock`] would once the lease has run out. `None` if the lease took
+    /// over (or the command ended within its lease); else whether the command was stopped for
+    /// the loss (not with `--on-lost ignore`).
+    fn until_lease(&self, child: &Running, stop: &std::sync::mpsc::Receiver<()>) -> Option<bool> {
+        let deadline = self.since + self.lease;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match stop.recv_timeout(left) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                _ => return None,
+            }
+            if std::time::Instant::now() >= deadline {
+                break;
+            }
+        }
+        let pidfd = child.exit_watch()?;
+        if pidfd.exited_within(std::time::Duration::ZERO) {
+            return None;
+        }
+        Some(self.act(child, &pidfd, &self.expired(self.since.elapsed())))
+    }
+
+    /// Why a lock not confirmed for `since` counts as lost.
+    fn expired(&self, since: std::time::Duration) -> String {
+        format!(
+            "the lock was lost: the file server has not confirmed it for {:.1}s, longer than \
+             its lease ({}), so another host may be given it",
+            since.as_secs_f64(),
+            humantime::format_duration(self.lease)
+        )
+    }
+
+    /// Say why the lock counts as lost, and stop the command as `--on-lost` says; whether it
+    /// was stopped for it.
+    fn act(&self, child: &Running, pidfd: &command::ExitWatch, why: &str) -> bool {
+        let _ = writeln!(std::io::stderr(), "fsync: {}: {why}", self.what);
+        match self.on_lost {
+            OnLost::Ignore => {
+                // Say it once, then just wait for the command.
+                pidfd.exited_within(std::time::Duration::MAX);
+                return false;
+            }
+            OnLost::Term => {
+                child.signal(libc::SIGTERM);
+                if !pidfd.exited_within(self.grace) {
+                    child.signal(libc::SIGKILL);
+                }
+            }
+            OnLost::Kill => child.signal(libc::SIGKILL),
+        }
+        true
     }
 }
 
 /// Until the child exits (seen on a pidfd, so no exit is noticed late), look every
-/// `guard.every` at what the lease's thread found; on a loss say so and act. Returns whether the
+/// `watch.every` at what the lease's thread found; on a loss say so and act. Returns whether the
 /// lock was lost and the command stopped for it.
-fn watch_lock(child: &Running, guard: LossGuard<'_>) -> bool {
+fn watch_lock(child: &Running, watch: &Watch, lease: &fsync::Lease<'_>) -> bool {
     let Some(pidfd) = child.exit_watch() else {
         return false; // an old kernel: no checking, as on a local file system
     };
-    let mut length = guard.lease.length();
-    while !pidfd.exited_within(guard.every) {
-        if guard.lease.length() != length {
-            length = guard.lease.length();
-            if guard.verbose {
+    let mut length = lease.length();
+    while !pidfd.exited_within(watch.every) {
+        if lease.length() != length {
+            length = lease.length();
+            if watch.verbose {
                 let _ = writeln!(
                     std::io::stderr(),
                     "fsync: {}: the lease is now {}: the server's timeout the mount shows changed",
-                    guard.what,
+                    watch.what,
                     humantime::format_duration(length)
                 );
             }
         }
-        let why = match guard.lease.state() {
+        let why = match lease.state() {
             fsync::LeaseState::Held => continue,
             fsync::LeaseState::Lost => {
                 "the lock was lost while the command ran (network partition or expired lease?)"
@@ -287,27 +404,12 @@ fn watch_lock(child: &Running, guard: LossGuard<'_>) -> bool {
                 "the lock was lost: the file server has not confirmed it for {:.1}s, longer than \
                  its lease ({}), so another host may be given it",
                 since.as_secs_f64(),
-                humantime::format_duration(guard.lease.length())
+                humantime::format_duration(lease.length())
             ),
             // A state a later library names: not held, as far as we can tell.
             _ => "the lock was lost while the command ran".to_string(),
         };
-        let _ = writeln!(std::io::stderr(), "fsync: {}: {why}", guard.what);
-        match guard.on_lost {
-            OnLost::Ignore => {
-                // Say it once, then just wait for the command.
-                pidfd.exited_within(std::time::Duration::MAX);
-                return false;
-            }
-            OnLost::Term => {
-                child.signal(libc::SIGTERM);
-                if !pidfd.exited_within(guard.grace) {
-                    child.signal(libc::SIGKILL);
-                }
-            }
-            OnLost::Kill => child.signal(libc::SIGKILL),
-        }
-        return true;
+        return watch.act(child, &pidfd, &why);
     }
     false
 }

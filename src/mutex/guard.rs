@@ -45,6 +45,8 @@ pub struct MutexGuard {
     in_process: Option<held::Key>,
     /// Passed down to commands ([`Guard::pass_down`]).
     passed_down: bool,
+    /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
+    acquired: std::time::Instant,
 }
 
 impl MutexGuard {
@@ -62,6 +64,7 @@ impl MutexGuard {
         key: held::Key,
         prepared: Prepared,
     ) -> MutexGuard {
+        let acquired = std::time::Instant::now();
         held::add(key);
         // A device (`/dev/null`) lies in a directory of the system's, where nothing of ours
         // belongs: no record, and the token grows with the clock.
@@ -111,6 +114,7 @@ impl MutexGuard {
             keep_fence: !mutex.internal,
             in_process: Some(key),
             passed_down: false,
+            acquired,
         }
     }
 
@@ -131,6 +135,7 @@ impl MutexGuard {
             keep_fence: false,
             in_process: None,
             passed_down: false,
+            acquired: std::time::Instant::now(),
         }
     }
 
@@ -326,13 +331,20 @@ pub struct PlainGuard {
     pub(super) file: File,
     pub(super) key: held::Key,
     pub(super) mode: Mode,
+    /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
+    pub(super) acquired: std::time::Instant,
 }
 
 impl Guard for MutexGuard {
     /// Through an ancestor's descriptor for a nested guard.
     fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
         // Whether the file system is a network one was learnt when the lock was taken.
-        crate::LossCheck::on(self.network, self.held_fd()?, Mode::Exclusive)
+        crate::LossCheck::on(
+            self.network,
+            self.held_fd()?,
+            Mode::Exclusive,
+            self.acquired,
+        )
     }
 
     /// Then give the commands [`held_env`](MutexGuard::held_env) in their environment. A
@@ -370,7 +382,7 @@ impl PlainGuard {
 /// A plain lock keeps no record: [`set_child`](Guard::set_child) records nothing.
 impl Guard for PlainGuard {
     fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
-        crate::LossCheck::of(&self.file, self.mode)
+        crate::LossCheck::of(&self.file, self.mode, self.acquired)
     }
 
     fn pass_down(&mut self) -> Result<()> {

@@ -493,6 +493,7 @@ impl Mutex {
                 file,
                 key,
                 mode,
+                acquired: std::time::Instant::now(),
             }
         }))
     }

@@ -456,12 +456,15 @@ pub struct FsKind {
     pub network: bool,
 }
 
+/// The [`FsKind::name`] of a file system `statfs` could not tell.
+pub(crate) const UNKNOWN: &str = "unknown";
+
 /// Classify the file system of `file` by its `statfs` magic number.
 pub(crate) fn fs_kind(file: &impl AsFd) -> FsKind {
     match nix::sys::statfs::fstatfs(file) {
         Ok(st) => classify(magic(&st)),
         Err(_) => FsKind {
-            name: "unknown",
+            name: UNKNOWN,
             network: false,
         },
     }

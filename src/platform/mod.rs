@@ -10,6 +10,8 @@ to another Unix means reimplementing this folder with the same contract:
 - [`lock`]: whole-file locks with `flock(2)`, so that util-linux `flock(1)`, Perl and Python
   `flock` and `fsync` exclude each other on the same file; a blocking call can be interrupted by a
   signal (the wait core relies on `EINTR`).
+- [`mounts`]: the mount table, which tells a descriptor's file system without a round trip to
+  its server.
 - [`notify`]: blocking until a directory changes (dnotify, inotify), local changes only.
 - [`process`]: starting a command with the shell's rules (PATH, `/bin/sh` for scripts without
   `#!`), waiting for it without reaping it early, a pidfd for timed waits, signalling it.
@@ -23,6 +25,7 @@ to another Unix means reimplementing this folder with the same contract:
 pub(crate) mod dir;
 pub(crate) mod fs;
 pub(crate) mod lock;
+pub(crate) mod mounts;
 pub(crate) mod notify;
 pub(crate) mod process;
 pub(crate) mod procinfo;

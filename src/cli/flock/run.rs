@@ -156,15 +156,13 @@ impl Request {
             cause: spawn_cause(&e),
         };
         let mut held = held;
-        let ran = job.run_guarded_or(
-            &mut held,
-            |_, _| {},
-            |h| match *h {
-                Held::Whole(g) => loss.guard(path, g.loss_check()),
-                _ => None,
-            },
-            failed,
-        );
+        let checking = super::super::child::Checking {
+            loss: &loss,
+            lock: path,
+            verbose: false,
+            check: whole_loss_check,
+        };
+        let ran = job.run_guarded_or(&mut held, |_, _| {}, Some(checking), failed);
         match ran {
             // flock dies of INT, TERM, HUP or QUIT sent to it (fsync forwarded it and waited
             // for the command), and reports a signal its command died of alone as 128+N.
@@ -181,6 +179,15 @@ impl Request {
                 Exit::code(EX_OSERR)
             }
         }
+    }
+}
+
+/// The check of a whole-file lock of ours; none of a byte range or of the caller's descriptor
+/// (`mutex run`'s byte ranges are not checked either).
+fn whole_loss_check<'g>(held: &'g &Held) -> Option<fsync::LossCheck<'g>> {
+    match held {
+        Held::Whole(g) => g.loss_check(),
+        _ => None,
     }
 }
 
