@@ -289,6 +289,9 @@ _fsync() {
             fsync__subcmd__help__subcmd__msg,wait-empty)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__wait__subcmd__empty"
                 ;;
+            fsync__subcmd__help__subcmd__msg,work)
+                cmd="fsync__subcmd__help__subcmd__msg__subcmd__work"
+                ;;
             fsync__subcmd__help__subcmd__mutex,lock)
                 cmd="fsync__subcmd__help__subcmd__mutex__subcmd__lock"
                 ;;
@@ -340,6 +343,9 @@ _fsync() {
             fsync__subcmd__msg,wait-empty)
                 cmd="fsync__subcmd__msg__subcmd__wait__subcmd__empty"
                 ;;
+            fsync__subcmd__msg,work)
+                cmd="fsync__subcmd__msg__subcmd__work"
+                ;;
             fsync__subcmd__msg__subcmd__help,help)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__help"
                 ;;
@@ -360,6 +366,9 @@ _fsync() {
                 ;;
             fsync__subcmd__msg__subcmd__help,wait-empty)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__wait__subcmd__empty"
+                ;;
+            fsync__subcmd__msg__subcmd__help,work)
+                cmd="fsync__subcmd__msg__subcmd__help__subcmd__work"
                 ;;
             fsync__subcmd__mutex,help)
                 cmd="fsync__subcmd__mutex__subcmd__help"
@@ -1776,7 +1785,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg)
-            opts="send post recv wait-empty retry list"
+            opts="send post recv work wait-empty retry list"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1860,6 +1869,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg__subcmd__wait__subcmd__empty)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__msg__subcmd__work)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2070,7 +2093,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg)
-            opts="-h -V --help --version send post recv wait-empty retry list help"
+            opts="-h -V --help --version send post recv work wait-empty retry list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2084,7 +2107,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__help)
-            opts="send post recv wait-empty retry list help"
+            opts="send post recv work wait-empty retry list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2182,6 +2205,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__help__subcmd__wait__subcmd__empty)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__help__subcmd__work)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2381,6 +2418,40 @@ _fsync() {
                     return 0
                     ;;
                 -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__work)
+            opts="-j -v -h -V --jobs --until-empty --retries --backoff --poll --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --jobs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -j)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --backoff)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

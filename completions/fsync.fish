@@ -176,15 +176,16 @@ complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "reset" -d 'Clear EVENT (exit 0 whether or not it was set)'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "status" -d 'Exit 0 if EVENT is set, 1 if not'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "post" -d 'Queue a message durably and return at once'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "retry" -d 'Put dead letters back in the queue'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "list" -d 'List the queued messages with their sizes and ages'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv wait-empty retry list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "post" -d 'Queue a message durably and return at once'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "work" -d 'Run the mailbox\'s messages as jobs, with N workers'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "retry" -d 'Put dead letters back in the queue'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "list" -d 'List the queued messages with their sizes and ages'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l mode -d 'Permissions of the payload file (octal, less the umask); the default keeps messages from users outside the owner\'s group' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
@@ -210,6 +211,14 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -s j -l jobs -d 'Run up to N jobs at once (1 to 64)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l retries -d 'After N+1 failed attempts of a job, move its message to the dead letters' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l backoff -d 'Hold a failed job back DUR before its next attempt' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l until-empty -d 'Stop once nothing is queued, delayed or being received'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -s v -l verbose -d 'Say on stderr when each job starts and how it ended'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait-empty" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait-empty" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait-empty" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
@@ -226,6 +235,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "post" -d 'Queue a message durably and return at once'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "work" -d 'Run the mailbox\'s messages as jobs, with N workers'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "retry" -d 'Put dead letters back in the queue'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the queued messages with their sizes and ages'
@@ -422,6 +432,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcom
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "post" -d 'Queue a message durably and return at once'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "work" -d 'Run the mailbox\'s messages as jobs, with N workers'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "retry" -d 'Put dead letters back in the queue'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "list" -d 'List the queued messages with their sizes and ages'

@@ -53,6 +53,8 @@ impl std::error::Error for SpawnError {}
 #[derive(Debug)]
 pub struct Running {
     child: std::process::Child,
+    /// Cancellation signals are forwarded to it until it is waited for.
+    forwarded: bool,
 }
 
 /// Start `argv` (`argv[0]` the program) with the environment the process has now, and forward
@@ -103,7 +105,31 @@ fn spawn_fed(
     if let Some(sig) = signal::set_child(Some(pid as i32)) {
         process::kill(pid, sig);
     }
-    Ok(Running { child })
+    Ok(Running {
+        child,
+        forwarded: true,
+    })
+}
+
+/// A job of a pool of workers (`fsync msg work`): started as [`spawn_with`] starts a command
+/// (its standard input read from `input` where given, as [`spawn_reading`]), but cancellation
+/// signals are not forwarded to it. They end the process's waits (so that no new job is
+/// taken) while the job runs on to its end; and any number of jobs may run at once, where
+/// forwarding knows one command at a time. A signal from the terminal reaches the job anyway,
+/// as it reaches every process of the foreground job.
+///
+/// # Panics
+///
+/// If `argv` is empty.
+pub fn spawn_job(
+    argv: &[impl AsRef<OsStr>],
+    env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
+    input: Option<&std::fs::File>,
+) -> Result<Running, SpawnError> {
+    Ok(Running {
+        child: process::spawn(argv, env, input)?,
+        forwarded: false,
+    })
 }
 
 /// Replace this process with `argv`, found and run as [`spawn`] runs it, with the environment
@@ -145,8 +171,11 @@ impl Running {
     /// Wait until the command exits and return its status. Signals are no longer forwarded to
     /// it once it has exited, before its pid is released.
     pub fn wait(mut self) -> io::Result<ExitStatus> {
+        let forwarded = self.forwarded;
         process::wait_for_exit(&mut self.child, || {
-            signal::set_child(None);
+            if forwarded {
+                signal::set_child(None);
+            }
         })
     }
 }

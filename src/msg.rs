@@ -332,6 +332,13 @@ pub trait Report {
     fn skipped(&mut self, entry: &Skipped) {
         let _ = entry;
     }
+
+    /// Whether it wants [`waiting`](Self::waiting) called: a report of skipped entries only
+    /// says no, and the wait then sleeps until something happens, with no wake-up once a
+    /// second to report it.
+    fn reports_waiting(&self) -> bool {
+        true
+    }
 }
 
 impl<F: FnMut(Duration)> Report for F {
@@ -601,7 +608,7 @@ impl Mailbox {
     /// [`poll_interval`](Self::poll_interval). Errors: [`ErrorKind::NotFound`] or
     /// [`ErrorKind::PermissionDenied`] if the mailbox cannot be created or opened.
     pub fn recv(&self, timeout: Option<Duration>) -> Result<Option<Received>> {
-        Ok(self.recv_inner(timeout, None)?.acquired())
+        Ok(self.recv_inner(timeout, None, false)?.acquired().flatten())
     }
 
     /// Like [`recv`](Self::recv), telling a timeout from a cancellation, and telling
@@ -612,14 +619,29 @@ impl Mailbox {
         timeout: Option<Duration>,
         mut progress: impl Report,
     ) -> Result<Outcome<Received>> {
-        self.recv_inner(timeout, Some(&mut progress))
+        let got = self.recv_inner(timeout, Some(&mut progress), false)?;
+        Ok(got.map(|m| m.expect("a receive that waits for a message ends with one")))
+    }
+
+    /// Like [`recv_with`](Self::recv_with), but ending with `Acquired(None)` instead of waiting
+    /// once the mailbox has nothing left to do: nothing queued, delayed or being received
+    /// ([`wait_empty`](Self::wait_empty)'s condition). A worker that drains a queue (`fsync msg
+    /// work --until-empty`) stops there, while a job another worker runs may still fail and
+    /// come back for it.
+    pub fn recv_or_empty_with(
+        &self,
+        timeout: Option<Duration>,
+        mut progress: impl Report,
+    ) -> Result<Outcome<Option<Received>>> {
+        self.recv_inner(timeout, Some(&mut progress), true)
     }
 
     fn recv_inner(
         &self,
         timeout: Option<Duration>,
         report: Option<&mut dyn Report>,
-    ) -> Result<Outcome<Received>> {
+        until_empty: bool,
+    ) -> Result<Outcome<Option<Received>>> {
         // The wait core calls the two one at a time: never a second borrow.
         let report = std::cell::RefCell::new(report);
         let mut waiting = |waited| {
@@ -629,7 +651,8 @@ impl Mailbox {
         };
         let progress = report
             .borrow()
-            .is_some()
+            .as_ref()
+            .is_some_and(|r| r.reports_waiting())
             .then_some(&mut waiting as &mut dyn FnMut(Duration));
         let deadline = Deadline::after(timeout);
         let l = self.layout()?;
@@ -672,7 +695,7 @@ impl Mailbox {
                 let armed = waker.borrow().armed_for();
                 match try_claim(&l, &rid, self.poll, self.retries, &mut report, &mut next)? {
                     Outcome::Acquired(Some((file, claimed, name))) => {
-                        return Ok(Some(Received {
+                        return Ok(Some(Some(Received {
                             file,
                             claimed,
                             from: name.from.clone(),
@@ -683,9 +706,18 @@ impl Mailbox {
                             backoff: self.backoff,
                             done: false,
                             _me: me.take().expect("once"),
-                        }));
+                        })));
                     }
-                    Outcome::Acquired(None) if armed == Some(next.shard) => return Ok(None),
+                    Outcome::Acquired(None) if armed == Some(next.shard) => {
+                        // Nothing to take, and the watch armed: before sleeping, whether
+                        // anything is left to wait for (another receiver's job, a delay).
+                        if until_empty
+                            && let Outcome::Acquired((false, _, _)) = l.busy(self.poll)?
+                        {
+                            return Ok(Some(None));
+                        }
+                        return Ok(None);
+                    }
                     Outcome::Acquired(None) => waker.borrow_mut().arm(&l, next.shard)?,
                     // A cancellation signal ended a wait for the `seq` lock: the wait core
                     // sees it (it stays set) and ends the receive.

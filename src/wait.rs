@@ -31,8 +31,9 @@ caller past its deadline or a signal.
 Nothing cancels a wait unless the program asks: after [`install_cancel_handlers`] (for
 programs, not libraries: it replaces the process's handlers of INT, TERM, HUP and QUIT), one of
 those signals ends every wait in every thread with [`Outcome::Interrupted`] carrying its number,
-and [`cancelled`] says which arrived. Without it those signals keep whatever disposition the
-program gave them.
+at once whichever thread the signal lands on (the handler wakes each waiting thread; past 64
+threads waiting at once, the others end at their next poll tick or deadline), and [`cancelled`]
+says which arrived. Without it those signals keep whatever disposition the program gave them.
 
 # The wake signal
 
@@ -104,8 +105,8 @@ use std::{
 
 use crate::platform::signal::WakeTimer;
 pub use crate::platform::signal::{
-    CANCEL_SIGNALS, cancelled, die_of, ignore_sigpipe, install_cancel_handlers, last_received,
-    set_wake_signal, wake_signal,
+    CANCEL_SIGNALS, cancel, cancelled, die_of, ignore_sigpipe, install_cancel_handlers,
+    last_received, set_wake_signal, wake_signal,
 };
 
 use crate::{
@@ -398,6 +399,11 @@ pub(crate) fn wait_for<T, E: AttemptError>(
             .flatten()
             .min();
         timer.arm(next.map(|t| t.saturating_duration_since(now)))?;
+        // A cancellation between the look above and the arming fired the timer, which the
+        // arming then set back: look again now that a later one fires it for the call below.
+        if let Some(sig) = cancelled() {
+            return Ok(Outcome::Interrupted(sig));
+        }
         match attempt(true) {
             Ok(Some(v)) => return Ok(Outcome::Acquired(v)),
             // Something may have changed, or a poll tick, the deadline or a cancellation

@@ -763,3 +763,118 @@ fn a_keyed_post_is_not_queued_twice() {
         .stderr_has("invalid key \"a/b\"");
     assert_eq!(list(&t, "B")["count"], 1, "a refused key queued something");
 }
+
+/// `msg work -j 3`: three jobs run at once, never a fourth (each job waits for an event the
+/// test signals only once three have started, seen in `-v`'s lines); every job runs exactly
+/// once, a poison one `--retries` + 1 times before the dead letters, and `--until-empty` ends
+/// the workers once nothing is left, with the status of the failed job.
+#[test]
+fn work_runs_n_jobs_at_once_each_once_and_stops_when_empty() {
+    let t = TestDir::new();
+    for n in 1..=7 {
+        t.fsync(["msg", "post", "B", "--data", &format!("job{n}")])
+            .run()
+            .code(0);
+    }
+    let job = format!(
+        "echo start $FSYNC_MSG_ID >> {log}; \"$FSYNC\" event wait {e}; \
+         echo end $FSYNC_MSG_ID >> {log}; [ $FSYNC_MSG_ID != 5 ] || exit 3",
+        log = t.arg("log"),
+        e = t.arg("E")
+    );
+    let mut workers = t
+        .fsync([
+            "msg",
+            "work",
+            "-j",
+            "3",
+            "--until-empty",
+            "--retries",
+            "1",
+            "-v",
+        ])
+        .args(["B", "--", "sh", "-c", &job])
+        .start();
+    let mut running = 0;
+    while running < 3 {
+        running += usize::from(workers.stderr_line().contains(": running (attempt"));
+    }
+    t.fsync(["event", "signal", "E"]).run().code(0);
+    let out = workers.finish();
+    out.code(3);
+    let log = t.read("log");
+    let (mut now, mut most) = (0i32, 0);
+    let mut ran = std::collections::BTreeMap::<u32, u32>::new();
+    for line in log.lines() {
+        let (what, id) = line.split_once(' ').unwrap();
+        match what {
+            "start" => now += 1,
+            _ => {
+                now -= 1;
+                *ran.entry(id.parse().unwrap()).or_default() += 1;
+            }
+        }
+        most = most.max(now);
+    }
+    assert_eq!(most, 3, "jobs running at once:\n{log}");
+    let want: std::collections::BTreeMap<u32, u32> =
+        (1..=7).map(|n| (n, if n == 5 { 2 } else { 1 })).collect();
+    assert_eq!(ran, want, "{log}");
+    let v = list(&t, "B");
+    assert_eq!(v["count"], 0, "{v}");
+    assert_eq!(v["claimed"], 0, "{v}");
+    assert_eq!(v["dead"][0]["failed"], 2, "{v}");
+}
+
+/// A signal ends the wait of every idle worker at once, whichever thread it lands on, and is
+/// not passed to a running job: the job finishes and is removed, then fsync dies of the signal.
+#[test]
+fn work_stops_every_idle_worker_at_a_signal_and_lets_the_running_job_finish() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
+    let job = format!(
+        "echo acquired; \"$FSYNC\" event wait {}; echo finished > {}",
+        t.arg("E"),
+        t.arg("done")
+    );
+    let workers = t
+        .fsync(["msg", "work", "-j", "4", "B", "--", "sh", "-c", &job])
+        .hold();
+    // fsync's threads: its main one and a worker each.
+    let threads =
+        || std::fs::read_dir(format!("/proc/{}/task", workers.pid())).map_or(0, Iterator::count);
+    assert_eq!(threads(), 5);
+    workers.signal(Signal::SIGTERM);
+    // The three idle workers stop waiting (nothing else wakes them: no message comes, and the
+    // job has not ended); the job runs on until it is let finish.
+    eventually("the idle workers stopped", || threads() == 2);
+    t.fsync(["msg", "list", "B"])
+        .run()
+        .code(0)
+        .stdout_has("1 being received");
+    t.fsync(["event", "signal", "E"]).run().code(0);
+    let out = workers.finish();
+    out.killed_by(Signal::SIGTERM);
+    assert_eq!(t.read("done"), "finished\n");
+    let v = list(&t, "B");
+    assert_eq!(
+        (v["count"].clone(), v["claimed"].clone()),
+        (0.into(), 0.into()),
+        "{v}"
+    );
+}
+
+/// A command that cannot be started stops every worker (127, the shell's status): the message
+/// goes back with no failed attempt counted.
+#[test]
+fn work_stops_when_the_command_cannot_be_started() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
+    let out = t
+        .fsync(["msg", "work", "-j", "3", "B", "--", "./no-such-command"])
+        .run();
+    out.code(127).stderr_has("no-such-command");
+    let v = list(&t, "B");
+    assert_eq!(v["count"], 1, "{v}");
+    assert_eq!(v["messages"][0]["failed"], 0, "{v}");
+}

@@ -144,12 +144,16 @@ impl Job<'_> {
         if lost {
             return Ok(Exit::LOCK_LOST);
         }
-        Ok(match status.map(|s| (s.code(), s.signal())) {
-            Ok((Some(code), _)) => Exit::code(code as u8),
-            Ok((None, Some(sig))) => Exit::signal(sig),
-            // ECHILD cannot happen for a child we own; report it as a failure of the child.
-            _ => Exit::INTERNAL,
-        })
+        Ok(exit_of(status))
+    }
+
+    /// Run the command as a job of a pool of workers (`msg work`): cancellation signals are
+    /// not forwarded to it ([`command::spawn_job`]), so that it runs to its end while the
+    /// workers take no new job. Its status, as [`run`](Self::run) gives it.
+    pub(super) fn run_job(&self) -> Result<Exit, Failure> {
+        let child = command::spawn_job(self.argv, &self.env, self.stdin.as_ref())
+            .map_err(|e| self.spawn_failure(e))?;
+        Ok(exit_of(child.wait()))
     }
 
     fn spawn(&self) -> Result<Running, SpawnError> {
@@ -412,6 +416,16 @@ fn watch_lock(child: &Running, watch: &Watch, lease: &fsync::Lease<'_>) -> bool 
         return watch.act(child, &pidfd, &why);
     }
     false
+}
+
+/// A command's exit status as ours: its code, or death by its signal.
+fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> Exit {
+    match status.map(|s| (s.code(), s.signal())) {
+        Ok((Some(code), _)) => Exit::code(code as u8),
+        Ok((None, Some(sig))) => Exit::signal(sig),
+        // ECHILD cannot happen for a child we own; report it as a failure of the child.
+        _ => Exit::INTERNAL,
+    }
 }
 
 fn describe(e: &std::io::Error) -> String {

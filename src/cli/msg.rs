@@ -6,6 +6,8 @@ by rename, exactly-once claims, sender liveness) is in the library's `msg` modul
 use std::{ffi::OsString, io::Write, path::PathBuf, time::SystemTime};
 
 use clap::{Args, Subcommand};
+
+mod work;
 use fsync::Mailbox;
 use serde::Serialize;
 
@@ -113,6 +115,29 @@ enum Verb {
     )]
     Recv(RecvArgs),
     #[command(
+        about = "Run the mailbox's messages as jobs, with N workers",
+        long_about = "Take the mailbox's messages one after another as jobs, as 'recv -- COMMAND' \
+                      takes one (removed only when COMMAND exits 0; a failed job goes back \
+                      counted, or to the dead letters after --retries; no job is lost when a \
+                      worker is killed), with N jobs running at once (-j). Workers wait for \
+                      messages and go on until INT, TERM, HUP or QUIT arrives: then the running \
+                      jobs finish (the signal is not passed on to them), no new job is taken, and \
+                      fsync dies of that signal. With --until-empty they stop once the mailbox \
+                      has nothing left to do (no message queued or delayed, no job running), as \
+                      'wait-empty' sees it. Each job has FSYNC_MSG_ID and FSYNC_MSG_ATTEMPT in \
+                      its environment. Without --retries a job that always fails keeps coming \
+                      back, and --until-empty never ends: give --retries.\n\n\
+                      Exit status: 0 if every job succeeded; else the status of the last job \
+                      that failed (128+N for one that died of signal N); 127 or 126 if COMMAND \
+                      cannot be started (the message goes back uncounted, and the workers stop \
+                      after their running jobs); an operational error's status otherwise.",
+        after_long_help = "Examples:\n  # Four workers for good (a service), each job retried twice at most\n  \
+            fsync msg work -j 4 --retries 2 /shared/jobs -- ./run-job\n\n  \
+            # Build everything queued, two at a time, then stop\n  \
+            fsync msg work -j 2 --until-empty -v /shared/jobs -- sh -c 'make \"$(cat)\"'"
+    )]
+    Work(WorkArgs),
+    #[command(
         about = "Wait until nothing is queued, delayed or being received",
         long_about = "Wait until the mailbox has nothing left to do: no message queued or \
                       delayed, and none being received (a job that 'recv -- COMMAND' runs counts \
@@ -214,6 +239,46 @@ struct RecvArgs {
     #[arg(
         id = "command",
         value_name = "COMMAND",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    command: Vec<OsString>,
+}
+
+/// How many workers `msg work -j` may run (each a thread of fsync's).
+fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(n),
+        _ => Err(format!("invalid number of jobs '{s}': 1 to 64")),
+    }
+}
+
+#[derive(Debug, Args)]
+struct WorkArgs {
+    #[command(flatten)]
+    mailbox: BoxArg,
+    /// Run up to N jobs at once (1 to 64)
+    #[arg(short = 'j', long, value_name = "N", default_value = "1", value_parser = parse_jobs)]
+    jobs: usize,
+    /// Stop once nothing is queued, delayed or being received
+    #[arg(long)]
+    until_empty: bool,
+    /// After N+1 failed attempts of a job, move its message to the dead letters
+    #[arg(long, value_name = "N")]
+    retries: Option<u32>,
+    /// Hold a failed job back DUR before its next attempt
+    #[arg(long, value_name = "DUR", value_parser = super::duration::parse_duration)]
+    backoff: Option<std::time::Duration>,
+    /// Re-check interval where other hosts cannot wake us (network file systems)
+    #[arg(long, value_name = "DUR", value_parser = super::duration::parse_poll, default_value = "50ms")]
+    poll: std::time::Duration,
+    /// Say on stderr when each job starts and how it ended
+    #[arg(short, long)]
+    verbose: bool,
+    /// The command each job runs (after --), the message on its standard input
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
         trailing_var_arg = true,
         allow_hyphen_values = true
     )]
@@ -333,6 +398,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             }
         }
         Verb::Recv(a) if !a.command.is_empty() => recv_job(&a),
+        Verb::Work(a) => work::work(&a),
         Verb::Recv(a) => {
             check_output()?;
             let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);

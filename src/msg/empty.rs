@@ -75,7 +75,7 @@ impl Layout {
     /// Whether anything is queued, delayed or being received; the shard posts go to; when the
     /// first delayed message is due. Returns the claims of dead receivers to the queue and
     /// moves due delayed messages there first.
-    fn busy(&self, poll: Duration) -> Result<Outcome<(bool, u64, Option<u64>)>> {
+    pub(super) fn busy(&self, poll: Duration) -> Result<Outcome<(bool, u64, Option<u64>)>> {
         let due = claim::tidy(self, poll)?;
         let ends = wait::acquired!(self.current_ends(poll)?);
         let claimed = (self.claimed.entries())

@@ -13,7 +13,8 @@ blocking call returns `EINTR`:
   ([`super::notify`]) reports changes with it. The first of them to need it installs it, and
   fixes the signal for the life of the process;
 - the *cancel* handler (only once a program calls [`install_cancel_handlers`]) records the signal
-  ([`cancelled`]) and fires the active timer at once, or forwards the signal to the child
+  ([`cancelled`]) and fires every waiting thread's timer at once (so that every wait in the
+  process ends, whichever thread the signal landed on), or forwards the signal to the child
   registered with [`set_child`].
 */
 
@@ -23,7 +24,7 @@ use std::{
     ptr,
     sync::{
         Once,
-        atomic::{AtomicI32, AtomicPtr, Ordering},
+        atomic::{AtomicI32, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -114,9 +115,15 @@ static CANCELLED: AtomicI32 = AtomicI32::new(0);
 /// The last cancellation signal received, whether it cancelled a wait or a child was running.
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 static CHILD: AtomicI32 = AtomicI32::new(0);
-static ACTIVE_TIMER: AtomicPtr<libc::c_void> = AtomicPtr::new(ptr::null_mut());
-/// Cancel handlers between their look at `ACTIVE_TIMER` and their last use of what they found:
-/// a timer's owner deletes it only once none is (see [`WakeTimer`]'s `Drop`).
+/// How many threads' waits a cancellation ends at once: a thread that waits while as many
+/// others do ends its wait at its next poll tick or deadline instead.
+const WAITERS: usize = 64;
+/// The timers of the threads waiting now, which a cancellation fires: each as its id plus one
+/// (0: a free slot), since the kernel numbers timers from 0 and glibc's `timer_t` for a timer
+/// that signals a thread is that number (the process's first timer is a null pointer).
+static TIMERS: [AtomicUsize; WAITERS] = [const { AtomicUsize::new(0) }; WAITERS];
+/// Cancel handlers between their look at `TIMERS` and their last use of what they found: a
+/// timer's owner deletes it only once none is (see [`WakeTimer`]'s `Drop`).
 static TIMER_USERS: AtomicI32 = AtomicI32::new(0);
 static CANCEL_INSTALLED: Once = Once::new();
 
@@ -214,11 +221,11 @@ pub(crate) fn set_child(pid: Option<i32>) -> Option<i32> {
 extern "C" fn on_cancel(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // The interrupted code may be about to read errno: give it back as it was.
     let errno = nix::errno::Errno::last_raw();
-    cancel(sig, info);
+    on_cancel_signal(sig, info);
     nix::errno::Errno::set_raw(errno);
 }
 
-fn cancel(sig: libc::c_int, info: *mut libc::siginfo_t) {
+fn on_cancel_signal(sig: libc::c_int, info: *mut libc::siginfo_t) {
     RECEIVED.store(sig, Ordering::SeqCst);
     let child = CHILD.load(Ordering::SeqCst);
     if child > 0 {
@@ -235,20 +242,39 @@ fn cancel(sig: libc::c_int, info: *mut libc::siginfo_t) {
         }
         return;
     }
+    cancel_waits(sig);
+}
+
+/// End every wait in the process as cancellation signal `sig` would (but without forwarding it
+/// to a command, or counting it as received: [`last_received`] stays as it was): for a program
+/// that stops its own threads' waits, a worker pool whose command cannot be started, say.
+/// Only once the program has called [`install_cancel_handlers`] (it does nothing before: a
+/// library must not end its program's waits).
+pub fn cancel(sig: i32) {
+    if CANCEL_INSTALLED.is_completed() {
+        cancel_waits(sig);
+    }
+}
+
+/// Record the cancellation and fire every waiting thread's timer (async-signal-safe).
+fn cancel_waits(sig: i32) {
     CANCELLED.store(sig, Ordering::SeqCst);
     TIMER_USERS.fetch_add(1, Ordering::SeqCst);
-    let timer = ACTIVE_TIMER.load(Ordering::SeqCst);
-    if !timer.is_null() {
-        // SAFETY: timer_settime is async-signal-safe; the timer is not deleted while we are
-        // counted in TIMER_USERS having found it registered (its owner's `Drop` waits).
-        unsafe {
-            libc::timer_settime(
-                timer,
-                0,
-                &spec(Some(Duration::from_nanos(1))),
-                ptr::null_mut(),
-            )
-        };
+    for slot in &TIMERS {
+        let entry = slot.load(Ordering::SeqCst);
+        if entry != 0 {
+            let timer = (entry - 1) as libc::timer_t;
+            // SAFETY: timer_settime is async-signal-safe; the timer is not deleted while we
+            // are counted in TIMER_USERS having found it registered (its owner's `Drop` waits).
+            unsafe {
+                libc::timer_settime(
+                    timer,
+                    0,
+                    &spec(Some(Duration::from_nanos(1))),
+                    ptr::null_mut(),
+                )
+            };
+        }
     }
     TIMER_USERS.fetch_sub(1, Ordering::SeqCst);
 }
@@ -346,11 +372,12 @@ fn spec(first: Option<Duration>) -> libc::itimerspec {
 ///
 /// Raw `timer_*` calls rather than nix's `Timer`: its `SigevNotify::SigevThreadId` takes a
 /// `Signal`, which cannot name the real-time [`wake_signal`]; and the cancel handler re-arms the
-/// active timer through the bare `timer_t` in `ACTIVE_TIMER`, which `Timer` does not expose (its
+/// waiting threads' timers through the bare `timer_t`s in `TIMERS`, which `Timer` does not expose (its
 /// `set` also wants `&mut`, which a handler cannot have without aliasing the owner's).
 pub(crate) struct WakeTimer {
     id: libc::timer_t,
-    registered: bool,
+    /// Its slot in `TIMERS`, where a cancellation finds it.
+    registered: Option<&'static AtomicUsize>,
 }
 
 impl WakeTimer {
@@ -369,10 +396,13 @@ impl WakeTimer {
             }
             id
         };
-        let registered = CANCEL_INSTALLED.is_completed()
-            && ACTIVE_TIMER
-                .compare_exchange(ptr::null_mut(), id, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok();
+        let registered = match CANCEL_INSTALLED.is_completed() {
+            true => TIMERS.iter().find(|slot| {
+                slot.compare_exchange(0, id as usize + 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            }),
+            false => None,
+        };
         Ok(WakeTimer { id, registered })
     }
 
@@ -388,8 +418,8 @@ impl WakeTimer {
 
 impl Drop for WakeTimer {
     fn drop(&mut self) {
-        if self.registered {
-            ACTIVE_TIMER.store(ptr::null_mut(), Ordering::SeqCst);
+        if let Some(slot) = self.registered {
+            slot.store(0, Ordering::SeqCst);
             // A handler on another thread may have found the timer just before: wait until it
             // is done with it (a few instructions). One on this thread ran to its end before
             // we resumed. (Sequentially consistent: a handler that saw the timer was counted

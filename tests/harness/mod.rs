@@ -152,6 +152,23 @@ impl TestDir {
     }
 }
 
+/// Start `command`, again while the kernel says its program is open for writing (ETXTBSY): a
+/// test that has just written a script runs it, and another test's thread may have forked (to
+/// start a process of its own) while the script was open, so that the child holds it open for
+/// writing until it execs. That lasts an instant; bounded all the same.
+fn spawn(command: &mut Command) -> std::io::Result<std::process::Child> {
+    let mut tries = 0;
+    loop {
+        match command.spawn() {
+            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && tries < 1000 => {
+                tries += 1;
+                thread::sleep(Duration::from_millis(1));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A process to run: a builder, in the style of `std::process::Command`.
 pub(crate) struct Cmd {
     command: Command,
@@ -221,13 +238,13 @@ impl Cmd {
     #[track_caller]
     pub(crate) fn run(mut self) -> Output {
         let start = Instant::now();
-        let child = self
-            .command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", self.shown));
+        let child = spawn(
+            self.command
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", self.shown));
         let pid = child.id();
         let (tx, rx) = mpsc::channel();
         thread::spawn(move || {
@@ -257,13 +274,13 @@ impl Cmd {
     /// Start it, with stdin, stdout and stderr connected to us.
     #[track_caller]
     pub(crate) fn start(mut self) -> Holder {
-        let mut child = self
-            .command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", self.shown));
+        let mut child = spawn(
+            self.command
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .unwrap_or_else(|e| panic!("cannot start `{}`: {e}", self.shown));
         Holder {
             stdin: child.stdin.take(),
             stdout: lines(child.stdout.take().expect("piped stdout")),
