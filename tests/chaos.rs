@@ -535,6 +535,18 @@ fn chaos_messages_survive_killed_posters_and_receivers() {
 /// and none runs after its success.
 #[test]
 fn chaos_jobs_survive_killed_workers_and_run_once_after_success() {
+    chaos_jobs(&["recv", "-n"], 4);
+}
+
+/// The same with `msg work -j 2 --until-empty`: 2 worker processes of two jobs each, a kill
+/// taking both of a process's jobs with it.
+#[test]
+fn chaos_jobs_survive_killed_work_pools_and_run_once_after_success() {
+    chaos_jobs(&["work", "-j", "2", "--until-empty"], 2);
+}
+
+/// Jobs taken by `processes` worker loops of `fsync msg VERB...` (see the first test above).
+fn chaos_jobs(verb: &[&str], processes: usize) {
     let t = TestDir::new();
     let n = scale();
     let mailbox = t.join("jobs");
@@ -556,12 +568,14 @@ fn chaos_jobs_survive_killed_workers_and_run_once_after_success() {
     let done = AtomicBool::new(false);
     let killed = AtomicUsize::new(0);
     thread::scope(|s| {
-        for _ in 0..4 {
+        for _ in 0..processes {
             let (mailbox, job, running, done) = (&mailbox, &job, &running, &done);
             s.spawn(move || {
                 while !done.load(Ordering::SeqCst) {
                     let child = Command::new(fsync_bin())
-                        .args(["msg", "recv", "-n", "--retries", "3"])
+                        .arg("msg")
+                        .args(verb)
+                        .args(["--retries", "3"])
                         .arg(mailbox)
                         .args(["--", "sh", "-c", job])
                         .process_group(0)
@@ -571,8 +585,10 @@ fn chaos_jobs_survive_killed_workers_and_run_once_after_success() {
                     running.lock().unwrap().insert(pgid);
                     let out = child.wait_with_output().unwrap();
                     running.lock().unwrap().remove(&pgid);
-                    if out.status.code() == Some(75) {
-                        // Nothing queued: done once nothing is being received either.
+                    // `recv -n`: nothing queued (75); `work --until-empty`: nothing left (0).
+                    let idle = if verb[0] == "work" { 0 } else { 75 };
+                    if out.status.code() == Some(idle) {
+                        // Done once nothing is queued or being received either.
                         let list = Command::new(fsync_bin())
                             .args(["msg", "list", "--json"])
                             .arg(mailbox)
