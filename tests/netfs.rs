@@ -662,7 +662,7 @@ fn netfs_zz_a_silently_cut_off_holder_stops_its_command_before_the_other_host_ge
 
 /// Cut host a off just after it takes a lock, before its command starts: fsync runs under
 /// strace, which holds each of its `fcntl` calls on the lock file after the first (passing the
-/// lock down to the command) for five seconds, and the test cuts the link when fsync says it
+/// lock down to the command) for six seconds, and the test cuts the link when fsync says it
 /// has the lock (`-v`). The lease runs from the taking of the lock, not from the command's
 /// start: on a bed whose lease is shorter than the hold-up, fsync asks the server before
 /// starting the command and, getting no answer, starts none; elsewhere it starts it and stops
@@ -677,7 +677,7 @@ fn netfs_zz_a_holder_cut_off_as_it_takes_the_lock_stops_before_the_other_host_ge
     let mut holder = t
         .cmd("strace")
         .args(["-o", "/dev/null", "-P", &lock, "-e", "trace=fcntl"])
-        .args(["-e", "inject=fcntl:delay_exit=5000000:when=2+"])
+        .args(["-e", "inject=fcntl:delay_exit=6000000:when=2+"])
         .arg(fsync_bin())
         .args(["mutex", "run", "-v", &lock, "--", "sh", "-c"])
         .arg(ticking(&t.join("a.log")))
@@ -727,7 +727,10 @@ fn other_host_takes_the_lock(b: &std::path::Path, t: &TestDir) {
         .start();
     let secs: u64 = bed.server_timeout.trim_end_matches('s').parse().unwrap();
     let status = after.wait_exit_within(std::time::Duration::from_secs(secs + 30));
-    assert_eq!(status.code(), Some(0), "host b never got the lock");
+    if status.code() != Some(0) {
+        let said = after.finish();
+        panic!("host b never got the lock: {status:?}: {}", said.stderr);
+    }
 }
 
 /// Once host a's fsync has exited: host a's command, which wrote `a.log` ([`ticking`]), had
@@ -912,7 +915,10 @@ fn cut_off_holders(how: Cut) {
     let margin = std::time::Duration::from_secs(secs + 30);
     for (what, mut other) in [("lock", other_mutex), ("empty group", other_group)] {
         let status = other.wait_exit_within(margin);
-        assert_eq!(status.code(), Some(0), "host b never got the {what}");
+        if status.code() != Some(0) {
+            let said = other.finish();
+            panic!("host b never got the {what}: {status:?}: {}", said.stderr);
+        }
     }
     how.set(&bed, false);
     // fsync itself may wait for the file system to answer again before it can exit.

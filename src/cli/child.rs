@@ -253,11 +253,12 @@ pub(super) struct LossArgs {
 impl LossArgs {
     /// How to check `lock` with `check` while its command runs, saying on stderr where
     /// `verbose` (`-v`) when the lease is a guess (no `--lease`, and a mount that does not show
-    /// its server's timeout). A lock taken more than a second ago (the least a lease can be)
-    /// is asked about before anything starts under it: the calls since (recording the holder,
+    /// its server's timeout). A lock taken more than half a lease ago (a second at least) is
+    /// asked about before anything starts under it: the calls since (recording the holder,
     /// reading the lease from the mount) may have waited on a server that stopped answering,
     /// and a lease read from a mount that no longer answers is only a guess, perhaps longer
-    /// than the server's timeout. `None`, said on stderr, if the lock is not ours or the answer
+    /// than the server's timeout (a GlusterFS client answers nothing, its meta directory
+    /// included, until it gives up on the server, which takes the whole timeout). `None`, said on stderr, if the lock is not ours or the answer
     /// came too late.
     pub(super) fn watch(
         &self,
@@ -296,7 +297,7 @@ impl LossArgs {
             grace: default.grace(lease),
             verbose,
         };
-        if watch.since.elapsed() > std::time::Duration::from_secs(1) {
+        if watch.since.elapsed() > (lease / 2).max(std::time::Duration::from_secs(1)) {
             let asked = std::time::Instant::now();
             let held = check.still_held();
             watch.since = asked;
