@@ -304,7 +304,7 @@ impl LossArgs {
             if !held || asked.elapsed() > lease {
                 let why = match held {
                     false => "the lock was lost before the command started".to_string(),
-                    true => watch.expired(asked.elapsed()),
+                    true => expired(asked.elapsed(), lease),
                 };
                 let _ = writeln!(std::io::stderr(), "fsync: {}: {why}", watch.what);
                 return None;
@@ -344,17 +344,7 @@ impl Watch {
         if pidfd.exited_within(std::time::Duration::ZERO) {
             return None;
         }
-        Some(self.act(child, &pidfd, &self.expired(self.since.elapsed())))
-    }
-
-    /// Why a lock not confirmed for `since` counts as lost.
-    fn expired(&self, since: std::time::Duration) -> String {
-        format!(
-            "the lock was lost: the file server has not confirmed it for {:.1}s, longer than \
-             its lease ({}), so another host may be given it",
-            since.as_secs_f64(),
-            humantime::format_duration(self.lease)
-        )
+        Some(self.act(child, &pidfd, &expired(self.since.elapsed(), self.lease)))
     }
 
     /// Say why the lock counts as lost, and stop the command as `--on-lost` says; whether it
@@ -405,18 +395,23 @@ fn watch_lock(child: &Running, watch: &Watch, lease: &fsync::Lease<'_>) -> bool 
                 "the lock was lost while the command ran (network partition or expired lease?)"
                     .to_string()
             }
-            fsync::LeaseState::Expired(since) => format!(
-                "the lock was lost: the file server has not confirmed it for {:.1}s, longer than \
-                 its lease ({}), so another host may be given it",
-                since.as_secs_f64(),
-                humantime::format_duration(lease.length())
-            ),
+            fsync::LeaseState::Expired(since) => expired(since, lease.length()),
             // A state a later library names: not held, as far as we can tell.
             _ => "the lock was lost while the command ran".to_string(),
         };
         return watch.act(child, &pidfd, &why);
     }
     false
+}
+
+/// Why a lock not confirmed for `since`, longer than its `lease`, counts as lost.
+fn expired(since: std::time::Duration, lease: std::time::Duration) -> String {
+    format!(
+        "the lock was lost: the file server has not confirmed it for {:.1}s, longer than its \
+         lease ({}), so another host may be given it",
+        since.as_secs_f64(),
+        humantime::format_duration(lease)
+    )
 }
 
 /// A command's exit status as ours: its code, or death by its signal.

@@ -447,13 +447,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
 
 /// `msg recv BOX -- COMMAND`: the oldest message as a job, removed only if COMMAND succeeds.
 fn recv_job(a: &RecvArgs) -> VerbResult {
-    let mut mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
-    if let Some(retries) = a.retries {
-        mailbox = mailbox.retries(retries);
-    }
-    if let Some(backoff) = a.backoff {
-        mailbox = mailbox.backoff(backoff);
-    }
+    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.backoff);
     let place = a.mailbox.mailbox.display();
     let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
     let queue = a.mailbox.mailbox.join("q");
@@ -465,41 +459,84 @@ fn recv_job(a: &RecvArgs) -> VerbResult {
             m.attempt()
         )
     })?;
+    let (exit, _) = run_job(msg, &a.command, &a.mailbox.mailbox, true, |line| {
+        progress.say(|| line);
+    })?;
+    Ok(exit)
+}
+
+/// The mailbox at `path` as jobs take it: `--poll`, `--retries`, `--backoff`.
+fn job_mailbox(
+    path: &std::path::Path,
+    poll: std::time::Duration,
+    retries: Option<u32>,
+    backoff: Option<std::time::Duration>,
+) -> Mailbox {
+    let mut mailbox = Mailbox::new(path).poll_interval(poll);
+    if let Some(retries) = retries {
+        mailbox = mailbox.retries(retries);
+    }
+    if let Some(backoff) = backoff {
+        mailbox = mailbox.backoff(backoff);
+    }
+    mailbox
+}
+
+/// Run COMMAND on `msg` as a job and settle the message: removed if COMMAND exits 0; back to
+/// the queue uncounted if a cancellation signal ended it (with `forwarded`, the signal was
+/// passed on to COMMAND, so any failure after one counts as cancelled; without, as `msg work`
+/// runs jobs, only a death by a signal, which a terminal's ^C sends the job too); otherwise
+/// failed (counted: back, held back, or to the dead letters). `say` tells what became of it.
+/// A command that cannot be started is no failed attempt: the message goes back as it was.
+/// Returns COMMAND's status, and whether the job counted as failed.
+fn run_job(
+    msg: fsync::msg::Received,
+    argv: &[OsString],
+    mailbox: &std::path::Path,
+    forwarded: bool,
+    mut say: impl FnMut(String),
+) -> Result<(Exit, bool), super::Failure> {
+    let (id, attempt) = (msg.id(), msg.attempt());
+    let place = mailbox.display();
     let job = super::child::Job {
-        argv: &a.command,
+        argv,
         env: vec![
-            ("FSYNC_MSG_ID".to_string(), msg.id().to_string()),
-            ("FSYNC_MSG_ATTEMPT".to_string(), msg.attempt().to_string()),
+            ("FSYNC_MSG_ID".to_string(), id.to_string()),
+            ("FSYNC_MSG_ATTEMPT".to_string(), attempt.to_string()),
         ],
         stdin: Some(
             msg.input()
-                .map_err(|e| fsync::Error::io(&a.mailbox.mailbox, "cannot read message", e))?,
+                .map_err(|e| fsync::Error::io(mailbox, "cannot read message", e))?,
         ),
     };
-    // A command that cannot be started is no failed attempt: the message goes back as it was.
-    let exit = job.run(|_| {})?;
-    let (id, attempt) = (msg.id(), msg.attempt());
+    let exit = match forwarded {
+        true => job.run(|_| {})?,
+        false => job.run_job()?,
+    };
+    let cancelled = fsync::wait::last_received().is_some() && (forwarded || exit.signal.is_some());
     if exit == Exit::OK {
         msg.finish()?;
-    } else if let Some(sig) = fsync::wait::last_received() {
-        drop(msg); // cancelled, not failed: back uncounted
-        progress.say(|| {
-            format!("message {id} went back to the queue: the job was cancelled by signal {sig}")
-        });
-    } else {
-        match msg.fail()? {
-            fsync::msg::Failed::Delayed => progress.say(|| {
-                format!("message {id} is held back before its next attempt (attempt {attempt} failed)")
-            }),
-            fsync::msg::Failed::Dead => progress.say(|| {
-                format!("message {id} moved to the dead letters of {place} after {attempt} failed attempts")
-            }),
-            _ => progress.say(|| {
-                format!("message {id} went back to the queue of {place} (attempt {attempt} failed)")
-            }),
-        }
+        say(format!("message {id} of {place}: done"));
+        return Ok((exit, false));
     }
-    Ok(exit)
+    if cancelled {
+        drop(msg);
+        say(format!(
+            "message {id} of {place}: back to the queue uncounted, the job was cancelled by a \
+             signal"
+        ));
+    } else {
+        let became = match msg.fail()? {
+            fsync::msg::Failed::Delayed => "held back before its next attempt",
+            fsync::msg::Failed::Dead => "moved to the dead letters",
+            _ => "back to the queue",
+        };
+        say(format!(
+            "message {id} of {place}: failed with status {} (attempt {attempt}), {became}",
+            exit.code
+        ));
+    }
+    Ok((exit, !cancelled))
 }
 
 /// `msg list`: each message printed as it is found, so that a queue of any depth is listed in

@@ -43,13 +43,7 @@ impl Found {
 }
 
 pub(super) fn work(a: &WorkArgs) -> VerbResult {
-    let mut mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.poll);
-    if let Some(retries) = a.retries {
-        mailbox = mailbox.retries(retries);
-    }
-    if let Some(backoff) = a.backoff {
-        mailbox = mailbox.backoff(backoff);
-    }
+    let mailbox = super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.backoff);
     let found = Found::default();
     std::thread::scope(|scope| {
         for _ in 0..a.jobs {
@@ -95,55 +89,22 @@ fn worker(mailbox: &Mailbox, a: &WorkArgs, found: &Found) {
     }
 }
 
-/// Run one job: removed if COMMAND succeeds, back to the queue (or the dead letters) counted if
-/// it fails, back uncounted if a cancellation signal killed it or it could not be started.
+/// Run one job ([`super::run_job`], signals not passed on), noting the status of a failed one.
 fn run(msg: Received, a: &WorkArgs, found: &Found) -> Result<(), Failure> {
-    let place = a.mailbox.mailbox.display();
+    let say = |line: String| report::say(a.verbose, || line);
     let (id, attempt) = (msg.id(), msg.attempt());
-    report::say(a.verbose, || {
-        format!("message {id} of {place}: running (attempt {attempt})")
-    });
-    let job = crate::cli::child::Job {
-        argv: &a.command,
-        env: vec![
-            ("FSYNC_MSG_ID".to_string(), id.to_string()),
-            ("FSYNC_MSG_ATTEMPT".to_string(), attempt.to_string()),
-        ],
-        stdin: Some(
-            msg.input()
-                .map_err(|e| fsync::Error::io(&a.mailbox.mailbox, "cannot read message", e))?,
-        ),
-    };
-    // A command that cannot be started is no failed attempt: the message goes back as it was.
-    let exit = job.run_job()?;
-    if exit == Exit::OK {
-        msg.finish()?;
-        report::say(a.verbose, || format!("message {id} of {place}: done"));
-        return Ok(());
+    say(format!(
+        "message {id} of {}: running (attempt {attempt})",
+        a.mailbox.mailbox.display()
+    ));
+    let (exit, failed) = super::run_job(msg, &a.command, &a.mailbox.mailbox, false, say)?;
+    if failed {
+        // Its status, not a signal of ours to die of.
+        *found
+            .failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Exit::code(exit.code));
     }
-    if exit.signal.is_some() && fsync::wait::last_received().is_some() {
-        drop(msg); // a signal from the terminal reached the job too: cancelled, not failed
-        report::say(a.verbose, || {
-            format!("message {id} of {place}: back to the queue, the job was cancelled")
-        });
-        return Ok(());
-    }
-    let status = Exit::code(exit.code); // its status, not a signal of ours to die of
-    *found
-        .failed
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status);
-    let became = match msg.fail()? {
-        fsync::msg::Failed::Delayed => "held back before its next attempt",
-        fsync::msg::Failed::Dead => "moved to the dead letters",
-        _ => "back to the queue",
-    };
-    report::say(a.verbose, || {
-        format!(
-            "message {id} of {place}: failed with status {} (attempt {attempt}), {became}",
-            exit.code
-        )
-    });
     Ok(())
 }
 
