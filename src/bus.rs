@@ -452,7 +452,7 @@ impl Bus {
             name: name.to_string(),
             file: Some(file),
             id: (meta.dev(), meta.ino()),
-            holder,
+            holder: std::sync::Mutex::new(holder),
             how,
             passed_down: false,
             acquired,
@@ -638,7 +638,8 @@ pub struct Connection {
     file: Option<File>,
     /// Its device and inode: how the holder knows it is still its own.
     id: (u64, u64),
-    holder: Holder,
+    /// Behind a lock so that [`set_child`](crate::Guard::set_child) takes the guard shared.
+    holder: std::sync::Mutex<Holder>,
     how: Connected,
     passed_down: bool,
     /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
@@ -680,11 +681,12 @@ impl crate::Guard for Connection {
         Ok(())
     }
 
-    fn set_child(&mut self, pid: Option<u32>, command: &str) {
-        self.holder.child = pid;
-        self.holder.command = command.to_string();
+    fn set_child(&self, pid: Option<u32>, command: &str) {
+        let mut holder = crate::guard::lock_ignoring_poison(&self.holder);
+        holder.child = pid;
+        holder.command = command.to_string();
         if let Some(file) = &self.file {
-            write_record(file, &self.holder);
+            write_record(file, &holder);
         }
     }
 }

@@ -315,7 +315,8 @@ pub struct Membership {
 #[derive(Debug)]
 struct Member {
     reg: Registration,
-    holder: Holder,
+    /// Behind a lock so that [`set_child`](crate::Guard::set_child) takes the guard shared.
+    holder: std::sync::Mutex<Holder>,
     /// Its file name in `members/`.
     name: String,
     /// Its clean-up runs ([`Membership::leave_then`]).
@@ -323,14 +324,19 @@ struct Member {
 }
 
 impl Member {
-    fn set_child(&mut self, pid: Option<u32>, command: String) {
-        self.holder.child = pid;
-        self.holder.command = command;
-        self.rewrite();
+    fn set_child(&self, pid: Option<u32>, command: String) {
+        let mut holder = crate::guard::lock_ignoring_poison(&self.holder);
+        holder.child = pid;
+        holder.command = command;
+        self.rewrite_as(&holder);
     }
 
     fn rewrite(&self) {
-        let text = render_member(&self.holder, self.cleaning);
+        self.rewrite_as(&crate::guard::lock_ignoring_poison(&self.holder));
+    }
+
+    fn rewrite_as(&self, holder: &Holder) {
+        let text = render_member(holder, self.cleaning);
         self.reg.rewrite(text.as_bytes());
     }
 }
@@ -361,8 +367,8 @@ impl crate::Guard for Membership {
         Ok(())
     }
 
-    fn set_child(&mut self, pid: Option<u32>, command: &str) {
-        if let Some(r) = &mut self.registration {
+    fn set_child(&self, pid: Option<u32>, command: &str) {
+        if let Some(r) = &self.registration {
             r.set_child(pid, command.to_string());
         }
     }
@@ -734,7 +740,7 @@ fn register(members: &Dir) -> Result<Member> {
     let reg = Registration::create(members, &name, render_holder(&holder).as_bytes())?;
     Ok(Member {
         reg,
-        holder,
+        holder: std::sync::Mutex::new(holder),
         name,
         cleaning: false,
     })

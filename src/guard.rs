@@ -68,8 +68,11 @@ pub trait Guard {
     /// Record the command that runs under the hold (`pid`, and its command line), for the
     /// primitive's status reports: call it with `None` just before starting the command, so
     /// that reports never show it as ours, then again with its pid. Guards whose primitive
-    /// reports no holders record nothing.
-    fn set_child(&mut self, pid: Option<u32>, command: &str) {
+    /// reports no holders record nothing. It takes the guard shared, so that a
+    /// [`Lease`] on the hold keeps confirming it meanwhile: on a network file system the
+    /// record's write can wait long on the server (MooseFS holds a file's chunk for a client
+    /// it lost touch with for up to two minutes).
+    fn set_child(&self, pid: Option<u32>, command: &str) {
         let _ = (pid, command);
     }
 }
@@ -344,7 +347,7 @@ impl Drop for Lease<'_> {
     }
 }
 
-fn lock_ignoring_poison<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock_ignoring_poison<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 

@@ -282,7 +282,8 @@ impl RecordFile {
 pub(crate) struct OwnRecord {
     file: Option<RecordFile>,
     fence: u64,
-    holder: Holder,
+    /// Behind a lock so that [`set_child`](Self::set_child) takes the record shared.
+    holder: std::sync::Mutex<Holder>,
 }
 
 impl OwnRecord {
@@ -291,7 +292,7 @@ impl OwnRecord {
         let record = OwnRecord {
             file,
             fence,
-            holder,
+            holder: std::sync::Mutex::new(holder),
         };
         record.write(true);
         record
@@ -302,7 +303,7 @@ impl OwnRecord {
         OwnRecord {
             file: None,
             fence,
-            holder: Holder::default(),
+            holder: std::sync::Mutex::default(),
         }
     }
 
@@ -314,13 +315,14 @@ impl OwnRecord {
     /// that reports never show a running command as ours; then again with its pid.
     /// A record that says so already is not written again (a round trip on a network file
     /// system, before the command can start).
-    pub(crate) fn set_child(&mut self, pid: Option<u32>, command: String) {
-        if self.holder.child == pid && self.holder.command == command {
+    pub(crate) fn set_child(&self, pid: Option<u32>, command: String) {
+        let mut holder = crate::guard::lock_ignoring_poison(&self.holder);
+        if holder.child == pid && holder.command == command {
             return;
         }
-        self.holder.child = pid;
-        self.holder.command = command;
-        self.write(true);
+        holder.child = pid;
+        holder.command = command;
+        self.write_as(true, &holder);
     }
 
     /// Record the release (the fence stays for the next holder).
@@ -341,17 +343,25 @@ impl OwnRecord {
         let Some(file) = self.file.take() else { return };
         let rec = file.read();
         let ours =
-            rec.fence == self.fence && rec.holder.as_ref().map(|h| h.pid) == Some(self.holder.pid);
+            rec.fence == self.fence && rec.holder.as_ref().map(|h| h.pid) == Some(self.pid());
         if ours {
             file.remove_if_named();
         }
     }
 
+    fn pid(&self) -> u32 {
+        crate::guard::lock_ignoring_poison(&self.holder).pid
+    }
+
     fn write(&self, held: bool) {
+        self.write_as(held, &crate::guard::lock_ignoring_poison(&self.holder));
+    }
+
+    fn write_as(&self, held: bool, holder: &Holder) {
         if let Some(file) = &self.file {
             file.write(&Record {
                 fence: self.fence,
-                holder: held.then(|| self.holder.clone()),
+                holder: held.then(|| holder.clone()),
             });
         }
     }

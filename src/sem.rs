@@ -533,7 +533,7 @@ impl crate::Guard for SlotGuard {
             .map_err(|e| Error::io(&self.path, "cannot pass the slot down", e))
     }
 
-    fn set_child(&mut self, pid: Option<u32>, command: &str) {
+    fn set_child(&self, pid: Option<u32>, command: &str) {
         self.record.set_child(pid, command.to_string());
     }
 }

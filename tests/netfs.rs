@@ -660,6 +660,37 @@ fn netfs_zz_a_silently_cut_off_holder_stops_its_command_before_the_other_host_ge
     cut_off_holders(Cut::Silent);
 }
 
+/// A holder whose record of its command waits on the server keeps its lock: the lease is
+/// confirmed meanwhile, and the command runs to its end. fsync runs under strace, which holds
+/// each write of the holder record after the first (the writes before the command starts,
+/// the one that records its pid, the release) for five seconds, against a lease of two; the
+/// command runs three. MooseFS does this by itself: a client that wrote a record just before
+/// it was cut off keeps the record's chunk locked for up to two minutes, and the next holder's
+/// writes wait for it. A lease that began its checks only once the command was recorded let
+/// the lock run out meanwhile and killed the command (exit 76).
+#[test]
+#[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
+fn netfs_a_holder_whose_record_write_waits_keeps_its_lock_and_its_command() {
+    crate::harness::require("strace", "strace");
+    let (a, _b, t) = bed("slowrecord");
+    let lock = s(&a, "L");
+    let record = s(&a, ".L.fsync");
+    let ran = t
+        .cmd("strace")
+        .args(["-o", "/dev/null", "-P", &record, "-e", "trace=pwrite64"])
+        .args(["-e", "inject=pwrite64:delay_exit=5000000:when=2+"])
+        .arg(fsync_bin())
+        .args(["mutex", "run", "--lease", "2s", &lock, "--", "sh", "-c"])
+        .arg("sleep 3; echo ran")
+        .run();
+    assert_eq!(
+        (ran.status.code(), ran.stdout.trim()),
+        (Some(0), "ran"),
+        "the command did not run to its end under its lock: {}",
+        ran.stderr
+    );
+}
+
 /// Cut host a off just after it takes a lock, before its command starts: fsync runs under
 /// strace, which holds each of its `fcntl` calls on the lock file after the first (passing the
 /// lock down to the command) for six seconds, and the test cuts the link when fsync says it

@@ -128,7 +128,7 @@ fn held_stale_and_taken_over() {
     bus.connect("a").unwrap();
     let mut held = bus.connect_held("b").unwrap();
     assert_eq!(held.how(), &Connected::New);
-    crate::Guard::set_child(&mut held, Some(4242), "serve");
+    crate::Guard::set_child(&held, Some(4242), "serve");
     let e = bus.connect("b").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable);
     assert!(e.to_string().contains("already connected by pid"), "{e}");

@@ -77,20 +77,20 @@ impl Job<'_> {
 
     /// Start the command; `started` learns its pid (to record it) before we wait for it.
     pub(super) fn run(&self, started: impl FnOnce(u32)) -> Result<Exit, Failure> {
-        self.run_guarded(&mut (), |(), pid| started(pid), None)
+        self.run_guarded(&(), |(), pid| started(pid), None)
     }
 
     /// Like [`run`](Self::run), checking the lock as `checking` says while the command runs
     /// (network file systems, where a partition or an expired lease can take a lock away from
     /// a living holder). The lease runs from when the lock was taken
-    /// ([`fsync::LossCheck::since`]), and is watched from the moment the command starts: the
-    /// calls between (recording the command, starting the lease's thread) can hang on a server
-    /// that was just cut off, and a command left running meanwhile would run on after the
-    /// server gave its lock away.
+    /// ([`fsync::LossCheck::since`]), its checks start before the command does, and it is
+    /// watched from the moment the command starts: recording the command can wait long on the
+    /// server (one cut off: the command must stop before the lease runs out; one slow to write
+    /// a file: the lock, still confirmed meanwhile, is not given up).
     pub(super) fn run_guarded<G: ?Sized>(
         &self,
-        guard: &mut G,
-        started: impl FnOnce(&mut G, u32),
+        guard: &G,
+        started: impl FnOnce(&G, u32),
         checking: Option<Checking<'_, G>>,
     ) -> Result<Exit, Failure> {
         self.run_guarded_or(guard, started, checking, |e| self.spawn_failure(e))
@@ -100,8 +100,8 @@ impl Job<'_> {
     /// started (as `fsync flock` says it, in flock's words).
     pub(super) fn run_guarded_or<G: ?Sized>(
         &self,
-        guard: &mut G,
-        started: impl FnOnce(&mut G, u32),
+        guard: &G,
+        started: impl FnOnce(&G, u32),
         checking: Option<Checking<'_, G>>,
         failed: impl FnOnce(SpawnError) -> Failure,
     ) -> Result<Exit, Failure> {
@@ -118,27 +118,19 @@ impl Job<'_> {
             },
             None => None,
         };
+        let lease = match (&checking, &planned) {
+            (Some(c), Some(w)) => (c.check)(guard).map(|check| w.lease(check)),
+            _ => None,
+        };
         let child = self.spawn().map_err(failed)?;
         let lost = std::thread::scope(|scope| {
-            let (stop, stopped) = std::sync::mpsc::channel::<()>();
             let running = &child;
-            let early = planned
-                .as_ref()
-                .map(|w| scope.spawn(move || w.until_lease(running, &stopped)));
-            started(guard, child.pid());
-            // From here on the guard is only looked at: the lease borrows it until the end.
-            let lease = match (&checking, &planned) {
-                (Some(c), Some(w)) => (c.check)(guard).map(|check| w.lease(check)),
+            let watching = match (&planned, &lease) {
+                (Some(w), Some(l)) => Some(scope.spawn(move || watch_lock(running, w, l))),
                 _ => None,
             };
-            drop(stop);
-            if let Some(acted) = early.and_then(|h| h.join().ok().flatten()) {
-                return acted;
-            }
-            match (&planned, &lease) {
-                (Some(w), Some(l)) => watch_lock(&child, w, l),
-                _ => false,
-            }
+            started(guard, child.pid());
+            watching.is_some_and(|h| h.join().unwrap_or(false))
         });
         let status = child.wait();
         if lost {
@@ -322,29 +314,6 @@ impl Watch {
             true => check.lease_following_mount(self.every, self.lease),
             false => check.lease(self.every, self.lease),
         }
-    }
-
-    /// Until `stop` is dropped (the lease has started and is watched from then on), stop the
-    /// command as [`watch_lock`] would once the lease has run out. `None` if the lease took
-    /// over (or the command ended within its lease); else whether the command was stopped for
-    /// the loss (not with `--on-lost ignore`).
-    fn until_lease(&self, child: &Running, stop: &std::sync::mpsc::Receiver<()>) -> Option<bool> {
-        let deadline = self.since + self.lease;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match stop.recv_timeout(left) {
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                _ => return None,
-            }
-            if std::time::Instant::now() >= deadline {
-                break;
-            }
-        }
-        let pidfd = child.exit_watch()?;
-        if pidfd.exited_within(std::time::Duration::ZERO) {
-            return None;
-        }
-        Some(self.act(child, &pidfd, &expired(self.since.elapsed(), self.lease)))
     }
 
     /// Say why the lock counts as lost, and stop the command as `--on-lost` says; whether it

@@ -363,7 +363,7 @@ impl Guard for MutexGuard {
 
     /// For [`status`] (or name the command at acquisition with [`Mutex::command`]). A nested
     /// guard records nothing: its ancestor's record names the holder.
-    fn set_child(&mut self, pid: Option<u32>, command: &str) {
+    fn set_child(&self, pid: Option<u32>, command: &str) {
         if !self.is_nested() {
             self.record.set_child(pid, command.to_string());
         }

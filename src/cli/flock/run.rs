@@ -155,14 +155,13 @@ impl Request {
             exit: Exit::code(EX_UNAVAILABLE),
             cause: spawn_cause(&e),
         };
-        let mut held = held;
         let checking = super::super::child::Checking {
             loss: &loss,
             lock: path,
             verbose: false,
             check: whole_loss_check,
         };
-        let ran = job.run_guarded_or(&mut held, |_, _| {}, Some(checking), failed);
+        let ran = job.run_guarded_or(held, |_, _| {}, Some(checking), failed);
         match ran {
             // flock dies of INT, TERM, HUP or QUIT sent to it (fsync forwarded it and waited
             // for the command), and reports a signal its command died of alone as 128+N.
@@ -184,7 +183,7 @@ impl Request {
 
 /// The check of a whole-file lock of ours; none of a byte range or of the caller's descriptor
 /// (`mutex run`'s byte ranges are not checked either).
-fn whole_loss_check<'g>(held: &'g &Held) -> Option<fsync::LossCheck<'g>> {
+fn whole_loss_check(held: &Held) -> Option<fsync::LossCheck<'_>> {
     match held {
         Held::Whole(g) => g.loss_check(),
         _ => None,
