@@ -617,6 +617,68 @@ mod tests {
             .unwrap()
     }
 
+    /// A writer that takes nothing (`Ok(0)`, as a closed pipe may), or fails, ends the copy
+    /// with an error; bounded, so that a copy that retries for ever fails the test. (Mutants
+    /// answered: `Ok(0)` taken as progress, an error taken as an interruption: both spin.)
+    #[test]
+    fn a_copy_to_a_writer_that_takes_nothing_or_fails_ends_with_an_error() {
+        struct Stuck(Option<io::ErrorKind>);
+        impl io::Write for Stuck {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                self.0.map_or(Ok(0), |kind| Err(io::Error::from(kind)))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        for (writer, want) in [
+            (None, io::ErrorKind::WriteZero),
+            (Some(io::ErrorKind::StorageFull), io::ErrorKind::StorageFull),
+        ] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut from: &[u8] = b"payload";
+                let _ = tx.send(copy_cancellable(&mut from, &mut Stuck(writer)));
+            });
+            let got = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the copy did not return within 10 s");
+            assert_eq!(got.map_err(|e| e.kind()), Err(want));
+        }
+    }
+
+    /// A flush interrupted (by a signal that cancels nothing) is tried again, and the copy
+    /// counts what it wrote.
+    #[test]
+    fn a_copy_retries_an_interrupted_flush_and_counts_the_bytes() {
+        struct Flaky {
+            got: Vec<u8>,
+            interrupted: bool,
+        }
+        impl io::Write for Flaky {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                // A short write: the copy must carry on from where it stopped.
+                let n = buf.len().min(3);
+                self.got.extend_from_slice(&buf[..n]);
+                Ok(n)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                if std::mem::replace(&mut self.interrupted, false) {
+                    return Err(io::Error::from(io::ErrorKind::Interrupted));
+                }
+                Ok(())
+            }
+        }
+        let mut to = Flaky {
+            got: Vec::new(),
+            interrupted: true,
+        };
+        let mut from: &[u8] = b"payload";
+        assert_eq!(copy_cancellable(&mut from, &mut to).unwrap(), 7);
+        assert_eq!(to.got, b"payload");
+        assert!(!to.interrupted, "the flush was not tried again");
+    }
+
     /// As on a network file system (a wait that polls): the blocking call is a child's, on our
     /// open file description, so what it is granted we hold; the wait ends at its deadline with
     /// that call still blocked; and nothing is left locked once we have let go.

@@ -112,6 +112,36 @@ fn waiters_whose_condition_is_false_do_not_wake_each_other() {
     );
 }
 
+/// A holder that deletes the lock on release (`--delete`) wakes a waiter: it removes the record
+/// the waiter opened, which the waiter watches for beside the fences. (Mutant answered: a
+/// waiter that ignored the record's removal slept through this entry until its timeout.)
+#[test]
+fn a_holder_that_deletes_the_lock_wakes_a_waiter() {
+    let t = TestDir::new();
+    let waiter = t.fsync([
+        "mutex",
+        "run",
+        "-v",
+        "-t",
+        "60s",
+        "L",
+        "--when",
+        "test -e go",
+        "--",
+        "echo",
+        "entered",
+    ]);
+    let waiter = waiting(waiter, "L", "test -e go");
+    t.fsync(["mutex", "run", "--delete", "L", "--", "touch", "go"])
+        .run()
+        .code(0);
+    waiter
+        .finish()
+        .code(0)
+        .stdout("entered\n")
+        .stderr_has("fsync: acquired L when 'test -e go'");
+}
+
 #[test]
 fn the_condition_is_evaluated_under_the_lock() {
     let t = TestDir::new();

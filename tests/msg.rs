@@ -269,6 +269,78 @@ fn a_timed_out_send_is_never_delivered() {
     );
 }
 
+/// A send that times out while a receiver that died holds its claim on the message (killed
+/// between taking it and converting it) takes the message back and gives up: exit 75, and
+/// nobody ever receives it. The receiver runs under strace, which holds it after the rename
+/// that claims the message until the test kills it. (Mutant answered: a withdrawal that took
+/// the dead receiver's claim for a living one's waited for it for ever, deaf to signals.)
+#[test]
+fn a_send_timing_out_while_a_dead_receiver_holds_its_claim_withdraws_the_message() {
+    crate::harness::require("strace", "strace");
+    let t = TestDir::new();
+    let mut sender = t
+        .fsync(["msg", "send", "-t", "3s", "B", "--data", "orphan"])
+        .start();
+    eventually("the synchronous message is listed", || {
+        list(&t, "B")["count"] == 1
+    });
+    // The second rename of a receive is its claim (the first places its registration).
+    let mut receiver = t
+        .cmd("strace")
+        .args(["-o", "/dev/null", "-e", "trace=renameat,renameat2"])
+        .args(["-e", "inject=renameat,renameat2:delay_exit=60000000:when=2"])
+        .arg(fsync_bin())
+        .args(["msg", "recv", "B"])
+        .start();
+    let mut claim = String::new();
+    eventually("the receiver claims the message", || {
+        match entries(&t.join("B/claimed"))
+            .into_iter()
+            .find(|e| e.contains(".sync~"))
+        {
+            Some(e) => {
+                claim = e;
+                true
+            }
+            None => false,
+        }
+    });
+    // The claim names the receiver: ...sync~HOST-PID-UNIQUE.
+    let pid: i32 = claim
+        .rsplit('-')
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+    // strace itself would sit out the delay it injected.
+    receiver.signal(Signal::SIGKILL);
+    receiver.wait_exit();
+    let status = sender.wait_exit_within(std::time::Duration::from_secs(30));
+    assert_eq!(status.code(), Some(75), "the send did not give up");
+    t.fsync(["msg", "recv", "-n", "B"])
+        .run()
+        .code(75)
+        .stdout("");
+    assert_eq!(list(&t, "B")["count"], 0, "the withdrawn message is listed");
+    assert_eq!(entries(&t.join("B/claimed")), Vec::<String>::new());
+}
+
+/// A receive whose standard output cannot take the message (a full disk) fails, naming it,
+/// and leaves the message queued for the next receiver. (Mutant answered: a copy that took the
+/// write error for an interruption retried it for ever.)
+#[test]
+fn recv_to_a_full_standard_output_fails_and_keeps_the_message() {
+    let t = TestDir::new();
+    post(&t, "B", "kept");
+    let out = t.sh(r#""$FSYNC" msg recv B > /dev/full"#).run();
+    out.code(74)
+        .stderr("fsync: standard output: cannot write message: no space left on device\n");
+    t.fsync(["msg", "recv", "-n", "B"])
+        .run()
+        .code(0)
+        .stdout("kept");
+}
+
 #[test]
 fn a_killed_senders_message_is_never_received() {
     let t = TestDir::new();

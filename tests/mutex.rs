@@ -607,6 +607,30 @@ fn nested_run_under_close_fails_at_once() {
         .error_naming(&lock);
 }
 
+/// A nested run whose command closed the inherited descriptor (the number in
+/// `FSYNC_MUTEX_HELD` no longer holds the lock) does not count as the holder: the outer run
+/// still holds the lock, so the inner one fails at once (69), plain and with `--when`, and
+/// runs nothing. (Mutant answered: `fd_holds` returning true without looking at the
+/// descriptor ran the inner command while the outer holder held the lock, two holders.)
+#[test]
+fn nested_run_whose_inherited_descriptor_was_closed_fails_at_once() {
+    let t = TestDir::new();
+    let script = r#"fd=$(echo "$FSYNC_MUTEX_HELD" | cut -d: -f3)
+        eval "exec $fd<&-"
+        "$FSYNC" mutex run -t 5s L -- echo inner; echo "plain $?"
+        "$FSYNC" mutex run -t 5s L --when true -- echo inner; echo "when $?""#;
+    let out = t
+        .fsync(["mutex", "run", "L", "--", "sh", "-c", script])
+        .run();
+    out.code(0).stdout("plain 69\nwhen 69\n");
+    assert_eq!(
+        out.stderr.matches("held by an ancestor process").count(),
+        2,
+        "{}",
+        out.stderr
+    );
+}
+
 // ---- other users, symbolic links, bad input ---------------------------------------------
 
 #[test]
@@ -828,6 +852,60 @@ fn status_names_the_live_process_holding_an_inherited_lock() {
         .stdout_has(&format!("{}", daemon.0))
         .stdout_has("sleep 1000");
     drop(daemon);
+}
+
+/// fsync killed (SIGKILL) while its command runs on, holding the lock through the descriptor
+/// it inherited: status names the holder from the record, fsync's pid, the command's pid, its
+/// command line and since when, and trusts the record (the kernel lists the command's pid,
+/// which the record names). (Mutant answered: a status that distrusted the record named the
+/// command as the holder, with no command pid and no time.)
+#[test]
+fn status_after_fsync_was_killed_names_it_and_the_command_that_holds_on() {
+    let t = TestDir::new();
+    let mut holder = t
+        .fsync([
+            "mutex",
+            "run",
+            "L",
+            "--",
+            "sh",
+            "-c",
+            "echo $$; exec sleep 1000",
+        ])
+        .start();
+    let child: u32 = holder.line().trim().parse().expect("the command's pid");
+    let _reaped = Daemon(child);
+    let fsync = holder.pid();
+    let status = || {
+        json(
+            t.fsync(["mutex", "status", "--json", "L"])
+                .run()
+                .code(1)
+                .stdout
+                .trim(),
+        )
+    };
+    eventually("the record names the command's pid", || {
+        status()["holder"]["child_pid"] == child
+    });
+    holder.signal(Signal::SIGKILL);
+    holder.wait_exit();
+    let v = status();
+    assert_eq!(v["state"], "held", "{v}");
+    assert_eq!(v["holder"]["pid"], fsync, "{v}");
+    assert_eq!(v["holder"]["child_pid"], child, "{v}");
+    assert_eq!(
+        v["holder"]["command"], "sh -c echo $$; exec sleep 1000",
+        "{v}"
+    );
+    assert!(
+        v["holder"]["since"]
+            .as_str()
+            .is_some_and(|s| s.ends_with('Z')),
+        "{v}"
+    );
+    assert_eq!(v["record_trusted"], true, "{v}");
+    assert_eq!(v["untrusted_record"], Value::Null, "{v}");
 }
 
 /// `--delete` leaves LOCK in place while a process the command left still holds the lock
