@@ -608,11 +608,9 @@ fn mutex_run_forwards_the_signal_to_its_command_and_exits_with_its_status() {
 /// user of its own, so that the queue holds this process's signals alone: with room for one
 /// (the timer's, allocated when the wait starts), the change's signal overflows.
 #[test]
+#[ignore = "needs root: runs the waiter as a user of its own (setpriv); .ci/run runs it with --ignored"]
 fn a_change_reported_by_sigio_instead_of_the_wake_signal_does_not_kill_the_waiter() {
-    if !crate::harness::is_root() {
-        eprintln!("skipped: needs root to run as a user of its own");
-        return;
-    }
+    crate::harness::require_root();
     require("setpriv", "util-linux");
     require("bash", "bash");
     let t = TestDir::new();

@@ -59,9 +59,20 @@ pub(crate) fn require(tool: &str, package: &str) {
     );
 }
 
-/// Tests that act as another user need root; without it they print why and pass.
+/// Whether we run as root: some tests do more with it (act as `nobody`, make a device).
 pub(crate) fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+/// Fail (not pass) a root-only test run without root. Such tests are `#[ignore]`d, so a plain
+/// `cargo test` reports them as ignored; `.ci/run` runs them as root with `--ignored`.
+#[track_caller]
+pub(crate) fn require_root() {
+    assert!(
+        is_root(),
+        "this test needs root (it acts as another user or makes files of one); \
+         run it as root: cargo test --test integration -- --ignored --skip netfs_"
+    );
 }
 
 /// A temporary directory for one test, removed when the test ends.
