@@ -194,12 +194,7 @@ fn netfs_the_default_lease_follows_the_servers_timeout_or_says_it_is_a_guess() {
     crate::harness::eventually("the lease to follow a ping-timeout of 6 s", || {
         lease() == (2, "mount".to_string())
     });
-    let said = loop {
-        let line = holder.stderr_line();
-        if line.contains("the lease is now") {
-            break line;
-        }
-    };
+    let said = holder.stderr_until("the lease is now");
     assert!(said.contains("the lease is now 2s"), "{said}");
     set(10);
     crate::harness::eventually("the lease to follow a ping-timeout of 10 s again", || {
@@ -219,7 +214,7 @@ fn netfs_event_wakes_across_hosts_by_polling() {
         .fsync(["event", "wait", "-v", "--reset", "-t", "20s", &s(&b, "E")])
         .start();
     // Signalled once it waits, so that it must see the change by polling.
-    while !waiter.stderr_line().starts_with("fsync: waiting for ") {}
+    waiter.stderr_until("fsync: waiting for ");
     t.fsync(["event", "signal", &s(&a, "E")]).run().code(0);
     waiter.finish().code(0);
     t.fsync(["event", "status", &s(&a, "E")]).run().code(1);
@@ -715,7 +710,7 @@ fn netfs_zz_a_holder_cut_off_as_it_takes_the_lock_stops_before_the_other_host_ge
         .args(["mutex", "run", "-v", &lock, "--", "sh", "-c"])
         .arg(ticking(&t.join("a.log")))
         .start();
-    while !holder.stderr_line().contains("acquired") {}
+    holder.stderr_until("acquired");
     cut_while_taking(holder, &b, &t);
     drop(healed);
 }

@@ -131,7 +131,7 @@ enum Wait<'a> {
 /// and is blocked in that wait (`wait`), not in some step before it.
 #[track_caller]
 fn waiting(p: &mut Holder, wait: Wait) {
-    while !p.stderr_line().starts_with("fsync: waiting for ") {}
+    p.stderr_until("fsync: waiting for ");
     let pid = p.pid();
     match wait {
         Wait::Flock(path) => blocked_on_flock(path, pid),
