@@ -16,7 +16,9 @@ use std::{
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use crate::harness::{Cmd, Daemon, HOLD, TestDir, dead, eventually, fsync_bin, is_root, require};
+use crate::harness::{
+    Cmd, Daemon, HOLD, TestDir, dead, eventually, fsync_bin, is_root, require, require_root,
+};
 
 /// Seed 002's read-increment-write of a counter file, with no lock of its own.
 fn increment(file: &str) -> String {
@@ -72,14 +74,11 @@ fn as_nobody<const N: usize>(t: &TestDir, args: [&str; N]) -> Cmd {
         .args(args)
 }
 
-/// Root-only tests pass with a message elsewhere (CI runs as root).
-fn root_or_skip(test: &str) -> bool {
-    if !is_root() {
-        eprintln!("skipped {test}: needs root (a root-owned lock file, runuser -u nobody)");
-        return false;
-    }
+/// What a root-only test needs: root (it is `#[ignore]`d for that) and `runuser`.
+#[track_caller]
+fn root_and_runuser() {
+    require_root();
     require("runuser", "util-linux");
-    true
 }
 
 fn json(line: &str) -> Value {
@@ -331,10 +330,9 @@ fn command_not_found_gives_127() {
 /// The shell searches on past a PATH directory it may not search, and reports 127 when the
 /// command is nowhere: `sh -c no-such-command` as nobody with such a PATH exits 127.
 #[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
 fn command_not_found_gives_127_past_an_unsearchable_path_directory() {
-    if !root_or_skip("command_not_found_gives_127_past_an_unsearchable_path_directory") {
-        return;
-    }
+    root_and_runuser();
     let t = TestDir::new();
     t.open_to_others();
     fs::create_dir(t.join("private")).unwrap();
@@ -634,10 +632,9 @@ fn nested_run_whose_inherited_descriptor_was_closed_fails_at_once() {
 // ---- other users, symbolic links, bad input ---------------------------------------------
 
 #[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
 fn read_only_lock_file_in_read_only_directory_works_for_other_users() {
-    if !root_or_skip("read_only_lock_file_in_read_only_directory_works_for_other_users") {
-        return;
-    }
+    root_and_runuser();
     let t = TestDir::new();
     t.open_to_others();
     fs::create_dir(t.join("ro")).unwrap();
@@ -682,10 +679,9 @@ fn read_only_lock_file_in_read_only_directory_works_for_other_users() {
 }
 
 #[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
 fn permission_denied_gives_77() {
-    if !root_or_skip("permission_denied_gives_77") {
-        return;
-    }
+    root_and_runuser();
     let t = TestDir::new();
     t.open_to_others();
     fs::create_dir(t.join("d")).unwrap();

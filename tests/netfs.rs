@@ -4,17 +4,17 @@
 //! and `/mnt/fsbed3/b`, are one directory seen through two clients in their own network
 //! namespaces), and lock-loss detection when one host is cut off.
 //!
-//! These run only when `FSYNC_NETFS=1` (`.ci/run` sets the bed up, runs them, and tears it
-//! down); otherwise each says it was skipped and passes. `FSYNC_NETFS_BED` names the bed
-//! (`glusterfs`, the default, `moosefs` or `cephfs`); `FSYNC_NETFS_A` and `FSYNC_NETFS_B` override its two
-//! mounts.
+//! These are `#[ignore]`d: run them with `--ignored` and `FSYNC_NETFS=1` (`.ci/run` sets the bed
+//! up, runs them, and tears it down); asked for without a bed, each fails. `FSYNC_NETFS_BED`
+//! names the bed (`glusterfs`, the default, `moosefs` or `cephfs`); `FSYNC_NETFS_A` and
+//! `FSYNC_NETFS_B` override its two mounts.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::harness::{Holder, TestDir, fsync_bin, json_of};
 
-/// The two views of one fresh directory on the bed, or `None` (skip) without the bed.
+/// The two views of one fresh directory on the bed; fails without the bed.
 fn bed(name: &str) -> (PathBuf, PathBuf, TestDir) {
     // Ignored unless asked for (--ignored): asked for without a bed, a failure, not a pass.
     assert_eq!(
@@ -194,12 +194,7 @@ fn netfs_the_default_lease_follows_the_servers_timeout_or_says_it_is_a_guess() {
     crate::harness::eventually("the lease to follow a ping-timeout of 6 s", || {
         lease() == (2, "mount".to_string())
     });
-    let said = loop {
-        let line = holder.stderr_line();
-        if line.contains("the lease is now") {
-            break line;
-        }
-    };
+    let said = holder.stderr_until("the lease is now");
     assert!(said.contains("the lease is now 2s"), "{said}");
     set(10);
     crate::harness::eventually("the lease to follow a ping-timeout of 10 s again", || {
@@ -215,9 +210,11 @@ fn netfs_the_default_lease_follows_the_servers_timeout_or_says_it_is_a_guess() {
 #[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
 fn netfs_event_wakes_across_hosts_by_polling() {
     let (a, b, t) = bed("event");
-    let waiter = t
-        .fsync(["event", "wait", "--reset", "-t", "20s", &s(&b, "E")])
+    let mut waiter = t
+        .fsync(["event", "wait", "-v", "--reset", "-t", "20s", &s(&b, "E")])
         .start();
+    // Signalled once it waits, so that it must see the change by polling.
+    waiter.stderr_until("fsync: waiting for ");
     t.fsync(["event", "signal", &s(&a, "E")]).run().code(0);
     waiter.finish().code(0);
     t.fsync(["event", "status", &s(&a, "E")]).run().code(1);
@@ -713,7 +710,7 @@ fn netfs_zz_a_holder_cut_off_as_it_takes_the_lock_stops_before_the_other_host_ge
         .args(["mutex", "run", "-v", &lock, "--", "sh", "-c"])
         .arg(ticking(&t.join("a.log")))
         .start();
-    while !holder.stderr_line().contains("acquired") {}
+    holder.stderr_until("acquired");
     cut_while_taking(holder, &b, &t);
     drop(healed);
 }

@@ -8,10 +8,12 @@ half-done: no message posted or delivered, no command run, no message lost, no p
 cleaning up); never 0. `mutex run` with its command running forwards the signal instead.
 
 Each test is one row of the matrix (a verb at one blocking step) and sends each of the three
-signals in turn. A process is signalled only once it is observably blocked: sleeping in the
-same system call on two samples of `/proc/PID/stat` and `/proc/PID/syscall` ([`blocked_in`]),
-and where it matters, in the expected one (a read on its standard input, a full pipe, a lock
-request the kernel lists as blocked).
+signals in turn. A process is signalled only once it is observably blocked in the wait the test
+is about: sleeping in the same system call on two samples of `/proc/PID/stat` and
+`/proc/PID/syscall` ([`blocked_in`]), that call being the wait's own (a read on its standard
+input, a write to a full pipe, a lock request the kernel lists as blocked, a read of its
+inotify descriptor, a `ppoll` for the wake signal); a verb that says when it starts waiting
+(`-v`: `fsync: waiting for ...`) has said so first ([`waiting`]).
 */
 
 use std::{
@@ -113,6 +115,40 @@ fn blocked_on_flock(path: &Path, pid: u32) {
         || flocks_on(path).iter().any(|l| l.pid == pid && l.waiting),
     );
     blocked_in(pid);
+}
+
+/// What a verb blocks in while it waits.
+enum Wait<'a> {
+    /// A `flock` request on this file, listed by the kernel as blocked.
+    Flock(&'a Path),
+    /// A read of its inotify descriptor (a semaphore's slots).
+    Inotify,
+    /// `ppoll` for the signal that wakes it (a change reported by dnotify, or its timer).
+    WakeSignal,
+}
+
+/// Wait until `p`, a verb started with `-v`, has said that it waits (`fsync: waiting for ...`)
+/// and is blocked in that wait (`wait`), not in some step before it.
+#[track_caller]
+fn waiting(p: &mut Holder, wait: Wait) {
+    p.stderr_until("fsync: waiting for ");
+    let pid = p.pid();
+    match wait {
+        Wait::Flock(path) => blocked_on_flock(path, pid),
+        Wait::Inotify => eventually(
+            &format!("process {pid} blocks reading its inotify descriptor"),
+            || {
+                let call = blocked_in(pid);
+                call[0] == libc::SYS_read as u64
+                    && std::fs::read_link(format!("/proc/{pid}/fd/{}", call[1]))
+                        .is_ok_and(|l| l.as_os_str() == "anon_inode:inotify")
+            },
+        ),
+        Wait::WakeSignal => eventually(
+            &format!("process {pid} blocks in ppoll(2) for its wake signal"),
+            || blocked_in(pid)[0] == libc::SYS_ppoll as u64,
+        ),
+    }
 }
 
 /// Poll `exited` until it reports an exit status, for at most [`EXIT_DEADLINE`] after `sig`.
@@ -247,11 +283,11 @@ fn msg_send_reading_stdin_is_cancelled_and_delivers_nothing() {
 fn msg_send_waiting_for_a_receiver_is_cancelled_and_withdrawn() {
     let t = TestDir::new();
     for sig in SIGNALS {
-        let mut p = t.fsync(["msg", "send", "BOX", "--data", "x"]).start();
+        let mut p = t.fsync(["msg", "send", "-v", "BOX", "--data", "x"]).start();
         eventually("the synchronous message is queued", || {
             t.join("BOX/q").is_dir() && queued(&t, "BOX") == 1
         });
-        blocked_in(p.pid());
+        waiting(&mut p, Wait::WakeSignal);
         cancel(&mut p, "msg send BOX --data x", sig);
         assert_eq!(
             queued(&t, "BOX"),
@@ -267,8 +303,8 @@ fn msg_recv_waiting_for_a_message_is_cancelled_and_the_box_still_works() {
     let t = TestDir::new();
     make_box(&t);
     for sig in SIGNALS {
-        let mut r = t.fsync(["msg", "recv", "BOX"]).start();
-        blocked_in(r.pid());
+        let mut r = t.fsync(["msg", "recv", "-v", "BOX"]).start();
+        waiting(&mut r, Wait::WakeSignal);
         cancel(&mut r, "msg recv BOX", sig);
         let data = format!("after-{sig}");
         post(&t, "BOX", &data);
@@ -338,7 +374,13 @@ fn msg_recv_blocked_on_a_full_stdout_is_cancelled_and_the_message_stays_queued()
             let (waiting, size) = pipe_fill(&stuck.stdout);
             waiting >= size
         });
-        blocked_in(pid);
+        eventually(
+            &format!("process {pid} blocks in write(2) on its standard output"),
+            || {
+                let call = blocked_in(pid);
+                call[0] == libc::SYS_write as u64 && call.get(1) == Some(&1)
+            },
+        );
         nix::sys::signal::kill(Pid::from_raw(pid as i32), sig).unwrap();
         let status = status_after("msg recv BOX > full pipe", sig, || {
             stuck.child.try_wait().expect("try_wait")
@@ -402,8 +444,10 @@ fn mutex_run_waiting_for_the_lock_is_cancelled_and_runs_nothing() {
     let t = TestDir::new();
     let holder = t.hold("L");
     for sig in SIGNALS {
-        let mut w = t.fsync(["mutex", "run", "L", "--", "touch", "ran"]).start();
-        blocked_on_flock(&t.join("L"), w.pid());
+        let mut w = t
+            .fsync(["mutex", "run", "-v", "L", "--", "touch", "ran"])
+            .start();
+        waiting(&mut w, Wait::Flock(&t.join("L")));
         cancel(&mut w, "mutex run L -- touch ran", sig);
         assert_not_ran(&t, sig);
         t.fsync(["mutex", "status", "L"]).run().code(1);
@@ -423,9 +467,11 @@ fn sem_run_waiting_for_a_slot_is_cancelled_and_runs_nothing() {
         .hold();
     for sig in SIGNALS {
         let mut w = t
-            .fsync(["sem", "run", "S", "--slots", "1", "--", "touch", "ran"])
+            .fsync([
+                "sem", "run", "-v", "S", "--slots", "1", "--", "touch", "ran",
+            ])
             .start();
-        blocked_in(w.pid());
+        waiting(&mut w, Wait::Inotify);
         cancel(&mut w, "sem run S --slots 1 -- touch ran", sig);
         assert_not_ran(&t, sig);
         let v = json_of(
@@ -452,8 +498,8 @@ fn group_wait_empty_is_cancelled() {
         .fsync(["group", "join", "G", "--", "sh", "-c", HOLD])
         .hold();
     for sig in SIGNALS {
-        let mut w = t.fsync(["group", "wait-empty", "G"]).start();
-        blocked_in(w.pid());
+        let mut w = t.fsync(["group", "wait-empty", "-v", "G"]).start();
+        waiting(&mut w, Wait::Flock(&t.join("G/gate")));
         cancel(&mut w, "group wait-empty G", sig);
         t.fsync(["group", "empty", "G"]).run().code(1);
     }
@@ -465,8 +511,8 @@ fn group_wait_empty_is_cancelled() {
 fn event_wait_is_cancelled() {
     let t = TestDir::new();
     for sig in SIGNALS {
-        let mut w = t.fsync(["event", "wait", "E"]).start();
-        blocked_in(w.pid());
+        let mut w = t.fsync(["event", "wait", "-v", "E"]).start();
+        waiting(&mut w, Wait::WakeSignal);
         cancel(&mut w, "event wait E", sig);
         t.fsync(["event", "status", "E"]).run().code(1);
     }
@@ -476,8 +522,8 @@ fn event_wait_is_cancelled() {
 fn event_wait_reset_is_cancelled_and_consumes_nothing() {
     let t = TestDir::new();
     for sig in SIGNALS {
-        let mut w = t.fsync(["event", "wait", "--reset", "E"]).start();
-        blocked_in(w.pid());
+        let mut w = t.fsync(["event", "wait", "-v", "--reset", "E"]).start();
+        waiting(&mut w, Wait::WakeSignal);
         cancel(&mut w, "event wait --reset E", sig);
         t.fsync(["event", "signal", "E"]).run().code(0);
         t.fsync(["event", "wait", "-n", "--reset", "E"])
@@ -497,9 +543,9 @@ fn swmr_write_waiting_for_a_reader_is_cancelled_and_leaves_no_waiting_writer() {
         .hold();
     for sig in SIGNALS {
         let mut w = t
-            .fsync(["swmr", "write", "L", "--", "touch", "ran"])
+            .fsync(["swmr", "write", "-v", "L", "--", "touch", "ran"])
             .start();
-        blocked_in(w.pid());
+        waiting(&mut w, Wait::Flock(&t.join("L")));
         cancel(&mut w, "swmr write L -- touch ran", sig);
         assert_not_ran(&t, sig);
         // No phantom waiting writer keeps new readers out.
@@ -534,6 +580,7 @@ fn grouplock_run_waiting_for_another_group_is_cancelled_and_leaves_no_waiting_gr
             .fsync([
                 "grouplock",
                 "run",
+                "-v",
                 "L",
                 "--group",
                 "b",
@@ -542,7 +589,8 @@ fn grouplock_run_waiting_for_another_group_is_cancelled_and_leaves_no_waiting_gr
                 "ran",
             ])
             .start();
-        blocked_in(w.pid());
+        // Group b waits for group a's members to leave: for their lock on `group.a`.
+        waiting(&mut w, Wait::Flock(&t.join("L/group.a")));
         cancel(&mut w, "grouplock run L --group b -- touch ran", sig);
         assert_not_ran(&t, sig);
         // No phantom waiting group b keeps newcomers of group a out.
@@ -563,8 +611,8 @@ fn bus_recv_waiting_for_a_message_is_cancelled_and_the_bus_still_works() {
         t.fsync(["bus", "connect", "BUS", name]).run().code(0);
     }
     for sig in SIGNALS {
-        let mut r = t.fsync(["bus", "recv", "BUS", "b"]).start();
-        blocked_in(r.pid());
+        let mut r = t.fsync(["bus", "recv", "-v", "BUS", "b"]).start();
+        waiting(&mut r, Wait::WakeSignal);
         cancel(&mut r, "bus recv BUS b", sig);
         let data = format!("after-{sig}");
         t.fsync([
@@ -608,11 +656,9 @@ fn mutex_run_forwards_the_signal_to_its_command_and_exits_with_its_status() {
 /// user of its own, so that the queue holds this process's signals alone: with room for one
 /// (the timer's, allocated when the wait starts), the change's signal overflows.
 #[test]
+#[ignore = "needs root: runs the waiter as a user of its own (setpriv); .ci/run runs it with --ignored"]
 fn a_change_reported_by_sigio_instead_of_the_wake_signal_does_not_kill_the_waiter() {
-    if !crate::harness::is_root() {
-        eprintln!("skipped: needs root to run as a user of its own");
-        return;
-    }
+    crate::harness::require_root();
     require("setpriv", "util-linux");
     require("bash", "bash");
     let t = TestDir::new();
@@ -630,7 +676,7 @@ fn a_change_reported_by_sigio_instead_of_the_wake_signal_does_not_kill_the_waite
         ])
         .arg(r#"ulimit -i 1 && exec "$FSYNC" event wait -v -t 60 d/E"#)
         .start();
-    assert!(waiter.stderr_line().contains("waiting"));
+    waiting(&mut waiter, Wait::WakeSignal); // setpriv and bash exec it: the same process
     t.fsync(["event", "signal", "d/E"]).run().code(0);
     let out = waiter.finish();
     assert_eq!(

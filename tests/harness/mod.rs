@@ -36,6 +36,10 @@ const DEADLINE: Duration = Duration::from_mins(1);
 /// The longest we wait for one expected line from a running process.
 const LINE_DEADLINE: Duration = Duration::from_secs(30);
 
+/// The longest we read a running process's lines for one that says something: it may print
+/// others first, but not forever.
+const SAYS_DEADLINE: Duration = Duration::from_mins(2);
+
 /// What a holder runs under the lock: say so, then hold until stdin is closed.
 pub(crate) const HOLD: &str = "echo acquired; read x || true";
 
@@ -59,9 +63,20 @@ pub(crate) fn require(tool: &str, package: &str) {
     );
 }
 
-/// Tests that act as another user need root; without it they print why and pass.
+/// Whether we run as root: some tests do more with it (act as `nobody`, make a device).
 pub(crate) fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
+}
+
+/// Fail (not pass) a root-only test run without root. Such tests are `#[ignore]`d, so a plain
+/// `cargo test` reports them as ignored; `.ci/run` runs them as root with `--ignored`.
+#[track_caller]
+pub(crate) fn require_root() {
+    assert!(
+        is_root(),
+        "this test needs root (it acts as another user or makes files of one); \
+         run it as root: cargo test --test integration -- --ignored --skip netfs_"
+    );
 }
 
 /// A temporary directory for one test, removed when the test ends.
@@ -370,6 +385,25 @@ impl Holder {
         self.next(true)
     }
 
+    /// Read its stderr up to the first line containing `part`, and return that line; fail if it
+    /// ends its output or has not said it within [`SAYS_DEADLINE`].
+    #[track_caller]
+    pub(crate) fn stderr_until(&mut self, part: &str) -> String {
+        let deadline = Instant::now() + SAYS_DEADLINE;
+        loop {
+            let line = self.stderr_line();
+            if line.contains(part) {
+                return line;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "`{}` did not say {part:?} on stderr within {SAYS_DEADLINE:?}\n{}",
+                self.shown,
+                self.drain_log()
+            );
+        }
+    }
+
     /// Assert that the next line on its stdout is `want`.
     #[track_caller]
     pub(crate) fn expect(&mut self, want: &str) {
@@ -569,7 +603,9 @@ impl Drop for Holder {
                 thread::sleep(Duration::from_millis(10)); // cleanup, not synchronisation
             }
         }
-        let _ = child.wait();
+        // Alive 2 s after SIGKILL: asleep in the kernel (a file system that stopped answering).
+        // Reap it whenever it dies, without holding up the test.
+        thread::spawn(move || child.wait());
     }
 }
 
