@@ -40,7 +40,11 @@ if [[ ${1:-} =~ ^[0-9]+/[0-9]+$ ]]; then
 fi
 
 # A mutant that makes a test hang fails it at the harness's deadline (one minute per command);
-# the timeout only catches what hangs past that.
+# the timeout only catches what hangs past that. The tests mostly wait on processes, so more
+# threads than cores shorten a run (about 45 s a mutant on two cores); the chaos tests run at
+# 300 sections, which still kills holders in every one.
+export FSYNC_CHAOS=${FSYNC_CHAOS:-300}
 exec cargo mutants "${files[@]}" --exclude 'src/*/tests.rs' "${shard[@]}" \
     --timeout 240 --build-timeout 300 "$@" \
-    -- --lib --test integration -- --include-ignored --skip netfs_
+    -- --lib --test integration -- --include-ignored --skip netfs_ \
+    --test-threads "${FSYNC_MUTANTS_THREADS:-6}"

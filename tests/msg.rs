@@ -475,6 +475,36 @@ fn four_concurrent_posters_each_message_once_in_per_sender_order() {
     }
 }
 
+/// `claimed` counts the messages being received: none while all are queued, one while a job
+/// runs. (Mutant answered: a directory listing that kept "." and ".." counted two claimed
+/// messages in an idle mailbox.)
+#[test]
+fn list_counts_the_messages_being_received() {
+    let t = TestDir::new();
+    post(&t, "B", "one");
+    post(&t, "B", "two");
+    assert_eq!(list(&t, "B")["claimed"], 0);
+    let job = t
+        .fsync([
+            "msg",
+            "recv",
+            "B",
+            "--",
+            "sh",
+            "-c",
+            "echo acquired; exec sleep 1000",
+        ])
+        .hold();
+    let l = list(&t, "B");
+    assert_eq!(
+        (l["claimed"].clone(), l["count"].clone()),
+        (1.into(), 1.into()),
+        "{l}"
+    );
+    job.signal(Signal::SIGTERM);
+    drop(job);
+}
+
 #[test]
 fn list_counts_and_sizes_and_a_missing_parent_is_an_error() {
     let t = TestDir::new();

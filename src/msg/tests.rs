@@ -503,3 +503,23 @@ fn a_key_keeps_a_second_post_out_while_the_first_is_pending() {
     assert_eq!(queued, 1);
     assert_eq!(b.list().unwrap().queued.len(), 1);
 }
+
+/// A mailbox opened with `existing` is never created: receiving from or posting to a missing
+/// one is an error of kind `NotFound`, and leaves nothing behind. (Mutant answered: an
+/// `existing` that was `new` made the mailbox.)
+#[test]
+fn an_existing_mailbox_that_is_missing_is_not_found_and_not_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing");
+    let b = Mailbox::existing(&path);
+    let kind = |r: Result<()>| r.map_err(|e| e.kind());
+    assert_eq!(
+        kind(b.recv(Some(Duration::ZERO)).map(drop)),
+        Err(ErrorKind::NotFound)
+    );
+    assert_eq!(
+        kind(b.post(&mut &b"x"[..]).map(drop)),
+        Err(ErrorKind::NotFound)
+    );
+    assert!(!path.exists(), "the mailbox was made");
+}

@@ -98,15 +98,16 @@ pub fn status(path: &Path) -> Result<Status> {
         }
         false
     });
-    // The pid the kernel lists took the lock; it may have exited and left the lock to a
-    // process that inherited the descriptor (a daemon the command left): name a live holder.
-    let kernel_pid = match &listed {
-        Some(l) if recorded.is_none() => {
-            procinfo::live_lock_holder(file.as_fd(), kernel_pid).or(kernel_pid)
-        }
-        _ => kernel_pid,
-    };
-    let holder = recorded.or_else(|| kernel_pid.map(Holder::local));
+    // Without a record to believe: the pid the kernel lists took the lock; it may have exited
+    // and left the lock to a process that inherited the descriptor (a daemon the command
+    // left): name a live holder.
+    let holder = recorded.or_else(|| {
+        let pid = match &listed {
+            Some(_) => procinfo::live_lock_holder(file.as_fd(), kernel_pid).or(kernel_pid),
+            None => kernel_pid,
+        };
+        pid.map(Holder::local)
+    });
     Ok(Status {
         held,
         holder,

@@ -663,6 +663,32 @@ impl Dir {
 mod tests {
     use super::*;
 
+    /// Every kind of file has its own words in error messages, the planted kinds above all
+    /// (a device where a lock file belongs). (Mutant answered: a block device described as
+    /// something else.)
+    #[test]
+    fn each_kind_of_file_is_described_in_its_own_words() {
+        let of = |kind: SFlag| {
+            // SAFETY: `stat` is plain old data, for which all zero bytes are a valid value.
+            let mut st: FileStat = unsafe { std::mem::zeroed() };
+            st.st_mode = kind.bits() | 0o644;
+            describe(&st)
+        };
+        let kinds = [
+            (SFlag::S_IFREG, "a regular file"),
+            (SFlag::S_IFDIR, "a directory"),
+            (SFlag::S_IFLNK, "a symbolic link"),
+            (SFlag::S_IFIFO, "a FIFO"),
+            (SFlag::S_IFSOCK, "a socket"),
+            (SFlag::S_IFCHR, "a character device"),
+            (SFlag::S_IFBLK, "a block device"),
+            (SFlag::empty(), "of an unknown type"),
+        ];
+        for (kind, words) in kinds {
+            assert_eq!(of(kind), words, "{kind:?}");
+        }
+    }
+
     /// The long way of [`Dir::top`]: the caller's own links are followed, to a directory only;
     /// a dangling one is "missing" to a reader and an error to a creator (its target is never
     /// made); a path without a last name (`x/..`) is opened as given.

@@ -1,0 +1,298 @@
+//! Unit tests of [`super`].
+
+use super::*;
+
+fn open_for_writing(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
+/// A writer that takes nothing (`Ok(0)`, as a closed pipe may), or fails, ends the copy
+/// with an error; bounded, so that a copy that retries for ever fails the test. (Mutants
+/// answered: `Ok(0)` taken as progress, an error taken as an interruption: both spin.)
+#[test]
+fn a_copy_to_a_writer_that_takes_nothing_or_fails_ends_with_an_error() {
+    struct Stuck(Option<io::ErrorKind>);
+    impl io::Write for Stuck {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            self.0.map_or(Ok(0), |kind| Err(io::Error::from(kind)))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    for (writer, want) in [
+        (None, io::ErrorKind::WriteZero),
+        (Some(io::ErrorKind::StorageFull), io::ErrorKind::StorageFull),
+    ] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut from: &[u8] = b"payload";
+            let _ = tx.send(copy_cancellable(&mut from, &mut Stuck(writer)));
+        });
+        let got = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the copy did not return within 10 s");
+        assert_eq!(got.map_err(|e| e.kind()), Err(want));
+    }
+}
+
+/// A flush interrupted (by a signal that cancels nothing) is tried again, and the copy
+/// counts what it wrote.
+#[test]
+fn a_copy_retries_an_interrupted_flush_and_counts_the_bytes() {
+    struct Flaky {
+        got: Vec<u8>,
+        interrupted: bool,
+    }
+    impl io::Write for Flaky {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            // A short write: the copy must carry on from where it stopped.
+            let n = buf.len().min(3);
+            self.got.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            if std::mem::replace(&mut self.interrupted, false) {
+                return Err(io::Error::from(io::ErrorKind::Interrupted));
+            }
+            Ok(())
+        }
+    }
+    let mut to = Flaky {
+        got: Vec::new(),
+        interrupted: true,
+    };
+    let mut from: &[u8] = b"payload";
+    assert_eq!(copy_cancellable(&mut from, &mut to).unwrap(), 7);
+    assert_eq!(to.got, b"payload");
+    assert!(!to.interrupted, "the flush was not tried again");
+}
+
+/// As on a network file system (a wait that polls): the blocking call is a child's, on our
+/// open file description, so what it is granted we hold; the wait ends at its deadline with
+/// that call still blocked; and nothing is left locked once we have let go.
+#[test]
+fn a_polling_wait_for_a_lock_blocks_in_a_child_and_leaves_no_lock_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("L");
+    let open = || open_for_writing(&path);
+    let polling = |timeout| Wait {
+        deadline: Deadline::after(Some(timeout)),
+        poll: Some(Duration::from_millis(50)),
+        progress: Some(PROGRESS_EVERY),
+    };
+    let other = open();
+    assert!(lock::flock(&other, Mode::Exclusive, false).unwrap());
+    // Held by another: the wait ends at its deadline (the child's call never returns).
+    let ours = open();
+    let started = std::time::Instant::now();
+    let got = flock(
+        polling(Duration::from_millis(300)),
+        |_| {},
+        &ours,
+        Mode::Exclusive,
+        &path,
+    );
+    assert_eq!(got.unwrap(), Outcome::TimedOut);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(other);
+    assert!(
+        lock::flock(&ours, Mode::Exclusive, false).unwrap(),
+        "our description holds nothing: the child that waited is gone"
+    );
+    drop(ours);
+    let probe = open();
+    assert!(
+        lock::flock(&probe, Mode::Exclusive, false).unwrap(),
+        "the child that waited left the lock taken"
+    );
+    // Released while we wait: granted to the child, held by our description.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            let ours = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            let got = flock(
+                polling(Duration::from_secs(30)),
+                |_| {
+                    let _ = tx.send(());
+                },
+                &ours,
+                Mode::Exclusive,
+                &path,
+            );
+            (got.unwrap(), ours)
+        }
+    });
+    rx.recv().unwrap(); // it waits
+    // Let go by closing: the child, forked while `probe` was open, kept no copy of it.
+    drop(probe);
+    let (got, ours) = waiter.join().unwrap();
+    assert_eq!(got, Outcome::Acquired(()));
+    let third = open();
+    assert!(
+        !lock::flock(&third, Mode::Exclusive, false).unwrap(),
+        "ours now"
+    );
+    drop(ours);
+    assert!(
+        lock::flock(&third, Mode::Exclusive, false).unwrap(),
+        "free once we let go"
+    );
+}
+
+/// The same for a byte range: the wait ends at its deadline, and neither the child nor our
+/// description is left holding the bytes.
+#[test]
+fn a_polling_wait_for_a_byte_range_leaves_the_bytes_free_when_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("L");
+    let open = || open_for_writing(&path);
+    let other = open();
+    assert!(lock::ofd_lock(&other, Mode::Exclusive, 4, 2, false).unwrap());
+    let ours = open();
+    let mut locker = Locker::new(true);
+    let spec = Wait {
+        deadline: Deadline::after(Some(Duration::from_millis(300))),
+        poll: Some(Duration::from_millis(50)),
+        progress: None,
+    };
+    let got = wait_for(
+        spec,
+        |_| {},
+        |block| {
+            Ok::<_, io::Error>(
+                locker
+                    .range(&ours, Mode::Exclusive, (5, 1), block)?
+                    .then_some(()),
+            )
+        },
+    );
+    locker.settle(&got, &ours);
+    assert_eq!(got.unwrap(), Outcome::TimedOut);
+    lock::ofd_unlock(&other, 4, 2).unwrap();
+    assert!(
+        lock::ofd_lock(&other, Mode::Exclusive, 5, 1, false).unwrap(),
+        "the byte is free: the child that waited for it is gone"
+    );
+}
+
+#[test]
+fn zero_timeout_tries_once() {
+    let mut calls = 0;
+    let out = wait_for(
+        Wait {
+            deadline: Deadline::now(),
+            poll: None,
+            progress: None,
+        },
+        |_| {},
+        |b| {
+            assert!(!b);
+            calls += 1;
+            Ok::<_, io::Error>(None::<()>)
+        },
+    )
+    .unwrap();
+    assert_eq!(out, Outcome::TimedOut);
+    assert_eq!(calls, 1);
+}
+
+#[test]
+fn deadlines_try_once_wait_for_ever_or_count_down() {
+    assert!(Deadline::now().passed());
+    assert_eq!(Deadline::now().remaining(), Some(Duration::ZERO));
+    assert!(!Deadline::never().passed());
+    assert_eq!(Deadline::never().remaining(), None);
+    // Too large to represent: no deadline at all.
+    assert_eq!(Deadline::after(Some(Duration::MAX)).remaining(), None);
+    let left = Deadline::after(Some(Duration::from_mins(1)))
+        .remaining()
+        .unwrap();
+    assert!(left > Duration::from_secs(59) && left <= Duration::from_mins(1));
+}
+
+/// A library error of an attempt comes back as it is, whether the attempt blocked or not;
+/// an interrupted blocking call is looked at again.
+#[test]
+fn an_attempts_own_error_comes_back_unchanged() {
+    let spec = Wait {
+        deadline: Deadline::never(),
+        poll: None,
+        progress: None,
+    };
+    let mut calls = 0;
+    let got = wait_for(
+        spec,
+        |_| {},
+        |block| -> Result<Option<()>, Failed> {
+            calls += 1;
+            match (block, calls) {
+                (false, 1) => Ok(None),
+                (true, 2) => Err(io::Error::from(io::ErrorKind::Interrupted).into()),
+                (false, 3) => Ok(None),
+                _ => Err(Error::new(Path::new("/x"), crate::ErrorKind::Corrupt, "bad").into()),
+            }
+        },
+    )
+    .map_err(|f| f.naming(Path::new("/y"), "cannot wait"));
+    let err = got.unwrap_err();
+    assert_eq!(
+        (err.path(), err.kind()),
+        (Path::new("/x"), crate::ErrorKind::Corrupt)
+    );
+    assert_eq!(calls, 4);
+}
+
+#[test]
+fn deadline_interrupts_a_blocking_attempt() {
+    let out = wait_for(
+        Wait {
+            deadline: Deadline::after(Some(Duration::from_millis(30))),
+            poll: None,
+            progress: None,
+        },
+        |_| {},
+        |b| {
+            if b {
+                nix::unistd::pause(); // returns when the wake signal's handler has run
+                return Err(io::Error::from(io::ErrorKind::Interrupted));
+            }
+            Ok(None::<()>)
+        },
+    )
+    .unwrap();
+    assert_eq!(out, Outcome::TimedOut);
+}
+
+#[test]
+fn polling_rechecks_until_success() {
+    let mut checks = 0;
+    let out = wait_for(
+        Wait {
+            deadline: Deadline::never(),
+            poll: Some(Duration::from_millis(1)),
+            progress: None,
+        },
+        |_| {},
+        |b| {
+            if b {
+                nix::unistd::pause();
+                return Err(io::Error::from(io::ErrorKind::Interrupted));
+            }
+            checks += 1;
+            Ok((checks == 3).then_some(checks))
+        },
+    )
+    .unwrap();
+    assert_eq!(out, Outcome::Acquired(3));
+}
