@@ -626,7 +626,8 @@ pub(crate) fn read_believed(file: &File) -> Option<Record> {
 /// Read a record from an open file.
 ///
 /// The holder rewrites its record in place (one `pwrite`, padded), so a read can catch it
-/// half-way: a record counts only when two reads in a row agree, and parsing stops at the
+/// half-way: a record counts only when two reads in a row agree and parse (a writer preempted
+/// half-way through its copy can leave two reads the same torn text), and parsing stops at the
 /// first `end` line (a shorter record written over a longer one leaves a stale tail).
 pub(crate) fn read_from(file: &File) -> Option<Record> {
     // Only what comes before the first `end` line counts (a stale tail may be anything).
@@ -640,8 +641,10 @@ pub(crate) fn read_from(file: &File) -> Option<Record> {
     let mut last = read()?;
     for _ in 0..5 {
         let again = read()?;
-        if again == last {
-            return parse(&again);
+        if again == last
+            && let Some(rec) = parse(&again)
+        {
+            return Some(rec);
         }
         last = again;
     }
