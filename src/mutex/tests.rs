@@ -1,5 +1,9 @@
 use super::*;
 
+/// How long a test waits for what must come at once: a mutant that loses a wake-up or
+/// waits for itself fails the test there instead of hanging it.
+const BOUND: Duration = Duration::from_secs(20);
+
 /// Each holding comes as an acquisition then a release, in order; a watch whose time is up
 /// ends, and says it was not interrupted.
 #[test]
@@ -10,7 +14,7 @@ fn a_watch_sees_each_holding_in_order_and_ends_when_its_time_is_up() {
     let mut changes = watch(&path, Some(Duration::from_mins(1)), poll).unwrap();
     assert!(!changes.status().held);
     for _ in 0..3 {
-        let guard = Mutex::new(&path).acquire(None).unwrap().unwrap();
+        let guard = Mutex::new(&path).acquire(Some(BOUND)).unwrap().unwrap();
         match changes.next() {
             Some(Ok(Change::Acquired(st))) => {
                 assert!(st.held);
@@ -36,7 +40,7 @@ fn the_same_thread_cannot_deadlock_on_its_own_lock() {
     let path = dir.path().join("l");
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&path, &link).unwrap();
-    let held = Mutex::new(&path).acquire(None).unwrap().unwrap();
+    let held = Mutex::new(&path).acquire(Some(BOUND)).unwrap().unwrap();
     for again in [&path, &link] {
         let err = Mutex::new(again)
             .acquire(Some(Duration::from_secs(5)))
@@ -52,7 +56,7 @@ fn the_same_thread_cannot_deadlock_on_its_own_lock() {
         let path = path.clone();
         move || {
             tx.send("waiting").unwrap();
-            let g = Mutex::new(&path).acquire(None).unwrap().unwrap();
+            let g = Mutex::new(&path).acquire(Some(BOUND)).unwrap().unwrap();
             tx.send("acquired").unwrap();
             drop(g);
         }
@@ -129,18 +133,25 @@ fn acquire_when_sleeps_until_a_holder_makes_the_condition_true() {
                     evaluations += 1;
                     Ok::<_, Error>(items.load(SeqCst) > 0)
                 },
-                None,
+                Some(BOUND),
                 |_| {
                     let _ = tx.send(());
                 },
             );
-            let guard = got.unwrap().acquired().unwrap();
+            let guard = got
+                .unwrap()
+                .acquired()
+                .expect("the consumer was never woken");
             items.fetch_sub(1, SeqCst);
             (guard.fence(), evaluations)
         }
     });
-    rx.recv().unwrap(); // it evaluated, released, and sleeps
-    let producer = mutex.acquire(None).unwrap().unwrap();
+    // It evaluated, released, and sleeps.
+    rx.recv_timeout(BOUND).expect("the consumer never waited");
+    let producer = mutex
+        .acquire(Some(BOUND))
+        .unwrap()
+        .expect("the producer got no lock");
     items.fetch_add(1, SeqCst);
     let produced = producer.fence();
     drop(producer);
@@ -150,11 +161,11 @@ fn acquire_when_sleeps_until_a_holder_makes_the_condition_true() {
     // A condition that fails ends the wait with its error, the lock released.
     let failed = mutex.acquire_when_with(
         || Err(Error::new(&path, ErrorKind::Corrupt, "cannot tell")),
-        None,
+        Some(BOUND),
         |_| {},
     );
     assert_eq!(failed.unwrap_err().kind(), ErrorKind::Corrupt);
-    assert!(mutex.acquire_when(|| true, None).unwrap().is_some());
+    assert!(mutex.acquire_when(|| true, Some(BOUND)).unwrap().is_some());
 }
 
 #[test]
