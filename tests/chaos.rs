@@ -39,7 +39,7 @@ use nix::{
     unistd::Pid,
 };
 
-use crate::harness::{TestDir, fsync_bin};
+use crate::harness::{OutputWithin, TestDir, fsync_bin};
 
 fn scale() -> usize {
     std::env::var("FSYNC_CHAOS")
@@ -489,8 +489,7 @@ fn chaos_messages_survive_killed_posters_and_receivers() {
         let out = Command::new(fsync_bin())
             .args(["msg", "recv", "-n"])
             .arg(&mailbox)
-            .output()
-            .unwrap();
+            .output_within_deadline();
         match out.status.code() {
             Some(0) => received.lock().unwrap().push(out.stdout),
             Some(75) => break,
@@ -556,8 +555,7 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
             .args(["msg", "post"])
             .arg(&mailbox)
             .args(["--data", &id.to_string()])
-            .output()
-            .unwrap();
+            .output_within_deadline();
         assert!(out.status.success(), "post {id}: {out:?}");
     }
     let job = format!(
@@ -592,8 +590,7 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
                         let list = Command::new(fsync_bin())
                             .args(["msg", "list", "--json"])
                             .arg(mailbox)
-                            .output()
-                            .unwrap();
+                            .output_within_deadline();
                         let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
                         if v["count"] == 0 && v["claimed"] == 0 {
                             done.store(true, Ordering::SeqCst);
@@ -619,8 +616,7 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
     let list = Command::new(fsync_bin())
         .args(["msg", "list", "--json"])
         .arg(&mailbox)
-        .output()
-        .unwrap();
+        .output_within_deadline();
     let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
     let dead: HashSet<u64> = v["dead"]
         .as_array()

@@ -348,6 +348,38 @@ fn lines(pipe: impl Read + Send + 'static) -> Receiver<String> {
     rx
 }
 
+/// `Command::output` with the harness's bound: for commands a test builds itself (the chaos
+/// runs), so that one that hangs fails the test after [`DEADLINE`] instead of hanging it.
+/// Standard input is empty, as with `output`.
+pub(crate) trait OutputWithin {
+    fn output_within_deadline(&mut self) -> std::process::Output;
+}
+
+impl OutputWithin for Command {
+    #[track_caller]
+    fn output_within_deadline(&mut self) -> std::process::Output {
+        let shown = format!("{self:?}");
+        let child = spawn(
+            self.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
+        let pid = child.id();
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(DEADLINE) {
+            Ok(out) => out.unwrap_or_else(|e| panic!("cannot wait for {shown}: {e}")),
+            Err(_) => {
+                kill(pid, Signal::SIGKILL);
+                panic!("{shown} did not finish within {DEADLINE:?} (a deadlock?)")
+            }
+        }
+    }
+}
+
 fn kill(pid: u32, sig: Signal) {
     let _ = signal::kill(Pid::from_raw(pid as i32), sig);
 }
