@@ -45,6 +45,6 @@ fi
 # 300 sections, which still kills holders in every one.
 export FSYNC_CHAOS=${FSYNC_CHAOS:-300}
 exec cargo mutants "${files[@]}" --exclude 'src/*/tests.rs' "${shard[@]}" \
-    --timeout 240 --build-timeout 300 "$@" \
+    --timeout 150 --build-timeout 300 "$@" \
     -- --lib --test integration -- --include-ignored --skip netfs_ \
     --test-threads "${FSYNC_MUTANTS_THREADS:-6}"
