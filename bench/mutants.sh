@@ -20,6 +20,10 @@ if ! cargo mutants --version 2>/dev/null | grep -q " $version\$"; then
     echo "mutants: installing cargo-mutants $version"
     cargo install --locked --quiet cargo-mutants --version "$version"
 fi
+if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "mutants: installing cargo-nextest"
+    cargo install --locked --quiet cargo-nextest
+fi
 
 core=(
     src/platform/lock.rs    # the lock layer
@@ -39,12 +43,12 @@ if [[ ${1:-} =~ ^[0-9]+/[0-9]+$ ]]; then
     shift
 fi
 
-# A mutant that makes a test hang fails it at the harness's deadline (one minute per command);
-# the timeout only catches what hangs past that. The tests mostly wait on processes, so more
-# threads than cores shorten a run (about 45 s a mutant on two cores); the chaos tests run at
-# 300 sections, which still kills holders in every one.
+# The tests run under cargo-nextest's `mutants` profile (.config/nextest.toml): each test in a
+# process of its own, killed after 90 s, so that a mutant that makes one hang fails it (caught)
+# instead of timing out the run; the run stops at the first failure. The tests mostly wait on
+# processes, so six run at once on two cores (about 45 s for all); the chaos tests run at 300
+# sections, which still kills holders in every one.
 export FSYNC_CHAOS=${FSYNC_CHAOS:-300}
 exec cargo mutants "${files[@]}" --exclude 'src/*/tests.rs' "${shard[@]}" \
-    --timeout 150 --build-timeout 300 "$@" \
-    -- --lib --test integration -- --include-ignored --skip netfs_ \
-    --test-threads "${FSYNC_MUTANTS_THREADS:-6}"
+    --test-tool nextest --timeout 150 --build-timeout 300 "$@" \
+    -- --profile mutants --lib --test integration --run-ignored all -E 'not test(/netfs_/)'
