@@ -113,17 +113,23 @@ fn waiters_whose_condition_is_false_do_not_wake_each_other() {
 }
 
 /// A holder that deletes the lock on release (`--delete`) wakes a waiter: it removes the record
-/// the waiter opened, which the waiter watches for beside the fences. (Mutant answered: a
-/// waiter that ignored the record's removal slept through this entry until its timeout.)
+/// the waiter opened, which the waiter watches for beside the fences. Here the directory's
+/// fence file has a second link (someone's data), so neither believes it, and the holder's
+/// token goes to its private mark, where the waiter cannot see it. The waiter is stopped
+/// while the holder enters and leaves, so that it looks only once the record is gone: then
+/// only the removal wakes it. (Mutant answered: a waiter that took the removed record for
+/// still linked slept through this entry until its timeout.)
 #[test]
 fn a_holder_that_deletes_the_lock_wakes_a_waiter() {
     let t = TestDir::new();
+    t.write("data", "");
+    std::fs::hard_link(t.join("data"), t.join(".fsync.fence")).unwrap();
     let waiter = t.fsync([
         "mutex",
         "run",
         "-v",
         "-t",
-        "60s",
+        "20s",
         "L",
         "--when",
         "test -e go",
@@ -132,9 +138,12 @@ fn a_holder_that_deletes_the_lock_wakes_a_waiter() {
         "entered",
     ]);
     let waiter = waiting(waiter, "L", "test -e go");
+    waiter.signal(Signal::SIGSTOP);
     t.fsync(["mutex", "run", "--delete", "L", "--", "touch", "go"])
         .run()
         .code(0);
+    assert!(!t.join(".L.fsync").exists(), "the record was not removed");
+    waiter.signal(Signal::SIGCONT);
     waiter
         .finish()
         .code(0)
