@@ -107,28 +107,24 @@ impl Job<'_> {
     ) -> Result<Exit, Failure> {
         // Planned before the command starts, so that it is watched from its first instant: the
         // lease must be known by then (on GlusterFS it is read from the client's meta
-        // directory, one call through FUSE; elsewhere from /proc, or a guess).
-        let planned = match &checking {
+        // directory, one call through FUSE; elsewhere from /proc, or a guess). Its checks
+        // start here too, and go on while the command is recorded.
+        let lease = match &checking {
             Some(c) => match (c.check)(guard) {
                 Some(check) => match c.loss.watch(c.lock, &check, c.verbose) {
-                    Some(watch) => Some(watch),
+                    Some(watch) => Some((watch.lease(check), watch)),
                     None => return Ok(Exit::LOCK_LOST),
                 },
                 None => None,
             },
             None => None,
         };
-        let lease = match (&checking, &planned) {
-            (Some(c), Some(w)) => (c.check)(guard).map(|check| w.lease(check)),
-            _ => None,
-        };
         let child = self.spawn().map_err(failed)?;
         let lost = std::thread::scope(|scope| {
             let running = &child;
-            let watching = match (&planned, &lease) {
-                (Some(w), Some(l)) => Some(scope.spawn(move || watch_lock(running, w, l))),
-                _ => None,
-            };
+            let watching = lease
+                .as_ref()
+                .map(|(l, w)| scope.spawn(move || watch_lock(running, w, l)));
             started(guard, child.pid());
             watching.is_some_and(|h| h.join().unwrap_or(false))
         });
