@@ -218,7 +218,7 @@ impl MutexGuard {
         if file.as_raw_fd() > floor {
             return;
         }
-        if let Ok(fd) = pfs::duplicate_from(file.as_raw_fd(), floor + 1) {
+        if let Ok(fd) = pfs::duplicate_from(file.as_fd(), floor + 1) {
             self.file = Some(File::from(fd));
         }
     }

@@ -22,7 +22,7 @@ else's data.
 use std::{
     fs::File,
     io,
-    os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd},
+    os::fd::{AsFd, AsRawFd, OwnedFd, RawFd},
     path::{Path, PathBuf},
 };
 
@@ -54,6 +54,27 @@ pub(crate) fn describe(st: &FileStat) -> &'static str {
         SFlag::S_IFBLK => "a block device",
         _ => "of an unknown type",
     }
+}
+
+/// `openat(2)` of `name` in `dir` (`None`: `open(2)` of a path), retried when interrupted.
+/// Through rustix, whose call returns the new descriptor already owned: no step holds a bare
+/// number that could leak or be closed twice.
+fn open(
+    dir: Option<&Dir>,
+    name: impl AsRef<Path>,
+    flags: OFlag,
+    mode: Mode,
+) -> io::Result<OwnedFd> {
+    let flags = rustix::fs::OFlags::from_bits_retain(flags.bits().cast_unsigned());
+    let mode = rustix::fs::Mode::from_bits_retain(mode.bits());
+    let name = name.as_ref();
+    crate::platform::retrying(|| {
+        match dir {
+            Some(dir) => rustix::fs::openat(&dir.fd, name, flags, mode),
+            None => rustix::fs::open(name, flags, mode),
+        }
+        .map_err(io::Error::from)
+    })
 }
 
 fn is_link(st: &FileStat) -> bool {
@@ -136,9 +157,7 @@ impl Dir {
         // Usually it is there and is no link: then one open does (one round trip to the server
         // on a network file system, where the way below costs three); anything else takes
         // the long way, which also finds the right error.
-        let whole = crate::platform::retrying(|| {
-            fcntl::open(path, DIR_FLAGS | OFlag::O_NOFOLLOW, Mode::empty()).map_err(io::Error::from)
-        });
+        let whole = open(None, path, DIR_FLAGS | OFlag::O_NOFOLLOW, Mode::empty());
         let e = match whole {
             Ok(fd) => return Ok(Some(Dir::own(fd, path))),
             Err(e) => e,
@@ -160,9 +179,7 @@ impl Dir {
             };
         };
         let parent = super::fs::parent_dir(path);
-        let parent = if let Ok(fd) = crate::platform::retrying(|| {
-            fcntl::open(parent, DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
-        }) {
+        let parent = if let Ok(fd) = open(None, parent, DIR_FLAGS, Mode::empty()) {
             Dir::own(fd, parent)
         } else {
             super::fs::check_parent(path)?;
@@ -179,17 +196,12 @@ impl Dir {
                 Err(e) => return Err(super::fs::explain_open_error(path, what, e.into())),
             }
         }
-        let open = |flags: OFlag| {
-            crate::platform::retrying(|| {
-                fcntl::openat(self.raw(), name, DIR_FLAGS | flags, Mode::empty())
-                    .map_err(io::Error::from)
-            })
-        };
+        let open_dir = |flags: OFlag| open(Some(self), name, DIR_FLAGS | flags, Mode::empty());
         let not_dir = || Error::new(path, ErrorKind::WrongKind, "exists and is not a directory");
         // Another user swapping the name between a directory and a link in a loop can make
         // each look disagree with the open before it: a few tries, then say so.
         for _ in 0..3 {
-            let e = match open(OFlag::O_NOFOLLOW) {
+            let e = match open_dir(OFlag::O_NOFOLLOW) {
                 Ok(fd) => return Ok(Some(Dir::own(fd, path))),
                 Err(e) => e,
             };
@@ -226,7 +238,7 @@ impl Dir {
                     ),
                 ));
             }
-            return match open(OFlag::empty()) {
+            return match open_dir(OFlag::empty()) {
                 Ok(fd) => Ok(Some(Dir::own(fd, path))),
                 Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Err(not_dir()),
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => match create {
@@ -244,10 +256,9 @@ impl Dir {
     }
 
     /// The directory `fd`, which `open(2)` or `openat(2)` has just returned, shown as `path`.
-    fn own(fd: RawFd, path: &Path) -> Dir {
+    fn own(fd: OwnedFd, path: &Path) -> Dir {
         Dir {
-            // SAFETY: the caller passes a new descriptor that nothing else owns.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd,
             path: path.to_path_buf(),
         }
     }
@@ -340,15 +351,12 @@ impl Dir {
                 }
             }
         }
-        let opened = crate::platform::retrying(|| {
-            fcntl::openat(
-                self.raw(),
-                name,
-                DIR_FLAGS | OFlag::O_NOFOLLOW,
-                Mode::empty(),
-            )
-            .map_err(io::Error::from)
-        });
+        let opened = open(
+            Some(self),
+            name,
+            DIR_FLAGS | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        );
         match opened {
             Ok(fd) => Ok(Some(Dir::own(fd, &shown))),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !create => Ok(None),
@@ -469,14 +477,12 @@ impl Dir {
     fn openat(&self, name: &str, flags: OFlag, mode: Mode) -> io::Result<File> {
         let flags =
             flags | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
-        let call = || fcntl::openat(self.raw(), name, flags, mode).map_err(io::Error::from);
         match flags.contains(OFlag::O_CREAT) && !flags.contains(OFlag::O_EXCL) {
             // Two hosts creating the file at once: "it exists" means open it.
-            true => crate::platform::creating(call),
-            false => crate::platform::retrying(call),
+            true => crate::platform::creating(|| open(Some(self), name, flags, mode)),
+            false => open(Some(self), name, flags, mode),
         }
-        // SAFETY: openat returned a new descriptor that nothing else owns.
-        .map(|fd| unsafe { File::from_raw_fd(fd) })
+        .map(File::from)
     }
 
     /// Accept an opened file only if it is a regular file; clear `O_NONBLOCK` (it was only
@@ -604,10 +610,7 @@ impl Dir {
         } else {
             parent
         };
-        let parent = crate::platform::retrying(|| {
-            fcntl::open(parent, DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
-        })?;
-        let parent = Dir::own(parent, Path::new(""));
+        let parent = Dir::own(open(None, parent, DIR_FLAGS, Mode::empty())?, Path::new(""));
         let name = name.to_str().ok_or(io::ErrorKind::InvalidInput)?;
         let me = stat::fstat(self.fd.as_raw_fd())?;
         let there = parent.stat(name)?;
@@ -669,8 +672,7 @@ mod tests {
     #[test]
     fn each_kind_of_file_is_described_in_its_own_words() {
         let of = |kind: SFlag| {
-            // SAFETY: `stat` is plain old data, for which all zero bytes are a valid value.
-            let mut st: FileStat = unsafe { std::mem::zeroed() };
+            let mut st = stat::stat("/").expect("stat /");
             st.st_mode = kind.bits() | 0o644;
             describe(&st)
         };

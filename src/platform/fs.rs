@@ -539,21 +539,21 @@ pub(crate) fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
 /// taken with `flock(2)` or OFD `fcntl(2)` belong to the description, so they are shared with
 /// `number` and outlive the duplicate.
 pub(crate) fn duplicate(number: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
-    // The lowest free descriptor from 3 on: never one of the standard three.
-    duplicate_from(number, 3)
+    use nix::fcntl::{FcntlArg, fcntl};
+    // The lowest free descriptor from 3 on: never one of the standard three. EBADF if `number`
+    // is not open.
+    let fd = super::retrying(|| Ok(fcntl(number, FcntlArg::F_DUPFD_CLOEXEC(3))?))?;
+    // SAFETY: a descriptor the kernel just gave us, owned by nobody else. (The one place a
+    // bare number becomes a descriptor of ours: the number itself is the caller's.)
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }
 
-/// [`duplicate`], as the lowest free descriptor from `lowest` on.
+/// A close-on-exec duplicate of `fd`, as the lowest free descriptor from `lowest` on.
 pub(crate) fn duplicate_from(
-    number: std::os::fd::RawFd,
+    fd: std::os::fd::BorrowedFd<'_>,
     lowest: std::os::fd::RawFd,
 ) -> io::Result<std::os::fd::OwnedFd> {
-    let fd = super::retrying(|| {
-        // SAFETY: F_DUPFD_CLOEXEC reads no memory; it fails with EBADF if `number` is not open.
-        super::cvt(unsafe { libc::fcntl(number, libc::F_DUPFD_CLOEXEC, lowest) })
-    })?;
-    // SAFETY: a descriptor the kernel just gave us, owned by nobody else.
-    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+    super::retrying(|| Ok(rustix::io::fcntl_dupfd_cloexec(fd, lowest)?))
 }
 
 /// The device and inode a name (relative to the directory open as `dir`, or to the current

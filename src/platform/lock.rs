@@ -88,15 +88,7 @@ pub(crate) fn ofd_lock(
     len: u64,
     block: bool,
 ) -> io::Result<bool> {
-    // SAFETY: a zeroed flock with the fields fcntl reads filled in; l_pid must be 0 for OFD.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = match mode {
-        Mode::Shared => libc::F_RDLCK,
-        Mode::Exclusive => libc::F_WRLCK,
-    } as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    fl.l_start = i64::try_from(start).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
-    fl.l_len = i64::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    let fl = request(lock_type(mode), start, len)?;
     loop {
         // A blocking request is not retried on EINTR (nix's `fcntl` does not either): the
         // caller sees `Interrupted`, which is how the wait core ends it.
@@ -114,15 +106,35 @@ pub(crate) fn ofd_lock(
     }
 }
 
+/// The `struct flock` of a byte-range request of `kind` (`F_RDLCK`, `F_WRLCK`, `F_UNLCK`) on
+/// `len` bytes from `start` (`len` 0: to the end of all offsets); `l_pid` 0, as OFD requests
+/// require. EOVERFLOW for offsets past `off_t`.
+fn request(kind: libc::c_int, start: u64, len: u64) -> io::Result<libc::flock> {
+    let overflow = |_| io::Error::from_raw_os_error(libc::EOVERFLOW);
+    Ok(libc::flock {
+        l_type: kind as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: i64::try_from(start).map_err(overflow)?,
+        l_len: i64::try_from(len).map_err(overflow)?,
+        l_pid: 0,
+    })
+}
+
+/// The lock type of `mode` in a `struct flock`.
+fn lock_type(mode: Mode) -> libc::c_int {
+    match mode {
+        Mode::Shared => libc::F_RDLCK,
+        Mode::Exclusive => libc::F_WRLCK,
+    }
+}
+
 /// Whether some POSIX (`fcntl`, `lockf`) or OFD byte-range lock is held on any byte of the file
 /// `fd` is open on, asked with `F_OFD_GETLK`, which takes nothing: the kernel's own answer, for
 /// when `/proc/locks` (read a page at a time) may have skipped a line. (`flock` locks have no
 /// such question.)
 pub(crate) fn range_lock_held(fd: &impl AsRawFd) -> io::Result<bool> {
-    // SAFETY: as in `ofd_lock`; the kernel fills in the conflicting lock, if any.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_WRLCK as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // The kernel fills in the conflicting lock, if any.
+    let mut fl = request(libc::F_WRLCK, 0, 0)?;
     super::retrying(|| {
         fcntl(fd.as_raw_fd(), FcntlArg::F_OFD_GETLK(&mut fl))
             .map(drop)
@@ -153,12 +165,8 @@ pub(crate) fn range_conflict(
     start: u64,
     len: u64,
 ) -> io::Result<Option<RangeConflict>> {
-    // SAFETY: as in `ofd_lock`; the kernel fills in the conflicting lock, if any.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_WRLCK as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    fl.l_start = i64::try_from(start).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
-    fl.l_len = i64::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    // The kernel fills in the conflicting lock, if any.
+    let mut fl = request(libc::F_WRLCK, start, len)?;
     super::retrying(|| {
         fcntl(fd.as_raw_fd(), FcntlArg::F_OFD_GETLK(&mut fl))
             .map(drop)
@@ -182,12 +190,7 @@ pub(crate) fn range_conflict(
 /// Release an open-file-description byte-range lock on `len` bytes from `start`, as
 /// `fcntl(F_OFD_SETLK)` with `F_UNLCK` (a no-op where none is held).
 pub(crate) fn ofd_unlock(fd: &impl AsRawFd, start: u64, len: u64) -> io::Result<()> {
-    // SAFETY: as in `ofd_lock`.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_UNLCK as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    fl.l_start = i64::try_from(start).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
-    fl.l_len = i64::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+    let fl = request(libc::F_UNLCK, start, len)?;
     super::retrying(|| {
         fcntl(fd.as_raw_fd(), FcntlArg::F_OFD_SETLK(&fl))
             .map(drop)
@@ -455,21 +458,15 @@ impl ChildLock {
     pub(crate) fn start(fd: &impl AsRawFd, request: Request) -> io::Result<ChildLock> {
         reap_killed();
         // Everything the child's call needs is made here: the child allocates nothing.
-        // SAFETY: a zeroed flock with the fields fcntl reads filled in; l_pid 0 for OFD.
-        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-        let (op, ranged) = match request {
-            Request::Whole(Mode::Shared) => (libc::LOCK_SH, false),
-            Request::Whole(Mode::Exclusive) => (libc::LOCK_EX, false),
+        let (op, ranged, fl) = match request {
+            Request::Whole(Mode::Shared) => {
+                (libc::LOCK_SH, false, self::request(libc::F_UNLCK, 0, 0)?)
+            }
+            Request::Whole(Mode::Exclusive) => {
+                (libc::LOCK_EX, false, self::request(libc::F_UNLCK, 0, 0)?)
+            }
             Request::Range { mode, start, len } => {
-                let overflow = || io::Error::from_raw_os_error(libc::EOVERFLOW);
-                fl.l_type = match mode {
-                    Mode::Shared => libc::F_RDLCK,
-                    Mode::Exclusive => libc::F_WRLCK,
-                } as libc::c_short;
-                fl.l_whence = libc::SEEK_SET as libc::c_short;
-                fl.l_start = i64::try_from(start).map_err(|_| overflow())?;
-                fl.l_len = i64::try_from(len).map_err(|_| overflow())?;
-                (0, true)
+                (0, true, self::request(lock_type(mode), start, len)?)
             }
         };
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
