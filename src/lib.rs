@@ -138,6 +138,8 @@ pub mod range;
 pub mod sem;
 pub mod swmr;
 mod teardown;
+#[cfg(test)]
+mod test_support;
 pub mod wait;
 
 #[cfg(test)]

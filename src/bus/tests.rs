@@ -1,6 +1,7 @@
 //! Unit tests of [`super`].
 
 use super::*;
+use crate::test_support::listing;
 
 #[test]
 fn broadcast_skips_the_sender_and_disconnected_members() {
@@ -111,12 +112,10 @@ fn dotted_names_never_share_an_entry_of_the_bus() {
     assert_eq!(msg.read_all().unwrap(), b"hi");
     msg.finish().unwrap();
     drop(held);
-    let mut names: Vec<String> = std::fs::read_dir(dir.path().join("bus"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    assert_eq!(names, [".fsync.lock", ".x", "x.new"]);
+    assert_eq!(
+        listing(&dir.path().join("bus")),
+        [".fsync.lock", ".x", "x.new"]
+    );
 }
 
 /// A held name: refused to others, then stale once its owner file is unlocked (its holder

@@ -450,18 +450,12 @@ fn watch(a: WatchCmd) -> VerbResult {
 
 /// A line of `fsync group watch`: the time and the state the group is in from now on.
 fn print_event(a: &WatchCmd, event: WatchEvent) -> Result<(), Failure> {
-    let now = report::timestamp(std::time::SystemTime::now());
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        let line = WatchJson {
-            time: now,
-            event,
-            path: report::path_text(&a.group),
-        };
-        report::print_json(&mut out, &line)?;
-    } else {
-        writeln!(out, "{now} {}", event.word())?;
-    }
-    out.flush()?;
-    Ok(())
+    let json = |time| WatchJson {
+        time,
+        event,
+        path: report::path_text(&a.group),
+    };
+    Ok(report::watch_line(a.json, json, || {
+        event.word().to_string()
+    })?)
 }

@@ -105,6 +105,22 @@ pub(super) fn print_json(out: &mut impl Write, report: &impl Serialize) -> std::
     writeln!(out)
 }
 
+/// One line of a `watch` verb, written and flushed at once (a script reads it as it comes):
+/// with `--json` the object `json` makes of the time, else the time, then `text`.
+pub(super) fn watch_line<J: Serialize>(
+    json: bool,
+    to_json: impl FnOnce(String) -> J,
+    text: impl FnOnce() -> String,
+) -> std::io::Result<()> {
+    let now = timestamp(SystemTime::now());
+    let mut out = std::io::stdout().lock();
+    match json {
+        true => print_json(&mut out, &to_json(now))?,
+        false => writeln!(out, "{now} {}", text())?,
+    }
+    out.flush()
+}
+
 /// 12s, 3m04s, 2h05m: for people, not scripts.
 pub(super) fn short_duration(d: Duration) -> String {
     let s = d.as_secs();

@@ -1,6 +1,7 @@
 //! Unit tests of [`super`].
 
 use super::*;
+use crate::test_support::listing;
 
 fn text(r: Received) -> String {
     let mut r = r;
@@ -128,12 +129,7 @@ fn next_text(b: &Mailbox) -> Option<String> {
 }
 
 fn shards(b: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(b.join("q"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    listing(&b.join("q"))
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Unit tests of [`super`].
 
 use super::*;
+use crate::test_support::listing;
 
 /// A writer that asks to read (or write) through another guard in the same thread would
 /// wait for itself: refused at once. Two readers are fine; a released writer is forgotten.
@@ -61,16 +62,6 @@ fn waiting_writer_holds_back_new_readers() {
         side_file(&path, ".turnstile"),
         dir.path().join(".l.turnstile")
     );
-}
-
-/// The names in `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

@@ -225,23 +225,15 @@ pub(super) fn watch(a: WatchCmd) -> VerbResult {
 }
 
 fn print_event(a: &WatchCmd, event: WatchEvent, st: &Status) -> Result<(), Failure> {
-    let now = report::timestamp(std::time::SystemTime::now());
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        let line = WatchJson {
-            time: now,
-            event,
-            path: report::path_text(&a.lock),
-            holder: report::holder_json(st.holder.as_ref()),
-        };
-        report::print_json(&mut out, &line)?;
-    } else {
-        let event = event.word();
-        match &st.holder {
-            Some(h) => writeln!(out, "{now} {event} {}", report::holder_text(h))?,
-            None => writeln!(out, "{now} {event}")?,
-        }
-    }
-    out.flush()?;
-    Ok(())
+    let json = |time| WatchJson {
+        time,
+        event,
+        path: report::path_text(&a.lock),
+        holder: report::holder_json(st.holder.as_ref()),
+    };
+    let text = || match &st.holder {
+        Some(h) => format!("{} {}", event.word(), report::holder_text(h)),
+        None => event.word().to_string(),
+    };
+    Ok(report::watch_line(a.json, json, text)?)
 }
