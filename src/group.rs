@@ -860,7 +860,8 @@ fn open_existing_gate(top: &Dir) -> Result<Option<File>> {
 mod observe;
 
 pub use observe::{
-    Change, Watch, is_empty, members, wait_empty, wait_empty_reporting, wait_for_state, watch,
+    Change, Watch, is_empty, members, wait_empty, wait_empty_with, wait_joined, wait_joined_with,
+    watch,
 };
 
 #[cfg(test)]

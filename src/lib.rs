@@ -65,6 +65,12 @@ three forms, with one vocabulary across the primitives:
 | `X(timeout)` | up to `timeout` (`None`: for ever) | `Ok(None)` (or `false`) if it ran out | [`Mutex::acquire`], [`Swmr::acquire`], [`Semaphore::acquire`], [`Event::wait`], [`Mailbox::recv`], [`Mailbox::send`], [`mutex::lock_fd`] |
 | `X_with(timeout, progress)` | the same, calling `progress` with the time waited once it blocks and about once a second after | an [`Outcome`]: acquired, timed out, or interrupted by a cancellation signal | [`Mutex::acquire_with`], [`Swmr::acquire_with`], [`GroupLock::enter_with`], [`Event::wait_with`], [`Mailbox::recv_with`], [`Mailbox::send_with`], [`range::lock_fd_with`] |
 
+Observers that wait without taking part (a group emptying, a mutex changing hands) follow the
+same rule ([`group::wait_empty`] and [`group::wait_empty_with`], [`mutex::wait_for_change`]
+and [`mutex::wait_for_change_with`]). Calls that wait for nobody but read a payload
+([`Mailbox::post`], [`bus::Bus::send`]) return an [`Outcome`] too: a cancellation signal can end
+the read.
+
 Lock modes are a [`Mode`] ([`Mode::Shared`], [`Mode::Exclusive`]) wherever a call takes one.
 Guards release when dropped; where releasing can report something (files deleted or kept) they
 also have `release()`. Every guard implements [`Guard`], for programs that run a command

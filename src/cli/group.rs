@@ -248,10 +248,9 @@ pub(super) fn run(cmd: GroupCommand) -> VerbResult {
         Verb::WaitEmpty(a) => {
             let mut progress = Progress::new(&a.wait, format!("{} to be empty", a.group.display()))
                 .holder(|| members_text(&a.group));
-            let outcome =
-                group::wait_empty_reporting(&a.group, a.wait.timeout(), a.wait.poll, |_| {
-                    progress.waiting();
-                })?;
+            let outcome = group::wait_empty_with(&a.group, a.wait.timeout(), a.wait.poll, |_| {
+                progress.waiting();
+            })?;
             progress.settle(outcome, |()| format!("{} is empty", a.group.display()))?;
             Ok(Exit::OK)
         }

@@ -132,16 +132,10 @@ Examples:
 ///
 /// Arguments are built only for the subcommand and verb the command line names: `Command` and
 /// every subcommand's verb enum say `#[command(defer = true)]`. clap would otherwise build every
-/// argument of every verb before it looks at one, and for a lock wrapper that runs once per cron
-/// job or CI step that was a third of the start-up (callgrind: 237k of 682k instructions for
-/// `fsync --version`). This replaced a parser of our own that built the root and the one named
-/// subcommand whole. Against it (callgrind, BENCHMARKS.md section 16): `mutex run L -- true`
-/// 465k -> 456k instructions, `mutex status L` 357k -> 320k, `group empty` and `msg list` 13k
-/// fewer, `--help` 256k fewer; but the root now holds all nine subcommands as unbuilt shells,
-/// about 18k instructions, so `--version` (243k -> 262k) and the verbs of subcommands with few
-/// siblings to skip (`sem run`, `grouplock run`, `doctor`: 8k to 15k more) are slower. Kept:
-/// the verbs run most often (`mutex`, `group`) gain, and either way the difference is a few
-/// microseconds, below what the wall clock can tell on this machine.
+/// argument of every verb before it looks at one: for a lock wrapper that runs once per cron
+/// job or CI step, about a third of its start-up. The root still holds the nine subcommands as
+/// unbuilt shells (names and texts), a few microseconds that `--version` pays too; BENCHMARKS.md
+/// section 16 has the instruction counts.
 ///
 /// A parent lists its subcommands with their `about` before building them, so the texts of a
 /// command sit on its enum variant, not on the struct of its arguments; and the structs that

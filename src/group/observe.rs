@@ -106,39 +106,64 @@ fn live_member(mut h: Holder, registration: &File) -> Holder {
 }
 
 /// Block until the group at `path` is empty, up to `timeout` (`None`: for ever); a missing
-/// group is empty. Creates nothing. On a local file system the kernel wakes the waiter when the
-/// last member leaves (or dies); on a network file system it re-checks every `poll`.
-pub fn wait_empty(path: &Path, timeout: Option<Duration>, poll: Duration) -> Result<Outcome<()>> {
-    wait_for_state(path, true, timeout, poll)
+/// group is empty. `Ok(false)` if the time ran out. Creates nothing. On a local file system the
+/// kernel wakes the waiter when the last member leaves (or dies); on a network file system it
+/// re-checks every `poll`.
+pub fn wait_empty(path: &Path, timeout: Option<Duration>, poll: Duration) -> Result<bool> {
+    let deadline = Deadline::after(timeout);
+    Ok(wait_for_state(path, State::Empty, deadline, poll, None)?
+        .acquired()
+        .is_some())
 }
 
-/// Like [`wait_empty`], calling `progress` with the time waited when the wait starts blocking
-/// and about once a second after.
-pub fn wait_empty_reporting(
+/// Like [`wait_empty`], telling a timeout from a cancellation, and calling `progress` with the
+/// time waited when the wait starts blocking and about once a second after.
+pub fn wait_empty_with(
     path: &Path,
     timeout: Option<Duration>,
     poll: Duration,
     mut progress: impl FnMut(Duration),
 ) -> Result<Outcome<()>> {
-    wait_for_state_inner(
-        path,
-        true,
-        Deadline::after(timeout),
-        poll,
-        Some(&mut progress),
-    )
+    let deadline = Deadline::after(timeout);
+    wait_for_state(path, State::Empty, deadline, poll, Some(&mut progress))
 }
 
-/// Block until the group's emptiness is `want_empty` (until someone joins, with `false`), up to
-/// `timeout`, re-checking every `poll` on a network file system. Creates nothing: waiting for
-/// a member of a group that does not exist yet watches for its creation.
-pub fn wait_for_state(
+/// Block until the group at `path` has a member, up to `timeout` (`None`: for ever);
+/// `Ok(false)` if the time ran out. Creates nothing: for a group that does not exist yet it
+/// watches for its creation. Woken as [`wait_empty`] is.
+pub fn wait_joined(path: &Path, timeout: Option<Duration>, poll: Duration) -> Result<bool> {
+    let deadline = Deadline::after(timeout);
+    Ok(wait_for_state(path, State::Joined, deadline, poll, None)?
+        .acquired()
+        .is_some())
+}
+
+/// Like [`wait_joined`], telling a timeout from a cancellation, and calling `progress` as
+/// [`wait_empty_with`] does.
+pub fn wait_joined_with(
     path: &Path,
-    want_empty: bool,
     timeout: Option<Duration>,
     poll: Duration,
+    mut progress: impl FnMut(Duration),
 ) -> Result<Outcome<()>> {
-    wait_for_state_inner(path, want_empty, Deadline::after(timeout), poll, None)
+    let deadline = Deadline::after(timeout);
+    wait_for_state(path, State::Joined, deadline, poll, Some(&mut progress))
+}
+
+/// A `progress` to pass on to another wait while keeping it for later ones.
+fn reborrow<'a>(
+    progress: &'a mut Option<&mut dyn FnMut(Duration)>,
+) -> Option<&'a mut dyn FnMut(Duration)> {
+    progress
+        .as_mut()
+        .map(|f| &mut **f as &mut dyn FnMut(Duration))
+}
+
+/// The state of a group that a wait is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Empty,
+    Joined,
 }
 
 /// Watch the group at `path` for up to `timeout` (`None`: for ever), re-checking every `poll`
@@ -214,7 +239,12 @@ impl Iterator for Watch {
         if self.end.ended() {
             return None;
         }
-        let waited = wait_for_state_inner(&self.path, !self.empty, self.deadline, self.poll, None);
+        let want = if self.empty {
+            State::Joined
+        } else {
+            State::Empty
+        };
+        let waited = wait_for_state(&self.path, want, self.deadline, self.poll, None);
         self.end.pass(waited).transpose().map(|changed| {
             changed.map(|()| {
                 self.empty = !self.empty;
@@ -228,19 +258,20 @@ impl Iterator for Watch {
     }
 }
 
-fn wait_for_state_inner(
+fn wait_for_state(
     path: &Path,
-    want_empty: bool,
+    want: State,
     deadline: Deadline,
     poll: Duration,
     mut progress: Option<&mut dyn FnMut(Duration)>,
 ) -> Result<Outcome<()>> {
     check_dir(path)?;
     let p = paths(path);
+    let want_empty = want == State::Empty;
     let (top, gate, network, watch) = loop {
         if !want_empty {
             // An observer creates nothing: wait for a joiner to make the group's files.
-            wait::acquired!(wait_for_files(&p, deadline, poll)?);
+            wait::acquired!(wait_for_files(&p, deadline, poll, reborrow(&mut progress))?);
         }
         let top = Dir::top(path, false, "cannot open group directory")?;
         let Some(gate) = top.as_ref().map(open_existing_gate).transpose()?.flatten() else {
@@ -290,7 +321,12 @@ fn wait_for_state_inner(
 
 /// Block until the group's directory, `members/` and `gate` exist (a joiner makes them), without
 /// creating any of them: watch the group's directory, or its parent until the group appears.
-fn wait_for_files(p: &Paths, deadline: Deadline, poll: Duration) -> Result<Outcome<()>> {
+fn wait_for_files(
+    p: &Paths,
+    deadline: Deadline,
+    poll: Duration,
+    mut progress: Option<&mut dyn FnMut(Duration)>,
+) -> Result<Outcome<()>> {
     let ready = || p.members.is_dir() && p.gate.exists();
     loop {
         if ready() {
@@ -311,9 +347,10 @@ fn wait_for_files(p: &Paths, deadline: Deadline, poll: Duration) -> Result<Outco
         let network = pfs::fs_kind_of_path(dir).network;
         // Done when ready, or when the group has appeared while we watched its parent.
         let poll = network.then_some(poll);
-        let outcome = wait::watch_until(deadline, poll, &watch, dir, None, || {
-            Ok((ready() || (in_parent && p.dir.is_dir())).then_some(()))
-        })?;
+        let outcome =
+            wait::watch_until(deadline, poll, &watch, dir, reborrow(&mut progress), || {
+                Ok((ready() || (in_parent && p.dir.is_dir())).then_some(()))
+            })?;
         if !matches!(outcome, Outcome::Acquired(())) {
             return Ok(outcome);
         }

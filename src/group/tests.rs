@@ -163,3 +163,64 @@ fn dead_registrations_are_reaped() {
     assert!(members(&path).unwrap().is_empty());
     assert!(!ghost.exists());
 }
+
+/// An observer waits for a first member and for the last to leave, woken by the joining and
+/// the leaving (each wait says it blocks first), and a look with no time to wait answers at
+/// once. (Mutants answered: any of the four waits answering a constant.)
+#[test]
+fn observers_wait_for_a_member_and_for_the_group_to_empty() {
+    // A build that waited for ever would fail here after this long, not hang.
+    const BOUND: Duration = Duration::from_secs(20);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g");
+    let poll = crate::wait::DEFAULT_POLL;
+    assert!(
+        !wait_joined(&path, Some(Duration::ZERO), poll).unwrap(),
+        "nobody yet"
+    );
+    assert!(
+        wait_empty(&path, Some(Duration::ZERO), poll).unwrap(),
+        "a missing group"
+    );
+
+    // Waits on threads of their own, each saying when it blocks.
+    let observe = |want_member: bool| {
+        let (blocked_tx, blocked) = std::sync::mpsc::channel();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let said = |_| {
+                let _ = blocked_tx.send(());
+            };
+            let got = match want_member {
+                true => wait_joined_with(&path, None, poll, said),
+                false => wait_empty_with(&path, None, poll, said),
+            };
+            let _ = done_tx.send(got.map(|o| o.acquired().is_some()));
+        });
+        blocked.recv_timeout(BOUND).expect("the observer blocks");
+        done
+    };
+
+    let joined = observe(true);
+    let member = Group::new(&path).join(None).unwrap().unwrap();
+    assert!(
+        joined
+            .recv_timeout(BOUND)
+            .expect("woken by the join")
+            .unwrap()
+    );
+    assert!(wait_joined(&path, Some(Duration::ZERO), poll).unwrap());
+    assert!(!wait_empty(&path, Some(Duration::ZERO), poll).unwrap());
+
+    let emptied = observe(false);
+    assert_eq!(member.leave().unwrap(), Left::Last);
+    assert!(
+        emptied
+            .recv_timeout(BOUND)
+            .expect("woken by the leaving")
+            .unwrap()
+    );
+    assert!(wait_empty(&path, Some(Duration::ZERO), poll).unwrap());
+    assert!(!wait_joined(&path, Some(Duration::ZERO), poll).unwrap());
+}

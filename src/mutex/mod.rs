@@ -773,7 +773,7 @@ mod status;
 pub(crate) use fd::{Lockable, check_lockable_fd, fd_file};
 pub use fd::{fd_still_held, inherited_fd, lock_fd, lock_fd_with, unlock_fd};
 pub use guard::{MutexGuard, PlainGuard, Released};
-pub use status::{Change, Status, Watch, status, wait_for_change, watch};
+pub use status::{Change, Status, Watch, status, wait_for_change, wait_for_change_with, watch};
 
 #[cfg(test)]
 mod tests;

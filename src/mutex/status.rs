@@ -126,18 +126,31 @@ fn held_by_probe(path: &Path, file: &File) -> Result<bool> {
     .map_err(|e| Error::io(path, "cannot test lock", e))
 }
 
-/// Block until the status of the mutex at `path` differs from `seen` (a holder came or went),
-/// the timeout passes, or a cancellation signal arrives. fsync holders write their record and
-/// close the lock file after writing, which wakes us at once (change notification); other tools
-/// (`flock(1)`) leave no trace we can be notified of, so this also re-checks every `poll`.
-/// [`watch`] turns this into an iterator over acquisitions and releases.
+/// Block until the status of the mutex at `path` differs from `seen` (a holder came or went)
+/// or the timeout passes (`Ok(None)`). fsync holders write their record and close the lock file
+/// after writing, which wakes us at once (change notification); other tools (`flock(1)`) leave
+/// no trace we can be notified of, so this also re-checks every `poll`. [`watch`] turns this
+/// into an iterator over acquisitions and releases.
 pub fn wait_for_change(
     path: &Path,
     seen: &Status,
     timeout: Option<Duration>,
     poll: Duration,
+) -> Result<Option<Status>> {
+    Ok(change_by(path, seen, Deadline::after(timeout), poll, None)?.acquired())
+}
+
+/// Like [`wait_for_change`], telling a timeout from a cancellation, and calling `progress` with
+/// the time waited when the wait starts blocking and about once a second after.
+pub fn wait_for_change_with(
+    path: &Path,
+    seen: &Status,
+    timeout: Option<Duration>,
+    poll: Duration,
+    mut progress: impl FnMut(Duration),
 ) -> Result<Outcome<Status>> {
-    change_by(path, seen, Deadline::after(timeout), poll)
+    let deadline = Deadline::after(timeout);
+    change_by(path, seen, deadline, poll, Some(&mut progress))
 }
 
 fn change_by(
@@ -145,11 +158,12 @@ fn change_by(
     seen: &Status,
     deadline: Deadline,
     poll: Duration,
+    progress: Option<&mut dyn FnMut(Duration)>,
 ) -> Result<Outcome<Status>> {
     let dir = pfs::parent_dir(path);
     let watch = crate::platform::notify::DirWatch::new(dir)
         .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
-    wait::watch_until(deadline, Some(poll), &watch, path, None, || {
+    wait::watch_until(deadline, Some(poll), &watch, path, progress, || {
         let now = status(path)?;
         Ok((now != *seen).then_some(now))
     })
@@ -234,7 +248,7 @@ impl Iterator for Watch {
             if self.end.ended() {
                 return None;
             }
-            let waited = change_by(&self.path, &self.seen, self.deadline, self.poll);
+            let waited = change_by(&self.path, &self.seen, self.deadline, self.poll, None);
             let current = match self.end.pass(waited) {
                 Ok(Some(st)) => st,
                 Ok(None) => return None,

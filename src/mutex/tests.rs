@@ -31,6 +31,50 @@ fn a_watch_sees_each_holding_in_order_and_ends_when_its_time_is_up() {
     assert!(over.next().is_none(), "an ended watch stays ended");
 }
 
+/// A wait for a change answers with the new status once a holder comes or goes: at once
+/// where the change already happened, after blocking (it says so first) where it had not;
+/// `None` when the time runs out first. (Mutants answered: either form answering a constant.)
+#[test]
+fn a_wait_for_a_change_answers_with_the_new_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let poll = wait::DEFAULT_POLL;
+    let free = status(&path).unwrap();
+    assert_eq!(
+        wait_for_change(&path, &free, Some(Duration::ZERO), poll).unwrap(),
+        None
+    );
+    let guard = Mutex::new(&path).acquire(Some(BOUND)).unwrap().unwrap();
+    let held = wait_for_change(&path, &free, Some(BOUND), poll)
+        .unwrap()
+        .expect("held now");
+    assert!(held.held);
+    assert_eq!(
+        held.holder.as_ref().map(|h| h.pid),
+        Some(std::process::id())
+    );
+
+    let (blocked_tx, blocked) = std::sync::mpsc::channel();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn({
+        let (path, held) = (path.clone(), held.clone());
+        move || {
+            let said = |_| {
+                let _ = blocked_tx.send(());
+            };
+            let got = wait_for_change_with(&path, &held, None, poll, said);
+            let _ = done_tx.send(got.map(Outcome::acquired));
+        }
+    });
+    blocked.recv_timeout(BOUND).expect("the waiter blocks");
+    drop(guard);
+    let after = done
+        .recv_timeout(BOUND)
+        .expect("woken by the release")
+        .unwrap();
+    assert!(!after.expect("a change").held);
+}
+
 /// A thread that asks again for a lock it holds fails at once instead of waiting for
 /// itself; another thread of the process waits for it as another process would, and gets
 /// it once the first guard is gone.
