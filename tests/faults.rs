@@ -186,3 +186,57 @@ fn faults_give_clear_errors_and_leave_nothing_broken() {
         .code(0)
         .stdout("first");
 }
+
+/// On a FUSE network file system (GlusterFS, MooseFS) an open that creates a file if missing is
+/// a look-up, then a create, and another host that creates the same name in between makes the
+/// server answer EEXIST: the open is then made again, and opens the file the other host made.
+/// Here strace plays that host, answering EEXIST to a semaphore's first such open of its
+/// `queue` (found in a trace of the same command without faults). (Mutant answered: the
+/// create-or-open in `Dir::openat` not retried, its `!` deleted.)
+#[test]
+fn a_create_that_meets_a_racing_creator_opens_the_file_it_found() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    let sem = ["sem", "run", "S", "--slots", "2", "--", "true"];
+    let trace = t.join("trace");
+    let traced = |inject: Option<usize>| {
+        let mut cmd = t
+            .cmd("strace")
+            .args(["-qq", "-e", "trace=openat", "-o"])
+            .arg(&trace);
+        if let Some(n) = inject {
+            cmd = cmd.args(["-e", &format!("inject=openat:error=EEXIST:when={n}")]);
+        }
+        let out = cmd.arg(crate::harness::fsync_bin()).args(sem).run();
+        let opens: Vec<String> = std::fs::read_to_string(&trace)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("openat("))
+            .map(str::to_string)
+            .collect();
+        (out, opens)
+    };
+    let (out, opens) = traced(None);
+    out.code(0);
+    let creates = |l: &String| l.contains("O_CREAT") && !l.contains("O_EXCL");
+    let n = 1 + opens
+        .iter()
+        .position(|l| creates(l) && l.contains("\"queue\""))
+        .expect("queue");
+    std::fs::remove_dir_all(t.join("S")).unwrap();
+
+    let (out, opens) = traced(Some(n));
+    out.code(0);
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    assert!(
+        opens[n - 1].contains("\"queue\"") && opens[n - 1].ends_with("(INJECTED)"),
+        "the fault met another call: {}",
+        opens[n - 1]
+    );
+    assert!(
+        opens[n].contains("\"queue\"") && creates(&opens[n]),
+        "then: {}",
+        opens[n]
+    );
+    assert!(t.join("S/queue").is_file());
+}

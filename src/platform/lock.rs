@@ -368,6 +368,37 @@ mod tests {
         );
         assert_eq!(range_conflict(&asker, 15, 85).unwrap(), None);
     }
+
+    /// The kernel's own answer to "is any byte of this file range-locked", for when
+    /// /proc/locks skipped a line: yes for a shared lock anywhere in it (even at the end of
+    /// all offsets) by another description, no once it goes, and never for a `flock` lock.
+    /// (Mutant answered: the answer always no.)
+    #[test]
+    fn a_range_lock_anywhere_in_the_file_is_seen_by_another_description() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let open = || {
+            std::fs::File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .unwrap()
+        };
+        let (holder, asker) = (open(), open());
+        assert!(!range_lock_held(&asker).unwrap());
+        assert!(flock(&holder, Mode::Exclusive, false).unwrap());
+        assert!(
+            !range_lock_held(&asker).unwrap(),
+            "a flock lock is no range lock"
+        );
+        unlock(&holder).unwrap();
+        assert!(ofd_lock(&holder, Mode::Shared, u64::MAX >> 2, 1, false).unwrap());
+        assert!(range_lock_held(&asker).unwrap());
+        ofd_unlock(&holder, u64::MAX >> 2, 1).unwrap();
+        assert!(!range_lock_held(&asker).unwrap());
+    }
 }
 
 /// What a [`ChildLock`] asks for: the whole file (`flock`), or a byte range (`F_OFD_SETLKW`,
