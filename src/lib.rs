@@ -35,7 +35,7 @@ only uses the library turns it off, and builds no command-line parser, JSON or m
 
 ```toml
 [dependencies]
-fsync-tool = { version = "0.2", default-features = false }
+fsync-tool = { version = "0.3", default-features = false }
 ```
 
 and writes `use fsync::Mutex;`. The library runs on Linux only.
