@@ -323,6 +323,12 @@ impl Lease<'_> {
         }
     }
 
+    /// When the lock was last known to be ours: the start of the last check the server
+    /// confirmed, or the check's [`since`](LossCheck::since) before any did.
+    pub fn confirmed(&self) -> Instant {
+        lock_ignoring_poison(&self.shared.seen).confirmed
+    }
+
     /// How long the lease is (now: one that follows its mount may change).
     pub fn length(&self) -> Duration {
         Duration::from_millis(self.length.load(Ordering::SeqCst))
@@ -370,8 +376,9 @@ mod tests {
         assert_eq!(check.confirmed_at(later).confirmed_at(taken).since(), later);
     }
 
-    /// A lease on a lock this process holds stays held; one on a lock another open file
-    /// description holds is lost at its first check.
+    /// A lease on a lock this process holds is confirmed at each check and stays held; one on
+    /// a lock another open file description holds is lost at its first check. (Mutants
+    /// answered: a check that confirms nothing, a lease that never sees the loss.)
     #[test]
     fn a_lease_is_held_while_the_lock_is_ours_and_lost_once_it_is_not() {
         let dir = tempfile::tempdir().unwrap();
@@ -379,11 +386,26 @@ mod tests {
         let ours = std::fs::File::create(&path).unwrap();
         assert!(lock::flock(&ours, Mode::Exclusive, false).unwrap());
         let every = Duration::from_millis(10);
-        let held = LossCheck::on(true, ours.as_fd(), Mode::Exclusive, Instant::now())
+        let taken = Instant::now();
+        let held = LossCheck::on(true, ours.as_fd(), Mode::Exclusive, taken)
             .unwrap()
             .lease(every, Duration::from_mins(1));
-        std::thread::sleep(every * 5); // several checks
-        assert_eq!(held.state(), LeaseState::Held);
+        assert_eq!(held.confirmed(), taken);
+        // Each check that the server confirms moves the time on; three of them.
+        let give_up = Instant::now() + Duration::from_secs(30);
+        let mut seen = taken;
+        for _ in 0..3 {
+            while held.confirmed() == seen {
+                assert!(
+                    Instant::now() < give_up,
+                    "the lease never confirmed its lock"
+                );
+                std::thread::yield_now();
+            }
+            assert!(held.confirmed() > seen);
+            seen = held.confirmed();
+            assert_eq!(held.state(), LeaseState::Held);
+        }
         drop(held);
 
         let theirs = std::fs::File::open(&path).unwrap();
