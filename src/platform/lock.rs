@@ -231,10 +231,12 @@ mod tests {
         }
     }
 
+    /// A new open file description of `dir/name`, read-write (created if missing).
     fn lock_file(dir: &std::path::Path, name: &str) -> std::fs::File {
         std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .open(dir.join(name))
             .unwrap()
@@ -328,16 +330,7 @@ mod tests {
     #[test]
     fn range_conflict_names_a_posix_locks_process_and_no_ofd_lock_process() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("l");
-        let open = || {
-            std::fs::File::options()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .unwrap()
-        };
+        let open = || lock_file(dir.path(), "l");
         let (posix, ofd, asker) = (open(), open(), open());
         let fl = libc::flock {
             l_type: libc::F_RDLCK as libc::c_short,
@@ -376,16 +369,7 @@ mod tests {
     #[test]
     fn a_range_lock_anywhere_in_the_file_is_seen_by_another_description() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("l");
-        let open = || {
-            std::fs::File::options()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .unwrap()
-        };
+        let open = || lock_file(dir.path(), "l");
         let (holder, asker) = (open(), open());
         assert!(!range_lock_held(&asker).unwrap());
         assert!(flock(&holder, Mode::Exclusive, false).unwrap());
