@@ -574,7 +574,11 @@ impl Bus {
         if let Err(e) = crate::wait::copy_cancellable(payload, &mut data) {
             return match crate::wait::cancelled() {
                 Some(s) => Ok(Outcome::Interrupted(s)),
-                None => Err(Error::io(Path::new("standard input"), "cannot read", e)),
+                None => Err(Error::io(
+                    &self.dir,
+                    "cannot read the message to broadcast",
+                    e,
+                )),
             };
         }
         let mut sent = Vec::new();

@@ -92,7 +92,8 @@ impl Error {
         self.kind
     }
 
-    /// The path the failure concerns (a lock file, a primitive's directory, a file in it).
+    /// The path the failure concerns (a lock file, a primitive's directory, a file in it);
+    /// empty for the few failures that concern no file (a wake signal that cannot be chosen).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -122,7 +123,10 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)
+        match self.path.as_os_str().is_empty() {
+            true => f.write_str(&self.message),
+            false => write!(f, "{}: {}", self.path.display(), self.message),
+        }
     }
 }
 

@@ -79,13 +79,17 @@ pub fn set_wake_signal(sig: i32) -> Result<()> {
 }
 
 fn choose_wake_signal(state: &AtomicI32, sig: i32) -> Result<()> {
-    let what = Path::new("wake signal");
+    // A failure that concerns no file: no path.
+    let what = Path::new("");
     let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
     if !(min..=max).contains(&sig) {
         return Err(Error::new(
             what,
             ErrorKind::Invalid,
-            format!("{sig} is not a real-time signal (SIGRTMIN..=SIGRTMAX is {min}..={max} here)"),
+            format!(
+                "cannot use {sig} as the wake signal: it is not a real-time signal \
+                 (SIGRTMIN..=SIGRTMAX is {min}..={max} here)"
+            ),
         ));
     }
     state
@@ -98,8 +102,8 @@ fn choose_wake_signal(state: &AtomicI32, sig: i32) -> Result<()> {
                 what,
                 ErrorKind::Invalid,
                 format!(
-                    "cannot change it to {sig}: a wait already installed the handler of signal \
-                     {}; choose the wake signal before the first wait",
+                    "cannot change the wake signal to {sig}: a wait already installed the \
+                     handler of signal {}; choose the wake signal before the first wait",
                     wake_signal_of(s)
                 ),
             )
@@ -464,6 +468,11 @@ mod tests {
             let err = choose_wake_signal(&state, bad).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
             assert!(err.to_string().contains("not a real-time signal"), "{err}");
+            assert_eq!(err.path(), std::path::Path::new(""), "no file: no path");
+            assert!(
+                err.to_string().starts_with("cannot use "),
+                "no path before it: {err}"
+            );
         }
         assert_eq!(
             fix_wake_signal(&state),
