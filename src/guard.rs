@@ -18,7 +18,7 @@ defaults per file system are in [`crate::doctor::default_lease`].
 
 use std::{
     marker::PhantomData,
-    os::fd::{AsFd, BorrowedFd, OwnedFd},
+    os::fd::{AsFd, AsRawFd, BorrowedFd},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -165,8 +165,9 @@ impl<'guard> LossCheck<'guard> {
         crate::doctor::lease_of(self.fd)
     }
 
-    /// Check the lock every `every` from a thread of its own, and count it as lost once it
-    /// has not been confirmed with the file server for `lease` ([`Lease::state`]). The lease,
+    /// Check the lock every `every` from a thread of its own (the first check `every` after
+    /// [`since`](Self::since)), and count it as lost once it has not been confirmed with the
+    /// file server for `lease` ([`Lease::state`]). The lease,
     /// like the check, cannot outlive the guard: dropping it stops its thread and waits for it
     /// (unless it expired: see [`Lease`]).
     pub fn lease(&self, every: Duration, lease: Duration) -> Lease<'guard> {
@@ -186,6 +187,7 @@ impl<'guard> LossCheck<'guard> {
         let length = Arc::new(AtomicU64::new(millis(lease)));
         let shared = Arc::new(Shared {
             in_call: Mutex::new(()),
+            duplicating: Mutex::new(()),
             stop: AtomicBool::new(false),
             seen: Mutex::new(Seen {
                 confirmed: self.since,
@@ -193,18 +195,41 @@ impl<'guard> LossCheck<'guard> {
             }),
         });
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let (mode, since) = (self.mode, self.since);
         // The thread checks through a descriptor of its own on the same open file description:
         // one left behind in a call the file system does not answer (an expired lease) then
-        // never touches a number the process has since given to another file. (Without one,
-        // or a thread, nothing confirms the lock, and the lease expires.)
-        let (mode, since) = (self.mode, self.since);
-        let thread = self.fd.try_clone_to_owned().ok().and_then(|own: OwnedFd| {
+        // never touches a number the process has since given to another file. It makes that
+        // descriptor only when its first check is due, `every` after `since`: a lease begun
+        // as its lock was granted is begun before the holder starts its command, and a
+        // descriptor that existed when the command was forked would be closed by its exec,
+        // which a FUSE client answers with a round trip to the server (a flush). The number it
+        // duplicates stays the guard's while the lease lives, and `Drop` waits for a
+        // duplication under way (a local call, never one the server must answer).
+        let number = self.fd.as_raw_fd();
+        let thread = {
             let shared = Arc::clone(&shared);
             let length = Arc::clone(&length);
             let mut read_at = Instant::now();
             std::thread::Builder::new()
                 .name("fsync-lease".into())
                 .spawn(move || {
+                    // The lock was ours at `since`: the first check is due `every` after it.
+                    if let Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) =
+                        stop_rx.recv_timeout(every.saturating_sub(since.elapsed()))
+                    {
+                        return;
+                    }
+                    let own = {
+                        let _duplicating = lock_ignoring_poison(&shared.duplicating);
+                        if shared.stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        // Without a descriptor nothing confirms the lock: the lease expires.
+                        let Ok(own) = pfs::duplicate(number) else {
+                            return;
+                        };
+                        own
+                    };
                     let check = LossCheck {
                         fd: own.as_fd(),
                         mode,
@@ -248,7 +273,7 @@ impl<'guard> LossCheck<'guard> {
                     }
                 })
                 .ok()
-        });
+        };
         Lease {
             shared,
             stop: Some(stop_tx),
@@ -286,6 +311,9 @@ pub struct Lease<'guard> {
 #[derive(Debug)]
 struct Shared {
     in_call: Mutex<()>,
+    /// Held while the thread duplicates the guard's descriptor (a local call): `Drop` takes
+    /// it, so the number is not closed and given to another file meanwhile.
+    duplicating: Mutex<()>,
     stop: AtomicBool,
     seen: Mutex<Seen>,
 }
@@ -339,6 +367,9 @@ impl Drop for Lease<'_> {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         drop(self.stop.take()); // wakes the thread from its pause
+        // A duplication under way ends before the guard can close the number it copies; one
+        // not begun sees the stop flag.
+        drop(lock_ignoring_poison(&self.shared.duplicating));
         if matches!(self.state(), LeaseState::Expired(_)) {
             // Its thread is stuck in a call the file system does not answer; it makes no
             // other call once that returns (the stop flag), so it is left behind, closing
@@ -374,6 +405,50 @@ mod tests {
         let later = taken + Duration::from_secs(3);
         assert_eq!(check.confirmed_at(later).since(), later);
         assert_eq!(check.confirmed_at(later).confirmed_at(taken).since(), later);
+    }
+
+    /// A lease makes its own descriptor of the lock only when its first check is due, so that
+    /// a command started meanwhile (on FUSE, where closing one costs a round trip) does not
+    /// inherit it; it has one while it checks, and none once dropped. (Mutant answered: the
+    /// descriptor made at once.)
+    #[test]
+    fn a_lease_makes_its_descriptor_when_its_first_check_is_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l");
+        let ours = std::fs::File::create(&path).unwrap();
+        assert!(lock::flock(&ours, Mode::Exclusive, false).unwrap());
+        // Descriptors of this process open on the lock file (no other test opens it).
+        let open_on_it = || {
+            std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+                .filter(|target| *target == path)
+                .count()
+        };
+        assert_eq!(open_on_it(), 1);
+        let check = LossCheck::on(true, ours.as_fd(), Mode::Exclusive, Instant::now()).unwrap();
+        let later = check.lease(Duration::from_mins(1), Duration::from_mins(10));
+        assert_eq!(
+            open_on_it(),
+            1,
+            "no descriptor before the first check is due"
+        );
+        drop(later);
+
+        let (taken, every) = (Instant::now(), Duration::from_millis(200));
+        let soon = LossCheck::on(true, ours.as_fd(), Mode::Exclusive, taken)
+            .unwrap()
+            .lease(every, Duration::from_mins(1));
+        let give_up = Instant::now() + Duration::from_secs(30);
+        while soon.confirmed() == taken {
+            assert!(Instant::now() < give_up, "the lease never checked");
+            std::thread::yield_now();
+        }
+        // The confirmation keeps the time its check began: not before it was due.
+        assert!(soon.confirmed() >= taken + every, "checked at once");
+        assert_eq!(open_on_it(), 2, "its own, while it checks");
+        drop(soon);
+        assert_eq!(open_on_it(), 1, "closed once the lease is dropped");
     }
 
     /// A lease on a lock this process holds is confirmed at each check and stays held; one on
