@@ -247,3 +247,34 @@ fn a_plain_guard_releases_with_nothing_to_delete() {
     assert_eq!(shared.release().unwrap(), Released::Kept);
     assert!(mutex.try_acquire().unwrap().is_some(), "free once released");
 }
+
+/// The holder record says the lock is held, by whom, while it is, and `released` once it is
+/// not, keeping the fence for the next holder (the protocol on disk, which a status on another
+/// host reads where it cannot see the kernel's lock table). (Mutant answered: the release not
+/// recorded.)
+#[test]
+fn the_record_says_held_then_released_and_keeps_the_fence() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let record = || std::fs::read_to_string(holder::record_path(&path)).unwrap();
+    let guard = Mutex::new(&path).acquire(Some(BOUND)).unwrap().unwrap();
+    let held = record();
+    assert!(held.contains("\nstate held\n"), "{held}");
+    assert!(
+        held.contains(&format!("\npid {}\n", std::process::id())),
+        "{held}"
+    );
+    let fence = held
+        .lines()
+        .find(|l| l.starts_with("fence "))
+        .unwrap()
+        .to_string();
+    drop(guard);
+    let released = record();
+    assert!(released.contains("\nstate released\n"), "{released}");
+    assert!(!released.contains("\npid "), "names no holder: {released}");
+    assert!(
+        released.lines().any(|l| l == fence),
+        "the fence kept: {released}"
+    );
+}
