@@ -167,9 +167,9 @@ impl<'guard> LossCheck<'guard> {
 
     /// Check the lock every `every` from a thread of its own (the first check `every` after
     /// [`since`](Self::since)), and count it as lost once it has not been confirmed with the
-    /// file server for `lease` ([`Lease::state`]). The lease,
-    /// like the check, cannot outlive the guard: dropping it stops its thread and waits for it
-    /// (unless it expired: see [`Lease`]).
+    /// file server for `lease` ([`Lease::state`]). The lease, like the check, cannot outlive
+    /// the guard: dropping it stops its thread and waits for it (unless it expired: see
+    /// [`Lease`]).
     pub fn lease(&self, every: Duration, lease: Duration) -> Lease<'guard> {
         self.start(every, lease, false)
     }
@@ -410,7 +410,8 @@ mod tests {
     /// A lease makes its own descriptor of the lock only when its first check is due, so that
     /// a command started meanwhile (on FUSE, where closing one costs a round trip) does not
     /// inherit it; it has one while it checks, and none once dropped. (Mutant answered: the
-    /// descriptor made at once.)
+    /// first check made at once, which the time its confirmation keeps shows; a descriptor
+    /// made at once but used later is caught only when its thread wins the race to the count.)
     #[test]
     fn a_lease_makes_its_descriptor_when_its_first_check_is_due() {
         let dir = tempfile::tempdir().unwrap();

@@ -535,7 +535,8 @@ pub(crate) fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
 }
 
 /// A descriptor of our own for the open file description behind descriptor number `number`
-/// (one this process inherited: `exec 9>>lock` in the shell): a close-on-exec duplicate. Locks
+/// (one this process inherited, `exec 9>>lock` in the shell, or a guard's that a lease's
+/// thread copies while the guard lives): a close-on-exec duplicate. Locks
 /// taken with `flock(2)` or OFD `fcntl(2)` belong to the description, so they are shared with
 /// `number` and outlive the duplicate.
 pub(crate) fn duplicate(number: std::os::fd::RawFd) -> io::Result<std::os::fd::OwnedFd> {
