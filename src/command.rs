@@ -100,7 +100,26 @@ fn spawn_fed(
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
     input: Option<&std::fs::File>,
 ) -> Result<Running, SpawnError> {
-    let child = process::spawn(argv, env, input)?;
+    spawn_keeping(argv, env, input, None, true)
+}
+
+/// Start a command as [`spawn_reading`] (`forward`) or [`spawn_job`] do, `keep` (a
+/// descriptor of ours) left open in it alone: a lock it holds for as long as it runs, and
+/// anything it leaves running with the descriptor (a message's claim, [`crate::msg`]).
+pub(crate) fn spawn_keeping(
+    argv: &[impl AsRef<OsStr>],
+    env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
+    input: Option<&std::fs::File>,
+    keep: Option<std::os::fd::BorrowedFd<'_>>,
+    forward: bool,
+) -> Result<Running, SpawnError> {
+    let child = process::spawn(argv, env, input, keep)?;
+    if !forward {
+        return Ok(Running {
+            child,
+            forwarded: false,
+        });
+    }
     let pid = child.id();
     if let Some(sig) = signal::set_child(Some(pid as i32)) {
         process::kill(pid, sig);
@@ -126,10 +145,7 @@ pub fn spawn_job(
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
     input: Option<&std::fs::File>,
 ) -> Result<Running, SpawnError> {
-    Ok(Running {
-        child: process::spawn(argv, env, input)?,
-        forwarded: false,
-    })
+    spawn_keeping(argv, env, input, None, false)
 }
 
 /// Replace this process with `argv`, found and run as [`spawn`] runs it, with the environment

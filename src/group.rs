@@ -737,7 +737,7 @@ fn register(members: &Dir) -> Result<Member> {
     let holder = Holder::this_process(procinfo::now_micros(), procinfo::own_cmdline());
     let host = holder.host.replace(['/', '.'], "_");
     let name = format!("{host}.{}.{:x}", holder.pid, holder.since_us);
-    let reg = Registration::create(members, &name, render_holder(&holder).as_bytes())?;
+    let reg = Registration::create(members, &name, render_holder(&holder).as_bytes(), 0o644)?;
     Ok(Member {
         reg,
         holder: std::sync::Mutex::new(holder),

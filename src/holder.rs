@@ -397,8 +397,11 @@ fn read_head(file: &File) -> std::io::Result<Vec<u8>> {
 /// mailbox receivers, synchronous senders). Created under a temporary name `.tmp-ID`, locked
 /// exclusively, given its content, then renamed to `ID`: so a visible registration is always
 /// locked while its owner lives, and one nobody has locked belongs to a dead owner. Dropping
-/// it unlinks it (the kernel drops the lock when the owner dies instead). Its mode is 0644 less
-/// the umask: it names the command line, which a umask of 077 keeps private.
+/// it unlinks it (the kernel drops the lock when the owner dies instead). Its mode is its
+/// primitive's choice, less the umask: a group member's is 0644 (it names the command line, which
+/// a umask of 077 keeps private); a mailbox receiver's or sender's is the rule for internal lock
+/// files (`platform::fs`), so that nobody who may not write the mailbox can open it to lock it
+/// (and make a dead receiver look alive).
 ///
 /// A registration passed down to a child ([`pass_down`](Self::pass_down)) belongs to every
 /// process that inherited its descriptor: dropping it then closes ours first and unlinks it only
@@ -419,14 +422,19 @@ impl Registration {
         self.file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd)
     }
 
+    /// Register as `id` in `dir`, with `content`, readable as `mode` says (less the umask).
+    /// The file is made readable by its owner alone until it is locked: nobody else can open
+    /// it to take a lock first (which would make its owner fail, or look dead) in the moment
+    /// between.
     pub(crate) fn create(
         dir: &crate::platform::dir::Dir,
         id: &str,
         content: &[u8],
+        mode: u32,
     ) -> crate::Result<Registration> {
         use crate::{Error, ErrorKind};
         let tmp = format!(".tmp-{id}");
-        let file = dir.create_new(&tmp, 0o644).map_err(|e| {
+        let file = dir.create_new(&tmp, 0o600).map_err(|e| {
             crate::platform::fs::explain_open_error(&dir.join(&tmp), "cannot register", e)
         })?;
         if !matches!(lock::flock(&file, lock::Mode::Exclusive, false), Ok(true)) {
@@ -436,6 +444,11 @@ impl Registration {
                 ErrorKind::Os,
                 "cannot lock own registration",
             ));
+        }
+        let mode = mode & 0o777 & !crate::platform::procinfo::umask();
+        if mode != 0o600 {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
         }
         if !content.is_empty() {
             let _ = file.write_all_at(content, 0);
@@ -473,6 +486,14 @@ impl Registration {
         }
         self.passed_down = inherit;
         Ok(())
+    }
+
+    /// Its descriptor, to be left open in a child that holds it too
+    /// ([`crate::command::spawn_keeping`]): from now on it is passed down, as
+    /// [`pass_down`](Self::pass_down) does it for every child.
+    pub(crate) fn hand_down(&mut self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.passed_down |= self.file.is_some();
+        self.file.as_ref().map(std::os::fd::AsFd::as_fd)
     }
 
     /// Unregister: `false` if it is gone, `true` if it stays because a process this one passed

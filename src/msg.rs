@@ -113,7 +113,7 @@ use claim::{
 };
 pub use list::Entry;
 use queue::{SHARD, shard_name, shard_of};
-pub use received::{Failed, Received};
+pub use received::{Failed, MAX_BACKOFF, Received};
 
 /// A mailbox directory: a queue of messages (arbitrary bytes) that any number of processes
 /// post to and receive from. Posting is durable (flushed before it returns); receiving takes
@@ -164,6 +164,19 @@ struct Layout {
     recv: Arc<Dir>,
     senders: Arc<Dir>,
     delayed: Arc<Dir>,
+    /// The deadline of the verb that opened it, which every internal wait (for the lock on
+    /// `seq`, which whoever may open it may hold for ever) ends at too.
+    deadline: Deadline,
+}
+
+impl Layout {
+    /// The mode of a receiver's or sender's registration: the rule for internal lock files
+    /// (`platform::fs`), by the mailbox's directories: only those who may write the mailbox
+    /// may open one (and lock it, which would make a dead receiver look alive).
+    fn registration_mode(&self) -> u32 {
+        let mode = |d: &Dir| d.status().map_or(0o777, |st| st.st_mode);
+        pfs::internal_lock_mode(mode(&self.top) | mode(&self.recv) | mode(&self.senders))
+    }
 }
 
 /// A message's file name in the queue (see the module docs).
@@ -175,6 +188,17 @@ pub(crate) struct MessageName {
     pub(crate) sync: bool,
     /// Deliveries of it that failed so far (`KIND` `msg+N`).
     pub(crate) failed: u32,
+    /// Deliveries of it whose receiver was lost (killed with its job, or its job ended while
+    /// nobody was left to record how): `KIND` `msg-L`, or `msg+N-L` with failures.
+    pub(crate) lost: u32,
+}
+
+/// A count in a message's `KIND` (`+N`, `-L`): decimal, no leading zero, not zero.
+fn parse_count(n: &str) -> Option<u32> {
+    if n.is_empty() || n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
 }
 
 impl MessageName {
@@ -196,15 +220,19 @@ impl MessageName {
             "" => return None,
             f => Some(f.to_string()),
         };
-        let (sync, failed) = match kind {
-            "msg" => (false, 0),
-            "sync" => (true, 0),
+        let (sync, failed, lost) = match kind {
+            "sync" => (true, 0, 0),
             _ => {
-                let n = kind.strip_prefix("msg+")?;
-                if n.is_empty() || n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
-                    return None;
-                }
-                (false, n.parse().ok()?)
+                let counts = kind.strip_prefix("msg")?;
+                let (failed, lost) = match counts.split_once('-') {
+                    Some((failed, lost)) => (failed, Some(parse_count(lost)?)),
+                    None => (counts, None),
+                };
+                let failed = match failed {
+                    "" => 0,
+                    f => parse_count(f.strip_prefix('+')?)?,
+                };
+                (false, failed, lost.unwrap_or(0))
             }
         };
         Some(MessageName {
@@ -213,6 +241,7 @@ impl MessageName {
             from,
             sync,
             failed,
+            lost,
         })
     }
 
@@ -226,11 +255,18 @@ impl MessageName {
     }
 
     pub(crate) fn render(&self) -> String {
-        match (self.sync, self.failed) {
-            (true, _) => format!("{}.sync", self.stem()),
-            (false, 0) => format!("{}.msg", self.stem()),
-            (false, n) => format!("{}.msg+{n}", self.stem()),
+        if self.sync {
+            return format!("{}.sync", self.stem());
         }
+        let failed = match self.failed {
+            0 => String::new(),
+            n => format!("+{n}"),
+        };
+        let lost = match self.lost {
+            0 => String::new(),
+            n => format!("-{n}"),
+        };
+        format!("{}.msg{failed}{lost}", self.stem())
     }
 
     /// The same message with `failed` failed deliveries.
@@ -240,7 +276,28 @@ impl MessageName {
             ..self.clone()
         }
     }
+
+    /// The same message with one more delivery lost with its receiver.
+    pub(crate) fn one_more_lost(&self) -> MessageName {
+        MessageName {
+            lost: self.lost.saturating_add(1),
+            ..self.clone()
+        }
+    }
+
+    /// Whether a receiver allowing `retries` failed deliveries gives up on it: failed more
+    /// often than that, or lost with its receivers more than [`LOST_BEYOND_RETRIES`] times
+    /// more (a job that kills its worker every time must end somewhere too).
+    pub(crate) fn dead_under(&self, retries: Option<u32>) -> bool {
+        retries
+            .is_some_and(|r| self.failed > r || self.lost > r.saturating_add(LOST_BEYOND_RETRIES))
+    }
 }
+
+/// How many more deliveries than `retries` failures may be lost with their receivers before a
+/// message goes to the dead letters: a receiver killed with its job (an OOM kill, a power cut)
+/// says nothing about the job, but one that kills its receiver every time must end too.
+pub const LOST_BEYOND_RETRIES: u32 = 2;
 
 /// A unique `HOST-PID-RANDOM` (host made safe for file names, and cut to its first
 /// [`UNIQ_HOST_BYTES`]): at most 57 bytes, which the bound on bus participant names counts on
@@ -353,6 +410,12 @@ impl Queued {
     pub fn failed(&self) -> u32 {
         MessageName::parse(&self.name).map_or(0, |n| n.failed)
     }
+
+    /// How many of its deliveries were lost with their receiver (killed while it had the
+    /// message): counted apart from failures, since they say nothing of the job.
+    pub fn lost(&self) -> u32 {
+        MessageName::parse(&self.name).map_or(0, |n| n.lost)
+    }
 }
 
 /// What [`Mailbox::list`] found.
@@ -390,8 +453,9 @@ impl Mailbox {
         self
     }
 
-    /// A message whose delivery [`fail`](Received::fail)s waits `backoff` before it is
-    /// delivered again.
+    /// A message whose delivery [`fail`](Received::fail)s waits before it is delivered again:
+    /// `backoff` after its first failure, twice as long after each one after, up to
+    /// [`MAX_BACKOFF`] (`Duration::ZERO`: not at all, as without this).
     pub fn backoff(mut self, backoff: Duration) -> Mailbox {
         self.backoff = Some(backoff);
         self
@@ -456,6 +520,38 @@ impl Mailbox {
         Ok(Dir::top(&self.dir, create, what)?.map(Arc::new))
     }
 
+    /// The layout of a mailbox that must exist already, whatever [`Mailbox::new`] said: the
+    /// verbs that only look at one or wait on it (`wait_empty`, `scan`, `retry`), for which a
+    /// mistyped path must be an error, not an empty mailbox made on the spot.
+    fn existing_layout(&self) -> Result<Layout> {
+        let top = self.existing_top()?;
+        Mailbox {
+            opened: Some(top),
+            ..self.clone()
+        }
+        .layout()
+    }
+
+    /// The mailbox's directory, which must exist and hold a queue (`q`).
+    fn existing_top(&self) -> Result<Arc<Dir>> {
+        let Some(top) = self.top(false)? else {
+            return Err(Error::new(
+                &self.dir,
+                ErrorKind::NotFound,
+                "no such mailbox",
+            ));
+        };
+        if top.sub("q", false)?.is_none() {
+            return Err(Error::new(
+                top.path(),
+                ErrorKind::NotFound,
+                "not a mailbox: it has no queue directory 'q' (a mailbox gets one when a \
+                 message is first posted or received)",
+            ));
+        }
+        Ok(top)
+    }
+
     fn layout(&self) -> Result<Layout> {
         let Some(top) = self.top(self.create)? else {
             return Err(Error::new(
@@ -475,6 +571,7 @@ impl Mailbox {
             senders: sub("senders")?,
             delayed: sub("delayed")?,
             top,
+            deadline: Deadline::never(),
         })
     }
 
@@ -517,6 +614,7 @@ impl Mailbox {
             from: from.map(str::to_string),
             sync: false,
             failed: 0,
+            lost: 0,
         };
         let place = Place {
             due: self.delay.map(delayed::due_after),
@@ -572,8 +670,9 @@ impl Mailbox {
             from: None,
             sync: true,
             failed: 0,
+            lost: 0,
         };
-        let sender = Registration::create(&l.senders, &name.uniq, b"")?;
+        let sender = Registration::create(&l.senders, &name.uniq, b"", l.registration_mode())?;
         // A receiver takes the message by renaming it into `claimed`, and converts it there.
         let watch = DirWatch::new(&l.claimed.pinned())
             .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
@@ -655,9 +754,12 @@ impl Mailbox {
             .is_some_and(|r| r.reports_waiting())
             .then_some(&mut waiting as &mut dyn FnMut(Duration));
         let deadline = Deadline::after(timeout);
-        let l = self.layout()?;
+        let l = Layout {
+            deadline,
+            ..self.layout()?
+        };
         let rid = uniq();
-        let me = Registration::create(&l.recv, &rid, b"")?;
+        let me = Registration::create(&l.recv, &rid, b"", l.registration_mode())?;
         // Receivers killed (SIGKILL) leave their registrations: clear them away now.
         Registration::reap_dead(&l.recv);
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -678,7 +780,7 @@ impl Mailbox {
         };
         let outcome = wait::wait_for(spec, waiting, |block| -> Result<_, wait::Failed> {
             if block {
-                waker.borrow().sleep(next.due)?;
+                waker.borrow().sleep(&l, next.due)?;
                 return Ok(None);
             }
             let mut report = |s: Skipped| {
@@ -700,25 +802,27 @@ impl Mailbox {
                             claimed,
                             from: name.from.clone(),
                             name,
-                            layout: l.clone(),
+                            // What it does with the message later waits as it must.
+                            layout: Layout {
+                                deadline: Deadline::never(),
+                                ..l.clone()
+                            },
                             poll: self.poll,
                             retries: self.retries,
                             backoff: self.backoff,
                             done: false,
-                            _me: me.take().expect("once"),
+                            me: me.take().expect("once"),
                         })));
                     }
-                    Outcome::Acquired(None) if armed == Some(next.shard) => {
+                    Outcome::Acquired(None) if armed == Some(next.watched()) => {
                         // Nothing to take, and the watch armed: before sleeping, whether
                         // anything is left to wait for (another receiver's job, a delay).
-                        if until_empty
-                            && let Outcome::Acquired((false, _, _)) = l.busy(self.poll)?
-                        {
+                        if until_empty && let Outcome::Acquired((false, _)) = l.busy(self.poll)? {
                             return Ok(Some(None));
                         }
                         return Ok(None);
                     }
-                    Outcome::Acquired(None) => waker.borrow_mut().arm(&l, next.shard)?,
+                    Outcome::Acquired(None) => waker.borrow_mut().arm(&l, next.watched())?,
                     // A cancellation signal ended a wait for the `seq` lock: the wait core
                     // sees it (it stays set) and ends the receive.
                     Outcome::TimedOut | Outcome::Interrupted(_) => return Ok(None),
@@ -854,8 +958,11 @@ fn with_seq<T>(
     let file = wait::acquired!(l.lock_seq(Mode::Exclusive, poll, deadline)?);
     let next = l.last_seq(&file)? + 1;
     let text = format!("{next}\n");
+    // Durable before the message it numbers can be: a number a power cut took back would be
+    // handed out again, and the posts after it would jump ahead of older messages.
     file.write_all_at(text.as_bytes(), 0)
         .and_then(|()| file.set_len(text.len() as u64))
+        .and_then(|()| file.sync_data())
         .map_err(|e| Error::io(&l.top.join("seq"), "cannot write", e))?;
     f(next) // the lock goes with `file`
 }

@@ -260,13 +260,15 @@ fn valid_name() -> impl Strategy<Value = MessageName> {
         ),
         any::<bool>(),
         prop_oneof![Just(0u32), any::<u32>()],
+        prop_oneof![Just(0u32), any::<u32>()],
     )
-        .prop_map(|(seq, uniq, from, sync, failed)| MessageName {
+        .prop_map(|(seq, uniq, from, sync, failed, lost)| MessageName {
             seq,
             uniq,
             from,
             sync,
             failed: if sync { 0 } else { failed },
+            lost: if sync { 0 } else { lost },
         })
 }
 
@@ -510,10 +512,12 @@ proptest! {
     fn message_names_round_trip(n in valid_name()) {
         let text = n.render();
         prop_assert_eq!(MessageName::parse(&text), Some(n.clone()));
-        let kind = match (n.sync, n.failed) {
-            (true, _) => "sync".to_string(),
-            (false, 0) => "msg".to_string(),
-            (false, f) => format!("msg+{f}"),
+        let kind = match (n.sync, n.failed, n.lost) {
+            (true, _, _) => "sync".to_string(),
+            (false, 0, 0) => "msg".to_string(),
+            (false, f, 0) => format!("msg+{f}"),
+            (false, 0, l) => format!("msg-{l}"),
+            (false, f, l) => format!("msg+{f}-{l}"),
         };
         prop_assert_eq!(&text, &format!("{}.{kind}", n.stem()));
         prop_assert_eq!(text.split('.').next().unwrap().len(), 20, "SEQ is 20 digits");

@@ -756,6 +756,7 @@ fn event_signal_and_reset_say_whether_it_was_set() {
 fn msg_list_empty_and_with_posted_synchronous_and_skipped_entries() {
     let t = TestDir::new();
     let list = ["msg", "list", "--json", "B"];
+    t.fsync(["msg", "recv", "-n", "B"]).run().code(75); // made, empty
     assert_eq!(report(&t, "msg-list", &list, 0)["count"], 0);
     for data in ["one", "two"] {
         t.fsync(["msg", "post", "B", "--data", data]).run().code(0);

@@ -21,8 +21,6 @@ use super::{Exit, Failure};
 pub(super) struct Job<'a> {
     pub argv: &'a [OsString],
     pub env: Vec<(String, String)>,
-    /// Its standard input, if not ours.
-    pub stdin: Option<std::fs::File>,
 }
 
 impl super::args::CommandArgs {
@@ -31,7 +29,6 @@ impl super::args::CommandArgs {
         Job {
             argv: &self.argv,
             env,
-            stdin: None,
         }
     }
 }
@@ -135,20 +132,18 @@ impl Job<'_> {
         Ok(exit_of(status))
     }
 
-    /// Run the command as a job of a pool of workers (`msg work`): cancellation signals are
-    /// not forwarded to it ([`command::spawn_job`]), so that it runs to its end while the
-    /// workers take no new job. Its status, as [`run`](Self::run) gives it.
-    pub(super) fn run_job(&self) -> Result<Exit, Failure> {
-        let child = command::spawn_job(self.argv, &self.env, self.stdin.as_ref())
-            .map_err(|e| self.spawn_failure(e))?;
+    /// Run the command as `spawn` starts it (a message's job, which holds its claim) and wait
+    /// for it: its status, as [`run`](Self::run) gives it.
+    pub(super) fn run_spawned(
+        &self,
+        spawn: impl FnOnce() -> Result<Running, SpawnError>,
+    ) -> Result<Exit, Failure> {
+        let child = spawn().map_err(|e| self.spawn_failure(e))?;
         Ok(exit_of(child.wait()))
     }
 
     fn spawn(&self) -> Result<Running, SpawnError> {
-        match &self.stdin {
-            Some(input) => command::spawn_reading(self.argv, &self.env, input),
-            None => command::spawn_with(self.argv, &self.env),
-        }
+        command::spawn_with(self.argv, &self.env)
     }
 
     /// The shell's words and status (127, 126) for a command that could not be started.

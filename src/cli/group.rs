@@ -323,7 +323,6 @@ fn leave(
             let cleanup = Job {
                 argv: &argv,
                 env: env.to_vec(),
-                stdin: None,
             };
             let (left, ran) = member.leave_then(|c| {
                 progress.say(|| {

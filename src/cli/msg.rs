@@ -65,7 +65,8 @@ pub(crate) struct MsgCommand {
 
 #[derive(Debug, Args)]
 struct BoxArg {
-    /// The mailbox directory (post, send and recv create it if missing; list never does)
+    /// The mailbox directory (post, send, recv and work create it if missing; list,
+    /// wait-empty and retry never do, and exit 66 if it is no mailbox)
     #[arg(value_name = "BOX")]
     mailbox: PathBuf,
 }
@@ -102,13 +103,23 @@ enum Verb {
                       number) and FSYNC_MSG_ATTEMPT (1 the first time) in its environment, and \
                       fsync exits with its status. The message is removed only when COMMAND \
                       exits 0. Otherwise it goes back to the queue, one more failed attempt \
-                      counted, and so does a job whose worker is killed (SIGKILL, a power \
-                      loss) with its command: no job is lost. INT, TERM and HUP are passed on \
+                      counted, held back 1s after the first failure and twice as long after \
+                      each one after, 5m at most (--backoff). INT, TERM and HUP are passed on \
                       to COMMAND; a job ended that way goes back uncounted. With --retries N, \
                       a message that failed N+1 times goes to the mailbox's dead letters \
-                      instead ('fsync msg list' shows them, 'fsync msg retry' puts them back).",
-        after_long_help = "Examples:\n  # A worker: each job removed only once ./run-job succeeded\n  \
-            while fsync msg recv /shared/jobs -- ./run-job; do :; done\n\n  \
+                      instead ('fsync msg list' shows them, 'fsync msg retry' puts them back).\n\n\
+                      COMMAND holds the message as fsync does (it inherits the descriptor that \
+                      proves the claim alive, as 'mutex run' passes its lock down): no job is \
+                      lost and none runs twice at once. Killed with its worker (SIGKILL to the \
+                      process group, the OOM killer, a power loss), a job's message goes back \
+                      to the queue at once, to a waiting receiver, counted as a lost attempt, \
+                      not a failed one (a message lost N+3 times goes to the dead letters too). \
+                      If fsync alone is killed, the message stays with COMMAND, and with \
+                      anything COMMAND left running in the background with that descriptor, \
+                      until they have exited; then it goes back to the queue (and runs again \
+                      even if COMMAND had succeeded: nobody was left to remove it).",
+        after_long_help = "Examples:\n  # A worker that goes on past failed jobs (^C stops it)\n  \
+            while :; do fsync msg recv --retries 2 /shared/jobs -- ./run-job; done\n\n  \
             # Give up on a job after 3 tries\n  \
             fsync msg recv --retries 2 /shared/jobs -- sh -c 'xargs -0 make < /dev/stdin'\n\n  \
             # Take one if there is one, and print it\n  fsync msg recv -n /shared/jobs"
@@ -125,23 +136,28 @@ enum Verb {
                       fsync dies of that signal. With --until-empty they stop once the mailbox \
                       has nothing left to do (no message queued or delayed, no job running), as \
                       'wait-empty' sees it. Each job has FSYNC_MSG_ID and FSYNC_MSG_ATTEMPT in \
-                      its environment. Without --retries a job that always fails keeps coming \
-                      back, and --until-empty never ends: give --retries.\n\n\
-                      Exit status: 0 if every job succeeded; else the status of the last job \
-                      that failed (128+N for one that died of signal N); 127 or 126 if COMMAND \
-                      cannot be started (the message goes back uncounted, and the workers stop \
-                      after their running jobs); an operational error's status otherwise.",
+                      its environment, and holds its message as 'recv -- COMMAND' describes \
+                      (a worker killed with its job gives the message back at once). Without \
+                      --retries a job that always fails keeps coming back (held back up to 5m \
+                      between tries), and --until-empty never ends: give --retries.\n\n\
+                      Exit status: with --until-empty, 0 if every job it took succeeded in the \
+                      end (retries included); else the status of the last job that went to the \
+                      dead letters (128+N for one that died of signal N). 127 or 126 if \
+                      COMMAND cannot be started (the message goes back uncounted, and the \
+                      workers stop after their running jobs); an operational error's status \
+                      otherwise.",
         after_long_help = "Examples:\n  # Four workers for good (a service), each job retried twice at most\n  \
             fsync msg work -j 4 --retries 2 /shared/jobs -- ./run-job\n\n  \
             # Build everything queued, two at a time, then stop\n  \
-            fsync msg work -j 2 --until-empty -v /shared/jobs -- sh -c 'make \"$(cat)\"'"
+            fsync msg work -j 2 --until-empty --retries 2 -v /shared/jobs -- sh -c 'make \"$(cat)\"'"
     )]
     Work(WorkArgs),
     #[command(
         about = "Wait until nothing is queued, delayed or being received",
         long_about = "Wait until the mailbox has nothing left to do: no message queued or \
                       delayed, and none being received (a job that 'recv -- COMMAND' runs counts \
-                      until it is done). Exit 0 then, 75 if --timeout passed first. Dead \
+                      until it is done, and one whose worker died wakes it at once). Exit 0 \
+                      then, 75 if --timeout passed first, 66 if BOX is no mailbox. Dead \
                       letters do not count. A job that finishes wakes it at once on a local \
                       file system.",
         after_long_help = "Examples:\n  # Queue the jobs, then wait until every worker is done with them\n  \
@@ -232,7 +248,8 @@ struct RecvArgs {
     /// With COMMAND: after N+1 failed attempts of a job, move its message to the dead letters
     #[arg(long, value_name = "N", requires = "command")]
     retries: Option<u32>,
-    /// With COMMAND: hold a failed job back DUR before its next attempt
+    /// With COMMAND: hold a failed job back DUR before its next attempt, twice as long after
+    /// each failure, 5m at most; 0: not at all [default: 1s]
     #[arg(long, value_name = "DUR", requires = "command", value_parser = super::duration::parse_duration)]
     backoff: Option<std::time::Duration>,
     /// Run COMMAND on the message, as a job (after --): see above
@@ -266,7 +283,8 @@ struct WorkArgs {
     /// After N+1 failed attempts of a job, move its message to the dead letters
     #[arg(long, value_name = "N")]
     retries: Option<u32>,
-    /// Hold a failed job back DUR before its next attempt
+    /// Hold a failed job back DUR before its next attempt, twice as long after each failure,
+    /// 5m at most; 0: not at all [default: 1s]
     #[arg(long, value_name = "DUR", value_parser = super::duration::parse_duration)]
     backoff: Option<std::time::Duration>,
     /// Re-check interval where other hosts cannot wake us (network file systems)
@@ -476,11 +494,12 @@ fn job_mailbox(
     if let Some(retries) = retries {
         mailbox = mailbox.retries(retries);
     }
-    if let Some(backoff) = backoff {
-        mailbox = mailbox.backoff(backoff);
-    }
-    mailbox
+    mailbox.backoff(backoff.unwrap_or(DEFAULT_BACKOFF))
 }
+
+/// How long a failed job is held back after its first failure, unless `--backoff` says: then
+/// twice as long after each failure, up to [`fsync::msg::MAX_BACKOFF`].
+const DEFAULT_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Run COMMAND on `msg` as a job and settle the message: removed if COMMAND exits 0; back to
 /// the queue uncounted if a cancellation signal ended it (with `forwarded`, the signal was
@@ -488,9 +507,9 @@ fn job_mailbox(
 /// runs jobs, only a death by a signal, which a terminal's ^C sends the job too); otherwise
 /// failed (counted: back, held back, or to the dead letters). `say` tells what became of it.
 /// A command that cannot be started is no failed attempt: the message goes back as it was.
-/// Returns COMMAND's status, and whether the job counted as failed.
+/// Returns COMMAND's status, and whether the message went to the dead letters.
 fn run_job(
-    msg: fsync::msg::Received,
+    mut msg: fsync::msg::Received,
     argv: &[OsString],
     mailbox: &std::path::Path,
     forwarded: bool,
@@ -504,21 +523,19 @@ fn run_job(
             ("FSYNC_MSG_ID".to_string(), id.to_string()),
             ("FSYNC_MSG_ATTEMPT".to_string(), attempt.to_string()),
         ],
-        stdin: Some(
-            msg.input()
-                .map_err(|e| fsync::Error::io(mailbox, "cannot read message", e))?,
-        ),
     };
-    let exit = match forwarded {
-        true => job.run(|_| {})?,
-        false => job.run_job()?,
-    };
+    // The job holds the claim as we do: killed alone, we leave it to the job (module docs).
+    let exit = job.run_spawned(|| match forwarded {
+        true => msg.spawn(argv, &job.env),
+        false => msg.spawn_job(argv, &job.env),
+    })?;
     let cancelled = fsync::wait::last_received().is_some() && (forwarded || exit.signal.is_some());
     if exit == Exit::OK {
         msg.finish()?;
         say(format!("message {id} of {place}: done"));
         return Ok((exit, false));
     }
+    let mut dead = false;
     if cancelled {
         drop(msg);
         say(format!(
@@ -528,7 +545,10 @@ fn run_job(
     } else {
         let became = match msg.fail()? {
             fsync::msg::Failed::Delayed => "held back before its next attempt",
-            fsync::msg::Failed::Dead => "moved to the dead letters",
+            fsync::msg::Failed::Dead => {
+                dead = true;
+                "moved to the dead letters"
+            }
             _ => "back to the queue",
         };
         say(format!(
@@ -536,7 +556,7 @@ fn run_job(
             exit.code
         ));
     }
-    Ok((exit, !cancelled))
+    Ok((exit, dead))
 }
 
 /// `msg list`: each message printed as it is found, so that a queue of any depth is listed in
@@ -553,11 +573,18 @@ fn list(a: &ListArgs) -> VerbResult {
     let mut counts = [0usize; 3];
     let mut skipped = Vec::new();
     let now = SystemTime::now();
-    if a.json {
-        let path = serde_json::to_string(&report::path_text(&a.mailbox.mailbox))
-            .expect("a string serialises");
-        written = write!(out, "{{\"path\":{path},\"messages\":[");
-    }
+    // The JSON object is opened with the first entry (or once the listing is done): a path
+    // that is no mailbox writes nothing to standard output.
+    let path =
+        serde_json::to_string(&report::path_text(&a.mailbox.mailbox)).expect("a string serialises");
+    let mut opened = !a.json;
+    let open = |out: &mut std::io::StdoutLock<'_>, opened: &mut bool| {
+        let was = std::mem::replace(opened, true);
+        match was {
+            true => Ok(()),
+            false => write!(out, "{{\"path\":{path},\"messages\":["),
+        }
+    };
     // Close the arrays before `to` and open those up to it.
     let move_to = |out: &mut std::io::StdoutLock<'_>, section: &mut usize, to: usize| {
         let mut result = Ok(());
@@ -587,6 +614,10 @@ fn list(a: &ListArgs) -> VerbResult {
     };
     let claimed = mailbox.scan(|entry| {
         if written.is_err() {
+            return;
+        }
+        if let Err(e) = open(&mut out, &mut opened) {
+            written = Err(e);
             return;
         }
         let (at, m, due) = match entry {
@@ -627,6 +658,7 @@ fn list(a: &ListArgs) -> VerbResult {
         };
     })?;
     written?;
+    open(&mut out, &mut opened)?;
     let [count, delayed, dead] = counts;
     if a.json {
         move_to(&mut out, &mut section, ARRAYS.len())?;

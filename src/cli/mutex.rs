@@ -488,7 +488,6 @@ fn evaluate(condition: &std::ffi::OsStr) -> Result<bool, Failure> {
     let exit = Job {
         argv: &argv,
         env: Vec::new(),
-        stdin: None,
     }
     .run(|_| {})
     .map_err(|f| match f {

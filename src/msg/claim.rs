@@ -52,17 +52,19 @@ pub(super) fn sort_entries(q: &Dir, entries: Vec<(String, Option<Kind>)>) -> (Na
 }
 
 /// Before a look at the queue: return the claims of dead receivers and the delayed messages
-/// that are due to it; when the first delayed message left is due.
-pub(super) fn tidy(l: &Layout, poll: Duration) -> Result<Option<u64>> {
-    recover(l, poll);
-    l.promote(poll)
+/// that are due to it; when the first delayed message left is due, and whether claims of
+/// living receivers remain (whose deaths a waiter must see: [`queue::Waker`]).
+pub(super) fn tidy(l: &Layout, poll: Duration) -> Result<(Option<u64>, bool)> {
+    let claims = recover(l, poll);
+    Ok((l.promote(poll)?, claims))
 }
 
-/// Return the claims of dead receivers to the queue.
-fn recover(l: &Layout, poll: Duration) {
+/// Return the claims of dead receivers to the queue; whether claims of living ones remain.
+fn recover(l: &Layout, poll: Duration) -> bool {
     let Ok(entries) = l.claimed.entries() else {
-        return;
+        return false;
     };
+    let mut living = false;
     for (claimed, kind) in entries {
         if kind == Some(Kind::Dir) {
             continue;
@@ -70,14 +72,21 @@ fn recover(l: &Layout, poll: Duration) {
         let Some((name, rid)) = claimed.rsplit_once('~') else {
             continue;
         };
-        // Its receiver died with it: a delivery that failed.
-        if let Some(parsed) = MessageName::parse(name)
-            && !held(&l.recv, rid)
-        {
-            let failed = parsed.failed(parsed.failed.saturating_add(1));
-            let _ = l.requeue(&claimed, &failed.render(), poll);
+        // Its receiver died with it (and its job, which holds the claim too): a delivery
+        // lost, not failed; it comes back without spending a retry.
+        let Some(parsed) = MessageName::parse(name) else {
+            continue;
+        };
+        if held(&l.recv, rid) {
+            living = true;
+        } else if !matches!(
+            l.requeue(&claimed, &parsed.one_more_lost().render(), poll),
+            Ok(true)
+        ) {
+            living = true; // left claimed (the lock was busy): look again when woken
         }
     }
+    living
 }
 
 /// What a receiver took: the payload open, its name in `claimed/`, and its name in the queue.
@@ -90,6 +99,8 @@ pub(super) struct Next {
     pub(super) shard: u64,
     /// When the first delayed message is due (microseconds since the epoch).
     pub(super) due: Option<u64>,
+    /// Whether living receivers hold claims: their deaths must wake a waiter too.
+    pub(super) claims: bool,
 }
 
 /// Claim the oldest message we can read; entries we cannot use are reported and passed over.
@@ -102,12 +113,18 @@ pub(super) fn try_claim(
     skipped: &mut dyn FnMut(Skipped),
     next: &mut Next,
 ) -> Result<Outcome<Option<Claim>>> {
-    next.due = tidy(l, poll)?;
+    (next.due, next.claims) = tidy(l, poll)?;
     let mut rebuilt = false;
     loop {
         let ends = wait::acquired!(l.current_ends(poll)?);
         let mut first = ends.head;
+        let mut missing = 0;
         while first <= ends.newest() {
+            if missing >= queue::MAX_MISSING {
+                first = l.skip_gap(first, ends.newest())?;
+                missing = 0;
+                continue;
+            }
             let shard = match l.shard(first, false) {
                 Ok(shard) => shard,
                 Err(e) => {
@@ -117,6 +134,7 @@ pub(super) fn try_claim(
                     continue;
                 }
             };
+            missing = if shard.is_none() { missing + 1 } else { 0 };
             let mut messages = false;
             if let Some(shard) = &shard {
                 // Entries are named by their path in the queue's directory.
@@ -135,7 +153,7 @@ pub(super) fn try_claim(
         }
         // Empty: unless an fsync from before shards posted into the queue's directory.
         if !rebuilt && l.has_unsharded() {
-            wait::acquired!(l.rebuild(poll, Deadline::never())?);
+            wait::acquired!(l.rebuild(poll, l.deadline)?);
             rebuilt = true;
             continue;
         }
@@ -193,8 +211,8 @@ fn claim_in(
             });
             continue;
         }
-        // Failed as often as we allow (its receivers were killed): a dead letter.
-        if retries.is_some_and(|r| parsed.failed > r) {
+        // Failed, or lost with its receivers, as often as we allow: a dead letter.
+        if parsed.dead_under(retries) {
             l.bury(&claimed, &name)?;
             continue;
         }

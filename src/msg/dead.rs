@@ -14,7 +14,7 @@ impl Mailbox {
     /// after them. Returns the ids put back; an id that is not a dead letter is not an error
     /// (another process may have put it back first), it is just not in the answer.
     pub fn retry(&self, ids: &[u64]) -> Result<Vec<u64>> {
-        let l = self.layout()?;
+        let l = self.existing_layout()?;
         let Some(dead) = l.dead(false)? else {
             return Ok(Vec::new());
         };

@@ -6,7 +6,8 @@ use super::*;
 impl Mailbox {
     /// Wait up to `timeout` (`None`: for ever; zero: look once) until nothing is queued,
     /// delayed or being received: a job being run counts until it is done. `Ok(false)` on
-    /// timeout. Dead letters do not count. Creates the mailbox if missing (an empty one).
+    /// timeout. Dead letters do not count. The mailbox must exist: a path that is none is an
+    /// error of kind [`ErrorKind::NotFound`], so that a mistyped path never looks empty.
     ///
     /// The thread sleeps until the mailbox changes: on a local file system a finished job
     /// wakes it at once; on a network file system it also re-checks every
@@ -32,7 +33,10 @@ impl Mailbox {
         mut progress: Option<&mut dyn FnMut(Duration)>,
     ) -> Result<Outcome<()>> {
         let deadline = Deadline::after(timeout);
-        let l = self.layout()?;
+        let l = Layout {
+            deadline,
+            ..self.existing_layout()?
+        };
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
         let waker = std::cell::RefCell::new(queue::Waker::default());
         let mut due: Option<u64> = None;
@@ -48,23 +52,23 @@ impl Mailbox {
         };
         let outcome = wait::wait_for(spec, report, |block| -> Result<_, wait::Failed> {
             if block {
-                waker.borrow().sleep(due)?;
+                waker.borrow().sleep(&l, due)?;
                 return Ok(None);
             }
             loop {
                 let armed = waker.borrow().armed_for();
                 // A cancellation ended a wait for the `seq` lock: the wait core ends ours.
-                let Outcome::Acquired((busy, newest, next_due)) = l.busy(self.poll)? else {
+                let Outcome::Acquired((busy, next)) = l.busy(self.poll)? else {
                     return Ok(None);
                 };
-                due = next_due;
+                due = next.due;
                 if !busy {
                     return Ok(Some(()));
                 }
-                if armed == Some(newest) {
+                if armed == Some(next.watched()) {
                     return Ok(None);
                 }
-                waker.borrow_mut().arm(&l, newest)?;
+                waker.borrow_mut().arm(&l, next.watched())?;
             }
         });
         outcome.map_err(|f| f.naming(l.q.path(), "cannot wait"))
@@ -72,24 +76,54 @@ impl Mailbox {
 }
 
 impl Layout {
-    /// Whether anything is queued, delayed or being received; the shard posts go to; when the
-    /// first delayed message is due. Returns the claims of dead receivers to the queue and
-    /// moves due delayed messages there first.
-    pub(super) fn busy(&self, poll: Duration) -> Result<Outcome<(bool, u64, Option<u64>)>> {
-        let due = claim::tidy(self, poll)?;
-        let ends = wait::acquired!(self.current_ends(poll)?);
-        let claimed = (self.claimed.entries())
-            .map_err(|e| Error::io(self.claimed.path(), "cannot list", e))?
-            .iter()
-            .any(|(name, _)| name.contains('~'));
-        let mut busy = claimed || due.is_some() || self.has_unsharded();
+    /// Whether anything is queued, delayed or being received, and what to wait for next.
+    /// Returns the claims of dead receivers to the queue and moves due delayed messages there
+    /// first.
+    pub(super) fn busy(&self, poll: Duration) -> Result<Outcome<(bool, claim::Next)>> {
+        let (due, claims) = claim::tidy(self, poll)?;
+        wait::acquired!(self.current_ends(poll)?); // the head rebuilt, if it must be
+        // Under the shared lock on `seq`, messages move only forwards: from a shard to
+        // `claimed` (a receiver takes one), from there to `delayed` (a backoff), the dead
+        // letters or nowhere (done); back to the queue only under the exclusive lock. So
+        // looking in that order sees every message that is anywhere all along.
+        let seq = wait::acquired!(self.lock_seq(Mode::Shared, poll, self.deadline)?);
+        let (ends, last) = self.ends_under(&seq)?;
+        let ends = ends.unwrap_or(queue::Ends { head: 0, last });
+        let mut busy = self.has_unsharded();
         let mut first = ends.head;
+        let mut missing = 0;
         while !busy && first <= ends.newest() {
-            if let Ok(Some(shard)) = self.shard(first, false) {
-                busy = !queued_names(&shard)?.0.is_empty();
+            if missing >= queue::MAX_MISSING {
+                first = self.skip_gap(first, ends.newest())?;
+                missing = 0;
+                continue;
+            }
+            match self.shard(first, false) {
+                Ok(Some(shard)) => {
+                    busy = !queued_names(&shard)?.0.is_empty();
+                    missing = 0;
+                }
+                _ => missing += 1,
             }
             first += SHARD;
         }
-        Ok(Outcome::Acquired((busy, ends.newest(), due)))
+        busy = busy
+            || (self.claimed.entries())
+                .map_err(|e| Error::io(self.claimed.path(), "cannot list", e))?
+                .iter()
+                .any(|(name, _)| name.contains('~'));
+        busy = busy
+            || due.is_some()
+            || (self.delayed.entries())
+                .map_err(|e| Error::io(self.delayed.path(), "cannot list", e))?
+                .iter()
+                .any(|(name, _)| !name.starts_with('.'));
+        drop(seq);
+        let next = claim::Next {
+            shard: ends.newest(),
+            due,
+            claims,
+        };
+        Ok(Outcome::Acquired((busy, next)))
     }
 }

@@ -25,7 +25,8 @@ pub enum Entry {
 
 impl Mailbox {
     /// The queued messages, oldest first (synchronous ones whose sender is gone are left
-    /// out), the number being received, and the entries receivers pass over. Creates nothing.
+    /// out), the number being received, and the entries receivers pass over. Creates nothing;
+    /// a path that is no mailbox is an error of kind [`ErrorKind::NotFound`].
     /// Holds the whole queue in memory: [`scan`](Self::scan) hands on one entry at a time.
     pub fn list(&self) -> Result<Listing> {
         let mut out = Listing::default();
@@ -44,13 +45,11 @@ impl Mailbox {
     /// last, as [`Entry::Dead`]. Creates nothing, and takes no lock: a message posted or received
     /// meanwhile may or may not be seen.
     pub fn scan(&self, mut each: impl FnMut(Entry)) -> Result<usize> {
-        let Some(top) = self.top(false)? else {
-            return Ok(0);
-        };
+        let top = self.existing_top()?;
         let list_err = |d: &Dir, e| pfs::explain_open_error(d.path(), "cannot list mailbox", e);
         top.entries().map_err(|e| list_err(&top, e))?;
         let Some(q) = top.sub("q", false)? else {
-            return Ok(0);
+            return Ok(0); // removed meanwhile
         };
         let senders = top.sub("senders", false)?;
         let claimed = match top.sub("claimed", false)? {
@@ -91,8 +90,19 @@ impl Mailbox {
         let Some(mut first) = head else {
             return Ok(claimed);
         };
+        let mut missing = 0;
         while first <= shard_of(last + 1) {
-            match q.sub(&shard_name(first), false) {
+            if missing >= queue::MAX_MISSING {
+                first = queue::skip_gap_in(&q, first, shard_of(last + 1))?;
+                missing = 0;
+                continue;
+            }
+            let found = q.sub(&shard_name(first), false);
+            missing = match found {
+                Ok(None) => missing + 1,
+                _ => 0,
+            };
+            match found {
                 Ok(Some(shard)) => {
                     // Entries are named by their path in the queue's directory.
                     let mut each = |entry| match entry {

@@ -118,7 +118,7 @@ impl Layout {
             return Ok(Some(file));
         }
         drop(file);
-        let waited = self.lock_seq(Mode::Exclusive, poll, Deadline::after(Some(LOCK_GRACE)))?;
+        let waited = self.lock_seq(Mode::Exclusive, poll, self.deadline.capped(LOCK_GRACE))?;
         Ok(waited.acquired())
     }
 
@@ -138,7 +138,14 @@ impl Layout {
     /// head that is missing or not one fsync wrote (then [`rebuild`](Self::rebuild) it).
     pub(super) fn ends(&self, poll: Duration, deadline: Deadline) -> Result<Outcome<Option<Ends>>> {
         let seq = wait::acquired!(self.lock_seq(Mode::Shared, poll, deadline)?);
-        let last = self.last_seq(&seq)?;
+        let (ends, _) = self.ends_under(&seq)?;
+        Ok(Outcome::Acquired(ends))
+    }
+
+    /// [`ends`](Self::ends), with `seq` locked by the caller; and the last sequence number
+    /// alone (for a head to be rebuilt).
+    pub(super) fn ends_under(&self, seq: &File) -> Result<(Option<Ends>, u64)> {
+        let last = self.last_seq(seq)?;
         let head = match self.top.open("head", false) {
             Ok(Some(f)) => parse_head(&read_text(&f)),
             Ok(None) | Err(_) => None,
@@ -147,7 +154,7 @@ impl Layout {
         let ends = head
             .map(|head| Ends { head, last })
             .filter(|e| e.head <= e.newest());
-        Ok(Outcome::Acquired(ends))
+        Ok((ends, last))
     }
 
     /// Write the head (under the exclusive lock on `seq`); `durable` when lowering it, which
@@ -165,6 +172,15 @@ impl Layout {
     /// The shard directory that begins at `first`: `None` if missing (and not `create`).
     pub(super) fn shard(&self, first: u64, create: bool) -> Result<Option<Dir>> {
         self.q.sub(&shard_name(first), create)
+    }
+
+    /// Where a walk from shard `from` to shard `last` goes on after [`MAX_MISSING`] missing
+    /// shards in a row: the first shard the queue's directory holds from `from` on, or past
+    /// `last` if none (the directory listed once). So that a walk visits no more shards than
+    /// there are, plus a few, however far apart the head and `seq` lie (a `seq` planted far
+    /// ahead, a head set back).
+    pub(super) fn skip_gap(&self, from: u64, last: u64) -> Result<u64> {
+        skip_gap_in(&self.q, from, last)
     }
 
     /// Rebuild the head from the directory (under the exclusive lock on `seq`): after a crash
@@ -314,11 +330,11 @@ impl Layout {
     /// The head and the last sequence number ([`ends`](Self::ends)), the head rebuilt from the
     /// directory first where it needs it.
     pub(super) fn current_ends(&self, poll: Duration) -> Result<Outcome<Ends>> {
-        if let Some(ends) = wait::acquired!(self.ends(poll, Deadline::never())?) {
+        if let Some(ends) = wait::acquired!(self.ends(poll, self.deadline)?) {
             return Ok(Outcome::Acquired(ends));
         }
-        wait::acquired!(self.rebuild(poll, Deadline::never())?);
-        match wait::acquired!(self.ends(poll, Deadline::never())?) {
+        wait::acquired!(self.rebuild(poll, self.deadline)?);
+        match wait::acquired!(self.ends(poll, self.deadline)?) {
             Some(ends) => Ok(Outcome::Acquired(ends)),
             None => Err(Error::new(
                 &self.top.join("head"),
@@ -331,50 +347,120 @@ impl Layout {
 
 /// What wakes a thread that waits on a mailbox (a receiver, `wait_empty`): a post into the
 /// shard posts go to (made if missing, so that it can be watched), a message coming or going in
-/// `claimed`, a delay in `delayed`, and the first delay's due time. Not the queue's directory:
-/// watching a directory costs the kernel a pass over its entries, and it holds a shard per
-/// hundred messages. Armed before the look that precedes a sleep, so that no change between is
-/// missed; armed anew only when the shard posts go to has moved on.
+/// `claimed`, a delay in `delayed`, and the first delay's due time; and while living receivers
+/// hold claims, the last close of a registration in `recv` (its receiver, and the job it passed
+/// its claim down to, exited: however they died, the kernel closes their files), so that a
+/// dead receiver's claim goes back to the queue at once, without anything else touching the
+/// mailbox. Not the queue's directory: watching a directory costs the kernel a pass over its
+/// entries, and it holds a shard per hundred messages. Armed before the look that precedes a
+/// sleep, so that no change between is missed; armed anew when what it watches changes.
+///
+/// Closes are seen with inotify only (dnotify does not report them), whose instance costs its
+/// process a few milliseconds at exit (`platform::notify`): so only while claims are held.
 #[derive(Default)]
 pub(super) struct Waker {
-    armed: Option<(u64, DirWatch)>,
+    armed: Option<(Watched, DirWatch)>,
+}
+
+/// What a [`Waker`] watches: the shard posts go to, and whether registrations' closes too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Watched {
+    pub(super) shard: u64,
+    pub(super) closes: bool,
+}
+
+impl super::claim::Next {
+    /// What a waiter must watch to see what comes next.
+    pub(super) fn watched(&self) -> Watched {
+        Watched {
+            shard: self.shard,
+            closes: self.claims,
+        }
+    }
 }
 
 impl Waker {
-    /// The shard the watch is armed for, if it is.
-    pub(super) fn armed_for(&self) -> Option<u64> {
+    /// What the watch is armed for, if it is.
+    pub(super) fn armed_for(&self) -> Option<Watched> {
         self.armed.as_ref().map(|(at, _)| *at)
     }
 
-    /// Watch for what comes next when posts go to shard `next`.
-    pub(super) fn arm(&mut self, l: &Layout, next: u64) -> io::Result<()> {
-        if self.armed_for() == Some(next) {
+    /// Watch for what comes next, as `what` says.
+    pub(super) fn arm(&mut self, l: &Layout, what: Watched) -> io::Result<()> {
+        if self.armed_for() == Some(what) {
             return Ok(());
         }
-        let mut w = DirWatch::new(&l.claimed.pinned())?;
+        self.armed = None; // an inotify instance goes before the next is made
+        let mut w = match what.closes {
+            true => DirWatch::by_inotify(&l.claimed.pinned())?,
+            false => DirWatch::new(&l.claimed.pinned())?,
+        };
         w.add(&l.delayed.pinned())?;
-        match l.shard(next, true) {
+        match l.shard(what.shard, true) {
             Ok(Some(shard)) => w.add(&shard.pinned())?,
             // Not made (a mailbox we may not write, a name taken): the queue's directory.
             _ => w.add(&l.q.pinned())?,
         }
-        self.armed = Some((next, w));
+        if what.closes {
+            w.add_closes(&l.recv.pinned())?;
+        }
+        self.armed = Some((what, w));
         Ok(())
     }
 
     /// Sleep until the watch sees a change, or until `due` (microseconds since the epoch: the
-    /// first delayed message) at the latest.
-    pub(super) fn sleep(&self, due: Option<u64>) -> io::Result<()> {
+    /// first delayed message) at the latest. A registration closed for the last time is
+    /// waited for until its lock is released too (the kernel reports the close first, and
+    /// releases the lock a moment after): the look that follows sees its owner dead.
+    pub(super) fn sleep(&self, l: &Layout, due: Option<u64>) -> io::Result<()> {
         let (_, watch) = self.armed.as_ref().expect("armed before the look");
-        match due {
-            Some(due) => {
-                let left = due.saturating_sub(procinfo::now_micros());
-                watch.wait_timeout(Duration::from_micros(left)).map(drop)
+        let limit =
+            due.map(|due| Duration::from_micros(due.saturating_sub(procinfo::now_micros())));
+        for name in watch.wait_closes(limit)? {
+            let Some(name) = name.to_str().filter(|n| !n.starts_with('.')) else {
+                continue;
+            };
+            if let Ok(Some(file)) = l.recv.open(name, false) {
+                released(&file)?;
             }
-            None => watch.wait(),
         }
+        Ok(())
     }
 }
+
+/// Wait a moment for the lock on a registration just closed for the last time to go: the
+/// kernel releases it microseconds after it reports the close (`__fput` notifies, then
+/// removes the file's locks), and no event follows the release. Bounded by [`RELEASE_GRACE`],
+/// since a reader of the registration may hold a lock of its own on it. The watch is not read
+/// meanwhile, so that no other close it reports is lost.
+fn released(file: &File) -> io::Result<()> {
+    let start = std::time::Instant::now();
+    while !lock::flock(file, Mode::Shared, false)? && start.elapsed() < RELEASE_GRACE {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    Ok(())
+}
+
+/// How long a waiter gives a closed registration's lock to go ([`released`]).
+const RELEASE_GRACE: Duration = Duration::from_millis(100);
+
+
+/// [`Layout::skip_gap`] for the queue's directory `q`.
+pub(super) fn skip_gap_in(q: &Dir, from: u64, last: u64) -> Result<u64> {
+    let entries = q
+        .entries()
+        .map_err(|e| pfs::explain_open_error(q.path(), "cannot list queue", e))?;
+    let next = (entries.iter())
+        .filter_map(|(name, _)| parse_shard(name))
+        .filter(|&first| first >= from && first <= last)
+        .min();
+    Ok(next.unwrap_or(last.saturating_add(SHARD)))
+}
+
+/// How many missing shards in a row a walk looks for by number before it lists the queue's
+/// directory instead ([`Layout::skip_gap`]): the head is moved past empty shards as they are
+/// found, so a queue's shards lie together but for the few being emptied.
+pub(super) const MAX_MISSING: u32 = 4;
 
 /// How long returning a message or moving the head waits for the lock on `seq`, which posts
 /// hold for moments: past it, the next receiver does it.

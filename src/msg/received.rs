@@ -18,7 +18,7 @@ pub struct Received {
     /// The bus member that sent it, if any.
     pub from: Option<String>,
     pub(super) done: bool,
-    pub(super) _me: Registration,
+    pub(super) me: Registration,
 }
 
 /// What became of a message whose delivery failed ([`Received::fail`]).
@@ -35,6 +35,19 @@ pub enum Failed {
     Delayed,
 }
 
+/// The longest a failed job is held back, however often it failed.
+pub const MAX_BACKOFF: Duration = Duration::from_mins(5);
+
+/// How long a message that failed `failed` times (1 or more) is held back under a backoff of
+/// `base`: `base` after the first failure, doubling with each one after, [`MAX_BACKOFF`] at
+/// most (never less than `base`).
+pub(super) fn backoff_after(base: Duration, failed: u32) -> Duration {
+    let doublings = failed.saturating_sub(1).min(31);
+    base.saturating_mul(1u32 << doublings)
+        .min(MAX_BACKOFF)
+        .max(base)
+}
+
 impl Received {
     /// The message's id in its mailbox: its sequence number (the first field of its name),
     /// the same at every delivery.
@@ -45,7 +58,9 @@ impl Received {
     /// Which delivery this is: 1 the first time, one more after each that failed
     /// ([`fail`](Self::fail), or a receiver killed while it had the message).
     pub fn attempt(&self) -> u32 {
-        self.name.failed.saturating_add(1)
+        (self.name.failed)
+            .saturating_add(self.name.lost)
+            .saturating_add(1)
     }
 
     /// The delivery failed: the message goes back to the queue to be delivered again, with
@@ -55,14 +70,14 @@ impl Received {
     pub fn fail(mut self) -> Result<Failed> {
         self.done = true;
         let failed = self.name.failed(self.name.failed.saturating_add(1));
-        let dead = self.retries.is_some_and(|r| failed.failed > r);
         let l = &self.layout;
-        if dead {
+        if failed.dead_under(self.retries) {
             l.bury(&self.claimed, &failed.render())?;
             return Ok(Failed::Dead);
         }
-        if let Some(backoff) = self.backoff {
-            l.delay_claimed(&self.claimed, &failed.render(), delayed::due_after(backoff))?;
+        if let Some(backoff) = self.backoff.filter(|b| !b.is_zero()) {
+            let wait = backoff_after(backoff, failed.failed);
+            l.delay_claimed(&self.claimed, &failed.render(), delayed::due_after(wait))?;
             return Ok(Failed::Delayed);
         }
         Ok(
@@ -86,6 +101,44 @@ impl Received {
         let mut file = self.file.try_clone()?;
         file.rewind()?;
         Ok(file)
+    }
+
+    /// Start `argv` as this message's job, as [`command::spawn_reading`](crate::command::spawn_reading)
+    /// starts a command (cancellation signals forwarded to it): the payload on its standard
+    /// input, `env` added to its environment, and the claim passed down to it. The job then
+    /// holds the message as this receiver does: if this process dies (killed alone, say) while
+    /// the job runs on, no other receiver takes the message until the job, and whatever it
+    /// left running with the inherited descriptor, has exited too; then it goes back to the
+    /// queue as a delivery lost, not failed.
+    pub fn spawn(
+        &mut self,
+        argv: &[impl AsRef<std::ffi::OsStr>],
+        env: &[(impl AsRef<std::ffi::OsStr>, impl AsRef<std::ffi::OsStr>)],
+    ) -> std::result::Result<crate::command::Running, crate::command::SpawnError> {
+        self.spawn_as(argv, env, true)
+    }
+
+    /// [`spawn`](Self::spawn), as [`command::spawn_job`](crate::command::spawn_job) starts a
+    /// command: cancellation signals are not forwarded to it (a pool of workers).
+    pub fn spawn_job(
+        &mut self,
+        argv: &[impl AsRef<std::ffi::OsStr>],
+        env: &[(impl AsRef<std::ffi::OsStr>, impl AsRef<std::ffi::OsStr>)],
+    ) -> std::result::Result<crate::command::Running, crate::command::SpawnError> {
+        self.spawn_as(argv, env, false)
+    }
+
+    fn spawn_as(
+        &mut self,
+        argv: &[impl AsRef<std::ffi::OsStr>],
+        env: &[(impl AsRef<std::ffi::OsStr>, impl AsRef<std::ffi::OsStr>)],
+        forward: bool,
+    ) -> std::result::Result<crate::command::Running, crate::command::SpawnError> {
+        let input = self
+            .input()
+            .map_err(crate::command::SpawnError::CannotExecute)?;
+        let keep = self.me.hand_down();
+        crate::command::spawn_keeping(argv, env, Some(&input), keep, forward)
     }
 
     /// The payload in memory (for JSON output).

@@ -19,12 +19,20 @@ fn names_round_trip() {
         from: Some("alice".into()),
         sync: true,
         failed: 0,
+        lost: 0,
     };
     assert_eq!(MessageName::parse(&n.render()), Some(n));
     assert!(MessageName::parse("junk").is_none());
     let failed = MessageName::parse("00000000000000000007.h-1-ff.-.msg+3").unwrap();
     assert_eq!((failed.seq, failed.failed, failed.sync), (7, 3, false));
     assert_eq!(failed.render(), "00000000000000000007.h-1-ff.-.msg+3");
+    // Deliveries lost with their receivers are counted apart, after the failures.
+    for (kind, counts) in [("msg-2", (0, 2)), ("msg+3-1", (3, 1)), ("msg+1", (1, 0))] {
+        let name = format!("00000000000000000007.h-1-ff.-.{kind}");
+        let n = MessageName::parse(&name).unwrap();
+        assert_eq!((n.failed, n.lost), counts, "{name}");
+        assert_eq!(n.render(), name);
+    }
     // A bus sender may hold dots: it is all between the second dot and the last.
     for from in ["build-3.example", "a.b.c", "сервер-1.ru"] {
         let n = MessageName {
@@ -33,6 +41,7 @@ fn names_round_trip() {
             from: Some(from.into()),
             sync: false,
             failed: 0,
+            lost: 0,
         };
         assert_eq!(
             n.render(),
@@ -52,6 +61,12 @@ fn names_round_trip() {
         "1.u.x.msg+",
         "1.u.x.msg+01",
         "1.u.x.sync+1",
+        "1.u.x.msg-0",
+        "1.u.x.msg-",
+        "1.u.x.msg-1+1",
+        "1.u.x.msg+1-",
+        "1.u.x.msg1",
+        "1.u.x.sync-1",
     ] {
         assert!(MessageName::parse(bad).is_none(), "{bad}");
     }
@@ -342,35 +357,66 @@ fn a_failed_delivery_comes_back_counted_and_dies_after_the_retries() {
     assert_eq!(text(r), "m0");
 }
 
+/// What a receiver killed while delivering leaves: its claim of the message queued as
+/// `prefix*` (in shard 0), and no registration.
+fn kill_receiver_of(path: &std::path::Path, prefix: &str) -> String {
+    let shard = path.join("q").join(shard_name(0));
+    let queued = std::fs::read_dir(&shard)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.starts_with(prefix))
+        .unwrap();
+    std::fs::rename(
+        shard.join(&queued),
+        path.join("claimed").join(format!("{queued}~h.1.dead")),
+    )
+    .unwrap();
+    queued
+}
+
 #[test]
-fn a_receiver_killed_with_a_message_counts_as_a_failed_delivery() {
+fn a_receiver_killed_with_a_message_counts_as_a_lost_delivery_not_a_failed_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("b");
     let b = Mailbox::new(&path);
     post_texts(&b, 0..1);
-    // What a receiver killed while delivering leaves: its claim, and no registration.
     let name = format!("{:020}", 1);
-    let queued = std::fs::read_dir(path.join("q").join(shard_name(0)))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .find(|n| n.starts_with(&name))
-        .unwrap();
-    std::fs::rename(
-        path.join("q").join(shard_name(0)).join(&queued),
-        path.join("claimed").join(format!("{queued}~h.1.dead")),
-    )
-    .unwrap();
+    kill_receiver_of(&path, &name);
     let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
     assert_eq!(r.attempt(), 2);
+    assert_eq!((r.name.failed, r.name.lost), (0, 1));
     drop(r);
-    // With no retry left, the next receive buries it instead of delivering it.
+    // A receiver allowing no failure still delivers it: lost deliveries have a bound of their
+    // own, LOST_BEYOND_RETRIES beyond the retries.
     let strict = Mailbox::new(&path).retries(0);
+    for lost in 2..=LOST_BEYOND_RETRIES {
+        kill_receiver_of(&path, &name);
+        let r = strict.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert_eq!(
+            (r.name.failed, r.name.lost, r.attempt()),
+            (0, lost, lost + 1)
+        );
+        drop(r);
+    }
+    // One loss more: a dead letter, not delivered.
+    let queued = kill_receiver_of(&path, &name);
     assert!(strict.recv(Some(Duration::ZERO)).unwrap().is_none());
-    assert!(
-        path.join("dead")
-            .join(queued.replace(".msg", ".msg+1"))
-            .is_file()
-    );
+    let buried = MessageName::parse(&queued).unwrap().one_more_lost();
+    assert_eq!(buried.lost, LOST_BEYOND_RETRIES + 1);
+    assert!(path.join("dead").join(buried.render()).is_file());
+}
+
+#[test]
+fn a_failed_job_is_held_back_longer_after_each_failure_up_to_the_most() {
+    let base = Duration::from_secs(1);
+    let waits: Vec<u64> = (1..=12)
+        .map(|failed| received::backoff_after(base, failed).as_secs())
+        .collect();
+    assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+    assert_eq!(received::backoff_after(base, u32::MAX), MAX_BACKOFF);
+    // A base longer than the most is kept as it is.
+    let long = Duration::from_mins(10);
+    assert_eq!(received::backoff_after(long, 3), long);
 }
 
 #[test]
@@ -424,6 +470,10 @@ fn a_failed_job_is_held_back_for_its_backoff() {
 fn wait_empty_waits_for_the_job_being_received_and_for_delayed_messages() {
     let dir = tempfile::tempdir().unwrap();
     let b = Mailbox::new(dir.path().join("b"));
+    let missing = b.wait_empty(Some(Duration::ZERO)).unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
+    assert!(!dir.path().join("b").exists(), "made by a look");
+    assert!(b.recv(Some(Duration::ZERO)).unwrap().is_none());
     assert!(
         b.wait_empty(Some(Duration::ZERO)).unwrap(),
         "a new mailbox is empty"

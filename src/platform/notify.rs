@@ -31,6 +31,7 @@ inotify is read, never armed with `O_ASYNC`: it sends no signal.
 
 use std::{
     cell::Cell,
+    ffi::OsString,
     io,
     marker::PhantomData,
     os::fd::{AsRawFd, OwnedFd},
@@ -210,18 +211,9 @@ impl DirWatch {
             Backend::Dnotify { seen, .. } => return Ok(sleep_for_signal(seen, Some(limit))),
             Backend::Inotify(inotify) => inotify,
         };
-        use std::os::fd::AsFd;
-        let mut fds = [nix::poll::PollFd::new(
-            inotify.as_fd(),
-            nix::poll::PollFlags::POLLIN,
-        )];
-        let ms = nix::poll::PollTimeout::try_from(limit.as_millis().min(60_000) as i32)
-            .unwrap_or(nix::poll::PollTimeout::MAX);
-        match nix::poll::poll(&mut fds, ms) {
-            Ok(n) if n > 0 => self.wait().map(|()| true),
-            Ok(_) => Ok(false),
-            Err(nix::errno::Errno::EINTR) => Ok(false),
-            Err(e) => Err(io::Error::from(e)),
+        match self.readable_within(inotify, limit)? {
+            true => self.wait().map(|()| true),
+            false => Ok(false),
         }
     }
 
@@ -285,6 +277,78 @@ fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
 }
 
 impl DirWatch {
+    /// A watch like [`new`](Self::new)'s, always by inotify: one that
+    /// [`add_closes`](Self::add_closes) can extend.
+    pub(crate) fn by_inotify(dir: &Path) -> io::Result<DirWatch> {
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(io::Error::from)?;
+        inotify
+            .add_watch(dir, INOTIFY_MASK)
+            .map_err(io::Error::from)?;
+        Ok(DirWatch {
+            backend: Backend::Inotify(inotify),
+            _thread_bound: PhantomData,
+        })
+    }
+
+    /// Also watch `dir` for its files being closed after writing, at their last close (when
+    /// their owner exits, however it dies): only an inotify watch can
+    /// ([`by_inotify`](Self::by_inotify)). Opening and reading do not wake it, nor does a
+    /// close by a reader.
+    pub(crate) fn add_closes(&mut self, dir: &Path) -> io::Result<()> {
+        match &mut self.backend {
+            Backend::Dnotify { .. } => Err(io::Error::from(io::ErrorKind::Unsupported)),
+            Backend::Inotify(inotify) => {
+                let mask = AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_DELETE_SELF;
+                inotify
+                    .add_watch(dir, mask)
+                    .map(drop)
+                    .map_err(io::Error::from)
+            }
+        }
+    }
+
+    /// Block until a change (until `limit` passes at most; `None`: no limit), and name the
+    /// files closed after writing among the changes (those of a directory given to
+    /// [`add_closes`](Self::add_closes); a dnotify watch names none). The kernel reports a
+    /// close before it releases the file's locks: a caller that wants the lock free waits
+    /// for it.
+    pub(crate) fn wait_closes(&self, limit: Option<Duration>) -> io::Result<Vec<OsString>> {
+        let inotify = match (&self.backend, limit) {
+            (Backend::Dnotify { .. }, Some(limit)) => {
+                return self.wait_timeout(limit).map(|_| vec![]);
+            }
+            (Backend::Dnotify { .. }, None) => return self.wait().map(|()| vec![]),
+            (Backend::Inotify(inotify), _) => inotify,
+        };
+        if let Some(limit) = limit
+            && !self.readable_within(inotify, limit)?
+        {
+            return Ok(vec![]);
+        }
+        let events = inotify.read_events().map_err(io::Error::from)?;
+        Ok(events
+            .into_iter()
+            .filter(|e| e.mask.contains(AddWatchFlags::IN_CLOSE_WRITE))
+            .filter_map(|e| e.name)
+            .collect())
+    }
+
+    /// Whether the inotify instance has events within `limit` (`false` on a signal).
+    fn readable_within(&self, inotify: &Inotify, limit: Duration) -> io::Result<bool> {
+        use std::os::fd::AsFd;
+        let mut fds = [nix::poll::PollFd::new(
+            inotify.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let ms = nix::poll::PollTimeout::try_from(limit.as_millis().min(60_000) as i32)
+            .unwrap_or(nix::poll::PollTimeout::MAX);
+        match nix::poll::poll(&mut fds, ms) {
+            Ok(n) => Ok(n > 0),
+            Err(nix::errno::Errno::EINTR) => Ok(false),
+            Err(e) => Err(io::Error::from(e)),
+        }
+    }
+
     /// A watch for files in `dir` being closed (after writing or not). A process's open files
     /// are closed when it exits, however it dies, so this sees lock holders go away.
     pub(crate) fn closes(dir: &Path) -> io::Result<DirWatch> {

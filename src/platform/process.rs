@@ -13,7 +13,7 @@ use std::{
     ffi::OsStr,
     io,
     os::{
-        fd::{AsFd, OwnedFd},
+        fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
         unix::{ffi::OsStrExt, process::CommandExt},
     },
     path::PathBuf,
@@ -35,10 +35,15 @@ pub enum SpawnError {
 /// Start `argv` (`argv[0]` the program, looked up on `PATH` as the shell does), with the
 /// environment the process has now and the variables `env` set in it (the process's own
 /// environment is not changed: another thread may be reading it).
+///
+/// `keep`, a descriptor of ours that is close-on-exec, is left open in the command alone (its
+/// flag cleared in the child between fork and exec): a lock that the command then holds too,
+/// and that no command another thread starts meanwhile inherits.
 pub(crate) fn spawn(
     argv: &[impl AsRef<OsStr>],
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
     stdin: Option<&std::fs::File>,
+    keep: Option<BorrowedFd<'_>>,
 ) -> Result<Child, SpawnError> {
     let program = argv[0].as_ref();
     let path = resolve(program)?;
@@ -50,8 +55,24 @@ pub(crate) fn spawn(
             None => std::process::Stdio::inherit(),
         })
     };
+    let keeping = |command: &mut Command| {
+        if let Some(fd) = keep {
+            let raw = fd.as_raw_fd();
+            // SAFETY: runs in the child between fork and exec, where only async-signal-safe
+            // calls are allowed: fcntl(2) is one, and `raw` is a descriptor the parent keeps
+            // open for the whole call (it is borrowed for it), so the child has it too.
+            unsafe {
+                command.pre_exec(move || match libc::fcntl(raw, libc::F_SETFD, 0) {
+                    -1 => Err(io::Error::last_os_error()),
+                    _ => Ok(()),
+                });
+            }
+        }
+    };
     let first = input().and_then(|input| {
-        Command::new(&path)
+        let mut command = Command::new(&path);
+        keeping(&mut command);
+        command
             .arg0(program)
             .args(args.clone())
             .envs(env.clone())
@@ -60,12 +81,9 @@ pub(crate) fn spawn(
     });
     let spawned = match first {
         Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => input().and_then(|input| {
-            Command::new("/bin/sh")
-                .arg(&path)
-                .args(args)
-                .envs(env)
-                .stdin(input)
-                .spawn()
+            let mut command = Command::new("/bin/sh");
+            keeping(&mut command);
+            command.arg(&path).args(args).envs(env).stdin(input).spawn()
         }),
         other => other,
     };

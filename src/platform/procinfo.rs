@@ -39,6 +39,16 @@ pub(crate) fn own_cmdline() -> String {
     .clone()
 }
 
+/// The process's umask, as `/proc/self/status` shows it (reading it with umask(2) would set
+/// it, for every thread, for a moment); 022 where it does not.
+pub(crate) fn umask() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    (status.lines())
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .and_then(|m| u32::from_str_radix(m.trim(), 8).ok())
+        .unwrap_or(0o022)
+}
+
 /// Microseconds since the Unix epoch.
 pub(crate) fn now_micros() -> u64 {
     SystemTime::now()

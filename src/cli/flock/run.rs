@@ -144,7 +144,6 @@ impl Request {
         let job = Job {
             argv,
             env: Vec::new(),
-            stdin: None,
         };
         let loss = LossArgs {
             on_lost: OnLost::Term,

@@ -20,8 +20,8 @@ use crate::cli::Failure;
 /// What the workers found, for the exit status.
 #[derive(Default)]
 struct Found {
-    /// The status of the last job that failed.
-    failed: Mutex<Option<Exit>>,
+    /// The status of the last job that went to the dead letters.
+    dead: Mutex<Option<Exit>>,
     /// What stopped the workers other than a signal or an empty mailbox.
     fatal: Mutex<Option<Failure>>,
     /// Set with `fatal`: no worker takes another job.
@@ -60,11 +60,11 @@ pub(super) fn work(a: &WorkArgs) -> VerbResult {
     if let Some(sig) = fsync::wait::last_received() {
         return Ok(Exit::signal(sig));
     }
-    let failed = found
-        .failed
+    let dead = found
+        .dead
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    Ok(failed.unwrap_or(Exit::OK))
+    Ok(dead.unwrap_or(Exit::OK))
 }
 
 /// Take jobs until told to stop, a signal, or (`--until-empty`) nothing left to do.
@@ -89,7 +89,8 @@ fn worker(mailbox: &Mailbox, a: &WorkArgs, found: &Found) {
     }
 }
 
-/// Run one job ([`super::run_job`], signals not passed on), noting the status of a failed one.
+/// Run one job ([`super::run_job`], signals not passed on), noting the status of one whose
+/// message went to the dead letters.
 fn run(msg: Received, a: &WorkArgs, found: &Found) -> Result<(), Failure> {
     let say = |line: String| report::say(a.verbose, || line);
     let (id, attempt) = (msg.id(), msg.attempt());
@@ -97,11 +98,11 @@ fn run(msg: Received, a: &WorkArgs, found: &Found) -> Result<(), Failure> {
         "message {id} of {}: running (attempt {attempt})",
         a.mailbox.mailbox.display()
     ));
-    let (exit, failed) = super::run_job(msg, &a.command, &a.mailbox.mailbox, false, say)?;
-    if failed {
+    let (exit, dead) = super::run_job(msg, &a.command, &a.mailbox.mailbox, false, say)?;
+    if dead {
         // Its status, not a signal of ours to die of.
         *found
-            .failed
+            .dead
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Exit::code(exit.code));
     }
