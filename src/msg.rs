@@ -541,7 +541,8 @@ impl Mailbox {
                 "no such mailbox",
             ));
         };
-        if top.sub("q", false)?.is_none() {
+        // A bus member's directory is its mailbox whether or not anything came yet.
+        if self.opened.is_none() && top.sub("q", false)?.is_none() {
             return Err(Error::new(
                 top.path(),
                 ErrorKind::NotFound,
