@@ -5,8 +5,9 @@ witness (an `O_APPEND` log of enter/leave marks written by the commands themselv
 here) counts violations: two mutex holders, more than N in a semaphore, a writer with anyone,
 two groups inside. Messages: posters and receivers killed at random instants; every message whose
 post returned 0 is received, none partial, duplicates only from killed receivers. Jobs (`msg recv
--- COMMAND`): workers killed with their command; every job succeeds exactly once or reaches the
-dead letters, none is lost and none runs after its success.
+-- COMMAND`): workers killed with their command, or alone (`A pid`: the command runs on); every
+job succeeds exactly once or reaches the dead letters, none is lost, none runs twice at once and
+none runs after its success.
 
 Scale: `FSYNC_CHAOS=N` critical sections per primitive, N/2 posts for messages (default 1000,
 which CI runs in about 20 s; the full run is `FSYNC_CHAOS=10000 cargo test --release --test
@@ -525,13 +526,16 @@ fn chaos_messages_survive_killed_posters_and_receivers() {
 }
 
 /// Jobs (`msg recv --retries 3 BOX -- COMMAND`): 4 worker loops take the queued jobs while a
-/// killer freezes and SIGKILLs random workers with their command. The commands log `S id w`
-/// when they start and `D id w` when they are done (`w` the worker's pid); the killer logs
-/// `K pids`. A job is acknowledged by its worker after `D`, so a run may follow a `D` only if
-/// that worker was killed after it (before it could acknowledge). In the end every job
-/// succeeded exactly once (a `D` whose worker lived on) or lies in the dead letters, having
-/// been killed 4 times (or more: a worker killed as it buries one counts too); none is lost
-/// and none runs after its success.
+/// killer either freezes and SIGKILLs a random worker with its command (`K pids`) or SIGKILLs
+/// the worker's fsync process alone (`A pid`), its command running on. The commands log
+/// `S id w` when they start and `D id w` when they are done (`w` the worker's process group,
+/// whose leader is the fsync process). A job is acknowledged by its worker after `D`, so a run
+/// may follow a `D` only if that worker was killed after it or before it (before it could
+/// acknowledge); and no run may start while another run of the same job goes on (a worker
+/// killed alone leaves its job holding the message). In the end every job succeeded exactly
+/// once (a `D` whose worker lived on) or lies in the dead letters, having been lost 6 times
+/// (or more: a worker killed as it buries one counts too); none is lost and none runs after
+/// its success. (Mutant answered: a job that does not inherit its claim ran twice at once.)
 #[test]
 fn chaos_jobs_survive_killed_workers_and_run_once_after_success() {
     chaos_jobs(&["recv", "-n"], 4);
@@ -559,7 +563,8 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
         assert!(out.status.success(), "post {id}: {out:?}");
     }
     let job = format!(
-        "id=$(cat); echo \"S $id $PPID\" >> {log}; sleep 0.00$((id % 4)); echo \"D $id $PPID\" >> {log}",
+        "id=$(cat); read -r _ _ _ _ w _ < /proc/$$/stat; echo \"S $id $w\" >> {log}; \
+         sleep 0.00$((id % 4)); echo \"D $id $w\" >> {log}",
         log = log.display()
     );
     let running: Running = Arc::default();
@@ -608,7 +613,17 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
                 if victims.is_empty() {
                     continue;
                 }
-                freeze_and_kill(victims[rng.below(victims.len())], log);
+                let victim = victims[rng.below(victims.len())];
+                if rng.below(2) == 0 {
+                    freeze_and_kill(victim, log);
+                } else {
+                    // The fsync process alone (the group's leader), its jobs running on in
+                    // its group, which is never a victim again (its K would not name the
+                    // worker whose runs it ends).
+                    running.lock().unwrap().remove(&victim);
+                    append(log, &format!("A {victim}\n"));
+                    let _ = nix::sys::signal::kill(Pid::from_raw(victim), Signal::SIGKILL);
+                }
                 killed.fetch_add(1, Ordering::SeqCst);
             }
         });
@@ -631,13 +646,22 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let mut acked: HashMap<usize, usize> = HashMap::new(); // id -> acknowledged runs
     let mut pending: HashMap<usize, (String, bool)> = HashMap::new(); // id -> (worker, killed)
+    // Runs started and neither done nor killed with their worker's group: id -> worker. (A
+    // worker killed alone, `A`, leaves its job running: its run stays open until `D`.)
+    let mut open: HashMap<usize, String> = HashMap::new();
+    // Workers killed alone: a run they started that ends later is acknowledged by nobody.
+    let mut gone: HashSet<String> = HashSet::new();
     let mut violations = Vec::new();
     for line in text.lines() {
         let parts: Vec<&str> = line.split(' ').collect();
         match parts[0] {
-            "K" => {
+            "K" | "A" => {
                 for (worker, killed) in pending.values_mut() {
                     *killed |= parts[1..].contains(&worker.as_str());
+                }
+                match parts[0] {
+                    "K" => open.retain(|_, worker| !parts[1..].contains(&worker.as_str())),
+                    _ => drop(gone.insert(parts[1].to_string())),
                 }
             }
             "S" => {
@@ -648,9 +672,18 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
                 if acked.get(&id).is_some_and(|&a| a > 0) {
                     violations.push(format!("job {id} ran again after it succeeded: {line}"));
                 }
+                if let Some(first) = open.insert(id, parts[2].to_string()) {
+                    violations.push(format!(
+                        "job {id} ran twice at once (its run under worker {first} goes on): {line}"
+                    ));
+                }
             }
             "D" => {
-                pending.insert(parts[1].parse().unwrap(), (parts[2].to_string(), false));
+                let id = parts[1].parse().unwrap();
+                open.remove(&id);
+                let worker = parts[2].to_string();
+                let unacknowledged = gone.contains(&worker);
+                pending.insert(id, (worker, unacknowledged));
             }
             other => panic!("a foreign log line {other:?}"),
         }
@@ -660,12 +693,14 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
             *acked.entry(id).or_default() += 1;
         }
     }
-    // Buried once 4 deliveries failed: by the receiver that finds it so; one killed between
-    // taking it and burying it counts once more (its claim looks like any other dead one).
+    // Buried once 4 deliveries failed (no job fails here), or 6 were lost with their
+    // workers: by the receiver that finds it so; one killed between taking it and burying it
+    // counts once more (its claim looks like any other dead one).
     for m in v["dead"].as_array().unwrap() {
         assert!(
-            m["failed"].as_u64().is_some_and(|f| f >= 4),
-            "a dead letter after fewer than 4 failures: {m}"
+            m["failed"].as_u64().is_some_and(|f| f >= 4)
+                || m["lost"].as_u64().is_some_and(|l| l >= 6),
+            "a dead letter after fewer than 4 failures or 6 losses: {m}"
         );
     }
     for id in 0..n {

@@ -328,7 +328,8 @@ struct RetryArgs {
 struct ListArgs {
     #[command(flatten)]
     mailbox: BoxArg,
-    /// One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed"}],
+    /// One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed",
+    /// "lost"}],
     /// "delayed" (messages, each with its "due" time), "dead" (dead letters, as messages),
     /// "count", "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers
     /// pass over)}
@@ -349,6 +350,8 @@ struct MessageJson<'a> {
     sync: bool,
     /// Its deliveries that failed so far.
     failed: u32,
+    /// Its deliveries lost with their worker.
+    lost: u32,
     /// When a delayed message is due (in `delayed` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     due: Option<String>,
@@ -607,6 +610,7 @@ fn list(a: &ListArgs) -> VerbResult {
             since: report::timestamp(now.checked_sub(m.age).unwrap_or(now)),
             sync: m.sync,
             failed: m.failed(),
+            lost: m.lost(),
             due: due.map(report::timestamp),
         };
         let comma = if first { "" } else { "," };
@@ -643,6 +647,9 @@ fn list(a: &ListArgs) -> VerbResult {
         } else {
             let state = match (at, m.sync, m.failed(), due) {
                 (1, _, _, Some(due)) => format!("  delayed until {}", report::timestamp(due)),
+                (2, _, n, _) if m.lost() > 0 => {
+                    format!("  dead after {n} failed attempts, {} lost", m.lost())
+                }
                 (2, _, n, _) => format!("  dead after {n} failed attempts"),
                 (_, true, _, _) => " (waiting sender)".to_string(),
                 (_, false, 0, _) => String::new(),

@@ -444,7 +444,6 @@ fn released(file: &File) -> io::Result<()> {
 /// How long a waiter gives a closed registration's lock to go ([`released`]).
 const RELEASE_GRACE: Duration = Duration::from_millis(100);
 
-
 /// [`Layout::skip_gap`] for the queue's directory `q`.
 pub(super) fn skip_gap_in(q: &Dir, from: u64, last: u64) -> Result<u64> {
     let entries = q
