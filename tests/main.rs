@@ -20,6 +20,7 @@ mod grouplock;
 mod harness;
 mod json;
 mod msg;
+mod msg_jobs;
 mod mutex;
 mod netfs;
 mod packaging;

@@ -1,0 +1,284 @@
+//! `fsync msg` jobs against what kills them and what stalls them: a worker killed with its job
+//! gives the message back to a waiting receiver at once (nothing else touching the mailbox); a
+//! worker killed alone leaves the message with its job until the job ends; another process
+//! holding the lock on `seq` or a `seq` planted far ahead never keeps a verb past its
+//! `--timeout`; registrations cannot be opened by others; and the worker recipes of the README
+//! run verbatim and go on past a failed job.
+
+use std::os::unix::fs::PermissionsExt;
+
+use nix::sys::signal::Signal;
+
+use crate::harness::{TestDir, eventually, fsync_bin, json_of};
+
+#[track_caller]
+fn post(t: &TestDir, data: &str) {
+    t.fsync(["msg", "post", "B", "--data", data]).run().code(0);
+}
+
+#[track_caller]
+fn list(t: &TestDir) -> serde_json::Value {
+    json_of(&t.fsync(["msg", "list", "--json", "B"]).run().code(0).stdout)
+}
+
+/// Nobody posts, receives or lists: the only change is the death of the worker (its fsync and
+/// its job, one process group, SIGKILLed), and the receiver waiting meanwhile takes the message
+/// at once, as its second attempt, counted as lost. (Without the watch on registrations' last
+/// close the waiting receiver slept on until the test's deadline.)
+#[test]
+fn a_worker_killed_with_its_job_gives_the_message_to_a_waiting_receiver_at_once() {
+    let t = TestDir::new();
+    post(&t, "job");
+    let mut worker = t
+        .fsync(["msg", "recv", "B", "--", "sh", "-c"])
+        .arg("echo acquired; exec sleep 1000")
+        .own_process_group()
+        .hold();
+    let attempt = "echo \"$FSYNC_MSG_ATTEMPT $(cat)\"";
+    let mut waiting = t
+        .fsync([
+            "msg",
+            "recv",
+            "-v",
+            "--retries",
+            "0",
+            "B",
+            "--",
+            "sh",
+            "-c",
+            attempt,
+        ])
+        .start();
+    waiting.stderr_until("waiting for a message");
+    worker.kill_process_group();
+    waiting.finish().code(0).stdout("2 job\n");
+    let l = list(&t);
+    assert_eq!((&l["count"], &l["claimed"]), (&0.into(), &0.into()), "{l}");
+}
+
+/// `msg wait-empty` waiting on a job whose worker is killed with it: the message is back in
+/// the queue, so it is not empty, and the waiter goes on waiting until a receiver finishes it.
+#[test]
+fn wait_empty_sees_a_killed_workers_message_come_back_and_waits_for_it() {
+    let t = TestDir::new();
+    post(&t, "job");
+    let mut worker = t
+        .fsync(["msg", "recv", "B", "--", "sh", "-c"])
+        .arg("echo acquired; exec sleep 1000")
+        .own_process_group()
+        .hold();
+    let mut empty = t.fsync(["msg", "wait-empty", "-v", "B"]).start();
+    empty.stderr_until("to have nothing left to do");
+    worker.kill_process_group();
+    eventually("the killed worker's message is queued again", || {
+        list(&t)["count"] == 1
+    });
+    assert!(empty.running(), "wait-empty ended with a message queued");
+    t.fsync(["msg", "recv", "-n", "B"])
+        .run()
+        .code(0)
+        .stdout("job");
+    empty.finish().code(0);
+}
+
+/// fsync killed alone (`kill -9 PID`, the OOM killer, systemd's KillMode=process) while its
+/// job runs: the job holds the message, so no other receiver takes it while the job goes on;
+/// once the job has exited, a waiting receiver gets it (nobody was left to remove it).
+/// (Mutant answered: a job that does not inherit the claim let `recv -n` run it twice at once.)
+#[test]
+fn a_worker_killed_alone_leaves_the_message_with_its_job_until_the_job_ends() {
+    let t = TestDir::new();
+    post(&t, "job");
+    let job = format!(
+        "echo acquired; \"$FSYNC\" event wait {}; echo finished",
+        t.arg("E")
+    );
+    let mut worker = t.fsync(["msg", "recv", "B", "--", "sh", "-c", &job]).hold();
+    worker.signal(Signal::SIGKILL);
+    worker.wait_exit();
+    // The job runs on: the message is neither queued nor free to take.
+    t.fsync(["msg", "recv", "-n", "B"]).run().code(75);
+    let l = list(&t);
+    assert_eq!((&l["count"], &l["claimed"]), (&0.into(), &1.into()), "{l}");
+    let attempt = "echo \"$FSYNC_MSG_ATTEMPT $(cat)\"";
+    let mut waiting = t
+        .fsync(["msg", "recv", "-v", "B", "--", "sh", "-c", attempt])
+        .start();
+    waiting.stderr_until("waiting for a message");
+    t.fsync(["event", "signal", "E"]).run().code(0);
+    assert_eq!(worker.line(), "finished");
+    waiting.finish().code(0).stdout("2 job\n");
+}
+
+/// Another process that may open `seq` holds its lock for ever: a receive with a timeout, a
+/// receive that does not wait and a `wait-empty` with a timeout all end at their timeout (75),
+/// not when the holder lets go. (They waited for the lock with no deadline before.)
+#[test]
+fn a_lock_held_on_seq_never_keeps_a_verb_past_its_timeout() {
+    let t = TestDir::new();
+    post(&t, "job");
+    let _holder = t
+        .cmd("flock")
+        .args([&t.arg("B/seq"), "-c", "echo acquired; exec sleep 1000"])
+        .hold();
+    t.fsync(["msg", "recv", "-t", "300ms", "B"]).run().code(75);
+    t.fsync(["msg", "recv", "-n", "B"]).run().code(75);
+    t.fsync(["msg", "wait-empty", "-t", "300ms", "B"])
+        .run()
+        .code(75);
+}
+
+/// A `seq` planted far ahead of the queue (the largest fsync believes, less a little): the
+/// walks from the head to where posts go skip the gap (listing the queue's directory) instead
+/// of visiting 4.6e16 shards at full CPU; the queued message is still received, and posts go
+/// on from the planted number.
+#[test]
+fn a_seq_planted_far_ahead_does_not_send_walks_across_the_gap() {
+    let t = TestDir::new();
+    post(&t, "first");
+    std::fs::write(t.join("B/seq"), "4611686018427387000\n").unwrap();
+    t.fsync(["msg", "wait-empty", "-t", "0", "B"])
+        .run()
+        .code(75);
+    assert_eq!(list(&t)["count"], 1);
+    t.fsync(["msg", "recv", "-t", "1s", "B"])
+        .run()
+        .code(0)
+        .stdout("first");
+    t.fsync(["msg", "wait-empty", "-t", "0", "B"]).run().code(0);
+    t.fsync(["msg", "recv", "-n", "B"]).run().code(75);
+    post(&t, "second");
+    t.fsync(["msg", "recv", "-n", "B"])
+        .run()
+        .code(0)
+        .stdout("second");
+}
+
+/// A receiver's registration in a mailbox only its owner may write is its owner's alone from
+/// its creation on: nobody else can open it to lock it (which would make a dead receiver look
+/// alive, or make registering fail).
+#[test]
+fn a_receivers_registration_is_private_to_those_who_may_write_the_mailbox() {
+    let t = TestDir::new();
+    post(&t, "job");
+    std::fs::set_permissions(t.join("B"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _worker = t
+        .fsync([
+            "msg",
+            "recv",
+            "B",
+            "--",
+            "sh",
+            "-c",
+            "echo acquired; exec sleep 1000",
+        ])
+        .hold();
+    let registrations: Vec<u32> = std::fs::read_dir(t.join("B/recv"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().permissions().mode() & 0o777)
+        .collect();
+    assert_eq!(registrations, [0o600]);
+}
+
+/// `msg wait-empty`, `list` and `retry` on a path that is no mailbox: one line naming it, 66,
+/// and nothing made.
+#[test]
+fn looking_at_a_path_that_is_no_mailbox_is_an_error_and_makes_nothing() {
+    let t = TestDir::new();
+    for args in [
+        &["wait-empty", "-t", "0", "Typo"][..],
+        &["list", "Typo"],
+        &["retry", "Typo", "1"],
+    ] {
+        t.fsync(["msg"])
+            .args(args)
+            .run()
+            .code(66)
+            .stdout("")
+            .stderr("fsync: Typo: no such mailbox\n");
+    }
+    assert!(!t.join("Typo").exists());
+    std::fs::create_dir(t.join("Plain")).unwrap();
+    t.fsync(["msg", "list", "Plain"])
+        .run()
+        .code(66)
+        .stderr_has("fsync: Plain: not a mailbox");
+    assert_eq!(std::fs::read_dir(t.join("Plain")).unwrap().count(), 0);
+}
+
+/// The README's worker recipe line that contains `part`, with the mailbox it names replaced by
+/// `B` and its comment cut.
+fn readme_recipe(part: &str) -> String {
+    let readme = include_str!("../README.md");
+    let line = (readme.lines())
+        .find(|l| l.contains(part))
+        .unwrap_or_else(|| panic!("README has no recipe with {part:?}"));
+    let line = line.split("   #").next().unwrap().trim();
+    line.replace("/shared/jobs", "B")
+}
+
+/// A `./run-job` that records each job and fails the one named `bad`.
+fn run_job(t: &TestDir) {
+    t.write(
+        "run-job",
+        "#!/bin/sh\njob=$(cat)\necho \"$job\" >> done.log\n[ \"$job\" != bad ]\n",
+    );
+    let script = t.join("run-job");
+    std::fs::set_permissions(script, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn path_with_fsync() -> String {
+    let dir = fsync_bin().parent().unwrap().display().to_string();
+    format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
+}
+
+/// The README's worker loop for `msg recv -- ./run-job`, run verbatim: a failed job does not
+/// stop it; the bad job reaches the dead letters after 3 attempts (held back 1s, then 2s),
+/// and the jobs after it are done meanwhile.
+#[test]
+fn the_readme_worker_loop_goes_on_past_a_failed_job() {
+    let t = TestDir::new();
+    run_job(&t);
+    for job in ["bad", "one", "two"] {
+        post(&t, job);
+    }
+    let recipe = readme_recipe("while :; do fsync msg recv");
+    let mut workers = t
+        .sh(&recipe)
+        .env("PATH", path_with_fsync())
+        .own_process_group()
+        .start();
+    eventually("the bad job is a dead letter", || {
+        list(&t)["dead"].as_array().is_some_and(|d| d.len() == 1)
+    });
+    workers.kill_process_group();
+    let mut done: Vec<String> = t.read("done.log").lines().map(str::to_string).collect();
+    done.sort();
+    assert_eq!(done, ["bad", "bad", "bad", "one", "two"]);
+    assert_eq!(list(&t)["count"], 0);
+}
+
+/// The README's drain recipe with `msg work`, run verbatim: it ends once nothing is left, the
+/// bad job dead after 3 attempts, with that job's status (1).
+#[test]
+fn the_readme_drain_recipe_ends_with_the_status_of_the_dead_job() {
+    let t = TestDir::new();
+    run_job(&t);
+    for job in ["bad", "one", "two"] {
+        post(&t, job);
+    }
+    let recipe = readme_recipe("fsync msg work -j 2 --until-empty");
+    let out = t.sh(&recipe).env("PATH", path_with_fsync()).run();
+    out.code(1).stderr_has("moved to the dead letters");
+    let mut done: Vec<String> = t.read("done.log").lines().map(str::to_string).collect();
+    done.sort();
+    assert_eq!(done, ["bad", "bad", "bad", "one", "two"]);
+    // Every job succeeding in the end, a failure on the way included: 0.
+    t.write("once", "");
+    t.write(
+        "run-job",
+        "#!/bin/sh\nif [ -e once ]; then rm once; exit 4; fi\ncat > /dev/null\n",
+    );
+    post(&t, "flaky");
+    t.sh(&recipe).env("PATH", path_with_fsync()).run().code(0);
+}
