@@ -206,14 +206,14 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l retries -d 'With COMMAND: after N+1 failed attempts of a job, move its message to the dead letters' -r
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l backoff -d 'With COMMAND: hold a failed job back DUR before its next attempt' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l backoff -d 'With COMMAND: hold a failed job back DUR before its next attempt, twice as long after each failure, 5m at most; 0: not at all [default: 1s]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0; with --timeout, as flock -n -w: no wait)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -s j -l jobs -d 'Run up to N jobs at once (1 to 64)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l retries -d 'After N+1 failed attempts of a job, move its message to the dead letters' -r
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l backoff -d 'Hold a failed job back DUR before its next attempt' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l backoff -d 'Hold a failed job back DUR before its next attempt, twice as long after each failure, 5m at most; 0: not at all [default: 1s]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l until-empty -d 'Stop once nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -s v -l verbose -d 'Say on stderr when each job starts and how it ended'
@@ -229,7 +229,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from retry" -s v -l verbose -d 'Say which were put back'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from retry" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from retry" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed"}], "delayed" (messages, each with its "due" time), "dead" (dead letters, as messages), "count", "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed", "lost"}], "delayed" (messages, each with its "due" time), "dead" (dead letters, as messages), "count", "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'

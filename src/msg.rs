@@ -17,7 +17,10 @@ directory (see [`crate::bus`]), each step between them one `rename(2)`:
 
 `NAME` is `SEQ.UNIQ.FROM.KIND`: `SEQ` a 20-digit sequence number, `UNIQ` `HOST-PID-RANDOM`
 (no dot; `HOST` cut to 32 bytes), `FROM` the bus sender (which may hold dots: it is all between
-the second dot and the last) or `-`, `KIND` `msg` (queued) or `sync` (a synchronous send). Receivers
+the second dot and the last) or `-`, `KIND` `msg` (queued) or `sync` (a synchronous send). A
+message whose deliveries failed `N` times has `KIND` `msg+N`; one whose deliveries were lost
+`L` times with their receiver (killed with its job) `msg-L`, or `msg+N-L` with failures too
+(`N`, `L` decimal, no leading zero). Receivers
 take the smallest `NAME`, so messages come out in enqueue order. A name with a control character
 in it is not a message (fsync never makes one): receivers and listings pass it over and report it.
 
@@ -41,7 +44,8 @@ messages an older fsync posts into `q/` itself later are moved when a receiver f
 empty.
 
 **post**: write the payload to `tmp/.UNIQ` (mode 0640 unless asked, less the umask), `fsync` it; take an exclusive `flock`
-on `B/seq`, read `n`, write `n + 1`, rename the file to `q/SHARD/NAME` with `SEQ = n + 1`
+on `B/seq`, read `n`, write `n + 1` and `fsync` it (a number a power cut took back would be
+handed out again), rename the file to `q/SHARD/NAME` with `SEQ = n + 1`
 (creating the shard's directory if missing), release `seq`; `fsync` the shard's directory (and
 `q`, for a new shard). A crash at any instant leaves no message or the whole one.
 Whoever may open `seq` may hold its lock for ever: a send waits for it only until its deadline
@@ -49,19 +53,40 @@ Whoever may open `seq` may hold its lock for ever: a send waits for it only unti
 layer's rule (`src/platform/fs.rs`, *Who may lock an internal lock file*): only those who may
 write the mailbox can open it.
 
-**receive**: register as receiver `RID` = `HOST.PID.RANDOM`: create `recv/.tmp-RID`, lock it
-exclusively, rename it to `recv/RID` (so a visible registration is locked while its receiver
-lives). Then remove the registrations of dead receivers (a receiver killed by SIGKILL leaves
+**Walks.** Receivers, `wait_empty` and listings walk the shards from the head to the one posts
+go to by number; after 4 missing shards in a row they list `q` once and go on at the next shard
+there is, so that a walk visits no more shards than there are (plus a few), however far apart
+the head and `seq` lie. Every wait for the lock on `seq` inside a verb ends at the verb's
+deadline and on a cancellation signal: whoever may open `seq` may hold its lock for ever.
+
+**receive**: register as receiver `RID` = `HOST.PID.RANDOM`: create `recv/.tmp-RID` with mode
+0600, lock it exclusively, give it the mode of the rule for internal lock files (less the
+umask: only those who may write the mailbox may open it, and so lock it, which would make a
+dead receiver look alive), rename it to `recv/RID` (so a visible registration is locked while
+its receiver lives). Then remove the registrations of dead receivers (a receiver killed by SIGKILL leaves
 its own): each `recv/R` that a non-blocking exclusive lock gets (nobody holds it), if `recv/R`
 still names the file locked, one link, and in a sticky `recv` the caller's or the directory
 owner's; `.tmp-*` entries are left alone. Then (1) *recover*: every `claimed/NAME~R` whose `recv/R` is missing or unlocked belongs
-to a dead receiver and is returned to its shard (above); (2) *claim* the smallest `NAME` of the
+to a dead receiver and is returned to its shard (above), with one more lost delivery in its
+`KIND` (not a failed one: a receiver killed with its job says nothing of the job); (2) *claim* the smallest `NAME` of the
 first shard from the head that holds one, by renaming it to `claimed/NAME~RID`: of competing
 receivers exactly one rename succeeds, the others try the next name; (3) for `KIND` `sync`, check the sender (below): dead, discard the message; alive,
 rename it to the `msg` kind (from now on it is taken, whatever happens to the sender); (4) copy the
 payload out, then unlink it and the registration. A receiver that dies before (4) finishes leaves
 a claim that goes back to the queue: delivery is exactly once, except at least once for a
 receiver that crashes after writing the payload out and before unlinking it.
+
+**jobs**: a receiver that runs a command on the message ([`Received::spawn`]) leaves its
+registration's descriptor open in the command (in that command alone: its close-on-exec flag is
+cleared between fork and exec), so the command holds the registration's lock too: the claim
+lives while the receiver or the command (or anything the command left running with that
+descriptor) lives. A receiver killed alone leaves the message with its job; the job's end
+releases the lock, and the claim goes back as a lost delivery (and so runs again, even if the
+job succeeded: nobody was left to unlink it). A job that succeeded is unlinked (4); one that
+failed goes back with one more failed delivery in its `KIND`, or to `delayed` for its backoff
+(the base after the first failure, twice as long after each one after, 5 minutes at most), or to
+`dead/` once it failed more than the receiver's retries allow, or was lost more than 2 times
+beyond them.
 
 **send** (synchronous): the sender creates and locks `senders/.tmp-UNIQ`, renames it to
 `senders/UNIQ`, posts the message as `STEM.sync` (`STEM` is `NAME` without `KIND`), and waits
@@ -72,9 +97,18 @@ if a receiver claimed it first, the sender waits for the conversion (or for that
 when it renames the claim back and withdraws it). A sender that dies holds no lock any more, so
 the receiver that claims its message discards it: a message whose sender died is never received.
 
-Receivers sleep until the kernel reports a change in `q`, in the shard posts go to or in
-`claimed` (local file systems), re-checking every `poll` interval where other hosts' posts
+Receivers sleep until the kernel reports a change in `q`, in the shard posts go to, in
+`claimed` or in `delayed`, and while claims of living receivers exist, the last close of a
+registration in `recv` (inotify's `IN_CLOSE_WRITE`: its owner exited, however it died; the
+kernel reports the close a moment before it releases the lock, which the waiter gives up to
+100 ms to go) (local file systems), re-checking every `poll` interval where other hosts' posts
 cannot be seen (network file systems).
+
+**wait_empty** (nothing queued, delayed or being received): after returning dead receivers'
+claims and promoting due delayed messages, it looks, under a shared lock on `seq`, at the shards
+from the head, then at `claimed`, then at `delayed`: under that lock messages only move forwards
+(from a shard to `claimed`, from there to `delayed`, `dead` or away; back only under the
+exclusive lock), so a message that exists all along is seen in one of them.
 */
 
 use std::{
