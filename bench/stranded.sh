@@ -4,7 +4,7 @@
 # from the kill to the waiting receiver's job starting. Usage: bench/stranded.sh [N] [FSYNC]
 set -euo pipefail
 n=${1:-50}
-fsync=${2:-$(dirname "$0")/../target/release/fsync}
+fsync=${2:-$(cd "$(dirname "$0")/.." && pwd)/target/release/fsync}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cd "$dir"

@@ -1241,11 +1241,11 @@ fn msg_recv_does_not_read_through_a_planted_claim() {
     );
     success_with_notes(&out, 0);
     out.stdout("first");
-    // Recovery returns it to the queue with the failed delivery counted (`msg+1`): the link
+    // Recovery returns it to the queue with the lost delivery counted (`msg-1`): the link
     // itself moves, and is never read through.
     let kept = [
         format!("shared/box/claimed/{claim}"),
-        format!("shared/box/q/{SHARD0}/{}+1", planted_message(1)),
+        format!("shared/box/q/{SHARD0}/{}-1", planted_message(1)),
     ];
     assert!(
         kept.iter().any(|k| h.kind(k) == Some("symlink")),
