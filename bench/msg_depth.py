@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""What a receive costs at any depth of a mailbox's queue. See BENCHMARKS.md.
+"""What a receive costs at any depth of a mailbox's queue, or with any number of messages
+delayed. See BENCHMARKS.md.
 
-    bench/msg_depth.py [DEPTH...]        # default: 100 10000 1000000
+    bench/msg_depth.py [DEPTH...]             # default: 100 10000 1000000
+    bench/msg_depth.py --delayed [COUNT...]   # default: 0 10000 100000
 
 For each DEPTH: a mailbox with DEPTH messages queued (written straight into the layout the
 `msg` module's docs describe: `seq`, `head`, `q/SHARD/NAME`, so that a million take a minute,
@@ -10,8 +12,15 @@ and `fsync msg post BOX` (the queue stays DEPTH deep; each receive takes the old
 by the wall clock around each round, in ROUNDS blocks that alternate between the depths.
 Then `fsync msg list BOX` at each depth, its peak memory (ru_maxrss) and time.
 
-Knobs (environment): PAIRS (100 per block), ROUNDS (3), FSYNC (default target/release/fsync,
-built if missing), BENCH_DIR (default /tmp), KEEP=1 (keep the mailboxes).
+With --delayed: for each COUNT, a mailbox with QUEUED (10) messages queued and COUNT delayed,
+due in an hour and 3 ms apart, as `fsync msg post --delay 1h` in a loop posts them. They are
+written as the release before delay buckets wrote them (`delayed/DUE.NAME`), which every
+version reads: a version with buckets moves them into theirs at its first receive, in a round
+that is not timed. Then the rounds, as above (none of the delayed ones comes due).
+
+Knobs (environment): PAIRS (100 per block), ROUNDS (3), QUEUED (10, with --delayed), FSYNC
+(default target/release/fsync, built if missing), BENCH_DIR (default /tmp), KEEP=1 (keep the
+mailboxes).
 """
 
 import os
@@ -46,6 +55,21 @@ def fill(box, depth):
         f.write(f"{0:020}\n")
 
 
+def fill_delayed(box, queued, count):
+    """A mailbox with messages 1..=queued queued and `count` more delayed (flat entries)."""
+    fill(box, queued)
+    delayed = os.path.join(box, "delayed")
+    os.makedirs(delayed, exist_ok=True)
+    first = (time.time_ns() // 1000) + 3600 * 1_000_000
+    for i in range(count):
+        seq = queued + 1 + i
+        name = f"{first + i * 3000:020}.{seq:020}.bench-1-{seq:016x}.-.msg"
+        with open(os.path.join(delayed, name), "wb") as f:
+            f.write(b"later %d\n" % seq)
+    with open(os.path.join(box, "seq"), "w") as f:
+        f.write(f"{queued + count}\n")
+
+
 def pairs(fsync, box, n):
     """Seconds per recv + post round, over n rounds."""
     start = time.perf_counter()
@@ -70,7 +94,13 @@ def listing(fsync, box):
 
 
 def main():
-    depths = [int(d) for d in sys.argv[1:]] or [100, 10_000, 1_000_000]
+    args = sys.argv[1:]
+    delayed = args[:1] == ["--delayed"]
+    if delayed:
+        args = args[1:]
+    default = [0, 10_000, 100_000] if delayed else [100, 10_000, 1_000_000]
+    depths = [int(d) for d in args] or default
+    queued = int(os.environ.get("QUEUED", "10"))
     n = int(os.environ.get("PAIRS", "100"))
     rounds = int(os.environ.get("ROUNDS", "3"))
     fsync = os.environ.get("FSYNC") or os.path.join(ROOT, "target/release/fsync")
@@ -82,16 +112,21 @@ def main():
         for depth in depths:
             box = os.path.join(base, f"box{depth}")
             t = time.perf_counter()
-            fill(box, depth)
+            if delayed:
+                fill_delayed(box, queued, depth)
+                pairs(fsync, box, 1)  # not timed: moves them into buckets, where they go
+            else:
+                fill(box, depth)
             boxes[depth] = box
-            print(f"filled {depth} messages in {time.perf_counter() - t:.1f} s", flush=True)
+            what = "delayed" if delayed else "queued"
+            print(f"filled {depth} messages {what} in {time.perf_counter() - t:.1f} s", flush=True)
         per = {d: [] for d in depths}
         for r in range(rounds):
             order = depths if r % 2 == 0 else list(reversed(depths))
             for depth in order:
                 per[depth].append(pairs(fsync, boxes[depth], n))
         print(f"\nrecv + post round, ms ({rounds} blocks of {n}, alternating):")
-        print(f"{'depth':>10} {'median':>8} {'min':>8} {'max':>8}  blocks")
+        print(f"{'delayed' if delayed else 'depth':>10} {'median':>8} {'min':>8} {'max':>8}  blocks")
         first = None
         for depth in depths:
             v = sorted(per[depth])
@@ -103,7 +138,8 @@ def main():
         print("\nmsg list:")
         for depth in depths:
             secs, kib = listing(fsync, boxes[depth])
-            print(f"{depth:>10} messages: {secs:.2f} s, peak {kib / 1024:.1f} MiB")
+            what = "delayed" if delayed else "messages"
+            print(f"{depth:>10} {what}: {secs:.2f} s, peak {kib / 1024:.1f} MiB")
     finally:
         if os.environ.get("KEEP") != "1":
             shutil.rmtree(base, ignore_errors=True)
