@@ -72,9 +72,19 @@ if a receiver claimed it first, the sender waits for the conversion (or for that
 when it renames the claim back and withdraws it). A sender that dies holds no lock any more, so
 the receiver that claims its message discards it: a message whose sender died is never received.
 
-Receivers sleep until the kernel reports a change in `q`, in the shard posts go to or in
-`claimed` (local file systems), re-checking every `poll` interval where other hosts' posts
-cannot be seen (network file systems).
+**Delays**: a message posted with a delay, or a failed job held back before its next attempt,
+waits as `B/delayed/BUCKET/DUE.NAME` (`DUE` when it is due, in microseconds since the epoch;
+`BUCKET` that rounded down to the minute; both in 20 digits) until a receiver, before its look
+at the queue, moves it to its shard as a returned message goes, keeping `NAME`: once due, it
+comes before the messages queued after it. Receivers list the names of the buckets and open
+only those whose minute has begun, so a receive costs the same however many messages wait;
+the steps, the wake-ups and the layout before buckets (`delayed/DUE.NAME`) are in the docs of
+`src/msg/delayed.rs`.
+
+Receivers sleep until the kernel reports a change in `q`, in the shard posts go to, in
+`claimed`, in `delayed` or in a bucket of it whose minute has begun (local file systems), or
+until the first delayed message may be due, re-checking every `poll` interval where other
+hosts' posts cannot be seen (network file systems).
 */
 
 use std::{
@@ -689,10 +699,10 @@ impl Mailbox {
                     passed.push(s.name);
                 }
             };
-            // Found nothing with the right shard watched since before the look: wait. Else
-            // watch it and look again (a post between the look and the watch wakes nobody).
+            // Found nothing with the right directories watched since before the look (the look
+            // changes no watch): wait. Else watch them and look again (a post between the look
+            // and the watch wakes nobody).
             loop {
-                let armed = waker.borrow().armed_for();
                 match try_claim(&l, &rid, self.poll, self.retries, &mut report, &mut next)? {
                     Outcome::Acquired(Some((file, claimed, name))) => {
                         return Ok(Some(Some(Received {
@@ -708,7 +718,9 @@ impl Mailbox {
                             _me: me.take().expect("once"),
                         })));
                     }
-                    Outcome::Acquired(None) if armed == Some(next.shard) => {
+                    Outcome::Acquired(None)
+                        if waker.borrow().armed_for(next.shard, &next.begun) =>
+                    {
                         // Nothing to take, and the watch armed: before sleeping, whether
                         // anything is left to wait for (another receiver's job, a delay).
                         if until_empty
@@ -718,7 +730,9 @@ impl Mailbox {
                         }
                         return Ok(None);
                     }
-                    Outcome::Acquired(None) => waker.borrow_mut().arm(&l, next.shard)?,
+                    Outcome::Acquired(None) => {
+                        waker.borrow_mut().arm(&l, next.shard, &next.begun)?;
+                    }
                     // A cancellation signal ended a wait for the `seq` lock: the wait core
                     // sees it (it stays set) and ends the receive.
                     Outcome::TimedOut | Outcome::Interrupted(_) => return Ok(None),
@@ -793,17 +807,14 @@ fn post(
             l.set_key(key, &format!("{n:020}.{}", name.uniq))?;
         }
         name.seq = n;
-        let mut dest = name.render();
+        let dest = name.render();
+        if let Some(due) = due {
+            return Ok(Outcome::Acquired(Ok(l.hold(&l.tmp, &tmp, due, &dest)?)));
+        }
         let first = shard_of(n);
-        let (dir, made) = match (due, l.shard(first, false)?) {
-            (Some(due), _) => {
-                dest = delayed::delayed_name(due, &dest);
-                let dir = (l.delayed.try_clone())
-                    .map_err(|e| Error::io(l.delayed.path(), "cannot open", e))?;
-                (dir, false)
-            }
-            (None, Some(shard)) => (shard, false),
-            (None, None) => (l.shard(first, true)?.expect("created"), true),
+        let (dir, made) = match l.shard(first, false)? {
+            Some(shard) => (shard, false),
+            None => (l.shard(first, true)?.expect("created"), true),
         };
         l.tmp
             .rename(&tmp, &dir, &dest)
@@ -825,7 +836,8 @@ fn post(
             return Err(e);
         }
     };
-    // The rename is durable once the shard's directory is, and a new shard once the queue's is.
+    // The rename is durable once the shard's directory is, and a new shard once the queue's is
+    // (a bucket of delayed messages, once `delayed` is).
     let flush = |d: &Dir| {
         File::open(d.pinned())
             .and_then(|f| f.sync_all())
@@ -833,7 +845,7 @@ fn post(
     };
     flush(&shard)?;
     if made {
-        flush(&l.q)?;
+        flush(if due.is_some() { &l.delayed } else { &l.q })?;
     }
     Ok(Outcome::Acquired(Keyed::Queued(name.render())))
 }

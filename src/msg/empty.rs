@@ -52,19 +52,19 @@ impl Mailbox {
                 return Ok(None);
             }
             loop {
-                let armed = waker.borrow().armed_for();
                 // A cancellation ended a wait for the `seq` lock: the wait core ends ours.
-                let Outcome::Acquired((busy, newest, next_due)) = l.busy(self.poll)? else {
+                let Outcome::Acquired((busy, newest, pending)) = l.busy(self.poll)? else {
                     return Ok(None);
                 };
-                due = next_due;
+                due = pending.due;
                 if !busy {
                     return Ok(Some(()));
                 }
-                if armed == Some(newest) {
+                // Armed so since before the look (which changes no watch): wait.
+                if waker.borrow().armed_for(newest, &pending.begun) {
                     return Ok(None);
                 }
-                waker.borrow_mut().arm(&l, newest)?;
+                waker.borrow_mut().arm(&l, newest, &pending.begun)?;
             }
         });
         outcome.map_err(|f| f.naming(l.q.path(), "cannot wait"))
@@ -72,17 +72,19 @@ impl Mailbox {
 }
 
 impl Layout {
-    /// Whether anything is queued, delayed or being received; the shard posts go to; when the
-    /// first delayed message is due. Returns the claims of dead receivers to the queue and
-    /// moves due delayed messages there first.
-    pub(super) fn busy(&self, poll: Duration) -> Result<Outcome<(bool, u64, Option<u64>)>> {
-        let due = claim::tidy(self, poll)?;
+    /// Whether anything is queued, delayed or being received; the shard posts go to; what is
+    /// left to wait for of the delayed messages. Returns the claims of dead receivers to the
+    /// queue and moves due delayed messages there first.
+    pub(super) fn busy(&self, poll: Duration) -> Result<Outcome<(bool, u64, delayed::Pending)>> {
+        // What comes due after this instant stays delayed: the look below promotes the rest.
+        let now = procinfo::now_micros();
+        let pending = claim::tidy(self, poll)?;
         let ends = wait::acquired!(self.current_ends(poll)?);
         let claimed = (self.claimed.entries())
             .map_err(|e| Error::io(self.claimed.path(), "cannot list", e))?
             .iter()
             .any(|(name, _)| name.contains('~'));
-        let mut busy = claimed || due.is_some() || self.has_unsharded();
+        let mut busy = claimed || self.holds_delayed(&pending, now)? || self.has_unsharded();
         let mut first = ends.head;
         while !busy && first <= ends.newest() {
             if let Ok(Some(shard)) = self.shard(first, false) {
@@ -90,6 +92,19 @@ impl Layout {
             }
             first += SHARD;
         }
-        Ok(Outcome::Acquired((busy, ends.newest(), due)))
+        Ok(Outcome::Acquired((busy, ends.newest(), pending)))
+    }
+
+    /// Whether a message due after `now` is held back, after a look begun then that left
+    /// `pending` (and promoted what was due): a bucket whose minute has not begun may be empty
+    /// (its poster died before the rename), so the buckets are looked into, up to the first
+    /// such message. (What was due by `now` and is still there could not be moved: not a
+    /// message fsync made, or one this user may not read.)
+    fn holds_delayed(&self, pending: &delayed::Pending, now: u64) -> Result<bool> {
+        if pending.due.is_none() {
+            return Ok(false);
+        }
+        self.any_delayed(|entry| delayed::parse_delayed(entry).is_some_and(|(due, _)| due > now))
+            .map_err(|e| Error::io(self.delayed.path(), "cannot list", e))
     }
 }

@@ -331,41 +331,49 @@ impl Layout {
 
 /// What wakes a thread that waits on a mailbox (a receiver, `wait_empty`): a post into the
 /// shard posts go to (made if missing, so that it can be watched), a message coming or going in
-/// `claimed`, a delay in `delayed`, and the first delay's due time. Not the queue's directory:
-/// watching a directory costs the kernel a pass over its entries, and it holds a shard per
-/// hundred messages. Armed before the look that precedes a sleep, so that no change between is
-/// missed; armed anew only when the shard posts go to has moved on.
+/// `claimed`, a bucket made or removed in `delayed`, a message held back in a bucket whose
+/// minute has begun, and the first delay's due time. Not the queue's directory: watching a
+/// directory costs the kernel a pass over its entries, and it holds a shard per hundred
+/// messages. Armed before the look that precedes a sleep, so that no change between is missed;
+/// armed anew when the shard posts go to, or the buckets begun, have changed.
 #[derive(Default)]
 pub(super) struct Waker {
-    armed: Option<(u64, DirWatch)>,
+    armed: Option<(u64, Vec<u64>, DirWatch)>,
 }
 
 impl Waker {
-    /// The shard the watch is armed for, if it is.
-    pub(super) fn armed_for(&self) -> Option<u64> {
-        self.armed.as_ref().map(|(at, _)| *at)
+    /// Whether the watch is armed for posts into shard `next` and for the buckets `begun`.
+    pub(super) fn armed_for(&self, next: u64, begun: &[u64]) -> bool {
+        (self.armed.as_ref()).is_some_and(|(at, watched, _)| *at == next && watched == begun)
     }
 
-    /// Watch for what comes next when posts go to shard `next`.
-    pub(super) fn arm(&mut self, l: &Layout, next: u64) -> io::Result<()> {
-        if self.armed_for() == Some(next) {
+    /// Watch for what comes next when posts go to shard `next` and the buckets of delayed
+    /// messages `begun` have begun ([`delayed::Pending::begun`]).
+    pub(super) fn arm(&mut self, l: &Layout, next: u64, begun: &[u64]) -> io::Result<()> {
+        if self.armed_for(next, begun) {
             return Ok(());
         }
         let mut w = DirWatch::new(&l.claimed.pinned())?;
         w.add(&l.delayed.pinned())?;
+        for first in begun {
+            // One removed since is made again in `delayed`, which is watched.
+            if let Ok(Some(bucket)) = l.delayed.sub(&delayed::bucket_name(*first), false) {
+                w.add(&bucket.pinned())?;
+            }
+        }
         match l.shard(next, true) {
             Ok(Some(shard)) => w.add(&shard.pinned())?,
             // Not made (a mailbox we may not write, a name taken): the queue's directory.
             _ => w.add(&l.q.pinned())?,
         }
-        self.armed = Some((next, w));
+        self.armed = Some((next, begun.to_vec(), w));
         Ok(())
     }
 
     /// Sleep until the watch sees a change, or until `due` (microseconds since the epoch: the
     /// first delayed message) at the latest.
     pub(super) fn sleep(&self, due: Option<u64>) -> io::Result<()> {
-        let (_, watch) = self.armed.as_ref().expect("armed before the look");
+        let (_, _, watch) = self.armed.as_ref().expect("armed before the look");
         match due {
             Some(due) => {
                 let left = due.saturating_sub(procinfo::now_micros());
