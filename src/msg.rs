@@ -28,9 +28,10 @@ queue, so it costs the same at any depth. The file `B/head` (`SHARD\n`) names th
 that may hold a message; it and `seq` are read together under a shared `flock` on `B/seq`, and
 written only under the exclusive one, which posts hold. Receivers look from the head's shard to
 the one posts go to (`seq + 1`'s); one that finds the head's shard without a message, and not
-the shard posts go to, moves the head on under the exclusive lock (checking again: every number
-of that shard was handed out, and posts finish under the lock, so none can come) and removes the
-empty directory. A message returned to the queue (its receiver died, or let it go) goes back to
+the shard posts go to, moves the head on under the exclusive lock, past it and each shard after
+it without a message, to the first with one or the one posts go to (checking each again: every
+number of it was handed out, and posts finish under the lock, so none can come; the numbers of
+delayed messages leave such shards), and removes the empty directories. A message returned to the queue (its receiver died, or let it go) goes back to
 its shard under the exclusive lock, and lowers the head to it first, durably (`fsync`), if it
 lies behind: the head is never past a message. A head that is missing, is not one fsync wrote,
 or lies past the shard posts go to is rebuilt under the exclusive lock from the directory: the

@@ -227,10 +227,13 @@ impl Layout {
         }
     }
 
-    /// Move the head past shard `first`, found with no message in it: under the exclusive lock
-    /// on `seq`, if the head is still there, the shard still holds no message and is not the
-    /// one posts go to (then every number in it was handed out and its post finished, since
-    /// posts hold the lock). The empty shard directory goes.
+    /// Move the head past shard `first`, found with no message in it, and past the shards after
+    /// it that hold none either, up to the first that does or the one posts go to: under the
+    /// exclusive lock on `seq`, if the head is still there, and each shard passed still holds
+    /// no message and is not the one posts go to (then every number in it was handed out and
+    /// its post finished, since posts hold the lock). The empty shard directories go. (Numbers
+    /// of delayed messages leave shards that no message reaches before its delay ends: the
+    /// head passes them all at once, not one a receive.)
     pub(super) fn advance(&self, first: u64, poll: Duration) -> Result<()> {
         let Some(seq) = self.lock_seq_briefly(poll)? else {
             return Ok(()); // busy: the next receiver moves it
@@ -240,17 +243,24 @@ impl Layout {
             Ok(Some(f)) => parse_head(&read_text(&f)),
             _ => None,
         };
-        if head != Some(first) || first >= shard_of(last + 1) {
+        let newest = shard_of(last + 1);
+        if head != Some(first) || first >= newest {
             return Ok(());
         }
-        if let Some(shard) = self.shard(first, false)? {
-            let (names, _) = queued_names(&shard)?;
-            if !names.is_empty() {
-                return Ok(());
+        let mut head = first;
+        while head < newest {
+            // Not a directory fsync made (a link, a file) holds no message either: passed.
+            if let Ok(Some(shard)) = self.shard(head, false) {
+                if !queued_names(&shard)?.0.is_empty() {
+                    break;
+                }
+                let _ = self.q.rmdir(&shard_name(head)); // not if someone put something else there
             }
+            head += SHARD;
         }
-        self.write_head(first + SHARD, false)?;
-        let _ = self.q.rmdir(&shard_name(first)); // not if someone put something else there
+        if head != first {
+            self.write_head(head, false)?;
+        }
         Ok(())
     }
 

@@ -297,3 +297,27 @@ fn an_emptied_bucket_goes_and_an_empty_one_is_not_work_left() {
     let _ = post_later(&b, HOUR, "later");
     assert!(!b.wait_empty(Some(Duration::ZERO)).unwrap(), "one delayed");
 }
+
+/// Delayed messages take sequence numbers that no shard sees before their delay ends: once the
+/// head's shard is drained, the head passes every shard without a message at once, to the
+/// next that has one. (Before, it moved one shard a receive, each receive looking through all
+/// the missing shards after it.)
+#[test]
+fn the_head_passes_the_numbers_of_delayed_messages_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path);
+    let _ = b.post(&mut &b"first"[..]).unwrap(); // 1, in shard 0
+    let later = b.clone().delay(HOUR);
+    for _ in 0..250 {
+        let _ = later.post(&mut &b"later"[..]).unwrap(); // 2 to 251
+    }
+    let _ = b.post(&mut &b"second"[..]).unwrap(); // 252, in shard 200
+    assert_eq!(next_text(&b).as_deref(), Some("first"));
+    assert_eq!(next_text(&b).as_deref(), Some("second"));
+    assert_eq!(
+        std::fs::read_to_string(path.join("head")).unwrap(),
+        format!("{}\n", shard_name(200))
+    );
+    assert_eq!(listing(&path.join("q")), [shard_name(200)]);
+}
