@@ -155,16 +155,18 @@ impl Layout {
             let Ok(entries) = bucket.entries() else {
                 continue;
             };
-            let left = self.promote_bucket(&bucket, entries, now, poll, &mut pending)?;
-            if left || self.delayed.rmdir(&bucket_name(first)).is_err() {
+            self.promote_bucket(&bucket, entries, now, poll, &mut pending)?;
+            // It stays if anything is left in it (a message due later, what fsync never
+            // makes, a message put there since): then a waiter watches it.
+            if self.delayed.rmdir(&bucket_name(first)).is_err() {
                 pending.begun.push(first);
             }
         }
         Ok(pending)
     }
 
-    /// Move the due messages of `bucket` (whose `entries` these are) to the queue, and the
-    /// others into `pending`: whether anything is left in it.
+    /// Move the due messages of `bucket` (whose `entries` these are) to the queue, and note
+    /// the others in `pending`.
     fn promote_bucket(
         &self,
         bucket: &Dir,
@@ -172,44 +174,38 @@ impl Layout {
         now: u64,
         poll: Duration,
         pending: &mut Pending,
-    ) -> Result<bool> {
-        let mut left = false;
+    ) -> Result<()> {
         for (entry, kind) in entries {
-            let parsed = (kind != Some(Kind::Dir))
-                .then(|| parse_delayed(&entry))
-                .flatten();
-            match parsed {
-                Some((due, name)) if due <= now => {
-                    left |= !self.promote_one(bucket, &entry, &name, poll)?;
-                }
-                Some((due, _)) => {
-                    left = true;
-                    pending.due_at(due);
-                }
-                None => left = true,
+            if kind == Some(Kind::Dir) {
+                continue;
+            }
+            match parse_delayed(&entry) {
+                Some((due, name)) if due <= now => self.promote_one(bucket, &entry, &name, poll)?,
+                Some((due, _)) => pending.due_at(due),
+                None => {}
             }
         }
-        Ok(left)
+        Ok(())
     }
 
     /// Move delayed entry `entry` of `dir`, message `name`, to the queue: only a regular file
-    /// with one link (what fsync made, not a link planted there). Whether it left `dir`.
+    /// with one link (what fsync made, not a link planted there); anything else stays, passed
+    /// over, and so does a message whose queue's lock stays busy (the next receive moves it).
     fn promote_one(
         &self,
         dir: &Dir,
         entry: &str,
         name: &MessageName,
         poll: Duration,
-    ) -> Result<bool> {
-        let (file, meta) = match dir.open_stat(entry, false) {
-            Ok(Some(opened)) => opened,
-            Ok(None) => return Ok(true), // another receiver moved it
-            Err(_) => return Ok(false),
+    ) -> Result<()> {
+        // Missing: another receiver moved it.
+        let Ok(Some((file, meta))) = dir.open_stat(entry, false) else {
+            return Ok(());
         };
-        if !dir.sole_link(entry, &file, Some(&meta)).unwrap_or(false) {
-            return Ok(false);
+        if dir.sole_link(entry, &file, Some(&meta)).unwrap_or(false) {
+            self.queue_from(dir, entry, &name.render(), poll)?;
         }
-        self.queue_from(dir, entry, &name.render(), poll)
+        Ok(())
     }
 
     /// Rename entry `from` of `dir` into the bucket of `due`, as message `name` due then:
@@ -257,10 +253,12 @@ impl Layout {
     pub(super) fn any_delayed(&self, mut want: impl FnMut(&str) -> bool) -> io::Result<bool> {
         let mut buckets = Vec::new();
         for (entry, kind) in self.delayed.entries()? {
+            // A bucket's name is no delayed entry's, and what is not a directory is opened
+            // as none below.
             match parse_bucket(&entry) {
-                Some(first) if kind != Some(Kind::File) => buckets.push(first),
-                _ if kind != Some(Kind::Dir) && want(&entry) => return Ok(true),
-                _ => {}
+                Some(first) => buckets.push(first),
+                None if kind != Some(Kind::Dir) && want(&entry) => return Ok(true),
+                None => {}
             }
         }
         buckets.sort_unstable();

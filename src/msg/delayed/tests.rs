@@ -154,7 +154,22 @@ fn scan_lists_delayed_messages_soonest_first_across_buckets() {
         posted.push((later, planted(seq)));
     }
     posted.sort();
-    let want: Vec<String> = posted.into_iter().map(|(_, name)| name).collect();
+    let mut want: Vec<String> = posted.into_iter().map(|(_, name)| name).collect();
+    // Due the same microsecond, the first of a bucket and one of the layout before buckets:
+    // by name, after the bucket before. (Mutant answered: the one before buckets listed with
+    // the bucket before.)
+    let minute = bucket_of(now) + 4 * 60 * SPAN; // between the last two
+    for (first, due, seq) in [(minute - SPAN, minute - 1, 104), (minute, minute, 102)] {
+        let bucket = path.join("delayed").join(bucket_name(first));
+        std::fs::create_dir(&bucket).unwrap();
+        std::fs::write(bucket.join(delayed_name(due, &planted(seq))), b"b").unwrap();
+    }
+    let flat = path
+        .join("delayed")
+        .join(delayed_name(minute, &planted(103)));
+    std::fs::write(flat, b"old").unwrap();
+    let last = want.pop().unwrap(); // the one due in 5 hours
+    want.extend([planted(104), planted(102), planted(103), last]);
     let mut got = Vec::new();
     let mut dues = Vec::new();
     b.scan(|e| {
@@ -298,6 +313,38 @@ fn an_emptied_bucket_goes_and_an_empty_one_is_not_work_left() {
     assert!(!b.wait_empty(Some(Duration::ZERO)).unwrap(), "one delayed");
 }
 
+/// What counts as a delayed message (work left for `wait_empty`, a pending key) is an entry
+/// named as one, not a directory: in a bucket, or of the layout before buckets. (Mutants
+/// answered: any entry of `delayed` counted, or none of the layout before buckets.)
+#[test]
+fn only_a_delayed_message_is_work_left_or_a_pending_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path);
+    assert!(b.wait_empty(Some(Duration::ZERO)).unwrap(), "made");
+    let delayed = path.join("delayed");
+    let later = procinfo::now_micros() + 3_600_000_000;
+    // An empty bucket of a later minute makes the look go through the entries.
+    std::fs::create_dir(delayed.join(bucket_name(bucket_of(later)))).unwrap();
+    std::fs::write(delayed.join("junk"), b"").unwrap();
+    std::fs::create_dir(delayed.join(delayed_name(later, &planted(1)))).unwrap();
+    assert!(b.wait_empty(Some(Duration::ZERO)).unwrap(), "no message");
+    // A key naming a message that waits as the layout before buckets kept it.
+    std::fs::write(delayed.join(delayed_name(later, &planted(2))), b"old").unwrap();
+    std::fs::create_dir(path.join("keys")).unwrap();
+    std::fs::write(
+        path.join("keys/nightly"),
+        format!("{:020}.test-1-{:016x}\n", 2, 2),
+    )
+    .unwrap();
+    std::fs::write(path.join("seq"), "2\n").unwrap();
+    let posted = b.post_keyed(&mut &b"again"[..], "nightly").unwrap();
+    assert!(
+        matches!(posted.acquired(), Some(Keyed::Pending(_))),
+        "the key of a message waiting in delayed/ itself"
+    );
+}
+
 /// Delayed messages take sequence numbers that no shard sees before their delay ends: once the
 /// head's shard is drained, the head passes every shard without a message at once, to the
 /// next that has one. (Before, it moved one shard a receive, each receive looking through all
@@ -320,4 +367,49 @@ fn the_head_passes_the_numbers_of_delayed_messages_at_once() {
         format!("{}\n", shard_name(200))
     );
     assert_eq!(listing(&path.join("q")), [shard_name(200)]);
+}
+
+/// The head moves on only from where it is (another receiver may have moved it, or a returned
+/// message lowered it), and never past the shard posts go to, even one not made yet. (Mutants
+/// answered: the head moved from a shard it had left; moved past the shard posts go to;
+/// stopped a shard short of it.)
+#[test]
+fn the_head_moves_from_where_it_is_up_to_the_shard_posts_go_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path);
+    let _ = b.post(&mut &b"first"[..]).unwrap(); // 1, in shard 0
+    let l = b.layout().unwrap();
+    let head = || std::fs::read_to_string(path.join("head")).unwrap();
+    std::fs::write(path.join("head"), format!("{}\n", shard_name(0))).unwrap();
+    std::fs::write(path.join("seq"), "299\n").unwrap(); // posts go to shard 300 now
+    l.advance(100, DEFAULT_POLL).unwrap();
+    assert_eq!(
+        head(),
+        format!("{}\n", shard_name(0)),
+        "moved from a shard it had left"
+    );
+    assert_eq!(next_text(&b).as_deref(), Some("first"));
+    l.advance(0, DEFAULT_POLL).unwrap();
+    assert_eq!(head(), format!("{}\n", shard_name(300)));
+    assert_eq!(listing(&path.join("q")), Vec::<String>::new());
+}
+
+/// A watch is armed for one shard posts go to and one set of buckets begun: a look that finds
+/// either changed watches anew before it sleeps. (Mutant answered: armed when either matched.)
+#[test]
+fn a_watch_is_armed_for_one_shard_and_one_set_of_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path);
+    assert!(next_text(&b).is_none()); // made
+    let l = b.layout().unwrap();
+    let begun = bucket_of(procinfo::now_micros());
+    std::fs::create_dir(path.join("delayed").join(bucket_name(begun))).unwrap();
+    let mut waker = crate::msg::queue::Waker::default();
+    assert!(!waker.armed_for(0, &[]));
+    waker.arm(&l, 0, &[begun]).unwrap();
+    assert!(waker.armed_for(0, &[begun]));
+    assert!(!waker.armed_for(0, &[]), "the buckets changed");
+    assert!(!waker.armed_for(SHARD, &[begun]), "the shard changed");
 }
