@@ -22,16 +22,17 @@ digits. So `delayed/00001767225600000000/` holds the messages due in the first m
 - **Promoting** (each receive, before it looks at the queue): list `delayed`, then in order
   each bucket whose minute has begun (`BUCKET <= now`): move its entries with `DUE <= now` to
   the queue as a returned message goes (to its shard, under the exclusive lock on `seq`,
-  lowering the head to it first, keeping `NAME`), and remove the bucket if nothing is left in
-  it. Stop at the first bucket whose minute has not begun: none of its messages is due. Only
-  regular files with one link are moved; anything else in a bucket stays, passed over, and so
-  does an entry of `delayed` that is not a directory named as a bucket.
+  lowering the head to it first, keeping `NAME`), then remove the bucket (`rmdir`: it stays if
+  anything is left in it). Stop at the first bucket whose minute has not begun: none of its
+  messages is due. Only regular files with one link are moved; anything else in a bucket stays,
+  passed over, and so does an entry of `delayed` that is not a directory named as a bucket.
 - **Waiting**: a receiver with nothing to take sleeps until the earliest `DUE` left in the
   buckets it opened, or until the first bucket it did not open begins, whichever is sooner,
   and watches `delayed` and every bucket it opened that is still there (armed before the look
   that precedes the sleep). A message held back while it sleeps is then either in a bucket it
   watches, or in a bucket made since (a change in `delayed`), or in one whose minute begins no
-  sooner than it wakes: none comes due while it sleeps.
+  sooner than it wakes: none comes due while it sleeps (`models/msg_delays.pml` checks this).
+- **Listing** (`msg list`): the buckets in order, the entries of each by `DUE`, then by name.
 - **The layout before buckets** kept delayed messages in `delayed` itself, as `DUE.NAME`. A
   receive that meets such an entry in its listing of `delayed` moves it to the queue if it is
   due, else into its bucket (a regular file with one link; anything else stays, passed over), so
