@@ -4,8 +4,9 @@
    written under the exclusive one, which a post holds while it numbers a message and renames it
    into its shard. A receiver looks from the head's shard to the one posts go to, claims the
    oldest message of the first shard that has one (one rename wins), and moves the head past the
-   head's shard if it found no message there and it is not the shard posts go to (checking
-   again under the exclusive lock). Receiver 1 may crash after a claim, or return a message it
+   head's shard if it found no message there and it is not the shard posts go to, and past each
+   shard after it without a message up to the first with one or the one posts go to (checking
+   each again under the exclusive lock). Receiver 1 may crash after a claim, or return a message it
    claimed (as a receiver does when its delivery fails); its claims go back to their shard under
    the exclusive lock, lowering the head to it first if it lies behind. Receiver 0 never crashes
    and runs until everything was delivered: a message left behind the head is never found, and
@@ -97,8 +98,12 @@ proctype Receiver(byte me) {
           :: !any && s == h && s < v / S ->
              lock(me);                  /* again, under the exclusive lock */
              if
-             :: head == s && s < NEWEST && !(loc[s*S] == QUEUED || (s*S+1 < M && loc[s*S+1] == QUEUED)) ->
-                head = s + 1
+             :: head == s ->
+                do
+                :: head < NEWEST && !(loc[head*S] == QUEUED || (head*S+1 < M && loc[head*S+1] == QUEUED)) ->
+                   head++
+                :: else -> break
+                od
              :: else -> skip
              fi;
              unlock()

@@ -31,9 +31,10 @@ queue, so it costs the same at any depth. The file `B/head` (`SHARD\n`) names th
 that may hold a message; it and `seq` are read together under a shared `flock` on `B/seq`, and
 written only under the exclusive one, which posts hold. Receivers look from the head's shard to
 the one posts go to (`seq + 1`'s); one that finds the head's shard without a message, and not
-the shard posts go to, moves the head on under the exclusive lock (checking again: every number
-of that shard was handed out, and posts finish under the lock, so none can come) and removes the
-empty directory. A message returned to the queue (its receiver died, or let it go) goes back to
+the shard posts go to, moves the head on under the exclusive lock, past it and each shard after
+it without a message, to the first with one or the one posts go to (checking each again: every
+number of it was handed out, and posts finish under the lock, so none can come; the numbers of
+delayed messages leave such shards), and removes the empty directories. A message returned to the queue (its receiver died, or let it go) goes back to
 its shard under the exclusive lock, and lowers the head to it first, durably (`fsync`), if it
 lies behind: the head is never past a message. A head that is missing, is not one fsync wrote,
 or lies past the shard posts go to is rebuilt under the exclusive lock from the directory: the
@@ -97,8 +98,18 @@ if a receiver claimed it first, the sender waits for the conversion (or for that
 when it renames the claim back and withdraws it). A sender that dies holds no lock any more, so
 the receiver that claims its message discards it: a message whose sender died is never received.
 
+**Delays**: a message posted with a delay, or a failed job held back before its next attempt,
+waits as `B/delayed/BUCKET/DUE.NAME` (`DUE` when it is due, in microseconds since the epoch;
+`BUCKET` that rounded down to the minute; both in 20 digits) until a receiver, before its look
+at the queue, moves it to its shard as a returned message goes, keeping `NAME`: once due, it
+comes before the messages queued after it. Receivers list the names of the buckets and open
+only those whose minute has begun, so a receive costs the same however many messages wait;
+the steps, the wake-ups and the layout before buckets (`delayed/DUE.NAME`) are in the docs of
+`src/msg/delayed.rs`.
+
 Receivers sleep until the kernel reports a change in `q`, in the shard posts go to, in
-`claimed` or in `delayed`, and while claims of living receivers exist, the last close of a
+`claimed`, in `delayed` or in a bucket of it whose minute has begun, until the first delayed
+message may be due, and while claims of living receivers exist, the last close of a
 registration in `recv` (inotify's `IN_CLOSE_WRITE`: its owner exited, however it died; the
 kernel reports the close a moment before it releases the lock, which the waiter gives up to
 100 ms to go) (local file systems), re-checking every `poll` interval where other hosts' posts
@@ -679,10 +690,10 @@ impl Mailbox {
                     passed.push(s.name);
                 }
             };
-            // Found nothing with the right shard watched since before the look: wait. Else
-            // watch it and look again (a post between the look and the watch wakes nobody).
+            // Found nothing with the right directories watched since before the look (the look
+            // changes no watch): wait. Else watch them and look again (a post between the look
+            // and the watch wakes nobody).
             loop {
-                let armed = waker.borrow().armed_for();
                 match try_claim(&l, &rid, self.poll, self.retries, &mut report, &mut next)? {
                     Outcome::Acquired(Some((file, claimed, name))) => {
                         return Ok(Some(Some(Received {
@@ -702,7 +713,9 @@ impl Mailbox {
                             me: me.take().expect("once"),
                         })));
                     }
-                    Outcome::Acquired(None) if armed == Some(next.watched()) => {
+                    Outcome::Acquired(None)
+                        if waker.borrow().armed_for().as_ref() == Some(&next.watched()) =>
+                    {
                         // Nothing to take, and the watch armed: before sleeping, whether
                         // anything is left to wait for (another receiver's job, a delay).
                         if until_empty && let Outcome::Acquired((false, _)) = l.busy(self.poll)? {
@@ -785,17 +798,14 @@ fn post(
             l.set_key(key, &format!("{n:020}.{}", name.uniq))?;
         }
         name.seq = n;
-        let mut dest = name.render();
+        let dest = name.render();
+        if let Some(due) = due {
+            return Ok(Outcome::Acquired(Ok(l.hold(&l.tmp, &tmp, due, &dest)?)));
+        }
         let first = shard_of(n);
-        let (dir, made) = match (due, l.shard(first, false)?) {
-            (Some(due), _) => {
-                dest = delayed::delayed_name(due, &dest);
-                let dir = (l.delayed.try_clone())
-                    .map_err(|e| Error::io(l.delayed.path(), "cannot open", e))?;
-                (dir, false)
-            }
-            (None, Some(shard)) => (shard, false),
-            (None, None) => (l.shard(first, true)?.expect("created"), true),
+        let (dir, made) = match l.shard(first, false)? {
+            Some(shard) => (shard, false),
+            None => (l.shard(first, true)?.expect("created"), true),
         };
         l.tmp
             .rename(&tmp, &dir, &dest)
@@ -817,7 +827,8 @@ fn post(
             return Err(e);
         }
     };
-    // The rename is durable once the shard's directory is, and a new shard once the queue's is.
+    // The rename is durable once the shard's directory is, and a new shard once the queue's is
+    // (a bucket of delayed messages, once `delayed` is).
     let flush = |d: &Dir| {
         File::open(d.pinned())
             .and_then(|f| f.sync_all())
@@ -825,7 +836,7 @@ fn post(
     };
     flush(&shard)?;
     if made {
-        flush(&l.q)?;
+        flush(if due.is_some() { &l.delayed } else { &l.q })?;
     }
     Ok(Outcome::Acquired(Keyed::Queued(name.render())))
 }

@@ -240,3 +240,47 @@ fn a_create_that_meets_a_racing_creator_opens_the_file_it_found() {
     );
     assert!(t.join("S/queue").is_file());
 }
+
+/// Receivers remove a bucket of delayed messages they emptied without a lock, so a delayed post
+/// may find the bucket it opened gone when it renames the message in (`ENOENT`, which strace
+/// plays here on the post's rename): it makes the bucket again and renames again, eight times
+/// at most, then fails, naming the message, and leaves nothing behind. (Mutants answered: the
+/// rename not tried again, and tried again for ever.)
+#[test]
+fn a_delayed_post_whose_bucket_went_makes_it_again() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    let trace = t.join("trace");
+    let post = |inject: &str, data: &str| {
+        let out = t
+            .cmd("strace")
+            .args(["-f", "-qq", "-e", "trace=renameat", "-e", inject, "-o"])
+            .arg(&trace)
+            .arg(crate::harness::fsync_bin())
+            .args(["msg", "post", "--delay", "1h", "B", "--data", data])
+            .run();
+        let renames = std::fs::read_to_string(&trace).unwrap();
+        let renames: Vec<String> = renames.lines().map(str::to_string).collect();
+        (out, renames)
+    };
+    let (out, renames) = post("inject=renameat:error=ENOENT:when=1", "again");
+    out.code(0);
+    assert_eq!(renames.len(), 2, "{renames:?}");
+    assert!(renames[0].ends_with("(INJECTED)"), "{renames:?}");
+    let buckets: Vec<_> = std::fs::read_dir(t.join("B/delayed")).unwrap().collect();
+    let [Ok(bucket)] = &buckets[..] else {
+        panic!("{buckets:?}");
+    };
+    let held: Vec<_> = std::fs::read_dir(bucket.path()).unwrap().collect();
+    let [Ok(message)] = &held[..] else {
+        panic!("{held:?}");
+    };
+    assert_eq!(std::fs::read_to_string(message.path()).unwrap(), "again");
+
+    let (out, renames) = post("inject=renameat:error=ENOENT", "never");
+    out.code(66).stderr_has("cannot hold message back");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert_eq!(renames.len(), 8, "{renames:?}");
+    assert_eq!(std::fs::read_dir(t.join("B/tmp")).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(bucket.path()).unwrap().count(), 1);
+}

@@ -864,6 +864,121 @@ fn a_delayed_message_goes_to_one_waiting_receiver_once_due() {
     }
 }
 
+/// Microseconds since the epoch, as delayed messages count their due time.
+fn now_micros() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    u64::try_from(since.as_micros()).unwrap()
+}
+
+/// A minute of due time: the span of a bucket of delayed messages (src/msg/delayed.rs).
+const MINUTE: u64 = 60_000_000;
+
+/// A message delayed into a bucket that already holds one due later in the same minute wakes
+/// the receiver that waits for that later one, at its own due time: receivers watch the
+/// buckets whose minute has begun. (Were it woken only by the later one, it would take that one
+/// first: it was posted first.)
+#[test]
+fn a_delay_into_a_begun_bucket_wakes_a_waiting_receiver_at_its_due_time() {
+    let t = TestDir::new();
+    // Both must come due in this minute: at least 12 s of it left.
+    let into_minute = now_micros() % MINUTE;
+    if into_minute > MINUTE - 12_000_000 {
+        std::thread::sleep(Duration::from_micros(MINUTE - into_minute));
+    }
+    let late = (MINUTE - now_micros() % MINUTE - 3_000_000) / 1000;
+    t.fsync([
+        "msg",
+        "post",
+        "B",
+        "--delay",
+        &format!("{late}ms"),
+        "--data",
+        "late",
+    ])
+    .run()
+    .code(0);
+    assert_eq!(entries(&t.join("B/delayed")).len(), 1, "one bucket");
+    let mut waiter = t.fsync(["msg", "recv", "-v", "-t", "50s", "B"]).start();
+    waiter.stderr_until("waiting for a message in B");
+    let posted = Instant::now();
+    t.fsync(["msg", "post", "B", "--delay", "300ms", "--data", "soon"])
+        .run()
+        .code(0);
+    let out = waiter.finish();
+    out.code(0).stdout_has("soon");
+    let waited = posted.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300),
+        "{waited:?}: before it was due"
+    );
+    assert!(
+        waited < Duration::from_millis(late - 2000),
+        "{waited:?}: woken only when the later one came due"
+    );
+}
+
+/// Delayed messages as fsync wrote them before buckets (`B/delayed/DUE.NAME`) are still
+/// listed and delivered: a receive takes the one due, and moves the other into its bucket.
+#[test]
+fn delayed_messages_of_the_layout_before_buckets_are_listed_and_delivered() {
+    let t = TestDir::new();
+    assert_eq!(recv_now(&t, "B"), None); // made
+    let now = now_micros();
+    let name = |seq: u64| format!("{seq:020}.old-1-{seq:016x}.-.msg");
+    let due = format!("{:020}.{}", now - 1, name(1));
+    let later_due = now + 3_600_000_000;
+    let later = format!("{later_due:020}.{}", name(2));
+    t.write(&format!("B/delayed/{due}"), "due");
+    t.write(&format!("B/delayed/{later}"), "later");
+    t.write("B/seq", "2\n");
+    let v = list(&t, "B");
+    let delayed: Vec<&str> = (v["delayed"].as_array().unwrap().iter())
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(delayed, [name(1), name(2)], "{v}");
+    assert_eq!(recv_now(&t, "B").as_deref(), Some(&b"due"[..]));
+    assert_eq!(recv_now(&t, "B"), None);
+    let bucket = format!("{:020}", later_due / MINUTE * MINUTE);
+    assert_eq!(entries(&t.join("B/delayed")), std::slice::from_ref(&bucket));
+    assert_eq!(t.read(&format!("B/delayed/{bucket}/{later}")), "later");
+    assert_eq!(list(&t, "B")["delayed"][0]["name"], name(2));
+}
+
+/// 100,000 delayed messages over 84 minutes, written in no order: `msg list` shows every one,
+/// soonest first, and a receive meanwhile takes the queued message.
+#[test]
+fn list_shows_100000_delayed_messages_soonest_first() {
+    let t = TestDir::new();
+    post(&t, "B", "queued");
+    let first = now_micros() + 3_600_000_000;
+    let count: u64 = 100_000;
+    // Due 50 ms apart, in the order of a permutation of the sequence numbers.
+    let due = |seq: u64| first + (seq * 7919 % count) * 50_000;
+    let mut made = BTreeSet::new();
+    for seq in 2..=count + 1 {
+        let due = due(seq);
+        let bucket = t.join(&format!("B/delayed/{:020}", due / MINUTE * MINUTE));
+        if made.insert(bucket.clone()) {
+            std::fs::create_dir_all(&bucket).unwrap();
+        }
+        let name = format!("{due:020}.{seq:020}.many-1-{seq:016x}.-.msg");
+        std::fs::write(bucket.join(name), b"later").unwrap();
+    }
+    assert!((84..=85).contains(&made.len()), "{} buckets", made.len());
+    t.write("B/seq", &format!("{}\n", count + 1));
+    let v = list(&t, "B");
+    let delayed = v["delayed"].as_array().unwrap();
+    assert_eq!(delayed.len(), 100_000);
+    let mut want: Vec<u64> = (2..=count + 1).collect();
+    want.sort_by_key(|&seq| due(seq));
+    let got: Vec<u64> = (delayed.iter())
+        .map(|m| m["name"].as_str().unwrap()[..20].parse().unwrap())
+        .collect();
+    assert!(got == want, "not soonest first");
+    assert_eq!(recv_now(&t, "B").as_deref(), Some(&b"queued"[..]));
+    assert_eq!(recv_now(&t, "B"), None);
+}
+
 /// `msg post --key`: a second post with the key is not queued while the first is pending;
 /// exit 0 all the same, and -v says which message holds the key.
 #[test]

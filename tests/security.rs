@@ -1077,6 +1077,62 @@ fn msg_keys_dead_letters_and_delays_never_follow_planted_links() {
     h.assert_victim_untouched();
 }
 
+/// `nobody` plants buckets of delayed messages: the bucket of the last minute as a link to the
+/// victim's directory, the bucket of the minute before holding a link to the victim's file named
+/// as a message due, and the buckets an hour's delay posts into as links too. Root's receives
+/// never read or move the victim, and root's delayed post puts nothing in its directory.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn msg_delays_never_follow_planted_buckets_or_links_in_them() {
+    let h = Hostile::new();
+    h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "first"])
+        .run()
+        .code(0);
+    const MINUTE: u64 = 60_000_000;
+    let now = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros(),
+    )
+    .unwrap();
+    let bucket = |due: u64| format!("shared/box/delayed/{:020}", due / MINUTE * MINUTE);
+    let linked = bucket(now - MINUTE);
+    h.link(&h.victim_dir(), &linked);
+    let holding = bucket(now - 2 * MINUTE);
+    h.mkdir(&holding);
+    let planted = format!("{holding}/{:020}.{}", now - 1, planted_message(8));
+    h.link(&h.victim(), &planted);
+    let later: Vec<String> = (0..3)
+        .map(|m| bucket(now + 3_600_000_000 + m * MINUTE))
+        .collect();
+    for at in &later {
+        h.link(&h.victim_dir(), at);
+    }
+    let out = h
+        .fsync(["msg", "post", "--delay", "1h", "shared/box", "--data", "x"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    assert_ne!(out.status.code(), Some(0), "posted into a linked bucket");
+    for _ in 0..2 {
+        let out = h
+            .fsync(["msg", "recv", "-n", "shared/box"])
+            .deadline(NO_HANG)
+            .run_in(&h);
+        assert!(
+            !out.stdout.contains(PRECIOUS),
+            "received the victim: {}",
+            out.stdout
+        );
+    }
+    h.assert_kind(&linked, "symlink");
+    h.assert_kind(&planted, "symlink");
+    for at in &later {
+        h.assert_kind(at, "symlink");
+    }
+    h.assert_victim_untouched();
+}
+
 /// `nobody` links the mailbox's state directory `sub` to the victim's directory: neither
 /// posting nor receiving may create anything there.
 fn mailbox_directory_linked_elsewhere(sub: &str) {

@@ -52,9 +52,9 @@ pub(super) fn sort_entries(q: &Dir, entries: Vec<(String, Option<Kind>)>) -> (Na
 }
 
 /// Before a look at the queue: return the claims of dead receivers and the delayed messages
-/// that are due to it; when the first delayed message left is due, and whether claims of
+/// that are due to it; what is left to wait for of the delayed ones, and whether claims of
 /// living receivers remain (whose deaths a waiter must see: [`queue::Waker`]).
-pub(super) fn tidy(l: &Layout, poll: Duration) -> Result<(Option<u64>, bool)> {
+pub(super) fn tidy(l: &Layout, poll: Duration) -> Result<(delayed::Pending, bool)> {
     let claims = recover(l, poll);
     Ok((l.promote(poll)?, claims))
 }
@@ -93,14 +93,16 @@ fn recover(l: &Layout, poll: Duration) -> bool {
 pub(super) type Claim = (File, String, MessageName);
 
 /// Where to look for what comes next, when a receive found nothing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Next {
     /// The shard posts go to: the directory to watch besides `claimed` and `delayed`.
     pub(super) shard: u64,
-    /// When the first delayed message is due (microseconds since the epoch).
+    /// When the first delayed message may be due (microseconds since the epoch).
     pub(super) due: Option<u64>,
     /// Whether living receivers hold claims: their deaths must wake a waiter too.
     pub(super) claims: bool,
+    /// The buckets of delayed messages to watch besides ([`delayed::Pending::begun`]).
+    pub(super) begun: Vec<u64>,
 }
 
 /// Claim the oldest message we can read; entries we cannot use are reported and passed over.
@@ -113,7 +115,8 @@ pub(super) fn try_claim(
     skipped: &mut dyn FnMut(Skipped),
     next: &mut Next,
 ) -> Result<Outcome<Option<Claim>>> {
-    (next.due, next.claims) = tidy(l, poll)?;
+    let (pending, claims) = tidy(l, poll)?;
+    (next.due, next.begun, next.claims) = (pending.due, pending.begun, claims);
     let mut rebuilt = false;
     loop {
         let ends = wait::acquired!(l.current_ends(poll)?);

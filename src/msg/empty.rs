@@ -56,7 +56,6 @@ impl Mailbox {
                 return Ok(None);
             }
             loop {
-                let armed = waker.borrow().armed_for();
                 // A cancellation ended a wait for the `seq` lock: the wait core ends ours.
                 let Outcome::Acquired((busy, next)) = l.busy(self.poll)? else {
                     return Ok(None);
@@ -65,7 +64,7 @@ impl Mailbox {
                 if !busy {
                     return Ok(Some(()));
                 }
-                if armed == Some(next.watched()) {
+                if waker.borrow().armed_for().as_ref() == Some(&next.watched()) {
                     return Ok(None);
                 }
                 waker.borrow_mut().arm(&l, next.watched())?;
@@ -80,7 +79,9 @@ impl Layout {
     /// Returns the claims of dead receivers to the queue and moves due delayed messages there
     /// first.
     pub(super) fn busy(&self, poll: Duration) -> Result<Outcome<(bool, claim::Next)>> {
-        let (due, claims) = claim::tidy(self, poll)?;
+        // What comes due after this instant stays delayed: the look below promotes the rest.
+        let now = procinfo::now_micros();
+        let (pending, claims) = claim::tidy(self, poll)?;
         wait::acquired!(self.current_ends(poll)?); // the head rebuilt, if it must be
         // Under the shared lock on `seq`, messages move only forwards: from a shard to
         // `claimed` (a receiver takes one), from there to `delayed` (a backoff), the dead
@@ -112,18 +113,27 @@ impl Layout {
                 .map_err(|e| Error::io(self.claimed.path(), "cannot list", e))?
                 .iter()
                 .any(|(name, _)| name.contains('~'));
-        busy = busy
-            || due.is_some()
-            || (self.delayed.entries())
-                .map_err(|e| Error::io(self.delayed.path(), "cannot list", e))?
-                .iter()
-                .any(|(name, _)| !name.starts_with('.'));
+        // A backoff moves a message from `claimed` to a bucket of `delayed` meanwhile: looked
+        // for after `claimed`, in the buckets themselves.
+        busy = busy || self.holds_delayed(now)?;
         drop(seq);
         let next = claim::Next {
             shard: ends.newest(),
-            due,
+            due: pending.due,
+            begun: pending.begun,
             claims,
         };
         Ok(Outcome::Acquired((busy, next)))
+    }
+
+    /// Whether a message due after `now` is held back, after a look begun then (which
+    /// promoted what was due): a bucket whose minute has not begun may be empty (its poster
+    /// died before the rename), so the buckets are looked into, up to the first such message.
+    /// (What was due by `now` and is still there could not be moved: not a message fsync
+    /// made, or one this user may not read.) Asked whether anything is delayed or not: a
+    /// backoff may have moved a message there since that look.
+    fn holds_delayed(&self, now: u64) -> Result<bool> {
+        self.any_delayed(|entry| delayed::parse_delayed(entry).is_some_and(|(due, _)| due > now))
+            .map_err(|e| Error::io(self.delayed.path(), "cannot list", e))
     }
 }

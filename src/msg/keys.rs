@@ -3,7 +3,8 @@
 //! posted with `KEY` (`SEQ.UNIQ`, the start of its name); it is read and written under the
 //! exclusive lock on `seq`, which posts hold, so of two posts with one key only one queues.
 //! Whether that message is still pending is looked up where it can be: its shard, `claimed`,
-//! `delayed`. A key whose message is gone (delivered, or a dead letter) is simply replaced.
+//! the buckets of `delayed`. A key whose message is gone (delivered, or a dead letter) is
+//! simply replaced.
 
 use super::*;
 
@@ -74,9 +75,11 @@ impl Layout {
             .shard(shard_of(seq), false)?
             .is_some_and(|shard| has(&shard, |n| n))
             || has(&self.claimed, |n| n)
-            || has(&self.delayed, |n| {
-                n.split_once('.').map_or(n, |(_, rest)| rest)
-            });
+            || (self.any_delayed(|n| {
+                n.split_once('.')
+                    .is_some_and(|(_, rest)| rest.starts_with(&prefix))
+            }))
+            .unwrap_or(false);
         Ok(pending.then(|| stem.to_string()))
     }
 

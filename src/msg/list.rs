@@ -87,9 +87,8 @@ impl Mailbox {
         let head = read("head")
             .and_then(|t| t.strip_suffix('\n').and_then(queue::parse_shard))
             .map_or(oldest, |h| oldest.map_or(h, |o| o.min(h)).into());
-        let Some(mut first) = head else {
-            return Ok(claimed);
-        };
+        // No head and no shard: nothing was ever queued (what was posted waits delayed).
+        let mut first = head.unwrap_or(u64::MAX);
         let mut missing = 0;
         while first <= shard_of(last + 1) {
             if missing >= queue::MAX_MISSING {
@@ -121,24 +120,13 @@ impl Mailbox {
             first += SHARD;
         }
         if let Some(delayed) = top.sub("delayed", false)? {
-            let entries = delayed.entries().map_err(|e| list_err(&delayed, e))?;
-            let mut held: Vec<(u64, String, MessageName)> = entries
-                .into_iter()
-                .filter_map(|(entry, _)| {
-                    let (due, name) = delayed::parse_delayed(&entry)?;
-                    Some((due, entry, name))
-                })
-                .collect();
-            held.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-            for (due, entry, name) in held {
-                if let Some(Entry::Queued(mut message)) =
-                    queued_entry(&delayed, entry, name.clone())
-                {
+            delayed::scan(&delayed, |(due, entry, name, dir)| {
+                if let Some(Entry::Queued(mut message)) = queued_entry(dir, entry, name.clone()) {
                     message.name = name.render();
                     let due = SystemTime::UNIX_EPOCH + Duration::from_micros(due);
                     each(Entry::Delayed { message, due });
                 }
-            }
+            })?;
         }
         if let Some(dead) = top.sub("dead", false)? {
             let (names, _) = queued_names(&dead)?;

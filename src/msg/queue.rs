@@ -243,10 +243,13 @@ impl Layout {
         }
     }
 
-    /// Move the head past shard `first`, found with no message in it: under the exclusive lock
-    /// on `seq`, if the head is still there, the shard still holds no message and is not the
-    /// one posts go to (then every number in it was handed out and its post finished, since
-    /// posts hold the lock). The empty shard directory goes.
+    /// Move the head past shard `first`, found with no message in it, and past the shards after
+    /// it that hold none either, up to the first that does or the one posts go to: under the
+    /// exclusive lock on `seq`, if the head is still there, and each shard passed still holds
+    /// no message and is not the one posts go to (then every number in it was handed out and
+    /// its post finished, since posts hold the lock). The empty shard directories go. (Numbers
+    /// of delayed messages leave shards that no message reaches before its delay ends: the
+    /// head passes them all at once, not one a receive.)
     pub(super) fn advance(&self, first: u64, poll: Duration) -> Result<()> {
         let Some(seq) = self.lock_seq_briefly(poll)? else {
             return Ok(()); // busy: the next receiver moves it
@@ -256,17 +259,34 @@ impl Layout {
             Ok(Some(f)) => parse_head(&read_text(&f)),
             _ => None,
         };
-        if head != Some(first) || first >= shard_of(last + 1) {
+        let newest = shard_of(last + 1);
+        if head != Some(first) || first >= newest {
             return Ok(());
         }
-        if let Some(shard) = self.shard(first, false)? {
-            let (names, _) = queued_names(&shard)?;
-            if !names.is_empty() {
-                return Ok(());
+        let mut head = first;
+        let mut missing = 0;
+        while head < newest {
+            if missing >= MAX_MISSING {
+                head = self.skip_gap(head, newest)?.min(newest);
+                missing = 0;
+                continue;
             }
+            // Not a directory fsync made (a link, a file) holds no message either: passed.
+            match self.shard(head, false) {
+                Ok(Some(shard)) => {
+                    if !queued_names(&shard)?.0.is_empty() {
+                        break;
+                    }
+                    let _ = self.q.rmdir(&shard_name(head)); // not if someone put else there
+                    missing = 0;
+                }
+                _ => missing += 1,
+            }
+            head += SHARD;
         }
-        self.write_head(first + SHARD, false)?;
-        let _ = self.q.rmdir(&shard_name(first)); // not if someone put something else there
+        if head != first {
+            self.write_head(head, false)?;
+        }
         Ok(())
     }
 
@@ -347,7 +367,8 @@ impl Layout {
 
 /// What wakes a thread that waits on a mailbox (a receiver, `wait_empty`): a post into the
 /// shard posts go to (made if missing, so that it can be watched), a message coming or going in
-/// `claimed`, a delay in `delayed`, and the first delay's due time; and while living receivers
+/// `claimed`, a bucket made or removed in `delayed`, a message held back in a bucket whose
+/// minute has begun, and the first delay's due time; and while living receivers
 /// hold claims, the last close of a registration in `recv` (its receiver, and the job it passed
 /// its claim down to, exited: however they died, the kernel closes their files), so that a
 /// dead receiver's claim goes back to the queue at once, without anything else touching the
@@ -363,9 +384,11 @@ pub(super) struct Waker {
 }
 
 /// What a [`Waker`] watches: the shard posts go to, and whether registrations' closes too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Watched {
     pub(super) shard: u64,
+    /// The buckets of delayed messages begun ([`delayed::Pending::begun`]).
+    pub(super) begun: Vec<u64>,
     pub(super) closes: bool,
 }
 
@@ -374,6 +397,7 @@ impl super::claim::Next {
     pub(super) fn watched(&self) -> Watched {
         Watched {
             shard: self.shard,
+            begun: self.begun.clone(),
             closes: self.claims,
         }
     }
@@ -382,12 +406,12 @@ impl super::claim::Next {
 impl Waker {
     /// What the watch is armed for, if it is.
     pub(super) fn armed_for(&self) -> Option<Watched> {
-        self.armed.as_ref().map(|(at, _)| *at)
+        self.armed.as_ref().map(|(at, _)| at.clone())
     }
 
     /// Watch for what comes next, as `what` says.
     pub(super) fn arm(&mut self, l: &Layout, what: Watched) -> io::Result<()> {
-        if self.armed_for() == Some(what) {
+        if self.armed_for().as_ref() == Some(&what) {
             return Ok(());
         }
         self.armed = None; // an inotify instance goes before the next is made
@@ -396,6 +420,12 @@ impl Waker {
             false => DirWatch::new(&l.claimed.pinned())?,
         };
         w.add(&l.delayed.pinned())?;
+        for first in &what.begun {
+            // One removed since is made again in `delayed`, which is watched.
+            if let Ok(Some(bucket)) = l.delayed.sub(&delayed::bucket_name(*first), false) {
+                w.add(&bucket.pinned())?;
+            }
+        }
         match l.shard(what.shard, true) {
             Ok(Some(shard)) => w.add(&shard.pinned())?,
             // Not made (a mailbox we may not write, a name taken): the queue's directory.

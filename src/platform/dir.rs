@@ -637,11 +637,32 @@ impl Dir {
     /// The names in the directory (not `.` and `..`), with their type where the file system
     /// says it without a stat.
     pub(crate) fn entries(&self) -> io::Result<Vec<(String, Option<Kind>)>> {
+        let mut out = Vec::new();
+        self.walk(|name, kind| {
+            out.push((name.to_string(), kind));
+            false
+        })?;
+        Ok(out)
+    }
+
+    /// Whether the name of an entry satisfies `want`, reading the directory no further than
+    /// the first that does: a look into a directory of any size that stops at its first
+    /// entry of a kind.
+    pub(crate) fn any_entry(&self, mut want: impl FnMut(&str) -> bool) -> io::Result<bool> {
+        let mut found = false;
+        self.walk(|name, _| {
+            found = want(name);
+            found
+        })?;
+        Ok(found)
+    }
+
+    /// Hand each entry to `each` (as [`entries`](Self::entries) lists them) until it says stop.
+    fn walk(&self, mut each: impl FnMut(&str, Option<Kind>) -> bool) -> io::Result<()> {
         let fd = crate::platform::retrying(|| {
             fcntl::openat(self.raw(), ".", DIR_FLAGS, Mode::empty()).map_err(io::Error::from)
         })?;
         let mut d = nix::dir::Dir::from_fd(fd).map_err(io::Error::from)?;
-        let mut out = Vec::new();
         for entry in d.iter() {
             let entry = entry.map_err(io::Error::from)?;
             let bytes = entry.file_name().to_bytes();
@@ -656,9 +677,11 @@ impl Dir {
                 Some(nix::dir::Type::Directory) => Some(Kind::Dir),
                 _ => None,
             };
-            out.push((name.to_string(), kind));
+            if each(name, kind) {
+                break;
+            }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
