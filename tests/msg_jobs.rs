@@ -21,6 +21,16 @@ fn list(t: &TestDir) -> serde_json::Value {
     json_of(&t.fsync(["msg", "list", "--json", "B"]).run().code(0).stdout)
 }
 
+/// A worker that took the message `job` and runs it, with its job, as a process group of its
+/// own (to be killed together).
+#[track_caller]
+fn worker_in_its_own_group(t: &TestDir) -> crate::harness::Holder {
+    t.fsync(["msg", "recv", "B", "--", "sh", "-c"])
+        .arg("echo acquired; exec sleep 1000")
+        .own_process_group()
+        .hold()
+}
+
 /// Nobody posts, receives or lists: the only change is the death of the worker (its fsync and
 /// its job, one process group, SIGKILLed), and the receiver waiting meanwhile takes the message
 /// at once, as its second attempt, counted as lost. (Without the watch on registrations' last
@@ -29,11 +39,7 @@ fn list(t: &TestDir) -> serde_json::Value {
 fn a_worker_killed_with_its_job_gives_the_message_to_a_waiting_receiver_at_once() {
     let t = TestDir::new();
     post(&t, "job");
-    let mut worker = t
-        .fsync(["msg", "recv", "B", "--", "sh", "-c"])
-        .arg("echo acquired; exec sleep 1000")
-        .own_process_group()
-        .hold();
+    let mut worker = worker_in_its_own_group(&t);
     let attempt = "echo \"$FSYNC_MSG_ATTEMPT $(cat)\"";
     let mut waiting = t
         .fsync([
@@ -62,11 +68,7 @@ fn a_worker_killed_with_its_job_gives_the_message_to_a_waiting_receiver_at_once(
 fn wait_empty_sees_a_killed_workers_message_come_back_and_waits_for_it() {
     let t = TestDir::new();
     post(&t, "job");
-    let mut worker = t
-        .fsync(["msg", "recv", "B", "--", "sh", "-c"])
-        .arg("echo acquired; exec sleep 1000")
-        .own_process_group()
-        .hold();
+    let mut worker = worker_in_its_own_group(&t);
     let mut empty = t.fsync(["msg", "wait-empty", "-v", "B"]).start();
     empty.stderr_until("to have nothing left to do");
     worker.kill_process_group();
