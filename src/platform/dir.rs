@@ -24,6 +24,7 @@ use std::{
     io,
     os::fd::{AsFd, AsRawFd, OwnedFd, RawFd},
     path::{Path, PathBuf},
+    time::Duration,
 };
 
 use nix::{
@@ -139,6 +140,17 @@ pub(crate) struct Dir {
     path: PathBuf,
 }
 
+/// How long [`Dir::top`] waits, each time, for a directory it was told exists and then could
+/// not find (see there): 63 ms in all.
+const MKDIR_RACE_WAITS: [Duration; 6] = [
+    Duration::from_millis(1),
+    Duration::from_millis(2),
+    Duration::from_millis(4),
+    Duration::from_millis(8),
+    Duration::from_millis(16),
+    Duration::from_millis(32),
+];
+
 const DIR_FLAGS: OFlag = OFlag::O_RDONLY
     .union(OFlag::O_DIRECTORY)
     .union(OFlag::O_CLOEXEC)
@@ -190,23 +202,35 @@ impl Dir {
 
     /// [`top`](Self::top)'s long way: `name` in this (parent) directory, shown as `path`.
     fn child_top(&self, name: &str, path: &Path, create: bool, what: &str) -> Result<Option<Dir>> {
+        let mkdir = || match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o777)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => Ok(()),
+            Err(e) => Err(super::fs::explain_open_error(path, what, e.into())),
+        };
         if create {
-            match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o777)) {
-                Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-                Err(e) => return Err(super::fs::explain_open_error(path, what, e.into())),
-            }
+            mkdir()?;
         }
         let open_dir = |flags: OFlag| open(Some(self), name, DIR_FLAGS | flags, Mode::empty());
         let not_dir = || Error::new(path, ErrorKind::WrongKind, "exists and is not a directory");
         // Another user swapping the name between a directory and a link in a loop can make
         // each look disagree with the open before it: a few tries, then say so.
-        for _ in 0..3 {
+        let mut missing = 0;
+        for _ in 0..3 + MKDIR_RACE_WAITS.len() {
             let e = match open_dir(OFlag::O_NOFOLLOW) {
                 Ok(fd) => return Ok(Some(Dir::own(fd, path))),
                 Err(e) => e,
             };
             match e.raw_os_error() {
                 Some(libc::ENOENT) if !create => return Ok(None),
+                // Told it exists, then that it does not: removed since (make it again), or,
+                // on GlusterFS, another client's mkdir of the same name half-way, which
+                // answers our mkdir EEXIST before a lookup finds it on every brick. Nothing
+                // tells us when it is done: a few short waits, a few milliseconds in all.
+                Some(libc::ENOENT) if missing < MKDIR_RACE_WAITS.len() => {
+                    std::thread::sleep(MKDIR_RACE_WAITS[missing]);
+                    missing += 1;
+                    mkdir()?;
+                    continue;
+                }
                 // A link says either, with O_DIRECTORY: the status below tells.
                 Some(libc::ENOTDIR | libc::ELOOP) => {}
                 _ => return Err(super::fs::explain_open_error(path, what, e)),
@@ -463,6 +487,28 @@ impl Dir {
             }
         }
         modes
+    }
+
+    /// Open the regular file `name` to append to it, creating it (mode less the umask) if
+    /// missing; whether it was created. Never through a link, never a FIFO.
+    pub(crate) fn open_append(&self, name: &str, mode: u32) -> Result<(File, bool)> {
+        let append = OFlag::O_WRONLY | OFlag::O_APPEND;
+        let mode = Mode::from_bits_truncate(mode);
+        let (file, new) = match self.openat(name, append, mode) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => (
+                self.openat(name, append | OFlag::O_CREAT | OFlag::O_EXCL, mode),
+                true,
+            ),
+            opened => (opened, false),
+        };
+        let file =
+            file.map_err(|e| super::fs::explain_open_error(&self.join(name), "cannot open", e))?;
+        Ok((self.checked(name, file)?, new))
+    }
+
+    /// Make the directory's entries durable (`fsync(2)` of the directory).
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        unistd::fsync(self.fd.as_raw_fd()).map_err(io::Error::from)
     }
 
     /// Create `name` exclusively (mode less the umask), for writing.
