@@ -89,6 +89,10 @@ failed goes back with one more failed delivery in its `KIND`, or to `delayed` fo
 `dead/` once it failed more than the receiver's retries allow, or was lost more than 2 times
 beyond them.
 
+**History**: each delivery that ends without success (a job's status or signal, a receiver
+lost with its job) adds a line to `B/attempts/SEQ`, before the message moves on; a success
+removes it, a dead letter keeps it (`src/msg/history.rs`).
+
 **send** (synchronous): the sender creates and locks `senders/.tmp-UNIQ`, renames it to
 `senders/UNIQ`, posts the message as `STEM.sync` (`STEM` is `NAME` without `KIND`), and waits
 (change notification on `q` and `claimed`) until neither `q/SHARD/STEM.sync` nor `claimed/STEM.sync~*` exists:
@@ -148,15 +152,15 @@ mod claim;
 mod dead;
 mod delayed;
 mod empty;
+mod history;
+pub use history::{Attempt, Ended};
 mod keys;
 pub use keys::{Keyed, check_key};
 mod list;
 mod name;
 pub use name::LOST_BEYOND_RETRIES;
 pub(crate) use name::MessageName;
-use name::uniq;
-#[cfg(test)]
-use name::uniq_host;
+use name::{uniq, uniq_host};
 mod queue;
 mod received;
 use claim::{
@@ -303,6 +307,11 @@ impl<F: FnMut(Duration)> Report for F {
 }
 
 impl Queued {
+    /// Its id in its mailbox: the sequence number its name begins with ([`Received::id`]).
+    pub fn id(&self) -> u64 {
+        MessageName::parse(&self.name).map_or(0, |n| n.seq)
+    }
+
     /// How many of its deliveries failed so far (0 for a message never delivered, or whose
     /// deliveries were only ever cancelled).
     pub fn failed(&self) -> u32 {

@@ -284,3 +284,74 @@ fn the_readme_drain_recipe_ends_with_the_status_of_the_dead_job() {
     post(&t, "flaky");
     t.sh(&recipe).env("PATH", path_with_fsync()).run().code(0);
 }
+
+/// A dead letter says how each of its attempts ended, where and when: the first lost with its
+/// worker (killed with its job), the second exited 3, the third killed by SIGKILL; each with
+/// the worker's pid, the three on this host. `msg list` names the last; a job that succeeds in
+/// the end leaves no history behind.
+#[test]
+fn a_dead_letter_keeps_how_each_attempt_ended_and_where() {
+    let t = TestDir::new();
+    post(&t, "job");
+    let mut worker = worker_in_its_own_group(&t);
+    let lost_pid = worker.pid();
+    worker.kill_process_group();
+    let recv = |job: &str| {
+        t.fsync(["msg", "recv", "--retries", "1", "--backoff", "0", "B", "--"])
+            .args(["sh", "-c", &format!("echo $PPID; {job}")])
+            .run()
+    };
+    let exited = recv("exit 3").code(3).stdout.trim().to_string();
+    let killed = recv("kill -9 $$")
+        .killed_by(Signal::SIGKILL)
+        .stdout
+        .trim()
+        .to_string();
+    let l = list(&t);
+    let dead = &l["dead"][0];
+    assert_eq!(
+        (&dead["failed"], &dead["lost"]),
+        (&2.into(), &1.into()),
+        "{l}"
+    );
+    let attempts = dead["attempts"].as_array().expect("attempts");
+    let seen: Vec<_> = attempts
+        .iter()
+        .map(|a| {
+            let number = |k: &str| a[k].as_i64().map(|n| n.to_string());
+            (
+                a["ended"].as_str().unwrap().to_string(),
+                number("status").or(number("signal")),
+                a["pid"].to_string(),
+            )
+        })
+        .collect();
+    let s = |v: &str| v.to_string();
+    assert_eq!(
+        seen,
+        [
+            (s("lost"), None, lost_pid.to_string()),
+            (s("exit"), Some(s("3")), exited),
+            (s("signal"), Some(s("9")), killed.clone()),
+        ],
+        "{l}"
+    );
+    let host = &attempts[0]["host"];
+    assert!(host.as_str().is_some_and(|h| !h.is_empty()), "{l}");
+    assert!(attempts.iter().all(|a| &a["host"] == host), "{l}");
+    let text = t.fsync(["msg", "list", "B"]).run().code(0).stdout.clone();
+    assert!(
+        text.contains(&format!("dead after 2 failed attempts, 1 lost; the last was killed by signal 9 on {} pid {killed} at ", host.as_str().unwrap())),
+        "{text}"
+    );
+    // Back from the dead letters, it succeeds: its history goes with it.
+    t.fsync(["msg", "retry", "B"]).run().code(0);
+    recv("exit 0").code(0);
+    assert!(
+        !t.path()
+            .join("B/attempts")
+            .read_dir()
+            .unwrap()
+            .any(|_| true)
+    );
+}

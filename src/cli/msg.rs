@@ -178,7 +178,14 @@ enum Verb {
     Retry(RetryArgs),
     #[command(
         about = "List the queued messages with their sizes and ages",
-        after_long_help = "Examples:\n  fsync msg list /shared/jobs\n  fsync msg list --json /shared/jobs | jq .count"
+        long_about = "List the queued messages with their sizes and ages, oldest first, then \
+                      the delayed ones (with when they are due) and the dead letters (with how \
+                      their last attempt ended, on which host and process, and when). With \
+                      --json, each message also has how every attempt that did not succeed \
+                      ended: its exit status, the signal that killed it, or its worker lost.",
+        after_long_help = "Examples:\n  fsync msg list /shared/jobs\n  fsync msg list --json /shared/jobs | jq .count\n  \
+            # why did job 42 die?\n  \
+            fsync msg list --json /shared/jobs | jq '.dead[] | select(.name | startswith(\"00000000000000000042.\")) | .attempts'"
     )]
     List(ListArgs),
 }
@@ -352,9 +359,44 @@ struct MessageJson<'a> {
     failed: u32,
     /// Its deliveries lost with their worker.
     lost: u32,
+    /// How its deliveries that did not succeed ended.
+    attempts: Vec<AttemptJson>,
     /// When a delayed message is due (in `delayed` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     due: Option<String>,
+}
+
+/// One delivery of a message that did not succeed (docs/json.md, `msg-attempt`).
+#[derive(Serialize)]
+struct AttemptJson {
+    ended: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<i32>,
+    host: String,
+    pid: u32,
+    at: String,
+}
+
+impl From<fsync::msg::Attempt> for AttemptJson {
+    fn from(a: fsync::msg::Attempt) -> AttemptJson {
+        use fsync::msg::Ended;
+        let (ended, status, signal) = match a.ended {
+            Ended::Exited(n) => ("exit", Some(n), None),
+            Ended::Signalled(n) => ("signal", None, Some(n)),
+            Ended::Lost => ("lost", None, None),
+            _ => ("failed", None, None),
+        };
+        AttemptJson {
+            ended,
+            status,
+            signal,
+            host: a.host,
+            pid: a.pid,
+            at: report::timestamp(a.at),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -546,7 +588,11 @@ fn run_job(
              signal"
         ));
     } else {
-        let became = match msg.fail()? {
+        let ended = match exit.signal {
+            Some(signal) => fsync::msg::Ended::Signalled(signal),
+            None => fsync::msg::Ended::Exited(exit.code.into()),
+        };
+        let became = match msg.fail_as(ended)? {
             fsync::msg::Failed::Delayed => "held back before its next attempt",
             fsync::msg::Failed::Dead => {
                 dead = true;
@@ -600,6 +646,13 @@ fn list(a: &ListArgs) -> VerbResult {
         }
         result
     };
+    // Only a message that failed or was lost has a history to read.
+    let history = |m: &fsync::msg::Queued| match m.failed().saturating_add(m.lost()) {
+        0 => Vec::new(),
+        _ => (mailbox.history(m.id()).unwrap_or_default().into_iter())
+            .map(AttemptJson::from)
+            .collect(),
+    };
     let json_message = |out: &mut std::io::StdoutLock<'_>,
                         m: &fsync::msg::Queued,
                         due: Option<SystemTime>,
@@ -611,6 +664,7 @@ fn list(a: &ListArgs) -> VerbResult {
             sync: m.sync,
             failed: m.failed(),
             lost: m.lost(),
+            attempts: history(m),
             due: due.map(report::timestamp),
         };
         let comma = if first { "" } else { "," };
@@ -647,10 +701,25 @@ fn list(a: &ListArgs) -> VerbResult {
         } else {
             let state = match (at, m.sync, m.failed(), due) {
                 (1, _, _, Some(due)) => format!("  delayed until {}", report::timestamp(due)),
-                (2, _, n, _) if m.lost() > 0 => {
-                    format!("  dead after {n} failed attempts, {} lost", m.lost())
+                (2, _, n, _) => {
+                    let lost = match m.lost() {
+                        0 => String::new(),
+                        l => format!(", {l} lost"),
+                    };
+                    let last = match history(&m).pop() {
+                        Some(a) => {
+                            let how = match (a.ended, a.status, a.signal) {
+                                (_, Some(n), _) => format!("exited with status {n}"),
+                                (_, _, Some(n)) => format!("was killed by signal {n}"),
+                                ("lost", ..) => "lost its worker".to_string(),
+                                _ => "failed".to_string(),
+                            };
+                            format!("; the last {how} on {} pid {} at {}", a.host, a.pid, a.at)
+                        }
+                        None => String::new(),
+                    };
+                    format!("  dead after {n} failed attempts{lost}{last}")
                 }
-                (2, _, n, _) => format!("  dead after {n} failed attempts"),
                 (_, true, _, _) => " (waiting sender)".to_string(),
                 (_, false, 0, _) => String::new(),
                 (_, false, n, _) => format!(" ({n} failed)"),

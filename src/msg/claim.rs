@@ -79,10 +79,14 @@ fn recover(l: &Layout, poll: Duration) -> bool {
         };
         if held(&l.recv, rid) {
             living = true;
-        } else if !matches!(
+        } else if matches!(
             l.requeue(&claimed, &parsed.one_more_lost().render(), poll),
             Ok(true)
         ) {
+            if let Some(attempt) = Attempt::lost_with(rid) {
+                l.record(parsed.seq, &attempt);
+            }
+        } else {
             living = true; // left claimed (the lock was busy): look again when woken
         }
     }

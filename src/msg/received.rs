@@ -67,10 +67,17 @@ impl Received {
     /// one more failed delivery counted; or, if that makes more than the mailbox's
     /// [`retries`](Mailbox::retries) allow, to the dead letters. (Dropping an unfinished
     /// message returns it without counting: a delivery that was cancelled did not fail.)
-    pub fn fail(mut self) -> Result<Failed> {
+    pub fn fail(self) -> Result<Failed> {
+        self.fail_as(Ended::Failed)
+    }
+
+    /// [`fail`](Self::fail), saying how the delivery ended: the message's history
+    /// ([`Mailbox::history`]) keeps it, with this host, this process and the time.
+    pub fn fail_as(mut self, ended: Ended) -> Result<Failed> {
         self.done = true;
         let failed = self.name.failed(self.name.failed.saturating_add(1));
         let l = &self.layout;
+        l.record(self.name.seq, &Attempt::here(ended));
         if failed.dead_under(self.retries) {
             l.bury(&self.claimed, &failed.render())?;
             return Ok(Failed::Dead);
@@ -151,6 +158,9 @@ impl Received {
     /// The message has been delivered: remove it for good.
     pub fn finish(mut self) -> Result<()> {
         self.done = true;
+        if self.attempt() > 1 {
+            self.layout.forget(self.name.seq);
+        }
         let claimed = &self.layout.claimed;
         claimed.unlink_any(&self.claimed).map_err(|e| {
             Error::io(

@@ -1,0 +1,226 @@
+//! A message's history: how each of its deliveries that did not succeed ended, so that a dead
+//! letter says why it died (which status, which signal, which worker was lost, where and when),
+//! not only how often.
+//!
+//! # On disk
+//!
+//! `B/attempts/SEQ` (`SEQ` in 20 digits, as in the message's name): one line per delivery that
+//! ended without success, appended by whoever saw it end, oldest first:
+//! `ENDED HOST PID AT\n`, fields separated by one space: `ENDED` is `exit:N` (its job exited
+//! with status `N`), `signal:N` (killed by signal `N`), `lost` (its receiver died with it:
+//! killed, out of memory, its host gone), or `failed` (its receiver said so, no more);
+//! `HOST` the receiver's host as in `UNIQ` (letters, digits, `-` and `_`), `PID` its process;
+//! `AT` when it ended (for `lost`: when another receiver found it lost), in microseconds since
+//! the epoch. Each line is one `write(2)` to a file opened `O_APPEND`, `fdatasync`ed before the
+//! message moves on (and the directory `fsync`ed when the file is new). A successful delivery
+//! removes the file; a dead letter keeps it, and [`Mailbox::retry`] keeps it too (the lines of
+//! the next deliveries follow). A line that does not parse is passed over: the file lives in a
+//! shared directory, so it is a record, never an instruction.
+//!
+//! Writing the history is never what stops a delivery: a full file system, or a name another
+//! user put there, loses the line and nothing else.
+
+use super::*;
+
+/// How one delivery of a message ended without success ([`Mailbox::history`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ended {
+    /// Its job exited with this status (not 0).
+    Exited(i32),
+    /// Its job was killed by this signal.
+    Signalled(i32),
+    /// Its receiver died with it (killed, out of memory, its host lost): how the job ended,
+    /// nobody saw.
+    Lost,
+    /// Its receiver said it failed ([`Received::fail`]), and no more.
+    Failed,
+}
+
+/// One delivery of a message that did not succeed, as its history keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// How it ended.
+    pub ended: Ended,
+    /// The receiver's host (as in message names: letters, digits, `-` and `_`).
+    pub host: String,
+    /// The receiver's process id.
+    pub pid: u32,
+    /// When it ended (a lost one: when another receiver found it lost).
+    pub at: SystemTime,
+}
+
+/// The longest history read: a file another user grew is read no further.
+const MAX_HISTORY: u64 = 64 * 1024;
+
+impl Ended {
+    fn render(self) -> String {
+        match self {
+            Ended::Exited(n) => format!("exit:{n}"),
+            Ended::Signalled(n) => format!("signal:{n}"),
+            Ended::Lost => "lost".to_string(),
+            Ended::Failed => "failed".to_string(),
+        }
+    }
+
+    fn parse(s: &str) -> Option<Ended> {
+        match s.split_once(':') {
+            Some(("exit", n)) => n.parse().ok().map(Ended::Exited),
+            Some(("signal", n)) => n.parse().ok().map(Ended::Signalled),
+            None if s == "lost" => Some(Ended::Lost),
+            None if s == "failed" => Some(Ended::Failed),
+            _ => None,
+        }
+    }
+}
+
+impl Attempt {
+    /// This process's delivery, ending now.
+    pub(super) fn here(ended: Ended) -> Attempt {
+        Attempt {
+            ended,
+            host: uniq_host(&procinfo::hostname()),
+            pid: std::process::id(),
+            at: SystemTime::now(),
+        }
+    }
+
+    /// A delivery lost with the receiver registered as `rid` (`HOST-PID-RANDOM`), found now.
+    pub(super) fn lost_with(rid: &str) -> Option<Attempt> {
+        let mut fields = rid.rsplitn(3, '-');
+        let (_, pid, host) = (fields.next()?, fields.next()?, fields.next()?);
+        Some(Attempt {
+            ended: Ended::Lost,
+            host: host.to_string(),
+            pid: pid.parse().ok()?,
+            at: SystemTime::now(),
+        })
+    }
+
+    fn render(&self) -> String {
+        let at = self
+            .at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
+        format!("{} {} {} {at}\n", self.ended.render(), self.host, self.pid)
+    }
+
+    fn parse(line: &str) -> Option<Attempt> {
+        let mut fields = line.split(' ');
+        let ended = Ended::parse(fields.next()?)?;
+        let host = fields.next()?;
+        let pid = fields.next()?.parse().ok()?;
+        let at: u64 = fields.next()?.parse().ok()?;
+        if fields.next().is_some() || host.is_empty() || uniq_host(host) != host {
+            return None;
+        }
+        Some(Attempt {
+            ended,
+            host: host.to_string(),
+            pid,
+            at: SystemTime::UNIX_EPOCH + Duration::from_micros(at),
+        })
+    }
+}
+
+/// The name of message `seq`'s history in `attempts/`.
+fn file_name(seq: u64) -> String {
+    format!("{seq:020}")
+}
+
+impl Layout {
+    /// Append `attempt` to message `seq`'s history, durably; best effort (module docs).
+    pub(super) fn record(&self, seq: u64, attempt: &Attempt) {
+        let Ok(Some(dir)) = self.top.sub("attempts", true) else {
+            return;
+        };
+        let name = file_name(seq);
+        let Ok((file, new)) = dir.open_append(&name, DEFAULT_PAYLOAD_MODE) else {
+            return;
+        };
+        // Never through a second name: another user's hard link to someone else's file.
+        if !dir.sole_link(&name, &file, None).unwrap_or(false) {
+            return;
+        }
+        if (&file).write_all(attempt.render().as_bytes()).is_ok() && file.sync_data().is_ok() && new
+        {
+            let _ = dir.sync();
+        }
+    }
+
+    /// Forget message `seq`'s history: it was delivered.
+    pub(super) fn forget(&self, seq: u64) {
+        if let Ok(Some(dir)) = self.top.sub("attempts", false) {
+            let _ = dir.unlink_file(&file_name(seq));
+        }
+    }
+}
+
+impl Mailbox {
+    /// How each delivery of message `id` that did not succeed ended, oldest first: empty for
+    /// a message never delivered, delivered at the first attempt, or unknown. Creates nothing.
+    pub fn history(&self, id: u64) -> Result<Vec<Attempt>> {
+        let top = self.existing_top()?;
+        let Some(dir) = top.sub("attempts", false)? else {
+            return Ok(Vec::new());
+        };
+        let name = file_name(id);
+        let Some(file) = dir.open(&name, false)? else {
+            return Ok(Vec::new());
+        };
+        let mut text = String::new();
+        file.take(MAX_HISTORY)
+            .read_to_string(&mut text)
+            .map_err(|e| Error::io(&dir.join(&name), "cannot read", e))?;
+        Ok(text.lines().filter_map(Attempt::parse).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_reads_back_as_written_and_anything_else_is_passed_over() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456);
+        for ended in [
+            Ended::Exited(3),
+            Ended::Signalled(9),
+            Ended::Lost,
+            Ended::Failed,
+        ] {
+            let a = Attempt {
+                ended,
+                host: "build-1".to_string(),
+                pid: 42,
+                at,
+            };
+            let line = a.render();
+            assert!(line.ends_with('\n'));
+            assert_eq!(Attempt::parse(line.trim_end()), Some(a));
+        }
+        for bad in [
+            "",
+            "exit:x h 1 2",
+            "died h 1 2",
+            "lost h x 2",
+            "lost h 1 x",
+            "lost h 1 2 3",
+            "lost h\u{1b} 1 2",
+            "lost  1 2",
+        ] {
+            assert_eq!(Attempt::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_lost_receivers_host_and_pid_come_from_its_registration() {
+        let a = Attempt::lost_with("build-host-7-4410-9c2e51a0d3b47f18").unwrap();
+        assert_eq!(
+            (a.ended, a.host.as_str(), a.pid),
+            (Ended::Lost, "build-host-7", 4410)
+        );
+        assert_eq!(Attempt::lost_with("nopid"), None);
+        assert_eq!(Attempt::lost_with("h-x-1"), None);
+    }
+}
