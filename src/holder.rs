@@ -414,7 +414,13 @@ pub(crate) struct Registration {
     name: String,
     file: Option<File>,
     passed_down: bool,
+    /// Kept as a spare when let go, and a spare taken where no new one can be made
+    /// ([`create_spared`](Self::create_spared)).
+    spares: bool,
 }
+
+/// How many spare registrations a directory keeps (`.spare-0` to `.spare-3`).
+const SPARES: usize = 4;
 
 impl Registration {
     /// The number of its descriptor, while it has one.
@@ -432,9 +438,47 @@ impl Registration {
         content: &[u8],
         mode: u32,
     ) -> crate::Result<Registration> {
+        Registration::make(dir, id, content, mode, false)
+    }
+
+    /// [`create`](Self::create), on a full file system (no inode or block left) taking a spare
+    /// (`.spare-K`, K below 4) instead: one of ours that an earlier registration left when its
+    /// owner let it go, that nobody holds, with one link. And let go, it is kept as a spare if
+    /// one of the four names is free. So that receivers can still drain a full file system.
+    pub(crate) fn create_spared(
+        dir: &crate::platform::dir::Dir,
+        id: &str,
+        mode: u32,
+    ) -> crate::Result<Registration> {
+        Registration::make(dir, id, b"", mode, true)
+    }
+
+    /// Make the first spare of `dir` (best effort): for a directory that may fill up before
+    /// anyone registers in it.
+    pub(crate) fn make_spare(dir: &crate::platform::dir::Dir) {
+        let _ = dir.create_new(&format!(".spare-{}", 0), 0o600);
+    }
+
+    fn make(
+        dir: &crate::platform::dir::Dir,
+        id: &str,
+        content: &[u8],
+        mode: u32,
+        spares: bool,
+    ) -> crate::Result<Registration> {
         use crate::{Error, ErrorKind};
         let tmp = format!(".tmp-{id}");
-        let file = dir.create_new(&tmp, 0o600).map_err(|e| {
+        let full = |e: &std::io::Error| {
+            matches!(
+                e.raw_os_error(),
+                Some(nix::libc::ENOSPC | nix::libc::EDQUOT)
+            )
+        };
+        let file = match dir.create_new(&tmp, 0o600) {
+            Err(e) if spares && full(&e) => Registration::take_spare(dir, &tmp).ok_or(e),
+            made => made,
+        }
+        .map_err(|e| {
             crate::platform::fs::explain_open_error(&dir.join(&tmp), "cannot register", e)
         })?;
         if !matches!(lock::flock(&file, lock::Mode::Exclusive, false), Ok(true)) {
@@ -466,7 +510,34 @@ impl Registration {
             name: id.to_string(),
             file: Some(file),
             passed_down: false,
+            spares,
         })
+    }
+
+    /// A spare of `dir` (ours, one link, nobody holding it) renamed to `tmp` and locked.
+    fn take_spare(dir: &Dir, tmp: &str) -> Option<File> {
+        let me = nix::unistd::geteuid().as_raw();
+        (0..SPARES).find_map(|k| {
+            let name = format!(".spare-{k}");
+            let (file, st) = dir.open_stat(&name, true).ok()??;
+            let ours = st.st_uid == me && st.st_nlink == 1;
+            if !ours || !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {
+                return None;
+            }
+            let same = |n: &str| {
+                dir.stat(n)
+                    .is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino))
+            };
+            (same(&name) && dir.rename(&name, dir, tmp).is_ok() && same(tmp)).then_some(file)
+        })
+    }
+
+    /// Keep the registration as a spare (a free `.spare-K` links to it), then unlink it.
+    fn unlink_keeping_spare(&self) {
+        if self.spares {
+            let _ = (0..SPARES).find(|k| self.dir.link(&self.name, &format!(".spare-{k}")).is_ok());
+        }
+        let _ = self.dir.unlink_any(&self.name);
     }
 
     /// Replace the content (the owner is the only writer).
@@ -508,14 +579,14 @@ impl Registration {
         };
         if !self.passed_down {
             // Unlinked while still locked: nobody ever sees it unlocked.
-            let _ = self.dir.unlink_any(&self.name);
+            self.unlink_keeping_spare();
             return false;
         }
         drop(file);
         // A process that inherited our descriptor may still hold it.
         let held = matches!(Registration::find(&self.dir, &self.name), Found::Alive(_));
         if !held {
-            let _ = self.dir.unlink_any(&self.name);
+            self.unlink_keeping_spare();
         }
         held
     }

@@ -64,7 +64,13 @@ deadline and on a cancellation signal: whoever may open `seq` may hold its lock 
 0600, lock it exclusively, give it the mode of the rule for internal lock files (less the
 umask: only those who may write the mailbox may open it, and so lock it, which would make a
 dead receiver look alive), rename it to `recv/RID` (so a visible registration is locked while
-its receiver lives). Then remove the registrations of dead receivers (a receiver killed by SIGKILL leaves
+its receiver lives). Where no file can be made (the file system is full: `ENOSPC`, `EDQUOT`)
+it takes a spare instead: `recv/.spare-K` (`K` 0 to 3), one of the receiver's own (its owner,
+one link) that nobody holds, locked exclusively, then renamed to `recv/.tmp-RID`. A receiver
+letting its registration go links it as the first free `.spare-K` before it unlinks it (still
+locked); the post that makes a mailbox's first shard makes `head` and `.spare-0`. So receiving,
+running and acknowledging need no new inode or block: a full file system can be drained.
+Then remove the registrations of dead receivers (a receiver killed by SIGKILL leaves
 its own): each `recv/R` that a non-blocking exclusive lock gets (nobody holds it), if `recv/R`
 still names the file locked, one link, and in a sticky `recv` the caller's or the directory
 owner's; `.tmp-*` entries are left alone. Then (1) *recover*: every `claimed/NAME~R` whose `recv/R` is missing or unlocked belongs
@@ -667,7 +673,7 @@ impl Mailbox {
             ..self.layout()?
         };
         let rid = uniq();
-        let me = Registration::create(&l.recv, &rid, b"", l.registration_mode())?;
+        let me = Registration::create_spared(&l.recv, &rid, l.registration_mode())?;
         // Receivers killed (SIGKILL) leave their registrations: clear them away now.
         Registration::reap_dead(&l.recv);
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -814,7 +820,11 @@ fn post(
         let first = shard_of(n);
         let (dir, made) = match l.shard(first, false)? {
             Some(shard) => (shard, false),
-            None => (l.shard(first, true)?.expect("created"), true),
+            None => {
+                let made = l.shard(first, true)?.expect("created");
+                l.head_for_new_shard(first);
+                (made, true)
+            }
         };
         l.tmp
             .rename(&tmp, &dir, &dest)

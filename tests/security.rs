@@ -958,6 +958,7 @@ fn msg_never_writes_a_head_linked_elsewhere() {
     h.fsync_as_nobody(["msg", "post", "shared/box", "--data", "first"])
         .run()
         .code(0);
+    h.as_nobody(["rm", "shared/box/head"]); // the first post made one
     h.link(&h.victim(), "shared/box/head");
     h.fsync(["msg", "post", "shared/box", "--data", "root's"])
         .deadline(NO_HANG)

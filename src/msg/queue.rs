@@ -169,6 +169,35 @@ impl Layout {
             .map_err(|e| Error::io(&shown, "cannot write", e))
     }
 
+    /// After a post made shard `first` (under the exclusive lock on `seq`): a mailbox without a
+    /// head gets one now, the oldest shard there is, and its first spare registration, so that
+    /// receivers need no new file to drain it once the file system is full. Best effort: a
+    /// post does not need the head (a receive rebuilds it, and says what is wrong with it).
+    pub(super) fn head_for_new_shard(&self, first: u64) {
+        if !matches!(self.top.open("head", false), Ok(None)) {
+            return;
+        }
+        let Ok(entries) = self.q.entries() else {
+            return;
+        };
+        // Messages of the layout before shards: the receivers' rebuild moves them first.
+        let unsharded = |(name, kind): &(String, Option<Kind>)| {
+            MessageName::parse(name).is_some() && self.unsharded(name, *kind)
+        };
+        if entries.iter().any(unsharded) {
+            return;
+        }
+        let oldest = (entries.iter())
+            .filter_map(|(name, _)| parse_shard(name))
+            .min();
+        if self
+            .write_head(oldest.map_or(first, |o| o.min(first)), true)
+            .is_ok()
+        {
+            crate::holder::Registration::make_spare(&self.recv);
+        }
+    }
+
     /// The shard directory that begins at `first`: `None` if missing (and not `create`).
     pub(super) fn shard(&self, first: u64, create: bool) -> Result<Option<Dir>> {
         self.q.sub(&shard_name(first), create)

@@ -84,8 +84,13 @@ impl Received {
         }
         if let Some(backoff) = self.backoff.filter(|b| !b.is_zero()) {
             let wait = backoff_after(backoff, failed.failed);
-            l.delay_claimed(&self.claimed, &failed.render(), delayed::due_after(wait))?;
-            return Ok(Failed::Delayed);
+            match l.delay_claimed(&self.claimed, &failed.render(), delayed::due_after(wait)) {
+                Ok(()) => return Ok(Failed::Delayed),
+                // The minute's directory cannot be made on a full file system: back to the
+                // queue at once, which needs nothing new, rather than left claimed.
+                Err(e) if matches!(e.errno(), Some(nix::libc::ENOSPC | nix::libc::EDQUOT)) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(
             match l.requeue(&self.claimed, &failed.render(), self.poll)? {
