@@ -50,7 +50,7 @@ fn scale() -> usize {
 }
 
 /// A tiny deterministic generator (no dependency, reproducible per seed).
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -59,7 +59,7 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 }
@@ -92,7 +92,7 @@ fn group_members(pgid: i32) -> Vec<(i32, char)> {
 }
 
 /// Stop the group, wait until all of it is stopped, log `K pids`, then kill it.
-fn freeze_and_kill(pgid: i32, log: &Path) {
+pub(crate) fn freeze_and_kill(pgid: i32, log: &Path) {
     if killpg(Pid::from_raw(pgid), Signal::SIGSTOP).is_err() {
         return; // already gone
     }
@@ -120,7 +120,7 @@ fn freeze_and_kill(pgid: i32, log: &Path) {
     let _ = killpg(Pid::from_raw(pgid), Signal::SIGCONT);
 }
 
-fn append(log: &Path, line: &str) {
+pub(crate) fn append(log: &Path, line: &str) {
     let mut f = OpenOptions::new()
         .append(true)
         .create(true)

@@ -11,6 +11,7 @@ mod bad_input;
 mod bus;
 mod ccr;
 mod chaos;
+mod chaos_queue;
 mod event;
 mod faults;
 mod flock_compat;

@@ -369,6 +369,7 @@ struct MessageJson<'a> {
 /// One delivery of a message that did not succeed (docs/json.md, `msg-attempt`).
 #[derive(Serialize)]
 struct AttemptJson {
+    attempt: u32,
     ended: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<i32>,
@@ -389,6 +390,7 @@ impl From<fsync::msg::Attempt> for AttemptJson {
             _ => ("failed", None, None),
         };
         AttemptJson {
+            attempt: a.attempt,
             ended,
             status,
             signal,

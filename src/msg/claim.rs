@@ -77,13 +77,17 @@ fn recover(l: &Layout, poll: Duration) -> bool {
         let Some(parsed) = MessageName::parse(name) else {
             continue;
         };
+        let back = parsed.one_more_lost().render();
         if held(&l.recv, rid) {
             living = true;
-        } else if matches!(
-            l.requeue(&claimed, &parsed.one_more_lost().render(), poll),
-            Ok(true)
-        ) {
-            if let Some(attempt) = Attempt::lost_with(rid) {
+        } else if matches!(l.requeue(&claimed, &back, poll), Ok(true)) {
+            // Into its history only if it is back as lost (by us, or by another receiver
+            // that found it so too): its receiver may have moved it on before it died.
+            let shard = l.shard(queue::shard_of(parsed.seq), false);
+            let attempt = parsed.failed.saturating_add(parsed.lost).saturating_add(1);
+            if let (Ok(Some(shard)), Some(attempt)) = (shard, Attempt::lost_with(attempt, rid))
+                && shard.stat(&back).is_ok()
+            {
                 l.record(parsed.seq, &attempt);
             }
         } else {

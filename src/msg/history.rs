@@ -6,7 +6,9 @@
 //!
 //! `B/attempts/SEQ` (`SEQ` in 20 digits, as in the message's name): one line per delivery that
 //! ended without success, appended by whoever saw it end, oldest first:
-//! `ENDED HOST PID AT\n`, fields separated by one space: `ENDED` is `exit:N` (its job exited
+//! `ATTEMPT ENDED HOST PID AT\n`, fields separated by one space: `ATTEMPT` which delivery it
+//! was (1 for the first: the message's failed and lost deliveries before it, plus one);
+//! `ENDED` is `exit:N` (its job exited
 //! with status `N`), `signal:N` (killed by signal `N`), `lost` (its receiver died with it:
 //! killed, out of memory, its host gone), or `failed` (its receiver said so, no more);
 //! `HOST` the receiver's host as in `UNIQ` (letters, digits, `-` and `_`), `PID` its process;
@@ -16,6 +18,12 @@
 //! removes the file; a dead letter keeps it, and [`Mailbox::retry`] keeps it too (the lines of
 //! the next deliveries follow). A line that does not parse is passed over: the file lives in a
 //! shared directory, so it is a record, never an instruction.
+//!
+//! A line is written before the message moves on, so a receiver killed between the two leaves
+//! a line for a delivery that then comes back as lost: the receiver that finds it lost writes
+//! a `lost` line for the same delivery (several may, racing to return it). Of adjacent lines
+//! of one delivery, the last is the one that counts (it agrees with the counts in the
+//! message's name); readers keep that one.
 //!
 //! Writing the history is never what stops a delivery: a full file system, or a name another
 //! user put there, loses the line and nothing else.
@@ -40,6 +48,8 @@ pub enum Ended {
 /// One delivery of a message that did not succeed, as its history keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
+    /// Which delivery it was: 1 for the first ([`Received::attempt`]).
+    pub attempt: u32,
     /// How it ended.
     pub ended: Ended,
     /// The receiver's host (as in message names: letters, digits, `-` and `_`).
@@ -76,8 +86,9 @@ impl Ended {
 
 impl Attempt {
     /// This process's delivery, ending now.
-    pub(super) fn here(ended: Ended) -> Attempt {
+    pub(super) fn here(attempt: u32, ended: Ended) -> Attempt {
         Attempt {
+            attempt,
             ended,
             host: uniq_host(&procinfo::hostname()),
             pid: std::process::id(),
@@ -85,11 +96,13 @@ impl Attempt {
         }
     }
 
-    /// A delivery lost with the receiver registered as `rid` (`HOST-PID-RANDOM`), found now.
-    pub(super) fn lost_with(rid: &str) -> Option<Attempt> {
+    /// Delivery `attempt`, lost with the receiver registered as `rid` (`HOST-PID-RANDOM`),
+    /// found now.
+    pub(super) fn lost_with(attempt: u32, rid: &str) -> Option<Attempt> {
         let mut fields = rid.rsplitn(3, '-');
         let (_, pid, host) = (fields.next()?, fields.next()?, fields.next()?);
         Some(Attempt {
+            attempt,
             ended: Ended::Lost,
             host: host.to_string(),
             pid: pid.parse().ok()?,
@@ -102,11 +115,13 @@ impl Attempt {
             .at
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros());
-        format!("{} {} {} {at}\n", self.ended.render(), self.host, self.pid)
+        let (attempt, ended) = (self.attempt, self.ended.render());
+        format!("{attempt} {ended} {} {} {at}\n", self.host, self.pid)
     }
 
     fn parse(line: &str) -> Option<Attempt> {
         let mut fields = line.split(' ');
+        let attempt = fields.next()?.parse().ok()?;
         let ended = Ended::parse(fields.next()?)?;
         let host = fields.next()?;
         let pid = fields.next()?.parse().ok()?;
@@ -115,6 +130,7 @@ impl Attempt {
             return None;
         }
         Some(Attempt {
+            attempt,
             ended,
             host: host.to_string(),
             pid,
@@ -172,8 +188,20 @@ impl Mailbox {
         file.take(MAX_HISTORY)
             .read_to_string(&mut text)
             .map_err(|e| Error::io(&dir.join(&name), "cannot read", e))?;
-        Ok(text.lines().filter_map(Attempt::parse).collect())
+        Ok(last_of_each(text.lines().filter_map(Attempt::parse)))
     }
+}
+
+/// Of adjacent attempts of one delivery, the last (module docs).
+fn last_of_each(attempts: impl Iterator<Item = Attempt>) -> Vec<Attempt> {
+    let mut out: Vec<Attempt> = Vec::new();
+    for a in attempts {
+        match out.last_mut() {
+            Some(last) if last.attempt == a.attempt => *last = a,
+            _ => out.push(a),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -190,6 +218,7 @@ mod tests {
             Ended::Failed,
         ] {
             let a = Attempt {
+                attempt: 2,
                 ended,
                 host: "build-1".to_string(),
                 pid: 42,
@@ -201,13 +230,15 @@ mod tests {
         }
         for bad in [
             "",
-            "exit:x h 1 2",
-            "died h 1 2",
-            "lost h x 2",
-            "lost h 1 x",
-            "lost h 1 2 3",
-            "lost h\u{1b} 1 2",
-            "lost  1 2",
+            "1 exit:x h 1 2",
+            "1 died h 1 2",
+            "1 lost h x 2",
+            "1 lost h 1 x",
+            "1 lost h 1 2 3",
+            "1 lost h\u{1b} 1 2",
+            "1 lost  1 2",
+            "x lost h 1 2",
+            "lost h 1 2",
         ] {
             assert_eq!(Attempt::parse(bad), None, "{bad:?}");
         }
@@ -215,12 +246,44 @@ mod tests {
 
     #[test]
     fn a_lost_receivers_host_and_pid_come_from_its_registration() {
-        let a = Attempt::lost_with("build-host-7-4410-9c2e51a0d3b47f18").unwrap();
+        let a = Attempt::lost_with(3, "build-host-7-4410-9c2e51a0d3b47f18").unwrap();
         assert_eq!(
-            (a.ended, a.host.as_str(), a.pid),
-            (Ended::Lost, "build-host-7", 4410)
+            (a.attempt, a.ended, a.host.as_str(), a.pid),
+            (3, Ended::Lost, "build-host-7", 4410)
         );
-        assert_eq!(Attempt::lost_with("nopid"), None);
-        assert_eq!(Attempt::lost_with("h-x-1"), None);
+        assert_eq!(Attempt::lost_with(1, "nopid"), None);
+        assert_eq!(Attempt::lost_with(1, "h-x-1"), None);
+    }
+
+    #[test]
+    fn of_adjacent_lines_of_one_delivery_the_last_counts() {
+        let at = |attempt, ended| Attempt {
+            attempt,
+            ended,
+            host: "h".to_string(),
+            pid: 1,
+            at: SystemTime::UNIX_EPOCH,
+        };
+        let lines = [
+            at(1, Ended::Exited(1)),
+            at(2, Ended::Exited(1)), // its receiver was killed before it moved the message
+            at(2, Ended::Lost),
+            at(2, Ended::Lost), // two receivers found it lost
+            at(3, Ended::Signalled(9)),
+            at(1, Ended::Exited(2)), // put back from the dead letters: counted from 1 again
+        ];
+        let kept: Vec<_> = last_of_each(lines.into_iter())
+            .iter()
+            .map(|a| (a.attempt, a.ended))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (1, Ended::Exited(1)),
+                (2, Ended::Lost),
+                (3, Ended::Signalled(9)),
+                (1, Ended::Exited(2))
+            ]
+        );
     }
 }

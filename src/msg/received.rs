@@ -77,7 +77,7 @@ impl Received {
         self.done = true;
         let failed = self.name.failed(self.name.failed.saturating_add(1));
         let l = &self.layout;
-        l.record(self.name.seq, &Attempt::here(ended));
+        l.record(self.name.seq, &Attempt::here(self.attempt(), ended));
         if failed.dead_under(self.retries) {
             l.bury(&self.claimed, &failed.render())?;
             return Ok(Failed::Dead);
