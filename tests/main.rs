@@ -11,6 +11,8 @@ mod bad_input;
 mod bus;
 mod ccr;
 mod chaos;
+mod crash_model;
+mod crash_states;
 mod event;
 mod faults;
 mod flock_compat;
