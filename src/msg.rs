@@ -47,8 +47,11 @@ empty.
 **post**: write the payload to `tmp/.UNIQ` (mode 0640 unless asked, less the umask), `fsync` it; take an exclusive `flock`
 on `B/seq`, read `n`, write `n + 1` and `fsync` it (a number a power cut took back would be
 handed out again), rename the file to `q/SHARD/NAME` with `SEQ = n + 1`
-(creating the shard's directory if missing), release `seq`; `fsync` the shard's directory (and
-`q`, for a new shard). A crash at any instant leaves no message or the whole one.
+(creating the shard's directory if missing; `fsync` of `q` first if it made the shard or
+found it empty, since a shard a receiver made to watch it need not be durable yet), release
+`seq`; `fsync` the shard's directory. The post that hands out number 1 also flushes the mailbox's
+directory and its parent (the entries of `seq` and of the mailbox). A crash at any instant
+leaves no message or the whole one, and takes back no number handed out.
 Whoever may open `seq` may hold its lock for ever: a send waits for it only until its deadline
 (a post, which has none, until a cancellation signal), and `seq` gets the mode of the platform
 layer's rule (`src/platform/fs.rs`, *Who may lock an internal lock file*): only those who may
@@ -79,7 +82,8 @@ to a dead receiver and is returned to its shard (above), with one more lost deli
 first shard from the head that holds one, by renaming it to `claimed/NAME~RID`: of competing
 receivers exactly one rename succeeds, the others try the next name; (3) for `KIND` `sync`, check the sender (below): dead, discard the message; alive,
 rename it to the `msg` kind (from now on it is taken, whatever happens to the sender); (4) copy the
-payload out, then unlink it and the registration. A receiver that dies before (4) finishes leaves
+payload out, then unlink it and the registration, and `fsync` `claimed` before reporting the
+delivery (else a power cut could bring it back). A receiver that dies before (4) finishes leaves
 a claim that goes back to the queue: delivery is exactly once, except at least once for a
 receiver that crashes after writing the payload out and before unlinking it.
 
@@ -93,7 +97,10 @@ job succeeded: nobody was left to unlink it). A job that succeeded is unlinked (
 failed goes back with one more failed delivery in its `KIND`, or to `delayed` for its backoff
 (the base after the first failure, twice as long after each one after, 5 minutes at most), or to
 `dead/` once it failed more than the receiver's retries allow, or was lost more than 2 times
-beyond them.
+beyond them; each move is flushed (the directory it went to, and its parent for a directory
+made or found empty) before the failure is reported, as is a dead letter put back (`retry`)
+and a key (`B/keys/KEY`: its data, then `keys`), so that a power cut undoes no step a command
+reported. `tests/crash_states.rs` checks every crash state of each step.
 
 **History**: each delivery that ends without success (a job's status or signal, a receiver
 lost with its job) adds a line to `B/attempts/SEQ`, before the message moves on; a success
@@ -817,21 +824,13 @@ fn post(
         if let Some(due) = due {
             return Ok(Outcome::Acquired(Ok(l.hold(&l.tmp, &tmp, due, &dest)?)));
         }
-        let first = shard_of(n);
-        let (dir, made) = match l.shard(first, false)? {
-            Some(shard) => (shard, false),
-            None => {
-                let made = l.shard(first, true)?.expect("created");
-                l.head_for_new_shard(first);
-                (made, true)
-            }
-        };
+        let dir = l.shard_to_fill(shard_of(n))?;
         l.tmp
             .rename(&tmp, &dir, &dest)
             .map_err(|e| pfs::explain_open_error(&dir.join(&dest), "cannot queue message", e))?;
-        Ok(Outcome::Acquired(Ok((dir, made))))
+        Ok(Outcome::Acquired(Ok(dir)))
     });
-    let (shard, made) = match result {
+    let shard = match result {
         Ok(Outcome::Acquired(Ok(placed))) => placed,
         Ok(Outcome::Acquired(Err(pending))) => {
             discard();
@@ -846,18 +845,35 @@ fn post(
             return Err(e);
         }
     };
-    // The rename is durable once the shard's directory is, and a new shard once the queue's is
-    // (a bucket of delayed messages, once `delayed` is).
-    let flush = |d: &Dir| {
-        File::open(d.pinned())
-            .and_then(|f| f.sync_all())
-            .map_err(|e| Error::io(d.path(), "cannot flush queue", e))
-    };
+    // The rename is durable once the shard's directory is (a bucket's, for a delayed
+    // message); the shard's own entry was made durable before the rename (`durable_home`).
     flush(&shard)?;
-    if made {
-        flush(if due.is_some() { &l.delayed } else { &l.q })?;
-    }
     Ok(Outcome::Acquired(Keyed::Queued(name.render())))
+}
+
+/// Make directory `d`'s entries durable (`fsync` of the directory): a rename, create or unlink
+/// in it survives a power cut only then.
+pub(crate) fn flush(d: &Dir) -> Result<()> {
+    File::open(d.pinned())
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(d.path(), "cannot flush directory", e))
+}
+
+/// Make `sub`'s own entry in `parent` durable before a message is put in `sub`, if this
+/// process `made` it or finds it empty: whoever finds a message in it already knows that the
+/// one who put it there did this first. (A directory made by another process, a receiver that
+/// made the shard to watch it, may not be durable yet: its entry in `parent` needs a flush of
+/// `parent`, and a flush of `sub` alone would leave a message that survives the crash in a
+/// directory that does not.)
+pub(crate) fn durable_home(parent: &Dir, sub: &Dir, made: bool) -> Result<()> {
+    let empty = made
+        || !sub
+            .any_entry(|_| true)
+            .map_err(|e| Error::io(sub.path(), "cannot list", e))?;
+    match empty {
+        true => flush(parent),
+        false => Ok(()),
+    }
 }
 
 /// The largest sequence number we believe: far beyond any real count, and leaving room to
@@ -882,6 +898,17 @@ fn with_seq<T>(
         .and_then(|()| file.set_len(text.len() as u64))
         .and_then(|()| file.sync_data())
         .map_err(|e| Error::io(&l.top.join("seq"), "cannot write", e))?;
+    if next == 1 {
+        // The first number: `seq`'s entry (made by whoever opened it first) is durable only
+        // once the mailbox's directory is, and the mailbox (with `q`, `tmp`... made before
+        // this) once its parent is; without them a power cut could take back the mailbox, or
+        // `seq` with the numbers it handed out.
+        flush(&l.top)?;
+        let parent = File::open(l.top.pinned().join(".."))
+            .and_then(|f| f.sync_all())
+            .map_err(|e| Error::io(&l.top.join(".."), "cannot flush directory", e));
+        parent?;
+    }
     f(next) // the lock goes with `file`
 }
 

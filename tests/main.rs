@@ -12,6 +12,8 @@ mod bus;
 mod ccr;
 mod chaos;
 mod chaos_queue;
+mod crash_model;
+mod crash_states;
 mod event;
 mod faults;
 mod flock_compat;

@@ -17,8 +17,9 @@ digits. So `delayed/00001767225600000000/` holds the messages due in the first m
   (`mkdir`), then rename the file into it. Receivers remove buckets they emptied without a lock
   (`rmdir`, which fails on a bucket that is not empty any more), so a rename that fails with
   `ENOENT` while the file is still there met a bucket removed since it was opened: make it
-  again and rename again. A post flushes the bucket, and `delayed` for a bucket it made, before
-  it returns.
+  again and rename again. Then `delayed` is flushed (the bucket's entry: whoever made the
+  bucket, it may not be durable yet) and the bucket, before a post or a failed job's backoff
+  returns.
 - **Promoting** (each receive, before it looks at the queue): list `delayed`, then in order
   each bucket whose minute has begun (`BUCKET <= now`): move its entries with `DUE <= now` to
   the queue as a returned message goes (to its shard, under the exclusive lock on `seq`,
@@ -210,23 +211,20 @@ impl Layout {
     }
 
     /// Rename entry `from` of `dir` into the bucket of `due`, as message `name` due then:
-    /// the bucket, and whether this made it (then `delayed` must be flushed too for the
-    /// message to survive a crash). A bucket removed between its opening and the rename (a
-    /// receiver found it empty) is made again.
-    pub(super) fn hold(&self, dir: &Dir, from: &str, due: u64, name: &str) -> Result<(Dir, bool)> {
+    /// the bucket, whose entry in `delayed` is durable (flush the bucket for the message to
+    /// survive a crash). A bucket removed between its opening and the rename (a receiver found
+    /// it empty) is made again.
+    pub(super) fn hold(&self, dir: &Dir, from: &str, due: u64, name: &str) -> Result<Dir> {
         let bucket = bucket_name(bucket_of(due));
         let entry = delayed_name(due, name);
         let mut tries = 1;
         loop {
             let opened = match self.delayed.sub(&bucket, false)? {
-                Some(held) => Ok(Some((held, false))),
-                None => self
-                    .delayed
-                    .sub(&bucket, true)
-                    .map(|b| b.map(|b| (b, true))),
+                Some(held) => Ok(Some(held)),
+                None => self.delayed.sub(&bucket, true),
             };
             // Made, then removed by a receiver that found it empty before we opened it.
-            let (held, made) = match opened {
+            let held = match opened {
                 Ok(Some(held)) => held,
                 Ok(None) | Err(_) if tries < HOLD_TRIES && self.delayed.stat(&bucket).is_err() => {
                     tries += 1;
@@ -236,7 +234,10 @@ impl Layout {
                 Err(e) => return Err(e),
             };
             match dir.rename(from, &held, &entry) {
-                Ok(()) => return Ok((held, made)),
+                // The bucket's entry in `delayed` made durable, whoever made the bucket: not
+                // before the rename (`durable_home`), where a flush would widen the window in
+                // which a receiver removes the bucket, empty, to a flush's length at every try.
+                Ok(()) => return flush(&self.delayed).map(|()| held),
                 Err(e)
                     if e.kind() == io::ErrorKind::NotFound
                         && tries < HOLD_TRIES
@@ -258,7 +259,9 @@ impl Layout {
 
     /// Hold claimed message `claimed` back until `due`, as `name`: a failed job's backoff.
     pub(super) fn delay_claimed(&self, claimed: &str, name: &str, due: u64) -> Result<()> {
-        self.hold(&self.claimed, claimed, due, name).map(drop)
+        // Durable before the failure is reported: a power cut must not undo the delay (nor the
+        // failure it counts).
+        flush(&self.hold(&self.claimed, claimed, due, name)?)
     }
 
     /// Whether a delayed entry's name (`DUE.NAME`) satisfies `want`: in `delayed` itself (the

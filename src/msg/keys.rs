@@ -45,8 +45,14 @@ pub fn check_key(key: &str) -> std::result::Result<(), String> {
 }
 
 impl Layout {
+    /// `B/keys`, made if missing, its entry in `B` durable.
     fn keys(&self) -> Result<Dir> {
-        Ok(self.top.sub("keys", true)?.expect("created"))
+        let (keys, made) = match self.top.sub("keys", false)? {
+            Some(keys) => (keys, false),
+            None => (self.top.sub("keys", true)?.expect("created"), true),
+        };
+        durable_home(&self.top, &keys, made)?;
+        Ok(keys)
     }
 
     /// Under the exclusive lock on `seq`: the message (`SEQ.UNIQ`) that holds `key` and is
@@ -91,14 +97,17 @@ impl Layout {
         let mut file = keys
             .create_new(&tmp, 0o644)
             .map_err(|e| pfs::explain_open_error(&keys.join(&tmp), "cannot write key", e))?;
+        // Durable before the post that holds the key returns: a key a power cut took back (or
+        // emptied) would let a second post with it queue while its message is pending.
         let written = file
             .write_all(format!("{stem}\n").as_bytes())
+            .and_then(|()| file.sync_data())
             .and_then(|()| keys.rename(&tmp, &keys, key));
         if let Err(e) = written {
             let _ = keys.unlink_any(&tmp);
             return Err(Error::io(&keys.join(key), "cannot write key", e));
         }
-        Ok(())
+        flush(&keys)
     }
 }
 

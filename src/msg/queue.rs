@@ -203,6 +203,21 @@ impl Layout {
         self.q.sub(&shard_name(first), create)
     }
 
+    /// The shard that begins at `first`, made if missing, to put a message in: its entry in
+    /// `q` durable ([`durable_home`]).
+    pub(super) fn shard_to_fill(&self, first: u64) -> Result<Dir> {
+        let (shard, made) = match self.shard(first, false)? {
+            Some(shard) => (shard, false),
+            None => {
+                let made = self.shard(first, true)?.expect("created");
+                self.head_for_new_shard(first);
+                (made, true)
+            }
+        };
+        durable_home(&self.q, &shard, made)?;
+        Ok(shard)
+    }
+
     /// Where a walk from shard `from` to shard `last` goes on after [`MAX_MISSING`] missing
     /// shards in a row: the first shard the queue's directory holds from `from` on, or past
     /// `last` if none (the directory listed once). So that a walk visits no more shards than
@@ -350,9 +365,11 @@ impl Layout {
         if head.is_some_and(|h| h > first) {
             self.write_head(first, true)?;
         }
-        let shard = self.shard(first, true)?.expect("created");
+        let shard = self.shard_to_fill(first)?;
         match dir.rename(from, &shard, name) {
-            Ok(()) => Ok(true),
+            // Durable before it is reported: a failure counted, a dead letter put back, must
+            // stay so after a power cut.
+            Ok(()) => flush(&shard).map(|()| true),
             // Another process moved it first (two receivers promoting the same due message;
             // the shard cannot go meanwhile: we hold the lock that removing it takes).
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
@@ -368,10 +385,15 @@ impl Layout {
     /// Move claimed message `claimed` to the dead letters as `name`: it failed as often as
     /// the receiver's retries allow. Not queued, so no lock is needed.
     pub(super) fn bury(&self, claimed: &str, name: &str) -> Result<()> {
-        let dead = self.dead(true)?.expect("created");
+        let (dead, made) = match self.dead(false)? {
+            Some(dead) => (dead, false),
+            None => (self.dead(true)?.expect("created"), true),
+        };
+        durable_home(&self.top, &dead, made)?;
         self.claimed
             .rename(claimed, &dead, name)
-            .map_err(|e| Error::io(&self.claimed.join(claimed), "cannot move message", e))
+            .map_err(|e| Error::io(&self.claimed.join(claimed), "cannot move message", e))?;
+        flush(&dead) // a dead letter stays dead after a power cut (and its job is not lost)
     }
 }
 

@@ -173,7 +173,10 @@ impl Received {
                 "cannot remove delivered message",
                 e,
             )
-        })
+        })?;
+        // Durable before the success is reported: else a power cut could bring the claim (or
+        // the queued message, the claim's rename undone too) back, and run the job again.
+        flush(claimed)
     }
 }
 

@@ -235,6 +235,12 @@ impl Cmd {
         self
     }
 
+    /// Run it in `dir` instead of the test's directory.
+    pub(crate) fn current_dir(mut self, dir: &Path) -> Cmd {
+        self.command.current_dir(dir);
+        self
+    }
+
     pub(crate) fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Cmd {
         self.command.env(key, value);
         self

@@ -1,0 +1,478 @@
+/*!
+Crash consistency of the mailbox, checked the way ALICE and CrashMonkey check applications: each
+scenario runs real `fsync msg` commands under `strace`, replays the file-system operations they
+made on a model (`crash_model.rs`), and builds every state a power cut could leave after each
+prefix of them (per-directory durability, metadata in order, everything done), as a real
+directory. On each state it runs fsync (`msg list`, `msg recv` until nothing is left, `msg post`)
+and checks:
+
+1. no id is reused: a post after the crash gets an id above every id seen before it;
+2. no acknowledged post is lost and 3. no job is lost: every message of a command that returned
+   is still queued, being received, delayed or a dead letter;
+4. no job runs again once its success is recorded: a message whose receive returned is gone;
+5. what a returned command did stays done: a failure stays counted, a delay stays a delay, a
+   dead letter stays dead until `msg retry` (whose return puts it back for good);
+6. a key stays held while its message is pending (`--key`).
+
+Expected: the place of each message (queued or claimed, delayed, dead) when the last command
+before the crash returned, or any place the operations after it gave it.
+*/
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashSet},
+    path::Path,
+    sync::Mutex,
+};
+
+use crate::{
+    crash_model::{Model, Tree, View},
+    harness::{TestDir, fsync_bin, require},
+};
+
+/// Where a message is, for the properties.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Class {
+    /// In a shard of `q`, or in `claimed` (a dead receiver's claim goes back).
+    Pending,
+    Delayed,
+    Dead,
+}
+
+/// Each message's place and failed deliveries, by id.
+type Places = BTreeMap<u64, (Class, u32)>;
+
+/// A message name's id and failures (`SEQ.UNIQ.FROM.msg+N-L`).
+fn parse_name(name: &str) -> Option<(u64, u32)> {
+    let seq = name.get(..20)?.parse().ok()?;
+    let kind = name.rsplit('.').next()?;
+    let kind = kind.split('~').next()?;
+    let failed = kind.strip_prefix("msg+").map_or(0, |n| {
+        n.split('-').next().unwrap_or("0").parse().unwrap_or(0)
+    });
+    Some((seq, failed))
+}
+
+/// The messages of mailbox `B` in `tree`.
+fn places(tree: &Tree) -> Places {
+    let mut out = Places::new();
+    let mut put = |name: &str, class| {
+        if let Some((seq, failed)) = parse_name(name) {
+            out.insert(seq, (class, failed));
+        }
+    };
+    for shard in tree.list("B/q") {
+        for name in tree.list(&format!("B/q/{shard}")) {
+            put(&name, Class::Pending);
+        }
+    }
+    for name in tree.list("B/claimed") {
+        put(&name, Class::Pending);
+    }
+    for bucket in tree.list("B/delayed") {
+        for entry in tree.list(&format!("B/delayed/{bucket}")) {
+            put(entry.get(21..).unwrap_or(""), Class::Delayed);
+        }
+    }
+    for name in tree.list("B/dead") {
+        put(&name, Class::Dead);
+    }
+    out
+}
+
+/// What a crash state must satisfy.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Expect {
+    /// Every id seen before the crash: a new post's id is above it.
+    max_seen: u64,
+    /// Messages that must be there: the places allowed, the fewest failures.
+    present: BTreeMap<u64, (BTreeSet<Class>, bool, u32)>,
+    /// Messages whose success was recorded: must be gone.
+    finished: BTreeSet<u64>,
+    /// A key whose message is pending.
+    key: Option<String>,
+}
+
+/// A scenario: the commands run one after another on mailbox `B` (`fsync msg ARGS`), and the
+/// key its posts use, if any.
+struct Scenario {
+    name: &'static str,
+    steps: &'static [&'static [&'static str]],
+    key: Option<&'static str>,
+}
+
+const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "post",
+        // The receive finds nothing, and makes the shard the next post goes to (to watch it).
+        steps: &[
+            &["recv", "B", "--timeout", "0"],
+            &["post", "B", "--data", "a"],
+            &["post", "B", "--data", "b"],
+        ],
+        key: None,
+    },
+    Scenario {
+        name: "delay",
+        steps: &[
+            &["post", "B", "--data", "a", "--delay", "1h"],
+            &["post", "B", "--data", "b"],
+        ],
+        key: None,
+    },
+    Scenario {
+        name: "receive and acknowledge",
+        steps: &[
+            &["post", "B", "--data", "a"],
+            &["post", "B", "--data", "b"],
+            &["recv", "B", "--timeout", "0"],
+        ],
+        key: None,
+    },
+    Scenario {
+        name: "fail, back off, dead letter, retry, run",
+        steps: &[
+            &["post", "B", "--data", "a"],
+            &[
+                "recv",
+                "B",
+                "--timeout",
+                "0",
+                "--backoff",
+                "0",
+                "--",
+                "false",
+            ],
+            &[
+                "recv",
+                "B",
+                "--timeout",
+                "0",
+                "--backoff",
+                "1h",
+                "--",
+                "false",
+            ],
+            &["post", "B", "--data", "b"],
+            &[
+                "recv",
+                "B",
+                "--timeout",
+                "0",
+                "--retries",
+                "0",
+                "--",
+                "false",
+            ],
+            &["retry", "B"],
+            &["recv", "B", "--timeout", "0", "--", "true"],
+        ],
+        key: None,
+    },
+    Scenario {
+        name: "key",
+        steps: &[
+            &["post", "B", "--data", "a", "--key", "k"],
+            &["post", "B", "--data", "b", "--key", "k"],
+            &["recv", "B", "--timeout", "0", "--", "true"],
+            &["post", "B", "--data", "c", "--key", "k"],
+        ],
+        key: Some("k"),
+    },
+    Scenario {
+        name: "lost delivery",
+        steps: &[
+            &["post", "B", "--data", "a"],
+            &[
+                "recv",
+                "B",
+                "--timeout",
+                "0",
+                "--",
+                "sh",
+                "-c",
+                "kill -KILL $PPID",
+            ],
+            &["recv", "B", "--timeout", "0", "--", "true"],
+        ],
+        key: None,
+    },
+];
+
+/// The system calls recorded: every one that changes a file or directory or makes it durable.
+const TRACED: &str = "trace=open,openat,creat,write,pwrite64,writev,pwritev,pwritev2,rename,\
+                      renameat,renameat2,link,linkat,unlink,unlinkat,mkdir,mkdirat,rmdir,\
+                      ftruncate,truncate,fallocate,copy_file_range,fsync,fdatasync";
+
+/// Run the scenario's commands under strace in a fresh directory: the model of what they did,
+/// and where each command's operations end.
+fn record(td: &TestDir, s: &Scenario) -> (Model, Vec<usize>) {
+    let world = td.join("world");
+    std::fs::create_dir(&world).unwrap();
+    let root = world.canonicalize().unwrap();
+    let root = root.to_str().unwrap();
+    let mut model = Model::new();
+    let mut ends = Vec::new();
+    for (i, step) in s.steps.iter().enumerate() {
+        let trace = td.join(&format!("trace.{i}"));
+        let out = td
+            .cmd("strace")
+            .args(["-f", "-y", "-xx", "-s", "65536", "-e", TRACED, "-o"])
+            .arg(&trace)
+            .arg(fsync_bin())
+            .arg("msg")
+            .args(step.iter())
+            .current_dir(&world)
+            .run();
+        let killed = step.contains(&"kill -KILL $PPID");
+        let code = out.status.code();
+        assert!(
+            killed || matches!(code, Some(0 | 1 | 75)),
+            "{}: step {step:?} failed: {code:?}\n{}",
+            s.name,
+            out.stderr
+        );
+        let text = std::fs::read_to_string(&trace).unwrap();
+        model.replay(&text, root, root);
+        ends.push(model.ops.len());
+    }
+    (model, ends)
+}
+
+/// What a crash after the first `k` operations must keep.
+fn expect(s: &Scenario, applied: &[Tree], ends: &[usize], k: usize) -> Expect {
+    let done = ends.iter().filter(|&&e| e <= k).count();
+    let start = if done == 0 { 0 } else { ends[done - 1] };
+    let at_return = places(&applied[start]);
+    let window: Vec<Places> = (start..=k).map(|i| places(&applied[i])).collect();
+    let max_seen = (0..=k)
+        .flat_map(|i| places(&applied[i]).into_keys())
+        .max()
+        .unwrap_or(0);
+    let mut present = BTreeMap::new();
+    for (&seq, &(class, failed)) in &at_return {
+        let mut allowed: BTreeSet<Class> = BTreeSet::from([class]);
+        let (mut gone, mut fewest) = (false, failed);
+        for w in &window {
+            match w.get(&seq) {
+                Some(&(c, f)) => {
+                    allowed.insert(c);
+                    fewest = fewest.min(f); // `msg retry` forgets failures
+                }
+                None => gone = true,
+            }
+        }
+        present.insert(seq, (allowed, gone, fewest));
+    }
+    let finished = ends[..done]
+        .iter()
+        .flat_map(|&e| places(&applied[e]).into_keys())
+        .filter(|seq| window.iter().all(|w| !w.contains_key(seq)))
+        .collect();
+    // The key is held if the message it names was pending when the last command returned and
+    // nothing since touched it.
+    let key = s.key.filter(|k| {
+        let named = applied[start].read(&format!("B/keys/{k}"));
+        let seq = named.and_then(|d| String::from_utf8_lossy(&d).get(..20)?.parse().ok());
+        seq.is_some_and(|seq: u64| {
+            at_return.contains_key(&seq)
+                && window.iter().all(|w| w.get(&seq) == at_return.get(&seq))
+        })
+    });
+    Expect {
+        max_seen,
+        present,
+        finished,
+        key: key.map(str::to_string),
+    }
+}
+
+/// Check crash state `tree` (made under `dir`) against `want`: the violations found.
+fn check(td: &TestDir, tree: &Tree, dir: &Path, want: &Expect) -> Vec<String> {
+    let mut bad = Vec::new();
+    let found = places(tree);
+    for (seq, (allowed, gone, failed)) in &want.present {
+        match found.get(seq) {
+            None if *gone => {}
+            None => bad.push(format!("message {seq} lost")),
+            Some((class, _)) if !allowed.contains(class) => {
+                bad.push(format!(
+                    "message {seq} {class:?}, expected one of {allowed:?}"
+                ));
+            }
+            Some((_, f)) if f < failed => {
+                bad.push(format!(
+                    "message {seq} failed {f} times, had failed {failed}"
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    for seq in &want.finished {
+        if found.contains_key(seq) {
+            bad.push(format!(
+                "message {seq} is back after its success was recorded"
+            ));
+        }
+    }
+    // What fsync sees: the delayed and dead letters it lists, every pending message received
+    // once, and the next id.
+    let mailbox = dir.join("B");
+    let fsync = |args: &[&str]| {
+        let out = td.fsync(["msg"]).args(args).run();
+        (out.status.code(), out.stdout, out.stderr)
+    };
+    let b = mailbox.to_str().unwrap();
+    let want_of = |class| -> BTreeSet<u64> {
+        found
+            .iter()
+            .filter(|(_, (c, _))| *c == class)
+            .map(|(s, _)| *s)
+            .collect()
+    };
+    if let Some(key) = &want.key {
+        let (_, _, err) = fsync(&["post", b, "--data", "p", "--key", key, "-v"]);
+        if !err.contains("still pending") {
+            bad.push(format!(
+                "a post with key {key} was queued while its message is pending: {err}"
+            ));
+        }
+    }
+    // A mailbox made up to its queue's directory is one (before it, `msg list` says it is not).
+    if mailbox.join("q").exists() {
+        let (code, out, err) = fsync(&["list", b, "--json"]);
+        if code == Some(0) {
+            let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+            for (field, class) in [("delayed", Class::Delayed), ("dead", Class::Dead)] {
+                let listed: BTreeSet<u64> = json[field]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|m| parse_name(m["name"].as_str()?).map(|(s, _)| s))
+                    .collect();
+                if listed != want_of(class) {
+                    bad.push(format!(
+                        "msg list shows {field} {listed:?}, the state holds {:?}",
+                        want_of(class)
+                    ));
+                }
+            }
+        } else {
+            bad.push(format!("msg list failed: {err}"));
+        }
+        let mut received = Vec::new();
+        loop {
+            let (code, out, err) = fsync(&[
+                "recv",
+                b,
+                "--timeout",
+                "0",
+                "--",
+                "printenv",
+                "FSYNC_MSG_ID",
+            ]);
+            match code {
+                Some(0) => received.push(out.trim().parse::<u64>().unwrap()),
+                Some(75) => break,
+                _ => {
+                    bad.push(format!("msg recv failed: {err}"));
+                    break;
+                }
+            }
+            if received.len() > 20 {
+                bad.push("msg recv goes on and on".to_string());
+                break;
+            }
+        }
+        let once: BTreeSet<u64> = received.iter().copied().collect();
+        if once.len() != received.len() || once != want_of(Class::Pending) {
+            bad.push(format!(
+                "received {received:?}, the state holds {:?}",
+                want_of(Class::Pending)
+            ));
+        }
+    }
+    let (_, _, err) = fsync(&["post", b, "--data", "p", "-v"]);
+    let id = err
+        .split_once("queued message ")
+        .and_then(|(_, rest)| rest.split(' ').next()?.parse::<u64>().ok());
+    match id {
+        Some(id) if id > want.max_seen => {}
+        _ => bad.push(format!(
+            "id reused: a post after the crash says {err:?}; ids up to {} were seen",
+            want.max_seen
+        )),
+    }
+    bad
+}
+
+/// The states checked and the violations found in one scenario: (prefixes, states, violations).
+fn check_scenario(td: &TestDir, s: &Scenario) -> (usize, usize, Vec<String>) {
+    let (model, ends) = record(td, s);
+    let n = model.ops.len();
+    let applied: Vec<Tree> = (0..=n).map(|k| model.crash(k, View::Applied)).collect();
+    let mut seen = HashSet::new();
+    let mut states = Vec::new();
+    for k in 0..=n {
+        let want = expect(s, &applied, &ends, k);
+        for view in [View::PerDirectory, View::Ordered, View::Applied] {
+            let tree = model.crash(k, view);
+            let key = format!("{:?}{:?}", tree.walk(&model.nodes), want);
+            if seen.insert(key) {
+                states.push((k, view, tree, want.clone()));
+            }
+        }
+    }
+    let count = states.len();
+    let violations = Mutex::new(Vec::new());
+    let next = Mutex::new(states.into_iter().enumerate());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                loop {
+                    let Some((i, (k, view, tree, want))) = next.lock().unwrap().next() else {
+                        break;
+                    };
+                    let dir = td.join(&format!("state.{i}"));
+                    std::fs::create_dir(&dir).unwrap();
+                    tree.materialise(&model.nodes, &dir);
+                    for v in check(td, &tree, &dir, &want) {
+                        let ctx = format!("{}: crash after op {k} of {n} ({view:?}): {v}", s.name);
+                        violations.lock().unwrap().push(ctx);
+                    }
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+            });
+        }
+    });
+    (n + 1, count, violations.into_inner().unwrap())
+}
+
+#[test]
+fn every_crash_state_of_every_mailbox_step_keeps_ids_posts_and_jobs() {
+    require("strace", "strace");
+    let mut all = Vec::new();
+    let (mut prefixes, mut states) = (0, 0);
+    for s in SCENARIOS {
+        let td = TestDir::new();
+        let (p, c, v) = check_scenario(&td, s);
+        eprintln!(
+            "crash states: {}: {p} prefixes, {c} states, {} violations",
+            s.name,
+            v.len()
+        );
+        prefixes += p;
+        states += c;
+        all.extend(v);
+    }
+    eprintln!(
+        "crash states: {} scenarios, {prefixes} prefixes, {states} states checked, {} violations",
+        SCENARIOS.len(),
+        all.len()
+    );
+    assert!(
+        all.is_empty(),
+        "{} violations:\n{}",
+        all.len(),
+        all.join("\n")
+    );
+}
