@@ -28,7 +28,8 @@ for spec in "mutex_delete.pml:" "swmr.pml:no_writer_starvation" \
             "swmr_delete.pml:no_writer_starvation:BROKEN,BROKEN_WAIT" "msg_send.pml:" \
             "grouplock.pml:no_group_starvation" "grouplock_cap.pml:" "event.pml:" "sem.pml:" \
             "group.pml::BROKEN,BROKEN_LAST,BROKEN_UNREGISTER" "msg_queue.pml:" "ccr.pml:no_lost_wakeup" \
-            "msg_shards.pml::BROKEN,BROKEN_ADVANCE" "msg_delays.pml::BROKEN,BROKEN_START"; do
+            "msg_shards.pml::BROKEN,BROKEN_ADVANCE" "msg_delays.pml::BROKEN,BROKEN_START" \
+            "msg_power.pml::BROKEN,BROKEN_ACK,BROKEN_FAIL"; do
     model=${spec%%:*}; rest=${spec#*:}; ltl=${rest%%:*}; variants=BROKEN
     [ "$rest" = "$ltl" ] || variants=${rest#*:}
     read -r e s <<<"$(run "$model" "" "$ltl")"
