@@ -371,7 +371,8 @@ impl Drop for Mounted {
 /// file system. Receiving, running and acknowledging need nothing new there (the head and a
 /// spare registration were made by the first post; the claim is a rename, the job's failure
 /// goes back to the queue when its backoff's directory cannot be made, the acknowledgement is
-/// an unlink), so the workers drain it: every job runs, once, after one failed.
+/// an unlink), so the workers drain it: every job runs, once, after one failed; workers of a
+/// pool that find no spare leave it to those that did.
 /// (Before, every receive failed for want of an inode for its registration.)
 #[test]
 #[ignore = "needs root: mounts a small tmpfs; .ci/run runs it with --ignored"]
@@ -421,7 +422,8 @@ fn a_full_file_system_is_drained() {
         .args(["--", "sh", "-c", &format!("{log}; exit 1")])
         .run()
         .code(1);
-    t.fsync(["msg", "work", "--until-empty", "--retries", "1"])
+    // Three workers, one spare registration: those without one leave the others to it.
+    t.fsync(["msg", "work", "-j", "3", "--until-empty", "--retries", "1"])
         .arg(&b)
         .args(["--", "sh", "-c", &log])
         .run()

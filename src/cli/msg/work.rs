@@ -5,11 +5,13 @@
 //! Each worker is a thread of this process. A cancellation signal ends the wait of every worker
 //! at once (the wait core wakes each waiting thread) and is not forwarded to the jobs, which
 //! run on to their end ([`fsync::command::spawn_job`]). A worker that cannot start the command
-//! stops the others the same way ([`fsync::wait::cancel`]): every job would fail alike.
+//! stops the others the same way ([`fsync::wait::cancel`]): every job would fail alike. A
+//! worker the file system has no room for (no spare registration on a full file system) leaves
+//! the others to drain it, unless it is the last.
 
 use std::sync::{
     Mutex,
-    atomic::{AtomicBool, Ordering},
+    atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 
 use fsync::{Mailbox, msg::Received, wait::Outcome};
@@ -26,6 +28,8 @@ struct Found {
     fatal: Mutex<Option<Failure>>,
     /// Set with `fatal`: no worker takes another job.
     stop: AtomicBool,
+    /// The workers still taking jobs.
+    workers: AtomicUsize,
 }
 
 impl Found {
@@ -45,9 +49,14 @@ impl Found {
 pub(super) fn work(a: &WorkArgs) -> VerbResult {
     let mailbox = super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.backoff);
     let found = Found::default();
+    found.workers.store(a.jobs, Ordering::SeqCst);
     std::thread::scope(|scope| {
         for _ in 0..a.jobs {
-            scope.spawn(|| worker(&mailbox, a, &found));
+            scope.spawn(|| {
+                if worker(&mailbox, a, &found) {
+                    found.workers.fetch_sub(1, Ordering::SeqCst);
+                }
+            });
         }
     });
     if let Some(failure) = found
@@ -67,8 +76,9 @@ pub(super) fn work(a: &WorkArgs) -> VerbResult {
     Ok(dead.unwrap_or(Exit::OK))
 }
 
-/// Take jobs until told to stop, a signal, or (`--until-empty`) nothing left to do.
-fn worker(mailbox: &Mailbox, a: &WorkArgs, found: &Found) {
+/// Take jobs until told to stop, a signal, or (`--until-empty`) nothing left to do; whether it
+/// still counts among [`Found::workers`] (it does, unless it left for want of room).
+fn worker(mailbox: &Mailbox, a: &WorkArgs, found: &Found) -> bool {
     let queue = a.mailbox.mailbox.join("q");
     let mut skipped = Skipped { queue: &queue };
     while !found.stop.load(Ordering::SeqCst) && fsync::wait::cancelled().is_none() {
@@ -83,10 +93,24 @@ fn worker(mailbox: &Mailbox, a: &WorkArgs, found: &Found) {
                 }
             }
             // Nothing left to do, or a cancellation.
-            Ok(_) => return,
+            Ok(_) => return true,
+            // No room for this one (a full file system): the others go on, if any.
+            // (Never the last: it reports what stops it.)
+            Err(e)
+                if matches!(e.errno(), Some(nix::libc::ENOSPC | nix::libc::EDQUOT))
+                    && (found.workers)
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                            (n > 1).then(|| n - 1)
+                        })
+                        .is_ok() =>
+            {
+                report::say(a.verbose, || format!("{e}; one worker fewer"));
+                return false;
+            }
             Err(e) => found.stop_for(e.into()),
         }
     }
+    true
 }
 
 /// Run one job ([`super::run_job`], signals not passed on), noting the status of one whose
