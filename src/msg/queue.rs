@@ -146,8 +146,12 @@ impl Layout {
     /// alone (for a head to be rebuilt).
     pub(super) fn ends_under(&self, seq: &File) -> Result<(Option<Ends>, u64)> {
         let last = self.last_seq(seq)?;
-        let head = match self.top.open("head", false) {
-            Ok(Some(f)) => parse_head(&read_text(&f)),
+        let head = match self.top.open_stat("head", false) {
+            Ok(Some((f, st))) => {
+                // Written by whoever moves it: fitted for them when its owner reads it.
+                self.top.fit(&f, &st);
+                parse_head(&read_text(&f))
+            }
             Ok(None) | Err(_) => None,
         };
         // A head past where posts go was never written by fsync: rebuild it.
@@ -255,8 +259,12 @@ impl Layout {
             return Ok(()); // busy: the next receiver moves it
         };
         let last = self.last_seq(&seq)?;
-        let head = match self.top.open("head", false) {
-            Ok(Some(f)) => parse_head(&read_text(&f)),
+        let head = match self.top.open_stat("head", false) {
+            Ok(Some((f, st))) => {
+                // Written by whoever moves it: fitted for them when its owner reads it.
+                self.top.fit(&f, &st);
+                parse_head(&read_text(&f))
+            }
             _ => None,
         };
         let newest = shard_of(last + 1);
@@ -314,8 +322,12 @@ impl Layout {
             return Ok(false);
         };
         let first = shard_of(parsed.seq);
-        let head = match self.top.open("head", false) {
-            Ok(Some(f)) => parse_head(&read_text(&f)),
+        let head = match self.top.open_stat("head", false) {
+            Ok(Some((f, st))) => {
+                // Written by whoever moves it: fitted for them when its owner reads it.
+                self.top.fit(&f, &st);
+                parse_head(&read_text(&f))
+            }
             _ => None,
         };
         if head.is_some_and(|h| h > first) {

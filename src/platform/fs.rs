@@ -27,11 +27,17 @@ part in the primitive, and taking part means writing into its directory (registe
 their mode is [`internal_lock_mode`], read-write for the owner always, for the group only if
 the primitive's directory (or a subdirectory of it, as a prepared group's `members`) is
 group-writable, for others only if it is writable by others. A user who cannot write there
-cannot take part anyway, and now cannot even open the file to stall those who can. This rule
-comes before the umask: the umask may take bits away, never add them, but a file is created with
-no more than the rule allows even under umask 0. An existing file of the caller's with more
-(one an older fsync made 0644) is tightened with `fchmod` when it is opened: best effort and
-silent; a file someone else owns is left as it is.
+cannot take part anyway, and now cannot even open the file to stall those who can. The
+directories decide, not the umask (which decided their modes when fsync made them): a file is
+created with no more than the rule allows even under umask 0.
+
+A directory may be shared after the fact (`chmod -R g+w BOX`, or `chmod 0777` of its
+directories): its files keep the mode they were made with. So whenever the file's owner opens
+it, its mode is fitted to the rule with `fchmod` on the open descriptor ([`fit`]): widened for
+those who may now write the directory, tightened where a file has more (one an older fsync made
+0644); best effort and silent, and a file someone else owns is left as it is. Until its owner
+uses it again, another user who may write the directory but not open the file is told which
+file, why, and what its owner can run ([`unshared`]).
 */
 
 use std::{
@@ -121,8 +127,9 @@ pub(crate) fn open_lock_file_mode(
 
 /// Open (creating if missing) a lock file that only fsync makes, inside a primitive's
 /// directory: like [`open_lock_file`], but a symbolic link is never followed, even to an
-/// existing file, and a FIFO or device is refused without blocking. Created with, or tightened
-/// to, the mode of the module docs ([`internal_lock_mode`]).
+/// existing file, and a FIFO or device is refused without blocking. Created with, and fitted
+/// to, the mode of the module docs ([`internal_lock_mode`], [`fit`]); where the caller may not
+/// open it, the error says why ([`unshared`]).
 ///
 /// Not built on [`open_existing`]: that one never creates, falls back to read-only on more
 /// errors (`ETXTBSY`, `EISDIR`), follows a link when asked and words its errors as opening, not
@@ -143,18 +150,35 @@ pub(crate) fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
                 "is a symbolic link, not a lock file fsync made; not following it",
             ));
         }
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            return Err(unshared_at(path)
+                .unwrap_or_else(|| explain_open_error(path, "cannot create lock file", e)));
+        }
         Err(e) => return Err(explain_open_error(path, "cannot create lock file", e)),
     };
-    check_regular(path, &file)?;
-    tighten(
-        &file,
-        || {
-            use std::os::unix::fs::MetadataExt;
-            std::fs::metadata(dir).map_or(0o777, |m| m.mode())
-        },
-        || participants_of(dir),
-    );
+    let meta = check_lockable(path, &file, Purpose::Fcntl)?;
+    {
+        use std::os::unix::fs::MetadataExt;
+        let dir_mode = || std::fs::metadata(dir).map_or(0o777, |m| m.mode());
+        fit(&file, (meta.mode(), meta.uid()), dir_mode, || {
+            participants_of(dir)
+        });
+    }
     Ok((file, access))
+}
+
+/// [`unshared`] for the internal lock file at `path`, looked at by its path (not following a
+/// link): `None` unless it is a regular file the caller may not open in a directory it may write.
+pub(crate) fn unshared_at(path: &Path) -> Option<Error> {
+    use rustix::fs::{Access, AtFlags, CWD};
+    use std::os::unix::fs::MetadataExt;
+    let st = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)?;
+    let dir = parent_dir(path);
+    let dir_mode = std::fs::metadata(dir).ok()?.mode();
+    let writable = rustix::fs::accessat(CWD, dir, Access::WRITE_OK, AtFlags::EACCESS).is_ok();
+    unshared(path, (st.mode(), st.uid()), dir_mode, writable)
 }
 
 /// The one way internal lock files are opened ([`open_internal_lock`], and
@@ -225,28 +249,81 @@ pub(crate) fn participants_of(dir: &Path) -> u32 {
     modes
 }
 
-/// Take from an internal lock file we own the access its mode gives those who may not have it
-/// (module docs): best effort and silent. `dir_mode` (the mode of the primitive's directory
-/// alone) is asked only when the file gives its group or others any access, and
-/// `participants` (which lists the directory) only when that mode alone would not allow it:
-/// subdirectories can only add access, and a lock file may lie in a large directory (`/tmp`).
-pub(crate) fn tighten(
+/// Fit the mode of an internal lock file we own to the rule (module docs): widened for those
+/// who may now write its directory, tightened where it gives more; best effort and silent.
+/// `st` is the file's `(st_mode, st_uid)`, from the status taken on its descriptor. Cheap
+/// where the file already fits: `dir_mode` (the primitive's directory alone) is asked only
+/// for a file of ours, and `participants` (which lists the directory: a lock file may lie in
+/// a large one, `/tmp`) only when that mode alone would not leave the file as it is.
+pub(crate) fn fit(
     file: &File,
+    (st_mode, st_uid): (u32, u32),
     dir_mode: impl FnOnce() -> u32,
     participants: impl FnOnce() -> u32,
 ) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = file.metadata() else { return };
-    let perm = meta.mode() & 0o777;
-    if perm & 0o077 == 0 || meta.uid() != nix::unistd::geteuid().as_raw() {
+    if st_uid != nix::unistd::geteuid().as_raw() {
         return;
     }
-    if perm & !(internal_lock_mode(dir_mode()) | 0o700) == 0 {
+    let perm = st_mode & 0o777;
+    let fitted = |modes| perm & 0o700 | internal_lock_mode(modes);
+    if fitted(dir_mode()) == perm {
         return;
     }
-    let allowed = internal_lock_mode(participants()) | 0o700;
-    if perm & !allowed != 0 {
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(perm & allowed));
+    let want = fitted(participants());
+    if want != perm {
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(want));
+    }
+}
+
+/// [`fit`], widening only: for lock files that may have more than the rule gives (a reader/
+/// writer lock's side files, made 0666 less the umask).
+pub(crate) fn widen(file: &File, (st_mode, st_uid): (u32, u32), dir_mode: impl FnOnce() -> u32) {
+    if st_uid != nix::unistd::geteuid().as_raw() {
+        return;
+    }
+    let perm = st_mode & 0o777;
+    let lacking = internal_lock_mode(dir_mode()) & !perm;
+    if lacking != 0 {
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(perm | lacking));
+    }
+}
+
+/// The error for an internal lock file `path` of status `(st_mode, st_uid)` that the caller
+/// could not open, where the caller may write its directory (`dir_writable`, of mode
+/// `dir_mode`) and the rule gives what the file lacks: its mode is from before the directory
+/// was shared, and its owner's next use widens it ([`fit`]). `None` otherwise.
+pub(crate) fn unshared(
+    path: &Path,
+    (st_mode, st_uid): (u32, u32),
+    dir_mode: u32,
+    dir_writable: bool,
+) -> Option<Error> {
+    let perm = st_mode & 0o777;
+    let rule = internal_lock_mode(dir_mode);
+    if !dir_writable || rule & !perm & 0o066 == 0 {
+        return None;
+    }
+    let who = match rule & 0o066 {
+        0o060 => "g",
+        0o006 => "o",
+        _ => "go",
+    };
+    let message = format!(
+        "cannot open lock file: permission denied (its mode {perm:04o} is from before its \
+         directory was shared: the next use by its owner, uid {st_uid}, widens it, or they \
+         can run: chmod {who}+rw {})",
+        shell_word(&path.display().to_string())
+    );
+    Some(Error::new(path, ErrorKind::PermissionDenied, message).with_errno(libc::EACCES))
+}
+
+/// `word` as one word of a shell command line: as it is if it needs no quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c);
+    match !word.is_empty() && word.chars().all(plain) {
+        true if word.starts_with('-') => format!("./{word}"),
+        true => word.to_string(),
+        false => format!("'{}'", word.replace('\'', r"'\''")),
     }
 }
 
@@ -323,10 +400,6 @@ fn open_mode(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<File> {
         true => super::creating(|| options.open(path)),
         false => options.open(path),
     }
-}
-
-fn check_regular(path: &Path, file: &File) -> Result<()> {
-    check_lockable(path, file, Purpose::Fcntl).map(drop)
 }
 
 /// That `file` is something a lock of `purpose` can be taken on: a regular file, or for a
@@ -655,7 +728,76 @@ mod tests {
         chmod(&dir.path().join("members"), 0o1777);
         chmod(&lock, 0o644);
         open_internal_lock(&lock).unwrap();
-        assert_eq!(mode(&lock), 0o644);
+        assert_eq!(mode(&lock), 0o666);
+        // Shared after the fact: widened to the rule, never past it; the owner's x kept.
+        std::fs::remove_dir(dir.path().join("members")).unwrap();
+        for (dir_mode, before, after) in [(0o775, 0o600, 0o660), (0o777, 0o620, 0o666)] {
+            chmod(dir.path(), dir_mode);
+            chmod(&lock, before);
+            open_internal_lock(&lock).unwrap();
+            assert_eq!(mode(&lock), after, "{dir_mode:o} {before:o}");
+        }
+        chmod(&lock, 0o744);
+        open_internal_lock(&lock).unwrap();
+        assert_eq!(mode(&lock), 0o766);
+    }
+
+    /// Fitting lists the directory only where its mode alone would change the file, and
+    /// touches no file of another user's; widening never takes access away.
+    #[test]
+    fn fitting_asks_what_it_needs_and_widening_only_adds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let file = File::create(&path).unwrap();
+        let mode = || std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        let me = nix::unistd::geteuid().as_raw();
+        let unlisted = || -> u32 { panic!("listed the directory") };
+        fit(&file, (0o600, me), || 0o755, unlisted);
+        fit(&file, (0o666, me), || 0o1777, unlisted);
+        fit(&file, (0o600, me + 1), unlisted, unlisted);
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        fit(&file, (0o600, me), || 0o703, || 0o777);
+        assert_eq!(mode(), 0o666);
+        widen(&file, (0o644, me), || 0o755);
+        assert_eq!(mode(), 0o666, "widened for a private directory");
+        widen(&file, (0o604, me), || 0o775);
+        assert_eq!(mode(), 0o664);
+        widen(&file, (0o600, me + 1), unlisted);
+        assert_eq!(mode(), 0o664);
+    }
+
+    /// The error of a user kept out of a file made before the directory was shared: only where
+    /// they may write the directory and its mode gives them access the file lacks.
+    #[test]
+    fn a_file_from_before_the_sharing_is_named_with_its_remedy() {
+        let path = Path::new("/x/box/seq");
+        let said = |st, dir, w| unshared(path, st, dir, w).map(|e| e.to_string());
+        let want = |mode, who| {
+            format!(
+                "/x/box/seq: cannot open lock file: permission denied (its mode {mode} is from \
+                 before its directory was shared: the next use by its owner, uid 0, widens it, \
+                 or they can run: chmod {who}+rw /x/box/seq)"
+            )
+        };
+        assert_eq!(
+            said((0o100_600, 0), 0o40_777, true),
+            Some(want("0600", "go"))
+        );
+        assert_eq!(said((0o620, 0), 0o2775, true), Some(want("0620", "g")));
+        assert_eq!(said((0o600, 0), 0o753, true), Some(want("0600", "o")));
+        assert_eq!(said((0o600, 0), 0o777, false), None);
+        assert_eq!(said((0o600, 0), 0o755, true), None);
+        assert_eq!(said((0o666, 0), 0o777, true), None);
+        let e = unshared(path, (0o600, 0), 0o777, true).unwrap();
+        assert_eq!(
+            (e.kind(), e.errno()),
+            (ErrorKind::PermissionDenied, Some(libc::EACCES))
+        );
+        assert_eq!(shell_word("a/b-c.d"), "a/b-c.d");
+        assert_eq!(shell_word("-x/seq"), "./-x/seq");
+        assert_eq!(shell_word("it's here"), r"'it'\''s here'");
+        assert_eq!(shell_word(""), "''");
     }
 
     #[test]
