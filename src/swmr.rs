@@ -492,12 +492,13 @@ fn optional_side(path: &Path) -> Result<Option<File>> {
 
 /// A side file of ours made before its directory was shared: widened for those who may now
 /// write the directory ([`pfs::widen`]), never tightened: made 0666 less the umask, they are
-/// the lock's, as `NAME` is.
+/// the lock's, as `NAME` is. Never a file reached through a link (opening follows one).
 fn widen(path: &Path, file: &File) {
     let Ok(meta) = file.metadata() else { return };
     let dir = pfs::parent_dir(path);
     let dir_mode = || std::fs::metadata(dir).map_or(0, |m| m.mode());
-    pfs::widen(file, (meta.mode(), meta.uid()), dir_mode);
+    let sole = || pfs::sole_link_at(path, file, meta.nlink());
+    pfs::widen(file, (meta.mode(), meta.uid()), dir_mode, sole);
 }
 
 fn is_dir(path: &Path, file: &File) -> Result<bool> {

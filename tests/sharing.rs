@@ -175,3 +175,38 @@ fn a_reader_writer_lock_shared_after_the_fact_is_usable_once_its_owner_used_it()
         shared_after_the_fact(how, make, &[read], write, "own/W/.L.turnstile");
     }
 }
+
+/// Fitting a file's mode never reaches a file of root's through a link another user planted at
+/// an internal file's name in a directory of theirs: a hard link at a mailbox's `seq` or a
+/// group's `join.lock`, a symbolic link at a reader/writer lock's turnstile (which opening
+/// follows). Root's file keeps its mode 0600 (widening would give it to everyone).
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn fitting_never_reaches_roots_file_through_a_planted_link() {
+    let s = Shared::new();
+    s.t.write("own/precious", "precious");
+    let chmod = |p: &str, m| {
+        let perm = std::os::unix::fs::PermissionsExt::from_mode(m);
+        std::fs::set_permissions(s.t.join(p), perm).unwrap();
+    };
+    chmod("own/precious", 0o600);
+    std::fs::create_dir(s.t.join("shared")).unwrap();
+    chmod("shared", 0o1777);
+    let _unprotected = crate::security::HardlinksUnprotected::new();
+    let precious = s.t.arg("own/precious");
+    let plant = format!(
+        "mkdir -m 0777 shared/B shared/G && ln {precious} shared/B/seq && \
+         ln {precious} shared/G/join.lock && ln -s {precious} shared/.L.turnstile"
+    );
+    (s.t.cmd("runuser")
+        .args(["-u", "nobody", "--", "sh", "-c", &plant]))
+    .run()
+    .code(0);
+    s.t.fsync(["msg", "post", "shared/B", "--data", "x"])
+        .run()
+        .error_naming("shared/B/seq");
+    let _ = s.t.fsync(["group", "join", "shared/G", "--", "true"]).run();
+    let _ = s.t.fsync(["swmr", "read", "shared/L", "--", "true"]).run();
+    assert_eq!(s.mode("own/precious"), 0o600, "root's file's mode changed");
+    assert_eq!(s.t.read("own/precious"), "precious");
+}

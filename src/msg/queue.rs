@@ -149,7 +149,7 @@ impl Layout {
         let head = match self.top.open_stat("head", false) {
             Ok(Some((f, st))) => {
                 // Written by whoever moves it: fitted for them when its owner reads it.
-                self.top.fit(&f, &st);
+                self.top.fit("head", &f, &st);
                 parse_head(&read_text(&f))
             }
             Ok(None) | Err(_) => None,
@@ -262,7 +262,7 @@ impl Layout {
         let head = match self.top.open_stat("head", false) {
             Ok(Some((f, st))) => {
                 // Written by whoever moves it: fitted for them when its owner reads it.
-                self.top.fit(&f, &st);
+                self.top.fit("head", &f, &st);
                 parse_head(&read_text(&f))
             }
             _ => None,
@@ -325,7 +325,7 @@ impl Layout {
         let head = match self.top.open_stat("head", false) {
             Ok(Some((f, st))) => {
                 // Written by whoever moves it: fitted for them when its owner reads it.
-                self.top.fit(&f, &st);
+                self.top.fit("head", &f, &st);
                 parse_head(&read_text(&f))
             }
             _ => None,

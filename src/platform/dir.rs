@@ -427,7 +427,7 @@ impl Dir {
         match opened {
             Ok((f, _)) => {
                 let (f, st) = self.checked_stat(name, f)?;
-                self.fit(&f, &st);
+                self.fit(name, &f, &st);
                 Ok(f)
             }
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
@@ -443,14 +443,16 @@ impl Dir {
         }
     }
 
-    /// Fit the mode of an internal lock file opened here (status `st`) to the rule, if it is
-    /// ours ([`super::fs::fit`]).
-    pub(crate) fn fit(&self, file: &File, st: &FileStat) {
+    /// Fit the mode of the internal lock file `name`, opened here (status `st`, taken after
+    /// the open), to the rule, if it is ours and no other name reaches it
+    /// ([`super::fs::fit`]).
+    pub(crate) fn fit(&self, name: &str, file: &File, st: &FileStat) {
         super::fs::fit(
             file,
             (st.st_mode, st.st_uid),
             || self.status().map_or(0o777, |st| st.st_mode),
             || self.participants(),
+            || self.sole_link(name, file, Some(st)).unwrap_or(false),
         );
     }
 

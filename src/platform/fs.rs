@@ -160,9 +160,14 @@ pub(crate) fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
     {
         use std::os::unix::fs::MetadataExt;
         let dir_mode = || std::fs::metadata(dir).map_or(0o777, |m| m.mode());
-        fit(&file, (meta.mode(), meta.uid()), dir_mode, || {
-            participants_of(dir)
-        });
+        let sole = || sole_link_at(path, &file, meta.nlink());
+        fit(
+            &file,
+            (meta.mode(), meta.uid()),
+            dir_mode,
+            || participants_of(dir),
+            sole,
+        );
     }
     Ok((file, access))
 }
@@ -254,12 +259,15 @@ pub(crate) fn participants_of(dir: &Path) -> u32 {
 /// `st` is the file's `(st_mode, st_uid)`, from the status taken on its descriptor. Cheap
 /// where the file already fits: `dir_mode` (the primitive's directory alone) is asked only
 /// for a file of ours, and `participants` (which lists the directory: a lock file may lie in
-/// a large one, `/tmp`) only when that mode alone would not leave the file as it is.
+/// a large one, `/tmp`) only when that mode alone would not leave the file as it is. `sole`,
+/// asked only before a change, says that no other name reaches the file: a hard link another
+/// user planted at its name could lead to any file of ours, which must keep its mode.
 pub(crate) fn fit(
     file: &File,
     (st_mode, st_uid): (u32, u32),
     dir_mode: impl FnOnce() -> u32,
     participants: impl FnOnce() -> u32,
+    sole: impl FnOnce() -> bool,
 ) {
     if st_uid != nix::unistd::geteuid().as_raw() {
         return;
@@ -270,22 +278,41 @@ pub(crate) fn fit(
         return;
     }
     let want = fitted(participants());
-    if want != perm {
+    if want != perm && sole() {
         let _ = file.set_permissions(std::fs::Permissions::from_mode(want));
     }
 }
 
 /// [`fit`], widening only: for lock files that may have more than the rule gives (a reader/
 /// writer lock's side files, made 0666 less the umask).
-pub(crate) fn widen(file: &File, (st_mode, st_uid): (u32, u32), dir_mode: impl FnOnce() -> u32) {
+pub(crate) fn widen(
+    file: &File,
+    (st_mode, st_uid): (u32, u32),
+    dir_mode: impl FnOnce() -> u32,
+    sole: impl FnOnce() -> bool,
+) {
     if st_uid != nix::unistd::geteuid().as_raw() {
         return;
     }
     let perm = st_mode & 0o777;
     let lacking = internal_lock_mode(dir_mode()) & !perm;
-    if lacking != 0 {
+    if lacking != 0 && sole() {
         let _ = file.set_permissions(std::fs::Permissions::from_mode(perm | lacking));
     }
+}
+
+/// Whether `file`, opened as `path` and counted `nlink` links on its descriptor after the open,
+/// can be reached by no other name, as [`Dir::sole_link`](super::dir::Dir::sole_link) asks it:
+/// one link, and the entry opened still linked as `path` (the kernel's path of the descriptor),
+/// so not reached through a symbolic link, nor through a hard link to a file with a name of its
+/// own elsewhere.
+pub(crate) fn sole_link_at(path: &Path, file: &File, nlink: u64) -> bool {
+    let dir = std::fs::canonicalize(parent_dir(path));
+    let (Some(name), Ok(dir)) = (path.file_name(), dir) else {
+        return false;
+    };
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    nlink == 1 && opened.is_ok_and(|p| p == dir.join(name))
 }
 
 /// The error for an internal lock file `path` of status `(st_mode, st_uid)` that the caller
@@ -743,7 +770,8 @@ mod tests {
     }
 
     /// Fitting lists the directory only where its mode alone would change the file, and
-    /// touches no file of another user's; widening never takes access away.
+    /// touches no file of another user's, nor one another name reaches; widening never takes
+    /// access away.
     #[test]
     fn fitting_asks_what_it_needs_and_widening_only_adds() {
         let dir = tempfile::tempdir().unwrap();
@@ -752,19 +780,41 @@ mod tests {
         let mode = || std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         let me = nix::unistd::geteuid().as_raw();
         let unlisted = || -> u32 { panic!("listed the directory") };
-        fit(&file, (0o600, me), || 0o755, unlisted);
-        fit(&file, (0o666, me), || 0o1777, unlisted);
-        fit(&file, (0o600, me + 1), unlisted, unlisted);
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .unwrap();
-        fit(&file, (0o600, me), || 0o703, || 0o777);
+        let unasked = || -> bool { panic!("asked for other names") };
+        fit(&file, (0o600, me), || 0o755, unlisted, unasked);
+        fit(&file, (0o666, me), || 0o1777, unlisted, unasked);
+        fit(&file, (0o600, me + 1), unlisted, unlisted, unasked);
+        fit(&file, (0o600, me), || 0o777, || 0o777, || false);
+        widen(&file, (0o600, me), || 0o777, || false);
+        assert_eq!(mode(), 0o644, "changed a file another name reaches");
+        fit(&file, (0o644, me), || 0o703, || 0o777, || true);
         assert_eq!(mode(), 0o666);
-        widen(&file, (0o644, me), || 0o755);
+        widen(&file, (0o644, me), || 0o755, unasked);
         assert_eq!(mode(), 0o666, "widened for a private directory");
-        widen(&file, (0o604, me), || 0o775);
+        widen(&file, (0o604, me), || 0o775, || true);
         assert_eq!(mode(), 0o664);
-        widen(&file, (0o600, me + 1), unlisted);
+        widen(&file, (0o600, me + 1), unlisted, unasked);
         assert_eq!(mode(), 0o664);
+    }
+
+    /// A file is its name's alone with one link, opened by that name: not through a symbolic
+    /// link, nor a hard link.
+    #[test]
+    fn a_file_reached_through_a_link_is_not_its_names_alone() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name| dir.path().join(name);
+        let (path, hard, soft) = (at("f"), at("h"), at("s"));
+        let file = File::create(&path).unwrap();
+        let nlink = || file.metadata().unwrap().nlink();
+        assert!(sole_link_at(&path, &file, nlink()));
+        assert!(!sole_link_at(&path, &file, 2));
+        assert!(!sole_link_at(&at("other"), &file, nlink()));
+        std::os::unix::fs::symlink(&path, &soft).unwrap();
+        let through = File::open(&soft).unwrap();
+        assert!(!sole_link_at(&soft, &through, nlink()));
+        std::fs::hard_link(&path, &hard).unwrap();
+        assert!(!sole_link_at(&path, &file, nlink()));
     }
 
     /// The error of a user kept out of a file made before the directory was shared: only where
@@ -794,10 +844,8 @@ mod tests {
             (e.kind(), e.errno()),
             (ErrorKind::PermissionDenied, Some(libc::EACCES))
         );
-        assert_eq!(shell_word("a/b-c.d"), "a/b-c.d");
-        assert_eq!(shell_word("-x/seq"), "./-x/seq");
-        assert_eq!(shell_word("it's here"), r"'it'\''s here'");
-        assert_eq!(shell_word(""), "''");
+        let words = ["a/b-c.d", "-x/seq", "it's here", ""].map(shell_word);
+        assert_eq!(words, ["a/b-c.d", "./-x/seq", r"'it'\''s here'", "''"]);
     }
 
     #[test]
