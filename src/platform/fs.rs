@@ -35,7 +35,8 @@ A directory may be shared after the fact (`chmod -R g+w BOX`, or `chmod 0777` of
 directories): its files keep the mode they were made with. So whenever the file's owner opens
 it, its mode is fitted to the rule with `fchmod` on the open descriptor ([`fit`]): widened for
 those who may now write the directory, tightened where a file has more (one an older fsync made
-0644); best effort and silent, and a file someone else owns is left as it is. Until its owner
+0644); best effort and silent. A file someone else owns, or one another name reaches (a link
+planted at its name), is left as it is. Until its owner
 uses it again, another user who may write the directory but not open the file is told which
 file, why, and what its owner can run ([`unshared`]).
 */
