@@ -296,9 +296,9 @@ pub(crate) fn widen(
         return;
     }
     let perm = st_mode & 0o777;
-    let lacking = internal_lock_mode(dir_mode()) & !perm;
-    if lacking != 0 && sole() {
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(perm | lacking));
+    let want = perm | internal_lock_mode(dir_mode());
+    if want != perm && sole() {
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(want));
     }
 }
 
