@@ -230,6 +230,16 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// The error for a failed write of the internal file `name` (`seq`, `head`): one made
+    /// before the mailbox was shared, opened read-only, says so and what its owner can do.
+    fn unwritable(&self, name: &str, e: io::Error) -> Error {
+        let read_only = e.raw_os_error() == Some(nix::libc::EBADF);
+        let unshared = read_only.then(|| self.top.unshared(name, "cannot write"));
+        (unshared.flatten()).unwrap_or_else(|| Error::io(&self.top.join(name), "cannot write", e))
+    }
+}
+
 /// A queued message, as [`Mailbox::list`] shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
@@ -862,7 +872,7 @@ fn with_seq<T>(
     file.write_all_at(text.as_bytes(), 0)
         .and_then(|()| file.set_len(text.len() as u64))
         .and_then(|()| file.sync_data())
-        .map_err(|e| Error::io(&l.top.join("seq"), "cannot write", e))?;
+        .map_err(|e| l.unwritable("seq", e))?;
     f(next) // the lock goes with `file`
 }
 

@@ -210,3 +210,24 @@ fn fitting_never_reaches_roots_file_through_a_planted_link() {
     assert_eq!(s.mode("own/precious"), 0o600, "root's file's mode changed");
     assert_eq!(s.t.read("own/precious"), "precious");
 }
+
+/// A mailbox's `seq` others may read but not write (`chmod -R a+rX`, then its directories
+/// 0777): opened read-only, a post cannot write the next number, and says why.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_mailbox_whose_seq_others_may_only_read_says_so_until_its_owner_uses_it() {
+    let s = Shared::new();
+    let post = |data| ["msg", "post", "own/B", "--data", data];
+    s.t.fsync(post("1")).run().code(0);
+    let script = "chmod -R a+rX own && find own -type d -exec chmod 0777 {} +";
+    s.t.cmd("sh").args(["-c", script]).run().code(0);
+    assert_eq!(s.mode("own/B/seq"), 0o644);
+    s.nobody(&post("2")).run().code(77).stderr(
+        "fsync: own/B/seq: cannot write: permission denied (its mode 0644 is from before its \
+         directory was shared: the next use by its owner, uid 0, widens it, or they can run: \
+         chmod go+rw own/B/seq)\n",
+    );
+    s.t.fsync(post("3")).run().code(0);
+    assert_eq!(s.mode("own/B/seq"), 0o666);
+    s.nobody(&post("4")).run().code(0);
+}

@@ -164,13 +164,12 @@ impl Layout {
     /// Write the head (under the exclusive lock on `seq`); `durable` when lowering it, which
     /// must survive a crash before a message is put behind the old head.
     fn write_head(&self, first: u64, durable: bool) -> Result<()> {
-        let shown = self.top.join("head");
         let file = self.top.open_or_create("head")?;
         let text = format!("{}\n", shard_name(first));
         file.write_all_at(text.as_bytes(), 0)
             .and_then(|()| file.set_len(text.len() as u64))
             .and_then(|()| if durable { file.sync_data() } else { Ok(()) })
-            .map_err(|e| Error::io(&shown, "cannot write", e))
+            .map_err(|e| self.unwritable("head", e))
     }
 
     /// The shard directory that begins at `first`: `None` if missing (and not `create`).

@@ -435,7 +435,8 @@ impl Dir {
             }
             Err(e) => {
                 let denied = e.raw_os_error() == Some(libc::EACCES);
-                let unshared = denied.then(|| self.unshared(name)).flatten();
+                let unshared = denied.then(|| self.unshared(name, super::fs::OPEN));
+                let unshared = unshared.flatten();
                 Err(unshared.unwrap_or_else(|| {
                     super::fs::explain_open_error(&self.join(name), "cannot create lock file", e)
                 }))
@@ -456,14 +457,15 @@ impl Dir {
         );
     }
 
-    /// [`super::fs::unshared`] for the entry `name`, which the caller could not open.
-    fn unshared(&self, name: &str) -> Option<Error> {
+    /// [`super::fs::unshared`] for the entry `name`, which the caller could not open (or
+    /// write, opened read-only: `what` says which).
+    pub(crate) fn unshared(&self, name: &str, what: &str) -> Option<Error> {
         use rustix::fs::{Access, AtFlags};
         let st = self.stat(name).ok().filter(|st| is_kind(st, Kind::File))?;
         let dir = self.status().ok()?;
         let writable = rustix::fs::accessat(&self.fd, ".", Access::WRITE_OK, AtFlags::EACCESS);
         let st = (st.st_mode, st.st_uid);
-        super::fs::unshared(&self.join(name), st, dir.st_mode, writable.is_ok())
+        super::fs::unshared(&self.join(name), what, st, dir.st_mode, writable.is_ok())
     }
 
     /// The union of the modes of this directory and of its subdirectories (not through links):
