@@ -768,6 +768,17 @@ fn prepared(e: Error, p: &Paths) -> Error {
             ),
         );
     }
+    // A member who may write the group's directory needs no preparing: its error says what
+    // keeps it out (a file made before the directory was shared names its owner's remedy).
+    let writable = rustix::fs::accessat(
+        rustix::fs::CWD,
+        &p.dir,
+        rustix::fs::Access::WRITE_OK,
+        rustix::fs::AtFlags::EACCESS,
+    );
+    if writable.is_ok() {
+        return e;
+    }
     let shown = format!("{}: ", e.path().display());
     let text = e.to_string();
     let message = text.strip_prefix(&shown).unwrap_or(&text);

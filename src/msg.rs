@@ -171,9 +171,11 @@ mod keys;
 pub use keys::{Keyed, check_key};
 mod list;
 mod name;
+mod post;
 pub use name::LOST_BEYOND_RETRIES;
 pub(crate) use name::MessageName;
 use name::{uniq, uniq_host};
+use post::{MAX_SEQ, Place, durable_home, flush, post};
 mod queue;
 mod received;
 use claim::{
@@ -244,6 +246,16 @@ impl Layout {
     fn registration_mode(&self) -> u32 {
         let mode = |d: &Dir| d.status().map_or(0o777, |st| st.st_mode);
         pfs::internal_lock_mode(mode(&self.top) | mode(&self.recv) | mode(&self.senders))
+    }
+}
+
+impl Layout {
+    /// The error for a failed write of the internal file `name` (`seq`, `head`): one made
+    /// before the mailbox was shared, opened read-only, says so and what its owner can do.
+    fn unwritable(&self, name: &str, e: io::Error) -> Error {
+        let read_only = e.raw_os_error() == Some(nix::libc::EBADF);
+        let unshared = read_only.then(|| self.top.unshared(name, "cannot write"));
+        (unshared.flatten()).unwrap_or_else(|| Error::io(&self.top.join(name), "cannot write", e))
     }
 }
 
@@ -768,148 +780,6 @@ fn skip(name: &str, e: &Error) -> Skipped {
         name: name.to_string(),
         reason,
     }
-}
-
-/// Where a post goes besides its shard.
-#[derive(Default)]
-struct Place<'a> {
-    /// Held in `delayed/` until then (microseconds since the epoch).
-    due: Option<u64>,
-    /// Not queued while a message with this key is pending.
-    key: Option<&'a str>,
-}
-
-/// Write `payload` and queue it as `name` (numbered now), as `place` says.
-fn post(
-    l: &Layout,
-    payload: &mut dyn Read,
-    mut name: MessageName,
-    mode: u32,
-    poll: Duration,
-    deadline: Deadline,
-    place: &Place<'_>,
-) -> Result<Outcome<Keyed>> {
-    let due = place.due;
-    let tmp = format!(".{}", name.uniq);
-    let mut file = l
-        .tmp
-        .create_new(&tmp, mode)
-        .map_err(|e| pfs::explain_open_error(&l.tmp.join(&tmp), "cannot write message", e))?;
-    let _ = lock::flock(&file, Mode::Exclusive, false); // "being written", for cleaners
-    let discard = || {
-        let _ = l.tmp.unlink_any(&tmp);
-    };
-    let written = wait::copy_cancellable(payload, &mut file)
-        .and_then(|_| file.sync_all())
-        .map_err(|e| Error::io(&l.tmp.join(&tmp), "cannot write message", e));
-    if let Err(e) = written {
-        discard();
-        return match wait::cancelled() {
-            Some(sig) => Ok(Outcome::Interrupted(sig)),
-            None => Err(e),
-        };
-    }
-    let result = with_seq(l, poll, deadline, |n| {
-        if let Some(sig) = wait::cancelled() {
-            return Ok(Outcome::Interrupted(sig)); // the last moment to give up
-        }
-        if let Some(key) = place.key {
-            if let Some(pending) = l.key_pending(key)? {
-                return Ok(Outcome::Acquired(Err(pending)));
-            }
-            l.set_key(key, &format!("{n:020}.{}", name.uniq))?;
-        }
-        name.seq = n;
-        let dest = name.render();
-        if let Some(due) = due {
-            return Ok(Outcome::Acquired(Ok(l.hold(&l.tmp, &tmp, due, &dest)?)));
-        }
-        let dir = l.shard_to_fill(shard_of(n))?;
-        l.tmp
-            .rename(&tmp, &dir, &dest)
-            .map_err(|e| pfs::explain_open_error(&dir.join(&dest), "cannot queue message", e))?;
-        Ok(Outcome::Acquired(Ok(dir)))
-    });
-    let shard = match result {
-        Ok(Outcome::Acquired(Ok(placed))) => placed,
-        Ok(Outcome::Acquired(Err(pending))) => {
-            discard();
-            return Ok(Outcome::Acquired(Keyed::Pending(pending)));
-        }
-        Ok(gave_up) => {
-            discard();
-            return Ok(gave_up.map(|_| unreachable!("not acquired")));
-        }
-        Err(e) => {
-            discard();
-            return Err(e);
-        }
-    };
-    // The rename is durable once the shard's directory is (a bucket's, for a delayed
-    // message); the shard's own entry was made durable before the rename (`durable_home`).
-    flush(&shard)?;
-    Ok(Outcome::Acquired(Keyed::Queued(name.render())))
-}
-
-/// Make directory `d`'s entries durable (`fsync` of the directory): a rename, create or unlink
-/// in it survives a power cut only then.
-pub(crate) fn flush(d: &Dir) -> Result<()> {
-    File::open(d.pinned())
-        .and_then(|f| f.sync_all())
-        .map_err(|e| Error::io(d.path(), "cannot flush directory", e))
-}
-
-/// Make `sub`'s own entry in `parent` durable before a message is put in `sub`, if this
-/// process `made` it or finds it empty: whoever finds a message in it already knows that the
-/// one who put it there did this first. (A directory made by another process, a receiver that
-/// made the shard to watch it, may not be durable yet: its entry in `parent` needs a flush of
-/// `parent`, and a flush of `sub` alone would leave a message that survives the crash in a
-/// directory that does not.)
-pub(crate) fn durable_home(parent: &Dir, sub: &Dir, made: bool) -> Result<()> {
-    let empty = made
-        || !sub
-            .any_entry(|_| true)
-            .map_err(|e| Error::io(sub.path(), "cannot list", e))?;
-    match empty {
-        true => flush(parent),
-        false => Ok(()),
-    }
-}
-
-/// The largest sequence number we believe: far beyond any real count, and leaving room to
-/// grow (a planted `u64::MAX` would otherwise wrap).
-const MAX_SEQ: u64 = 1 << 62;
-
-/// Run `f` with the next sequence number, under the exclusive lock on `seq`: a wait that ends
-/// at `deadline` (a send's) or on a cancellation signal, since a process that may open `seq`
-/// (a participant of a shared mailbox) may hold that lock for ever.
-fn with_seq<T>(
-    l: &Layout,
-    poll: Duration,
-    deadline: Deadline,
-    f: impl FnOnce(u64) -> Result<Outcome<T>>,
-) -> Result<Outcome<T>> {
-    let file = wait::acquired!(l.lock_seq(Mode::Exclusive, poll, deadline)?);
-    let next = l.last_seq(&file)? + 1;
-    let text = format!("{next}\n");
-    // Durable before the message it numbers can be: a number a power cut took back would be
-    // handed out again, and the posts after it would jump ahead of older messages.
-    file.write_all_at(text.as_bytes(), 0)
-        .and_then(|()| file.set_len(text.len() as u64))
-        .and_then(|()| file.sync_data())
-        .map_err(|e| Error::io(&l.top.join("seq"), "cannot write", e))?;
-    if next == 1 {
-        // The first number: `seq`'s entry (made by whoever opened it first) is durable only
-        // once the mailbox's directory is, and the mailbox (with `q`, `tmp`... made before
-        // this) once its parent is; without them a power cut could take back the mailbox, or
-        // `seq` with the numbers it handed out.
-        flush(&l.top)?;
-        let parent = File::open(l.top.pinned().join(".."))
-            .and_then(|f| f.sync_all())
-            .map_err(|e| Error::io(&l.top.join(".."), "cannot flush directory", e));
-        parent?;
-    }
-    f(next) // the lock goes with `file`
 }
 
 #[cfg(test)]

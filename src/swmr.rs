@@ -477,10 +477,28 @@ impl Swmr {
 /// Open (creating) a side file; `None` where it cannot exist (read-only directory).
 fn optional_side(path: &Path) -> Result<Option<File>> {
     match pfs::open_lock_file(path, pfs::Purpose::Flock) {
-        Ok((f, _)) => Ok(Some(f)),
-        Err(e) if matches!(e.kind(), ErrorKind::PermissionDenied) => Ok(None),
+        Ok((f, _)) => {
+            widen(path, &f);
+            Ok(Some(f))
+        }
+        Err(e) if matches!(e.kind(), ErrorKind::PermissionDenied) => {
+            // Left out only where we may not write the directory: there we cannot take part
+            // in the lock's fairness, but one made before the directory was shared is named.
+            pfs::unshared_at(path).map_or(Ok(None), Err)
+        }
         Err(e) => Err(e),
     }
+}
+
+/// A side file of ours made before its directory was shared: widened for those who may now
+/// write the directory ([`pfs::widen`]), never tightened: made 0666 less the umask, they are
+/// the lock's, as `NAME` is. Never a file reached through a link (opening follows one).
+fn widen(path: &Path, file: &File) {
+    let Ok(meta) = file.metadata() else { return };
+    let dir = pfs::parent_dir(path);
+    let dir_mode = || std::fs::metadata(dir).map_or(0, |m| m.mode());
+    let sole = || pfs::sole_link_at(path, file, meta.nlink());
+    pfs::widen(file, (meta.mode(), meta.uid()), dir_mode, sole);
 }
 
 fn is_dir(path: &Path, file: &File) -> Result<bool> {

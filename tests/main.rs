@@ -30,6 +30,7 @@ mod packaging;
 mod range;
 mod security;
 mod sem;
+mod sharing;
 mod signals;
 mod swmr;
 mod verbose;

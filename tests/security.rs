@@ -587,13 +587,13 @@ fn a_bus_swapped_with_a_link_to_roots_private_one_gets_no_delivery() {
 /// `fs.protected_hardlinks` off (the kernel's default) while any of these lives, so that
 /// `nobody` can link root's files; the setting is put back when the last is dropped (tests run
 /// in parallel).
-struct HardlinksUnprotected;
+pub(crate) struct HardlinksUnprotected;
 
 static UNPROTECTED: std::sync::Mutex<(usize, String)> = std::sync::Mutex::new((0, String::new()));
 const PROTECTED_HARDLINKS: &str = "/proc/sys/fs/protected_hardlinks";
 
 impl HardlinksUnprotected {
-    fn new() -> HardlinksUnprotected {
+    pub(crate) fn new() -> HardlinksUnprotected {
         let mut users = UNPROTECTED
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -107,6 +107,9 @@ you hold it; a semaphore or group another user made there is used, and -v and 'f
 say what they can do to it. Such a user can still deny service (hold a lock, fill a queue, signal an event, \
 make a directory unusable); they cannot make fsync act on a file of yours or read one for them. \
 Holder records and registrations are created 0644 and payloads 0640, less the umask. \
+Lock files inside a primitive's directory (a mailbox's seq, a group's gate) can be opened only \
+by who may write that directory, and follow its mode when their owner uses them: after a chmod \
+that shares it, the owner's next use widens them; until then others are told which file. \
 FSYNC_FENCE grows strictly from holder to holder and stays below 2^63: it is kept in the record \
 (with --delete, in the directory's .fsync.fence), believed and written only in files of the \
 caller or root with one link, and where no such file can keep it, in a private mark on this \

@@ -146,8 +146,12 @@ impl Layout {
     /// alone (for a head to be rebuilt).
     pub(super) fn ends_under(&self, seq: &File) -> Result<(Option<Ends>, u64)> {
         let last = self.last_seq(seq)?;
-        let head = match self.top.open("head", false) {
-            Ok(Some(f)) => parse_head(&read_text(&f)),
+        let head = match self.top.open_stat("head", false) {
+            Ok(Some((f, st))) => {
+                // Written by whoever moves it: fitted for them when its owner reads it.
+                self.top.fit("head", &f, &st);
+                parse_head(&read_text(&f))
+            }
             Ok(None) | Err(_) => None,
         };
         // A head past where posts go was never written by fsync: rebuild it.
@@ -160,13 +164,12 @@ impl Layout {
     /// Write the head (under the exclusive lock on `seq`); `durable` when lowering it, which
     /// must survive a crash before a message is put behind the old head.
     fn write_head(&self, first: u64, durable: bool) -> Result<()> {
-        let shown = self.top.join("head");
         let file = self.top.open_or_create("head")?;
         let text = format!("{}\n", shard_name(first));
         file.write_all_at(text.as_bytes(), 0)
             .and_then(|()| file.set_len(text.len() as u64))
             .and_then(|()| if durable { file.sync_data() } else { Ok(()) })
-            .map_err(|e| Error::io(&shown, "cannot write", e))
+            .map_err(|e| self.unwritable("head", e))
     }
 
     /// After a post made shard `first` (under the exclusive lock on `seq`): a mailbox without a
@@ -299,8 +302,12 @@ impl Layout {
             return Ok(()); // busy: the next receiver moves it
         };
         let last = self.last_seq(&seq)?;
-        let head = match self.top.open("head", false) {
-            Ok(Some(f)) => parse_head(&read_text(&f)),
+        let head = match self.top.open_stat("head", false) {
+            Ok(Some((f, st))) => {
+                // Written by whoever moves it: fitted for them when its owner reads it.
+                self.top.fit("head", &f, &st);
+                parse_head(&read_text(&f))
+            }
             _ => None,
         };
         let newest = shard_of(last + 1);
@@ -358,8 +365,12 @@ impl Layout {
             return Ok(false);
         };
         let first = shard_of(parsed.seq);
-        let head = match self.top.open("head", false) {
-            Ok(Some(f)) => parse_head(&read_text(&f)),
+        let head = match self.top.open_stat("head", false) {
+            Ok(Some((f, st))) => {
+                // Written by whoever moves it: fitted for them when its owner reads it.
+                self.top.fit("head", &f, &st);
+                parse_head(&read_text(&f))
+            }
             _ => None,
         };
         if head.is_some_and(|h| h > first) {

@@ -433,9 +433,10 @@ impl Dir {
     }
 
     /// Open `name` read-write, creating it if missing: for lock files inside a primitive's
-    /// directory. Read-only where we may not write. Its mode, at creation and tightened after,
-    /// lets only those who may write this directory (or a subdirectory) open it: see
-    /// [`super::fs`], *Who may lock an internal lock file*.
+    /// directory. Read-only where we may not write. Its mode, at creation and fitted after
+    /// when it is ours, lets only those who may write this directory (or a subdirectory) open
+    /// it; one made before the directory was shared is named in the error of those it keeps
+    /// out: see [`super::fs`], *Who may lock an internal lock file*.
     pub(crate) fn open_or_create(&self, name: &str) -> Result<File> {
         let opened = super::fs::open_or_create_with(
             |flags, mode| {
@@ -449,23 +450,46 @@ impl Dir {
         );
         match opened {
             Ok((f, _)) => {
-                let f = self.checked(name, f)?;
-                super::fs::tighten(
-                    &f,
-                    || self.status().map_or(0o777, |st| st.st_mode),
-                    || self.participants(),
-                );
+                let (f, st) = self.checked_stat(name, f)?;
+                self.fit(name, &f, &st);
                 Ok(f)
             }
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                 Err(self.wrong_kind(name, Kind::File))
             }
-            Err(e) => Err(super::fs::explain_open_error(
-                &self.join(name),
-                "cannot create lock file",
-                e,
-            )),
+            Err(e) => {
+                let denied = e.raw_os_error() == Some(libc::EACCES);
+                let unshared = denied.then(|| self.unshared(name, super::fs::OPEN));
+                let unshared = unshared.flatten();
+                Err(unshared.unwrap_or_else(|| {
+                    super::fs::explain_open_error(&self.join(name), "cannot create lock file", e)
+                }))
+            }
         }
+    }
+
+    /// Fit the mode of the internal lock file `name`, opened here (status `st`, taken after
+    /// the open), to the rule, if it is ours and no other name reaches it
+    /// ([`super::fs::fit`]).
+    pub(crate) fn fit(&self, name: &str, file: &File, st: &FileStat) {
+        super::fs::fit(
+            file,
+            (st.st_mode, st.st_uid),
+            || self.status().map_or(0o777, |st| st.st_mode),
+            || self.participants(),
+            || self.sole_link(name, file, Some(st)).unwrap_or(false),
+        );
+    }
+
+    /// [`super::fs::unshared`] for the entry `name`, which the caller could not open (or
+    /// write, opened read-only: `what` says which).
+    pub(crate) fn unshared(&self, name: &str, what: &str) -> Option<Error> {
+        use rustix::fs::{Access, AtFlags};
+        let st = self.stat(name).ok().filter(|st| is_kind(st, Kind::File))?;
+        let dir = self.status().ok()?;
+        let writable = rustix::fs::accessat(&self.fd, ".", Access::WRITE_OK, AtFlags::EACCESS);
+        let st = (st.st_mode, st.st_uid);
+        super::fs::unshared(&self.join(name), what, st, dir.st_mode, writable.is_ok())
     }
 
     /// The union of the modes of this directory and of its subdirectories (not through links):
@@ -503,7 +527,7 @@ impl Dir {
         };
         let file =
             file.map_err(|e| super::fs::explain_open_error(&self.join(name), "cannot open", e))?;
-        Ok((self.checked(name, file)?, new))
+        Ok((self.checked_stat(name, file)?.0, new))
     }
 
     /// Make the directory's entries durable (`fsync(2)` of the directory).
@@ -531,13 +555,7 @@ impl Dir {
         .map(File::from)
     }
 
-    /// Accept an opened file only if it is a regular file; clear `O_NONBLOCK` (it was only
-    /// there so that opening a FIFO could not hang).
-    fn checked(&self, name: &str, f: File) -> Result<File> {
-        Ok(self.checked_stat(name, f)?.0)
-    }
-
-    /// [`checked`](Self::checked), with the file's status.
+    /// Accept an opened file only if it is a regular file, with its status.
     fn checked_stat(&self, name: &str, f: File) -> Result<(File, FileStat)> {
         let st = stat::fstat(f.as_raw_fd())
             .map_err(|e| Error::io(&self.join(name), "cannot stat", e.into()))?;

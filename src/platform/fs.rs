@@ -27,11 +27,18 @@ part in the primitive, and taking part means writing into its directory (registe
 their mode is [`internal_lock_mode`], read-write for the owner always, for the group only if
 the primitive's directory (or a subdirectory of it, as a prepared group's `members`) is
 group-writable, for others only if it is writable by others. A user who cannot write there
-cannot take part anyway, and now cannot even open the file to stall those who can. This rule
-comes before the umask: the umask may take bits away, never add them, but a file is created with
-no more than the rule allows even under umask 0. An existing file of the caller's with more
-(one an older fsync made 0644) is tightened with `fchmod` when it is opened: best effort and
-silent; a file someone else owns is left as it is.
+cannot take part anyway, and now cannot even open the file to stall those who can. The
+directories decide, not the umask (which decided their modes when fsync made them): a file is
+created with no more than the rule allows even under umask 0.
+
+A directory may be shared after the fact (`chmod -R g+w BOX`, or `chmod 0777` of its
+directories): its files keep the mode they were made with. So whenever the file's owner opens
+it, its mode is fitted to the rule with `fchmod` on the open descriptor ([`fit`]): widened for
+those who may now write the directory, tightened where a file has more (one an older fsync made
+0644); best effort and silent. A file someone else owns, or one another name reaches (a link
+planted at its name), is left as it is. Until its owner
+uses it again, another user who may write the directory but not open the file is told which
+file, why, and what its owner can run ([`unshared`]).
 */
 
 use std::{
@@ -121,8 +128,9 @@ pub(crate) fn open_lock_file_mode(
 
 /// Open (creating if missing) a lock file that only fsync makes, inside a primitive's
 /// directory: like [`open_lock_file`], but a symbolic link is never followed, even to an
-/// existing file, and a FIFO or device is refused without blocking. Created with, or tightened
-/// to, the mode of the module docs ([`internal_lock_mode`]).
+/// existing file, and a FIFO or device is refused without blocking. Created with, and fitted
+/// to, the mode of the module docs ([`internal_lock_mode`], [`fit`]); where the caller may not
+/// open it, the error says why ([`unshared`]).
 ///
 /// Not built on [`open_existing`]: that one never creates, falls back to read-only on more
 /// errors (`ETXTBSY`, `EISDIR`), follows a link when asked and words its errors as opening, not
@@ -143,18 +151,40 @@ pub(crate) fn open_internal_lock(path: &Path) -> Result<(File, Access)> {
                 "is a symbolic link, not a lock file fsync made; not following it",
             ));
         }
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            return Err(unshared_at(path)
+                .unwrap_or_else(|| explain_open_error(path, "cannot create lock file", e)));
+        }
         Err(e) => return Err(explain_open_error(path, "cannot create lock file", e)),
     };
-    check_regular(path, &file)?;
-    tighten(
-        &file,
-        || {
-            use std::os::unix::fs::MetadataExt;
-            std::fs::metadata(dir).map_or(0o777, |m| m.mode())
-        },
-        || participants_of(dir),
-    );
+    let meta = check_lockable(path, &file, Purpose::Fcntl)?;
+    {
+        use std::os::unix::fs::MetadataExt;
+        let dir_mode = || std::fs::metadata(dir).map_or(0o777, |m| m.mode());
+        let sole = || sole_link_at(path, &file, meta.nlink());
+        fit(
+            &file,
+            (meta.mode(), meta.uid()),
+            dir_mode,
+            || participants_of(dir),
+            sole,
+        );
+    }
     Ok((file, access))
+}
+
+/// [`unshared`] for the internal lock file at `path`, looked at by its path (not following a
+/// link): `None` unless it is a regular file the caller may not open in a directory it may write.
+pub(crate) fn unshared_at(path: &Path) -> Option<Error> {
+    use rustix::fs::{Access, AtFlags, CWD};
+    use std::os::unix::fs::MetadataExt;
+    let st = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)?;
+    let dir = parent_dir(path);
+    let dir_mode = std::fs::metadata(dir).ok()?.mode();
+    let writable = rustix::fs::accessat(CWD, dir, Access::WRITE_OK, AtFlags::EACCESS).is_ok();
+    unshared(path, OPEN, (st.mode(), st.uid()), dir_mode, writable)
 }
 
 /// The one way internal lock files are opened ([`open_internal_lock`], and
@@ -225,28 +255,108 @@ pub(crate) fn participants_of(dir: &Path) -> u32 {
     modes
 }
 
-/// Take from an internal lock file we own the access its mode gives those who may not have it
-/// (module docs): best effort and silent. `dir_mode` (the mode of the primitive's directory
-/// alone) is asked only when the file gives its group or others any access, and
-/// `participants` (which lists the directory) only when that mode alone would not allow it:
-/// subdirectories can only add access, and a lock file may lie in a large directory (`/tmp`).
-pub(crate) fn tighten(
+/// Fit the mode of an internal lock file we own to the rule (module docs): widened for those
+/// who may now write its directory, tightened where it gives more; best effort and silent.
+/// `st` is the file's `(st_mode, st_uid)`, from the status taken on its descriptor. Cheap
+/// where the file already fits: `dir_mode` (the primitive's directory alone) is asked only
+/// for a file of ours, and `participants` (which lists the directory: a lock file may lie in
+/// a large one, `/tmp`) only when that mode alone would not leave the file as it is. `sole`,
+/// asked only before a change, says that no other name reaches the file: a hard link another
+/// user planted at its name could lead to any file of ours, which must keep its mode.
+pub(crate) fn fit(
     file: &File,
+    (st_mode, st_uid): (u32, u32),
     dir_mode: impl FnOnce() -> u32,
     participants: impl FnOnce() -> u32,
+    sole: impl FnOnce() -> bool,
 ) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = file.metadata() else { return };
-    let perm = meta.mode() & 0o777;
-    if perm & 0o077 == 0 || meta.uid() != nix::unistd::geteuid().as_raw() {
+    if st_uid != nix::unistd::geteuid().as_raw() {
         return;
     }
-    if perm & !(internal_lock_mode(dir_mode()) | 0o700) == 0 {
+    let perm = st_mode & 0o777;
+    let fitted = |modes| perm & 0o700 | internal_lock_mode(modes);
+    if fitted(dir_mode()) == perm {
         return;
     }
-    let allowed = internal_lock_mode(participants()) | 0o700;
-    if perm & !allowed != 0 {
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(perm & allowed));
+    let want = fitted(participants());
+    if want != perm && sole() {
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(want));
+    }
+}
+
+/// [`fit`], widening only: for lock files that may have more than the rule gives (a reader/
+/// writer lock's side files, made 0666 less the umask).
+pub(crate) fn widen(
+    file: &File,
+    (st_mode, st_uid): (u32, u32),
+    dir_mode: impl FnOnce() -> u32,
+    sole: impl FnOnce() -> bool,
+) {
+    if st_uid != nix::unistd::geteuid().as_raw() {
+        return;
+    }
+    let perm = st_mode & 0o777;
+    let want = perm | internal_lock_mode(dir_mode());
+    if want != perm && sole() {
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(want));
+    }
+}
+
+/// Whether `file`, opened as `path` and counted `nlink` links on its descriptor after the open,
+/// can be reached by no other name, as [`Dir::sole_link`](super::dir::Dir::sole_link) asks it:
+/// one link, and the entry opened still linked as `path` (the kernel's path of the descriptor),
+/// so not reached through a symbolic link, nor through a hard link to a file with a name of its
+/// own elsewhere.
+pub(crate) fn sole_link_at(path: &Path, file: &File, nlink: u64) -> bool {
+    let dir = std::fs::canonicalize(parent_dir(path));
+    let (Some(name), Ok(dir)) = (path.file_name(), dir) else {
+        return false;
+    };
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    nlink == 1 && opened.is_ok_and(|p| p == dir.join(name))
+}
+
+/// The error for an internal lock file `path` of status `(st_mode, st_uid)` that the caller
+/// could not open (or write: `what` says which, "cannot open lock file"), where the caller may
+/// write its directory (`dir_writable`, of mode `dir_mode`) and the rule gives what the file
+/// lacks: its mode is from before the directory was shared, and its owner's next use widens
+/// it ([`fit`]). `None` otherwise.
+pub(crate) fn unshared(
+    path: &Path,
+    what: &str,
+    (st_mode, st_uid): (u32, u32),
+    dir_mode: u32,
+    dir_writable: bool,
+) -> Option<Error> {
+    let perm = st_mode & 0o777;
+    let rule = internal_lock_mode(dir_mode);
+    if !dir_writable || rule & !perm & 0o066 == 0 {
+        return None;
+    }
+    let who = match rule & 0o066 {
+        0o060 => "g",
+        0o006 => "o",
+        _ => "go",
+    };
+    let message = format!(
+        "{what}: permission denied (its mode {perm:04o} is from before its \
+         directory was shared: the next use by its owner, uid {st_uid}, widens it, or they \
+         can run: chmod {who}+rw {})",
+        shell_word(&path.display().to_string())
+    );
+    Some(Error::new(path, ErrorKind::PermissionDenied, message).with_errno(libc::EACCES))
+}
+
+/// What [`unshared`] says of a file the caller could not open.
+pub(crate) const OPEN: &str = "cannot open lock file";
+
+/// `word` as one word of a shell command line: as it is if it needs no quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c);
+    match !word.is_empty() && word.chars().all(plain) {
+        true if word.starts_with('-') => format!("./{word}"),
+        true => word.to_string(),
+        false => format!("'{}'", word.replace('\'', r"'\''")),
     }
 }
 
@@ -323,10 +433,6 @@ fn open_mode(path: &Path, flags: libc::c_int, mode: u32) -> io::Result<File> {
         true => super::creating(|| options.open(path)),
         false => options.open(path),
     }
-}
-
-fn check_regular(path: &Path, file: &File) -> Result<()> {
-    check_lockable(path, file, Purpose::Fcntl).map(drop)
 }
 
 /// That `file` is something a lock of `purpose` can be taken on: a regular file, or for a
@@ -599,109 +705,4 @@ pub(crate) fn trusted_owner(uid: u32) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The identity a name leads to is the one `stat` gives, through a link too, and relative
-    /// to a directory's descriptor as to the current directory.
-    #[test]
-    fn identity_at_follows_names_as_stat_does() {
-        use std::os::{fd::AsFd, unix::fs::MetadataExt};
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f");
-        std::fs::write(&file, "").unwrap();
-        std::os::unix::fs::symlink("f", dir.path().join("link")).unwrap();
-        let meta = std::fs::metadata(&file).unwrap();
-        let want = (meta.dev(), meta.ino());
-        assert_eq!(identity_at(None, &file).unwrap(), want);
-        assert_eq!(identity_at(None, &dir.path().join("link")).unwrap(), want);
-        let d = File::open(dir.path()).unwrap();
-        assert_eq!(
-            identity_at(Some(d.as_fd()), Path::new("link")).unwrap(),
-            want
-        );
-        let other = std::fs::metadata(dir.path()).unwrap();
-        assert_ne!(identity_at(Some(d.as_fd()), Path::new(".")).unwrap(), want);
-        assert_eq!(
-            identity_at(Some(d.as_fd()), Path::new(".")).unwrap(),
-            (other.dev(), other.ino())
-        );
-        let gone = identity_at(None, &dir.path().join("missing")).unwrap_err();
-        assert_eq!(gone.kind(), io::ErrorKind::NotFound);
-    }
-
-    /// Internal lock files: created with no more than the directory's writers allow, an
-    /// owner's wider one tightened, and access kept for others where they may write.
-    #[test]
-    fn internal_lock_files_take_their_mode_from_the_directorys_writers() {
-        assert_eq!(internal_lock_mode(0o755), 0o600);
-        assert_eq!(internal_lock_mode(0o2775), 0o660);
-        assert_eq!(internal_lock_mode(0o1777), 0o666);
-        assert_eq!(internal_lock_mode(0o1733), 0o666);
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        let chmod = |p: &Path, m| {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
-        };
-        let dir = tempfile::tempdir().unwrap();
-        chmod(dir.path(), 0o755);
-        let lock = dir.path().join("lock");
-        open_internal_lock(&lock).unwrap();
-        assert_eq!(mode(&lock), 0o600);
-        chmod(&lock, 0o644);
-        open_internal_lock(&lock).unwrap();
-        assert_eq!(mode(&lock), 0o600);
-        // A subdirectory others write (a prepared group's members): theirs to lock too.
-        std::fs::create_dir(dir.path().join("members")).unwrap();
-        chmod(&dir.path().join("members"), 0o1777);
-        chmod(&lock, 0o644);
-        open_internal_lock(&lock).unwrap();
-        assert_eq!(mode(&lock), 0o644);
-    }
-
-    #[test]
-    fn network_magics_are_network() {
-        assert!(classify(0x6969).network);
-        assert!(classify(0x6573_5546).network);
-        assert!(!classify(0x0102_1994).network);
-    }
-
-    #[test]
-    fn open_never_truncates_and_refuses_dangling_links() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("data");
-        std::fs::write(&p, b"keep me").unwrap();
-        let (_f, access) = open_lock_file(&p, Purpose::Fcntl).unwrap();
-        assert_eq!(access, Access::ReadWrite);
-        assert_eq!(std::fs::read(&p).unwrap(), b"keep me");
-
-        let link = dir.path().join("link");
-        let target = dir.path().join("nowhere");
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-        let err = open_lock_file(&link, Purpose::Flock).unwrap_err();
-        assert!(err.to_string().contains("dangling"), "{err}");
-        assert!(!target.exists());
-
-        let missing = dir.path().join("no/such/dir/l");
-        let err = open_lock_file(&missing, Purpose::Flock).unwrap_err();
-        assert!(err.to_string().contains("parent directory"), "{err}");
-        assert_eq!(err.kind(), ErrorKind::NotFound);
-    }
-
-    /// A flock lock file is opened read-only on a local file system (created if missing), and
-    /// may be a directory; a byte-range lock file may not.
-    #[test]
-    fn flock_lock_files_open_read_only_and_may_be_directories() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("new.lck");
-        let (f, access) = open_lock_file(&p, Purpose::Flock).unwrap();
-        assert_eq!(access, Access::ReadOnly);
-        assert!(p.is_file());
-        let flags = nix::fcntl::fcntl(f.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
-        assert_eq!(flags & libc::O_ACCMODE, libc::O_RDONLY);
-
-        let (d, _) = open_lock_file(dir.path(), Purpose::Flock).unwrap();
-        assert!(d.metadata().unwrap().is_dir());
-        let err = open_lock_file(dir.path(), Purpose::Fcntl).unwrap_err();
-        assert!(err.to_string().contains("is a directory"), "{err}");
-    }
-}
+mod tests;
