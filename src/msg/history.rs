@@ -47,6 +47,7 @@ pub enum Ended {
 
 /// One delivery of a message that did not succeed, as its history keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Attempt {
     /// Which delivery it was: 1 for the first ([`Received::attempt`]).
     pub attempt: u32,
