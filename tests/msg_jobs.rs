@@ -415,7 +415,8 @@ fn a_full_file_system_is_drained() {
     let st = nix::sys::statvfs::statvfs(&mnt).unwrap();
     assert_eq!((st.blocks_available(), st.files_available()), (0, 0));
     let out = t.path().join("ran");
-    let log = format!("cat >> {}; echo >> {}", t.arg("ran"), t.arg("ran"));
+    // One write of the whole line: jobs run at once append to the same file.
+    let log = format!("echo \"$(cat)\" >> {}", t.arg("ran"));
     // The first job fails: back to the queue (its backoff's directory cannot be made).
     t.fsync(["msg", "recv", "--retries", "1"])
         .arg(&b)
