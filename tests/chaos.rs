@@ -65,7 +65,27 @@ impl Rng {
 }
 
 /// The process-group ids of the iterations running now.
-type Running = Arc<Mutex<HashSet<i32>>>;
+pub(crate) type Running = Arc<Mutex<HashSet<i32>>>;
+
+/// SIGKILL one of the worker process groups `running`, at random: the whole group, frozen first
+/// (`K pids` in `log`), or its fsync process alone (`A pid`), its jobs running on in its group,
+/// which is never a victim again (its K would not name the worker whose runs it ends).
+/// `Some(true)` for a group, `Some(false)` for fsync alone, `None` if none was running.
+pub(crate) fn kill_a_worker(running: &Running, log: &Path, rng: &mut Rng) -> Option<bool> {
+    let victims: Vec<i32> = running.lock().unwrap().iter().copied().collect();
+    if victims.is_empty() {
+        return None;
+    }
+    let victim = victims[rng.below(victims.len())];
+    if rng.below(2) == 0 {
+        freeze_and_kill(victim, log);
+        return Some(true);
+    }
+    running.lock().unwrap().remove(&victim);
+    append(log, &format!("A {victim}\n"));
+    let _ = kill(Pid::from_raw(victim), Signal::SIGKILL);
+    Some(false)
+}
 
 /// Members of process group `pgid`, from /proc.
 fn group_members(pgid: i32) -> Vec<(i32, char)> {
@@ -609,22 +629,9 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
             let mut rng = Rng(4242);
             while !done.load(Ordering::SeqCst) {
                 thread::sleep(Duration::from_millis(2 + rng.below(8) as u64));
-                let victims: Vec<i32> = running.lock().unwrap().iter().copied().collect();
-                if victims.is_empty() {
-                    continue;
+                if kill_a_worker(running, log, &mut rng).is_some() {
+                    killed.fetch_add(1, Ordering::SeqCst);
                 }
-                let victim = victims[rng.below(victims.len())];
-                if rng.below(2) == 0 {
-                    freeze_and_kill(victim, log);
-                } else {
-                    // The fsync process alone (the group's leader), its jobs running on in
-                    // its group, which is never a victim again (its K would not name the
-                    // worker whose runs it ends).
-                    running.lock().unwrap().remove(&victim);
-                    append(log, &format!("A {victim}\n"));
-                    let _ = nix::sys::signal::kill(Pid::from_raw(victim), Signal::SIGKILL);
-                }
-                killed.fetch_add(1, Ordering::SeqCst);
             }
         });
     });

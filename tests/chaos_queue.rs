@@ -24,20 +24,15 @@ use std::{
     os::unix::process::CommandExt,
     process::Command,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     thread,
     time::{Duration, Instant},
 };
 
-use nix::{
-    sys::signal::{Signal, kill},
-    unistd::Pid,
-};
-
 use crate::{
-    chaos::{Rng, append, freeze_and_kill},
+    chaos::{Rng, Running, append, kill_a_worker},
     harness::{OutputWithin, TestDir, fsync_bin},
 };
 
@@ -76,7 +71,7 @@ fn chaos_queue_work_pools_with_poison_jobs_under_kills() {
          echo \"D $id $w\" >> {log}",
         log = log.display()
     );
-    let running: Arc<Mutex<HashSet<i32>>> = Arc::default();
+    let running: Running = Arc::default();
     let done = AtomicBool::new(false);
     let (groups_killed, alone_killed) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let draining = Instant::now();
@@ -123,20 +118,11 @@ fn chaos_queue_work_pools_with_poison_jobs_under_kills() {
             let mut rng = Rng(4243);
             while !done.load(Ordering::SeqCst) {
                 thread::sleep(Duration::from_millis(300 + rng.below(400) as u64));
-                let victims: Vec<i32> = running.lock().unwrap().iter().copied().collect();
-                if victims.is_empty() {
-                    continue;
-                }
-                let victim = victims[rng.below(victims.len())];
-                if rng.below(2) == 0 {
-                    freeze_and_kill(victim, log);
-                    groups_killed.fetch_add(1, Ordering::SeqCst);
-                } else {
-                    running.lock().unwrap().remove(&victim);
-                    append(log, &format!("A {victim}\n"));
-                    let _ = kill(Pid::from_raw(victim), Signal::SIGKILL);
-                    alone_killed.fetch_add(1, Ordering::SeqCst);
-                }
+                match kill_a_worker(running, log, &mut rng) {
+                    Some(true) => groups_killed.fetch_add(1, Ordering::SeqCst),
+                    Some(false) => alone_killed.fetch_add(1, Ordering::SeqCst),
+                    None => 0,
+                };
             }
         });
         s.spawn(move || {
