@@ -2668,3 +2668,92 @@ fn mutex_when_does_not_evaluate_for_a_fence_file_another_user_rewrites() {
     );
     h.assert_victim_untouched();
 }
+
+// Registrations another user cannot lock first: a receiver's `recv/.tmp-RID` and a group
+// member's `members/.tmp-NAME` exist, unlocked, for the moment between their creation and
+// their owner's lock. Another user who could open one then (its final mode lets them read it)
+// would take a shared lock, and its owner's exclusive one would fail (exit 71). The race is
+// made to go the attacker's way every time, not by chance: both run on one CPU, root's fsync
+// at idle priority, so that the attacker, woken by inotify as the file is made, runs at once.
+
+/// How many times root registers while `nobody` grabs at each new registration.
+const REGISTRATIONS: usize = 200;
+
+/// The first CPU this process may run on.
+fn a_cpu() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = (status.lines())
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    list.split([',', '-']).next().unwrap().to_string()
+}
+
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn another_user_locking_each_new_registration_never_makes_a_receiver_or_member_fail() {
+    let h = Hostile::new();
+    require("python3", "python3");
+    require("chrt", "util-linux");
+    // nobody made the mailbox, open to all (its registrations are then readable by all); root
+    // makes the group, whose registrations are 0644.
+    h.nobody(["sh", "-c", "umask 0; exec \"$0\" msg recv -n shared/B"])
+        .arg(fsync_bin())
+        .run()
+        .code(75);
+    h.fsync(["group", "join", "shared/G", "--", "true"])
+        .run()
+        .code(0);
+    let cpu = a_cpu();
+    let racer = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/racer.py");
+    let (stop, recv, members) = (
+        h.t.arg("stop"),
+        h.t.arg("shared/B/recv"),
+        h.t.arg("shared/G/members"),
+    );
+    let mut grabbing = h
+        .nobody(["taskset", "-c", &cpu, "python3", racer.to_str().unwrap()])
+        .args(["grab", "600", &stop, &recv, &members])
+        .start();
+    grabbing.expect("racing");
+    // root's fsync, preempted by the attacker whenever it is woken.
+    let root = |args: &[&str]| {
+        h.t.cmd("taskset")
+            .args(["-c", &cpu, "chrt", "--idle", "0"])
+            .arg(fsync_bin())
+            .args(args)
+            .run_in(&h)
+    };
+    let mut failed = Vec::new();
+    for n in 0..REGISTRATIONS {
+        let out = root(&["msg", "recv", "-n", "shared/B"]);
+        if out.status.code() != Some(75) {
+            failed.push(format!("recv {n}: {:?} {}", out.status, out.stderr));
+        }
+        let out = root(&["group", "join", "shared/G", "--", "true"]);
+        if out.status.code() != Some(0) {
+            failed.push(format!("join {n}: {:?} {}", out.status, out.stderr));
+        }
+    }
+    h.t.write("stop", "");
+    let out = grabbing.finish();
+    assert!(
+        out.stdout.contains("rounds "),
+        "the racer failed:\n{}{}",
+        out.stdout,
+        out.stderr
+    );
+    let said = out.stdout.lines().next().unwrap_or_default().to_string();
+    assert!(
+        failed.is_empty(),
+        "{} of {} registrations failed while nobody grabbed them (the racer: {said}):\n{}",
+        failed.len(),
+        2 * REGISTRATIONS,
+        failed.join("\n")
+    );
+    // The attacker saw every registration being made: the race was run.
+    assert!(
+        said.starts_with(&format!("seen {}", 2 * REGISTRATIONS)),
+        "the racer: {said}"
+    );
+}
