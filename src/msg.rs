@@ -38,7 +38,11 @@ delayed messages leave such shards), and removes the empty directories. A messag
 its shard under the exclusive lock, and lowers the head to it first, durably (`fsync`), if it
 lies behind: the head is never past a message. A head that is missing, is not one fsync wrote,
 or lies past the shard posts go to is rebuilt under the exclusive lock from the directory: the
-oldest shard there. The head need not be durable otherwise: one that a crash set back only costs
+oldest shard there. Both are checked against the directory too: a receive (or `wait_empty`)
+whose walk finds nothing lists `q` once, and a shard before the head, or past the one posts go
+to, that holds a message (a head or `seq` rewritten: fsync never leaves one there, a crash
+included) makes it rebuild them (`seq` raised to the newest message of such shards, so that
+posts are numbered after them), and `wait_empty` count the mailbox busy. The head need not be durable otherwise: one that a crash set back only costs
 a look at empty shards. A mailbox of the layout before shards (messages in `q/` itself, no
 `head`) is rebuilt the same way: its messages move into their shards, names and order kept;
 messages an older fsync posts into `q/` itself later are moved when a receiver finds the queue
@@ -856,13 +860,7 @@ fn with_seq<T>(
 ) -> Result<Outcome<T>> {
     let file = wait::acquired!(l.lock_seq(Mode::Exclusive, poll, deadline)?);
     let next = l.last_seq(&file)? + 1;
-    let text = format!("{next}\n");
-    // Durable before the message it numbers can be: a number a power cut took back would be
-    // handed out again, and the posts after it would jump ahead of older messages.
-    file.write_all_at(text.as_bytes(), 0)
-        .and_then(|()| file.set_len(text.len() as u64))
-        .and_then(|()| file.sync_data())
-        .map_err(|e| Error::io(&l.top.join("seq"), "cannot write", e))?;
+    l.write_seq(&file, next)?;
     f(next) // the lock goes with `file`
 }
 

@@ -2757,3 +2757,39 @@ fn another_user_locking_each_new_registration_never_makes_a_receiver_or_member_f
         "the racer: {said}"
     );
 }
+
+/// Another user who may write a mailbox's directory (they made it, open to all) replaces its
+/// `head` and `seq` with their own, past root's messages: root's receives still take them, in
+/// order, and `wait-empty` does not call the mailbox empty meanwhile.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_head_another_user_rewrote_past_roots_messages_hides_none_of_them() {
+    let h = Hostile::new();
+    h.nobody(["sh", "-c", "umask 0; exec \"$0\" msg recv -n shared/B"])
+        .arg(fsync_bin())
+        .run()
+        .code(75);
+    for data in ["a", "b"] {
+        h.fsync(["msg", "post", "shared/B", "--data", data])
+            .run_in(&h)
+            .code(0);
+    }
+    h.as_nobody([
+        "sh",
+        "-c",
+        "cd shared/B && printf '299\\n' > s && mv s seq && \
+         printf '00000000000000000300\\n' > h && mv h head",
+    ]);
+    h.fsync(["msg", "wait-empty", "-n", "shared/B"])
+        .run_in(&h)
+        .code(75);
+    for data in ["a", "b"] {
+        h.fsync(["msg", "recv", "-n", "shared/B"])
+            .run_in(&h)
+            .code(0)
+            .stdout(data);
+    }
+    h.fsync(["msg", "wait-empty", "-n", "shared/B"])
+        .run_in(&h)
+        .code(0);
+}

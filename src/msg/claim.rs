@@ -154,8 +154,9 @@ pub(super) fn try_claim(
             }
             first += SHARD;
         }
-        // Empty: unless an fsync from before shards posted into the queue's directory.
-        if !rebuilt && l.has_unsharded() {
+        // Empty: unless the head or `seq` was rewritten past messages, or an fsync from
+        // before shards posted into the queue's directory.
+        if !rebuilt && l.out_of_place(ends) {
             wait::acquired!(l.rebuild(poll, l.deadline)?);
             rebuilt = true;
             continue;
