@@ -77,9 +77,20 @@ to a dead receiver and is returned to its shard (above), with one more lost deli
 first shard from the head that holds one, by renaming it to `claimed/NAME~RID`: of competing
 receivers exactly one rename succeeds, the others try the next name; (3) for `KIND` `sync`, check the sender (below): dead, discard the message; alive,
 rename it to the `msg` kind (from now on it is taken, whatever happens to the sender); (4) copy the
-payload out, then unlink it and the registration. A receiver that dies before (4) finishes leaves
+payload out (a snapshot of it, if others may write it: *Payloads*), then unlink it and the registration. A receiver that dies before (4) finishes leaves
 a claim that goes back to the queue: delivery is exactly once, except at least once for a
 receiver that crashes after writing the payload out and before unlinking it.
+
+**Payloads**: a payload another user owns, or that the group or others may write, is not read in
+place: its poster may still write it (an owner may always give itself write access, or kept a
+descriptor from posting) and change or grow it under the receiver or its job. Once it is
+claimed, the receiver copies it, up to the size it has then, into an anonymous file in memory
+sealed against every change (`memfd_create`, `F_SEAL_WRITE`, `GROW`, `SHRINK`, `SEAL`), and the
+receiver and its job read that copy: what they read is what it held when claimed (before that,
+its poster could as well have withdrawn it and posted another). One whose size or times moved
+while it was copied, or that ended early, is no state its poster left it in: it goes to the
+dead letters, reported as passed over, never back to the queue. A receiver's own payloads,
+which it alone may write, are read in place, uncopied.
 
 **jobs**: a receiver that runs a command on the message ([`Received::spawn`]) leaves its
 registration's descriptor open in the command (in that command alone: its close-on-exec flag is
@@ -156,6 +167,7 @@ mod keys;
 pub use keys::{Keyed, check_key};
 mod list;
 mod name;
+mod payload;
 pub use name::LOST_BEYOND_RETRIES;
 pub(crate) use name::MessageName;
 use name::uniq;

@@ -2793,3 +2793,112 @@ fn a_head_another_user_rewrote_past_roots_messages_hides_none_of_them() {
         .run_in(&h)
         .code(0);
 }
+
+// Payloads their poster cannot change once claimed: another user's message file stays theirs
+// (they may write it, or kept a descriptor from posting). What root's receiver and its job
+// read is what it held when claimed, whatever they write to it, or how far they grow it,
+// after that.
+
+/// A mailbox `nobody` made, open to all, holding one message of theirs: `payload`.
+fn nobodys_message(h: &Hostile, payload: &str) {
+    h.t.write("payload", payload);
+    chmod(&h.t.join("payload"), 0o644);
+    h.nobody([
+        "sh",
+        "-c",
+        "umask 0; exec \"$0\" msg post shared/B < payload",
+    ])
+    .arg(fsync_bin())
+    .run()
+    .code(0);
+}
+
+/// `nobody` runs `sh -c SCRIPT` on each claimed message file of `shared/B` (`$1`).
+#[track_caller]
+fn nobody_on_claimed(h: &Hostile, script: &str) {
+    let each = format!(
+        "for f in shared/B/claimed/*; do [ -f \"$f\" ] || exit 9; set -- \"$f\"; {script}; done"
+    );
+    h.as_nobody(["sh", "-c", &each]);
+}
+
+/// Root's job on `shared/B`'s message: it says `started`, waits for a line on the FIFO
+/// `go`, then runs `then` on its standard input (the payload).
+fn roots_job(h: &Hostile, then: &str) -> crate::harness::Holder {
+    let go = h.t.arg("go");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&go)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let job = format!("echo started; read line < {go}; {then}");
+    let mut job = h
+        .fsync(["msg", "recv", "shared/B", "--", "sh", "-c", &job])
+        .start();
+    job.expect("started");
+    job
+}
+
+/// Let root's job go on (the FIFO's reader is waiting for it).
+fn go(h: &Hostile) {
+    std::fs::write(h.t.join("go"), "go\n").unwrap();
+}
+
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_payload_its_poster_rewrites_while_the_job_runs_reaches_the_job_as_posted() {
+    let h = Hostile::new();
+    nobodys_message(&h, "posted");
+    let job = roots_job(&h, "cat");
+    nobody_on_claimed(&h, "printf 'REWRITTEN, and longer than it was' > \"$1\"");
+    go(&h);
+    let out = job.finish();
+    out.code(0);
+    assert_eq!(
+        out.stdout, "posted\n",
+        "the job read what nobody wrote after the post"
+    );
+    assert_eq!(entries(&h.t.join("shared/B/claimed")), 0);
+}
+
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_payload_its_poster_grows_while_the_job_runs_reaches_the_job_at_its_size() {
+    let h = Hostile::new();
+    nobodys_message(&h, "x");
+    let job = roots_job(&h, "wc -c");
+    nobody_on_claimed(&h, "truncate -s 200M \"$1\"");
+    go(&h);
+    let out = job.finish();
+    out.code(0);
+    assert_eq!(out.stdout.split_whitespace().collect::<Vec<_>>(), ["1"]);
+    assert_eq!(entries(&h.t.join("shared/B/claimed")), 0);
+}
+
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_payload_its_poster_grows_while_it_is_written_out_is_written_out_as_posted() {
+    use std::io::{BufRead, Read};
+    let h = Hostile::new();
+    // Far more than a pipe holds: with its first line read, the receiver has written out at
+    // most a pipe's worth more, and is still at it (the claim is there).
+    let payload: String = (0..100_000).map(|n| format!("line {n:06}\n")).collect();
+    nobodys_message(&h, &payload);
+    let out = h.t.arg("out");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let recv = h.t.sh("exec \"$FSYNC\" msg recv shared/B > out").start();
+    let mut reading = std::io::BufReader::new(std::fs::File::open(&out).unwrap());
+    let mut got = String::new();
+    reading.read_line(&mut got).unwrap();
+    assert_eq!(got, "line 000000\n");
+    nobody_on_claimed(&h, "truncate -s 20M \"$1\"");
+    reading.read_to_string(&mut got).unwrap();
+    recv.finish().code(0);
+    assert_eq!(got.len(), payload.len(), "not the payload posted");
+    assert!(got == payload, "not the payload posted");
+    assert_eq!(entries(&h.t.join("shared/B/claimed")), 0);
+}

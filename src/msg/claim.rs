@@ -243,6 +243,19 @@ fn claim_in(
             sync: false,
             ..parsed
         };
+        // What the receiver and its job read: what it held when claimed, whoever can write it.
+        let snapshot = payload::snapshot(file, &meta)
+            .map_err(|e| Error::io(&l.claimed.join(&claimed), "cannot read message", e))?;
+        let Some(file) = snapshot else {
+            l.bury(&claimed, &parsed.render())?;
+            skipped(Skipped {
+                name,
+                reason: "changed while being received (written to after it was posted): moved \
+                         to the dead letters"
+                    .to_string(),
+            });
+            continue;
+        };
         return Ok(Some((file, claimed, parsed)));
     }
     Ok(None)
