@@ -12,15 +12,22 @@ pub(super) fn foreign(st: &FileStat) -> bool {
     st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o022 != 0
 }
 
-/// The size and times that any write, truncation or growth of a file changes (`ctime` even
-/// when its owner sets the others back).
-fn stamp(st: &FileStat) -> (i64, i64, i64, i64, i64) {
+/// Whether statuses `a` and `b` of a file show it unchanged: the same size and times, which
+/// any write, truncation or growth moves (`ctime` even when its owner sets the others back),
+/// as finely as the file system keeps them.
+fn unchanged(a: &FileStat, b: &FileStat) -> bool {
     (
-        st.st_size,
-        st.st_mtime,
-        st.st_mtime_nsec,
-        st.st_ctime,
-        st.st_ctime_nsec,
+        a.st_size,
+        a.st_mtime,
+        a.st_mtime_nsec,
+        a.st_ctime,
+        a.st_ctime_nsec,
+    ) == (
+        b.st_size,
+        b.st_mtime,
+        b.st_mtime_nsec,
+        b.st_ctime,
+        b.st_ctime_nsec,
     )
 }
 
@@ -51,7 +58,7 @@ fn snapshot_by(
     let before = status(&file)?;
     let (copy, copied) = copy(&file, before.st_size as u64)?;
     let after = status(&file)?;
-    let same = copied == before.st_size as u64 && stamp(&before) == stamp(&after);
+    let same = copied == before.st_size as u64 && unchanged(&before, &after);
     Ok(same.then_some(copy))
 }
 
