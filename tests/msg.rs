@@ -1154,6 +1154,7 @@ fn a_seq_rewritten_back_behind_queued_messages_hides_none_and_renumbers_nothing(
     t.write("B/seq", "199\n");
     post(&t, "B", "c"); // number 200, in shard 200
     t.write("B/seq", "5\n");
+    t.write("B/head", "00000000000000000000\n"); // a head as good as any: the walk's
     assert_eq!(recv_now(&t, "B").as_deref(), Some(&b"a"[..]));
     t.fsync(["msg", "wait-empty", "-n", "B"]).run().code(75);
     assert_eq!(recv_now(&t, "B").as_deref(), Some(&b"c"[..]));
@@ -1162,4 +1163,13 @@ fn a_seq_rewritten_back_behind_queued_messages_hides_none_and_renumbers_nothing(
     let name = queued["messages"][0]["name"].as_str().unwrap().to_string();
     assert!(name.starts_with("00000000000000000201."), "{queued}");
     assert_eq!(drain_text(&t, "B"), ["d"]);
+    // Rewritten back within the shard posts go to, with a head to rebuild: raised all the same.
+    post(&t, "B", "e"); // number 202
+    t.write("B/seq", "200\n");
+    std::fs::remove_file(t.join("B/head")).unwrap();
+    assert_eq!(recv_now(&t, "B").as_deref(), Some(&b"e"[..]));
+    post(&t, "B", "f");
+    let queued = list(&t, "B");
+    let name = queued["messages"][0]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("00000000000000000203."), "{queued}");
 }

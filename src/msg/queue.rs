@@ -196,9 +196,10 @@ impl Layout {
             .q
             .entries()
             .map_err(|e| pfs::explain_open_error(self.q.path(), "cannot list queue", e))?;
+        // The shards that may hold a number past `last`: the one posts go to, and any after.
         let newest = shard_of(last + 1);
         for first in entries.iter().filter_map(|(name, _)| parse_shard(name)) {
-            if first > newest
+            if first >= newest
                 && let Ok(Some(shard)) = self.shard(first, false)
             {
                 let names = queued_names(&shard)?.0;
