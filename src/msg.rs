@@ -38,7 +38,11 @@ delayed messages leave such shards), and removes the empty directories. A messag
 its shard under the exclusive lock, and lowers the head to it first, durably (`fsync`), if it
 lies behind: the head is never past a message. A head that is missing, is not one fsync wrote,
 or lies past the shard posts go to is rebuilt under the exclusive lock from the directory: the
-oldest shard there. The head need not be durable otherwise: one that a crash set back only costs
+oldest shard there. Both are checked against the directory too: a receive (or `wait_empty`)
+whose walk finds nothing lists `q` once, and a shard before the head, or past the one posts go
+to, that holds a message (a head or `seq` rewritten: fsync never leaves one there, a crash
+included) makes it rebuild them (`seq` raised to the newest message of such shards, so that
+posts are numbered after them), and `wait_empty` count the mailbox busy. The head need not be durable otherwise: one that a crash set back only costs
 a look at empty shards. A mailbox of the layout before shards (messages in `q/` itself, no
 `head`) is rebuilt the same way: its messages move into their shards, names and order kept;
 messages an older fsync posts into `q/` itself later are moved when a receiver finds the queue
@@ -82,10 +86,22 @@ to a dead receiver and is returned to its shard (above), with one more lost deli
 first shard from the head that holds one, by renaming it to `claimed/NAME~RID`: of competing
 receivers exactly one rename succeeds, the others try the next name; (3) for `KIND` `sync`, check the sender (below): dead, discard the message; alive,
 rename it to the `msg` kind (from now on it is taken, whatever happens to the sender); (4) copy the
-payload out, then unlink it and the registration, and `fsync` `claimed` before reporting the
-delivery (else a power cut could bring it back). A receiver that dies before (4) finishes leaves
+payload out (a snapshot of it, if others may write it: *Payloads*), then unlink it and the
+registration, and `fsync` `claimed` before reporting the delivery (else a power cut could bring
+it back). A receiver that dies before (4) finishes leaves
 a claim that goes back to the queue: delivery is exactly once, except at least once for a
 receiver that crashes after writing the payload out and before unlinking it.
+
+**Payloads**: a payload another user owns, or that the group or others may write, is not read in
+place: its poster may still write it (an owner may always give itself write access, or kept a
+descriptor from posting) and change or grow it under the receiver or its job. Once it is
+claimed, the receiver copies it, up to the size it has then, into an anonymous file in memory
+sealed against every change (`memfd_create`, `F_SEAL_WRITE`, `GROW`, `SHRINK`, `SEAL`), and the
+receiver and its job read that copy: what they read is what it held when claimed (before that,
+its poster could as well have withdrawn it and posted another). One whose size or times moved
+while it was copied, or that ended early, is no state its poster left it in: it goes to the
+dead letters, reported as passed over, never back to the queue. A receiver's own payloads,
+which it alone may write, are read in place, uncopied.
 
 **jobs**: a receiver that runs a command on the message ([`Received::spawn`]) leaves its
 registration's descriptor open in the command (in that command alone: its close-on-exec flag is
@@ -171,6 +187,7 @@ mod keys;
 pub use keys::{Keyed, check_key};
 mod list;
 mod name;
+mod payload;
 mod post;
 pub use name::LOST_BEYOND_RETRIES;
 pub(crate) use name::MessageName;

@@ -1123,3 +1123,57 @@ fn work_stops_when_the_command_cannot_be_started() {
     assert_eq!(v["count"], 1, "{v}");
     assert_eq!(v["messages"][0]["failed"], 0, "{v}");
 }
+
+/// The head and `seq` checked against the queue's directory: a head rewritten past the shards
+/// that hold messages (by hand, or by another user where the mailbox's mode lets them) hides
+/// none of them from `recv`, `wait-empty` or `work --until-empty`.
+#[test]
+fn a_head_rewritten_past_older_shards_hides_none_of_their_messages() {
+    let t = TestDir::new();
+    for mailbox in ["B", "W"] {
+        post(&t, mailbox, "a");
+        post(&t, mailbox, "b");
+        // The head past both, still before the shard posts go to (a `seq` of 299: shard 300).
+        t.write(&format!("{mailbox}/seq"), "299\n");
+        t.write(&format!("{mailbox}/head"), "00000000000000000300\n");
+    }
+    t.fsync(["msg", "wait-empty", "-n", "B"]).run().code(75);
+    assert_eq!(drain_text(&t, "B"), ["a", "b"]);
+    t.fsync(["msg", "wait-empty", "-n", "B"]).run().code(0);
+    let out = t
+        .fsync(["msg", "work", "--until-empty", "W", "--", "sh", "-c"])
+        .arg(format!("cat >> {}", t.arg("ran")))
+        .run();
+    out.code(0);
+    assert_eq!(t.read("ran"), "ab");
+    t.fsync(["msg", "wait-empty", "-n", "W"]).run().code(0);
+}
+
+/// A `seq` rewritten back behind queued messages: a receive still finds them (past the shard
+/// posts would go to), and the next post is numbered after them, not among them.
+#[test]
+fn a_seq_rewritten_back_behind_queued_messages_hides_none_and_renumbers_nothing() {
+    let t = TestDir::new();
+    post(&t, "B", "a");
+    t.write("B/seq", "199\n");
+    post(&t, "B", "c"); // number 200, in shard 200
+    t.write("B/seq", "5\n");
+    t.write("B/head", "00000000000000000000\n"); // a head as good as any: the walk's
+    assert_eq!(recv_now(&t, "B").as_deref(), Some(&b"a"[..]));
+    t.fsync(["msg", "wait-empty", "-n", "B"]).run().code(75);
+    assert_eq!(recv_now(&t, "B").as_deref(), Some(&b"c"[..]));
+    post(&t, "B", "d");
+    let queued = list(&t, "B");
+    let name = queued["messages"][0]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("00000000000000000201."), "{queued}");
+    assert_eq!(drain_text(&t, "B"), ["d"]);
+    // Rewritten back within the shard posts go to, with a head to rebuild: raised all the same.
+    post(&t, "B", "e"); // number 202
+    t.write("B/seq", "200\n");
+    std::fs::remove_file(t.join("B/head")).unwrap();
+    assert_eq!(recv_now(&t, "B").as_deref(), Some(&b"e"[..]));
+    post(&t, "B", "f");
+    let queued = list(&t, "B");
+    let name = queued["messages"][0]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("00000000000000000203."), "{queued}");
+}

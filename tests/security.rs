@@ -2669,3 +2669,237 @@ fn mutex_when_does_not_evaluate_for_a_fence_file_another_user_rewrites() {
     );
     h.assert_victim_untouched();
 }
+
+// Registrations another user cannot lock first: a receiver's `recv/.tmp-RID` and a group
+// member's `members/.tmp-NAME` exist, unlocked, for the moment between their creation and
+// their owner's lock. Another user who could open one then (its final mode lets them read it)
+// would take a shared lock, and its owner's exclusive one would fail (exit 71). The race is
+// made to go the attacker's way every time, not by chance: both run on one CPU, root's fsync
+// at idle priority, so that the attacker, woken by inotify as the file is made, runs at once.
+
+/// How many times root registers while `nobody` grabs at each new registration.
+const REGISTRATIONS: usize = 200;
+
+/// The first CPU this process may run on.
+fn a_cpu() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = (status.lines())
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    list.split([',', '-']).next().unwrap().to_string()
+}
+
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn another_user_locking_each_new_registration_never_makes_a_receiver_or_member_fail() {
+    let h = Hostile::new();
+    require("python3", "python3");
+    require("chrt", "util-linux");
+    // nobody made the mailbox, open to all (its registrations are then readable by all); root
+    // makes the group, whose registrations are 0644.
+    h.nobody(["sh", "-c", "umask 0; exec \"$0\" msg recv -n shared/B"])
+        .arg(fsync_bin())
+        .run()
+        .code(75);
+    h.fsync(["group", "join", "shared/G", "--", "true"])
+        .run()
+        .code(0);
+    let cpu = a_cpu();
+    let racer = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/racer.py");
+    let (stop, recv, members) = (
+        h.t.arg("stop"),
+        h.t.arg("shared/B/recv"),
+        h.t.arg("shared/G/members"),
+    );
+    let mut grabbing = h
+        .nobody(["taskset", "-c", &cpu, "python3", racer.to_str().unwrap()])
+        .args(["grab", "600", &stop, &recv, &members])
+        .start();
+    grabbing.expect("racing");
+    // root's fsync, preempted by the attacker whenever it is woken.
+    let root = |args: &[&str]| {
+        h.t.cmd("taskset")
+            .args(["-c", &cpu, "chrt", "--idle", "0"])
+            .arg(fsync_bin())
+            .args(args)
+            .run_in(&h)
+    };
+    let mut failed = Vec::new();
+    for n in 0..REGISTRATIONS {
+        let out = root(&["msg", "recv", "-n", "shared/B"]);
+        if out.status.code() != Some(75) {
+            failed.push(format!("recv {n}: {:?} {}", out.status, out.stderr));
+        }
+        let out = root(&["group", "join", "shared/G", "--", "true"]);
+        if out.status.code() != Some(0) {
+            failed.push(format!("join {n}: {:?} {}", out.status, out.stderr));
+        }
+    }
+    h.t.write("stop", "");
+    let out = grabbing.finish();
+    assert!(
+        out.stdout.contains("rounds "),
+        "the racer failed:\n{}{}",
+        out.stdout,
+        out.stderr
+    );
+    let said = out.stdout.lines().next().unwrap_or_default().to_string();
+    assert!(
+        failed.is_empty(),
+        "{} of {} registrations failed while nobody grabbed them (the racer: {said}):\n{}",
+        failed.len(),
+        2 * REGISTRATIONS,
+        failed.join("\n")
+    );
+    // The attacker saw every registration being made: the race was run.
+    assert!(
+        said.starts_with(&format!("seen {}", 2 * REGISTRATIONS)),
+        "the racer: {said}"
+    );
+}
+
+/// Another user who may write a mailbox's directory (they made it, open to all) replaces its
+/// `head` and `seq` with their own, past root's messages: root's receives still take them, in
+/// order, and `wait-empty` does not call the mailbox empty meanwhile.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_head_another_user_rewrote_past_roots_messages_hides_none_of_them() {
+    let h = Hostile::new();
+    h.nobody(["sh", "-c", "umask 0; exec \"$0\" msg recv -n shared/B"])
+        .arg(fsync_bin())
+        .run()
+        .code(75);
+    for data in ["a", "b"] {
+        h.fsync(["msg", "post", "shared/B", "--data", data])
+            .run_in(&h)
+            .code(0);
+    }
+    h.as_nobody([
+        "sh",
+        "-c",
+        "cd shared/B && printf '299\\n' > s && mv s seq && \
+         printf '00000000000000000300\\n' > h && mv h head",
+    ]);
+    h.fsync(["msg", "wait-empty", "-n", "shared/B"])
+        .run_in(&h)
+        .code(75);
+    for data in ["a", "b"] {
+        h.fsync(["msg", "recv", "-n", "shared/B"])
+            .run_in(&h)
+            .code(0)
+            .stdout(data);
+    }
+    h.fsync(["msg", "wait-empty", "-n", "shared/B"])
+        .run_in(&h)
+        .code(0);
+}
+
+// Payloads their poster cannot change once claimed: another user's message file stays theirs
+// (they may write it, or kept a descriptor from posting). What root's receiver and its job
+// read is what it held when claimed, whatever they write to it, or how far they grow it,
+// after that.
+
+/// A mailbox `nobody` made, open to all, holding one message of theirs: `payload`.
+fn nobodys_message(h: &Hostile, payload: &str) {
+    h.t.write("payload", payload);
+    chmod(&h.t.join("payload"), 0o644);
+    h.nobody([
+        "sh",
+        "-c",
+        "umask 0; exec \"$0\" msg post shared/B < payload",
+    ])
+    .arg(fsync_bin())
+    .run()
+    .code(0);
+}
+
+/// `nobody` runs `sh -c SCRIPT` on each claimed message file of `shared/B` (`$1`).
+#[track_caller]
+fn nobody_on_claimed(h: &Hostile, script: &str) {
+    let each = format!(
+        "for f in shared/B/claimed/*; do [ -f \"$f\" ] || exit 9; set -- \"$f\"; {script}; done"
+    );
+    h.as_nobody(["sh", "-c", &each]);
+}
+
+/// Root's job on `shared/B`'s message: it says `started`, waits for a line on the FIFO
+/// `go`, then runs `then` on its standard input (the payload).
+fn roots_job(h: &Hostile, then: &str) -> crate::harness::Holder {
+    let go = h.t.arg("go");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&go)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let job = format!("echo started; read line < {go}; {then}");
+    let mut job = h
+        .fsync(["msg", "recv", "shared/B", "--", "sh", "-c", &job])
+        .start();
+    job.expect("started");
+    job
+}
+
+/// Let root's job go on (the FIFO's reader is waiting for it).
+fn go(h: &Hostile) {
+    std::fs::write(h.t.join("go"), "go\n").unwrap();
+}
+
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_payload_its_poster_rewrites_while_the_job_runs_reaches_the_job_as_posted() {
+    let h = Hostile::new();
+    nobodys_message(&h, "posted");
+    let job = roots_job(&h, "cat");
+    nobody_on_claimed(&h, "printf 'REWRITTEN, and longer than it was' > \"$1\"");
+    go(&h);
+    let out = job.finish();
+    out.code(0);
+    assert_eq!(
+        out.stdout, "posted\n",
+        "the job read what nobody wrote after the post"
+    );
+    assert_eq!(entries(&h.t.join("shared/B/claimed")), 0);
+}
+
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_payload_its_poster_grows_while_the_job_runs_reaches_the_job_at_its_size() {
+    let h = Hostile::new();
+    nobodys_message(&h, "x");
+    let job = roots_job(&h, "wc -c");
+    nobody_on_claimed(&h, "truncate -s 200M \"$1\"");
+    go(&h);
+    let out = job.finish();
+    out.code(0);
+    assert_eq!(out.stdout.split_whitespace().collect::<Vec<_>>(), ["1"]);
+    assert_eq!(entries(&h.t.join("shared/B/claimed")), 0);
+}
+
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_payload_its_poster_grows_while_it_is_written_out_is_written_out_as_posted() {
+    use std::io::{BufRead, Read};
+    let h = Hostile::new();
+    // Far more than a pipe holds: with its first line read, the receiver has written out at
+    // most a pipe's worth more, and is still at it (the claim is there).
+    let payload: String = (0..100_000).map(|n| format!("line {n:06}\n")).collect();
+    nobodys_message(&h, &payload);
+    let out = h.t.arg("out");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let recv = h.t.sh("exec \"$FSYNC\" msg recv shared/B > out").start();
+    let mut reading = std::io::BufReader::new(std::fs::File::open(&out).unwrap());
+    let mut got = String::new();
+    reading.read_line(&mut got).unwrap();
+    assert_eq!(got, "line 000000\n");
+    nobody_on_claimed(&h, "truncate -s 20M \"$1\"");
+    reading.read_to_string(&mut got).unwrap();
+    recv.finish().code(0);
+    assert_eq!(got.len(), payload.len(), "not the payload posted");
+    assert!(got == payload, "not the payload posted");
+    assert_eq!(entries(&h.t.join("shared/B/claimed")), 0);
+}

@@ -162,8 +162,9 @@ pub(super) fn try_claim(
             }
             first += SHARD;
         }
-        // Empty: unless an fsync from before shards posted into the queue's directory.
-        if !rebuilt && l.has_unsharded() {
+        // Empty: unless the head or `seq` was rewritten past messages, or an fsync from
+        // before shards posted into the queue's directory.
+        if !rebuilt && l.out_of_place(ends) {
             wait::acquired!(l.rebuild(poll, l.deadline)?);
             rebuilt = true;
             continue;
@@ -249,6 +250,19 @@ fn claim_in(
         let parsed = MessageName {
             sync: false,
             ..parsed
+        };
+        // What the receiver and its job read: what it held when claimed, whoever can write it.
+        let snapshot = payload::snapshot(file, &meta)
+            .map_err(|e| Error::io(&l.claimed.join(&claimed), "cannot read message", e))?;
+        let Some(file) = snapshot else {
+            l.bury(&claimed, &parsed.render())?;
+            skipped(Skipped {
+                name,
+                reason: "changed while being received (written to after it was posted): moved \
+                         to the dead letters"
+                    .to_string(),
+            });
+            continue;
         };
         return Ok(Some((file, claimed, parsed)));
     }

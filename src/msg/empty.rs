@@ -90,7 +90,9 @@ impl Layout {
         let seq = wait::acquired!(self.lock_seq(Mode::Shared, poll, self.deadline)?);
         let (ends, last) = self.ends_under(&seq)?;
         let ends = ends.unwrap_or(queue::Ends { head: 0, last });
-        let mut busy = self.has_unsharded();
+        // Messages a walk from the head cannot reach (a head or `seq` rewritten) count: the
+        // next receive rebuilds the head and takes them.
+        let mut busy = self.out_of_place(ends);
         let mut first = ends.head;
         let mut missing = 0;
         while !busy && first <= ends.newest() {

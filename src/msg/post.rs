@@ -125,13 +125,9 @@ fn with_seq<T>(
 ) -> Result<Outcome<T>> {
     let file = wait::acquired!(l.lock_seq(Mode::Exclusive, poll, deadline)?);
     let next = l.last_seq(&file)? + 1;
-    let text = format!("{next}\n");
     // Durable before the message it numbers can be: a number a power cut took back would be
     // handed out again, and the posts after it would jump ahead of older messages.
-    file.write_all_at(text.as_bytes(), 0)
-        .and_then(|()| file.set_len(text.len() as u64))
-        .and_then(|()| file.sync_data())
-        .map_err(|e| l.unwritable("seq", e))?;
+    l.write_seq(&file, next)?;
     if next == 1 {
         // The first number: `seq`'s entry (made by whoever opened it first) is durable only
         // once the mailbox's directory is, and the mailbox (with `q`, `tmp`... made before

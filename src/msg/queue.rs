@@ -231,15 +231,31 @@ impl Layout {
     }
 
     /// Rebuild the head from the directory (under the exclusive lock on `seq`): after a crash
-    /// that tore it, for a mailbox written by an fsync before shards (its messages are moved
-    /// into their shards, in order), and for messages such an fsync posted since.
+    /// that tore it, for a head or `seq` rewritten ([`out_of_place`](Self::out_of_place)),
+    /// for a mailbox written by an fsync before shards (its messages are moved into their
+    /// shards, in order), and for messages such an fsync posted since. The head goes to the
+    /// oldest shard there is; `seq` up to the newest message of the shards past the one posts
+    /// go to, if any (so that posts are numbered after them, and walks reach them).
     pub(super) fn rebuild(&self, poll: Duration, deadline: Deadline) -> Result<Outcome<()>> {
         let seq = wait::acquired!(self.lock_seq(Mode::Exclusive, poll, deadline)?);
-        let last = self.last_seq(&seq)?;
+        let mut last = self.last_seq(&seq)?;
         let entries = self
             .q
             .entries()
             .map_err(|e| pfs::explain_open_error(self.q.path(), "cannot list queue", e))?;
+        // The shards that may hold a number past `last`: the one posts go to, and any after.
+        let newest = shard_of(last + 1);
+        for first in entries.iter().filter_map(|(name, _)| parse_shard(name)) {
+            if first >= newest
+                && let Ok(Some(shard)) = self.shard(first, false)
+            {
+                let names = queued_names(&shard)?.0;
+                last = names.iter().map(|(_, n)| n.seq).fold(last, u64::max);
+            }
+        }
+        if last > self.last_seq(&seq)? {
+            self.write_seq(&seq, last)?;
+        }
         let mut head = shard_of(last + 1);
         for (name, kind) in &entries {
             if let Some(first) = parse_shard(name) {
@@ -268,14 +284,34 @@ impl Layout {
         Ok(Outcome::Acquired(()))
     }
 
-    /// Whether the queue's directory holds messages of the layout before shards (an older
-    /// fsync's posts): then [`rebuild`](Self::rebuild) moves them. Asked when the queue looks
-    /// empty, when the directory holds one shard or a few.
-    pub(super) fn has_unsharded(&self) -> bool {
-        self.q.entries().is_ok_and(|entries| {
-            (entries.iter()).any(|(name, kind)| {
-                MessageName::parse(name).is_some() && self.unsharded(name, *kind)
-            })
+    /// Write `n` as the last sequence number into `seq`, locked exclusively by us: durably,
+    /// before anything it numbers is (a number a power cut took back would be handed out
+    /// again, and the posts after it would jump ahead of older messages).
+    pub(super) fn write_seq(&self, seq: &File, n: u64) -> Result<()> {
+        let text = format!("{n}\n");
+        seq.write_all_at(text.as_bytes(), 0)
+            .and_then(|()| seq.set_len(text.len() as u64))
+            .and_then(|()| seq.sync_data())
+            .map_err(|e| self.unwritable("seq", e))
+    }
+
+    /// Whether the queue's directory, listed once, holds what a walk between `ends` cannot
+    /// see: a shard before the head or past the one posts go to that holds a message (a head
+    /// or `seq` rewritten: fsync never leaves one there, a crash included), or messages of the
+    /// layout before shards (an older fsync's posts). Then [`rebuild`](Self::rebuild) it.
+    /// Asked when a walk from the head found nothing, when the directory holds one shard or a
+    /// few (each past the head but the one posts go to is removed as it empties).
+    pub(super) fn out_of_place(&self, ends: Ends) -> bool {
+        let Ok(entries) = self.q.entries() else {
+            return false;
+        };
+        (entries.iter()).any(|(name, kind)| match parse_shard(name) {
+            Some(first) if first < ends.head || first > ends.newest() => {
+                matches!(self.shard(first, false), Ok(Some(shard))
+                    if queued_names(&shard).is_ok_and(|(names, _)| !names.is_empty()))
+            }
+            Some(_) => false,
+            None => MessageName::parse(name).is_some() && self.unsharded(name, *kind),
         })
     }
 

@@ -635,6 +635,24 @@ pub(crate) fn set_mode(file: &File, mode: u32) {
     let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
 }
 
+/// A copy of the first `len` bytes of `file`, read from its start (fewer if it ends first), in
+/// an anonymous file in memory (`memfd_create(2)`) that nobody can change, not even through the
+/// copy: sealed against writes, growth and shrinking (`F_SEAL_*`), and against new seals. The
+/// copy is read from its start; with it, how many bytes it holds.
+pub(crate) fn sealed_copy(file: &File, len: u64) -> io::Result<(File, u64)> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    use std::io::{Read, Seek};
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    let mut copy = File::from(rustix::fs::memfd_create("fsync-payload", flags)?);
+    let mut from = file.try_clone()?;
+    from.rewind()?;
+    let copied = io::copy(&mut from.take(len), &mut copy)?;
+    let seals = SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL;
+    rustix::fs::fcntl_add_seals(&copy, seals)?;
+    copy.rewind()?;
+    Ok((copy, copied))
+}
+
 /// `unlink(2)`, retried on `EINTR`.
 pub(crate) fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
     super::retrying(|| std::fs::remove_file(path.as_ref()))
