@@ -23,8 +23,9 @@ digits. So `delayed/00001767225600000000/` holds the messages due in the first m
 - **Promoting** (each receive, before it looks at the queue): list `delayed`, then in order
   each bucket whose minute has begun (`BUCKET <= now`): move its entries with `DUE <= now` to
   the queue as a returned message goes (to its shard, under the exclusive lock on `seq`,
-  lowering the head to it first, keeping `NAME`), then remove the bucket (`rmdir`: it stays if
-  anything is left in it). Stop at the first bucket whose minute has not begun: none of its
+  lowering the head to it first, keeping `NAME`), then, once its minute has ended, remove the
+  bucket (`rmdir`: it stays if anything is left in it; the bucket of the current minute stays
+  until it ends, since messages held back now go into it). Stop at the first bucket whose minute has not begun: none of its
   messages is due. Only regular files with one link are moved; anything else in a bucket stays,
   passed over, and so does an entry of `delayed` that is not a directory named as a bucket.
 - **Waiting**: a receiver with nothing to take sleeps until the earliest `DUE` left in the
@@ -159,8 +160,11 @@ impl Layout {
             };
             self.promote_bucket(&bucket, entries, now, poll, &mut pending)?;
             // It stays if anything is left in it (a message due later, what fsync never
-            // makes, a message put there since): then a waiter watches it.
-            if self.delayed.rmdir(&bucket_name(first)).is_err() {
+            // makes, a message put there since), and while its minute lasts: a failed job
+            // held back now goes into it, and removing it under that job's receiver at each
+            // of its tries (woken by its `mkdir`) could outlast them. A waiter watches it.
+            let ended = first.saturating_add(SPAN) <= now;
+            if !ended || self.delayed.rmdir(&bucket_name(first)).is_err() {
                 pending.begun.push(first);
             }
         }

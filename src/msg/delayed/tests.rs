@@ -290,18 +290,38 @@ fn a_post_into_a_begun_bucket_wakes_a_receiver_waiting_for_a_later_one() {
     );
 }
 
-/// A bucket emptied by its receive goes; a bucket of a later minute that holds no message
-/// (its poster died before the rename) keeps nobody waiting for an empty mailbox.
+/// A bucket emptied by a receive stays while its minute lasts (a job held back now goes into
+/// it: removing it under that job's receiver, woken by its `mkdir`, made the receiver's tries
+/// run out under load), and goes at a receive after; a bucket of a later minute that holds no
+/// message (its poster died before the rename) keeps nobody waiting for an empty mailbox.
 #[test]
 fn an_emptied_bucket_goes_and_an_empty_one_is_not_work_left() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("b");
     let b = Mailbox::new(&path);
     let _ = post_later(&b, Duration::from_millis(100), "soon");
-    assert_eq!(held(&path).len(), 1);
+    let its = held(&path);
+    assert_eq!(its.len(), 1);
     let got = b.recv(Some(Duration::from_secs(20))).unwrap().map(text);
     assert_eq!(got.as_deref(), Some("soon"));
-    assert_eq!(listing(&path.join("delayed")), Vec::<String>::new());
+    let delayed = path.join("delayed");
+    let now = bucket_of(procinfo::now_micros());
+    if its[0].0 == bucket_name(now) {
+        // (Unless the minute turned meanwhile: then the receive may have removed it.)
+        assert_eq!(listing(&delayed), [its[0].0.clone()], "its minute lasts");
+    }
+    for left in listing(&delayed) {
+        assert!(
+            left >= bucket_name(now),
+            "{left}: its minute ended, yet it stays"
+        );
+        assert_eq!(listing(&delayed.join(&left)), Vec::<String>::new());
+    }
+    // One whose minute has ended goes at the next receive.
+    let ended = bucket_name(now - SPAN);
+    std::fs::create_dir(delayed.join(&ended)).unwrap();
+    assert!(b.recv(Some(Duration::ZERO)).unwrap().is_none());
+    assert!(!listing(&delayed).contains(&ended));
 
     let future = bucket_of(procinfo::now_micros()) + 60 * SPAN;
     std::fs::create_dir(path.join("delayed").join(bucket_name(future))).unwrap();
