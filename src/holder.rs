@@ -532,12 +532,18 @@ impl Registration {
         })
     }
 
-    /// Keep the registration as a spare (a free `.spare-K` links to it), then unlink it.
+    /// Keep the registration as a spare (renamed to a free `.spare-K`: no new inode or link,
+    /// which a full file system may refuse), or unlink it.
     fn unlink_keeping_spare(&self) {
-        if self.spares {
-            let _ = (0..SPARES).find(|k| self.dir.link(&self.name, &format!(".spare-{k}")).is_ok());
+        let kept = self.spares
+            && (0..SPARES).any(|k| {
+                self.dir
+                    .rename_new(&self.name, &format!(".spare-{k}"))
+                    .is_ok()
+            });
+        if !kept {
+            let _ = self.dir.unlink_any(&self.name);
         }
-        let _ = self.dir.unlink_any(&self.name);
     }
 
     /// Replace the content (the owner is the only writer).

@@ -389,6 +389,7 @@ fn a_full_file_system_is_drained() {
     let _mounted = Mounted(mnt.clone());
     let fill = mnt.join("fill");
     std::fs::File::create(&fill).unwrap();
+    std::fs::File::create(mnt.join("fill-2")).unwrap(); // its inode for the link below
     let b = mnt.join("B");
     let mut posted = 0;
     loop {
@@ -405,6 +406,10 @@ fn a_full_file_system_is_drained() {
         assert!(posted < 100, "tmpfs took more than 48 inodes");
     }
     assert!(posted > 10, "{posted} posted");
+    // A second name for the first post's spare registration (the inode of `fill-2`).
+    std::fs::remove_file(mnt.join("fill-2")).unwrap();
+    let second = b.join("recv/.spare-1");
+    std::fs::hard_link(b.join("recv/.spare-0"), &second).unwrap();
     // Every block left goes to `fill`.
     let zeros = vec![0u8; 4096];
     let mut f = std::fs::OpenOptions::new()
@@ -412,6 +417,26 @@ fn a_full_file_system_is_drained() {
         .open(&fill)
         .unwrap();
     while std::io::Write::write_all(&mut f, &zeros).is_ok() {}
+    let st = nix::sys::statvfs::statvfs(&mnt).unwrap();
+    assert_eq!((st.blocks_available(), st.files_available()), (0, 0));
+    // A spare is taken only if no other name reaches it (another user's link to a file of
+    // theirs); then, with no spare, `recv` and a pool's last worker say why (74).
+    let no_room = |out: &crate::harness::Output| {
+        out.code(74);
+        assert!(out.stderr.contains("no space left"), "{}", out.stderr);
+    };
+    no_room(&t.fsync(["msg", "recv", "-n"]).arg(&b).run());
+    let work = |j: &str| {
+        t.fsync(["msg", "work", "-j", j, "--until-empty"])
+            .arg(&b)
+            .args(["--", "true"])
+            .run()
+    };
+    no_room(&work("1"));
+    no_room(&work("2"));
+    // The second name goes, and a file takes the room it left.
+    std::fs::remove_file(&second).unwrap();
+    std::fs::File::create(mnt.join("fill-2")).unwrap();
     let st = nix::sys::statvfs::statvfs(&mnt).unwrap();
     assert_eq!((st.blocks_available(), st.files_available()), (0, 0));
     let out = t.path().join("ran");

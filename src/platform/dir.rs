@@ -530,6 +530,26 @@ impl Dir {
         Ok((self.checked_stat(name, file)?.0, new))
     }
 
+    /// Rename `from` to `to` in this directory unless `to` exists (`EEXIST` then): without a
+    /// new inode or link, where the file system can (`renameat2`'s `RENAME_NOREPLACE`);
+    /// elsewhere as a link and an unlink.
+    pub(crate) fn rename_new(&self, from: &str, to: &str) -> io::Result<()> {
+        let renamed = fcntl::renameat2(
+            self.raw(),
+            from,
+            self.raw(),
+            to,
+            fcntl::RenameFlags::RENAME_NOREPLACE,
+        );
+        match renamed {
+            Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOSYS) => {
+                self.link(from, to)?;
+                self.unlink_any(from)
+            }
+            other => other.map_err(io::Error::from),
+        }
+    }
+
     /// Make the directory's entries durable (`fsync(2)` of the directory).
     pub(crate) fn sync(&self) -> io::Result<()> {
         unistd::fsync(self.fd.as_raw_fd()).map_err(io::Error::from)
