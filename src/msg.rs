@@ -74,8 +74,9 @@ dead receiver look alive), rename it to `recv/RID` (so a visible registration is
 its receiver lives). Where no file can be made (the file system is full: `ENOSPC`, `EDQUOT`)
 it takes a spare instead: `recv/.spare-K` (`K` 0 to 3), one of the receiver's own (its owner,
 one link) that nobody holds, locked exclusively, then renamed to `recv/.tmp-RID`. A receiver
-letting its registration go links it as the first free `.spare-K` before it unlinks it (still
-locked); the post that makes a mailbox's first shard makes `head` and `.spare-0`. So receiving,
+letting its registration go renames it, still locked, to the first `.spare-K` that does not
+exist (`renameat2` with `RENAME_NOREPLACE`; a link and an unlink where the file system has no
+such rename), or unlinks it if all four do; the post that makes a mailbox's first shard makes `head` and `.spare-0`. So receiving,
 running and acknowledging need no new inode or block: a full file system can be drained.
 Then remove the registrations of dead receivers (a receiver killed by SIGKILL leaves
 its own): each `recv/R` that a non-blocking exclusive lock gets (nobody holds it), if `recv/R`
