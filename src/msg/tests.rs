@@ -583,7 +583,10 @@ fn wait_empty_never_says_empty_while_a_message_moves_from_the_queue_to_a_receive
     let looks = std::thread::scope(|s| {
         s.spawn(|| {
             for _ in 0..300 {
-                let r = b.recv(Some(Duration::from_secs(10))).unwrap().expect("in flight");
+                let r = b
+                    .recv(Some(Duration::from_secs(10)))
+                    .unwrap()
+                    .expect("in flight");
                 let _ = b.post(&mut &b"next"[..]).unwrap();
                 r.finish().unwrap();
             }
