@@ -88,8 +88,7 @@ pub(super) fn post(
 /// Make directory `d`'s entries durable (`fsync` of the directory): a rename, create or unlink
 /// in it survives a power cut only then.
 pub(crate) fn flush(d: &Dir) -> Result<()> {
-    File::open(d.pinned())
-        .and_then(|f| f.sync_all())
+    d.sync()
         .map_err(|e| Error::io(d.path(), "cannot flush directory", e))
 }
 
@@ -134,10 +133,8 @@ fn with_seq<T>(
         // this) once its parent is; without them a power cut could take back the mailbox, or
         // `seq` with the numbers it handed out.
         flush(&l.top)?;
-        let parent = File::open(l.top.pinned().join(".."))
-            .and_then(|f| f.sync_all())
-            .map_err(|e| Error::io(&l.top.join(".."), "cannot flush directory", e));
-        parent?;
+        (l.top.sync_parent())
+            .map_err(|e| Error::io(&l.top.join(".."), "cannot flush directory", e))?;
     }
     f(next) // the lock goes with `file`
 }

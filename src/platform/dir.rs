@@ -555,6 +555,13 @@ impl Dir {
         unistd::fsync(self.fd.as_raw_fd()).map_err(io::Error::from)
     }
 
+    /// Make this directory's own entry durable: `fsync(2)` of its parent, reached as `..` from
+    /// this descriptor (the directory it is in now, whatever its path names).
+    pub(crate) fn sync_parent(&self) -> io::Result<()> {
+        let parent = open(Some(self), "..", DIR_FLAGS, Mode::empty())?;
+        Dir::own(parent, Path::new("")).sync()
+    }
+
     /// Create `name` exclusively (mode less the umask), for writing.
     pub(crate) fn create_new(&self, name: &str, mode: u32) -> io::Result<File> {
         self.openat(
