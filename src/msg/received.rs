@@ -182,6 +182,7 @@ impl Received {
                 e,
             )
         })?;
+        // One flush commits both on a journalling file system; the second finds nothing left.
         if let Some(record) = record {
             flush(&record)?;
         }

@@ -10,10 +10,12 @@
 //! separated by one space: `OUTCOME` `exit:0` (it succeeded) or `cancelled`; `ATTEMPT` the
 //! delivery it was (0: cancelled before any); `HOST` and `PID` the receiver's (or the
 //! canceller's), as in `UNIQ`; `STARTED` when that delivery began and `ENDED` when it ended, in
-//! microseconds since the epoch. It is written (a new file, `fdatasync`ed) before the claim is
-//! removed, and its directory flushed with `claimed`: a crash leaves the record of a job that
-//! is then delivered again (the later state wins, since a lookup looks in the queue and
-//! `claimed` first), never a success without one. A record is kept while its shard is younger
+//! microseconds since the epoch. It is written (a new file) before the claim is removed, and
+//! its directory flushed before `claimed`: a crash leaves the record of a job that is then
+//! delivered again (the later state wins, since a lookup looks in the queue and `claimed`
+//! first), never a success without one. A cancellation's line is `fdatasync`ed before the
+//! claim goes; a success's need not be: a record whose line does not parse (lost in a crash)
+//! reads as a success, with nothing known of it but when its file was written. A record is kept while its shard is younger
 //! than the receiver's [`keep`](Mailbox::keep) ([`DEFAULT_KEEP`]): a receiver that makes a new
 //! shard removes the shards (and their job output) not written to for longer. A record is read
 //! as a record, never an instruction: a line that does not parse says only "finished".
@@ -241,8 +243,14 @@ impl Layout {
         let file = created.map_err(|e| Error::io(&shard.join(&name), "cannot record job", e))?;
         (&file)
             .write_all(finished.render().as_bytes())
-            .and_then(|()| file.sync_data())
             .map_err(|e| Error::io(&shard.join(&name), "cannot record job", e))?;
+        // A success's line need not survive a power cut: its file does (the caller flushes
+        // the shard), and a record that does not parse reads as a success. A cancellation's
+        // must, or it would read as one.
+        if finished.how != Finish::Succeeded {
+            (file.sync_data())
+                .map_err(|e| Error::io(&shard.join(&name), "cannot record job", e))?;
+        }
         if made_done {
             flush(&self.top)?;
         }
