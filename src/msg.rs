@@ -123,6 +123,12 @@ reported. `tests/crash_states.rs` checks every crash state of each step.
 lost with its job) adds a line to `B/attempts/SEQ`, before the message moves on; a success
 removes it, a dead letter keeps it (`src/msg/history.rs`).
 
+**Jobs by id** (`src/msg/status.rs`): a success or a cancellation leaves a record,
+`B/done/SHARD/SEQ`, written before the claim is removed and kept for the receiver's
+[`keep`](Mailbox::keep); a cancel request is a file `B/cancel/SEQ`, which the job's worker, or
+the next receiver to claim the message, acts on. A lookup by id reads the one shard the id
+belongs to, `claimed`, the delayed buckets, the dead letters and the record, never the queue.
+
 **send** (synchronous): the sender creates and locks `senders/.tmp-UNIQ`, renames it to
 `senders/UNIQ`, posts the message as `STEM.sync` (`STEM` is `NAME` without `KIND`), and waits
 (change notification on `q` and `claimed`) until neither `q/SHARD/STEM.sync` nor `claimed/STEM.sync~*` exists:

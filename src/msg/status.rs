@@ -263,97 +263,7 @@ impl Layout {
 
     /// Where message `id` is (module docs): its status.
     fn find(&self, id: u64, poll: Duration) -> Result<Status> {
-        // Under the shared lock messages move only forwards, so the look order sees every
-        // message that is anywhere all along. A lock held for long is another user's doing:
-        // the look goes on without it (a message moving back meanwhile may be missed).
-        let deadline = Deadline::after(Some(Duration::from_secs(1)));
-        let seq = self.lock_seq(Mode::Shared, poll, deadline)?.acquired();
-        if let Some(seq) = &seq
-            && (id == 0 || id > self.last_seq(seq)?)
-        {
-            return Ok(Status::Unknown);
-        }
-        let matching = |names: Names| names.into_iter().find(|(_, n)| n.seq == id);
-        if let Some(shard) = self.shard(shard_of(id), false)?
-            && let Some((name, parsed)) = matching(queued_names(&shard)?.0)
-            && let Ok(st) = shard.stat(&name)
-        {
-            return Ok(Status::Queued {
-                since: time_of(st.st_mtime, st.st_mtime_nsec),
-                attempts: parsed.failed.saturating_add(parsed.lost),
-            });
-        }
-        for (entry, _) in (self.claimed.entries())
-            .map_err(|e| Error::io(self.claimed.path(), "cannot list", e))?
-        {
-            let Some((name, rid)) = entry.split_once('~') else {
-                continue;
-            };
-            let Some(parsed) = MessageName::parse(name).filter(|n| n.seq == id) else {
-                continue;
-            };
-            let Some(who) = Attempt::lost_with(0, rid) else {
-                continue;
-            };
-            let since = (self.claimed.stat(&entry)).map_or(SystemTime::now(), |st| {
-                time_of(st.st_ctime, st.st_ctime_nsec)
-            });
-            return Ok(Status::Running {
-                host: who.host,
-                pid: who.pid,
-                attempt: parsed.failed.saturating_add(parsed.lost).saturating_add(1),
-                since,
-            });
-        }
-        let mut delayed = None;
-        (self.any_delayed(|entry| {
-            delayed = delayed::parse_delayed(entry).filter(|(_, n)| n.seq == id);
-            delayed.is_some()
-        }))
-        .map_err(|e| Error::io(self.delayed.path(), "cannot list", e))?;
-        if let Some((due, name)) = delayed {
-            return Ok(Status::Delayed {
-                until: time(due),
-                failed: name.failed,
-                lost: name.lost,
-            });
-        }
-        if let Some(dead) = self.dead(false)?
-            && let Some((_, parsed)) = matching(queued_names(&dead)?.0)
-        {
-            return Ok(Status::Dead {
-                failed: parsed.failed,
-                lost: parsed.lost,
-            });
-        }
-        drop(seq);
-        Ok(self.finished(id)?.map_or(Status::Unknown, Status::Finished))
-    }
-
-    /// The record of finished job `id`, if kept. One that does not parse (a crash before its
-    /// line was on disk) says it finished, no more: it is read as a success.
-    fn finished(&self, id: u64) -> Result<Option<Finished>> {
-        let Some(done) = self.top.sub("done", false)? else {
-            return Ok(None);
-        };
-        let Some(shard) = done.sub(&shard_name(shard_of(id)), false)? else {
-            return Ok(None);
-        };
-        let name = record_name(id);
-        let Some((file, st)) = shard.open_stat(&name, false)? else {
-            return Ok(None);
-        };
-        let mut text = String::new();
-        let _ = file.take(MAX_RECORD).read_to_string(&mut text);
-        let at = time_of(st.st_mtime, st.st_mtime_nsec);
-        Ok(Some(Finished::parse(&text).unwrap_or(Finished {
-            how: Finish::Succeeded,
-            attempt: 0,
-            host: String::new(),
-            pid: 0,
-            started: at,
-            ended: at,
-        })))
+        find_in(&self.top, id, poll)
     }
 
     /// Whether a cancel request for `seq` exists.
@@ -388,6 +298,123 @@ impl Layout {
         self.forget_cancel(parsed.seq);
         Ok(())
     }
+}
+
+/// Where message `id` of the mailbox `top` is (module docs): its status. Reads only, and
+/// needs no write permission: whoever may read a mailbox may ask.
+fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
+    // Under the shared lock messages move only forwards, so the look order sees every
+    // message that is anywhere all along. A lock held for long is another user's doing: the
+    // look goes on without it (a message moving back meanwhile may be missed).
+    // `seq` opens only for those who may write the mailbox (module docs of [`super`]): a
+    // reader looks without the lock.
+    let seq = match top.open("seq", false) {
+        Ok(Some(seq)) => Some(seq),
+        Ok(None) => return Ok(Status::Unknown), // nothing was ever posted
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(seq) = &seq {
+        let spec = Wait {
+            deadline: Deadline::after(Some(Duration::from_secs(1))),
+            poll: pfs::fs_kind(seq).network.then_some(poll),
+            progress: None,
+        };
+        // Held until `seq` closes; a wait that timed out looks without it.
+        let _ = wait::flock(spec, |_| {}, seq, Mode::Shared, &top.join("seq"))?;
+        let last = queue::parse_seq(&queue::read_text(seq)).unwrap_or(u64::MAX);
+        if id > last {
+            return Ok(Status::Unknown);
+        }
+    }
+    if id == 0 {
+        return Ok(Status::Unknown);
+    }
+    let matching = |names: Names| names.into_iter().find(|(_, n)| n.seq == id);
+    if let Some(q) = top.sub("q", false)?
+        && let Some(shard) = q.sub(&shard_name(shard_of(id)), false)?
+        && let Some((name, parsed)) = matching(queued_names(&shard)?.0)
+        && let Ok(st) = shard.stat(&name)
+    {
+        return Ok(Status::Queued {
+            since: time_of(st.st_mtime, st.st_mtime_nsec),
+            attempts: parsed.failed.saturating_add(parsed.lost),
+        });
+    }
+    if let Some(claimed) = top.sub("claimed", false)? {
+        let entries =
+            (claimed.entries()).map_err(|e| Error::io(claimed.path(), "cannot list", e))?;
+        for (entry, _) in entries {
+            let Some((name, rid)) = entry.split_once('~') else {
+                continue;
+            };
+            let Some(parsed) = MessageName::parse(name).filter(|n| n.seq == id) else {
+                continue;
+            };
+            let Some(who) = Attempt::lost_with(0, rid) else {
+                continue;
+            };
+            let since = (claimed.stat(&entry)).map_or(SystemTime::now(), |st| {
+                time_of(st.st_ctime, st.st_ctime_nsec)
+            });
+            return Ok(Status::Running {
+                host: who.host,
+                pid: who.pid,
+                attempt: parsed.failed.saturating_add(parsed.lost).saturating_add(1),
+                since,
+            });
+        }
+    }
+    if let Some(delayed) = top.sub("delayed", false)? {
+        let mut found = None;
+        (delayed::any_delayed_in(&delayed, |entry| {
+            found = delayed::parse_delayed(entry).filter(|(_, n)| n.seq == id);
+            found.is_some()
+        }))
+        .map_err(|e| Error::io(delayed.path(), "cannot list", e))?;
+        if let Some((due, name)) = found {
+            return Ok(Status::Delayed {
+                until: time(due),
+                failed: name.failed,
+                lost: name.lost,
+            });
+        }
+    }
+    if let Some(dead) = top.sub("dead", false)?
+        && let Some((_, parsed)) = matching(queued_names(&dead)?.0)
+    {
+        return Ok(Status::Dead {
+            failed: parsed.failed,
+            lost: parsed.lost,
+        });
+    }
+    Ok(finished_in(top, id)?.map_or(Status::Unknown, Status::Finished))
+}
+
+/// The record of finished job `id`, if kept. One that does not parse (a crash before its
+/// line was on disk) says it finished, no more: it is read as a success.
+fn finished_in(top: &Dir, id: u64) -> Result<Option<Finished>> {
+    let Some(done) = top.sub("done", false)? else {
+        return Ok(None);
+    };
+    let Some(shard) = done.sub(&shard_name(shard_of(id)), false)? else {
+        return Ok(None);
+    };
+    let name = record_name(id);
+    let Some((file, st)) = shard.open_stat(&name, false)? else {
+        return Ok(None);
+    };
+    let mut text = String::new();
+    let _ = file.take(MAX_RECORD).read_to_string(&mut text);
+    let at = time_of(st.st_mtime, st.st_mtime_nsec);
+    Ok(Some(Finished::parse(&text).unwrap_or(Finished {
+        how: Finish::Succeeded,
+        attempt: 0,
+        host: String::new(),
+        pid: 0,
+        started: at,
+        ended: at,
+    })))
 }
 
 /// A cancelled job's record is kept this long at least: whoever cancelled it is told.
@@ -451,7 +478,7 @@ impl Mailbox {
     /// the places `id` can be, never the whole queue. Creates nothing; a path that is no
     /// mailbox is an error of kind [`ErrorKind::NotFound`].
     pub fn status(&self, id: u64) -> Result<Status> {
-        self.existing_layout()?.find(id, self.poll)
+        find_in(&*self.existing_top()?, id, self.poll)
     }
 
     /// Keep the records of finished jobs (succeeded or cancelled: [`Mailbox::status`]) this
@@ -472,21 +499,25 @@ impl Mailbox {
         timeout: Option<Duration>,
         progress: impl FnMut(Duration),
     ) -> Result<wait::Outcome<Vec<Status>>> {
-        let l = self.existing_layout()?;
+        let top = self.existing_top()?;
         let deadline = Deadline::after(timeout);
-        let watch = DirWatch::new(&l.claimed.pinned())
-            .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
-        let network = pfs::fs_kind_of_path(&l.claimed.pinned()).network;
+        // Every post makes `claimed`: a mailbox without it (made by hand, or a bus member's
+        // that nothing came to yet) is watched as a whole, and re-checked every poll.
+        let claimed = top.sub("claimed", false)?;
+        let watched = claimed.as_ref().map_or(&*top, |c| c);
+        let watch = DirWatch::new(&watched.pinned())
+            .map_err(|e| Error::io(watched.path(), "cannot watch", e))?;
+        let network = pfs::fs_kind_of_path(&watched.pinned()).network || claimed.is_none();
         let mut progress = progress;
         wait::watch_until(
             deadline,
             network.then_some(self.poll),
             &watch,
-            l.claimed.path(),
+            watched.path(),
             Some(&mut progress),
             || {
                 let all = (ids.iter())
-                    .map(|&id| l.find(id, self.poll))
+                    .map(|&id| find_in(&top, id, self.poll))
                     .collect::<Result<Vec<_>>>()?;
                 Ok(all.iter().all(Status::is_finished).then_some(all))
             },
