@@ -541,15 +541,18 @@ impl Mailbox {
     }
 
     /// Queue a message durably (see the module docs): `payload` is read to its end and written
-    /// to the mailbox, flushed, then made visible to receivers in one rename; returns its name.
+    /// to the mailbox, flushed, then made visible to receivers in one rename; returns its id
+    /// (the [`Received::id`] its receiver sees, what [`status`](Self::status),
+    /// [`wait_finished`](Self::wait_finished) and [`cancel`](Self::cancel) take).
     /// Waits only for the short lock that numbers messages; a cancellation signal (once the
     /// program has called [`install_cancel_handlers`](crate::wait::install_cancel_handlers))
     /// while reading the payload gives [`Outcome::Interrupted`] and queues nothing. Errors:
     /// [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the mailbox cannot be
     /// created or written, [`ErrorKind::Io`] if the file system is full,
     /// [`ErrorKind::Corrupt`] if its sequence file holds what fsync never writes.
-    pub fn post(&self, payload: &mut dyn Read) -> Result<Outcome<String>> {
-        self.post_from(payload, None)
+    pub fn post(&self, payload: &mut dyn Read) -> Result<Outcome<u64>> {
+        let posted = self.post_from(payload, None)?;
+        Ok(posted.map(|name| MessageName::parse(&name).map_or(0, |n| n.seq)))
     }
 
     /// Queue a message recording who sent it (the bus).

@@ -1042,6 +1042,13 @@ fn work_runs_n_jobs_at_once_each_once_and_stops_when_empty() {
     while running < 3 {
         running += usize::from(workers.stderr_line().contains(": running (attempt"));
     }
+    // Started, as each job says in the log (under load a job's first line can lag behind
+    // its worker's).
+    let log = t.join("log");
+    crate::harness::eventually("three jobs started", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.lines().filter(|l| l.starts_with("start")).count() == 3
+    });
     t.fsync(["event", "signal", "E"]).run().code(0);
     let out = workers.finish();
     out.code(3);

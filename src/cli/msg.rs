@@ -537,26 +537,24 @@ fn post(a: &PostArgs) -> VerbResult {
     }
     let place = a.mailbox.mailbox.display();
     let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));
-    let (name, pending) = match &a.key {
-        Some(key) => {
-            match Exit::unless_acquired(mailbox.post_keyed(&mut a.data.reader(), key)?, Exit::OK)? {
-                fsync::msg::Keyed::Queued(name) => (name, false),
-                fsync::msg::Keyed::Pending(name) => (name, true),
-                _ => return Ok(Exit::OK),
-            }
-        }
+    let reader = &mut a.data.reader();
+    let (id, pending) = match &a.key {
+        Some(key) => match Exit::unless_acquired(mailbox.post_keyed(reader, key)?, Exit::OK)? {
+            fsync::msg::Keyed::Queued(name) => (id(&name), false),
+            fsync::msg::Keyed::Pending(name) => (id(&name), true),
+            _ => return Ok(Exit::OK),
+        },
         None => (
-            Exit::unless_acquired(mailbox.post(&mut a.data.reader())?, Exit::OK)?,
+            Exit::unless_acquired(mailbox.post(reader)?, Exit::OK)?,
             false,
         ),
     };
-    print_id(a.quiet, id(&name))?;
+    print_id(a.quiet, id)?;
     report::say(a.verbose, || match (pending, &a.key) {
-        (true, Some(key)) => format!(
-            "not queued: message {} with key {key} is still pending in {place}",
-            id(&name)
-        ),
-        _ => format!("queued message {} in {place}", id(&name)),
+        (true, Some(key)) => {
+            format!("not queued: message {id} with key {key} is still pending in {place}")
+        }
+        _ => format!("queued message {id} in {place}"),
     });
     Ok(Exit::OK)
 }

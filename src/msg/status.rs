@@ -644,6 +644,50 @@ impl Layout {
 mod tests {
     use super::*;
 
+    fn cancelled(b: &Mailbox, id: u64) -> bool {
+        matches!(b.status(id).unwrap(), Status::Finished(f) if f.how == Finish::Cancelled)
+    }
+
+    /// A running job asked to stop: its worker sees the request and records it cancelled; one
+    /// that goes back to the queue before its worker saw it is recorded cancelled by the next
+    /// receiver, never delivered; the request goes with the record.
+    #[test]
+    fn a_job_asked_to_stop_is_cancelled_by_its_worker_or_the_next_receiver() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(dir.path().join("B"));
+        let post = |data: &[u8]| b.post(&mut &data[..]).unwrap().acquired().unwrap();
+        let (one, two) = (post(b"1"), post(b"2"));
+        assert_eq!((one, two), (1, 2));
+        let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert!(!got.cancel_requested());
+        assert_eq!(b.cancel(one).unwrap(), Cancel::Requested);
+        assert!(got.cancel_requested());
+        got.cancelled().unwrap();
+        assert!(cancelled(&b, one));
+        assert!(!dir.path().join("B/cancel/00000000000000000001").exists());
+
+        let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert_eq!(got.id(), two);
+        assert_eq!(b.cancel(two).unwrap(), Cancel::Requested);
+        drop(got); // back to the queue, the request unseen
+        assert!(matches!(b.status(two).unwrap(), Status::Queued { .. }));
+        assert!(b.recv(Some(Duration::ZERO)).unwrap().is_none());
+        assert!(cancelled(&b, two));
+        assert!(!dir.path().join("B/cancel/00000000000000000002").exists());
+        assert_eq!(b.cancel(two).unwrap(), Cancel::Finished);
+        assert_eq!(b.cancel(3).unwrap(), Cancel::Unknown);
+
+        // A job that succeeds while asked to stop: a success, the request gone with it.
+        let three = post(b"3");
+        let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert_eq!(b.cancel(three).unwrap(), Cancel::Requested);
+        got.finish().unwrap();
+        assert!(
+            matches!(b.status(three).unwrap(), Status::Finished(f) if f.how == Finish::Succeeded)
+        );
+        assert!(!dir.path().join("B/cancel/00000000000000000003").exists());
+    }
+
     #[test]
     fn a_record_reads_back_as_written_and_anything_else_is_passed_over() {
         let f = Finished {
