@@ -477,6 +477,20 @@ impl Mailbox {
     /// cancelled, for as long as records are [kept](Self::keep)), dead, or unknown. Looks at
     /// the places `id` can be, never the whole queue. Creates nothing; a path that is no
     /// mailbox is an error of kind [`ErrorKind::NotFound`].
+    ///
+    /// ```
+    /// use fsync::msg::{Finish, Status};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let jobs = fsync::Mailbox::new(dir.path().join("jobs"));
+    /// let id = jobs.post(&mut &b"rebuild index"[..])?.acquired().expect("posts never wait");
+    /// assert!(matches!(jobs.status(id)?, Status::Queued { .. }));
+    /// let job = jobs.recv(None)?.expect("queued");
+    /// assert!(matches!(jobs.status(id)?, Status::Running { attempt: 1, .. }));
+    /// job.finish()?;
+    /// assert!(matches!(jobs.status(id)?, Status::Finished(f) if f.how == Finish::Succeeded));
+    /// assert_eq!(jobs.status(id + 1)?, Status::Unknown);
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
     pub fn status(&self, id: u64) -> Result<Status> {
         find_in(&*self.existing_top()?, id, self.poll)
     }
