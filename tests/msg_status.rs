@@ -414,3 +414,28 @@ fn status_reads_one_shard_of_the_queue() {
     assert!(shards[0].contains("00000000000000000500"), "{shards:#?}");
     assert_eq!(last, 1000);
 }
+
+/// A record left by a crash between its writing and the claim's removal (made here by hand)
+/// goes when the message, back as a lost delivery, is taken again: its status is then where
+/// it is (held back after a failure), not the old success.
+#[test]
+fn a_record_left_by_a_crash_goes_when_the_job_runs_again() {
+    let t = TestDir::new();
+    let id = post(&t, &["--data", "job"]);
+    t.fsync(["msg", "recv", "B", "--", "sh", "-c", "kill -KILL $PPID"])
+        .run();
+    std::fs::create_dir_all(t.join("B/done/00000000000000000000")).unwrap();
+    t.write(
+        "B/done/00000000000000000000/00000000000000000001",
+        "exit:0 1 h 1 1 1\n",
+    );
+    t.fsync(["msg", "recv", "--backoff", "1h", "B", "--", "false"])
+        .run()
+        .code(1);
+    let s = status(&t, id);
+    assert_eq!(
+        (s["state"].as_str(), s["lost"].as_u64()),
+        (Some("delayed"), Some(1)),
+        "{s}"
+    );
+}

@@ -27,8 +27,11 @@
 //!
 //! **Lookup** ([`Mailbox::status`]) never lists the queue: under a shared lock on `seq` (messages
 //! then move only forwards: module docs of [`super`]) it looks at the one shard the id belongs
-//! to, then `claimed`, the delayed buckets, the dead letters and the record: the first place
-//! that has it is where it is.
+//! to, then `claimed`, then the places a claim moves to and that it does not leave under that
+//! lock: the record, the dead letters, the delayed buckets (cheapest first). The first place
+//! that has it is where it is. A record left by a crash between its writing and the claim's
+//! removal would be wrong once the message is delivered again: the receiver that claims a
+//! message delivered before (a crash makes it a lost delivery) removes its record first.
 
 use super::*;
 
@@ -266,6 +269,18 @@ impl Layout {
         find_in(&self.top, id, poll)
     }
 
+    /// Remove message `seq`'s record, if any: it is delivered again (module docs).
+    pub(super) fn forget_finished(&self, seq: u64) {
+        if let Ok(Some(done)) = self.top.sub("done", false)
+            && let Ok(Some(shard)) = done.sub(&shard_name(shard_of(seq)), false)
+        {
+            // Flushed: a crash must not bring it back beside a dead letter or a delay.
+            if shard.unlink_file(&record_name(seq)).is_ok() {
+                let _ = shard.sync();
+            }
+        }
+    }
+
     /// Whether a cancel request for `seq` exists.
     pub(super) fn cancel_requested(&self, seq: u64) -> bool {
         matches!(self.top.sub("cancel", false), Ok(Some(d)) if d.stat(&record_name(seq)).is_ok())
@@ -365,6 +380,20 @@ fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
             });
         }
     }
+    // Then the places a claim moves to, which under the lock it never leaves: the record
+    // (a redelivery removes a record left by a crash: [`Layout::forget_finished`]), the dead
+    // letters, the delayed messages, cheapest first.
+    if let Some(finished) = finished_in(top, id)? {
+        return Ok(Status::Finished(finished));
+    }
+    if let Some(dead) = top.sub("dead", false)?
+        && let Some((_, parsed)) = matching(queued_names(&dead)?.0)
+    {
+        return Ok(Status::Dead {
+            failed: parsed.failed,
+            lost: parsed.lost,
+        });
+    }
     if let Some(delayed) = top.sub("delayed", false)? {
         let mut found = None;
         (delayed::any_delayed_in(&delayed, |entry| {
@@ -380,15 +409,7 @@ fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
             });
         }
     }
-    if let Some(dead) = top.sub("dead", false)?
-        && let Some((_, parsed)) = matching(queued_names(&dead)?.0)
-    {
-        return Ok(Status::Dead {
-            failed: parsed.failed,
-            lost: parsed.lost,
-        });
-    }
-    Ok(finished_in(top, id)?.map_or(Status::Unknown, Status::Finished))
+    Ok(Status::Unknown)
 }
 
 /// The record of finished job `id`, if kept. One that does not parse (a crash before its
