@@ -188,6 +188,8 @@ mod keys;
 pub use keys::{Keyed, check_key};
 mod list;
 mod name;
+mod output;
+pub use output::{DEFAULT_OUTPUT_LIMIT, JobOutput, Output, Piece};
 mod payload;
 mod post;
 pub use name::LOST_BEYOND_RETRIES;
@@ -236,6 +238,8 @@ pub struct Mailbox {
     delay: Option<Duration>,
     /// A failed job waits this long before its next attempt.
     backoff: Option<Duration>,
+    /// What becomes of a job's output.
+    output: JobOutput,
 }
 
 /// Payloads are readable by their owner and group only, unless asked otherwise.
@@ -392,6 +396,7 @@ impl Mailbox {
             retries: None,
             delay: None,
             backoff: None,
+            output: JobOutput::Inherit,
         }
     }
 
@@ -761,6 +766,7 @@ impl Mailbox {
                             poll: self.poll,
                             retries: self.retries,
                             backoff: self.backoff,
+                            output: (self.output, self.mode),
                             done: false,
                             me: me.take().expect("once"),
                         })));

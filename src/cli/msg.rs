@@ -7,6 +7,7 @@ use std::{ffi::OsString, io::Write, path::PathBuf, time::SystemTime};
 
 use clap::{Args, Subcommand};
 
+mod log;
 mod work;
 use fsync::Mailbox;
 use serde::Serialize;
@@ -188,6 +189,20 @@ enum Verb {
             fsync msg list --json /shared/jobs | jq '.dead[] | select(.name | startswith(\"00000000000000000042.\")) | .attempts'"
     )]
     List(ListArgs),
+    #[command(
+        about = "Print a job's output, kept in the mailbox",
+        long_about = "Print what job ID wrote to its standard output and error (combined, in \
+                      the order written), its latest attempt's, as 'msg work' and 'msg recv -- \
+                      COMMAND' keep it in the mailbox (see their --output and --output-limit): \
+                      byte for byte on standard output; a note on stderr if its start was not \
+                      kept. With --follow, go on printing while the job is queued or running, \
+                      and stop once it is neither. Nothing for a job that has no output yet; \
+                      exit 66 for a job the mailbox does not know.",
+        after_long_help = "Examples:\n  id=$(fsync msg post /shared/jobs --data 'make all')\n  \
+            fsync msg log --follow /shared/jobs \"$id\"\n\n  \
+            # the end of what a failed job said\n  fsync msg log /shared/jobs 42 | tail -20"
+    )]
+    Log(log::LogArgs),
 }
 
 /// A key for `post --key`: refused at parsing, as a usage error.
@@ -259,6 +274,8 @@ struct RecvArgs {
     /// each failure, 5m at most; 0: not at all [default: 1s]
     #[arg(long, value_name = "DUR", requires = "command", value_parser = super::duration::parse_duration)]
     backoff: Option<std::time::Duration>,
+    #[command(flatten)]
+    output: log::OutputArgs,
     /// Run COMMAND on the message, as a job (after --): see above
     #[arg(
         id = "command",
@@ -300,6 +317,8 @@ struct WorkArgs {
     /// Say on stderr when each job starts and how it ended
     #[arg(short, long)]
     verbose: bool,
+    #[command(flatten)]
+    output: log::OutputArgs,
     /// The command each job runs (after --), the message on its standard input
     #[arg(
         value_name = "COMMAND",
@@ -507,12 +526,14 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             Ok(Exit::OK)
         }
         Verb::List(a) => list(&a),
+        Verb::Log(a) => log::log(&a),
     }
 }
 
 /// `msg recv BOX -- COMMAND`: the oldest message as a job, removed only if COMMAND succeeds.
 fn recv_job(a: &RecvArgs) -> VerbResult {
-    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.backoff);
+    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.backoff)
+        .job_output(a.output.job_output(log::OutputMode::Tee));
     let place = a.mailbox.mailbox.display();
     let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
     let queue = a.mailbox.mailbox.join("q");

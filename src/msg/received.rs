@@ -15,6 +15,8 @@ pub struct Received {
     pub(super) poll: Duration,
     pub(super) retries: Option<u32>,
     pub(super) backoff: Option<Duration>,
+    /// What becomes of its job's output, and the mode of the file that keeps it.
+    pub(super) output: (JobOutput, u32),
     /// The bus member that sent it, if any.
     pub from: Option<String>,
     pub(super) done: bool,
@@ -149,8 +151,23 @@ impl Received {
         let input = self
             .input()
             .map_err(crate::command::SpawnError::CannotExecute)?;
+        let (output, mode) = self.output;
+        // Output that cannot be kept (no room, no permission) goes where it went before
+        // keeping it was asked for: the job is never stopped for it.
+        let capture =
+            output::Capture::prepare(&self.layout, self.id(), self.attempt(), output, mode);
+        let capture = capture.ok().flatten();
         let keep = self.me.hand_down();
-        crate::command::spawn_keeping(argv, env, Some(&input), keep, forward)
+        let ends = capture.as_ref().map(output::Capture::ends);
+        let spawned = crate::command::spawn_keeping(argv, env, Some(&input), keep, ends, forward);
+        match (spawned, capture) {
+            (Ok(running), Some(capture)) => Ok(running.after_exit(capture.start())),
+            (Err(e), Some(capture)) => {
+                capture.abandon();
+                Err(e)
+            }
+            (spawned, None) => spawned,
+        }
     }
 
     /// The payload in memory (for JSON output).

@@ -47,7 +47,8 @@ impl Found {
 }
 
 pub(super) fn work(a: &WorkArgs) -> VerbResult {
-    let mailbox = super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.backoff);
+    let mailbox = super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.backoff)
+        .job_output(a.output.job_output(super::log::OutputMode::Keep));
     let found = Found::default();
     found.workers.store(a.jobs, Ordering::SeqCst);
     std::thread::scope(|scope| {
