@@ -8,8 +8,9 @@
 //! digits): a first line `fsync-output ATTEMPT FROM\n` (which delivery wrote it, 1 for the
 //! first; the offset in the job's output of the byte after this line, 0 unless the start was
 //! left out), then the job's bytes as it wrote them, standard output and error combined in the
-//! order written (one pipe for both, as `2>&1` gives; in `Tee` mode two, merged as they are
-//! read). The file has the mailbox's payload mode (0640 unless asked: output may be as secret
+//! order written (one pipe for both, as `2>&1` gives; in `Tee` mode two, one for each stream
+//! so that each is passed on to its own, merged as the pump reads them: lines written to the
+//! two streams within a moment may swap). The file has the mailbox's payload mode (0640 unless asked: output may be as secret
 //! as the payload). It is not flushed to disk: a log, which a power cut may cut short.
 //!
 //! **Writing.** The receiver makes a pipe for the job's standard output and error, and a
@@ -641,17 +642,13 @@ fn pump(mut sources: Vec<(File, Pass)>, stop: Option<OwnedFd>, mut sink: Sink) {
         if ready.len() > sources.len() && ready[sources.len()] {
             stopping = true;
         }
-        let mut i = sources.len();
-        while i > 0 {
-            i -= 1;
+        let mut ended = Vec::new();
+        for (i, (source, pass)) in sources.iter_mut().enumerate() {
             if !ready[i] {
                 continue;
             }
-            let (source, pass) = &mut sources[i];
             match source.read(&mut buf) {
-                Ok(0) => {
-                    sources.swap_remove(i);
-                }
+                Ok(0) => ended.push(i),
                 Ok(n) => {
                     sink.write(&buf[..n]);
                     if !pass_on(*pass, &buf[..n]) {
@@ -659,10 +656,11 @@ fn pump(mut sources: Vec<(File, Pass)>, stop: Option<OwnedFd>, mut sink: Sink) {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    sources.swap_remove(i);
-                }
+                Err(_) => ended.push(i),
             }
+        }
+        for i in ended.into_iter().rev() {
+            sources.remove(i);
         }
     }
     sink.finish();
