@@ -62,15 +62,22 @@ fn recv_passes_output_on_and_keeps_it_and_inherit_keeps_nothing() {
         .stdout("to-out\n")
         .stderr("to-err\n");
     // Two pipes, merged as read: both lines, in either order.
-    let kept = t.fsync(["msg", "log", "B", "1"]).run().code(0).stdout.clone();
+    let kept = t
+        .fsync(["msg", "log", "B", "1"])
+        .run()
+        .code(0)
+        .stdout
+        .clone();
     let mut lines: Vec<&str> = kept.lines().collect();
     lines.sort_unstable();
     assert_eq!(lines, ["to-err", "to-out"], "{kept:?}");
-    t.fsync(["msg", "recv", "--output", "inherit", "B", "--", "sh", "-c", job])
-        .run()
-        .code(0)
-        .stdout("to-out\n")
-        .stderr("to-err\n");
+    t.fsync([
+        "msg", "recv", "--output", "inherit", "B", "--", "sh", "-c", job,
+    ])
+    .run()
+    .code(0)
+    .stdout("to-out\n")
+    .stderr("to-err\n");
     assert!(!output_file(&t, 2).exists());
 }
 
@@ -101,7 +108,11 @@ fn output_is_bounded_and_the_tail_is_kept() {
         .stderr_has("bytes of its output before this were not kept");
     let kept = out.stdout.len();
     assert!((2048..=4096).contains(&kept), "{kept} bytes shown");
-    assert!(out.stdout.ends_with("line-4094\nline-4095\n"), "{}", out.stdout);
+    assert!(
+        out.stdout.ends_with("line-4094\nline-4095\n"),
+        "{}",
+        out.stdout
+    );
     let total: usize = (0..4096).map(|i| format!("line-{i}\n").len()).sum();
     let said = format!("{} bytes", total - kept);
     out.stderr_has(&said);
@@ -171,7 +182,10 @@ fn unknown_ids_and_mailboxes_exit_66() {
         .code(66)
         .stdout("");
     assert!(!t.join("nothing").exists());
-    assert!(!t.join("B/output").exists(), "a reader made the output directory");
+    assert!(
+        !t.join("B/output").exists(),
+        "a reader made the output directory"
+    );
     // Queued, so known: nothing kept yet.
     t.fsync(["msg", "log", "B", "1"]).run().code(0).stdout("");
 }
