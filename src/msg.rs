@@ -178,6 +178,8 @@ use crate::{
     wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 
+mod census;
+pub use census::{Census, RunningJob};
 mod claim;
 mod dead;
 mod delayed;

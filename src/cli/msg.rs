@@ -8,6 +8,7 @@ use std::{ffi::OsString, io::Write, path::PathBuf, time::SystemTime};
 use clap::{Args, Subcommand};
 
 mod log;
+mod progress;
 mod work;
 use fsync::Mailbox;
 use serde::Serialize;
