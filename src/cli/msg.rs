@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 
 mod log;
 mod progress;
+mod watch;
 mod work;
 use fsync::Mailbox;
 use serde::Serialize;
@@ -204,6 +205,20 @@ enum Verb {
             # the end of what a failed job said\n  fsync msg log /shared/jobs 42 | tail -20"
     )]
     Log(log::LogArgs),
+    #[command(
+        about = "Show what a mailbox is doing: queued, running jobs, rate, until a signal",
+        long_about = "Show what the mailbox is doing, until INT or TERM (or --timeout): how many \
+                      jobs are queued, running, delayed and dead, how fast jobs leave it (done \
+                      or dead, per second since the watch began) and when it will be empty at \
+                      that pace, and each running job: its id, the host and pid of the worker \
+                      that runs it, its attempt, since when. A line (and one per running job) \
+                      each time that changes, looked at once a second, or sooner after a change \
+                      on this host; with --json, one object per look. Exit 66 if BOX is no \
+                      mailbox.",
+        after_long_help = "Examples:\n  fsync msg watch /shared/jobs\n  \
+            fsync msg watch --json /shared/jobs | jq -c '{queued, running: (.running | length)}'"
+    )]
+    Watch(watch::WatchCmd),
 }
 
 /// A key for `post --key`: refused at parsing, as a usage error.
@@ -528,6 +543,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
         }
         Verb::List(a) => list(&a),
         Verb::Log(a) => log::log(&a),
+        Verb::Watch(a) => watch::watch(&a),
     }
 }
 

@@ -25,6 +25,9 @@ pub struct Census {
     pub dead: u64,
     /// The messages being received (jobs running), oldest claim first.
     pub running: Vec<RunningJob>,
+    /// The last id handed out (`seq`): how many messages were ever posted, so that two
+    /// censuses tell how many jobs left the mailbox between them (`msg watch`'s rate).
+    pub last_id: u64,
 }
 
 /// A message being received, as [`Mailbox::census`] sees its claim.
@@ -99,6 +102,7 @@ impl Mailbox {
             .and_then(|t| queue::parse_seq(&t).ok())
             .unwrap_or(0);
         let head = read("head").and_then(|t| t.strip_suffix('\n').and_then(queue::parse_shard));
+        census.last_id = last;
         let mut first = match (head, oldest) {
             (Some(h), Some(o)) => h.min(o),
             (h, o) => h.or(o).unwrap_or(u64::MAX),
