@@ -792,7 +792,11 @@ fn msg_watch_empty_then_with_a_running_job() {
     t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
     let mut watch = t.fsync(["msg", "watch", "--json", "B"]).start();
     let v = watched(&mut watch, "msg-watch");
-    assert_eq!((&v["queued"], &v["running"]), (&1.into(), &Value::Array(vec![])), "{v}");
+    assert_eq!(
+        (&v["queued"], &v["running"]),
+        (&1.into(), &Value::Array(vec![])),
+        "{v}"
+    );
     let job = format!("\"$FSYNC\" event wait {}", t.arg("E"));
     let worker = t
         .fsync(["msg", "work", "--until-empty", "B", "--", "sh", "-c", &job])

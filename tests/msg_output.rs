@@ -189,3 +189,90 @@ fn unknown_ids_and_mailboxes_exit_66() {
     // Queued, so known: nothing kept yet.
     t.fsync(["msg", "log", "B", "1"]).run().code(0).stdout("");
 }
+
+/// Run `fsync ARGS...` on a pseudo-terminal (its stdin, stdout and stderr), signalling the
+/// event `E` once the terminal has shown `seen`; what the terminal showed, to its end.
+fn on_a_terminal(t: &TestDir, args: &[&str], seen: &str) -> Vec<u8> {
+    crate::harness::require("python3", "python3");
+    let driver = r#"
+import os, pty, subprocess, sys, time
+seen, argv = sys.argv[1].encode(), sys.argv[2:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+out, signalled, deadline = b"", False, time.monotonic() + 30
+while time.monotonic() < deadline:
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        break
+    if not data:
+        break
+    out += data
+    if not signalled and seen in out:
+        subprocess.run([argv[0], "event", "signal", "E"], check=True)
+        signalled = True
+os.waitpid(pid, 0)
+sys.stdout.buffer.write(out)
+sys.exit(0 if signalled else 1)
+"#;
+    let out = t
+        .cmd("python3")
+        .args(["-c", driver, seen])
+        .arg(crate::harness::fsync_bin())
+        .args(args)
+        .run();
+    out.code(0);
+    out.stdout_bytes.clone()
+}
+
+/// On a terminal, `msg work` shows one status line, redrawn in place, with `-v` lines written
+/// above it (each from the start of a line), and erases it as it ends; with stderr a pipe it
+/// shows nothing of it.
+#[test]
+fn the_status_line_is_shown_on_a_terminal_and_never_in_a_pipe() {
+    let t = TestDir::new();
+    post(&t, "x");
+    post(&t, "y");
+    let job = format!("\"$FSYNC\" event wait {}", t.arg("E"));
+    let args = [
+        "msg",
+        "work",
+        "--until-empty",
+        "-v",
+        "B",
+        "--",
+        "sh",
+        "-c",
+        &job,
+    ];
+    let shown = on_a_terminal(&t, &args, "1 running, 1 queued");
+    let text = String::from_utf8_lossy(&shown);
+    assert!(
+        text.contains("fsync: B: 0 done, 0 failed, 1 running, 1 queued"),
+        "{text:?}"
+    );
+    assert!(
+        text.ends_with("\r\x1b[K"),
+        "the line was not erased at the end: {text:?}"
+    );
+    for (at, _) in text.match_indices("fsync: message") {
+        let before = &text[..at];
+        assert!(
+            before.is_empty() || before.ends_with('\n') || before.ends_with("\r\x1b[K"),
+            "a -v line written into the status line: {text:?}"
+        );
+    }
+    // stderr a pipe: the -v lines only.
+    post(&t, "z");
+    let out = t
+        .fsync(["msg", "work", "--until-empty", "-v", "B", "--", "true"])
+        .run();
+    out.code(0);
+    assert!(
+        !out.stderr.contains("running, ") && !out.stderr.contains('\r'),
+        "{}",
+        out.stderr
+    );
+    out.stderr_has("message 3 of B: done");
+}
