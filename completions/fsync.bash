@@ -274,6 +274,9 @@ _fsync() {
             fsync__subcmd__help__subcmd__msg,list)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__list"
                 ;;
+            fsync__subcmd__help__subcmd__msg,log)
+                cmd="fsync__subcmd__help__subcmd__msg__subcmd__log"
+                ;;
             fsync__subcmd__help__subcmd__msg,post)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__post"
                 ;;
@@ -288,6 +291,9 @@ _fsync() {
                 ;;
             fsync__subcmd__help__subcmd__msg,wait-empty)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__wait__subcmd__empty"
+                ;;
+            fsync__subcmd__help__subcmd__msg,watch)
+                cmd="fsync__subcmd__help__subcmd__msg__subcmd__watch"
                 ;;
             fsync__subcmd__help__subcmd__msg,work)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__work"
@@ -328,6 +334,9 @@ _fsync() {
             fsync__subcmd__msg,list)
                 cmd="fsync__subcmd__msg__subcmd__list"
                 ;;
+            fsync__subcmd__msg,log)
+                cmd="fsync__subcmd__msg__subcmd__log"
+                ;;
             fsync__subcmd__msg,post)
                 cmd="fsync__subcmd__msg__subcmd__post"
                 ;;
@@ -343,6 +352,9 @@ _fsync() {
             fsync__subcmd__msg,wait-empty)
                 cmd="fsync__subcmd__msg__subcmd__wait__subcmd__empty"
                 ;;
+            fsync__subcmd__msg,watch)
+                cmd="fsync__subcmd__msg__subcmd__watch"
+                ;;
             fsync__subcmd__msg,work)
                 cmd="fsync__subcmd__msg__subcmd__work"
                 ;;
@@ -351,6 +363,9 @@ _fsync() {
                 ;;
             fsync__subcmd__msg__subcmd__help,list)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__list"
+                ;;
+            fsync__subcmd__msg__subcmd__help,log)
+                cmd="fsync__subcmd__msg__subcmd__help__subcmd__log"
                 ;;
             fsync__subcmd__msg__subcmd__help,post)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__post"
@@ -366,6 +381,9 @@ _fsync() {
                 ;;
             fsync__subcmd__msg__subcmd__help,wait-empty)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__wait__subcmd__empty"
+                ;;
+            fsync__subcmd__msg__subcmd__help,watch)
+                cmd="fsync__subcmd__msg__subcmd__help__subcmd__watch"
                 ;;
             fsync__subcmd__msg__subcmd__help,work)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__work"
@@ -1785,7 +1803,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg)
-            opts="send post recv work wait-empty retry list"
+            opts="send post recv work wait-empty retry list log watch"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1799,6 +1817,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__msg__subcmd__log)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1869,6 +1901,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg__subcmd__wait__subcmd__empty)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__msg__subcmd__watch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2093,7 +2139,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg)
-            opts="-h -V --help --version send post recv work wait-empty retry list help"
+            opts="-h -V --help --version send post recv work wait-empty retry list log watch help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2107,7 +2153,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__help)
-            opts="send post recv work wait-empty retry list help"
+            opts="send post recv work wait-empty retry list log watch help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2135,6 +2181,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__help__subcmd__log)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2218,6 +2278,20 @@ _fsync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fsync__subcmd__msg__subcmd__help__subcmd__watch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fsync__subcmd__msg__subcmd__help__subcmd__work)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -2239,6 +2313,24 @@ _fsync() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__log)
+            opts="-f -h -V --follow --poll --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2277,7 +2369,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__recv)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --backoff --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --backoff --output --output-limit --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2316,6 +2408,14 @@ _fsync() {
                     return 0
                     ;;
                 --backoff)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "keep tee inherit" -- "${cur}"))
+                    return 0
+                    ;;
+                --output-limit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2432,8 +2532,34 @@ _fsync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fsync__subcmd__msg__subcmd__watch)
+            opts="-t -h -V --timeout --poll --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fsync__subcmd__msg__subcmd__work)
-            opts="-j -v -h -V --jobs --until-empty --retries --backoff --poll --verbose --help --version"
+            opts="-j -v -h -V --jobs --until-empty --retries --backoff --poll --verbose --output --output-limit --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2456,6 +2582,14 @@ _fsync() {
                     return 0
                     ;;
                 --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "keep tee inherit" -- "${cur}"))
+                    return 0
+                    ;;
+                --output-limit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

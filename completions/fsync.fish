@@ -176,16 +176,18 @@ complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "reset" -d 'Clear EVENT (exit 0 whether or not it was set)'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "status" -d 'Exit 0 if EVENT is set, 1 if not'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "post" -d 'Queue a message durably and return at once'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "work" -d 'Run the mailbox\'s messages as jobs, with N workers'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "retry" -d 'Put dead letters back in the queue'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "list" -d 'List the queued messages with their sizes and ages'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -f -a "post" -d 'Queue a message durably and return at once'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -f -a "work" -d 'Run the mailbox\'s messages as jobs, with N workers'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -f -a "retry" -d 'Put dead letters back in the queue'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -f -a "list" -d 'List the queued messages with their sizes and ages'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -f -a "log" -d 'Print a job\'s output, kept in the mailbox'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -f -a "watch" -d 'Show what a mailbox is doing: queued, running jobs, rate, until a signal'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list log watch help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l mode -d 'Permissions of the payload file (octal, less the umask); the default keeps messages from users outside the owner\'s group' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
@@ -207,6 +209,10 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l retries -d 'With COMMAND: after N+1 failed attempts of a job, move its message to the dead letters' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l backoff -d 'With COMMAND: hold a failed job back DUR before its next attempt, twice as long after each failure, 5m at most; 0: not at all [default: 1s]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l output -d 'Where each job\'s standard output and error go: kept in the mailbox (both in one file, in the order written: \'fsync msg log BOX ID\' shows it, on any host), also passed on to fsync\'s own (tee), or only that (inherit) [default: keep for \'msg work\', tee for \'msg recv\']' -r -f -a "keep\t'Kept in the mailbox only, for \'fsync msg log\' (the default of \'msg work\')'
+tee\t'Kept in the mailbox, and written to fsync\'s own standard output and error too (the default of \'msg recv -- COMMAND\')'
+inherit\t'Not kept: the job writes to fsync\'s own standard output and error'"
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l output-limit -d 'Keep at most SIZE bytes of each job\'s output (512, 64k, 1M, 1G: powers of 1024): the last ones; once a job writes more, the older half of what is kept is dropped, so at least SIZE/2 of its last bytes are kept. 0: nothing [default: 1M]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0; with --timeout, as flock -n -w: no wait)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -215,6 +221,10 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l retries -d 'After N+1 failed attempts of a job, move its message to the dead letters' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l backoff -d 'Hold a failed job back DUR before its next attempt, twice as long after each failure, 5m at most; 0: not at all [default: 1s]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l output -d 'Where each job\'s standard output and error go: kept in the mailbox (both in one file, in the order written: \'fsync msg log BOX ID\' shows it, on any host), also passed on to fsync\'s own (tee), or only that (inherit) [default: keep for \'msg work\', tee for \'msg recv\']' -r -f -a "keep\t'Kept in the mailbox only, for \'fsync msg log\' (the default of \'msg work\')'
+tee\t'Kept in the mailbox, and written to fsync\'s own standard output and error too (the default of \'msg recv -- COMMAND\')'
+inherit\t'Not kept: the job writes to fsync\'s own standard output and error'"
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l output-limit -d 'Keep at most SIZE bytes of each job\'s output (512, 64k, 1M, 1G: powers of 1024): the last ones; once a job writes more, the older half of what is kept is dropped, so at least SIZE/2 of its last bytes are kept. 0: nothing [default: 1M]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l until-empty -d 'Stop once nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -s v -l verbose -d 'Say on stderr when each job starts and how it ended'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -232,6 +242,15 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed", "lost"}], "delayed" (messages, each with its "due" time), "dead" (dead letters, as messages), "count", "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from log" -l poll -d 'With --follow: re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from log" -s f -l follow -d 'Go on printing what the job writes while it is queued or running; stop once it is neither'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from log" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from log" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from watch" -s t -l timeout -d 'Stop watching after DUR' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from watch" -l poll -d 'Re-check interval on network file systems' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from watch" -l json -d 'One JSON object per line per refresh: {"time", "path", "queued", "delayed", "dead", "running": [{"id", "host", "pid", "attempt", "since"}], "rate", "eta"}'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from watch" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from watch" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "post" -d 'Queue a message durably and return at once'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
@@ -239,6 +258,8 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "retry" -d 'Put dead letters back in the queue'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the queued messages with their sizes and ages'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "log" -d 'Print a job\'s output, kept in the mailbox'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "watch" -d 'Show what a mailbox is doing: queued, running jobs, rate, until a signal'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and not __fish_seen_subcommand_from connect disconnect members send broadcast recv help" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and not __fish_seen_subcommand_from connect disconnect members send broadcast recv help" -s V -l version -d 'Print version'
@@ -436,6 +457,8 @@ complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcom
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "retry" -d 'Put dead letters back in the queue'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "list" -d 'List the queued messages with their sizes and ages'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "log" -d 'Print a job\'s output, kept in the mailbox'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "watch" -d 'Show what a mailbox is doing: queued, running jobs, rate, until a signal'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from bus" -f -a "connect" -d 'Connect NAME to BUS, or hold it while COMMAND runs (--hold)'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from bus" -f -a "disconnect" -d 'Disconnect NAME from BUS (its directory is hidden as .NAME)'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from bus" -f -a "members" -d 'List the connected participants, held and stale ones marked'
