@@ -236,8 +236,20 @@ impl Layout {
     }
 }
 
+/// An output file opened, its first line read.
+struct Opened {
+    file: File,
+    attempt: u32,
+    /// `FROM`.
+    from: u64,
+    /// Where its bytes begin (the first line's length).
+    start: u64,
+    /// Its device and inode.
+    identity: (u64, u64),
+}
+
 /// Open the output file `name` of `shard`, checked: its first line parsed.
-fn open_output(shard: &Dir, name: &str) -> Result<Option<(File, (u32, u64, u64), (u64, u64))>> {
+fn open_output(shard: &Dir, name: &str) -> Result<Option<Opened>> {
     let Some((file, st)) = shard.open_stat(name, false)? else {
         return Ok(None);
     };
@@ -252,7 +264,14 @@ fn open_output(shard: &Dir, name: &str) -> Result<Option<(File, (u32, u64, u64),
              using it",
         ));
     };
-    Ok(Some((file, head, (st.st_dev, st.st_ino))))
+    let (attempt, from, start) = head;
+    Ok(Some(Opened {
+        file,
+        attempt,
+        from,
+        start,
+        identity: (st.st_dev, st.st_ino),
+    }))
 }
 
 /// Read into `buf` from `offset` until it is full or the file ends.
@@ -288,7 +307,14 @@ impl Mailbox {
             Some(shard) => open_output(&shard, &file_name(id))?,
             None => None,
         };
-        let Some((mut file, (attempt, from, start), _)) = opened else {
+        let Some(Opened {
+            mut file,
+            attempt,
+            from,
+            start,
+            ..
+        }) = opened
+        else {
             return match l.knows(id)? {
                 true => Ok(None),
                 false => Err(l.no_job(id)),
@@ -324,7 +350,8 @@ impl Mailbox {
         }
         // The directories watched, by what could be opened: the output shard, or what will
         // hold it, once made.
-        let armed: std::cell::RefCell<Option<(usize, DirWatch, Vec<Dir>)>> = Default::default();
+        let armed: std::cell::RefCell<Option<(usize, DirWatch, Vec<Dir>)>> =
+            std::cell::RefCell::new(None);
         let spec = Wait {
             deadline: Deadline::after(timeout),
             poll: network.then_some(self.poll),
@@ -431,7 +458,14 @@ impl Follower {
                 }
                 self.file = None;
             }
-            let Some((file, (attempt, from, start), identity)) = open_output(&shard, &name)? else {
+            let Some(Opened {
+                file,
+                attempt,
+                from,
+                start,
+                identity,
+            }) = open_output(&shard, &name)?
+            else {
                 return Ok(false);
             };
             if self.attempt != Some(attempt) {
@@ -590,15 +624,12 @@ impl Capture {
             let _ = sink.dir.unlink_any(&temp);
             sink.file = None; // not kept; the pipes are still read, so the job never blocks
         }
-        let (stop_r, stop_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
-            Ok(p) => p,
-            Err(_) => {
-                // No pump can be stopped: read until every writer has gone.
-                let pump = std::thread::spawn(move || pump(sources, None, sink));
-                return Box::new(move || {
-                    let _ = pump.join();
-                });
-            }
+        let Ok((stop_r, stop_w)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
+            // No pump can be stopped: read until every writer has gone.
+            let pump = std::thread::spawn(move || pump(sources, None, sink));
+            return Box::new(move || {
+                let _ = pump.join();
+            });
         };
         let pump = std::thread::spawn(move || pump(sources, Some(stop_r), sink));
         Box::new(move || {
