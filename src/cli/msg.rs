@@ -207,7 +207,8 @@ enum Verb {
     Log(log::LogArgs),
     #[command(
         about = "Show what a mailbox is doing: queued, running jobs, rate, until a signal",
-        long_about = "Show what the mailbox is doing, until INT or TERM (or --timeout): how many \
+        long_about = "Show what the mailbox is doing until --timeout (then exit 0) or until \
+                      interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N): how many \
                       jobs are queued, running, delayed and dead, how fast jobs leave it (done \
                       or dead, per second since the watch began) and when it will be empty at \
                       that pace, and each running job: its id, the host and pid of the worker \
