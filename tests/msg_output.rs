@@ -276,3 +276,38 @@ fn the_status_line_is_shown_on_a_terminal_and_never_in_a_pipe() {
     );
     out.stderr_has("message 3 of B: done");
 }
+
+/// fsync killed alone while its job runs: the job keeps the message (no other receiver takes
+/// it) until it next writes output, which has no reader now: SIGPIPE ends it there, and the
+/// message goes back as a lost delivery, to a waiting receiver. What it wrote before is kept.
+#[test]
+fn a_job_whose_worker_was_killed_alone_ends_at_its_next_write() {
+    let t = TestDir::new();
+    post(&t, "job");
+    let job = format!(
+        "echo acquired; \"$FSYNC\" event wait {}; echo finished; touch {}",
+        t.arg("E"),
+        t.arg("survived")
+    );
+    let mut worker = t.fsync(["msg", "recv", "B", "--", "sh", "-c", &job]).hold();
+    worker.signal(nix::sys::signal::Signal::SIGKILL);
+    worker.wait_exit();
+    t.fsync(["msg", "recv", "-n", "B"]).run().code(75);
+    let attempt = "echo \"$FSYNC_MSG_ATTEMPT $(cat)\"";
+    let mut waiting = t
+        .fsync([
+            "msg", "recv", "-v", "--output", "inherit", "B", "--", "sh", "-c", attempt,
+        ])
+        .start();
+    waiting.stderr_until("waiting for a message");
+    t.fsync(["event", "signal", "E"]).run().code(0);
+    waiting.finish().code(0).stdout("2 job\n");
+    assert!(
+        !t.join("survived").exists(),
+        "the job wrote to a pipe nobody reads, and went on"
+    );
+    t.fsync(["msg", "log", "B", "1"])
+        .run()
+        .code(0)
+        .stdout("acquired\n");
+}
