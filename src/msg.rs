@@ -119,6 +119,10 @@ made or found empty) before the failure is reported, as is a dead letter put bac
 and a key (`B/keys/KEY`: its data, then `keys`), so that a power cut undoes no step a command
 reported. `tests/crash_states.rs` checks every crash state of each step.
 
+**Output**: a job started with its output kept ([`Mailbox::job_output`]) writes to a pipe that
+a thread of its receiver copies, bounded, to `B/output/SHARD/SEQ`, finished before the message
+moves on; read by [`Mailbox::output`] and [`Mailbox::follow_output`] (`src/msg/output.rs`).
+
 **History**: each delivery that ends without success (a job's status or signal, a receiver
 lost with its job) adds a line to `B/attempts/SEQ`, before the message moves on; a success
 removes it, a dead letter keeps it (`src/msg/history.rs`).

@@ -120,7 +120,10 @@ enum Verb {
                       If fsync alone is killed, the message stays with COMMAND, and with \
                       anything COMMAND left running in the background with that descriptor, \
                       until they have exited; then it goes back to the queue (and runs again \
-                      even if COMMAND had succeeded: nobody was left to remove it).",
+                      even if COMMAND had succeeded: nobody was left to remove it). COMMAND's \
+                      output, which fsync passes on and keeps in the mailbox (--output), then \
+                      has no reader: COMMAND gets SIGPIPE at its next write of it (--output \
+                      inherit if it must run on).",
         after_long_help = "Examples:\n  # A worker that goes on past failed jobs (^C stops it)\n  \
             while :; do fsync msg recv --retries 2 /shared/jobs -- ./run-job; done\n\n  \
             # Give up on a job after 3 tries\n  \
@@ -138,7 +141,10 @@ enum Verb {
                       jobs finish (the signal is not passed on to them), no new job is taken, and \
                       fsync dies of that signal. With --until-empty they stop once the mailbox \
                       has nothing left to do (no message queued or delayed, no job running), as \
-                      'wait-empty' sees it. Each job has FSYNC_MSG_ID and FSYNC_MSG_ATTEMPT in \
+                      'wait-empty' sees it. Each job's standard output and error are kept in \
+                      the mailbox ('fsync msg log BOX ID'; see --output); on a terminal a status \
+                      line on stderr says how many jobs are done, failed, running and queued, \
+                      how fast and until when. Each job has FSYNC_MSG_ID and FSYNC_MSG_ATTEMPT in \
                       its environment, and holds its message as 'recv -- COMMAND' describes \
                       (a worker killed with its job gives the message back at once). Without \
                       --retries a job that always fails keeps coming back (held back up to 5m \

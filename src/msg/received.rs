@@ -123,7 +123,10 @@ impl Received {
     /// holds the message as this receiver does: if this process dies (killed alone, say) while
     /// the job runs on, no other receiver takes the message until the job, and whatever it
     /// left running with the inherited descriptor, has exited too; then it goes back to the
-    /// queue as a delivery lost, not failed.
+    /// queue as a delivery lost, not failed. Its standard output and error go where the
+    /// mailbox's [`job_output`](Mailbox::job_output) says: kept in the mailbox, this receiver
+    /// then copying them until the job exits ([`Running::wait`](crate::command::Running::wait)
+    /// returns once all of it is kept), or inherited (output that cannot be kept is inherited).
     pub fn spawn(
         &mut self,
         argv: &[impl AsRef<std::ffi::OsStr>],
