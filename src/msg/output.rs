@@ -15,15 +15,19 @@
 //!
 //! **Writing.** The receiver makes a pipe for the job's standard output and error, and a
 //! thread of its own (the *pump*) copies what comes through it into the file. Before the job
-//! starts, the pump's file is written as `output/SHARD/.tmp-UNIQ` (created exclusively, never
-//! through a link), holding the first line, and renamed to `SEQ`, replacing an earlier
-//! attempt's file (or whatever another user put at that name: a rename replaces a link, never
-//! follows it; in a sticky directory another user's entry is not replaced, and the output is
-//! then not kept). The file may hold `LIMIT` bytes after its first line (`--output-limit`,
-//! [`DEFAULT_OUTPUT_LIMIT`]); output that would pass it makes the pump write a new file, as
-//! above, holding the last `LIMIT / 2` bytes with `FROM` moved on, and rename it over `SEQ`:
-//! the tail is kept (what a failed job said last), at least `LIMIT / 2` bytes of it, and the
-//! disk holds at most `LIMIT` for the job, each byte copied at most once more on average.
+//! starts, an earlier attempt's file is removed (this attempt's replaces it, even if it writes
+//! nothing). At the job's first byte the pump writes the file as `output/SHARD/.tmp-UNIQ`
+//! (created exclusively, never through a link), holding the first line and the bytes, and
+//! renames it to `SEQ` (a rename replaces a link another user put there, never follows it; in a
+//! sticky directory another user's entry is not replaced, and the output is then not kept); a
+//! job that writes nothing makes no file, so that it costs no inode and no flush of one when
+//! its receiver flushes `claimed`. The file may hold `LIMIT` bytes after its first line
+//! (`--output-limit`, [`DEFAULT_OUTPUT_LIMIT`]); output that would pass it makes the pump write
+//! a new file, as above, holding the last `LIMIT / 2` bytes with `FROM` moved on, and rename
+//! it over `SEQ`: the tail is kept (what a failed job said last), at least `LIMIT / 2` bytes of
+//! it, and the disk holds at most `LIMIT` for the job, each byte copied at most once more on
+//! average. Output that cannot be kept (no room, no permission) is read and dropped: keeping
+//! it never stops or blocks a job.
 //! The pump ends when the job has exited ([`Running::wait`](crate::command::Running::wait)
 //! stops it): it takes what the pipe still holds, and returns before `wait` does, so all of
 //! the job's output is in the file before its message moves on (before the claim goes). What
@@ -510,14 +514,14 @@ impl Follower {
 }
 
 /// A job's output about to be kept: the ends of the pipes its standard output and error get,
-/// and the pump's file, written but not yet in place.
+/// and where the pump is to write (the file is made at the first byte: a job that writes
+/// nothing costs no file, and no flush of one).
 pub(super) struct Capture {
     /// The job's standard output and error (one pipe's write end twice, or two pipes').
     ends: [OwnedFd; 2],
     /// The read ends, each with where else its bytes go.
     sources: Vec<(File, Pass)>,
     sink: Sink,
-    temp: String,
 }
 
 /// Where the pump also writes what it reads.
@@ -544,44 +548,30 @@ impl Capture {
             _ => return Ok(None),
         };
         let shard = l.output_shard(seq, true)?.expect("created");
-        let temp = format!(".tmp-{}", uniq());
-        let file = shard
-            .create_new(&temp, file_mode)
-            .map_err(|e| Error::io(&shard.join(&temp), "cannot create", e))?;
-        let first = header(attempt, 0);
-        let written = (&file).write_all(first.as_bytes());
+        let name = file_name(seq);
+        // An earlier attempt's output: this one's replaces it, even if it writes nothing.
+        let _ = shard.unlink_file(&name);
         let pipe = || {
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-                .map_err(|e| Error::io(&shard.join(&temp), "cannot make a pipe", e.into()))
+                .map_err(|e| Error::io(&shard.join(&name), "cannot make a pipe", e.into()))
         };
-        let made = written
-            .map_err(|e| Error::io(&shard.join(&temp), "cannot write", e))
-            .and_then(|()| {
-                let (out_r, out_w) = pipe()?;
-                Ok(match tee {
-                    false => {
-                        let err_w = out_w
-                            .try_clone()
-                            .map_err(|e| Error::io(&shard.join(&temp), "cannot make a pipe", e))?;
-                        ([out_w, err_w], vec![(File::from(out_r), Pass::Nowhere)])
-                    }
-                    true => {
-                        let (err_r, err_w) = pipe()?;
-                        (
-                            [out_w, err_w],
-                            vec![
-                                (File::from(out_r), Pass::Stdout),
-                                (File::from(err_r), Pass::Stderr),
-                            ],
-                        )
-                    }
-                })
-            });
-        let (ends, sources) = match made {
-            Ok(made) => made,
-            Err(e) => {
-                let _ = shard.unlink_any(&temp);
-                return Err(e);
+        let (out_r, out_w) = pipe()?;
+        let (ends, sources) = match tee {
+            false => {
+                let err_w = out_w
+                    .try_clone()
+                    .map_err(|e| Error::io(&shard.join(&name), "cannot make a pipe", e))?;
+                ([out_w, err_w], vec![(File::from(out_r), Pass::Nowhere)])
+            }
+            true => {
+                let (err_r, err_w) = pipe()?;
+                (
+                    [out_w, err_w],
+                    vec![
+                        (File::from(out_r), Pass::Stdout),
+                        (File::from(err_r), Pass::Stderr),
+                    ],
+                )
             }
         };
         let network = pfs::fs_kind_of_path(&shard.pinned()).network;
@@ -589,10 +579,11 @@ impl Capture {
             ends,
             sources,
             sink: Sink {
-                name: file_name(seq),
+                name,
                 dir: shard,
-                file: Some(file),
-                start: first.len() as u64,
+                file: None,
+                broken: false,
+                start: 0,
                 written: 0,
                 from: 0,
                 limit,
@@ -601,7 +592,6 @@ impl Capture {
                 network,
                 synced: std::time::Instant::now(),
             },
-            temp,
         }))
     }
 
@@ -616,14 +606,9 @@ impl Capture {
         let Capture {
             ends,
             sources,
-            mut sink,
-            temp,
+            sink,
         } = self;
         drop(ends); // the job's, now: the pipes end when it (and its children) close them
-        if sink.dir.rename(&temp, &sink.dir, &sink.name).is_err() {
-            let _ = sink.dir.unlink_any(&temp);
-            sink.file = None; // not kept; the pipes are still read, so the job never blocks
-        }
         let Ok((stop_r, stop_w)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
             // No pump can be stopped: read until every writer has gone.
             let pump = std::thread::spawn(move || pump(sources, None, sink));
@@ -636,11 +621,6 @@ impl Capture {
             drop(stop_w);
             let _ = pump.join();
         })
-    }
-
-    /// The job could not be started: nothing to keep.
-    pub(super) fn abandon(self) {
-        let _ = self.sink.dir.unlink_any(&self.temp);
     }
 }
 
@@ -714,8 +694,10 @@ fn pass_on(pass: Pass, bytes: &[u8]) -> bool {
 struct Sink {
     dir: Dir,
     name: String,
-    /// `None` once it cannot be written: the output is then read and dropped.
+    /// `None` until the job writes its first byte.
     file: Option<File>,
+    /// It could not be written: the output is then read and dropped.
+    broken: bool,
     /// The length of its first line.
     start: u64,
     /// The bytes after it.
@@ -732,17 +714,29 @@ struct Sink {
 
 impl Sink {
     fn write(&mut self, bytes: &[u8]) {
-        let Some(file) = &self.file else {
+        if self.broken || self.limit == 0 {
             return;
-        };
+        }
         let n = bytes.len() as u64;
-        if self.written + n <= self.limit {
-            match file.write_all_at(bytes, self.start + self.written) {
-                Ok(()) => self.written += n,
-                Err(_) => self.file = None,
+        let put = match &self.file {
+            Some(file) if self.written + n <= self.limit => {
+                match file.write_all_at(bytes, self.start + self.written) {
+                    Ok(()) => {
+                        self.written += n;
+                        Ok(None)
+                    }
+                    Err(e) => Err(e),
+                }
             }
-        } else if self.limit > 0 {
-            self.file = self.compact(bytes).ok();
+            _ => self.compact(bytes).map(Some),
+        };
+        match put {
+            Ok(Some(file)) => self.file = Some(file),
+            Ok(None) => {}
+            Err(_) => {
+                self.broken = true;
+                self.file = None;
+            }
         }
         if self.network && self.synced.elapsed() >= Duration::from_secs(1) {
             self.synced = std::time::Instant::now();
@@ -752,16 +746,21 @@ impl Sink {
         }
     }
 
-    /// A new file with the last `limit / 2` bytes of what is kept and `bytes`, put in place.
+    /// A new file, put in place, with what is kept so far and `bytes`: all of it while that
+    /// fits the limit (the first bytes), else the last `limit / 2` bytes.
     fn compact(&mut self, bytes: &[u8]) -> io::Result<File> {
-        let old = self.file.as_ref().ok_or(io::ErrorKind::NotFound)?;
         let n = bytes.len() as u64;
-        let keep = (self.limit / 2).max(1);
+        let keep = match self.written + n <= self.limit {
+            true => self.written + n,
+            false => (self.limit / 2).max(1),
+        };
         let from_new = n.min(keep);
         let from_old = (keep - from_new).min(self.written);
         let mut tail = vec![0u8; from_old as usize];
-        let got = read_at_most(old, &mut tail, self.start + self.written - from_old)?;
-        tail.truncate(got);
+        if let Some(old) = &self.file {
+            let got = read_at_most(old, &mut tail, self.start + self.written - from_old)?;
+            tail.truncate(got);
+        }
         tail.extend_from_slice(&bytes[(n - from_new) as usize..]);
         let total = self.from + self.written + n;
         let from = total - tail.len() as u64;
@@ -824,14 +823,12 @@ mod tests {
     fn a_sink_keeps_the_tail_within_its_limit() {
         let t = tempfile::tempdir().unwrap();
         let dir = Dir::top(t.path(), false, "x").unwrap().unwrap();
-        let file = dir.create_new("00000000000000000001", 0o600).unwrap();
-        let first = header(1, 0);
-        (&file).write_all(first.as_bytes()).unwrap();
         let mut sink = Sink {
             dir,
             name: "00000000000000000001".to_string(),
-            file: Some(file),
-            start: first.len() as u64,
+            file: None,
+            broken: false,
+            start: 0,
             written: 0,
             from: 0,
             limit: 100,

@@ -165,11 +165,7 @@ impl Received {
         let spawned = crate::command::spawn_keeping(argv, env, Some(&input), keep, ends, forward);
         match (spawned, capture) {
             (Ok(running), Some(capture)) => Ok(running.after_exit(capture.start())),
-            (Err(e), Some(capture)) => {
-                capture.abandon();
-                Err(e)
-            }
-            (spawned, None) => spawned,
+            (spawned, _) => spawned,
         }
     }
 
