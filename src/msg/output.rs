@@ -349,7 +349,7 @@ impl Mailbox {
         let l = self.existing_layout()?;
         let network = pfs::fs_kind_of_path(&l.claimed.pinned()).network;
         let mut reader = Follower::default();
-        if !reader.drain(&l, id, &mut each)? && !l.pending(id)? && !l.knows(id)? {
+        if !reader.drain(&l, id, &mut each)? && !l.knows(id)? {
             return Err(l.no_job(id));
         }
         // The directories watched, by what could be opened: the output shard, or what will
@@ -400,25 +400,30 @@ impl Mailbox {
     /// `first` to `first + 99`), for whoever prunes finished jobs by age (module docs).
     /// Entries that are not regular files, and other users' in a sticky directory, are left.
     pub fn prune_output(&self, first: u64) -> Result<()> {
-        let top = self.existing_top()?;
-        let Some(output) = top.sub("output", false)? else {
-            return Ok(());
-        };
-        let name = shard_name(shard_of(first));
-        let Some(shard) = output.sub(&name, false)? else {
-            return Ok(());
-        };
-        let listed = shard
-            .entries()
-            .map_err(|e| Error::io(shard.path(), "cannot list", e))?;
-        for (entry, _) in listed {
-            let _ = shard.unlink_file(&entry);
-        }
-        match output.rmdir(&name) {
-            Ok(()) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => Ok(()),
-            Err(e) => Err(Error::io(shard.path(), "cannot remove", e)),
-        }
+        prune_output(&*self.existing_top()?, first)
+    }
+}
+
+/// [`Mailbox::prune_output`] in the mailbox `top` (for the library's own pruning, which has
+/// the mailbox's directory open already).
+pub(super) fn prune_output(top: &Dir, first: u64) -> Result<()> {
+    let Some(output) = top.sub("output", false)? else {
+        return Ok(());
+    };
+    let name = shard_name(shard_of(first));
+    let Some(shard) = output.sub(&name, false)? else {
+        return Ok(());
+    };
+    let listed = shard
+        .entries()
+        .map_err(|e| Error::io(shard.path(), "cannot list", e))?;
+    for (entry, _) in listed {
+        let _ = shard.unlink_file(&entry);
+    }
+    match output.rmdir(&name) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => Ok(()),
+        Err(e) => Err(Error::io(shard.path(), "cannot remove", e)),
     }
 }
 
@@ -815,6 +820,39 @@ mod tests {
         ] {
             assert_eq!(parse_header(bad.as_bytes()), None, "{bad:?}");
         }
+    }
+
+    /// A job's output kept, read back, and pruned with its shard; other shards stay.
+    #[test]
+    fn output_is_kept_read_and_pruned_by_shard() {
+        let t = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(t.path().join("B")).job_output(JobOutput::Keep { limit: 1024 });
+        for data in [&b"one"[..], b"two"] {
+            assert!(b.post(&mut &data[..]).unwrap().acquired().is_some());
+        }
+        let mut msg = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        let job = msg.spawn_job(
+            &["sh", "-c", "cat; echo; echo err >&2"],
+            &[] as &[(&str, &str)],
+        );
+        assert!(job.unwrap().wait().unwrap().success());
+        msg.finish().unwrap();
+        let mut text = String::new();
+        let mut kept = b.output(1).unwrap().expect("kept");
+        kept.read_to_string(&mut text).unwrap();
+        assert_eq!(
+            (text.as_str(), kept.attempt(), kept.left_out()),
+            ("one\nerr\n", 1, 0)
+        );
+        assert!(b.output(2).unwrap().is_none(), "queued, nothing kept yet");
+        let e = b.output(3).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+        let other = t.path().join("B/output/00000000000000000100");
+        std::fs::create_dir(&other).unwrap();
+        b.prune_output(0).unwrap();
+        assert!(!t.path().join("B/output/00000000000000000000").exists());
+        assert!(other.exists());
+        b.prune_output(0).unwrap(); // gone already: nothing to do
     }
 
     /// Output past the limit keeps the tail: at least half the limit, never more than it, and
