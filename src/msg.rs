@@ -198,6 +198,7 @@ mod output;
 pub use output::{DEFAULT_OUTPUT_LIMIT, JobOutput, Output, Piece};
 mod payload;
 mod post;
+mod pump;
 pub use name::LOST_BEYOND_RETRIES;
 pub(crate) use name::MessageName;
 use name::{uniq, uniq_host};

@@ -157,11 +157,10 @@ impl Received {
         let (output, mode) = self.output;
         // Output that cannot be kept (no room, no permission) goes where it went before
         // keeping it was asked for: the job is never stopped for it.
-        let capture =
-            output::Capture::prepare(&self.layout, self.id(), self.attempt(), output, mode);
+        let capture = pump::Capture::prepare(&self.layout, self.id(), self.attempt(), output, mode);
         let capture = capture.ok().flatten();
         let keep = self.me.hand_down();
-        let ends = capture.as_ref().map(output::Capture::ends);
+        let ends = capture.as_ref().map(pump::Capture::ends);
         let spawned = crate::command::spawn_keeping(argv, env, Some(&input), keep, ends, forward);
         match (spawned, capture) {
             (Ok(running), Some(capture)) => Ok(running.after_exit(capture.start())),
