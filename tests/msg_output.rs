@@ -311,3 +311,20 @@ fn a_job_whose_worker_was_killed_alone_ends_at_its_next_write() {
         .code(0)
         .stdout("acquired\n");
 }
+
+/// `msg watch` in text: a line with the counts when it starts, then at each change; it ends
+/// at its `--timeout` (0); a path that is no mailbox exits 66 and makes nothing.
+#[test]
+fn watch_prints_the_counts_and_ends_at_its_timeout() {
+    let t = TestDir::new();
+    post(&t, "x");
+    let out = t.fsync(["msg", "watch", "-t", "300ms", "B"]).run();
+    out.code(0);
+    let first = out.stdout.lines().next().unwrap_or_default();
+    assert!(first.ends_with(" B: 1 queued, 0 running"), "{}", out.stdout);
+    t.fsync(["msg", "watch", "-t", "1s", "nothing"])
+        .run()
+        .code(66)
+        .stdout("");
+    assert!(!t.join("nothing").exists());
+}
