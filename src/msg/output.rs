@@ -10,8 +10,10 @@
 //! left out), then the job's bytes as it wrote them, standard output and error combined in the
 //! order written (one pipe for both, as `2>&1` gives; in `Tee` mode two, one for each stream
 //! so that each is passed on to its own, merged as the pump reads them: lines written to the
-//! two streams within a moment may swap). The file has the mailbox's payload mode (0640 unless asked: output may be as secret
-//! as the payload). It is not flushed to disk: a log, which a power cut may cut short.
+//! two streams within a moment may swap). The file has the mailbox's payload mode (0640 unless
+//! asked: output may be as secret as the payload). It is not flushed to disk: a log, which a
+//! power cut may cut short (on a network file system the pump flushes it about once a second,
+//! so that other hosts' readers see it as it grows).
 //!
 //! **Writing.** The receiver makes a pipe for the job's standard output and error, and a
 //! thread of its own (the *pump*) copies what comes through it into the file. Before the job
@@ -27,7 +29,9 @@
 //! it over `SEQ`: the tail is kept (what a failed job said last), at least `LIMIT / 2` bytes of
 //! it, and the disk holds at most `LIMIT` for the job, each byte copied at most once more on
 //! average. Output that cannot be kept (no room, no permission) is read and dropped: keeping
-//! it never stops or blocks a job.
+//! it never stops or blocks a job. The pipe's capacity (64 KiB) is all that a job can write
+//! ahead of the pump; past it the job waits for the pump, as for any reader of a pipe.
+//!
 //! The pump ends when the job has exited ([`Running::wait`](crate::command::Running::wait)
 //! stops it): it takes what the pipe still holds, and returns before `wait` does, so all of
 //! the job's output is in the file before its message moves on (before the claim goes). What
@@ -58,7 +62,8 @@
 //!
 //! **Pruning.** Output is removed a shard at a time ([`Mailbox::prune_output`]), by whoever
 //! prunes the records of finished jobs by age: a shard of output goes with that shard of
-//! records.
+//! records. A job the mailbox no longer knows (no output, not queued, delayed, running or
+//! dead, no history and no record of its end) is unknown to [`Mailbox::output`]: `NotFound`.
 
 use std::os::unix::fs::FileExt as _;
 
