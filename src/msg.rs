@@ -119,6 +119,10 @@ made or found empty) before the failure is reported, as is a dead letter put bac
 and a key (`B/keys/KEY`: its data, then `keys`), so that a power cut undoes no step a command
 reported. `tests/crash_states.rs` checks every crash state of each step.
 
+**Output**: a job started with its output kept ([`Mailbox::job_output`]) writes to a pipe that
+a thread of its receiver copies, bounded, to `B/output/SHARD/SEQ`, finished before the message
+moves on; read by [`Mailbox::output`] and [`Mailbox::follow_output`] (`src/msg/output.rs`).
+
 **History**: each delivery that ends without success (a job's status or signal, a receiver
 lost with its job) adds a line to `B/attempts/SEQ`, before the message moves on; a success
 removes it, a dead letter keeps it (`src/msg/history.rs`).
@@ -184,6 +188,8 @@ use crate::{
     wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 
+mod census;
+pub use census::{Census, RunningJob};
 mod claim;
 mod dead;
 mod delayed;
@@ -194,8 +200,11 @@ mod keys;
 pub use keys::{Keyed, check_key};
 mod list;
 mod name;
+mod output;
+pub use output::{DEFAULT_OUTPUT_LIMIT, JobOutput, Output, Piece};
 mod payload;
 mod post;
+mod pump;
 pub use name::LOST_BEYOND_RETRIES;
 pub(crate) use name::MessageName;
 use name::{uniq, uniq_host};
@@ -246,6 +255,8 @@ pub struct Mailbox {
     backoff: Option<Duration>,
     /// How long the records of finished jobs are kept.
     keep: Duration,
+    /// What becomes of a job's output.
+    output: JobOutput,
 }
 
 /// Payloads are readable by their owner and group only, unless asked otherwise.
@@ -405,6 +416,7 @@ impl Mailbox {
             delay: None,
             backoff: None,
             keep: DEFAULT_KEEP,
+            output: JobOutput::Inherit,
         }
     }
 
@@ -793,6 +805,7 @@ impl Mailbox {
                             retries: self.retries,
                             backoff: self.backoff,
                             since: SystemTime::now(),
+                            output: (self.output, self.mode),
                             done: false,
                             me: me.take().expect("once"),
                         })));

@@ -24,6 +24,7 @@ mod harness;
 mod json;
 mod msg;
 mod msg_jobs;
+mod msg_output;
 mod msg_status;
 mod mutex;
 mod netfs;

@@ -1042,12 +1042,9 @@ fn work_runs_n_jobs_at_once_each_once_and_stops_when_empty() {
     while running < 3 {
         running += usize::from(workers.stderr_line().contains(": running (attempt"));
     }
-    // Started, as each job says in the log (under load a job's first line can lag behind
-    // its worker's).
-    let log = t.join("log");
-    crate::harness::eventually("three jobs started", || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        text.lines().filter(|l| l.starts_with("start")).count() == 3
+    // Said before each job starts (and makes the pipe that keeps its output): wait for them.
+    eventually("three jobs started", || {
+        std::fs::read_to_string(t.join("log")).is_ok_and(|l| l.lines().count() == 3)
     });
     t.fsync(["event", "signal", "E"]).run().code(0);
     let out = workers.finish();
@@ -1087,8 +1084,12 @@ fn work_stops_every_idle_worker_at_a_signal_and_lets_the_running_job_finish() {
         t.arg("E"),
         t.arg("done")
     );
+    // Its output passed on as it is written (`acquired`), with no thread to keep it.
     let workers = t
-        .fsync(["msg", "work", "-j", "4", "B", "--", "sh", "-c", &job])
+        .fsync([
+            "msg", "work", "-j", "4", "--output", "inherit", "B", "--", "sh", "-c",
+        ])
+        .arg(&job)
         .hold();
     // fsync's threads: its main one and a worker each.
     let threads =

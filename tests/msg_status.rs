@@ -371,6 +371,18 @@ fn records_are_kept_for_keep_only() {
         .arg(&old)
         .run()
         .code(0);
+    // The jobs' output goes by the same rule.
+    let output = t.join("B/output/00000000000000000000");
+    std::fs::create_dir_all(&output).unwrap();
+    t.write(
+        "B/output/00000000000000000000/00000000000000000002",
+        "fsync-output 1 0\nb\n",
+    );
+    t.cmd("touch")
+        .args(["-d", "2 hours ago"])
+        .arg(&output)
+        .run()
+        .code(0);
     // The next record starts that shard again.
     std::fs::remove_dir_all(t.join("B/done/00000000000000000100")).unwrap();
     let d = post(&t, &["--data", "d"]);
@@ -378,6 +390,10 @@ fn records_are_kept_for_keep_only() {
         .run()
         .code(0);
     assert!(!old.exists(), "a shard older than --keep was kept");
+    assert!(
+        !output.exists(),
+        "a shard of output older than --keep was kept"
+    );
     t.fsync(["msg", "status", "B", &b.to_string()])
         .run()
         .code(66);

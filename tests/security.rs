@@ -2980,3 +2980,44 @@ fn msg_status_and_cancel_of_another_users_job_and_planted_records_and_requests()
     h.assert_kind("shared/box/cancel/00000000000000000002", "symlink");
     h.assert_victim_untouched();
 }
+
+/// A job's output in another user's mailbox: a link that user planted at the output's name is
+/// replaced, never written through (root's victim untouched), and the output root's job wrote
+/// is root's, unreadable to the other user (the payload mode, 0640); `msg log` of a job whose
+/// output name is such a link refuses it and prints nothing of its target.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn msg_output_never_follows_a_planted_link_and_is_kept_from_others() {
+    let h = Hostile::new();
+    for data in ["one", "two"] {
+        h.fsync_as_nobody(["msg", "post", "shared/box", "--data", data])
+            .run()
+            .code(0);
+    }
+    let shard = format!("shared/box/output/{SHARD0}");
+    h.as_nobody(["mkdir", "-p", &shard]);
+    for id in [1, 2] {
+        h.link(&h.victim(), &format!("{shard}/{id:020}"));
+    }
+    // One job (the first): root's recv, its output kept and passed on.
+    h.fsync(["msg", "recv", "shared/box", "--", "echo", "secret"])
+        .run_in(&h)
+        .code(0)
+        .stdout("secret\n");
+    let kept = format!("{shard}/{:020}", 1);
+    h.assert_kind(&kept, "file");
+    let meta = std::fs::metadata(h.t.join(&kept)).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.mode() & 0o007),
+        (0, 0),
+        "{:o}",
+        meta.mode()
+    );
+    h.fsync(["msg", "log", "shared/box", "1"])
+        .run_in(&h)
+        .code(0)
+        .stdout("secret\n");
+    let out = h.fsync(["msg", "log", "shared/box", "2"]).run_in(&h);
+    out.code(66).stdout("").stderr_has("symbolic link");
+    h.nobody(["cat", &kept]).run().code(1);
+}

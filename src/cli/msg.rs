@@ -9,6 +9,9 @@ use clap::{Args, Subcommand};
 
 mod jobs;
 mod list;
+mod log;
+mod progress;
+mod watch;
 mod work;
 use fsync::Mailbox;
 use serde::Serialize;
@@ -119,7 +122,10 @@ enum Verb {
                       If fsync alone is killed, the message stays with COMMAND, and with \
                       anything COMMAND left running in the background with that descriptor, \
                       until they have exited; then it goes back to the queue (and runs again \
-                      even if COMMAND had succeeded: nobody was left to remove it).",
+                      even if COMMAND had succeeded: nobody was left to remove it). COMMAND's \
+                      output, which fsync passes on and keeps in the mailbox (--output), then \
+                      has no reader: COMMAND gets SIGPIPE at its next write of it (--output \
+                      inherit if it must run on).",
         after_long_help = "Examples:\n  # A worker that goes on past failed jobs (^C stops it)\n  \
             while :; do fsync msg recv --retries 2 /shared/jobs -- ./run-job; done\n\n  \
             # Give up on a job after 3 tries\n  \
@@ -137,7 +143,10 @@ enum Verb {
                       jobs finish (the signal is not passed on to them), no new job is taken, and \
                       fsync dies of that signal. With --until-empty they stop once the mailbox \
                       has nothing left to do (no message queued or delayed, no job running), as \
-                      'wait-empty' sees it. Each job has FSYNC_MSG_ID and FSYNC_MSG_ATTEMPT in \
+                      'wait-empty' sees it. Each job's standard output and error are kept in \
+                      the mailbox ('fsync msg log BOX ID'; see --output); on a terminal a status \
+                      line on stderr says how many jobs are done, failed, running and queued, \
+                      how fast and until when. Each job has FSYNC_MSG_ID and FSYNC_MSG_ATTEMPT in \
                       its environment, and holds its message as 'recv -- COMMAND' describes \
                       (a worker killed with its job gives the message back at once). Without \
                       --retries a job that always fails keeps coming back (held back up to 5m \
@@ -231,6 +240,35 @@ enum Verb {
             fsync msg list --json /shared/jobs | jq '.dead[] | select(.name | startswith(\"00000000000000000042.\")) | .attempts'"
     )]
     List(ListArgs),
+    #[command(
+        about = "Print a job's output, kept in the mailbox",
+        long_about = "Print what job ID wrote to its standard output and error (combined, in \
+                      the order written), its latest attempt's, as 'msg work' and 'msg recv -- \
+                      COMMAND' keep it in the mailbox (see their --output and --output-limit): \
+                      byte for byte on standard output; a note on stderr if its start was not \
+                      kept. With --follow, go on printing while the job is queued or running, \
+                      and stop once it is neither. Nothing for a job that has no output yet; \
+                      exit 66 for a job the mailbox does not know.",
+        after_long_help = "Examples:\n  id=$(fsync msg post /shared/jobs --data 'make all')\n  \
+            fsync msg log --follow /shared/jobs \"$id\"\n\n  \
+            # the end of what a failed job said\n  fsync msg log /shared/jobs 42 | tail -20"
+    )]
+    Log(log::LogArgs),
+    #[command(
+        about = "Show what a mailbox is doing: queued, running jobs, rate, until a signal",
+        long_about = "Show what the mailbox is doing until --timeout (then exit 0) or until \
+                      interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N): how many \
+                      jobs are queued, running, delayed and dead, how fast jobs leave it (done \
+                      or dead, per second since the watch began) and when it will be empty at \
+                      that pace, and each running job: its id, the host and pid of the worker \
+                      that runs it, its attempt, since when. A line (and one per running job) \
+                      each time that changes, looked at once a second, or sooner after a change \
+                      on this host; with --json, one object per look. Exit 66 if BOX is no \
+                      mailbox.",
+        after_long_help = "Examples:\n  fsync msg watch /shared/jobs\n  \
+            fsync msg watch --json /shared/jobs | jq -c '{queued, running: (.running | length)}'"
+    )]
+    Watch(watch::WatchCmd),
 }
 
 /// A key for `post --key`: refused at parsing, as a usage error.
@@ -312,6 +350,8 @@ struct RecvArgs {
     /// With COMMAND: keep the record of a finished job ('status', 'wait') this long; 0: none
     #[arg(long, value_name = "DUR", requires = "command", value_parser = super::duration::parse_duration, default_value = "1d")]
     keep: std::time::Duration,
+    #[command(flatten)]
+    output: log::OutputArgs,
     /// Run COMMAND on the message, as a job (after --): see above
     #[arg(
         id = "command",
@@ -356,6 +396,8 @@ struct WorkArgs {
     /// Say on stderr when each job starts and how it ended
     #[arg(short, long)]
     verbose: bool,
+    #[command(flatten)]
+    output: log::OutputArgs,
     /// The command each job runs (after --), the message on its standard input
     #[arg(
         value_name = "COMMAND",
@@ -525,6 +567,8 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
         Verb::Status(a) => jobs::status(&a),
         Verb::Wait(a) => jobs::wait(&a),
         Verb::Cancel(a) => jobs::cancel(&a),
+        Verb::Log(a) => log::log(&a),
+        Verb::Watch(a) => watch::watch(&a),
     }
 }
 
@@ -581,7 +625,9 @@ fn stdout_error(e: std::io::Error) -> super::Failure {
 
 /// `msg recv BOX -- COMMAND`: the oldest message as a job, removed only if COMMAND succeeds.
 fn recv_job(a: &RecvArgs) -> VerbResult {
-    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.backoff).keep(a.keep);
+    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.backoff)
+        .keep(a.keep)
+        .job_output(a.output.job_output(log::OutputMode::Tee));
     let place = a.mailbox.mailbox.display();
     let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
     let queue = a.mailbox.mailbox.join("q");

@@ -17,7 +17,8 @@
 //! claim goes; a success's need not be: a record whose line does not parse (lost in a crash)
 //! reads as a success, with nothing known of it but when its file was written. A record is kept while its shard is younger
 //! than the receiver's [`keep`](Mailbox::keep) ([`DEFAULT_KEEP`]): a receiver that makes a new
-//! shard removes the shards (and their job output) not written to for longer. A record is read
+//! shard of records removes the shards of records and of job output (`B/output/SHARD`) not
+//! written to for longer (with a keep of zero, nothing is recorded and nothing removed). A record is read
 //! as a record, never an instruction: a line that does not parse says only "finished".
 //!
 //! **Cancel requests**: `B/cancel/SEQ` (an empty file, flushed) asks whoever runs job `SEQ` to
@@ -259,7 +260,7 @@ impl Layout {
         }
         if made {
             flush(&done)?;
-            prune(&self.top, &done, first, keep);
+            prune(&self.top, first, keep);
         }
         Ok(shard)
     }
@@ -449,37 +450,32 @@ fn time_of(s: i64, ns: i64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::new(s, ns)
 }
 
-/// Remove the shards of `done` (and of `output`, the jobs' output) last written to longer
-/// than `keep` ago, but never `current`'s: best effort, bounded by what exists.
-fn prune(top: &Dir, done: &Dir, current: u64, keep: Duration) {
-    let Ok(entries) = done.entries() else {
-        return;
-    };
+/// Remove the shards of `done` and of `output` (the jobs' output) last written to longer than
+/// `keep` ago, but never `current`'s: best effort, bounded by what exists.
+fn prune(top: &Dir, current: u64, keep: Duration) {
     let now = SystemTime::now();
-    for (name, _) in entries {
-        let Some(first) = queue::parse_shard(&name) else {
+    for kept in ["done", "output"] {
+        let Ok(Some(dir)) = top.sub(kept, false) else {
             continue;
         };
-        if first == current {
-            continue;
-        }
-        let Ok(Some(shard)) = done.sub(&name, false) else {
-            continue;
-        };
-        let old = shard.status().is_ok_and(|st| {
-            now.duration_since(time_of(st.st_mtime, st.st_mtime_nsec))
-                .is_ok_and(|age| age > keep)
-        });
-        if !old {
-            continue;
-        }
-        remove_shard(&shard);
-        let _ = shard.remove_self();
-        if let Ok(Some(output)) = top.sub("output", false)
-            && let Ok(Some(out)) = output.sub(&name, false)
-        {
-            remove_shard(&out);
-            let _ = out.remove_self();
+        for (name, _) in dir.entries().unwrap_or_default() {
+            let Some(first) = queue::parse_shard(&name) else {
+                continue;
+            };
+            if first == current {
+                continue;
+            }
+            let Ok(Some(shard)) = dir.sub(&name, false) else {
+                continue;
+            };
+            let old = shard.status().is_ok_and(|st| {
+                now.duration_since(time_of(st.st_mtime, st.st_mtime_nsec))
+                    .is_ok_and(|age| age > keep)
+            });
+            if old {
+                remove_shard(&shard);
+                let _ = shard.remove_self();
+            }
         }
     }
 }
