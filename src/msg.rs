@@ -186,6 +186,8 @@ mod history;
 pub use history::{Attempt, Ended};
 mod keys;
 pub use keys::{Keyed, check_key};
+mod levels;
+pub use levels::MAX_PRIORITY;
 mod list;
 mod name;
 mod payload;
@@ -236,6 +238,8 @@ pub struct Mailbox {
     delay: Option<Duration>,
     /// A failed job waits this long before its next attempt.
     backoff: Option<Duration>,
+    /// The priority level of posts (`src/msg/levels.rs`).
+    priority: u8,
 }
 
 /// Payloads are readable by their owner and group only, unless asked otherwise.
@@ -252,6 +256,12 @@ struct Layout {
     recv: Arc<Dir>,
     senders: Arc<Dir>,
     delayed: Arc<Dir>,
+    /// The level `q` and the head are of ([`Layout::at`]): 0 for `B/q` and `B/head`.
+    level: u8,
+    /// The directory that holds the head of `q`'s level: the mailbox's, or the level's.
+    head_in: Arc<Dir>,
+    /// The queue's levels (`src/msg/levels.rs`).
+    levels: Arc<levels::Levels>,
     /// The deadline of the verb that opened it, which every internal wait (for the lock on
     /// `seq`, which whoever may open it may hold for ever) ends at too.
     deadline: Deadline,
@@ -392,6 +402,7 @@ impl Mailbox {
             retries: None,
             delay: None,
             backoff: None,
+            priority: 0,
         }
     }
 
@@ -514,13 +525,17 @@ impl Mailbox {
         let sub = |name: &str| -> Result<Arc<Dir>> {
             Ok(Arc::new(top.sub(name, true)?.expect("created")))
         };
+        let q = sub("q")?;
         Ok(Layout {
             tmp: sub("tmp")?,
-            q: sub("q")?,
+            levels: Arc::new(levels::Levels::new(q.clone())),
+            q,
             claimed: sub("claimed")?,
             recv: sub("recv")?,
             senders: sub("senders")?,
             delayed: sub("delayed")?,
+            level: 0,
+            head_in: top.clone(),
             top,
             deadline: Deadline::never(),
         })
@@ -558,6 +573,7 @@ impl Mailbox {
         from: Option<&str>,
         key: Option<&str>,
     ) -> Result<Outcome<Keyed>> {
+        self.check_priority()?;
         let l = self.layout()?;
         let name = MessageName {
             seq: 0,
@@ -566,6 +582,8 @@ impl Mailbox {
             sync: false,
             failed: 0,
             lost: 0,
+            priority: self.priority,
+            timeout_ms: None,
         };
         let place = Place {
             due: self.delay.map(delayed::due_after),
@@ -622,6 +640,8 @@ impl Mailbox {
             sync: true,
             failed: 0,
             lost: 0,
+            priority: 0,
+            timeout_ms: None,
         };
         let sender = Registration::create(&l.senders, &name.uniq, b"", l.registration_mode())?;
         // A receiver takes the message by renaming it into `claimed`, and converts it there.

@@ -261,15 +261,20 @@ fn valid_name() -> impl Strategy<Value = MessageName> {
         any::<bool>(),
         prop_oneof![Just(0u32), any::<u32>()],
         prop_oneof![Just(0u32), any::<u32>()],
+        (0..=crate::msg::MAX_PRIORITY, prop::option::of(1..=u64::MAX)),
     )
-        .prop_map(|(seq, uniq, from, sync, failed, lost)| MessageName {
-            seq,
-            uniq,
-            from,
-            sync,
-            failed: if sync { 0 } else { failed },
-            lost: if sync { 0 } else { lost },
-        })
+        .prop_map(
+            |(seq, uniq, from, sync, failed, lost, (priority, timeout_ms))| MessageName {
+                seq,
+                uniq,
+                from,
+                sync,
+                failed: if sync { 0 } else { failed },
+                lost: if sync { 0 } else { lost },
+                priority: if sync { 0 } else { priority },
+                timeout_ms: if sync { None } else { timeout_ms },
+            },
+        )
 }
 
 /// One `/proc/locks` entry, as the kernel writes it.

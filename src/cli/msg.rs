@@ -241,6 +241,11 @@ struct PostArgs {
     /// being received (exit 0 all the same; -v says which one): jobs that must not pile up
     #[arg(long, value_name = "KEY", value_parser = parse_key)]
     key: Option<String>,
+    /// Priority level, 0 (the default) to 3: receivers take a message of a higher level before
+    /// any of a lower one, and those of one level in the order they were posted
+    #[arg(short, long, value_name = "N", default_value = "0",
+          value_parser = clap::value_parser!(u8).range(0..=i64::from(fsync::msg::MAX_PRIORITY)))]
+    priority: u8,
     /// Say what became of the message: its id, or the pending message with the same key
     #[arg(short, long)]
     verbose: bool,
@@ -359,6 +364,8 @@ struct MessageJson<'a> {
     failed: u32,
     /// Its deliveries lost with their worker.
     lost: u32,
+    /// Its priority level (0 to 3): higher levels are taken first.
+    priority: u8,
     /// How its deliveries that did not succeed ended.
     attempts: Vec<AttemptJson>,
     /// When a delayed message is due (in `delayed` only).
@@ -410,7 +417,9 @@ struct SkippedJson<'a> {
 pub(super) fn run(cmd: MsgCommand) -> VerbResult {
     match cmd.verb {
         Verb::Post(a) => {
-            let mut mailbox = Mailbox::new(&a.mailbox.mailbox).payload_mode(a.mode.mode);
+            let mut mailbox = Mailbox::new(&a.mailbox.mailbox)
+                .payload_mode(a.mode.mode)
+                .priority(a.priority);
             if let Some(delay) = a.delay {
                 mailbox = mailbox.delay(delay);
             }
@@ -666,6 +675,7 @@ fn list(a: &ListArgs) -> VerbResult {
             sync: m.sync,
             failed: m.failed(),
             lost: m.lost(),
+            priority: m.priority(),
             attempts: history(m),
             due: due.map(report::timestamp),
         };
@@ -726,9 +736,13 @@ fn list(a: &ListArgs) -> VerbResult {
                 (_, false, 0, _) => String::new(),
                 (_, false, n, _) => format!(" ({n} failed)"),
             };
+            let priority = match m.priority() {
+                0 => String::new(),
+                p => format!("  priority {p}"),
+            };
             writeln!(
                 out,
-                "{}  {} bytes  {} old{state}",
+                "{}  {} bytes  {} old{priority}{state}",
                 escaped(&m.name),
                 m.size,
                 report::short_duration(m.age)
