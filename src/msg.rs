@@ -20,8 +20,9 @@ directory (see [`crate::bus`]), each step between them one `rename(2)`:
 the second dot and the last) or `-`, `KIND` `msg` (queued) or `sync` (a synchronous send). A
 message whose deliveries failed `N` times has `KIND` `msg+N`; one whose deliveries were lost
 `L` times with their receiver (killed with its job) `msg-L`, or `msg+N-L` with failures too
-(`N`, `L` decimal, no leading zero). Receivers
-take the smallest `NAME`, so messages come out in enqueue order. A name with a control character
+(`N`, `L` decimal, no leading zero); options follow, `msg[+N][-L][,pP][,tMS]` (a priority
+level, a job's timeout: `src/msg/name.rs`). Receivers
+take the smallest `NAME` of the highest level, so messages come out in enqueue order. A name with a control character
 in it is not a message (fsync never makes one): receivers and listings pass it over and report it.
 
 **Shards and the head.** A message numbered `SEQ` is queued in the shard directory
@@ -47,6 +48,13 @@ a look at empty shards. A mailbox of the layout before shards (messages in `q/` 
 `head`) is rebuilt the same way: its messages move into their shards, names and order kept;
 messages an older fsync posts into `q/` itself later are moved when a receiver finds the queue
 empty.
+
+**Levels**: a message of priority level `P` (1 to 3; 0 is the queue above) is queued in a
+queue of its own, `q/pP/SHARD/NAME` with its head in `q/pP/head`, which shares `seq` (ids are
+the mailbox's), `claimed`, `delayed` and `dead` with level 0. A receiver reads every level's head
+under one shared lock on `seq` and walks the levels that exist, highest first, as above: it lists
+one shard of each, and a level never used costs it one failed `openat`. The steps, the
+wake-ups and what moves a message back to its level are in the docs of `src/msg/levels.rs`.
 
 **post**: write the payload to `tmp/.UNIQ` (mode 0640 unless asked, less the umask), `fsync` it; take an exclusive `flock`
 on `B/seq`, read `n`, write `n + 1` and `fsync` it (a number a power cut took back would be
