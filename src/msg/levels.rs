@@ -190,6 +190,109 @@ impl Queued {
 mod tests {
     use super::*;
 
+    fn text(r: Received) -> String {
+        let mut r = r;
+        let mut out = Vec::new();
+        r.copy_to(&mut out).unwrap();
+        r.finish().unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn next_text(b: &Mailbox) -> Option<String> {
+        b.recv(Some(Duration::ZERO)).unwrap().map(text)
+    }
+
+    /// Level 2's messages, sparse in the numbers (level 0's in between), spread over several of
+    /// its shards far apart: taken first, in order, and the level's head moves on past its
+    /// emptied shards, as level 0's does.
+    #[test]
+    fn a_level_sparse_in_the_numbers_is_walked_and_its_head_moves_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let zero = Mailbox::new(&path);
+        let two = Mailbox::new(&path).priority(2);
+        // Numbers 1, 251, 501, 751 at level 2, the next at level 0, the rest handed out (as
+        // to messages delayed, or taken since).
+        for k in 0..4 {
+            let _ = two.post(&mut format!("two {k}").as_bytes()).unwrap();
+            let _ = zero.post(&mut format!("zero {k}").as_bytes()).unwrap();
+            std::fs::write(path.join("seq"), format!("{}\n", (k + 1) * 250)).unwrap();
+        }
+        let level = path.join("q").join("p2");
+        for k in 0..4 {
+            assert_eq!(next_text(&zero), Some(format!("two {k}")));
+        }
+        assert_eq!(next_text(&zero).as_deref(), Some("zero 0"));
+        // The head of level 2 is where posts go now: nothing is left before it.
+        assert_eq!(
+            std::fs::read_to_string(level.join("head")).unwrap(),
+            format!("{}\n", shard_name(1000))
+        );
+        assert_eq!(crate::test_support::listing(&level), ["head"]);
+    }
+
+    /// A head of a level that is torn, missing, or planted past messages (with `seq` set back)
+    /// is rebuilt from the level's directory, and nothing is lost.
+    #[test]
+    fn a_levels_torn_or_planted_head_is_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let three = Mailbox::new(&path).priority(3);
+        for i in 0..150 {
+            let _ = three.post(&mut format!("m{i}").as_bytes()).unwrap();
+        }
+        let head = path.join("q").join("p3").join("head");
+        let mut i = 0;
+        for torn in ["junk", "", "99999999999999999900\n"] {
+            std::fs::write(&head, torn).unwrap();
+            assert_eq!(next_text(&three).as_deref(), Some(format!("m{i}").as_str()));
+            i += 1;
+        }
+        std::fs::remove_file(&head).unwrap();
+        assert_eq!(next_text(&three).as_deref(), Some(format!("m{i}").as_str()));
+        // `seq` rewritten behind the messages of the level's shard 100: a walk from the head
+        // ends before it, the check of the directory finds it (and `seq` is raised again).
+        std::fs::write(path.join("seq"), "50\n").unwrap();
+        for i in i + 1..150 {
+            assert_eq!(next_text(&three).as_deref(), Some(format!("m{i}").as_str()));
+        }
+        assert_eq!(std::fs::read_to_string(path.join("seq")).unwrap(), "150\n");
+        assert_eq!(next_text(&three), None);
+        assert!(
+            Mailbox::new(&path)
+                .wait_empty(Some(Duration::ZERO))
+                .unwrap()
+        );
+    }
+
+    /// A key is held while its message is queued at any level.
+    #[test]
+    fn a_key_is_held_while_its_message_waits_at_a_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let one = Mailbox::new(&path).priority(1);
+        let first = one.post_keyed(&mut &b"a"[..], "k").unwrap();
+        assert!(matches!(first, Outcome::Acquired(Keyed::Queued(_))));
+        let second = one.post_keyed(&mut &b"b"[..], "k").unwrap();
+        assert!(matches!(second, Outcome::Acquired(Keyed::Pending(_))));
+        assert_eq!(next_text(&one).as_deref(), Some("a"));
+        let third = one.post_keyed(&mut &b"c"[..], "k").unwrap();
+        assert!(matches!(third, Outcome::Acquired(Keyed::Queued(_))));
+    }
+
+    /// A level past the highest is refused, and nothing is queued.
+    #[test]
+    fn a_level_past_the_highest_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let e = Mailbox::new(&path)
+            .priority(4)
+            .post(&mut &b"x"[..])
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid);
+        assert!(!path.exists());
+    }
+
     #[test]
     fn level_names() {
         for p in 1..=MAX_PRIORITY {

@@ -20,6 +20,8 @@ fn names_round_trip() {
         sync: true,
         failed: 0,
         lost: 0,
+        priority: 0,
+        timeout_ms: None,
     };
     assert_eq!(MessageName::parse(&n.render()), Some(n));
     assert!(MessageName::parse("junk").is_none());
