@@ -19,9 +19,12 @@ use std::{
     time::{Duration, Instant},
 };
 
+/// The level of each message of a mailbox (`None`: no level directory at all).
+type Levels = Option<fn(u64) -> u8>;
+
 /// A mailbox with messages 1..=n queued, message `seq` at level `level_of(seq)` (`None`: no
 /// level directory at all), each level's head at its first shard.
-fn fill(box_dir: &Path, n: u64, level_of: Option<fn(u64) -> u8>) {
+fn fill(box_dir: &Path, n: u64, level_of: Levels) {
     for sub in ["tmp", "q", "claimed", "recv", "senders", "delayed"] {
         std::fs::create_dir_all(box_dir.join(sub)).unwrap();
     }
@@ -75,7 +78,7 @@ fn main() {
         "priority: one receiver takes a queue of {n} messages (recv + finish), median of {rounds}"
     );
     println!("{:>8} {:>12} {:>12}", "mailbox", "seconds", "us/message");
-    let kinds: [(&str, Option<fn(u64) -> u8>); 3] = [
+    let kinds: [(&str, Levels); 3] = [
         ("none", None),
         ("unused", Some(|_| 0)),
         ("mixed", Some(|seq| (seq % 4) as u8)),
