@@ -468,9 +468,12 @@ impl Layout {
 /// hold claims, the last close of a registration in `recv` (its receiver, and the job it passed
 /// its claim down to, exited: however they died, the kernel closes their files), so that a
 /// dead receiver's claim goes back to the queue at once, without anything else touching the
-/// mailbox. Not the queue's directory: watching a directory costs the kernel a pass over its
-/// entries, and it holds a shard per hundred messages. Armed before the look that precedes a
-/// sleep, so that no change between is missed; armed anew when what it watches changes.
+/// mailbox. The shard posts go to in each level's directory that exists; the queue's directory
+/// only while a level's is missing (its `mkdir` is the first post at that level): watching a
+/// directory costs the kernel a pass over its entries, a shard per hundred messages, but a
+/// waiter arms only once it found nothing, when the empty shards are gone. Armed before the
+/// look that precedes a sleep, so that no change between is missed; armed anew when what it
+/// watches changes.
 ///
 /// Closes are seen with inotify only (dnotify does not report them), whose instance costs its
 /// process a few milliseconds at exit (`platform::notify`): so only while claims are held.
