@@ -524,6 +524,14 @@ proptest! {
             (false, 0, l) => format!("msg-{l}"),
             (false, f, l) => format!("msg+{f}-{l}"),
         };
+        // The job's options after the counts: the level, then the timeout.
+        let mut kind = kind;
+        if n.priority > 0 {
+            kind += &format!(",p{}", n.priority);
+        }
+        if let Some(ms) = n.timeout_ms {
+            kind += &format!(",t{ms}");
+        }
         prop_assert_eq!(&text, &format!("{}.{kind}", n.stem()));
         prop_assert_eq!(text.split('.').next().unwrap().len(), 20, "SEQ is 20 digits");
     }
