@@ -79,7 +79,9 @@ fn the_highest_level_comes_first_and_each_level_in_order() {
 
 /// A receiver asleep on a mailbox that never had a message of level 2 wakes for the first one
 /// (the level's directory is made then: the queue's directory is watched for it), and again
-/// for the next post at a level that exists by then.
+/// for the next post at a level that exists by then. Woken by the kernel, not by the report
+/// `-v` makes once a second (after which it would look again and find it all the same): it
+/// says it waited less than that second. (Without the watch on the queue's directory: 1.0 s.)
 #[test]
 fn a_waiting_receiver_wakes_for_the_first_post_at_a_new_level() {
     let t = TestDir::new();
@@ -89,7 +91,13 @@ fn a_waiting_receiver_wakes_for_the_first_post_at_a_new_level() {
         let mut waiting = t.fsync(["msg", "recv", "-v", "B"]).start();
         waiting.stderr_until("waiting for a message");
         post(&t, level, data);
-        waiting.finish().code(0).stdout(&format!("{data}\n"));
+        let out = waiting.finish();
+        out.code(0).stdout(&format!("{data}\n"));
+        let said = out.stderr.lines().last().unwrap_or_default();
+        let waited: f64 = (said.strip_prefix("fsync: received a message from B after "))
+            .and_then(|s| s.strip_suffix('s')?.parse().ok())
+            .unwrap_or_else(|| panic!("-v said {said:?}"));
+        assert!(waited < 1.0, "woken by the report, not the post: {said:?}");
     }
 }
 
