@@ -280,6 +280,40 @@ mod tests {
         assert!(matches!(third, Outcome::Acquired(Keyed::Queued(_))));
     }
 
+    /// Receivers make no level's directory (a mailbox that never used levels stays without
+    /// them), and an entry they pass over in a level is named by its path in `q`: `pP/...`.
+    #[test]
+    fn receivers_make_no_level_and_name_what_they_pass_over_in_one() {
+        struct Passed<'a>(&'a mut Vec<String>);
+        impl Report for Passed<'_> {
+            fn waiting(&mut self, _: Duration) {}
+            fn skipped(&mut self, entry: &Skipped) {
+                self.0.push(entry.name.clone());
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        let _ = b.post(&mut &b"zero"[..]).unwrap();
+        assert_eq!(next_text(&b).as_deref(), Some("zero"));
+        assert_eq!(next_text(&b), None);
+        assert_eq!(
+            crate::test_support::listing(&path.join("q")),
+            [shard_name(0)]
+        );
+        let _ = b.clone().priority(2).post(&mut &b"two"[..]).unwrap();
+        let planted = "00000000000000000001.h-1-0.-.msg,p2";
+        let shard = path.join("q").join("p2").join(shard_name(0));
+        std::fs::create_dir(shard.join(planted)).unwrap();
+        let mut passed = Vec::new();
+        let got = b
+            .recv_with(Some(Duration::ZERO), Passed(&mut passed))
+            .unwrap();
+        assert_eq!(got.acquired().map(text).as_deref(), Some("two"));
+        assert_eq!(passed, [format!("p2/{}/{planted}", shard_name(0))]);
+        assert!(!path.join("q").join("p1").exists() && !path.join("q").join("p3").exists());
+    }
+
     /// A level past the highest is refused, and nothing is queued.
     #[test]
     fn a_level_past_the_highest_is_refused() {
