@@ -2492,7 +2492,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__post)
-            opts="-v -q -h -V --data --mode --delay --key --verbose --quiet --help --version"
+            opts="-p -v -q -h -V --data --mode --delay --key --priority --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2511,6 +2511,14 @@ _fsync() {
                     return 0
                     ;;
                 --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --priority)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -p)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -20,8 +20,9 @@ directory (see [`crate::bus`]), each step between them one `rename(2)`:
 the second dot and the last) or `-`, `KIND` `msg` (queued) or `sync` (a synchronous send). A
 message whose deliveries failed `N` times has `KIND` `msg+N`; one whose deliveries were lost
 `L` times with their receiver (killed with its job) `msg-L`, or `msg+N-L` with failures too
-(`N`, `L` decimal, no leading zero). Receivers
-take the smallest `NAME`, so messages come out in enqueue order. A name with a control character
+(`N`, `L` decimal, no leading zero); options follow, `msg[+N][-L][,pP][,tMS]` (a priority
+level, a job's timeout: `src/msg/name.rs`). Receivers
+take the smallest `NAME` of the highest level, so messages come out in enqueue order. A name with a control character
 in it is not a message (fsync never makes one): receivers and listings pass it over and report it.
 
 **Shards and the head.** A message numbered `SEQ` is queued in the shard directory
@@ -47,6 +48,13 @@ a look at empty shards. A mailbox of the layout before shards (messages in `q/` 
 `head`) is rebuilt the same way: its messages move into their shards, names and order kept;
 messages an older fsync posts into `q/` itself later are moved when a receiver finds the queue
 empty.
+
+**Levels**: a message of priority level `P` (1 to 3; 0 is the queue above) is queued in a
+queue of its own, `q/pP/SHARD/NAME` with its head in `q/pP/head`, which shares `seq` (ids are
+the mailbox's), `claimed`, `delayed` and `dead` with level 0. A receiver reads every level's head
+under one shared lock on `seq` and walks the levels that exist, highest first, as above: it lists
+one shard of each, and a level never used costs it one failed `openat`. The steps, the
+wake-ups and what moves a message back to its level are in the docs of `src/msg/levels.rs`.
 
 **post**: write the payload to `tmp/.UNIQ` (mode 0640 unless asked, less the umask), `fsync` it; take an exclusive `flock`
 on `B/seq`, read `n`, write `n + 1` and `fsync` it (a number a power cut took back would be
@@ -198,6 +206,8 @@ mod history;
 pub use history::{Attempt, Ended};
 mod keys;
 pub use keys::{Keyed, check_key};
+mod levels;
+pub use levels::MAX_PRIORITY;
 mod list;
 mod name;
 mod output;
@@ -257,6 +267,8 @@ pub struct Mailbox {
     keep: Duration,
     /// What becomes of a job's output.
     output: JobOutput,
+    /// The priority level of posts (`src/msg/levels.rs`).
+    priority: u8,
 }
 
 /// Payloads are readable by their owner and group only, unless asked otherwise.
@@ -273,6 +285,12 @@ struct Layout {
     recv: Arc<Dir>,
     senders: Arc<Dir>,
     delayed: Arc<Dir>,
+    /// The level `q` and the head are of ([`Layout::at`]): 0 for `B/q` and `B/head`.
+    level: u8,
+    /// The directory that holds the head of `q`'s level: the mailbox's, or the level's.
+    head_in: Arc<Dir>,
+    /// The queue's levels (`src/msg/levels.rs`).
+    levels: Arc<levels::Levels>,
     /// The deadline of the verb that opened it, which every internal wait (for the lock on
     /// `seq`, which whoever may open it may hold for ever) ends at too.
     deadline: Deadline,
@@ -417,6 +435,7 @@ impl Mailbox {
             backoff: None,
             keep: DEFAULT_KEEP,
             output: JobOutput::Inherit,
+            priority: 0,
         }
     }
 
@@ -539,13 +558,17 @@ impl Mailbox {
         let sub = |name: &str| -> Result<Arc<Dir>> {
             Ok(Arc::new(top.sub(name, true)?.expect("created")))
         };
+        let q = sub("q")?;
         Ok(Layout {
             tmp: sub("tmp")?,
-            q: sub("q")?,
+            levels: Arc::new(levels::Levels::new(q.clone())),
+            q,
             claimed: sub("claimed")?,
             recv: sub("recv")?,
             senders: sub("senders")?,
             delayed: sub("delayed")?,
+            level: 0,
+            head_in: top.clone(),
             top,
             deadline: Deadline::never(),
             keep: self.keep,
@@ -587,6 +610,7 @@ impl Mailbox {
         from: Option<&str>,
         key: Option<&str>,
     ) -> Result<Outcome<Keyed>> {
+        self.check_priority()?;
         let l = self.layout()?;
         let name = MessageName {
             seq: 0,
@@ -595,6 +619,8 @@ impl Mailbox {
             sync: false,
             failed: 0,
             lost: 0,
+            priority: self.priority,
+            timeout_ms: None,
         };
         let place = Place {
             due: self.delay.map(delayed::due_after),
@@ -664,6 +690,8 @@ impl Mailbox {
             sync: true,
             failed: 0,
             lost: 0,
+            priority: 0,
+            timeout_ms: None,
         };
         let sender = Registration::create(&l.senders, &name.uniq, b"", l.registration_mode())?;
         // A receiver takes the message by renaming it into `claimed`, and converts it there.

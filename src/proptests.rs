@@ -261,15 +261,20 @@ fn valid_name() -> impl Strategy<Value = MessageName> {
         any::<bool>(),
         prop_oneof![Just(0u32), any::<u32>()],
         prop_oneof![Just(0u32), any::<u32>()],
+        (0..=crate::msg::MAX_PRIORITY, prop::option::of(1..=u64::MAX)),
     )
-        .prop_map(|(seq, uniq, from, sync, failed, lost)| MessageName {
-            seq,
-            uniq,
-            from,
-            sync,
-            failed: if sync { 0 } else { failed },
-            lost: if sync { 0 } else { lost },
-        })
+        .prop_map(
+            |(seq, uniq, from, sync, failed, lost, (priority, timeout_ms))| MessageName {
+                seq,
+                uniq,
+                from,
+                sync,
+                failed: if sync { 0 } else { failed },
+                lost: if sync { 0 } else { lost },
+                priority: if sync { 0 } else { priority },
+                timeout_ms: if sync { None } else { timeout_ms },
+            },
+        )
 }
 
 /// One `/proc/locks` entry, as the kernel writes it.
@@ -519,6 +524,14 @@ proptest! {
             (false, 0, l) => format!("msg-{l}"),
             (false, f, l) => format!("msg+{f}-{l}"),
         };
+        // The job's options after the counts: the level, then the timeout.
+        let mut kind = kind;
+        if n.priority > 0 {
+            kind += &format!(",p{}", n.priority);
+        }
+        if let Some(ms) = n.timeout_ms {
+            kind += &format!(",t{ms}");
+        }
         prop_assert_eq!(&text, &format!("{}.{kind}", n.stem()));
         prop_assert_eq!(text.split('.').next().unwrap().len(), 20, "SEQ is 20 digits");
     }

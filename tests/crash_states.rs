@@ -49,7 +49,11 @@ fn parse_name(name: &str) -> Option<(u64, u32)> {
     let kind = name.rsplit('.').next()?;
     let kind = kind.split('~').next()?;
     let failed = kind.strip_prefix("msg+").map_or(0, |n| {
-        n.split('-').next().unwrap_or("0").parse().unwrap_or(0)
+        n.split(['-', ','])
+            .next()
+            .unwrap_or("0")
+            .parse()
+            .unwrap_or(0)
     });
     Some((seq, failed))
 }
@@ -62,9 +66,22 @@ fn places(tree: &Tree) -> Places {
             out.insert(seq, (class, failed));
         }
     };
+    // Level 0's shards, and those of the levels' directories `q/pP` (whose head is no shard).
     for shard in tree.list("B/q") {
-        for name in tree.list(&format!("B/q/{shard}")) {
-            put(&name, Class::Pending);
+        let level = shard.starts_with('p').then(|| format!("B/q/{shard}"));
+        let shards = match &level {
+            Some(level) => tree
+                .list(level)
+                .into_iter()
+                .filter(|s| s != "head")
+                .collect(),
+            None => vec![shard.clone()],
+        };
+        for s in shards {
+            let dir = level.as_deref().unwrap_or("B/q");
+            for name in tree.list(&format!("{dir}/{s}")) {
+                put(&name, Class::Pending);
+            }
         }
     }
     for name in tree.list("B/claimed") {
@@ -187,6 +204,29 @@ const SCENARIOS: &[Scenario] = &[
             &["post", "B", "--data", "c", "--key", "k"],
         ],
         key: Some("k"),
+        finished_as: "succeeded",
+    },
+    Scenario {
+        name: "priority",
+        // The post that makes a level's directory, one into it, a receive that takes from it,
+        // and a failed job put back at its level.
+        steps: &[
+            &["post", "B", "--data", "a"],
+            &["post", "B", "--data", "b", "--priority", "2"],
+            &["post", "B", "--data", "c", "--priority", "2"],
+            &["recv", "B", "--timeout", "0"],
+            &[
+                "recv",
+                "B",
+                "--timeout",
+                "0",
+                "--backoff",
+                "0",
+                "--",
+                "false",
+            ],
+        ],
+        key: None,
         finished_as: "succeeded",
     },
     Scenario {

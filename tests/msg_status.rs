@@ -455,3 +455,28 @@ fn a_record_left_by_a_crash_goes_when_the_job_runs_again() {
         "{s}"
     );
 }
+
+/// A job at a priority level is found, cancelled and never run, as one at the default level.
+#[test]
+fn a_job_at_a_priority_level_is_seen_and_cancelled_by_its_id() {
+    let t = TestDir::new();
+    let low = post(&t, &["--data", "low"]);
+    let high = post(&t, &["--priority", "2", "--data", "high"]);
+    assert_eq!(state(&t, high), "queued");
+    t.fsync(["msg", "log", "B", &high.to_string()])
+        .run()
+        .code(0)
+        .stdout("");
+    t.fsync(["msg", "cancel", "B", &high.to_string()])
+        .run()
+        .code(0)
+        .stdout_has(&format!("{high} cancelled at "));
+    t.fsync(["msg", "recv", "-n", "B"])
+        .run()
+        .code(0)
+        .stdout("low");
+    assert_eq!(
+        (state(&t, low), state(&t, high)),
+        ("succeeded".into(), "cancelled".into())
+    );
+}

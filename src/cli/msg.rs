@@ -325,6 +325,11 @@ struct PostArgs {
     /// being received (exit 0 all the same; -v says which one): jobs that must not pile up
     #[arg(long, value_name = "KEY", value_parser = parse_key)]
     key: Option<String>,
+    /// Priority level, 0 (the default) to 3: receivers take a message of a higher level before
+    /// any of a lower one, and those of one level in the order they were posted
+    #[arg(short, long, value_name = "N", default_value = "0",
+          value_parser = clap::value_parser!(u8).range(0..=i64::from(fsync::msg::MAX_PRIORITY)))]
+    priority: u8,
     /// Say what became of the message: its id, or the pending message with the same key
     #[arg(short, long)]
     verbose: bool,
@@ -433,7 +438,7 @@ struct RetryArgs {
 struct ListArgs {
     #[command(flatten)]
     mailbox: BoxArg,
-    /// One JSON object: {"path", "messages": [{"id", "name", "size", "since", "sync",
+    /// One JSON object: {"path", "messages": [{"id", "name", "size", "since", "sync", "priority",
     /// "failed", "lost"}], "running" (messages being received, each with the "host", "pid",
     /// "attempt" and "taken" time of its worker), "delayed" (messages, each with its "due"
     /// time), "dead" (dead letters, as messages), "count", "claimed" (being received),
@@ -575,7 +580,9 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
 /// `msg post`: the message's id on standard output (unless `-q`), as scripts want it for
 /// `status`, `wait`, `log` and `cancel`.
 fn post(a: &PostArgs) -> VerbResult {
-    let mut mailbox = Mailbox::new(&a.mailbox.mailbox).payload_mode(a.mode.mode);
+    let mut mailbox = Mailbox::new(&a.mailbox.mailbox)
+        .payload_mode(a.mode.mode)
+        .priority(a.priority);
     if let Some(delay) = a.delay {
         mailbox = mailbox.delay(delay);
     }

@@ -83,7 +83,8 @@ fn recover(l: &Layout, poll: Duration) -> bool {
         } else if matches!(l.requeue(&claimed, &back, poll), Ok(true)) {
             // Into its history only if it is back as lost (by us, or by another receiver
             // that found it so too): its receiver may have moved it on before it died.
-            let shard = l.shard(queue::shard_of(parsed.seq), false);
+            let level = l.at(parsed.priority, false).ok().flatten();
+            let shard = level.map_or(Ok(None), |lv| lv.shard(queue::shard_of(parsed.seq), false));
             let attempt = parsed.failed.saturating_add(parsed.lost).saturating_add(1);
             if let (Ok(Some(shard)), Some(attempt)) = (shard, Attempt::lost_with(attempt, rid))
                 && shard.stat(&back).is_ok()
@@ -103,8 +104,11 @@ pub(super) type Claim = (File, String, MessageName);
 /// Where to look for what comes next, when a receive found nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Next {
-    /// The shard posts go to: the directory to watch besides `claimed` and `delayed`.
+    /// The shard posts go to: the directory to watch (in each level) besides `claimed` and
+    /// `delayed`.
     pub(super) shard: u64,
+    /// The levels above 0 whose directories exist ([`queue::Watched::levels`]).
+    pub(super) levels: Vec<u8>,
     /// When the first delayed message may be due (microseconds since the epoch).
     pub(super) due: Option<u64>,
     /// Whether living receivers hold claims: their deaths must wake a waiter too.
@@ -127,51 +131,81 @@ pub(super) fn try_claim(
     (next.due, next.begun, next.claims) = (pending.due, pending.begun, claims);
     let mut rebuilt = false;
     loop {
-        let ends = wait::acquired!(l.current_ends(poll)?);
-        let mut first = ends.head;
-        let mut missing = 0;
-        while first <= ends.newest() {
-            if missing >= queue::MAX_MISSING {
-                first = l.skip_gap(first, ends.newest())?;
-                missing = 0;
+        // The levels, highest first: the first message of the highest that holds one.
+        let levels = wait::acquired!(l.current_levels(poll)?);
+        for (level, ends) in &levels {
+            if let Some(claim) = claim_level(level, *ends, rid, poll, retries, skipped)? {
+                return Ok(Outcome::Acquired(Some(claim)));
+            }
+        }
+        // Empty: unless a head or `seq` was rewritten past messages, or an fsync from before
+        // shards posted into the queue's directory.
+        if !rebuilt {
+            let lost = |(level, ends): &&(Layout, queue::Ends)| level.out_of_place(*ends);
+            let lost: Vec<_> = levels.iter().filter(lost).collect();
+            for (level, _) in &lost {
+                wait::acquired!(level.rebuild(poll, l.deadline)?);
+            }
+            rebuilt = true;
+            if !lost.is_empty() {
                 continue;
             }
-            let shard = match l.shard(first, false) {
-                Ok(shard) => shard,
-                Err(e) => {
-                    // Not a directory fsync made (a link, a file): passed over.
-                    skipped(skip(&shard_name(first), &e));
-                    first += SHARD;
-                    continue;
-                }
-            };
-            missing = if shard.is_none() { missing + 1 } else { 0 };
-            let mut messages = false;
-            if let Some(shard) = &shard {
-                // Entries are named by their path in the queue's directory.
-                let mut skipped = |s: Skipped| skipped(queue::in_shard(first, s));
-                let (names, bad) = queued_names(shard)?;
-                bad.into_iter().for_each(&mut skipped);
-                messages = !names.is_empty();
-                if let Some(claim) = claim_in(l, shard, names, rid, retries, &mut skipped)? {
-                    return Ok(Outcome::Acquired(Some(claim)));
-                }
-            }
-            if !messages && first == ends.head && first < ends.newest() {
-                l.advance(first, poll)?;
-            }
-            first += SHARD;
         }
-        // Empty: unless the head or `seq` was rewritten past messages, or an fsync from
-        // before shards posted into the queue's directory.
-        if !rebuilt && l.out_of_place(ends) {
-            wait::acquired!(l.rebuild(poll, l.deadline)?);
-            rebuilt = true;
-            continue;
-        }
-        next.shard = ends.newest();
+        next.shard = levels.last().expect("level 0").1.newest();
+        next.levels = levels
+            .iter()
+            .map(|(level, _)| level.level)
+            .filter(|&p| p > 0)
+            .collect();
         return Ok(Outcome::Acquired(None));
     }
+}
+
+/// Claim the oldest message we can read of the level `l` is at, walking it from its head
+/// (`ends`, read under the lock on `seq` with the other levels').
+fn claim_level(
+    l: &Layout,
+    ends: queue::Ends,
+    rid: &str,
+    poll: Duration,
+    retries: Option<u32>,
+    skipped: &mut dyn FnMut(Skipped),
+) -> Result<Option<Claim>> {
+    let mut first = ends.head;
+    let mut missing = 0;
+    while first <= ends.newest() {
+        if missing >= queue::MAX_MISSING {
+            first = l.skip_gap(first, ends.newest())?;
+            missing = 0;
+            continue;
+        }
+        let shard = match l.shard(first, false) {
+            Ok(shard) => shard,
+            Err(e) => {
+                // Not a directory fsync made (a link, a file): passed over.
+                skipped(l.in_level(skip(&shard_name(first), &e)));
+                first += SHARD;
+                continue;
+            }
+        };
+        missing = if shard.is_none() { missing + 1 } else { 0 };
+        let mut messages = false;
+        if let Some(shard) = &shard {
+            // Entries are named by their path in the queue's directory.
+            let mut skipped = |s: Skipped| skipped(l.in_level(queue::in_shard(first, s)));
+            let (names, bad) = queued_names(shard)?;
+            bad.into_iter().for_each(&mut skipped);
+            messages = !names.is_empty();
+            if let Some(claim) = claim_in(l, shard, names, rid, retries, &mut skipped)? {
+                return Ok(Some(claim));
+            }
+        }
+        if !messages && first == ends.head && first < ends.newest() {
+            l.advance(first, poll)?;
+        }
+        first += SHARD;
+    }
+    Ok(None)
 }
 
 /// Claim the first of `names` (a shard's messages, oldest first) that we can read.
@@ -343,6 +377,7 @@ pub(super) fn withdraw(
 /// The shard directory that holds queued message `name`, if it is queued.
 fn queued_in(l: &Layout, name: &str) -> Option<Dir> {
     let parsed = MessageName::parse(name)?;
-    let shard = l.shard(shard_of(parsed.seq), false).ok()??;
+    let level = l.at(parsed.priority, false).ok()??;
+    let shard = level.shard(shard_of(parsed.seq), false).ok()??;
     shard.stat(name).is_ok().then_some(shard)
 }

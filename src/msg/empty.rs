@@ -82,33 +82,23 @@ impl Layout {
         // What comes due after this instant stays delayed: the look below promotes the rest.
         let now = procinfo::now_micros();
         let (pending, claims) = claim::tidy(self, poll)?;
-        wait::acquired!(self.current_ends(poll)?); // the head rebuilt, if it must be
+        wait::acquired!(self.current_levels(poll)?); // heads rebuilt, if they must be
         // Under the shared lock on `seq`, messages move only forwards: from a shard to
         // `claimed` (a receiver takes one), from there to `delayed` (a backoff), the dead
-        // letters or nowhere (done); back to the queue only under the exclusive lock. So
-        // looking in that order sees every message that is anywhere all along.
+        // letters or nowhere (done); back to the queue only under the exclusive lock (and a
+        // level's directory is made only under it). So looking in that order sees every
+        // message that is anywhere all along.
         let seq = wait::acquired!(self.lock_seq(Mode::Shared, poll, self.deadline)?);
-        let (ends, last) = self.ends_under(&seq)?;
-        let ends = ends.unwrap_or(queue::Ends { head: 0, last });
-        // Messages a walk from the head cannot reach (a head or `seq` rewritten) count: the
-        // next receive rebuilds the head and takes them.
-        let mut busy = self.out_of_place(ends);
-        let mut first = ends.head;
-        let mut missing = 0;
-        while !busy && first <= ends.newest() {
-            if missing >= queue::MAX_MISSING {
-                first = self.skip_gap(first, ends.newest())?;
-                missing = 0;
-                continue;
+        let last = self.last_seq(&seq)?;
+        let present = self.present()?;
+        let levels: Vec<u8> = present.iter().map(|l| l.level).filter(|&p| p > 0).collect();
+        let mut busy = false;
+        for level in &present {
+            let ends = level.ends_at(last).unwrap_or(queue::Ends { head: 0, last });
+            if level.holds_queued(ends)? {
+                busy = true;
+                break;
             }
-            match self.shard(first, false) {
-                Ok(Some(shard)) => {
-                    busy = !queued_names(&shard)?.0.is_empty();
-                    missing = 0;
-                }
-                _ => missing += 1,
-            }
-            first += SHARD;
         }
         busy = busy
             || (self.claimed.entries())
@@ -120,12 +110,42 @@ impl Layout {
         busy = busy || self.holds_delayed(now)?;
         drop(seq);
         let next = claim::Next {
-            shard: ends.newest(),
+            shard: queue::shard_of(last + 1),
+            levels,
             due: pending.due,
             begun: pending.begun,
             claims,
         };
         Ok(Outcome::Acquired((busy, next)))
+    }
+
+    /// Whether this level holds a queued message, walked from `ends` (read under the lock on
+    /// `seq` its caller holds): messages a walk from the head cannot reach (a head or `seq`
+    /// rewritten) count too, since the next receive rebuilds the head and takes them.
+    fn holds_queued(&self, ends: queue::Ends) -> Result<bool> {
+        if self.out_of_place(ends) {
+            return Ok(true);
+        }
+        let mut first = ends.head;
+        let mut missing = 0;
+        while first <= ends.newest() {
+            if missing >= queue::MAX_MISSING {
+                first = self.skip_gap(first, ends.newest())?;
+                missing = 0;
+                continue;
+            }
+            match self.shard(first, false) {
+                Ok(Some(shard)) => {
+                    if !queued_names(&shard)?.0.is_empty() {
+                        return Ok(true);
+                    }
+                    missing = 0;
+                }
+                _ => missing += 1,
+            }
+            first += SHARD;
+        }
+        Ok(false)
     }
 
     /// Whether a message due after `now` is held back, after a look begun then (which

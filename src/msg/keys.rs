@@ -77,9 +77,13 @@ impl Layout {
             dir.entries()
                 .is_ok_and(|e| e.iter().any(|(n, _)| strip(n).starts_with(&prefix)))
         };
-        let pending = self
-            .shard(shard_of(seq), false)?
-            .is_some_and(|shard| has(&shard, |n| n))
+        // Queued at whichever level it was posted.
+        let mut queued = false;
+        for level in self.present()? {
+            queued = queued
+                || (level.shard(shard_of(seq), false)?).is_some_and(|shard| has(&shard, |n| n));
+        }
+        let pending = queued
             || has(&self.claimed, |n| n)
             || (self.any_delayed(|n| {
                 n.split_once('.')

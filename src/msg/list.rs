@@ -82,58 +82,84 @@ impl Mailbox {
                 }
             }
         };
-        // The queue's own directory: shards, and messages of the layout before shards (all of
-        // a mailbox an older fsync wrote; or posted since by one), which come first.
-        let (unsharded, oldest) = top_level(&q)?;
-        let (names, bad) = unsharded;
-        for s in bad {
-            each(Entry::Skipped(s));
-        }
-        emit(&q, names, &mut each);
-        // Then the shards, from the head (or the oldest there is) to where posts go.
-        let read = |name: &str| {
-            let f = top.open(name, false).ok()??;
+        let read = |dir: &Dir, name: &str| {
+            let f = dir.open(name, false).ok()??;
             let mut buf = [0u8; 64];
             let n = f.read_at(&mut buf, 0).ok()?;
             Some(String::from_utf8_lossy(&buf[..n]).into_owned())
         };
-        let last = read("seq")
+        let last = read(&top, "seq")
             .and_then(|t| queue::parse_seq(&t).ok())
             .unwrap_or(0);
-        let head = read("head")
-            .and_then(|t| t.strip_suffix('\n').and_then(queue::parse_shard))
-            .map_or(oldest, |h| oldest.map_or(h, |o| o.min(h)).into());
-        // No head and no shard: nothing was ever queued (what was posted waits delayed).
-        let mut first = head.unwrap_or(u64::MAX);
-        let mut missing = 0;
-        while first <= shard_of(last + 1) {
-            if missing >= queue::MAX_MISSING {
-                first = queue::skip_gap_in(&q, first, shard_of(last + 1))?;
-                missing = 0;
-                continue;
-            }
-            let found = q.sub(&shard_name(first), false);
-            missing = match found {
-                Ok(None) => missing + 1,
-                _ => 0,
-            };
-            match found {
-                Ok(Some(shard)) => {
-                    // Entries are named by their path in the queue's directory.
-                    let mut each = |entry| match entry {
-                        Entry::Skipped(s) => each(Entry::Skipped(queue::in_shard(first, s))),
-                        other => each(other),
-                    };
-                    let (names, bad) = queued_names(&shard)?;
-                    for s in bad {
-                        each(Entry::Skipped(s));
-                    }
-                    emit(&shard, names, &mut each);
-                }
+        // The levels, highest first, as receivers take them; level 0 (`q` itself) last.
+        let mut levels: Vec<(u8, Dir)> = Vec::new();
+        for p in (1..=MAX_PRIORITY).rev() {
+            match q.sub(&levels::level_name(p), false) {
+                Ok(Some(dir)) => levels.push((p, dir)),
                 Ok(None) => {}
-                Err(e) => each(Entry::Skipped(skip(&shard_name(first), &e))),
+                Err(e) => each(Entry::Skipped(skip(&levels::level_name(p), &e))),
             }
-            first += SHARD;
+        }
+        for (p, dir) in levels.iter().map(|(p, d)| (*p, d)).chain([(0, &q)]) {
+            // Entries are named by their path in the queue's directory.
+            let prefix = match p {
+                0 => String::new(),
+                p => format!("{}/", levels::level_name(p)),
+            };
+            let mut each = |entry| match entry {
+                Entry::Skipped(mut s) => {
+                    s.name.insert_str(0, &prefix);
+                    each(Entry::Skipped(s));
+                }
+                other => each(other),
+            };
+            // The level's own directory: shards, and messages of the layout before shards (all
+            // of a mailbox an older fsync wrote; or posted since by one), which come first.
+            let (unsharded, oldest) = top_level(dir, p)?;
+            let (names, bad) = unsharded;
+            for s in bad {
+                each(Entry::Skipped(s));
+            }
+            emit(dir, names, &mut each);
+            // Then the shards, from the head (or the oldest there is) to where posts go.
+            let head = match p {
+                0 => read(&top, "head"),
+                _ => read(dir, "head"),
+            };
+            let head = head
+                .and_then(|t| t.strip_suffix('\n').and_then(queue::parse_shard))
+                .map_or(oldest, |h| oldest.map_or(h, |o| o.min(h)).into());
+            // No head and no shard: nothing was ever queued (what was posted waits delayed).
+            let mut first = head.unwrap_or(u64::MAX);
+            let mut missing = 0;
+            while first <= shard_of(last + 1) {
+                if missing >= queue::MAX_MISSING {
+                    first = queue::skip_gap_in(dir, first, shard_of(last + 1))?;
+                    missing = 0;
+                    continue;
+                }
+                let found = dir.sub(&shard_name(first), false);
+                missing = match found {
+                    Ok(None) => missing + 1,
+                    _ => 0,
+                };
+                match found {
+                    Ok(Some(shard)) => {
+                        let mut each = |entry| match entry {
+                            Entry::Skipped(s) => each(Entry::Skipped(queue::in_shard(first, s))),
+                            other => each(other),
+                        };
+                        let (names, bad) = queued_names(&shard)?;
+                        for s in bad {
+                            each(Entry::Skipped(s));
+                        }
+                        emit(&shard, names, &mut each);
+                    }
+                    Ok(None) => {}
+                    Err(e) => each(Entry::Skipped(skip(&shard_name(first), &e))),
+                }
+                first += SHARD;
+            }
         }
         if let Some(dir) = &claimed_dir {
             running(dir, claims, &mut each);
@@ -195,9 +221,10 @@ fn running(dir: &Dir, claims: Vec<(String, Option<Kind>)>, each: &mut dyn FnMut(
     }
 }
 
-/// The queue's own directory: its messages of the layout before shards (oldest first), the
-/// entries that are neither those nor shards, and the oldest shard there.
-fn top_level(q: &Dir) -> Result<(Sorted, Option<u64>)> {
+/// A level's own directory (`q`, or `q/pP` for level `p`): its messages of the layout before
+/// shards (oldest first), the entries that are neither those nor shards (nor the levels'
+/// directories in `q`, nor the head in a level's), and the oldest shard there.
+fn top_level(q: &Dir, p: u8) -> Result<(Sorted, Option<u64>)> {
     let entries = q
         .entries()
         .map_err(|e| pfs::explain_open_error(q.path(), "cannot list queue", e))?;
@@ -208,6 +235,8 @@ fn top_level(q: &Dir) -> Result<(Sorted, Option<u64>)> {
             Some(first) if kind != Some(Kind::File) => {
                 oldest = Some(oldest.map_or(first, |o| o.min(first)));
             }
+            _ if p == 0 && kind != Some(Kind::File) && levels::parse_level(&name).is_some() => {}
+            _ if p > 0 && name == "head" => {}
             _ => rest.push((name, kind)),
         }
     }

@@ -1,5 +1,11 @@
 //! Message names: `SEQ.UNIQ.FROM.KIND` (the protocol in [`super`]'s docs), what a name says of
-//! its message (sequence number, sender, failed and lost deliveries), and the `UNIQ` part.
+//! its message (sequence number, sender, failed and lost deliveries, options), and the `UNIQ`
+//! part.
+//!
+//! `KIND` is `sync`, or `msg[+N][-L][,pP][,tMS]`: the counts, then the job's options as
+//! comma-separated suffixes in this order, each at most once: `pP` its priority level `P`
+//! (1 to [`MAX_PRIORITY`]; absent: 0), `tMS` its timeout in milliseconds (absent: none). Numbers
+//! are decimal, no leading zero, not zero. Anything else is not a message.
 
 use super::*;
 
@@ -15,14 +21,38 @@ pub(crate) struct MessageName {
     /// Deliveries of it whose receiver was lost (killed with its job, or its job ended while
     /// nobody was left to record how): `KIND` `msg-L`, or `msg+N-L` with failures.
     pub(crate) lost: u32,
+    /// Its priority level (`KIND` option `,pP`): 0 (absent) to [`MAX_PRIORITY`].
+    pub(crate) priority: u8,
+    /// Its job's timeout in milliseconds (`KIND` option `,tMS`).
+    pub(crate) timeout_ms: Option<u64>,
 }
 
+/// The highest priority level: a message of level `P` is taken before any of a level below.
+pub const MAX_PRIORITY: u8 = 3;
+
 /// A count in a message's `KIND` (`+N`, `-L`): decimal, no leading zero, not zero.
-fn parse_count(n: &str) -> Option<u32> {
+fn parse_count<N: std::str::FromStr>(n: &str) -> Option<N> {
     if n.is_empty() || n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     n.parse().ok()
+}
+
+/// The options after the counts in a `KIND` (`,pP`, then `,tMS`; `opts` is what follows the
+/// first comma): the priority level and the timeout.
+fn parse_options(opts: &str) -> Option<(u8, Option<u64>)> {
+    let mut parts = opts.split(',').peekable();
+    let priority = match parts.next_if(|p| p.starts_with('p')) {
+        Some(p) => parse_count(&p[1..]).filter(|&p| p <= MAX_PRIORITY)?,
+        None => 0,
+    };
+    let timeout_ms = match parts.next_if(|t| t.starts_with('t')) {
+        Some(t) => Some(parse_count(&t[1..])?),
+        None => None,
+    };
+    // Nothing else, and not nothing: `msg,` is no name fsync writes.
+    (parts.next().is_none() && (priority > 0 || timeout_ms.is_some()))
+        .then_some((priority, timeout_ms))
 }
 
 impl MessageName {
@@ -44,8 +74,13 @@ impl MessageName {
             "" => return None,
             f => Some(f.to_string()),
         };
+        let (kind, options) = match kind.split_once(',') {
+            Some((kind, opts)) => (kind, parse_options(opts)?),
+            None => (kind, (0, None)),
+        };
         let (sync, failed, lost) = match kind {
-            "sync" => (true, 0, 0),
+            "sync" if options == (0, None) => (true, 0, 0),
+            "sync" => return None,
             _ => {
                 let counts = kind.strip_prefix("msg")?;
                 let (failed, lost) = match counts.split_once('-') {
@@ -66,6 +101,8 @@ impl MessageName {
             sync,
             failed,
             lost,
+            priority: options.0,
+            timeout_ms: options.1,
         })
     }
 
@@ -90,7 +127,15 @@ impl MessageName {
             0 => String::new(),
             n => format!("-{n}"),
         };
-        format!("{}.msg{failed}{lost}", self.stem())
+        let priority = match self.priority {
+            0 => String::new(),
+            p => format!(",p{p}"),
+        };
+        let timeout = match self.timeout_ms {
+            None => String::new(),
+            Some(ms) => format!(",t{ms}"),
+        };
+        format!("{}.msg{failed}{lost}{priority}{timeout}", self.stem())
     }
 
     /// The same message with `failed` failed deliveries.

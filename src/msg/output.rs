@@ -186,10 +186,8 @@ impl Layout {
             d.any_entry(|n| n.starts_with(&prefix))
                 .map_err(|e| Error::io(d.path(), "cannot list", e))
         };
-        if let Some(shard) = self.shard(shard_of(seq), false)?
-            && has(&shard)?
-        {
-            return Ok(true);
+        if status::queued_at(&self.top, seq)?.is_some() {
+            return Ok(true); // at whichever priority level
         }
         has(&self.claimed)
     }

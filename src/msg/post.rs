@@ -58,7 +58,9 @@ pub(super) fn post(
         if let Some(due) = due {
             return Ok(Outcome::Acquired(Ok(l.hold(&l.tmp, &tmp, due, &dest)?)));
         }
-        let dir = l.shard_to_fill(shard_of(n))?;
+        // Its level's directory made if missing (under this lock, as it must be).
+        let level = l.at(name.priority, true)?.expect("created");
+        let dir = level.shard_to_fill(shard_of(n))?;
         l.tmp
             .rename(&tmp, &dir, &dest)
             .map_err(|e| pfs::explain_open_error(&dir.join(&dest), "cannot queue message", e))?;

@@ -134,42 +134,40 @@ impl Layout {
         })
     }
 
-    /// The head and the last sequence number, read under a shared lock on `seq`; `None` for a
-    /// head that is missing or not one fsync wrote (then [`rebuild`](Self::rebuild) it).
-    pub(super) fn ends(&self, poll: Duration, deadline: Deadline) -> Result<Outcome<Option<Ends>>> {
-        let seq = wait::acquired!(self.lock_seq(Mode::Shared, poll, deadline)?);
-        let (ends, _) = self.ends_under(&seq)?;
-        Ok(Outcome::Acquired(ends))
-    }
-
-    /// [`ends`](Self::ends), with `seq` locked by the caller; and the last sequence number
-    /// alone (for a head to be rebuilt).
-    pub(super) fn ends_under(&self, seq: &File) -> Result<(Option<Ends>, u64)> {
-        let last = self.last_seq(seq)?;
-        let head = match self.top.open_stat("head", false) {
+    /// This level's head, as `head` holds it (`None`: missing, or not one fsync wrote).
+    fn read_head(&self) -> Option<u64> {
+        match self.head_in.open_stat("head", false) {
             Ok(Some((f, st))) => {
                 // Written by whoever moves it: fitted for them when its owner reads it.
-                self.top.fit("head", &f, &st);
+                self.head_in.fit("head", &f, &st);
                 parse_head(&read_text(&f))
             }
             Ok(None) | Err(_) => None,
-        };
+        }
+    }
+
+    /// This level's head with `last`, the last sequence number read under the same lock on
+    /// `seq`; `None` for a head that is missing, not one fsync wrote, or past the shard posts
+    /// go to (then [`rebuild`](Self::rebuild) it).
+    pub(super) fn ends_at(&self, last: u64) -> Option<Ends> {
         // A head past where posts go was never written by fsync: rebuild it.
-        let ends = head
+        (self.read_head())
             .map(|head| Ends { head, last })
-            .filter(|e| e.head <= e.newest());
-        Ok((ends, last))
+            .filter(|e| e.head <= e.newest())
     }
 
     /// Write the head (under the exclusive lock on `seq`); `durable` when lowering it, which
     /// must survive a crash before a message is put behind the old head.
     fn write_head(&self, first: u64, durable: bool) -> Result<()> {
-        let file = self.top.open_or_create("head")?;
+        let file = self.head_in.open_or_create("head")?;
         let text = format!("{}\n", shard_name(first));
         file.write_all_at(text.as_bytes(), 0)
             .and_then(|()| file.set_len(text.len() as u64))
             .and_then(|()| if durable { file.sync_data() } else { Ok(()) })
-            .map_err(|e| self.unwritable("head", e))
+            .map_err(|e| match self.level {
+                0 => self.unwritable("head", e),
+                _ => Error::io(&self.head_in.join("head"), "cannot write", e),
+            })
     }
 
     /// After a post made shard `first` (under the exclusive lock on `seq`): a mailbox without a
@@ -177,7 +175,7 @@ impl Layout {
     /// receivers need no new file to drain it once the file system is full. Best effort: a
     /// post does not need the head (a receive rebuilds it, and says what is wrong with it).
     pub(super) fn head_for_new_shard(&self, first: u64) {
-        if !matches!(self.top.open("head", false), Ok(None)) {
+        if !matches!(self.head_in.open("head", false), Ok(None)) {
             return;
         }
         let Ok(entries) = self.q.entries() else {
@@ -274,11 +272,7 @@ impl Layout {
                 }
             }
         }
-        let was = match self.top.open("head", false) {
-            Ok(Some(f)) => parse_head(&read_text(&f)),
-            _ => None,
-        };
-        if was != Some(head) {
+        if self.read_head() != Some(head) {
             self.write_head(head, true)?;
         }
         Ok(Outcome::Acquired(()))
@@ -338,14 +332,7 @@ impl Layout {
             return Ok(()); // busy: the next receiver moves it
         };
         let last = self.last_seq(&seq)?;
-        let head = match self.top.open_stat("head", false) {
-            Ok(Some((f, st))) => {
-                // Written by whoever moves it: fitted for them when its owner reads it.
-                self.top.fit("head", &f, &st);
-                parse_head(&read_text(&f))
-            }
-            _ => None,
-        };
+        let head = self.read_head();
         let newest = shard_of(last + 1);
         if head != Some(first) || first >= newest {
             return Ok(());
@@ -385,8 +372,8 @@ impl Layout {
         self.queue_from(&self.claimed, claimed, name, poll)
     }
 
-    /// Move entry `from` of directory `dir` (`claimed`, `dead`) into the queue as `name`
-    /// ([`requeue`](Self::requeue)).
+    /// Move entry `from` of directory `dir` (`claimed`, `dead`, `delayed`) into the queue as
+    /// `name`, at the level its name says ([`requeue`](Self::requeue)).
     pub(super) fn queue_from(
         &self,
         dir: &Dir,
@@ -401,18 +388,11 @@ impl Layout {
             return Ok(false);
         };
         let first = shard_of(parsed.seq);
-        let head = match self.top.open_stat("head", false) {
-            Ok(Some((f, st))) => {
-                // Written by whoever moves it: fitted for them when its owner reads it.
-                self.top.fit("head", &f, &st);
-                parse_head(&read_text(&f))
-            }
-            _ => None,
-        };
-        if head.is_some_and(|h| h > first) {
-            self.write_head(first, true)?;
+        let level = self.at(parsed.priority, true)?.expect("created");
+        if level.read_head().is_some_and(|h| h > first) {
+            level.write_head(first, true)?;
         }
-        let shard = self.shard_to_fill(first)?;
+        let shard = level.shard_to_fill(first)?;
         match dir.rename(from, &shard, name) {
             // Durable before it is reported: a failure counted, a dead letter put back, must
             // stay so after a power cut.
@@ -445,20 +425,38 @@ impl Layout {
 }
 
 impl Layout {
-    /// The head and the last sequence number ([`ends`](Self::ends)), the head rebuilt from the
-    /// directory first where it needs it.
-    pub(super) fn current_ends(&self, poll: Duration) -> Result<Outcome<Ends>> {
-        if let Some(ends) = wait::acquired!(self.ends(poll, self.deadline)?) {
-            return Ok(Outcome::Acquired(ends));
-        }
-        wait::acquired!(self.rebuild(poll, self.deadline)?);
-        match wait::acquired!(self.ends(poll, self.deadline)?) {
-            Some(ends) => Ok(Outcome::Acquired(ends)),
-            None => Err(Error::new(
-                &self.top.join("head"),
-                ErrorKind::Corrupt,
-                "is not a head fsync wrote, even after rebuilding it",
-            )),
+    /// The levels that exist (highest first, level 0 last: [`present`](Self::present)), each
+    /// with its head and the last sequence number, read together under one shared lock on
+    /// `seq`; the head of a level rebuilt from its directory first where it needs it.
+    pub(super) fn current_levels(&self, poll: Duration) -> Result<Outcome<Vec<(Layout, Ends)>>> {
+        let mut rebuilt = false;
+        loop {
+            let seq = wait::acquired!(self.lock_seq(Mode::Shared, poll, self.deadline)?);
+            let last = self.last_seq(&seq)?;
+            let present = self.present()?;
+            let mut found = Vec::with_capacity(present.len());
+            let mut torn = Vec::new();
+            for level in present {
+                match level.ends_at(last) {
+                    Some(ends) => found.push((level, ends)),
+                    None => torn.push(level),
+                }
+            }
+            drop(seq);
+            if torn.is_empty() {
+                return Ok(Outcome::Acquired(found));
+            }
+            if rebuilt {
+                return Err(Error::new(
+                    &torn[0].head_in.join("head"),
+                    ErrorKind::Corrupt,
+                    "is not a head fsync wrote, even after rebuilding it",
+                ));
+            }
+            for level in torn {
+                wait::acquired!(level.rebuild(poll, self.deadline)?);
+            }
+            rebuilt = true;
         }
     }
 }
@@ -470,9 +468,12 @@ impl Layout {
 /// hold claims, the last close of a registration in `recv` (its receiver, and the job it passed
 /// its claim down to, exited: however they died, the kernel closes their files), so that a
 /// dead receiver's claim goes back to the queue at once, without anything else touching the
-/// mailbox. Not the queue's directory: watching a directory costs the kernel a pass over its
-/// entries, and it holds a shard per hundred messages. Armed before the look that precedes a
-/// sleep, so that no change between is missed; armed anew when what it watches changes.
+/// mailbox. The shard posts go to in each level's directory that exists; the queue's directory
+/// only while a level's is missing (its `mkdir` is the first post at that level): watching a
+/// directory costs the kernel a pass over its entries, a shard per hundred messages, but a
+/// waiter arms only once it found nothing, when the empty shards are gone. Armed before the
+/// look that precedes a sleep, so that no change between is missed; armed anew when what it
+/// watches changes.
 ///
 /// Closes are seen with inotify only (dnotify does not report them), whose instance costs its
 /// process a few milliseconds at exit (`platform::notify`): so only while claims are held.
@@ -481,10 +482,14 @@ pub(super) struct Waker {
     armed: Option<(Watched, DirWatch)>,
 }
 
-/// What a [`Waker`] watches: the shard posts go to, and whether registrations' closes too.
+/// What a [`Waker`] watches: the shard posts go to (in each level that exists), and whether
+/// registrations' closes too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Watched {
     pub(super) shard: u64,
+    /// The levels above 0 whose directories exist (the queue's directory is watched for the
+    /// others to be made).
+    pub(super) levels: Vec<u8>,
     /// The buckets of delayed messages begun ([`delayed::Pending::begun`]).
     pub(super) begun: Vec<u64>,
     pub(super) closes: bool,
@@ -495,6 +500,7 @@ impl super::claim::Next {
     pub(super) fn watched(&self) -> Watched {
         Watched {
             shard: self.shard,
+            levels: self.levels.clone(),
             begun: self.begun.clone(),
             closes: self.claims,
         }
@@ -524,10 +530,23 @@ impl Waker {
                 w.add(&bucket.pinned())?;
             }
         }
-        match l.shard(what.shard, true) {
-            Ok(Some(shard)) => w.add(&shard.pinned())?,
-            // Not made (a mailbox we may not write, a name taken): the queue's directory.
-            _ => w.add(&l.q.pinned())?,
+        // The queue's directory too while a level's directory is missing: its `mkdir` is the
+        // first post at that level.
+        let mut whole = what.levels.len() < usize::from(MAX_PRIORITY);
+        for p in what.levels.iter().copied().chain([0]) {
+            let level = l.at(p, false).ok().flatten();
+            match level.as_ref().map(|level| level.shard(what.shard, true)) {
+                Some(Ok(Some(shard))) => w.add(&shard.pinned())?,
+                // Not made (a mailbox we may not write, a name taken): the level's directory,
+                // or the queue's for level 0 (and a level gone, which fsync never removes).
+                _ => match (p, level) {
+                    (1.., Some(level)) => w.add(&level.q.pinned())?,
+                    _ => whole = true,
+                },
+            }
+        }
+        if whole {
+            w.add(&l.levels.q().pinned())?;
         }
         if what.closes {
             w.add_closes(&l.recv.pinned())?;

@@ -347,9 +347,7 @@ fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
         return Ok(Status::Unknown);
     }
     let matching = |names: Names| names.into_iter().find(|(_, n)| n.seq == id);
-    if let Some(q) = top.sub("q", false)?
-        && let Some(shard) = q.sub(&shard_name(shard_of(id)), false)?
-        && let Some((name, parsed)) = matching(queued_names(&shard)?.0)
+    if let Some((shard, name, parsed)) = queued_at(top, id)?
         && let Ok(st) = shard.stat(&name)
     {
         return Ok(Status::Queued {
@@ -437,6 +435,38 @@ fn finished_in(top: &Dir, id: u64) -> Result<Option<Finished>> {
         started: at,
         ended: at,
     })))
+}
+
+/// Queued message `id` of the mailbox `top`: the shard that holds it (at whichever priority
+/// level: `src/msg/levels.rs`), its name there, its parsed name.
+pub(super) fn queued_at(top: &Dir, id: u64) -> Result<Option<(Dir, String, MessageName)>> {
+    let Some(q) = top.sub("q", false)? else {
+        return Ok(None);
+    };
+    for p in 0..=MAX_PRIORITY {
+        let level = match p {
+            0 => None,
+            p => match q.sub(&levels::level_name(p), false)? {
+                Some(level) => Some(level),
+                None => continue,
+            },
+        };
+        let Some(shard) = level
+            .as_ref()
+            .unwrap_or(&q)
+            .sub(&shard_name(shard_of(id)), false)?
+        else {
+            continue;
+        };
+        let found = queued_names(&shard)?
+            .0
+            .into_iter()
+            .find(|(_, n)| n.seq == id);
+        if let Some((name, parsed)) = found {
+            return Ok(Some((shard, name, parsed)));
+        }
+    }
+    Ok(None)
 }
 
 /// A cancelled job's record is kept this long at least: whoever cancelled it is told.
@@ -625,14 +655,7 @@ impl Layout {
 
     /// Claim queued message `id` as receiver `rid`; `None` if it moved meanwhile.
     fn take_queued(&self, id: u64, rid: &str) -> Result<Option<(String, MessageName)>> {
-        let Some(shard) = self.shard(shard_of(id), false)? else {
-            return Ok(None);
-        };
-        let Some((name, parsed)) = queued_names(&shard)?
-            .0
-            .into_iter()
-            .find(|(_, n)| n.seq == id)
-        else {
+        let Some((shard, name, parsed)) = queued_at(&self.top, id)? else {
             return Ok(None);
         };
         self.take_from(&shard, &name, &name, parsed, rid)

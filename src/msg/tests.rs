@@ -20,6 +20,8 @@ fn names_round_trip() {
         sync: true,
         failed: 0,
         lost: 0,
+        priority: 0,
+        timeout_ms: None,
     };
     assert_eq!(MessageName::parse(&n.render()), Some(n));
     assert!(MessageName::parse("junk").is_none());
@@ -42,6 +44,8 @@ fn names_round_trip() {
             sync: false,
             failed: 0,
             lost: 0,
+            priority: 0,
+            timeout_ms: None,
         };
         assert_eq!(
             n.render(),
@@ -69,6 +73,43 @@ fn names_round_trip() {
         "1.u.x.sync-1",
     ] {
         assert!(MessageName::parse(bad).is_none(), "{bad}");
+    }
+}
+
+/// The job's options after the counts: `,pP` (level 1 to 3), then `,tMS`, each at most once.
+#[test]
+fn kind_options_round_trip() {
+    for (kind, want) in [
+        ("msg,p1", (0, 0, 1, None)),
+        ("msg+2-1,p3", (2, 1, 3, None)),
+        ("msg,t1500", (0, 0, 0, Some(1500))),
+        ("msg+1,p2,t60000", (1, 0, 2, Some(60000))),
+    ] {
+        let name = format!("00000000000000000007.h-1-ff.-.{kind}");
+        let n = MessageName::parse(&name).unwrap();
+        assert_eq!((n.failed, n.lost, n.priority, n.timeout_ms), want, "{name}");
+        assert_eq!(n.render(), name);
+        assert_eq!(n.failed(4).one_more_lost().priority, want.2, "{name}");
+    }
+    for bad in [
+        "msg,p0",
+        "msg,p4",
+        "msg,p",
+        "msg,p01",
+        "msg,t0",
+        "msg,t",
+        "msg,t01",
+        "msg,",
+        "msg,t5,p1",
+        "msg,p1,p2",
+        "msg,p1,",
+        "msg,x1",
+        "sync,p1",
+        "msg,p1+1",
+        "msg,-1",
+    ] {
+        let name = format!("1.u.x.{bad}");
+        assert!(MessageName::parse(&name).is_none(), "{name}");
     }
 }
 

@@ -25,6 +25,8 @@ struct MessageJson<'a> {
     failed: u32,
     /// Its deliveries lost with their worker.
     lost: u32,
+    /// Its priority level (0 to 3): higher levels are taken first.
+    priority: u8,
     /// How its deliveries that did not succeed ended.
     attempts: Vec<AttemptJson>,
     /// When a delayed message is due (in `delayed` only).
@@ -108,6 +110,7 @@ pub(super) fn list(a: &ListArgs) -> VerbResult {
             sync: m.sync,
             failed: m.failed(),
             lost: m.lost(),
+            priority: m.priority(),
             attempts: history(m),
             due: due.map(report::timestamp),
             running,
@@ -189,9 +192,13 @@ pub(super) fn list(a: &ListArgs) -> VerbResult {
                 (_, false, 0, ..) => "queued".to_string(),
                 (_, false, n, ..) => format!("queued ({n} failed)"),
             };
+            let priority = match m.priority() {
+                0 => String::new(),
+                p => format!("  priority {p}"),
+            };
             writeln!(
                 out,
-                "{}  {state}  {} bytes  {} old",
+                "{}  {state}  {} bytes  {} old{priority}",
                 m.id(),
                 m.size,
                 report::short_duration(m.age)

@@ -434,6 +434,7 @@ fn a_watch_is_armed_for_one_shard_and_one_set_of_buckets() {
     use crate::msg::queue::{Waker, Watched};
     let watched = |shard, begun: &[u64], closes| Watched {
         shard,
+        levels: Vec::new(),
         begun: begun.to_vec(),
         closes,
     };
