@@ -184,13 +184,17 @@ mod delayed;
 mod empty;
 mod history;
 pub use history::{Attempt, Ended};
+mod backoff;
+pub use backoff::{Backoff, JITTER_PERCENT, MAX_BACKOFF};
+mod cancel_worker;
+pub use cancel_worker::Watched;
 mod keys;
 pub use keys::{Keyed, check_key};
 mod list;
 mod name;
 mod payload;
 mod post;
-pub use name::LOST_BEYOND_RETRIES;
+pub use name::{LOST_BEYOND_RETRIES, MAX_PRIORITY};
 pub(crate) use name::MessageName;
 use name::{uniq, uniq_host};
 use post::{MAX_SEQ, Place, durable_home, flush, post};
@@ -201,7 +205,7 @@ use claim::{
 };
 pub use list::Entry;
 use queue::{SHARD, shard_name, shard_of};
-pub use received::{Failed, MAX_BACKOFF, Received};
+pub use received::{Failed, Received};
 
 /// A mailbox directory: a queue of messages (arbitrary bytes) that any number of processes
 /// post to and receive from. Posting is durable (flushed before it returns); receiving takes
@@ -235,7 +239,9 @@ pub struct Mailbox {
     /// Posts are delivered no sooner than this after they are made.
     delay: Option<Duration>,
     /// A failed job waits this long before its next attempt.
-    backoff: Option<Duration>,
+    backoff: Option<Backoff>,
+    /// Posts carry this job timeout in their names.
+    job_timeout: Option<Duration>,
 }
 
 /// Payloads are readable by their owner and group only, unless asked otherwise.
@@ -392,6 +398,7 @@ impl Mailbox {
             retries: None,
             delay: None,
             backoff: None,
+            job_timeout: None,
         }
     }
 
@@ -406,8 +413,22 @@ impl Mailbox {
     /// A message whose delivery [`fail`](Received::fail)s waits before it is delivered again:
     /// `backoff` after its first failure, twice as long after each one after, up to
     /// [`MAX_BACKOFF`] (`Duration::ZERO`: not at all, as without this).
-    pub fn backoff(mut self, backoff: Duration) -> Mailbox {
+    pub fn backoff(self, backoff: Duration) -> Mailbox {
+        self.backoff_with(Backoff::doubling(backoff, MAX_BACKOFF))
+    }
+
+    /// A message whose delivery [`fail`](Received::fail)s waits as `backoff` says before it is
+    /// delivered again (a growth from a base to a most, perhaps jittered).
+    pub fn backoff_with(mut self, backoff: Backoff) -> Mailbox {
         self.backoff = Some(backoff);
+        self
+    }
+
+    /// Messages posted through this mailbox carry `timeout` as their job's own timeout (in
+    /// their names: module docs of `name.rs`, to the millisecond, 1 ms at least): a worker
+    /// stops such a job once it has run that long ([`Received::job_timeout`]).
+    pub fn job_timeout(mut self, timeout: Duration) -> Mailbox {
+        self.job_timeout = Some(timeout);
         self
     }
 
@@ -560,12 +581,9 @@ impl Mailbox {
     ) -> Result<Outcome<Keyed>> {
         let l = self.layout()?;
         let name = MessageName {
-            seq: 0,
-            uniq: uniq(),
-            from: from.map(str::to_string),
-            sync: false,
-            failed: 0,
-            lost: 0,
+            timeout_ms: (self.job_timeout)
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)),
+            ..MessageName::new_message(uniq(), from.map(str::to_string), false)
         };
         let place = Place {
             due: self.delay.map(delayed::due_after),
@@ -615,14 +633,7 @@ impl Mailbox {
     ) -> Result<Outcome<()>> {
         let deadline = Deadline::after(timeout);
         let l = self.layout()?;
-        let name = MessageName {
-            seq: 0,
-            uniq: uniq(),
-            from: None,
-            sync: true,
-            failed: 0,
-            lost: 0,
-        };
+        let name = MessageName::new_message(uniq(), None, true);
         let sender = Registration::create(&l.senders, &name.uniq, b"", l.registration_mode())?;
         // A receiver takes the message by renaming it into `claimed`, and converts it there.
         let watch = DirWatch::new(&l.claimed.pinned())

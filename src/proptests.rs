@@ -261,15 +261,23 @@ fn valid_name() -> impl Strategy<Value = MessageName> {
         any::<bool>(),
         prop_oneof![Just(0u32), any::<u32>()],
         prop_oneof![Just(0u32), any::<u32>()],
+        (
+            0..=crate::msg::MAX_PRIORITY,
+            prop::option::of(prop_oneof![1..=u64::MAX, Just(1), Just(u64::MAX)]),
+        ),
     )
-        .prop_map(|(seq, uniq, from, sync, failed, lost)| MessageName {
-            seq,
-            uniq,
-            from,
-            sync,
-            failed: if sync { 0 } else { failed },
-            lost: if sync { 0 } else { lost },
-        })
+        .prop_map(
+            |(seq, uniq, from, sync, failed, lost, (priority, timeout_ms))| MessageName {
+                seq,
+                uniq,
+                from,
+                sync,
+                failed: if sync { 0 } else { failed },
+                lost: if sync { 0 } else { lost },
+                priority: if sync { 0 } else { priority },
+                timeout_ms: if sync { None } else { timeout_ms },
+            },
+        )
 }
 
 /// One `/proc/locks` entry, as the kernel writes it.
@@ -512,13 +520,20 @@ proptest! {
     fn message_names_round_trip(n in valid_name()) {
         let text = n.render();
         prop_assert_eq!(MessageName::parse(&text), Some(n.clone()));
-        let kind = match (n.sync, n.failed, n.lost) {
+        let mut kind = match (n.sync, n.failed, n.lost) {
             (true, _, _) => "sync".to_string(),
             (false, 0, 0) => "msg".to_string(),
             (false, f, 0) => format!("msg+{f}"),
             (false, 0, l) => format!("msg-{l}"),
             (false, f, l) => format!("msg+{f}-{l}"),
         };
+        // KIND options, in their fixed order: `,pP` then `,tMS`.
+        if n.priority > 0 {
+            kind += &format!(",p{}", n.priority);
+        }
+        if let Some(ms) = n.timeout_ms {
+            kind += &format!(",t{ms}");
+        }
         prop_assert_eq!(&text, &format!("{}.{kind}", n.stem()));
         prop_assert_eq!(text.split('.').next().unwrap().len(), 20, "SEQ is 20 digits");
     }

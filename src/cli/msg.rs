@@ -7,6 +7,7 @@ use std::{ffi::OsString, io::Write, path::PathBuf, time::SystemTime};
 
 use clap::{Args, Subcommand};
 
+mod kill;
 mod work;
 use fsync::Mailbox;
 use serde::Serialize;
@@ -241,6 +242,10 @@ struct PostArgs {
     /// being received (exit 0 all the same; -v says which one): jobs that must not pile up
     #[arg(long, value_name = "KEY", value_parser = parse_key)]
     key: Option<String>,
+    /// Stop the job once it has run for DUR, whatever the worker's --job-timeout (TERM to its
+    /// process group, KILL after the worker's --grace), a failed attempt
+    #[arg(long, value_name = "DUR", value_parser = kill::parse_job_timeout)]
+    job_timeout: Option<std::time::Duration>,
     /// Say what became of the message: its id, or the pending message with the same key
     #[arg(short, long)]
     verbose: bool,
@@ -255,10 +260,8 @@ struct RecvArgs {
     /// With COMMAND: after N+1 failed attempts of a job, move its message to the dead letters
     #[arg(long, value_name = "N", requires = "command")]
     retries: Option<u32>,
-    /// With COMMAND: hold a failed job back DUR before its next attempt, twice as long after
-    /// each failure, 5m at most; 0: not at all [default: 1s]
-    #[arg(long, value_name = "DUR", requires = "command", value_parser = super::duration::parse_duration)]
-    backoff: Option<std::time::Duration>,
+    #[command(flatten)]
+    job: kill::JobArgs,
     /// Run COMMAND on the message, as a job (after --): see above
     #[arg(
         id = "command",
@@ -290,10 +293,8 @@ struct WorkArgs {
     /// After N+1 failed attempts of a job, move its message to the dead letters
     #[arg(long, value_name = "N")]
     retries: Option<u32>,
-    /// Hold a failed job back DUR before its next attempt, twice as long after each failure,
-    /// 5m at most; 0: not at all [default: 1s]
-    #[arg(long, value_name = "DUR", value_parser = super::duration::parse_duration)]
-    backoff: Option<std::time::Duration>,
+    #[command(flatten)]
+    job: kill::JobArgs,
     /// Re-check interval where other hosts cannot wake us (network file systems)
     #[arg(long, value_name = "DUR", value_parser = super::duration::parse_poll, default_value = "50ms")]
     poll: std::time::Duration,
@@ -387,6 +388,7 @@ impl From<fsync::msg::Attempt> for AttemptJson {
             Ended::Exited(n) => ("exit", Some(n), None),
             Ended::Signalled(n) => ("signal", None, Some(n)),
             Ended::Lost => ("lost", None, None),
+            Ended::TimedOut => ("timeout", None, None),
             _ => ("failed", None, None),
         };
         AttemptJson {
@@ -413,6 +415,9 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             let mut mailbox = Mailbox::new(&a.mailbox.mailbox).payload_mode(a.mode.mode);
             if let Some(delay) = a.delay {
                 mailbox = mailbox.delay(delay);
+            }
+            if let Some(timeout) = a.job_timeout {
+                mailbox = mailbox.job_timeout(timeout);
             }
             let place = a.mailbox.mailbox.display();
             let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));
@@ -512,7 +517,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
 
 /// `msg recv BOX -- COMMAND`: the oldest message as a job, removed only if COMMAND succeeds.
 fn recv_job(a: &RecvArgs) -> VerbResult {
-    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.backoff);
+    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.job.backoff);
     let place = a.mailbox.mailbox.display();
     let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
     let queue = a.mailbox.mailbox.join("q");
@@ -524,7 +529,7 @@ fn recv_job(a: &RecvArgs) -> VerbResult {
             m.attempt()
         )
     })?;
-    let (exit, _) = run_job(msg, &a.command, &a.mailbox.mailbox, true, |line| {
+    let (exit, _) = run_job(msg, &a.command, &a.mailbox.mailbox, true, &a.job, |line| {
         progress.say(|| line);
     })?;
     Ok(exit)
@@ -535,18 +540,19 @@ fn job_mailbox(
     path: &std::path::Path,
     poll: std::time::Duration,
     retries: Option<u32>,
-    backoff: Option<std::time::Duration>,
+    backoff: Option<fsync::msg::Backoff>,
 ) -> Mailbox {
     let mut mailbox = Mailbox::new(path).poll_interval(poll);
     if let Some(retries) = retries {
         mailbox = mailbox.retries(retries);
     }
-    mailbox.backoff(backoff.unwrap_or(DEFAULT_BACKOFF))
+    mailbox.backoff_with(backoff.unwrap_or(DEFAULT_BACKOFF))
 }
 
 /// How long a failed job is held back after its first failure, unless `--backoff` says: then
 /// twice as long after each failure, up to [`fsync::msg::MAX_BACKOFF`].
-const DEFAULT_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+const DEFAULT_BACKOFF: fsync::msg::Backoff =
+    fsync::msg::Backoff::doubling(std::time::Duration::from_secs(1), fsync::msg::MAX_BACKOFF);
 
 /// Run COMMAND on `msg` as a job and settle the message: removed if COMMAND exits 0; back to
 /// the queue uncounted if a cancellation signal ended it (with `forwarded`, the signal was
@@ -560,6 +566,7 @@ fn run_job(
     argv: &[OsString],
     mailbox: &std::path::Path,
     forwarded: bool,
+    limits: &kill::JobArgs,
     mut say: impl FnMut(String),
 ) -> Result<(Exit, bool), super::Failure> {
     let (id, attempt) = (msg.id(), msg.attempt());
@@ -572,11 +579,23 @@ fn run_job(
         ],
     };
     // The job holds the claim as we do: killed alone, we leave it to the job (module docs).
-    let exit = job.run_spawned(|| match forwarded {
-        true => msg.spawn(argv, &job.env),
-        false => msg.spawn_job(argv, &job.env),
-    })?;
+    let (grace, timeout) = (limits.grace, limits.job_timeout);
+    let (exit, stopped) = kill::run_watched(&mut msg, &job, argv, forwarded, timeout, grace)?;
+    // Asked to be cancelled: not retried, even if it failed of something else meanwhile.
+    if stopped == Some(kill::Stopped::Cancelled) || (exit != Exit::OK && msg.cancel_requested()) {
+        msg.finish_cancelled()?;
+        say(format!("message {id} of {place}: cancelled"));
+        return Ok((exit, false));
+    }
     let cancelled = fsync::wait::last_received().is_some() && (forwarded || exit.signal.is_some());
+    if let Some(kill::Stopped::TimedOut(after)) = stopped {
+        let (became, dead) = failed_as(msg, fsync::msg::Ended::TimedOut)?;
+        let timed_out = kill::timed_out(after);
+        say(format!(
+            "message {id} of {place}: {timed_out} (attempt {attempt}), {became}"
+        ));
+        return Ok((exit, dead));
+    }
     if exit == Exit::OK {
         msg.finish()?;
         say(format!("message {id} of {place}: done"));
@@ -594,20 +613,26 @@ fn run_job(
             Some(signal) => fsync::msg::Ended::Signalled(signal),
             None => fsync::msg::Ended::Exited(exit.code.into()),
         };
-        let became = match msg.fail_as(ended)? {
-            fsync::msg::Failed::Delayed => "held back before its next attempt",
-            fsync::msg::Failed::Dead => {
-                dead = true;
-                "moved to the dead letters"
-            }
-            _ => "back to the queue",
-        };
+        let became;
+        (became, dead) = failed_as(msg, ended)?;
         say(format!(
             "message {id} of {place}: failed with status {} (attempt {attempt}), {became}",
             exit.code
         ));
     }
     Ok((exit, dead))
+}
+
+/// Fail `msg` as `ended` says: what became of it, and whether it went to the dead letters.
+fn failed_as(
+    msg: fsync::msg::Received,
+    ended: fsync::msg::Ended,
+) -> Result<(&'static str, bool), super::Failure> {
+    Ok(match msg.fail_as(ended)? {
+        fsync::msg::Failed::Delayed => ("held back before its next attempt", false),
+        fsync::msg::Failed::Dead => ("moved to the dead letters", true),
+        _ => ("back to the queue", false),
+    })
 }
 
 /// `msg list`: each message printed as it is found, so that a queue of any depth is listed in

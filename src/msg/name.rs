@@ -1,5 +1,15 @@
 //! Message names: `SEQ.UNIQ.FROM.KIND` (the protocol in [`super`]'s docs), what a name says of
-//! its message (sequence number, sender, failed and lost deliveries), and the `UNIQ` part.
+//! its message (sequence number, sender, failed and lost deliveries, per-job options), and the
+//! `UNIQ` part.
+//!
+//! # KIND options
+//!
+//! A queued message's `KIND` is `msg[+N][-L][,pP][,tMS]`: after the counts, comma-separated
+//! options of its job, in this order, each at most once: `,pP` its priority level `P` (`1` to
+//! `3`; absent: 0, the lowest), `,tMS` its job timeout in milliseconds (decimal, no leading zero,
+//! not zero; absent: none, or the worker's default). Every rename that keeps a message's name
+//! (back to the queue, held back, to the dead letters, put back from them, recovered from a dead
+//! receiver) keeps them. An older fsync passes such names over as "not a message".
 
 use super::*;
 
@@ -15,6 +25,46 @@ pub(crate) struct MessageName {
     /// Deliveries of it whose receiver was lost (killed with its job, or its job ended while
     /// nobody was left to record how): `KIND` `msg-L`, or `msg+N-L` with failures.
     pub(crate) lost: u32,
+    /// Its priority level, 0 (the lowest, no option) to [`MAX_PRIORITY`]: `KIND` option `,pP`.
+    pub(crate) priority: u8,
+    /// Its job's own timeout in milliseconds: `KIND` option `,tMS`.
+    pub(crate) timeout_ms: Option<u64>,
+}
+
+/// The highest priority level a message name holds (`,p3`).
+pub const MAX_PRIORITY: u8 = 3;
+
+/// A number in a `KIND` option: decimal, no leading zero, not zero.
+fn parse_option_number(n: &str) -> Option<u64> {
+    if n.is_empty() || n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
+/// The options after a `KIND`'s counts (`,pP` then `,tMS`, each at most once, that order):
+/// `(priority, timeout_ms)`.
+fn parse_options(options: &str) -> Option<(u8, Option<u64>)> {
+    let (mut priority, mut timeout_ms) = (0, None);
+    if options.is_empty() {
+        return Some((priority, timeout_ms));
+    }
+    let mut rest = options.strip_prefix(',')?.split(',').peekable();
+    if let Some(p) = rest.peek().and_then(|o| o.strip_prefix('p')) {
+        priority = u8::try_from(parse_option_number(p)?).ok()?;
+        if priority > MAX_PRIORITY {
+            return None;
+        }
+        rest.next();
+    }
+    if let Some(t) = rest.peek().and_then(|o| o.strip_prefix('t')) {
+        timeout_ms = Some(parse_option_number(t)?);
+        rest.next();
+    }
+    match rest.next() {
+        None => Some((priority, timeout_ms)),
+        Some(_) => None,
+    }
 }
 
 /// A count in a message's `KIND` (`+N`, `-L`): decimal, no leading zero, not zero.
@@ -44,10 +94,12 @@ impl MessageName {
             "" => return None,
             f => Some(f.to_string()),
         };
-        let (sync, failed, lost) = match kind {
-            "sync" => (true, 0, 0),
+        let (sync, failed, lost, (priority, timeout_ms)) = match kind {
+            "sync" => (true, 0, 0, (0, None)),
             _ => {
-                let counts = kind.strip_prefix("msg")?;
+                let kind = kind.strip_prefix("msg")?;
+                let (counts, options) = kind.split_at(kind.find(',').unwrap_or(kind.len()));
+                let options = parse_options(options)?;
                 let (failed, lost) = match counts.split_once('-') {
                     Some((failed, lost)) => (failed, Some(parse_count(lost)?)),
                     None => (counts, None),
@@ -56,7 +108,7 @@ impl MessageName {
                     "" => 0,
                     f => parse_count(f.strip_prefix('+')?)?,
                 };
-                (false, failed, lost.unwrap_or(0))
+                (false, failed, lost.unwrap_or(0), options)
             }
         };
         Some(MessageName {
@@ -66,6 +118,8 @@ impl MessageName {
             sync,
             failed,
             lost,
+            priority,
+            timeout_ms,
         })
     }
 
@@ -90,7 +144,29 @@ impl MessageName {
             0 => String::new(),
             n => format!("-{n}"),
         };
-        format!("{}.msg{failed}{lost}", self.stem())
+        let priority = match self.priority {
+            0 => String::new(),
+            p => format!(",p{p}"),
+        };
+        let timeout = match self.timeout_ms {
+            None => String::new(),
+            Some(ms) => format!(",t{ms}"),
+        };
+        format!("{}.msg{failed}{lost}{priority}{timeout}", self.stem())
+    }
+
+    /// A new message's name (sequence number 0 until posted), without options.
+    pub(crate) fn new_message(uniq: String, from: Option<String>, sync: bool) -> MessageName {
+        MessageName {
+            seq: 0,
+            uniq,
+            from,
+            sync,
+            failed: 0,
+            lost: 0,
+            priority: 0,
+            timeout_ms: None,
+        }
     }
 
     /// The same message with `failed` failed deliveries.

@@ -14,7 +14,7 @@ pub struct Received {
     pub(super) layout: Layout,
     pub(super) poll: Duration,
     pub(super) retries: Option<u32>,
-    pub(super) backoff: Option<Duration>,
+    pub(super) backoff: Option<Backoff>,
     /// The bus member that sent it, if any.
     pub from: Option<String>,
     pub(super) done: bool,
@@ -31,21 +31,8 @@ pub enum Failed {
     Dead,
     /// Left claimed: the queue's lock was busy; the next receiver returns it.
     Left,
-    /// Held back for the mailbox's [`backoff`](Mailbox::backoff), then queued again.
+    /// Held back for the mailbox's [`backoff`](Mailbox::backoff_with), then queued again.
     Delayed,
-}
-
-/// The longest a failed job is held back, however often it failed.
-pub const MAX_BACKOFF: Duration = Duration::from_mins(5);
-
-/// How long a message that failed `failed` times (1 or more) is held back under a backoff of
-/// `base`: `base` after the first failure, doubling with each one after, [`MAX_BACKOFF`] at
-/// most (never less than `base`).
-pub(super) fn backoff_after(base: Duration, failed: u32) -> Duration {
-    let doublings = failed.saturating_sub(1).min(31);
-    base.saturating_mul(1u32 << doublings)
-        .min(MAX_BACKOFF)
-        .max(base)
 }
 
 impl Received {
@@ -53,6 +40,12 @@ impl Received {
     /// the same at every delivery.
     pub fn id(&self) -> u64 {
         self.name.seq
+    }
+
+    /// The job's own timeout, posted with it ([`Mailbox::job_timeout`]), if any: a worker
+    /// stops the job once it has run that long (`fsync msg work --job-timeout`).
+    pub fn job_timeout(&self) -> Option<Duration> {
+        self.name.timeout_ms.map(Duration::from_millis)
     }
 
     /// Which delivery this is: 1 the first time, one more after each that failed
@@ -83,7 +76,7 @@ impl Received {
             return Ok(Failed::Dead);
         }
         if let Some(backoff) = self.backoff.filter(|b| !b.is_zero()) {
-            let wait = backoff_after(backoff, failed.failed);
+            let wait = backoff.after(failed.failed);
             match l.delay_claimed(&self.claimed, &failed.render(), delayed::due_after(wait)) {
                 Ok(()) => return Ok(Failed::Delayed),
                 // The minute's directory cannot be made on a full file system: back to the

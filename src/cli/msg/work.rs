@@ -47,7 +47,7 @@ impl Found {
 }
 
 pub(super) fn work(a: &WorkArgs) -> VerbResult {
-    let mailbox = super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.backoff);
+    let mailbox = super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.job.backoff);
     let found = Found::default();
     found.workers.store(a.jobs, Ordering::SeqCst);
     std::thread::scope(|scope| {
@@ -122,7 +122,7 @@ fn run(msg: Received, a: &WorkArgs, found: &Found) -> Result<(), Failure> {
         "message {id} of {}: running (attempt {attempt})",
         a.mailbox.mailbox.display()
     ));
-    let (exit, dead) = super::run_job(msg, &a.command, &a.mailbox.mailbox, false, say)?;
+    let (exit, dead) = super::run_job(msg, &a.command, &a.mailbox.mailbox, false, &a.job, say)?;
     if dead {
         // Its status, not a signal of ours to die of.
         *found
