@@ -504,7 +504,7 @@ proptest! {
     #[test]
     fn message_name_parse_never_panics_on_dotted_fragments(
         parts in prop::collection::vec(prop_oneof![number_text(), nasty_text(),
-            prop::sample::select(vec!["msg", "sync", "-", ""]).prop_map(str::to_string)], 0..7)
+            prop::sample::select(vec!["msg", "sync", "-", "", "msg,p2", "msg+1,t5", "msg-2,p3,t90"]).prop_map(str::to_string)], 0..7)
     ) {
         let name = parts.join(".");
         if let Some(n) = MessageName::parse(&name) {

@@ -142,11 +142,11 @@ mod tests {
         let b = Backoff::doubling(Duration::from_secs(10), Duration::from_secs(60)).jittered();
         assert_eq!(b.after_drawn(1, 0), Duration::from_secs(8));
         assert_eq!(b.after_drawn(1, u32::MAX), Duration::from_secs(12));
-        assert_eq!(b.after_drawn(1, u32::MAX / 2), Duration::from_nanos(9_999_999_997));
+        assert_eq!(b.after_drawn(1, u32::MAX / 2), Duration::from_nanos(9_999_999_999));
         assert_eq!(b.after_drawn(2, 0), Duration::from_secs(16));
         // At the most, never above it.
-        assert_eq!(b.after_drawn(3, u32::MAX), Duration::from_secs(60));
-        assert_eq!(b.after_drawn(3, 0), Duration::from_secs(48));
+        assert_eq!(b.after_drawn(4, u32::MAX), Duration::from_secs(60));
+        assert_eq!(b.after_drawn(4, 0), Duration::from_secs(48));
         for failed in 1..=6 {
             let plain = doubled(b.base, b.max, failed);
             for _ in 0..200 {
