@@ -51,18 +51,38 @@ fn a_job_past_its_own_timeout_is_stopped_with_its_group_retried_then_dead() {
     let start = Instant::now();
     let out = t
         .fsync(["msg", "work", "-v", "--until-empty", "--retries", "1"])
-        .args(["--backoff", "0", "--job-timeout", "1h", "--grace", "5s", "B"])
+        .args([
+            "--backoff",
+            "0",
+            "--job-timeout",
+            "1h",
+            "--grace",
+            "5s",
+            "B",
+        ])
         .args(["--", "sh", "-c", WAITS_WITH_A_GRANDCHILD])
         .run();
     // The status of the job that went to the dead letters: it died of TERM.
     out.code(143);
-    assert!(start.elapsed() >= Duration::from_millis(600), "{}", out.stderr);
-    assert_eq!(out.stderr.matches("timed out after 300ms").count(), 2, "{}", out.stderr);
+    assert!(
+        start.elapsed() >= Duration::from_millis(600),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("timed out after 300ms").count(),
+        2,
+        "{}",
+        out.stderr
+    );
     out.stderr_has("moved to the dead letters");
     all_gone(&t, 2);
     let l = list(&t);
     let dead = &l["dead"][0];
-    assert!(dead["name"].as_str().unwrap().ends_with(".msg+2,t300"), "{l}");
+    assert!(
+        dead["name"].as_str().unwrap().ends_with(".msg+2,t300"),
+        "{l}"
+    );
     let ended: Vec<_> = (dead["attempts"].as_array().unwrap().iter())
         .map(|a| (a["attempt"].as_u64().unwrap(), a["ended"].as_str().unwrap()))
         .collect();
@@ -80,7 +100,15 @@ fn a_job_that_ignores_term_is_killed_after_the_grace_period() {
     let job = format!("trap '' TERM; {WAITS_WITH_A_GRANDCHILD}");
     let start = Instant::now();
     let out = t
-        .fsync(["msg", "recv", "-v", "--job-timeout", "200ms", "--grace", "400ms"])
+        .fsync([
+            "msg",
+            "recv",
+            "-v",
+            "--job-timeout",
+            "200ms",
+            "--grace",
+            "400ms",
+        ])
         .args(["--backoff", "1h", "B", "--", "sh", "-c", &job])
         .run();
     let took = start.elapsed();
@@ -145,7 +173,18 @@ fn a_job_failing_under_a_cancel_request_is_cancelled_not_retried() {
     t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
     let job = "mkdir -p B/cancel && : > B/cancel/$(printf %020d $FSYNC_MSG_ID); exit 3";
     let out = t
-        .fsync(["msg", "recv", "-v", "--backoff", "0", "B", "--", "sh", "-c", job])
+        .fsync([
+            "msg",
+            "recv",
+            "-v",
+            "--backoff",
+            "0",
+            "B",
+            "--",
+            "sh",
+            "-c",
+            job,
+        ])
         .run();
     out.stderr_has("message 1 of B: cancelled");
     assert!(!t.join("B/cancel/00000000000000000001").exists());
@@ -168,7 +207,10 @@ fn a_backoff_range_holds_a_failed_job_back_about_its_base() {
     let due = l["delayed"][0]["due"].as_str().unwrap().to_string();
     let due = humantime::parse_rfc3339(&due).unwrap();
     let hour = Duration::from_secs(3600);
-    assert!(due >= before + hour * 4 / 5 && due <= after + hour * 6 / 5, "{l}");
+    assert!(
+        due >= before + hour * 4 / 5 && due <= after + hour * 6 / 5,
+        "{l}"
+    );
     for bad in ["1d..1h", "1s..", "..1s"] {
         t.fsync(["msg", "recv", "--backoff", bad, "B", "--", "true"])
             .run()

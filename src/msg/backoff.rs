@@ -134,7 +134,10 @@ mod tests {
         assert_eq!(b.after(u32::MAX), Duration::from_secs(20));
         // A most below the base: the base.
         let b = Backoff::doubling(Duration::from_secs(9), Duration::from_secs(1));
-        assert_eq!((b.after(1), b.after(5)), (Duration::from_secs(9), Duration::from_secs(9)));
+        assert_eq!(
+            (b.after(1), b.after(5)),
+            (Duration::from_secs(9), Duration::from_secs(9))
+        );
     }
 
     #[test]
@@ -142,7 +145,10 @@ mod tests {
         let b = Backoff::doubling(Duration::from_secs(10), Duration::from_secs(60)).jittered();
         assert_eq!(b.after_drawn(1, 0), Duration::from_secs(8));
         assert_eq!(b.after_drawn(1, u32::MAX), Duration::from_secs(12));
-        assert_eq!(b.after_drawn(1, u32::MAX / 2), Duration::from_nanos(9_999_999_999));
+        assert_eq!(
+            b.after_drawn(1, u32::MAX / 2),
+            Duration::from_nanos(9_999_999_999)
+        );
         assert_eq!(b.after_drawn(2, 0), Duration::from_secs(16));
         // At the most, never above it.
         assert_eq!(b.after_drawn(4, u32::MAX), Duration::from_secs(60));
@@ -151,7 +157,10 @@ mod tests {
             let plain = doubled(b.base, b.max, failed);
             for _ in 0..200 {
                 let w = b.after(failed);
-                assert!(w >= plain * 4 / 5 && w <= (plain * 6 / 5).min(b.max), "{w:?}");
+                assert!(
+                    w >= plain * 4 / 5 && w <= (plain * 6 / 5).min(b.max),
+                    "{w:?}"
+                );
             }
         }
         // Random draws differ (200 equal ones would be a broken source).

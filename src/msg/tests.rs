@@ -20,14 +20,21 @@ fn kind_options_read_back_as_written_in_their_order() {
         ("msg,p3,t1", (0, 0, 3, Some(1))),
         ("msg+2,p1", (2, 0, 1, None)),
         ("msg-1,t60000", (0, 1, 0, Some(60000))),
-        ("msg+4-2,p1,t18446744073709551615", (4, 2, 1, Some(u64::MAX))),
+        (
+            "msg+4-2,p1,t18446744073709551615",
+            (4, 2, 1, Some(u64::MAX)),
+        ),
     ] {
         let n = MessageName::parse(&name(kind)).unwrap_or_else(|| panic!("{kind}"));
         assert_eq!((n.failed, n.lost, n.priority, n.timeout_ms), want, "{kind}");
         assert_eq!(n.render(), name(kind));
         // The renames that keep a name keep its options.
         let again = n.failed(n.failed + 1).one_more_lost();
-        assert_eq!((again.priority, again.timeout_ms), (want.2, want.3), "{kind}");
+        assert_eq!(
+            (again.priority, again.timeout_ms),
+            (want.2, want.3),
+            "{kind}"
+        );
     }
     for bad in [
         "msg,",

@@ -151,7 +151,10 @@ mod tests {
     #[test]
     fn a_backoff_is_a_duration_as_before_or_a_jittered_range() {
         let b = parse_backoff("2s").unwrap();
-        assert_eq!((b.base(), b.max()), (Duration::from_secs(2), fsync::msg::MAX_BACKOFF));
+        assert_eq!(
+            (b.base(), b.max()),
+            (Duration::from_secs(2), fsync::msg::MAX_BACKOFF)
+        );
         assert!(!b.is_jittered());
         assert!(parse_backoff("0").unwrap().is_zero());
         let b = parse_backoff("1s..5m").unwrap();
@@ -160,14 +163,29 @@ mod tests {
             (Duration::from_secs(1), Duration::from_mins(5), true)
         );
         let b = parse_backoff("250ms..1h").unwrap();
-        assert_eq!((b.base(), b.max()), (Duration::from_millis(250), Duration::from_hours(1)));
+        assert_eq!(
+            (b.base(), b.max()),
+            (Duration::from_millis(250), Duration::from_hours(1))
+        );
         // Longer than the default most: a range may go past 5m.
         assert_eq!(b.after(20), Duration::from_hours(1).min(b.after(20)));
         assert!(b.after(20) >= Duration::from_mins(48));
-        for bad in ["5m..1s", "1s..", "..5m", "x..5m", "1s..5m..6m", "1s...5m", "-1s"] {
+        for bad in [
+            "5m..1s",
+            "1s..",
+            "..5m",
+            "x..5m",
+            "1s..5m..6m",
+            "1s...5m",
+            "-1s",
+        ] {
             assert!(parse_backoff(bad).is_err(), "{bad}");
         }
-        assert!(parse_backoff("5m..1s").unwrap_err().contains("below its base"));
+        assert!(
+            parse_backoff("5m..1s")
+                .unwrap_err()
+                .contains("below its base")
+        );
     }
 
     #[test]
@@ -175,6 +193,9 @@ mod tests {
         assert_eq!(parse_job_timeout("1.5s"), Ok(Duration::from_millis(1500)));
         assert!(parse_job_timeout("0").is_err());
         assert!(parse_job_timeout("100us").is_err());
-        assert_eq!(timed_out(Duration::from_micros(2_500_400)), "timed out after 2s 500ms");
+        assert_eq!(
+            timed_out(Duration::from_micros(2_500_400)),
+            "timed out after 2s 500ms"
+        );
     }
 }
