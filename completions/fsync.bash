@@ -271,6 +271,9 @@ _fsync() {
             fsync__subcmd__help__subcmd__grouplock,status)
                 cmd="fsync__subcmd__help__subcmd__grouplock__subcmd__status"
                 ;;
+            fsync__subcmd__help__subcmd__msg,cancel)
+                cmd="fsync__subcmd__help__subcmd__msg__subcmd__cancel"
+                ;;
             fsync__subcmd__help__subcmd__msg,list)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__list"
                 ;;
@@ -285,6 +288,12 @@ _fsync() {
                 ;;
             fsync__subcmd__help__subcmd__msg,send)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__send"
+                ;;
+            fsync__subcmd__help__subcmd__msg,status)
+                cmd="fsync__subcmd__help__subcmd__msg__subcmd__status"
+                ;;
+            fsync__subcmd__help__subcmd__msg,wait)
+                cmd="fsync__subcmd__help__subcmd__msg__subcmd__wait"
                 ;;
             fsync__subcmd__help__subcmd__msg,wait-empty)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__wait__subcmd__empty"
@@ -322,6 +331,9 @@ _fsync() {
             fsync__subcmd__help__subcmd__swmr,write)
                 cmd="fsync__subcmd__help__subcmd__swmr__subcmd__write"
                 ;;
+            fsync__subcmd__msg,cancel)
+                cmd="fsync__subcmd__msg__subcmd__cancel"
+                ;;
             fsync__subcmd__msg,help)
                 cmd="fsync__subcmd__msg__subcmd__help"
                 ;;
@@ -340,11 +352,20 @@ _fsync() {
             fsync__subcmd__msg,send)
                 cmd="fsync__subcmd__msg__subcmd__send"
                 ;;
+            fsync__subcmd__msg,status)
+                cmd="fsync__subcmd__msg__subcmd__status"
+                ;;
+            fsync__subcmd__msg,wait)
+                cmd="fsync__subcmd__msg__subcmd__wait"
+                ;;
             fsync__subcmd__msg,wait-empty)
                 cmd="fsync__subcmd__msg__subcmd__wait__subcmd__empty"
                 ;;
             fsync__subcmd__msg,work)
                 cmd="fsync__subcmd__msg__subcmd__work"
+                ;;
+            fsync__subcmd__msg__subcmd__help,cancel)
+                cmd="fsync__subcmd__msg__subcmd__help__subcmd__cancel"
                 ;;
             fsync__subcmd__msg__subcmd__help,help)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__help"
@@ -363,6 +384,12 @@ _fsync() {
                 ;;
             fsync__subcmd__msg__subcmd__help,send)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__send"
+                ;;
+            fsync__subcmd__msg__subcmd__help,status)
+                cmd="fsync__subcmd__msg__subcmd__help__subcmd__status"
+                ;;
+            fsync__subcmd__msg__subcmd__help,wait)
+                cmd="fsync__subcmd__msg__subcmd__help__subcmd__wait"
                 ;;
             fsync__subcmd__msg__subcmd__help,wait-empty)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__wait__subcmd__empty"
@@ -1785,8 +1812,22 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg)
-            opts="send post recv work wait-empty retry list"
+            opts="send post recv work wait-empty retry status wait cancel list"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__msg__subcmd__cancel)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -1855,6 +1896,34 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg__subcmd__send)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__msg__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__msg__subcmd__wait)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2093,7 +2162,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg)
-            opts="-h -V --help --version send post recv work wait-empty retry list help"
+            opts="-h -V --help --version send post recv work wait-empty retry status wait cancel list help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2106,9 +2175,65 @@ _fsync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        fsync__subcmd__msg__subcmd__help)
-            opts="send post recv work wait-empty retry list help"
+        fsync__subcmd__msg__subcmd__cancel)
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__help)
+            opts="send post recv work wait-empty retry status wait cancel list help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__help__subcmd__cancel)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -2204,6 +2329,34 @@ _fsync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fsync__subcmd__msg__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__help__subcmd__wait)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fsync__subcmd__msg__subcmd__help__subcmd__wait__subcmd__empty)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -2247,7 +2400,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__post)
-            opts="-v -h -V --data --mode --delay --key --verbose --help --version"
+            opts="-v -q -h -V --data --mode --delay --key --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2277,7 +2430,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__recv)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --backoff --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --backoff --keep --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2319,6 +2472,10 @@ _fsync() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --keep)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2341,7 +2498,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__send)
-            opts="-w -t -n -E -v -h -V --data --mode --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
+            opts="-w -t -n -E -v -q -h -V --data --mode --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2355,6 +2512,62 @@ _fsync() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -w)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__status)
+            opts="-h -V --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__wait)
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -2433,7 +2646,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__work)
-            opts="-j -v -h -V --jobs --until-empty --retries --backoff --poll --verbose --help --version"
+            opts="-j -v -h -V --jobs --until-empty --retries --backoff --keep --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2452,6 +2665,10 @@ _fsync() {
                     return 0
                     ;;
                 --backoff)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -176,16 +176,19 @@ complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "reset" -d 'Clear EVENT (exit 0 whether or not it was set)'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "status" -d 'Exit 0 if EVENT is set, 1 if not'
 complete -c fsync -n "__fish_fsync_using_subcommand event; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "post" -d 'Queue a message durably and return at once'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "work" -d 'Run the mailbox\'s messages as jobs, with N workers'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "retry" -d 'Put dead letters back in the queue'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "list" -d 'List the queued messages with their sizes and ages'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "post" -d 'Queue a message durably and return at once'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "recv" -d 'Take the oldest message: write it out, or run COMMAND on it as a job'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "work" -d 'Run the mailbox\'s messages as jobs, with N workers'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "retry" -d 'Put dead letters back in the queue'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "status" -d 'Show where jobs are: queued, delayed, running, finished or dead'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "wait" -d 'Wait until jobs have finished, and tell how'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "cancel" -d 'Cancel jobs: remove queued ones, stop running ones'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "list" -d 'List the queued messages with their sizes and ages'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and not __fish_seen_subcommand_from send post recv work wait-empty retry status wait cancel list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l mode -d 'Permissions of the payload file (octal, less the umask); the default keeps messages from users outside the owner\'s group' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
@@ -193,6 +196,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0; with --timeout, as flock -n -w: no wait)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s q -l quiet -d 'Print nothing on standard output (by default the message\'s id, once it is queued)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from send" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
@@ -200,6 +204,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l delay -d 'Deliver the message no sooner than DUR from now (it waits among the delayed messages that \'list\' shows; once due, it comes before those queued after it)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l key -d 'Do not queue the message while another posted with KEY is still queued, delayed or being received (exit 0 all the same; -v says which one): jobs that must not pile up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s v -l verbose -d 'Say what became of the message: its id, or the pending message with the same key'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s q -l quiet -d 'Print nothing on standard output (by default the message\'s id: with --key, the id of the pending message when it was not queued)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
@@ -207,6 +212,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l retries -d 'With COMMAND: after N+1 failed attempts of a job, move its message to the dead letters' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l backoff -d 'With COMMAND: hold a failed job back DUR before its next attempt, twice as long after each failure, 5m at most; 0: not at all [default: 1s]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -l keep -d 'With COMMAND: keep the record of a finished job (\'status\', \'wait\') this long; 0: none' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0; with --timeout, as flock -n -w: no wait)'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from recv" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -214,6 +220,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -s j -l jobs -d 'Run up to N jobs at once (1 to 64)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l retries -d 'After N+1 failed attempts of a job, move its message to the dead letters' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l backoff -d 'Hold a failed job back DUR before its next attempt, twice as long after each failure, 5m at most; 0: not at all [default: 1s]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l keep -d 'Keep the record of a finished job (\'status\', \'wait\') this long; 0: none' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -l until-empty -d 'Stop once nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from work" -s v -l verbose -d 'Say on stderr when each job starts and how it ended'
@@ -229,7 +236,26 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from retry" -s v -l verbose -d 'Say which were put back'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from retry" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from retry" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed", "lost"}], "delayed" (messages, each with its "due" time), "dead" (dead letters, as messages), "count", "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from status" -l json -d 'One JSON object per job and line: {"id", "state" ("queued", "delayed", "running", "succeeded", "cancelled", "dead", "unknown"), and as the state has them "since", "until", "host", "pid", "attempt", "failed", "lost", "started", "ended", "attempts"}'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0; with --timeout, as flock -n -w: no wait)'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait" -l json -d 'One JSON object per job and line, as \'status\' prints: {"id", "state" ("queued", "delayed", "running", "succeeded", "cancelled", "dead", "unknown"), and as the state has them "since", "until", "host", "pid", "attempt", "failed", "lost", "started", "ended", "attempts"}'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from wait" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from cancel" -s t -s w -l timeout -l wait -d 'Give up after DUR (0, 250ms, 5s, 2m, 1h30m; a bare number is seconds) [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from cancel" -s E -l conflict-exit-code -d 'Exit status when the wait gives up' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from cancel" -l poll -d 'Re-check interval where other hosts cannot wake us (network file systems)' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from cancel" -s n -l no-wait -l nonblock -l nb -l nonblocking -d 'Do not wait: give up at once if it is not free (same as --timeout 0; with --timeout, as flock -n -w: no wait)'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from cancel" -s v -l verbose -d 'Say on stderr what the wait is for and who holds it, since when, if it has to wait; then how long it waited, whether it got it, gave up or was interrupted'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from cancel" -l json -d 'One JSON object per job and line, as \'status\' prints: {"id", "state" ("queued", "delayed", "running", "succeeded", "cancelled", "dead", "unknown"), and as the state has them "since", "until", "host", "pid", "attempt", "failed", "lost", "started", "ended", "attempts"}'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from cancel" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from cancel" -s V -l version -d 'Print version'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -l json -d 'One JSON object: {"path", "messages": [{"id", "name", "size", "since", "sync", "failed", "lost"}], "running" (messages being received, each with the "host", "pid", "attempt" and "taken" time of its worker), "delayed" (messages, each with its "due" time), "dead" (dead letters, as messages), "count", "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers pass over)}'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "send" -d 'Send a message and wait until a receiver has taken it'
@@ -238,6 +264,9 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "work" -d 'Run the mailbox\'s messages as jobs, with N workers'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "retry" -d 'Put dead letters back in the queue'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "status" -d 'Show where jobs are: queued, delayed, running, finished or dead'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "wait" -d 'Wait until jobs have finished, and tell how'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "cancel" -d 'Cancel jobs: remove queued ones, stop running ones'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the queued messages with their sizes and ages'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and not __fish_seen_subcommand_from connect disconnect members send broadcast recv help" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -435,6 +464,9 @@ complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcom
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "work" -d 'Run the mailbox\'s messages as jobs, with N workers'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "wait-empty" -d 'Wait until nothing is queued, delayed or being received'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "retry" -d 'Put dead letters back in the queue'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "status" -d 'Show where jobs are: queued, delayed, running, finished or dead'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "wait" -d 'Wait until jobs have finished, and tell how'
+complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "cancel" -d 'Cancel jobs: remove queued ones, stop running ones'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from msg" -f -a "list" -d 'List the queued messages with their sizes and ages'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from bus" -f -a "connect" -d 'Connect NAME to BUS, or hold it while COMMAND runs (--hold)'
 complete -c fsync -n "__fish_fsync_using_subcommand help; and __fish_seen_subcommand_from bus" -f -a "disconnect" -d 'Disconnect NAME from BUS (its directory is hidden as .NAME)'

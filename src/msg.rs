@@ -200,12 +200,14 @@ use name::{uniq, uniq_host};
 use post::{MAX_SEQ, Place, durable_home, flush, post};
 mod queue;
 mod received;
+mod status;
 use claim::{
     Names, Next, SendState, held, queued_names, send_state, sort_entries, try_claim, withdraw,
 };
 pub use list::Entry;
 use queue::{SHARD, shard_name, shard_of};
 pub use received::{Failed, Received};
+pub use status::{Cancel, DEFAULT_KEEP, Finish, Finished, Status};
 
 /// A mailbox directory: a queue of messages (arbitrary bytes) that any number of processes
 /// post to and receive from. Posting is durable (flushed before it returns); receiving takes
@@ -242,6 +244,8 @@ pub struct Mailbox {
     backoff: Option<Backoff>,
     /// Posts carry this job timeout in their names.
     job_timeout: Option<Duration>,
+    /// How long the records of finished jobs are kept.
+    keep: Duration,
 }
 
 /// Payloads are readable by their owner and group only, unless asked otherwise.
@@ -261,6 +265,8 @@ struct Layout {
     /// The deadline of the verb that opened it, which every internal wait (for the lock on
     /// `seq`, which whoever may open it may hold for ever) ends at too.
     deadline: Deadline,
+    /// How long the records of finished jobs are kept ([`Mailbox::keep`]).
+    keep: Duration,
 }
 
 impl Layout {
@@ -399,6 +405,7 @@ impl Mailbox {
             delay: None,
             backoff: None,
             job_timeout: None,
+            keep: DEFAULT_KEEP,
         }
     }
 
@@ -544,6 +551,7 @@ impl Mailbox {
             delayed: sub("delayed")?,
             top,
             deadline: Deadline::never(),
+            keep: self.keep,
         })
     }
 
@@ -608,7 +616,7 @@ impl Mailbox {
     /// every [`poll_interval`](Self::poll_interval)). Errors as [`post`](Self::post).
     pub fn send(&self, payload: &mut dyn Read, timeout: Option<Duration>) -> Result<bool> {
         Ok(self
-            .send_inner(payload, timeout, None)?
+            .send_inner(payload, timeout, None, &mut |_| {})?
             .acquired()
             .is_some())
     }
@@ -622,7 +630,19 @@ impl Mailbox {
         timeout: Option<Duration>,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<()>> {
-        self.send_inner(payload, timeout, Some(&mut progress))
+        self.send_inner(payload, timeout, Some(&mut progress), &mut |_| {})
+    }
+
+    /// Like [`send_with`](Self::send_with), telling `posted` the message's id (as
+    /// [`Received::id`] gives it to its receiver) once it is queued, before the wait.
+    pub fn send_with_id(
+        &self,
+        payload: &mut dyn Read,
+        timeout: Option<Duration>,
+        mut posted: impl FnMut(u64),
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Outcome<()>> {
+        self.send_inner(payload, timeout, Some(&mut progress), &mut posted)
     }
 
     fn send_inner(
@@ -630,6 +650,7 @@ impl Mailbox {
         payload: &mut dyn Read,
         timeout: Option<Duration>,
         progress: Option<&mut dyn FnMut(Duration)>,
+        posted: &mut dyn FnMut(u64),
     ) -> Result<Outcome<()>> {
         let deadline = Deadline::after(timeout);
         let l = self.layout()?;
@@ -642,6 +663,7 @@ impl Mailbox {
         let placed = post(&l, payload, name, self.mode, self.poll, deadline, &place)?;
         let (Keyed::Queued(name) | Keyed::Pending(name)) = wait::acquired!(placed);
         let parsed = MessageName::parse(&name).expect("we made it");
+        posted(parsed.seq);
         let stem = parsed.stem();
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
         let poll = network.then_some(self.poll);
@@ -772,6 +794,7 @@ impl Mailbox {
                             poll: self.poll,
                             retries: self.retries,
                             backoff: self.backoff,
+                            since: SystemTime::now(),
                             done: false,
                             me: me.take().expect("once"),
                         })));

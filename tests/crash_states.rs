@@ -12,7 +12,9 @@ and checks:
 4. no job runs again once its success is recorded: a message whose receive returned is gone;
 5. what a returned command did stays done: a failure stays counted, a delay stays a delay, a
    dead letter stays dead until `msg retry` (whose return puts it back for good);
-6. a key stays held while its message is pending (`--key`).
+6. a key stays held while its message is pending (`--key`);
+7. a job whose success or cancellation was reported is known as such: `msg status` says
+   "succeeded" or "cancelled" (as the scenario ended it), never "unknown".
 
 Expected: the place of each message (queued or claimed, delayed, dead) when the last command
 before the crash returned, or any place the operations after it gave it.
@@ -90,6 +92,8 @@ struct Expect {
     finished: BTreeSet<u64>,
     /// A key whose message is pending.
     key: Option<String>,
+    /// What `msg status` says of the finished ones.
+    finished_as: &'static str,
 }
 
 /// A scenario: the commands run one after another on mailbox `B` (`fsync msg ARGS`), and the
@@ -98,6 +102,8 @@ struct Scenario {
     name: &'static str,
     steps: &'static [&'static [&'static str]],
     key: Option<&'static str>,
+    /// What `msg status` says of its finished jobs.
+    finished_as: &'static str,
 }
 
 const SCENARIOS: &[Scenario] = &[
@@ -110,6 +116,7 @@ const SCENARIOS: &[Scenario] = &[
             &["post", "B", "--data", "b"],
         ],
         key: None,
+        finished_as: "succeeded",
     },
     Scenario {
         name: "delay",
@@ -118,6 +125,7 @@ const SCENARIOS: &[Scenario] = &[
             &["post", "B", "--data", "b"],
         ],
         key: None,
+        finished_as: "succeeded",
     },
     Scenario {
         name: "receive and acknowledge",
@@ -127,6 +135,7 @@ const SCENARIOS: &[Scenario] = &[
             &["recv", "B", "--timeout", "0"],
         ],
         key: None,
+        finished_as: "succeeded",
     },
     Scenario {
         name: "fail, back off, dead letter, retry, run",
@@ -167,6 +176,7 @@ const SCENARIOS: &[Scenario] = &[
             &["recv", "B", "--timeout", "0", "--", "true"],
         ],
         key: None,
+        finished_as: "succeeded",
     },
     Scenario {
         name: "key",
@@ -177,6 +187,7 @@ const SCENARIOS: &[Scenario] = &[
             &["post", "B", "--data", "c", "--key", "k"],
         ],
         key: Some("k"),
+        finished_as: "succeeded",
     },
     Scenario {
         name: "lost delivery",
@@ -195,6 +206,19 @@ const SCENARIOS: &[Scenario] = &[
             &["recv", "B", "--timeout", "0", "--", "true"],
         ],
         key: None,
+        finished_as: "succeeded",
+    },
+    Scenario {
+        name: "cancel",
+        steps: &[
+            &["post", "B", "--data", "a"],
+            &["post", "B", "--data", "b", "--delay", "1h"],
+            &["post", "B", "--data", "c"],
+            &["cancel", "B", "1"],
+            &["cancel", "B", "2"],
+        ],
+        key: None,
+        finished_as: "cancelled",
     },
 ];
 
@@ -283,6 +307,7 @@ fn expect(s: &Scenario, applied: &[Tree], ends: &[usize], k: usize) -> Expect {
         present,
         finished,
         key: key.map(str::to_string),
+        finished_as: s.finished_as,
     }
 }
 
@@ -329,6 +354,17 @@ fn check(td: &TestDir, tree: &Tree, dir: &Path, want: &Expect) -> Vec<String> {
             .map(|(s, _)| *s)
             .collect()
     };
+    for seq in &want.finished {
+        let (_, out, err) = fsync(&["status", b, "--json", &seq.to_string()]);
+        let state = serde_json::from_str::<serde_json::Value>(&out)
+            .ok()
+            .and_then(|v| Some(v["state"].as_str()?.to_string()));
+        if state.as_deref() != Some(want.finished_as) {
+            bad.push(format!(
+                "message {seq} finished, and msg status says {state:?}: {err}"
+            ));
+        }
+    }
     if let Some(key) = &want.key {
         let (_, _, err) = fsync(&["post", b, "--data", "p", "--key", key, "-v"]);
         if !err.contains("still pending") {

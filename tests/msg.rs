@@ -21,7 +21,7 @@ use crate::harness::{Cmd, TestDir, eventually, first_shard, fsync_bin, json_of, 
 
 #[track_caller]
 fn post(t: &TestDir, mailbox: &str, data: &str) {
-    t.fsync(["msg", "post", mailbox, "--data", data])
+    t.fsync(["msg", "post", "-q", mailbox, "--data", data])
         .run()
         .code(0)
         .stdout("");
@@ -245,7 +245,8 @@ fn send_returns_only_after_a_receiver_took_the_message() {
         "send returned while its message was still queued"
     );
     t.fsync(["msg", "recv", "B"]).run().code(0).stdout("X");
-    sender.finish().code(0).stdout("");
+    // The id, printed once the message was queued.
+    sender.finish().code(0).stdout("1\n");
     assert_eq!(list(&t, "B")["count"], 0);
     assert_eq!(recv_now(&t, "B"), None, "the sent message came twice");
 }
@@ -254,7 +255,7 @@ fn send_returns_only_after_a_receiver_took_the_message() {
 fn a_timed_out_send_is_never_delivered() {
     let t = TestDir::new();
     let out = t
-        .fsync(["msg", "send", "-t", "300ms", "B", "--data", "late"])
+        .fsync(["msg", "send", "-q", "-t", "300ms", "B", "--data", "late"])
         .run();
     out.code(75).stdout("");
     assert!(

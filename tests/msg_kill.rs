@@ -138,9 +138,9 @@ fn a_job_within_its_timeout_ends_as_it_would() {
     assert_eq!((&l["count"], &l["claimed"]), (&0.into(), &0.into()), "{l}");
 }
 
-/// A cancel request (`B/cancel/SEQ`, as `fsync msg cancel` makes it) for a running job: the
-/// worker stops it with its grandchild at once (change notification, no timeout involved),
-/// removes the message for good (not retried, not dead), and removes the request.
+/// `fsync msg cancel` of a running job (a request `B/cancel/SEQ`): the worker stops it with its
+/// grandchild at once (change notification, no timeout involved), records it cancelled (not
+/// retried, not dead), and removes the request; `cancel` waits for that.
 #[test]
 fn a_cancel_request_stops_a_running_job_which_is_not_retried() {
     let t = TestDir::new();
@@ -151,9 +151,10 @@ fn a_cancel_request_stops_a_running_job_which_is_not_retried() {
         .start();
     eventually("the job started", || t.join("started").exists());
     assert_eq!(list(&t)["claimed"], 1);
-    std::fs::create_dir_all(t.join("B/cancel")).unwrap();
+    // `cancel` returns once the worker has stopped it and recorded it.
+    let out = t.fsync(["msg", "cancel", "B", "1"]).run();
+    out.code(0).stdout_has("1 cancelled at ");
     let request = t.join("B/cancel/00000000000000000001");
-    std::fs::write(&request, "").unwrap();
     worker.stderr_until("message 1 of B: cancelled");
     let out = worker.finish();
     out.code(0);

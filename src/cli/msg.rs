@@ -3,11 +3,13 @@
 by rename, exactly-once claims, sender liveness) is in the library's `msg` module.
 */
 
-use std::{ffi::OsString, io::Write, path::PathBuf, time::SystemTime};
+use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 
+mod jobs;
 mod kill;
+mod list;
 mod work;
 use fsync::Mailbox;
 use serde::Serialize;
@@ -178,6 +180,47 @@ enum Verb {
     )]
     Retry(RetryArgs),
     #[command(
+        about = "Show where jobs are: queued, delayed, running, finished or dead",
+        long_about = "Show where each job (message) ID is now, one line each: queued (since \
+                      when), delayed until a time (or failed and waiting for its next attempt), \
+                      running (host, process, attempt, since when), succeeded (when, how long \
+                      the last attempt took, on which host), cancelled, or dead (how its last \
+                      attempt ended). A finished job is known for as long as its record is \
+                      kept ('work --keep', a day by default). Looks only where each ID can be, \
+                      never at the whole queue. Exit 0; 66 if BOX is no mailbox or an ID is \
+                      unknown (told on stderr, after the others are printed).",
+        after_long_help = "Examples:\n  id=$(fsync msg post /shared/jobs --data 'rebuild index')\n  \
+            fsync msg status /shared/jobs \"$id\"\n  \
+            fsync msg status --json /shared/jobs 41 42 | jq -r .state"
+    )]
+    Status(jobs::StatusArgs),
+    #[command(
+        about = "Wait until jobs have finished, and tell how",
+        long_about = "Wait until each job ID has finished (succeeded, cancelled, or dead after \
+                      its retries), then print its status as 'status' does. Exit 0 if all \
+                      succeeded; else the status of the first that did not: a dead job's last \
+                      exit status (128+N if signal N killed it; 1 if its worker was lost), 1 \
+                      for a cancelled one. 75 if --timeout passed first (their statuses then \
+                      printed as they are), 66 if an ID is unknown. A job that finishes wakes it \
+                      at once on a local file system.",
+        after_long_help = "Examples:\n  id=$(fsync msg post /shared/jobs --data 'rebuild index')\n  \
+            fsync msg wait -t 10m /shared/jobs \"$id\" && echo rebuilt"
+    )]
+    Wait(jobs::WaitArgsIds),
+    #[command(
+        about = "Cancel jobs: remove queued ones, stop running ones",
+        long_about = "Cancel each job ID: a queued or delayed one is removed and never runs; a \
+                      running one's worker, on whichever host, is asked to stop it (TERM to the \
+                      job's process group, KILL after its grace period) and does, within its \
+                      poll interval on a network file system; 'cancel' waits for that (up to \
+                      --timeout). Either way it is recorded as cancelled and not tried again. \
+                      Prints each job's status then. Exit 0; 75 if a running job was not \
+                      stopped before --timeout; 66 if an ID is unknown.",
+        after_long_help = "Examples:\n  fsync msg cancel /shared/jobs 42\n  \
+            fsync msg cancel -t 30s /shared/jobs 42 43 44"
+    )]
+    Cancel(jobs::CancelArgs),
+    #[command(
         about = "List the queued messages with their sizes and ages",
         long_about = "List the queued messages with their sizes and ages, oldest first, then \
                       the delayed ones (with when they are due) and the dead letters (with how \
@@ -224,6 +267,9 @@ struct SendArgs {
     mode: ModeArg,
     #[command(flatten)]
     wait: WaitArgs,
+    /// Print nothing on standard output (by default the message's id, once it is queued)
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -249,6 +295,10 @@ struct PostArgs {
     /// Say what became of the message: its id, or the pending message with the same key
     #[arg(short, long)]
     verbose: bool,
+    /// Print nothing on standard output (by default the message's id: with --key, the id of
+    /// the pending message when it was not queued)
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -262,6 +312,9 @@ struct RecvArgs {
     retries: Option<u32>,
     #[command(flatten)]
     job: kill::JobArgs,
+    /// With COMMAND: keep the record of a finished job ('status', 'wait') this long; 0: none
+    #[arg(long, value_name = "DUR", requires = "command", value_parser = super::duration::parse_duration, default_value = "1d")]
+    keep: std::time::Duration,
     /// Run COMMAND on the message, as a job (after --): see above
     #[arg(
         id = "command",
@@ -295,6 +348,9 @@ struct WorkArgs {
     retries: Option<u32>,
     #[command(flatten)]
     job: kill::JobArgs,
+    /// Keep the record of a finished job ('status', 'wait') this long; 0: none
+    #[arg(long, value_name = "DUR", value_parser = super::duration::parse_duration, default_value = "1d")]
+    keep: std::time::Duration,
     /// Re-check interval where other hosts cannot wake us (network file systems)
     #[arg(long, value_name = "DUR", value_parser = super::duration::parse_poll, default_value = "50ms")]
     poll: std::time::Duration,
@@ -336,35 +392,13 @@ struct RetryArgs {
 struct ListArgs {
     #[command(flatten)]
     mailbox: BoxArg,
-    /// One JSON object: {"path", "messages": [{"name", "size", "since", "sync", "failed",
-    /// "lost"}],
-    /// "delayed" (messages, each with its "due" time), "dead" (dead letters, as messages),
-    /// "count", "claimed" (being received), "skipped": [{"name", "reason"}] (entries receivers
-    /// pass over)}
+    /// One JSON object: {"path", "messages": [{"id", "name", "size", "since", "sync",
+    /// "failed", "lost"}], "running" (messages being received, each with the "host", "pid",
+    /// "attempt" and "taken" time of its worker), "delayed" (messages, each with its "due"
+    /// time), "dead" (dead letters, as messages), "count", "claimed" (being received),
+    /// "skipped": [{"name", "reason"}] (entries receivers pass over)}
     #[arg(long)]
     json: bool,
-}
-
-/// A message of `fsync msg list --json` (docs/json.md, `msg-message`). The object around them
-/// (`msg-list`) is written by hand, a message at a time ([`list`]).
-#[derive(Serialize)]
-struct MessageJson<'a> {
-    name: &'a str,
-    /// Bytes.
-    size: u64,
-    /// When it was queued (the payload file's modification time).
-    since: String,
-    /// A synchronous message whose sender waits for it.
-    sync: bool,
-    /// Its deliveries that failed so far.
-    failed: u32,
-    /// Its deliveries lost with their worker.
-    lost: u32,
-    /// How its deliveries that did not succeed ended.
-    attempts: Vec<AttemptJson>,
-    /// When a delayed message is due (in `delayed` only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    due: Option<String>,
 }
 
 /// One delivery of a message that did not succeed (docs/json.md, `msg-attempt`).
@@ -379,6 +413,20 @@ struct AttemptJson {
     host: String,
     pid: u32,
     at: String,
+}
+
+impl AttemptJson {
+    /// "exited with status 3 on HOST pid 12 at T", for people.
+    fn how(&self) -> String {
+        let how = match (self.ended, self.status, self.signal) {
+            (_, Some(n), _) => format!("exited with status {n}"),
+            (_, _, Some(n)) => format!("was killed by signal {n}"),
+            ("lost", ..) => "lost its worker".to_string(),
+            _ => "failed".to_string(),
+        };
+        let (host, pid, at) = (escaped(&self.host), self.pid, &self.at);
+        format!("{how} on {host} pid {pid} at {at}")
+    }
 }
 
 impl From<fsync::msg::Attempt> for AttemptJson {
@@ -403,50 +451,9 @@ impl From<fsync::msg::Attempt> for AttemptJson {
     }
 }
 
-#[derive(Serialize)]
-struct SkippedJson<'a> {
-    name: &'a str,
-    reason: &'a str,
-}
-
 pub(super) fn run(cmd: MsgCommand) -> VerbResult {
     match cmd.verb {
-        Verb::Post(a) => {
-            let mut mailbox = Mailbox::new(&a.mailbox.mailbox).payload_mode(a.mode.mode);
-            if let Some(delay) = a.delay {
-                mailbox = mailbox.delay(delay);
-            }
-            if let Some(timeout) = a.job_timeout {
-                mailbox = mailbox.job_timeout(timeout);
-            }
-            let place = a.mailbox.mailbox.display();
-            let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));
-            match &a.key {
-                Some(key) => {
-                    let outcome = mailbox.post_keyed(&mut a.data.reader(), key)?;
-                    match Exit::unless_acquired(outcome, Exit::OK)? {
-                        fsync::msg::Keyed::Queued(name) => report::say(a.verbose, || {
-                            format!("queued message {} in {place}", id(&name))
-                        }),
-                        fsync::msg::Keyed::Pending(name) => report::say(a.verbose, || {
-                            format!(
-                                "not queued: message {} with key {key} is still pending in {place}",
-                                id(&name)
-                            )
-                        }),
-                        _ => {}
-                    }
-                }
-                None => {
-                    let name =
-                        Exit::unless_acquired(mailbox.post(&mut a.data.reader())?, Exit::OK)?;
-                    report::say(a.verbose, || {
-                        format!("queued message {} in {place}", id(&name))
-                    });
-                }
-            }
-            Ok(Exit::OK)
-        }
+        Verb::Post(a) => post(&a),
         Verb::Send(a) => {
             let mailbox = Mailbox::new(&a.mailbox.mailbox)
                 .poll_interval(a.wait.poll)
@@ -454,9 +461,14 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             let place = a.mailbox.mailbox.display();
             let what = format!("a receiver to take the message in {place}");
             let mut progress = Progress::new(&a.wait, what);
-            let outcome = mailbox.send_with(&mut a.data.reader(), a.wait.timeout(), |_| {
-                progress.waiting();
-            })?;
+            let mut printed = Ok(());
+            let outcome = mailbox.send_with_id(
+                &mut a.data.reader(),
+                a.wait.timeout(),
+                |id| printed = print_id(a.quiet, id),
+                |_| progress.waiting(),
+            )?;
+            printed?;
             match progress.settle(outcome, |()| {
                 format!("a receiver took the message in {place}")
             }) {
@@ -511,13 +523,73 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             });
             Ok(Exit::OK)
         }
-        Verb::List(a) => list(&a),
+        Verb::List(a) => list::list(&a),
+        Verb::Status(a) => jobs::status(&a),
+        Verb::Wait(a) => jobs::wait(&a),
+        Verb::Cancel(a) => jobs::cancel(&a),
     }
+}
+
+/// `msg post`: the message's id on standard output (unless `-q`), as scripts want it for
+/// `status`, `wait`, `log` and `cancel`.
+fn post(a: &PostArgs) -> VerbResult {
+    let mut mailbox = Mailbox::new(&a.mailbox.mailbox).payload_mode(a.mode.mode);
+    if let Some(delay) = a.delay {
+        mailbox = mailbox.delay(delay);
+    }
+    if let Some(timeout) = a.job_timeout {
+        mailbox = mailbox.job_timeout(timeout);
+    }
+    let place = a.mailbox.mailbox.display();
+    let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));
+    let (name, pending) = match &a.key {
+        Some(key) => {
+            match Exit::unless_acquired(mailbox.post_keyed(&mut a.data.reader(), key)?, Exit::OK)? {
+                fsync::msg::Keyed::Queued(name) => (name, false),
+                fsync::msg::Keyed::Pending(name) => (name, true),
+                _ => return Ok(Exit::OK),
+            }
+        }
+        None => (
+            Exit::unless_acquired(mailbox.post(&mut a.data.reader())?, Exit::OK)?,
+            false,
+        ),
+    };
+    print_id(a.quiet, id(&name))?;
+    report::say(a.verbose, || match (pending, &a.key) {
+        (true, Some(key)) => format!(
+            "not queued: message {} with key {key} is still pending in {place}",
+            id(&name)
+        ),
+        _ => format!("queued message {} in {place}", id(&name)),
+    });
+    Ok(Exit::OK)
+}
+
+/// A message's id on standard output, one line, unless `quiet`.
+fn print_id(quiet: bool, id: u64) -> Result<(), super::Failure> {
+    if quiet {
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{id}")
+        .and_then(|()| out.flush())
+        .map_err(stdout_error)
+}
+
+/// A failure to write a report to standard output.
+fn stdout_error(e: std::io::Error) -> super::Failure {
+    super::Failure::Lib(fsync::Error::io(
+        std::path::Path::new("standard output"),
+        "cannot write",
+        e,
+    ))
 }
 
 /// `msg recv BOX -- COMMAND`: the oldest message as a job, removed only if COMMAND succeeds.
 fn recv_job(a: &RecvArgs) -> VerbResult {
-    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.job.backoff);
+    let mailbox =
+        job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.job.backoff).keep(a.keep);
     let place = a.mailbox.mailbox.display();
     let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
     let queue = a.mailbox.mailbox.join("q");
@@ -583,7 +655,7 @@ fn run_job(
     let (exit, stopped) = kill::run_watched(&mut msg, &job, argv, forwarded, timeout, grace)?;
     // Asked to be cancelled: not retried, even if it failed of something else meanwhile.
     if stopped == Some(kill::Stopped::Cancelled) || (exit != Exit::OK && msg.cancel_requested()) {
-        msg.finish_cancelled()?;
+        msg.cancelled()?;
         say(format!("message {id} of {place}: cancelled"));
         return Ok((exit, false));
     }
@@ -633,161 +705,4 @@ fn failed_as(
         fsync::msg::Failed::Dead => ("moved to the dead letters", true),
         _ => ("back to the queue", false),
     })
-}
-
-/// `msg list`: each message printed as it is found, so that a queue of any depth is listed in
-/// the memory of a few; with `--json`, one object whose `messages` are written one by one.
-fn list(a: &ListArgs) -> VerbResult {
-    use fsync::msg::Entry;
-    let mailbox = Mailbox::new(&a.mailbox.mailbox);
-    let mut out = std::io::stdout().lock();
-    let mut written: std::io::Result<()> = Ok(());
-    // Messages, then delayed ones, then dead letters: in JSON an array each, written as the
-    // listing reaches them; `section` is the array open now, `counts` the entries of each.
-    const ARRAYS: [&str; 3] = ["messages", "delayed", "dead"];
-    let mut section = 0;
-    let mut counts = [0usize; 3];
-    let mut skipped = Vec::new();
-    let now = SystemTime::now();
-    // The JSON object is opened with the first entry (or once the listing is done): a path
-    // that is no mailbox writes nothing to standard output.
-    let path =
-        serde_json::to_string(&report::path_text(&a.mailbox.mailbox)).expect("a string serialises");
-    let mut opened = !a.json;
-    let open = |out: &mut std::io::StdoutLock<'_>, opened: &mut bool| {
-        let was = std::mem::replace(opened, true);
-        match was {
-            true => Ok(()),
-            false => write!(out, "{{\"path\":{path},\"messages\":["),
-        }
-    };
-    // Close the arrays before `to` and open those up to it.
-    let move_to = |out: &mut std::io::StdoutLock<'_>, section: &mut usize, to: usize| {
-        let mut result = Ok(());
-        while *section < to && result.is_ok() {
-            *section += 1;
-            result = match ARRAYS.get(*section) {
-                Some(name) => write!(out, "],\"{name}\":["),
-                None => write!(out, "]"),
-            };
-        }
-        result
-    };
-    // Only a message that failed or was lost has a history to read.
-    let history = |m: &fsync::msg::Queued| match m.failed().saturating_add(m.lost()) {
-        0 => Vec::new(),
-        _ => (mailbox.history(m.id()).unwrap_or_default().into_iter())
-            .map(AttemptJson::from)
-            .collect(),
-    };
-    let json_message = |out: &mut std::io::StdoutLock<'_>,
-                        m: &fsync::msg::Queued,
-                        due: Option<SystemTime>,
-                        first| {
-        let json = MessageJson {
-            name: &m.name,
-            size: m.size,
-            since: report::timestamp(now.checked_sub(m.age).unwrap_or(now)),
-            sync: m.sync,
-            failed: m.failed(),
-            lost: m.lost(),
-            attempts: history(m),
-            due: due.map(report::timestamp),
-        };
-        let comma = if first { "" } else { "," };
-        write!(out, "{comma}").and_then(|()| Ok(serde_json::to_writer(&mut *out, &json)?))
-    };
-    let claimed = mailbox.scan(|entry| {
-        if written.is_err() {
-            return;
-        }
-        if let Err(e) = open(&mut out, &mut opened) {
-            written = Err(e);
-            return;
-        }
-        let (at, m, due) = match entry {
-            Entry::Skipped(s) if a.json => {
-                skipped.push(s);
-                return;
-            }
-            Entry::Skipped(s) => {
-                // Names are another user's choice: escaped, so that none forges a line.
-                let (name, reason) = (escaped(&s.name), escaped(&s.reason));
-                written = writeln!(out, "{name}  skipped: {reason}");
-                return;
-            }
-            Entry::Queued(m) => (0, m, None),
-            Entry::Delayed { message, due } => (1, message, Some(due)),
-            Entry::Dead(m) => (2, m, None),
-            _ => return,
-        };
-        counts[at] += 1;
-        written = if a.json {
-            move_to(&mut out, &mut section, at)
-                .and_then(|()| json_message(&mut out, &m, due, counts[at] == 1))
-        } else {
-            let state = match (at, m.sync, m.failed(), due) {
-                (1, _, _, Some(due)) => format!("  delayed until {}", report::timestamp(due)),
-                (2, _, n, _) => {
-                    let lost = match m.lost() {
-                        0 => String::new(),
-                        l => format!(", {l} lost"),
-                    };
-                    let last = match history(&m).pop() {
-                        Some(a) => {
-                            let how = match (a.ended, a.status, a.signal) {
-                                (_, Some(n), _) => format!("exited with status {n}"),
-                                (_, _, Some(n)) => format!("was killed by signal {n}"),
-                                ("lost", ..) => "lost its worker".to_string(),
-                                _ => "failed".to_string(),
-                            };
-                            format!("; the last {how} on {} pid {} at {}", a.host, a.pid, a.at)
-                        }
-                        None => String::new(),
-                    };
-                    format!("  dead after {n} failed attempts{lost}{last}")
-                }
-                (_, true, _, _) => " (waiting sender)".to_string(),
-                (_, false, 0, _) => String::new(),
-                (_, false, n, _) => format!(" ({n} failed)"),
-            };
-            writeln!(
-                out,
-                "{}  {} bytes  {} old{state}",
-                escaped(&m.name),
-                m.size,
-                report::short_duration(m.age)
-            )
-        };
-    })?;
-    written?;
-    open(&mut out, &mut opened)?;
-    let [count, delayed, dead] = counts;
-    if a.json {
-        move_to(&mut out, &mut section, ARRAYS.len())?;
-        let skipped: Vec<SkippedJson<'_>> = (skipped.iter())
-            .map(|s| SkippedJson {
-                name: &s.name,
-                reason: &s.reason,
-            })
-            .collect();
-        let skipped = serde_json::to_string(&skipped).expect("strings serialise");
-        writeln!(
-            out,
-            ",\"count\":{count},\"claimed\":{claimed},\"skipped\":{skipped}}}"
-        )?;
-    } else {
-        let plural = |n: usize| if n == 1 { "" } else { "s" };
-        if claimed > 0 {
-            writeln!(out, "{claimed} being received")?;
-        }
-        if delayed > 0 {
-            writeln!(out, "{delayed} delayed message{}", plural(delayed))?;
-        }
-        if dead > 0 {
-            writeln!(out, "{dead} dead letter{}", plural(dead))?;
-        }
-        writeln!(out, "{count} message{}", plural(count))?;
-    }
-    Ok(Exit::OK)
 }

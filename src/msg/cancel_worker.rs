@@ -7,9 +7,9 @@
 //! notification on `B/cancel` on a local file system (made if missing, so that it can be
 //! watched), by a look (one `stat`) every poll interval on a network file system, where other
 //! hosts' requests cannot be seen. A job found cancelled is stopped ([`Received::watch`] says
-//! so; the worker sends TERM to its process group, KILL after a grace period), recorded
-//! cancelled ([`Received::cancelled`]: its claim removed, never retried), and the request
-//! unlinked. A job that ends by itself while a request for it exists counts as cancelled too
+//! so; the worker sends TERM to its process group, KILL after a grace period), then recorded
+//! cancelled ([`Received::cancelled`]: its record in `done/`, its claim removed, never retried,
+//! the request unlinked). A job that ends by itself while a request for it exists counts as cancelled too
 //! if it failed: the request may have come as it failed of it.
 //!
 //! A job's timeout (its own, posted with it as `KIND` option `,tMS`, or the worker's default)
@@ -32,9 +32,6 @@ pub enum Watched {
 }
 
 /// The name of message `seq`'s cancel request in `cancel/`.
-fn request_name(seq: u64) -> String {
-    format!("{seq:020}")
-}
 
 impl Received {
     /// Wait until `job` (this message's, from [`spawn`](Self::spawn) or
@@ -89,44 +86,6 @@ impl Received {
                 (_, None) => std::thread::sleep(limit.unwrap_or(self.poll).min(self.poll)),
             }
         }
-    }
-
-    /// The job was cancelled: the request is done with. The message is recorded cancelled
-    /// ([`cancelled`](Self::cancelled): never retried) and its request `B/cancel/SEQ` unlinked.
-    pub fn finish_cancelled(self) -> Result<()> {
-        let (seq, top) = (self.name.seq, self.layout.top.clone());
-        self.cancelled()?;
-        if let Ok(Some(dir)) = top.sub("cancel", false) {
-            let _ = dir.unlink_file(&request_name(seq));
-        }
-        Ok(())
-    }
-
-    // STAND-IN until the lead's versions (issue 39: `done/` records) are merged: replace
-    // `cancel_requested` and `cancelled` below with theirs, same signatures.
-
-    /// Whether someone asked for this message's job to be cancelled: one look (`stat`) for
-    /// `B/cancel/SEQ`.
-    pub fn cancel_requested(&self) -> bool {
-        let Ok(Some(dir)) = self.layout.top.sub("cancel", false) else {
-            return false;
-        };
-        dir.stat(&request_name(self.name.seq)).is_ok()
-    }
-
-    /// The job was cancelled: remove the message for good, never to be retried (STAND-IN: the
-    /// claim unlinked and `claimed` flushed, as [`finish`](Self::finish) does).
-    pub fn cancelled(mut self) -> Result<()> {
-        self.done = true;
-        let claimed = &self.layout.claimed;
-        claimed.unlink_any(&self.claimed).map_err(|e| {
-            Error::io(
-                &claimed.join(&self.claimed),
-                "cannot remove cancelled message",
-                e,
-            )
-        })?;
-        flush(claimed)
     }
 }
 

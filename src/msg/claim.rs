@@ -251,6 +251,13 @@ fn claim_in(
             sync: false,
             ..parsed
         };
+        // Cancelled while it waited, and put back before its worker saw the request: recorded
+        // cancelled, never delivered ([`Mailbox::cancel`]).
+        if l.cancel_requested(parsed.seq) {
+            let attempts = parsed.failed.saturating_add(parsed.lost);
+            l.cancel_claimed(&claimed, &parsed, attempts, SystemTime::now())?;
+            continue;
+        }
         // What the receiver and its job read: what it held when claimed, whoever can write it.
         let snapshot = payload::snapshot(file, &meta)
             .map_err(|e| Error::io(&l.claimed.join(&claimed), "cannot read message", e))?;

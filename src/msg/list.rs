@@ -13,6 +13,20 @@ pub enum Entry {
     Skipped(Skipped),
     /// A dead letter: a message whose deliveries failed as often as its receivers allow.
     Dead(Queued),
+    /// A message being received: its job runs (or its receiver died, and the next receiver
+    /// returns it to the queue).
+    Running {
+        /// The message.
+        message: Queued,
+        /// The receiver's host.
+        host: String,
+        /// The receiver's process id.
+        pid: u32,
+        /// Which delivery this is (1 the first).
+        attempt: u32,
+        /// When it was taken.
+        since: SystemTime,
+    },
     /// A message held back until `due`: posted with a [`delay`](Mailbox::delay), or a failed
     /// job's [`backoff`](Mailbox::backoff).
     Delayed {
@@ -33,7 +47,7 @@ impl Mailbox {
         out.claimed = self.scan(|entry| match entry {
             Entry::Queued(q) => out.queued.push(q),
             Entry::Skipped(s) => out.skipped.push(s),
-            Entry::Dead(_) | Entry::Delayed { .. } => {}
+            Entry::Dead(_) | Entry::Delayed { .. } | Entry::Running { .. } => {}
         })?;
         Ok(out)
     }
@@ -52,10 +66,12 @@ impl Mailbox {
             return Ok(0); // removed meanwhile
         };
         let senders = top.sub("senders", false)?;
-        let claimed = match top.sub("claimed", false)? {
-            Some(claimed) => claimed.entries().map_err(|e| list_err(&claimed, e))?.len(),
-            None => 0,
+        let claimed_dir = top.sub("claimed", false)?;
+        let claims = match &claimed_dir {
+            Some(claimed) => claimed.entries().map_err(|e| list_err(claimed, e))?,
+            None => Vec::new(),
         };
+        let claimed = claims.len();
         let emit = |dir: &Dir, names: Names, each: &mut dyn FnMut(Entry)| {
             for (name, parsed) in names {
                 if parsed.sync && !senders.as_ref().is_some_and(|s| held(s, &parsed.uniq)) {
@@ -119,6 +135,9 @@ impl Mailbox {
             }
             first += SHARD;
         }
+        if let Some(dir) = &claimed_dir {
+            running(dir, claims, &mut each);
+        }
         if let Some(delayed) = top.sub("delayed", false)? {
             delayed::scan(&delayed, |(due, entry, name, dir)| {
                 if let Some(Entry::Queued(mut message)) = queued_entry(dir, entry, name.clone()) {
@@ -137,6 +156,42 @@ impl Mailbox {
             }
         }
         Ok(claimed)
+    }
+}
+
+/// The messages being received, in `claimed` as `NAME~RID`, oldest first.
+fn running(dir: &Dir, claims: Vec<(String, Option<Kind>)>, each: &mut dyn FnMut(Entry)) {
+    let mut found: Vec<(MessageName, String, String)> = Vec::new();
+    for (entry, _) in claims {
+        if let Some((name, _)) = entry.split_once('~')
+            && let Some(parsed) = MessageName::parse(name)
+        {
+            let name = name.to_string();
+            found.push((parsed, name, entry));
+        }
+    }
+    found.sort_by(|a, b| (a.0.seq, &a.2).cmp(&(b.0.seq, &b.2)));
+    for (parsed, name, entry) in found {
+        let rid = &entry[name.len() + 1..];
+        let Some(who) = Attempt::lost_with(0, rid) else {
+            continue;
+        };
+        let Some(Entry::Queued(mut message)) = queued_entry(dir, entry.clone(), parsed.clone())
+        else {
+            continue;
+        };
+        message.name = name;
+        let since = dir.stat(&entry).map_or(SystemTime::now(), |st| {
+            let s = u64::try_from(st.st_ctime).unwrap_or(0);
+            SystemTime::UNIX_EPOCH + Duration::new(s, u32::try_from(st.st_ctime_nsec).unwrap_or(0))
+        });
+        each(Entry::Running {
+            message,
+            host: who.host,
+            pid: who.pid,
+            attempt: parsed.failed.saturating_add(parsed.lost).saturating_add(1),
+            since,
+        });
     }
 }
 

@@ -15,6 +15,8 @@ pub struct Received {
     pub(super) poll: Duration,
     pub(super) retries: Option<u32>,
     pub(super) backoff: Option<Backoff>,
+    /// When it was taken.
+    pub(super) since: SystemTime,
     /// The bus member that sent it, if any.
     pub from: Option<String>,
     pub(super) done: bool,
@@ -153,12 +155,18 @@ impl Received {
         Ok(buf)
     }
 
-    /// The message has been delivered: remove it for good.
+    /// The message has been delivered: remove it for good, and record the job as succeeded
+    /// ([`Mailbox::status`], for as long as the mailbox [keeps](Mailbox::keep) records).
     pub fn finish(mut self) -> Result<()> {
         self.done = true;
+        let seq = self.name.seq;
         if self.attempt() > 1 {
-            self.layout.forget(self.name.seq);
+            self.layout.forget(seq);
         }
+        let finished = status::Finished::here(Finish::Succeeded, self.attempt(), self.since);
+        // Written before the claim goes: a crash between leaves a record of a job delivered
+        // again, never a success without one.
+        let record = self.layout.record_finished(seq, &finished);
         let claimed = &self.layout.claimed;
         claimed.unlink_any(&self.claimed).map_err(|e| {
             Error::io(
@@ -167,9 +175,30 @@ impl Received {
                 e,
             )
         })?;
+        // One flush commits both on a journalling file system; the second finds nothing left.
+        if let Some(record) = record {
+            flush(&record)?;
+        }
         // Durable before the success is reported: else a power cut could bring the claim (or
         // the queued message, the claim's rename undone too) back, and run the job again.
-        flush(claimed)
+        flush(claimed)?;
+        self.layout.forget_cancel(seq); // asked to stop a job that succeeded first
+        Ok(())
+    }
+
+    /// The job was cancelled ([`Mailbox::cancel`], or its worker was asked to stop it: see
+    /// [`cancel_requested`](Self::cancel_requested)): remove the message for good, without
+    /// another delivery, and record it as cancelled.
+    pub fn cancelled(mut self) -> Result<()> {
+        self.done = true;
+        let l = &self.layout;
+        l.cancel_claimed(&self.claimed, &self.name, self.attempt(), self.since)
+    }
+
+    /// Whether someone asked to cancel this job ([`Mailbox::cancel`]) since it was taken: one
+    /// look at the mailbox (a worker watches `B/cancel` for changes, or polls this).
+    pub fn cancel_requested(&self) -> bool {
+        self.layout.cancel_requested(self.name.seq)
     }
 }
 

@@ -47,7 +47,8 @@ impl Found {
 }
 
 pub(super) fn work(a: &WorkArgs) -> VerbResult {
-    let mailbox = super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.job.backoff);
+    let mailbox =
+        super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.job.backoff).keep(a.keep);
     let found = Found::default();
     found.workers.store(a.jobs, Ordering::SeqCst);
     std::thread::scope(|scope| {

@@ -1,0 +1,645 @@
+//! Jobs by id: where a message is now ([`Mailbox::status`]), the records of finished ones,
+//! waiting for them to finish ([`Mailbox::wait_finished`]) and cancelling them
+//! ([`Mailbox::cancel`]).
+//!
+//! # On disk
+//!
+//! **Finished records**: a delivery that succeeded ([`Received::finish`]), or a job cancelled
+//! ([`Mailbox::cancel`], [`Received::cancelled`]), leaves `B/done/SHARD/SEQ` (`SHARD` as in
+//! `q/`, `SEQ` in 20 digits), one line `OUTCOME ATTEMPT HOST PID STARTED ENDED\n`, fields
+//! separated by one space: `OUTCOME` `exit:0` (it succeeded) or `cancelled`; `ATTEMPT` the
+//! delivery it was (0: cancelled before any); `HOST` and `PID` the receiver's (or the
+//! canceller's), as in `UNIQ`; `STARTED` when that delivery began and `ENDED` when it ended, in
+//! microseconds since the epoch. It is written (a new file) before the claim is removed, and
+//! its directory flushed before `claimed`: a crash leaves the record of a job that is then
+//! delivered again (the later state wins, since a lookup looks in the queue and `claimed`
+//! first), never a success without one. A cancellation's line is `fdatasync`ed before the
+//! claim goes; a success's need not be: a record whose line does not parse (lost in a crash)
+//! reads as a success, with nothing known of it but when its file was written. A record is kept while its shard is younger
+//! than the receiver's [`keep`](Mailbox::keep) ([`DEFAULT_KEEP`]): a receiver that makes a new
+//! shard removes the shards (and their job output) not written to for longer. A record is read
+//! as a record, never an instruction: a line that does not parse says only "finished".
+//!
+//! **Cancel requests**: `B/cancel/SEQ` (an empty file, flushed) asks whoever runs job `SEQ` to
+//! stop it: the worker stops the job's process group and records it cancelled
+//! ([`Received::cancelled`]), and a receiver that claims a message with a request records it
+//! cancelled at once instead of delivering it. Whoever records it removes the request.
+//!
+//! **Lookup** ([`Mailbox::status`]) never lists the queue: under a shared lock on `seq` (messages
+//! then move only forwards: module docs of [`super`]) it looks at the one shard the id belongs
+//! to, then `claimed`, the delayed buckets, the dead letters and the record: the first place
+//! that has it is where it is.
+
+use super::*;
+
+/// How long a finished job's record is kept unless [`Mailbox::keep`] says: a day, some
+/// kilobytes per job (a few hundred megabytes for 100,000 jobs a day on ext4, where each
+/// record takes a block).
+pub const DEFAULT_KEEP: Duration = Duration::from_hours(24);
+
+/// How a finished job ended ([`Finished::how`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Finish {
+    /// Its last delivery succeeded (its job exited 0).
+    Succeeded,
+    /// It was cancelled ([`Mailbox::cancel`]).
+    Cancelled,
+}
+
+/// The record of a finished job ([`Status::Finished`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Finished {
+    /// How it ended.
+    pub how: Finish,
+    /// The delivery it was (1 the first; 0 for a job cancelled before any delivery).
+    pub attempt: u32,
+    /// The receiver's host (or the canceller's).
+    pub host: String,
+    /// The receiver's process id (or the canceller's).
+    pub pid: u32,
+    /// When that delivery began.
+    pub started: SystemTime,
+    /// When it ended.
+    pub ended: SystemTime,
+}
+
+/// Where a job is now ([`Mailbox::status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Status {
+    /// Queued: a receiver takes it in its turn. `attempts`: its deliveries so far (failed or
+    /// lost).
+    Queued {
+        /// When it was posted (the payload's modification time).
+        since: SystemTime,
+        /// Its deliveries so far that did not succeed.
+        attempts: u32,
+    },
+    /// Held back until `until`: posted with a delay, or failed `failed` times and waiting its
+    /// backoff.
+    Delayed {
+        /// When it is due.
+        until: SystemTime,
+        /// Its failed deliveries so far.
+        failed: u32,
+        /// Its deliveries lost with their receiver so far.
+        lost: u32,
+    },
+    /// Being received: its job runs.
+    Running {
+        /// The receiver's host.
+        host: String,
+        /// The receiver's process id.
+        pid: u32,
+        /// Which delivery this is (1 the first).
+        attempt: u32,
+        /// When it was taken.
+        since: SystemTime,
+    },
+    /// Finished: succeeded or cancelled.
+    Finished(Finished),
+    /// A dead letter: it failed as often as its receivers allow ([`Mailbox::history`] says how).
+    Dead {
+        /// Its failed deliveries.
+        failed: u32,
+        /// Its deliveries lost with their receiver.
+        lost: u32,
+    },
+    /// No such job: never posted, or finished longer ago than records are kept.
+    Unknown,
+}
+
+impl Status {
+    /// Whether it has finished: succeeded, cancelled or dead (what [`Mailbox::wait_finished`]
+    /// waits for); unknown ids count too.
+    pub fn is_finished(&self) -> bool {
+        matches!(
+            self,
+            Status::Finished(_) | Status::Dead { .. } | Status::Unknown
+        )
+    }
+}
+
+/// What [`Mailbox::cancel`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cancel {
+    /// It was queued or delayed: removed, and recorded as cancelled.
+    Removed,
+    /// Its job runs: its worker was asked to stop it (within its poll interval on a network
+    /// file system); [`Mailbox::wait_finished`] waits for that.
+    Requested,
+    /// It had finished already (succeeded, cancelled, or dead): nothing done.
+    Finished,
+    /// No such job.
+    Unknown,
+}
+
+fn micros(t: SystemTime) -> u128 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+fn time(us: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_micros(us)
+}
+
+impl Finished {
+    /// A record of this process's, ending now.
+    pub(super) fn here(how: Finish, attempt: u32, started: SystemTime) -> Finished {
+        Finished {
+            how,
+            attempt,
+            host: uniq_host(&procinfo::hostname()),
+            pid: std::process::id(),
+            started,
+            ended: SystemTime::now(),
+        }
+    }
+
+    fn render(&self) -> String {
+        let how = match self.how {
+            Finish::Succeeded => "exit:0",
+            Finish::Cancelled => "cancelled",
+        };
+        let (started, ended) = (micros(self.started), micros(self.ended));
+        format!(
+            "{how} {} {} {} {started} {ended}\n",
+            self.attempt, self.host, self.pid
+        )
+    }
+
+    fn parse(line: &str) -> Option<Finished> {
+        let mut f = line.strip_suffix('\n').unwrap_or(line).split(' ');
+        let how = match f.next()? {
+            "exit:0" => Finish::Succeeded,
+            "cancelled" => Finish::Cancelled,
+            _ => return None,
+        };
+        let attempt = f.next()?.parse().ok()?;
+        let host = f.next()?;
+        let pid = f.next()?.parse().ok()?;
+        let started = time(f.next()?.parse().ok()?);
+        let ended = time(f.next()?.parse().ok()?);
+        if f.next().is_some() || host.is_empty() || uniq_host(host) != host {
+            return None;
+        }
+        Some(Finished {
+            how,
+            attempt,
+            host: host.to_string(),
+            pid,
+            started,
+            ended,
+        })
+    }
+}
+
+/// A record's name in its shard.
+fn record_name(seq: u64) -> String {
+    format!("{seq:020}")
+}
+
+/// The longest record read: a file another user grew is read no further.
+const MAX_RECORD: u64 = 512;
+
+impl Layout {
+    /// Record message `seq` as finished (the file flushed: the caller flushes the shard's
+    /// directory it returns, with `claimed`); none if records are not [kept](Mailbox::keep).
+    pub(super) fn record_finished(&self, seq: u64, finished: &Finished) -> Option<Dir> {
+        let keep = match finished.how {
+            Finish::Cancelled => self.keep.max(MIN_CANCEL_KEEP),
+            _ => self.keep,
+        };
+        if keep.is_zero() {
+            return None;
+        }
+        // Best effort: a full file system, or a name another user put there, loses the
+        // record and nothing else (a full file system must still drain).
+        self.write_record(seq, finished, keep).ok()
+    }
+
+    fn write_record(&self, seq: u64, finished: &Finished, keep: Duration) -> Result<Dir> {
+        let (done, made_done) = match self.top.sub("done", false)? {
+            Some(d) => (d, false),
+            None => (self.top.sub("done", true)?.expect("created"), true),
+        };
+        let first = shard_of(seq);
+        let (shard, made) = match done.sub(&shard_name(first), false)? {
+            Some(s) => (s, false),
+            None => (done.sub(&shard_name(first), true)?.expect("created"), true),
+        };
+        let name = record_name(seq);
+        let created = match shard.create_new(&name, DEFAULT_PAYLOAD_MODE) {
+            // Recorded before (a delivery a crash undid): the later record replaces it.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let _ = shard.unlink_file(&name);
+                shard.create_new(&name, DEFAULT_PAYLOAD_MODE)
+            }
+            other => other,
+        };
+        let file = created.map_err(|e| Error::io(&shard.join(&name), "cannot record job", e))?;
+        (&file)
+            .write_all(finished.render().as_bytes())
+            .map_err(|e| Error::io(&shard.join(&name), "cannot record job", e))?;
+        // A success's line need not survive a power cut: its file does (the caller flushes
+        // the shard), and a record that does not parse reads as a success. A cancellation's
+        // must, or it would read as one.
+        if finished.how != Finish::Succeeded {
+            (file.sync_data())
+                .map_err(|e| Error::io(&shard.join(&name), "cannot record job", e))?;
+        }
+        if made_done {
+            flush(&self.top)?;
+        }
+        if made {
+            flush(&done)?;
+            prune(&self.top, &done, first, keep);
+        }
+        Ok(shard)
+    }
+
+    /// Where message `id` is (module docs): its status.
+    fn find(&self, id: u64, poll: Duration) -> Result<Status> {
+        // Under the shared lock messages move only forwards, so the look order sees every
+        // message that is anywhere all along. A lock held for long is another user's doing:
+        // the look goes on without it (a message moving back meanwhile may be missed).
+        let deadline = Deadline::after(Some(Duration::from_secs(1)));
+        let seq = self.lock_seq(Mode::Shared, poll, deadline)?.acquired();
+        if let Some(seq) = &seq
+            && (id == 0 || id > self.last_seq(seq)?)
+        {
+            return Ok(Status::Unknown);
+        }
+        let matching = |names: Names| names.into_iter().find(|(_, n)| n.seq == id);
+        if let Some(shard) = self.shard(shard_of(id), false)?
+            && let Some((name, parsed)) = matching(queued_names(&shard)?.0)
+            && let Ok(st) = shard.stat(&name)
+        {
+            return Ok(Status::Queued {
+                since: time_of(st.st_mtime, st.st_mtime_nsec),
+                attempts: parsed.failed.saturating_add(parsed.lost),
+            });
+        }
+        for (entry, _) in (self.claimed.entries())
+            .map_err(|e| Error::io(self.claimed.path(), "cannot list", e))?
+        {
+            let Some((name, rid)) = entry.split_once('~') else {
+                continue;
+            };
+            let Some(parsed) = MessageName::parse(name).filter(|n| n.seq == id) else {
+                continue;
+            };
+            let Some(who) = Attempt::lost_with(0, rid) else {
+                continue;
+            };
+            let since = (self.claimed.stat(&entry)).map_or(SystemTime::now(), |st| {
+                time_of(st.st_ctime, st.st_ctime_nsec)
+            });
+            return Ok(Status::Running {
+                host: who.host,
+                pid: who.pid,
+                attempt: parsed.failed.saturating_add(parsed.lost).saturating_add(1),
+                since,
+            });
+        }
+        let mut delayed = None;
+        (self.any_delayed(|entry| {
+            delayed = delayed::parse_delayed(entry).filter(|(_, n)| n.seq == id);
+            delayed.is_some()
+        }))
+        .map_err(|e| Error::io(self.delayed.path(), "cannot list", e))?;
+        if let Some((due, name)) = delayed {
+            return Ok(Status::Delayed {
+                until: time(due),
+                failed: name.failed,
+                lost: name.lost,
+            });
+        }
+        if let Some(dead) = self.dead(false)?
+            && let Some((_, parsed)) = matching(queued_names(&dead)?.0)
+        {
+            return Ok(Status::Dead {
+                failed: parsed.failed,
+                lost: parsed.lost,
+            });
+        }
+        drop(seq);
+        Ok(self.finished(id)?.map_or(Status::Unknown, Status::Finished))
+    }
+
+    /// The record of finished job `id`, if kept. One that does not parse (a crash before its
+    /// line was on disk) says it finished, no more: it is read as a success.
+    fn finished(&self, id: u64) -> Result<Option<Finished>> {
+        let Some(done) = self.top.sub("done", false)? else {
+            return Ok(None);
+        };
+        let Some(shard) = done.sub(&shard_name(shard_of(id)), false)? else {
+            return Ok(None);
+        };
+        let name = record_name(id);
+        let Some((file, st)) = shard.open_stat(&name, false)? else {
+            return Ok(None);
+        };
+        let mut text = String::new();
+        let _ = file.take(MAX_RECORD).read_to_string(&mut text);
+        let at = time_of(st.st_mtime, st.st_mtime_nsec);
+        Ok(Some(Finished::parse(&text).unwrap_or(Finished {
+            how: Finish::Succeeded,
+            attempt: 0,
+            host: String::new(),
+            pid: 0,
+            started: at,
+            ended: at,
+        })))
+    }
+
+    /// Whether a cancel request for `seq` exists.
+    pub(super) fn cancel_requested(&self, seq: u64) -> bool {
+        matches!(self.top.sub("cancel", false), Ok(Some(d)) if d.stat(&record_name(seq)).is_ok())
+    }
+
+    /// Remove the cancel request for `seq`, if any.
+    pub(super) fn forget_cancel(&self, seq: u64) {
+        if let Ok(Some(d)) = self.top.sub("cancel", false) {
+            let _ = d.unlink_file(&record_name(seq));
+        }
+    }
+
+    /// Record claimed message `claimed` (`parsed`, delivery `attempt`, begun at `started`)
+    /// cancelled and remove it, durably.
+    pub(super) fn cancel_claimed(
+        &self,
+        claimed: &str,
+        parsed: &MessageName,
+        attempt: u32,
+        started: SystemTime,
+    ) -> Result<()> {
+        let finished = Finished::here(Finish::Cancelled, attempt, started);
+        let shard = self.record_finished(parsed.seq, &finished);
+        (self.claimed.unlink_any(claimed))
+            .map_err(|e| Error::io(&self.claimed.join(claimed), "cannot remove message", e))?;
+        if let Some(shard) = shard {
+            flush(&shard)?;
+        }
+        flush(&self.claimed)?;
+        self.forget_cancel(parsed.seq);
+        Ok(())
+    }
+}
+
+/// A cancelled job's record is kept this long at least: whoever cancelled it is told.
+const MIN_CANCEL_KEEP: Duration = Duration::from_mins(1);
+
+fn time_of(s: i64, ns: i64) -> SystemTime {
+    let (s, ns) = (
+        u64::try_from(s).unwrap_or(0),
+        u32::try_from(ns).unwrap_or(0),
+    );
+    SystemTime::UNIX_EPOCH + Duration::new(s, ns)
+}
+
+/// Remove the shards of `done` (and of `output`, the jobs' output) last written to longer
+/// than `keep` ago, but never `current`'s: best effort, bounded by what exists.
+fn prune(top: &Dir, done: &Dir, current: u64, keep: Duration) {
+    let Ok(entries) = done.entries() else {
+        return;
+    };
+    let now = SystemTime::now();
+    for (name, _) in entries {
+        let Some(first) = queue::parse_shard(&name) else {
+            continue;
+        };
+        if first == current {
+            continue;
+        }
+        let Ok(Some(shard)) = done.sub(&name, false) else {
+            continue;
+        };
+        let old = shard.status().is_ok_and(|st| {
+            now.duration_since(time_of(st.st_mtime, st.st_mtime_nsec))
+                .is_ok_and(|age| age > keep)
+        });
+        if !old {
+            continue;
+        }
+        remove_shard(&shard);
+        let _ = shard.remove_self();
+        if let Ok(Some(output)) = top.sub("output", false)
+            && let Ok(Some(out)) = output.sub(&name, false)
+        {
+            remove_shard(&out);
+            let _ = out.remove_self();
+        }
+    }
+}
+
+/// Unlink the regular files of a shard (records, output).
+fn remove_shard(shard: &Dir) {
+    for (name, kind) in shard.entries().unwrap_or_default() {
+        if kind != Some(Kind::Dir) {
+            let _ = shard.unlink_file(&name);
+        }
+    }
+}
+
+impl Mailbox {
+    /// Where job (message) `id` is now: queued, delayed, running, finished (succeeded or
+    /// cancelled, for as long as records are [kept](Self::keep)), dead, or unknown. Looks at
+    /// the places `id` can be, never the whole queue. Creates nothing; a path that is no
+    /// mailbox is an error of kind [`ErrorKind::NotFound`].
+    pub fn status(&self, id: u64) -> Result<Status> {
+        self.existing_layout()?.find(id, self.poll)
+    }
+
+    /// Keep the records of finished jobs (succeeded or cancelled: [`Mailbox::status`]) this
+    /// long; [`DEFAULT_KEEP`] unless set; zero: record none.
+    pub fn keep(mut self, keep: Duration) -> Mailbox {
+        self.keep = keep;
+        self
+    }
+
+    /// Wait until every job of `ids` has finished ([`Status::is_finished`]), up to `timeout`
+    /// (`None`: for ever); their statuses, in the order of `ids`. Every finish takes a job out
+    /// of `claimed`, so the wait sleeps until that directory changes (on a network file system
+    /// it also re-checks every [`poll_interval`](Self::poll_interval)). `progress` hears of
+    /// the time waited, when the wait starts blocking and about once a second after.
+    pub fn wait_finished(
+        &self,
+        ids: &[u64],
+        timeout: Option<Duration>,
+        progress: impl FnMut(Duration),
+    ) -> Result<wait::Outcome<Vec<Status>>> {
+        let l = self.existing_layout()?;
+        let deadline = Deadline::after(timeout);
+        let watch = DirWatch::new(&l.claimed.pinned())
+            .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
+        let network = pfs::fs_kind_of_path(&l.claimed.pinned()).network;
+        let mut progress = progress;
+        wait::watch_until(
+            deadline,
+            network.then_some(self.poll),
+            &watch,
+            l.claimed.path(),
+            Some(&mut progress),
+            || {
+                let all = (ids.iter())
+                    .map(|&id| l.find(id, self.poll))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(all.iter().all(Status::is_finished).then_some(all))
+            },
+        )
+    }
+
+    /// Cancel job `id`: a queued or delayed one is removed and recorded as cancelled (it never
+    /// runs); a running one's worker is asked to stop it (module docs of `status`), and
+    /// records it cancelled once it has: it is not delivered again. A synchronous message is
+    /// its sender's to withdraw: an error of kind [`ErrorKind::Invalid`].
+    pub fn cancel(&self, id: u64) -> Result<Cancel> {
+        let l = self.existing_layout()?;
+        let rid = uniq();
+        let me = Registration::create_spared(&l.recv, &rid, l.registration_mode())?;
+        // A message moves on while we look (a receiver takes it, a failure puts it back): look
+        // again, a few times, each time where it is now.
+        for _ in 0..8 {
+            let taken = match l.find(id, self.poll)? {
+                Status::Unknown => return Ok(Cancel::Unknown),
+                Status::Finished(_) | Status::Dead { .. } => return Ok(Cancel::Finished),
+                Status::Running { .. } => {
+                    l.request_cancel(id)?;
+                    // Put back meanwhile (its job failed before the request): look again.
+                    match l.find(id, self.poll)? {
+                        Status::Queued { .. } | Status::Delayed { .. } => continue,
+                        _ => return Ok(Cancel::Requested),
+                    }
+                }
+                Status::Queued { .. } => l.take_queued(id, &rid)?,
+                Status::Delayed { .. } => l.take_delayed(id, &rid)?,
+            };
+            if let Some((claimed, parsed)) = taken {
+                if parsed.sync {
+                    let _ = l.requeue(&claimed, &parsed.render(), self.poll);
+                    return Err(Error::new(
+                        l.top.path(),
+                        ErrorKind::Invalid,
+                        format!(
+                            "message {id} is a synchronous one: its sender withdraws it, not \
+                             'cancel'"
+                        ),
+                    ));
+                }
+                let attempts = parsed.failed.saturating_add(parsed.lost);
+                l.cancel_claimed(&claimed, &parsed, attempts, SystemTime::now())?;
+                drop(me);
+                return Ok(Cancel::Removed);
+            }
+        }
+        Err(Error::new(
+            l.top.path(),
+            ErrorKind::Unavailable,
+            format!("message {id} kept moving while it was being cancelled; try again"),
+        ))
+    }
+}
+
+impl Layout {
+    /// Ask the worker running `seq` to stop it: `B/cancel/SEQ`, durable.
+    fn request_cancel(&self, seq: u64) -> Result<()> {
+        let (dir, made) = match self.top.sub("cancel", false)? {
+            Some(d) => (d, false),
+            None => (self.top.sub("cancel", true)?.expect("created"), true),
+        };
+        let name = record_name(seq);
+        match dir.create_new(&name, DEFAULT_PAYLOAD_MODE) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io(&dir.join(&name), "cannot request cancel", e)),
+        }
+        durable_home(&self.top, &dir, made)?;
+        flush(&dir)
+    }
+
+    /// Claim queued message `id` as receiver `rid`; `None` if it moved meanwhile.
+    fn take_queued(&self, id: u64, rid: &str) -> Result<Option<(String, MessageName)>> {
+        let Some(shard) = self.shard(shard_of(id), false)? else {
+            return Ok(None);
+        };
+        let Some((name, parsed)) = queued_names(&shard)?
+            .0
+            .into_iter()
+            .find(|(_, n)| n.seq == id)
+        else {
+            return Ok(None);
+        };
+        self.take_from(&shard, &name, &name, parsed, rid)
+    }
+
+    /// Claim delayed message `id` as receiver `rid`; `None` if it moved meanwhile.
+    fn take_delayed(&self, id: u64, rid: &str) -> Result<Option<(String, MessageName)>> {
+        let mut found = None;
+        delayed::scan(&self.delayed, |(_, entry, name, dir)| {
+            if name.seq == id && found.is_none() {
+                found = dir.try_clone().ok().map(|d| (d, entry, name));
+            }
+        })?;
+        let Some((dir, entry, parsed)) = found else {
+            return Ok(None);
+        };
+        let name = parsed.render();
+        self.take_from(&dir, &entry, &name, parsed, rid)
+    }
+
+    /// Rename `entry` of `dir` to `claimed/NAME~RID`.
+    fn take_from(
+        &self,
+        dir: &Dir,
+        entry: &str,
+        name: &str,
+        parsed: MessageName,
+        rid: &str,
+    ) -> Result<Option<(String, MessageName)>> {
+        let claimed = format!("{name}~{rid}");
+        match dir.rename(entry, &self.claimed, &claimed) {
+            Ok(()) => Ok(Some((claimed, parsed))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(&dir.join(entry), "cannot cancel message", e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_as_written_and_anything_else_is_passed_over() {
+        let f = Finished {
+            how: Finish::Cancelled,
+            attempt: 2,
+            host: "box-1".into(),
+            pid: 42,
+            started: time(1_000_000),
+            ended: time(3_500_000),
+        };
+        assert_eq!(f.render(), "cancelled 2 box-1 42 1000000 3500000\n");
+        assert_eq!(Finished::parse(&f.render()), Some(f.clone()));
+        let ok = Finished {
+            how: Finish::Succeeded,
+            ..f
+        };
+        assert_eq!(Finished::parse(&ok.render()), Some(ok));
+        for bad in [
+            "",
+            "exit:1 1 h 1 1 1\n",
+            "exit:0 1 h 1 1\n",
+            "exit:0 1 h 1 1 1 1\n",
+            "exit:0 x h 1 1 1\n",
+            "exit:0 1 h\u{1b} 1 1 1\n",
+            "exit:0 1  1 1 1\n",
+        ] {
+            assert_eq!(Finished::parse(bad), None, "{bad:?}");
+        }
+    }
+}
