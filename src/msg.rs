@@ -20,7 +20,9 @@ directory (see [`crate::bus`]), each step between them one `rename(2)`:
 the second dot and the last) or `-`, `KIND` `msg` (queued) or `sync` (a synchronous send). A
 message whose deliveries failed `N` times has `KIND` `msg+N`; one whose deliveries were lost
 `L` times with their receiver (killed with its job) `msg-L`, or `msg+N-L` with failures too
-(`N`, `L` decimal, no leading zero). Receivers
+(`N`, `L` decimal, no leading zero). After the counts, a job's options: `,pP` its priority,
+`,tMS` its timeout in milliseconds (`msg[+N][-L][,pP][,tMS]`: `src/msg/name.rs`), kept by
+every rename that keeps the name. Receivers
 take the smallest `NAME`, so messages come out in enqueue order. A name with a control character
 in it is not a message (fsync never makes one): receivers and listings pass it over and report it.
 
@@ -110,9 +112,12 @@ cleared between fork and exec), so the command holds the registration's lock too
 lives while the receiver or the command (or anything the command left running with that
 descriptor) lives. A receiver killed alone leaves the message with its job; the job's end
 releases the lock, and the claim goes back as a lost delivery (and so runs again, even if the
-job succeeded: nobody was left to unlink it). A job that succeeded is unlinked (4); one that
-failed goes back with one more failed delivery in its `KIND`, or to `delayed` for its backoff
-(the base after the first failure, twice as long after each one after, 5 minutes at most), or to
+job succeeded: nobody was left to unlink it). The job leads a process group of its own: one
+that runs past its timeout, or is asked to be cancelled (`B/cancel/SEQ`), is stopped with all it
+started (`src/msg/cancel_worker.rs`). A job that succeeded is unlinked (4); one that
+failed (or timed out) goes back with one more failed delivery in its `KIND`, or to `delayed` for
+its backoff (`src/msg/backoff.rs`: the base after the first failure, twice as long after each
+one after, 5 minutes or the most given at most, perhaps jittered), or to
 `dead/` once it failed more than the receiver's retries allow, or was lost more than 2 times
 beyond them; each move is flushed (the directory it went to, and its parent for a directory
 made or found empty) before the failure is reported, as is a dead letter put back (`retry`)

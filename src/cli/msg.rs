@@ -108,7 +108,11 @@ enum Verb {
                       exits 0. Otherwise it goes back to the queue, one more failed attempt \
                       counted, held back 1s after the first failure and twice as long after \
                       each one after, 5m at most (--backoff). INT, TERM and HUP are passed on \
-                      to COMMAND; a job ended that way goes back uncounted. With --retries N, \
+                      to COMMAND's process group (it leads one of its own); a job ended that way \
+                      goes back uncounted. A job that runs for its timeout (its own, 'post \
+                      --job-timeout', else --job-timeout) or is cancelled ('fsync msg cancel') \
+                      gets TERM with all it started, KILL after --grace: timed out, it counts as \
+                      a failed attempt; cancelled, it is never tried again. With --retries N, \
                       a message that failed N+1 times goes to the mailbox's dead letters \
                       instead ('fsync msg list' shows them, 'fsync msg retry' puts them back).\n\n\
                       COMMAND holds the message as fsync does (it inherits the descriptor that \
@@ -138,8 +142,10 @@ enum Verb {
                       jobs finish (the signal is not passed on to them), no new job is taken, and \
                       fsync dies of that signal. With --until-empty they stop once the mailbox \
                       has nothing left to do (no message queued or delayed, no job running), as \
-                      'wait-empty' sees it. Each job has FSYNC_MSG_ID and FSYNC_MSG_ATTEMPT in \
-                      its environment, and holds its message as 'recv -- COMMAND' describes \
+                      'wait-empty' sees it. Jobs lead process groups of their own (a terminal's \
+                      ^C reaches fsync alone), and are stopped on their timeout or cancel as \
+                      'recv -- COMMAND' describes. Each job has FSYNC_MSG_ID and \
+                      FSYNC_MSG_ATTEMPT in its environment, and holds its message as 'recv -- COMMAND' describes \
                       (a worker killed with its job gives the message back at once). Without \
                       --retries a job that always fails keeps coming back (held back up to 5m \
                       between tries), and --until-empty never ends: give --retries.\n\n\
@@ -422,6 +428,7 @@ impl AttemptJson {
             (_, Some(n), _) => format!("exited with status {n}"),
             (_, _, Some(n)) => format!("was killed by signal {n}"),
             ("lost", ..) => "lost its worker".to_string(),
+            ("timeout", ..) => "timed out".to_string(),
             _ => "failed".to_string(),
         };
         let (host, pid, at) = (escaped(&self.host), self.pid, &self.at);

@@ -116,7 +116,10 @@ impl Received {
     /// holds the message as this receiver does: if this process dies (killed alone, say) while
     /// the job runs on, no other receiver takes the message until the job, and whatever it
     /// left running with the inherited descriptor, has exited too; then it goes back to the
-    /// queue as a delivery lost, not failed.
+    /// queue as a delivery lost, not failed. The job leads a process group of its own, so that
+    /// it can be stopped with all it started ([`Running::signal_group`](crate::command::Running::signal_group)):
+    /// cancellation signals are forwarded to that group, and a terminal's reach this process
+    /// alone.
     pub fn spawn(
         &mut self,
         argv: &[impl AsRef<std::ffi::OsStr>],
@@ -126,7 +129,8 @@ impl Received {
     }
 
     /// [`spawn`](Self::spawn), as [`command::spawn_job`](crate::command::spawn_job) starts a
-    /// command: cancellation signals are not forwarded to it (a pool of workers).
+    /// command: cancellation signals are not forwarded to it (a pool of workers); in a process
+    /// group of its own, it does not get a terminal's either.
     pub fn spawn_job(
         &mut self,
         argv: &[impl AsRef<std::ffi::OsStr>],
