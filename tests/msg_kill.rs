@@ -207,7 +207,7 @@ fn a_backoff_range_holds_a_failed_job_back_about_its_base() {
     let l = list(&t);
     let due = l["delayed"][0]["due"].as_str().unwrap().to_string();
     let due = humantime::parse_rfc3339(&due).unwrap();
-    let hour = Duration::from_secs(3600);
+    let hour = Duration::from_hours(1);
     assert!(
         due >= before + hour * 4 / 5 && due <= after + hour * 6 / 5,
         "{l}"

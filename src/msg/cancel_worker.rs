@@ -31,8 +31,6 @@ pub enum Watched {
     CancelRequested,
 }
 
-/// The name of message `seq`'s cancel request in `cancel/`.
-
 impl Received {
     /// Wait until `job` (this message's, from [`spawn`](Self::spawn) or
     /// [`spawn_job`](Self::spawn_job)) exits, has run for `timeout` (`None`: no limit), or is
