@@ -218,3 +218,27 @@ fn a_backoff_range_holds_a_failed_job_back_about_its_base() {
             .code(2);
     }
 }
+
+/// A job leads a process group of its own, so a signal the terminal sends reaches `recv --`
+/// alone; it passes INT, TERM and HUP on to the whole group (the job's grandchild too), and the
+/// job, ended by it, goes back to the queue uncounted.
+#[test]
+fn recv_passes_a_signal_on_to_its_jobs_whole_group() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
+    let recv = t
+        .fsync(["msg", "recv", "B", "--", "sh", "-c", WAITS_WITH_A_GRANDCHILD])
+        .start();
+    eventually("the job started", || t.join("started").exists());
+    let job = pids(&t, "pid")[0];
+    let group = std::fs::read_to_string(format!("/proc/{job}/stat")).unwrap();
+    let fields: Vec<&str> = group[group.rfind(')').unwrap() + 2..].split(' ').collect();
+    assert_eq!(fields[2], job.to_string(), "the job leads its group");
+    assert_ne!(job, recv.pid());
+    recv.signal(nix::sys::signal::Signal::SIGHUP);
+    recv.finish().killed_by(nix::sys::signal::Signal::SIGHUP);
+    all_gone(&t, 1);
+    let l = list(&t);
+    assert_eq!((&l["count"], &l["claimed"]), (&1.into(), &0.into()), "{l}");
+    assert_eq!(l["messages"][0]["failed"], 0, "{l}");
+}
