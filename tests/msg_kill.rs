@@ -227,7 +227,15 @@ fn recv_passes_a_signal_on_to_its_jobs_whole_group() {
     let t = TestDir::new();
     t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
     let recv = t
-        .fsync(["msg", "recv", "B", "--", "sh", "-c", WAITS_WITH_A_GRANDCHILD])
+        .fsync([
+            "msg",
+            "recv",
+            "B",
+            "--",
+            "sh",
+            "-c",
+            WAITS_WITH_A_GRANDCHILD,
+        ])
         .start();
     eventually("the job started", || t.join("started").exists());
     let job = pids(&t, "pid")[0];
