@@ -88,6 +88,11 @@ fn a_job_past_its_own_timeout_is_stopped_with_its_group_retried_then_dead() {
         .collect();
     assert_eq!(ended, [(1, "timeout"), (2, "timeout")], "{l}");
     assert_eq!((&l["count"], &l["claimed"]), (&0.into(), &0.into()), "{l}");
+    // Put back from the dead letters, it keeps its own timeout.
+    t.fsync(["msg", "retry", "B", "1"]).run().code(0);
+    let l = list(&t);
+    let name = l["messages"][0]["name"].as_str().unwrap();
+    assert!(name.ends_with(".msg,t300"), "{l}");
 }
 
 /// The worker's `--job-timeout` for a job posted without its own; a job that ignores TERM (and

@@ -138,6 +138,7 @@ mod tests {
             (b.after(1), b.after(5)),
             (Duration::from_secs(9), Duration::from_secs(9))
         );
+        assert_eq!(b.max(), Duration::from_secs(9));
     }
 
     #[test]
