@@ -169,6 +169,7 @@ mod tests {
         assert!(draws.len() > 100, "{}", draws.len());
         // Without jitter, always the same.
         let plain = Backoff::doubling(b.base, b.max);
+        assert!(b.is_jittered() && !plain.is_jittered());
         assert_eq!(plain.after_drawn(1, 0), Duration::from_secs(10));
         assert_eq!(plain.after_drawn(1, u32::MAX), Duration::from_secs(10));
     }
