@@ -9,8 +9,8 @@
 //! hosts' requests cannot be seen. A job found cancelled is stopped ([`Received::watch`] says
 //! so; the worker sends TERM to its process group, KILL after a grace period), then recorded
 //! cancelled ([`Received::cancelled`]: its record in `done/`, its claim removed, never retried,
-//! the request unlinked). A job that ends by itself while a request for it exists counts as cancelled too
-//! if it failed: the request may have come as it failed of it.
+//! the request unlinked). A job that ends by itself while a request for it exists counts as
+//! cancelled too if it failed: the request may have come as it failed of it.
 //!
 //! A job's timeout (its own, posted with it as `KIND` option `,tMS`, or the worker's default)
 //! is kept on this host's clock from the job's start: the wait for the job's exit ends then.
