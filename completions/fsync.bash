@@ -277,6 +277,9 @@ _fsync() {
             fsync__subcmd__help__subcmd__msg,list)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__list"
                 ;;
+            fsync__subcmd__help__subcmd__msg,log)
+                cmd="fsync__subcmd__help__subcmd__msg__subcmd__log"
+                ;;
             fsync__subcmd__help__subcmd__msg,post)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__post"
                 ;;
@@ -297,6 +300,9 @@ _fsync() {
                 ;;
             fsync__subcmd__help__subcmd__msg,wait-empty)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__wait__subcmd__empty"
+                ;;
+            fsync__subcmd__help__subcmd__msg,watch)
+                cmd="fsync__subcmd__help__subcmd__msg__subcmd__watch"
                 ;;
             fsync__subcmd__help__subcmd__msg,work)
                 cmd="fsync__subcmd__help__subcmd__msg__subcmd__work"
@@ -340,6 +346,9 @@ _fsync() {
             fsync__subcmd__msg,list)
                 cmd="fsync__subcmd__msg__subcmd__list"
                 ;;
+            fsync__subcmd__msg,log)
+                cmd="fsync__subcmd__msg__subcmd__log"
+                ;;
             fsync__subcmd__msg,post)
                 cmd="fsync__subcmd__msg__subcmd__post"
                 ;;
@@ -361,6 +370,9 @@ _fsync() {
             fsync__subcmd__msg,wait-empty)
                 cmd="fsync__subcmd__msg__subcmd__wait__subcmd__empty"
                 ;;
+            fsync__subcmd__msg,watch)
+                cmd="fsync__subcmd__msg__subcmd__watch"
+                ;;
             fsync__subcmd__msg,work)
                 cmd="fsync__subcmd__msg__subcmd__work"
                 ;;
@@ -372,6 +384,9 @@ _fsync() {
                 ;;
             fsync__subcmd__msg__subcmd__help,list)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__list"
+                ;;
+            fsync__subcmd__msg__subcmd__help,log)
+                cmd="fsync__subcmd__msg__subcmd__help__subcmd__log"
                 ;;
             fsync__subcmd__msg__subcmd__help,post)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__post"
@@ -393,6 +408,9 @@ _fsync() {
                 ;;
             fsync__subcmd__msg__subcmd__help,wait-empty)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__wait__subcmd__empty"
+                ;;
+            fsync__subcmd__msg__subcmd__help,watch)
+                cmd="fsync__subcmd__msg__subcmd__help__subcmd__watch"
                 ;;
             fsync__subcmd__msg__subcmd__help,work)
                 cmd="fsync__subcmd__msg__subcmd__help__subcmd__work"
@@ -1812,7 +1830,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg)
-            opts="send post recv work wait-empty retry status wait cancel list"
+            opts="send post recv work wait-empty retry status wait cancel list log watch"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1840,6 +1858,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__msg__subcmd__log)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1938,6 +1970,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__help__subcmd__msg__subcmd__wait__subcmd__empty)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__help__subcmd__msg__subcmd__watch)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2162,7 +2208,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg)
-            opts="-h -V --help --version send post recv work wait-empty retry status wait cancel list help"
+            opts="-h -V --help --version send post recv work wait-empty retry status wait cancel list log watch help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2218,7 +2264,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__help)
-            opts="send post recv work wait-empty retry status wait cancel list help"
+            opts="send post recv work wait-empty retry status wait cancel list log watch help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2260,6 +2306,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__help__subcmd__log)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -2371,6 +2431,20 @@ _fsync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fsync__subcmd__msg__subcmd__help__subcmd__watch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fsync__subcmd__msg__subcmd__help__subcmd__work)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
@@ -2392,6 +2466,24 @@ _fsync() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        fsync__subcmd__msg__subcmd__log)
+            opts="-f -h -V --follow --poll --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2434,7 +2526,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__recv)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --backoff --job-timeout --grace --keep --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --backoff --job-timeout --grace --keep --output --output-limit --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2485,6 +2577,14 @@ _fsync() {
                     return 0
                     ;;
                 --keep)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "keep tee inherit" -- "${cur}"))
+                    return 0
+                    ;;
+                --output-limit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2657,8 +2757,34 @@ _fsync() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        fsync__subcmd__msg__subcmd__watch)
+            opts="-t -h -V --timeout --poll --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         fsync__subcmd__msg__subcmd__work)
-            opts="-j -v -h -V --jobs --until-empty --retries --backoff --job-timeout --grace --keep --poll --verbose --help --version"
+            opts="-j -v -h -V --jobs --until-empty --retries --backoff --job-timeout --grace --keep --poll --verbose --output --output-limit --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2693,6 +2819,14 @@ _fsync() {
                     return 0
                     ;;
                 --poll)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "keep tee inherit" -- "${cur}"))
+                    return 0
+                    ;;
+                --output-limit)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -50,13 +50,26 @@ impl fmt::Display for SpawnError {
 impl std::error::Error for SpawnError {}
 
 /// A command started by [`spawn`], not yet waited for.
-#[derive(Debug)]
 pub struct Running {
     child: std::process::Child,
     /// Cancellation signals are forwarded to it until it is waited for.
     forwarded: bool,
     /// It leads a process group of its own (a message's job).
     group: bool,
+    /// Called once it has exited, before [`Running::wait`] returns: the end of the pump that
+    /// keeps a job's output ([`crate::msg`]), so that all of it is kept before the message
+    /// moves on.
+    after_exit: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl fmt::Debug for Running {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Running")
+            .field("child", &self.child)
+            .field("forwarded", &self.forwarded)
+            .field("after_exit", &self.after_exit.is_some())
+            .finish()
+    }
 }
 
 /// Start `argv` (`argv[0]` the program) with the environment the process has now, and forward
@@ -102,28 +115,31 @@ fn spawn_fed(
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
     input: Option<&std::fs::File>,
 ) -> Result<Running, SpawnError> {
-    spawn_keeping(argv, env, input, None, true)
+    spawn_keeping(argv, env, input, None, None, true)
 }
 
 /// Start a command as [`spawn_reading`] (`forward`) or [`spawn_job`] do, `keep` (a
 /// descriptor of ours) left open in it alone: a lock it holds for as long as it runs, and
-/// anything it leaves running with the descriptor (a message's claim, [`crate::msg`]).
+/// anything it leaves running with the descriptor (a message's claim, [`crate::msg`]);
+/// `output` its standard output and error, where given.
 pub(crate) fn spawn_keeping(
     argv: &[impl AsRef<OsStr>],
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
     input: Option<&std::fs::File>,
     keep: Option<std::os::fd::BorrowedFd<'_>>,
+    output: Option<[std::os::fd::BorrowedFd<'_>; 2]>,
     forward: bool,
 ) -> Result<Running, SpawnError> {
     // A message's job (it keeps the claim) leads a group of its own: stopped on timeout or
     // cancel with all it started.
     let group = keep.is_some();
-    let child = process::spawn(argv, env, input, keep, group)?;
+    let child = process::spawn(argv, env, input, keep, output, group)?;
     if !forward {
         return Ok(Running {
             child,
             forwarded: false,
             group,
+            after_exit: None,
         });
     }
     let pid = child.id();
@@ -137,6 +153,7 @@ pub(crate) fn spawn_keeping(
         child,
         forwarded: true,
         group,
+        after_exit: None,
     })
 }
 
@@ -155,7 +172,7 @@ pub fn spawn_job(
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
     input: Option<&std::fs::File>,
 ) -> Result<Running, SpawnError> {
-    spawn_keeping(argv, env, input, None, false)
+    spawn_keeping(argv, env, input, None, None, false)
 }
 
 /// Replace this process with `argv`, found and run as [`spawn`] runs it, with the environment
@@ -218,11 +235,21 @@ impl Running {
     /// it once it has exited, before its pid is released.
     pub fn wait(mut self) -> io::Result<ExitStatus> {
         let forwarded = self.forwarded;
-        process::wait_for_exit(&mut self.child, || {
+        let status = process::wait_for_exit(&mut self.child, || {
             if forwarded {
                 signal::set_child(None, false);
             }
-        })
+        });
+        if let Some(after) = self.after_exit.take() {
+            after();
+        }
+        status
+    }
+
+    /// Have `after` called once the command has exited, before [`wait`](Self::wait) returns.
+    pub(crate) fn after_exit(mut self, after: Box<dyn FnOnce() + Send + Sync>) -> Running {
+        self.after_exit = Some(after);
+        self
     }
 }
 

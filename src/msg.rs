@@ -124,9 +124,19 @@ made or found empty) before the failure is reported, as is a dead letter put bac
 and a key (`B/keys/KEY`: its data, then `keys`), so that a power cut undoes no step a command
 reported. `tests/crash_states.rs` checks every crash state of each step.
 
+**Output**: a job started with its output kept ([`Mailbox::job_output`]) writes to a pipe that
+a thread of its receiver copies, bounded, to `B/output/SHARD/SEQ`, finished before the message
+moves on; read by [`Mailbox::output`] and [`Mailbox::follow_output`] (`src/msg/output.rs`).
+
 **History**: each delivery that ends without success (a job's status or signal, a receiver
 lost with its job) adds a line to `B/attempts/SEQ`, before the message moves on; a success
 removes it, a dead letter keeps it (`src/msg/history.rs`).
+
+**Jobs by id** (`src/msg/status.rs`): a success or a cancellation leaves a record,
+`B/done/SHARD/SEQ`, written before the claim is removed and kept for the receiver's
+[`keep`](Mailbox::keep); a cancel request is a file `B/cancel/SEQ`, which the job's worker, or
+the next receiver to claim the message, acts on. A lookup by id reads the one shard the id
+belongs to, `claimed`, the delayed buckets, the dead letters and the record, never the queue.
 
 **send** (synchronous): the sender creates and locks `senders/.tmp-UNIQ`, renames it to
 `senders/UNIQ`, posts the message as `STEM.sync` (`STEM` is `NAME` without `KIND`), and waits
@@ -183,6 +193,8 @@ use crate::{
     wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 
+mod census;
+pub use census::{Census, RunningJob};
 mod claim;
 mod dead;
 mod delayed;
@@ -197,8 +209,11 @@ mod keys;
 pub use keys::{Keyed, check_key};
 mod list;
 mod name;
+mod output;
+pub use output::{DEFAULT_OUTPUT_LIMIT, JobOutput, Output, Piece};
 mod payload;
 mod post;
+mod pump;
 pub(crate) use name::MessageName;
 pub use name::{LOST_BEYOND_RETRIES, MAX_PRIORITY};
 use name::{uniq, uniq_host};
@@ -251,6 +266,8 @@ pub struct Mailbox {
     job_timeout: Option<Duration>,
     /// How long the records of finished jobs are kept.
     keep: Duration,
+    /// What becomes of a job's output.
+    output: JobOutput,
 }
 
 /// Payloads are readable by their owner and group only, unless asked otherwise.
@@ -411,6 +428,7 @@ impl Mailbox {
             backoff: None,
             job_timeout: None,
             keep: DEFAULT_KEEP,
+            output: JobOutput::Inherit,
         }
     }
 
@@ -561,15 +579,18 @@ impl Mailbox {
     }
 
     /// Queue a message durably (see the module docs): `payload` is read to its end and written
-    /// to the mailbox, flushed, then made visible to receivers in one rename; returns its name.
+    /// to the mailbox, flushed, then made visible to receivers in one rename; returns its id
+    /// (the [`Received::id`] its receiver sees, what [`status`](Self::status),
+    /// [`wait_finished`](Self::wait_finished) and [`cancel`](Self::cancel) take).
     /// Waits only for the short lock that numbers messages; a cancellation signal (once the
     /// program has called [`install_cancel_handlers`](crate::wait::install_cancel_handlers))
     /// while reading the payload gives [`Outcome::Interrupted`] and queues nothing. Errors:
     /// [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the mailbox cannot be
     /// created or written, [`ErrorKind::Io`] if the file system is full,
     /// [`ErrorKind::Corrupt`] if its sequence file holds what fsync never writes.
-    pub fn post(&self, payload: &mut dyn Read) -> Result<Outcome<String>> {
-        self.post_from(payload, None)
+    pub fn post(&self, payload: &mut dyn Read) -> Result<Outcome<u64>> {
+        let posted = self.post_from(payload, None)?;
+        Ok(posted.map(|name| MessageName::parse(&name).map_or(0, |n| n.seq)))
     }
 
     /// Queue a message recording who sent it (the bus).
@@ -800,6 +821,7 @@ impl Mailbox {
                             retries: self.retries,
                             backoff: self.backoff,
                             since: SystemTime::now(),
+                            output: (self.output, self.mode),
                             done: false,
                             me: me.take().expect("once"),
                         })));

@@ -43,6 +43,7 @@ const REPORTS: &[(&str, &[&str])] = &[
     ("msg-status", &["msg", "status"]),
     ("msg-status", &["msg", "wait"]),
     ("msg-status", &["msg", "cancel"]),
+    ("msg-watch", &["msg", "watch"]),
     ("bus-members", &["bus", "members"]),
     ("bus-recv", &["bus", "recv"]),
     ("doctor", &["doctor"]),
@@ -56,6 +57,7 @@ const REPORTS: &[(&str, &[&str])] = &[
 enum Type {
     String,
     Int,
+    Number,
     Bool,
     True,
     Null,
@@ -230,6 +232,7 @@ fn parse_one(text: &str) -> Result<Type, String> {
     Ok(match text {
         "string" => Type::String,
         "int" => Type::Int,
+        "number" => Type::Number,
         "bool" => Type::Bool,
         "true" => Type::True,
         "null" => Type::Null,
@@ -309,6 +312,7 @@ impl Doc {
             let fits = match (t, value) {
                 (Type::String, Value::String(_)) => Ok(()),
                 (Type::Int, v) if v.is_u64() => Ok(()),
+                (Type::Number, v) if v.as_f64().is_some_and(|n| n >= 0.0) => Ok(()),
                 (Type::Bool, Value::Bool(_)) => Ok(()),
                 (Type::True, Value::Bool(true)) => Ok(()),
                 (Type::Null, Value::Null) => Ok(()),
@@ -362,6 +366,7 @@ fn shown(ty: &[Type]) -> String {
     let one = |t: &Type| match t {
         Type::String => "string".to_string(),
         Type::Int => "int".to_string(),
+        Type::Number => "number".to_string(),
         Type::Bool => "bool".to_string(),
         Type::True => "true".to_string(),
         Type::Null => "null".to_string(),
@@ -782,6 +787,42 @@ fn msg_list_empty_and_with_posted_synchronous_and_skipped_entries() {
     sender.wait_exit();
 }
 
+/// `msg watch --json`: a look with nothing running, then one with the job a worker runs, its
+/// worker named; each line conforms (a look is printed each second whether or not it changed).
+#[test]
+fn msg_watch_empty_then_with_a_running_job() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
+    let mut watch = t.fsync(["msg", "watch", "--json", "B"]).start();
+    let v = watched(&mut watch, "msg-watch");
+    assert_eq!(
+        (&v["queued"], &v["running"]),
+        (&1.into(), &Value::Array(vec![])),
+        "{v}"
+    );
+    let job = format!("\"$FSYNC\" event wait {}", t.arg("E"));
+    let worker = t
+        .fsync(["msg", "work", "--until-empty", "B", "--", "sh", "-c", &job])
+        .start();
+    let v = loop {
+        let v = watched(&mut watch, "msg-watch");
+        if v["running"].as_array().is_some_and(|r| !r.is_empty()) {
+            break v;
+        }
+    };
+    assert_eq!(v["running"][0]["id"], 1, "{v}");
+    assert_eq!(v["running"][0]["attempt"], 1, "{v}");
+    assert_eq!(v["running"][0]["pid"], worker.pid(), "{v}");
+    t.fsync(["event", "signal", "E"]).run().code(0);
+    worker.finish().code(0);
+    watch.signal(Signal::SIGTERM);
+    let rest = watch.finish();
+    rest.killed_by(Signal::SIGTERM);
+    for line in rest.stdout.lines() {
+        conforms("msg-watch", &json_of(line));
+    }
+}
+
 #[test]
 fn msg_list_with_delayed_and_dead_messages() {
     let t = TestDir::new();
@@ -892,5 +933,5 @@ fn the_checker_refuses_unknown_missing_and_mistyped_fields() {
         assert!(doc.check("r", &bad, "$").is_err(), "accepted {bad}");
     }
     assert!(parse_doc("```schema\nr {\n  x: holder\n}\n```\n").is_err());
-    assert!(parse_doc("```schema\nr {\n  x: number\n}\n```\n").is_err());
+    assert!(parse_doc("```schema\nr {\n  x: float\n}\n```\n").is_err());
 }

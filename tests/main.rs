@@ -25,6 +25,7 @@ mod json;
 mod msg;
 mod msg_jobs;
 mod msg_kill;
+mod msg_output;
 mod msg_status;
 mod mutex;
 mod netfs;

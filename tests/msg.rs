@@ -1042,6 +1042,10 @@ fn work_runs_n_jobs_at_once_each_once_and_stops_when_empty() {
     while running < 3 {
         running += usize::from(workers.stderr_line().contains(": running (attempt"));
     }
+    // Said before each job starts (and makes the pipe that keeps its output): wait for them.
+    eventually("three jobs started", || {
+        std::fs::read_to_string(t.join("log")).is_ok_and(|l| l.lines().count() == 3)
+    });
     t.fsync(["event", "signal", "E"]).run().code(0);
     let out = workers.finish();
     out.code(3);
@@ -1080,8 +1084,12 @@ fn work_stops_every_idle_worker_at_a_signal_and_lets_the_running_job_finish() {
         t.arg("E"),
         t.arg("done")
     );
+    // Its output passed on as it is written (`acquired`), with no thread to keep it.
     let workers = t
-        .fsync(["msg", "work", "-j", "4", "B", "--", "sh", "-c", &job])
+        .fsync([
+            "msg", "work", "-j", "4", "--output", "inherit", "B", "--", "sh", "-c",
+        ])
+        .arg(&job)
         .hold();
     // fsync's threads: its main one and a worker each.
     let threads =

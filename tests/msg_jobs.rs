@@ -95,7 +95,12 @@ fn a_worker_killed_alone_leaves_the_message_with_its_job_until_the_job_ends() {
         "echo acquired; \"$FSYNC\" event wait {}; echo finished",
         t.arg("E")
     );
-    let mut worker = t.fsync(["msg", "recv", "B", "--", "sh", "-c", &job]).hold();
+    // Its output passed on as it is written, not through fsync (which dies first).
+    let mut worker = t
+        .fsync([
+            "msg", "recv", "--output", "inherit", "B", "--", "sh", "-c", &job,
+        ])
+        .hold();
     worker.signal(Signal::SIGKILL);
     worker.wait_exit();
     // The job runs on: the message is neither queued nor free to take.

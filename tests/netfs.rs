@@ -295,6 +295,78 @@ fn netfs_messages_exactly_once_across_hosts() {
         .code(75);
 }
 
+/// A job by its id, across hosts: posted on a, seen queued from b, running on b from a
+/// (b's worker), waited for on a until b's worker finishes it, succeeded from both; a job
+/// queued on a and cancelled from b never runs.
+#[test]
+#[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
+fn netfs_a_jobs_status_wait_and_cancel_across_hosts() {
+    let (a, b, t) = bed("jobs");
+    let post = |host: &std::path::Path, data: &str| -> String {
+        let out = t
+            .fsync(["msg", "post", &s(host, "B"), "--data", data])
+            .run();
+        out.code(0);
+        out.stdout.trim().to_string()
+    };
+    let state = |host: &std::path::Path, id: &str| -> serde_json::Value {
+        json_of(
+            &t.fsync(["msg", "status", "--json", &s(host, "B"), id])
+                .run()
+                .code(0)
+                .stdout,
+        )
+    };
+    let job = post(&a, "job");
+    assert_eq!(state(&b, &job)["state"], "queued");
+    let go = t.join("go");
+    let script = format!(
+        "echo acquired; while [ ! -e {} ]; do sleep 0.05; done",
+        go.display()
+    );
+    let mut worker = t
+        .fsync([
+            "msg",
+            "recv",
+            "-t",
+            "20s",
+            &s(&b, "B"),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .hold();
+    let running = state(&a, &job);
+    assert_eq!(running["state"], "running", "{running}");
+    assert_eq!(
+        running["pid"].as_u64(),
+        Some(u64::from(worker.pid())),
+        "{running}"
+    );
+    let mut waiter = t
+        .fsync(["msg", "wait", "-v", "-t", "60s", &s(&a, "B"), &job])
+        .start();
+    waiter.stderr_until("waiting");
+    std::fs::write(&go, "").unwrap();
+    worker.wait_exit();
+    waiter
+        .finish()
+        .code(0)
+        .stdout_has(&format!("{job} succeeded at "));
+    assert_eq!(state(&b, &job)["state"], "succeeded");
+
+    let doomed = post(&a, "doomed");
+    t.fsync(["msg", "cancel", &s(&b, "B"), &doomed])
+        .run()
+        .code(0)
+        .stdout_has(&format!("{doomed} cancelled at "));
+    t.fsync(["msg", "recv", "-n", &s(&a, "B"), "--", "sh", "-c", "exit 9"])
+        .run()
+        .code(75);
+    assert_eq!(state(&a, &doomed)["state"], "cancelled");
+}
+
 #[test]
 #[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
 fn netfs_sem_group_swmr_grouplock_across_hosts() {

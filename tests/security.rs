@@ -2903,3 +2903,121 @@ fn a_payload_its_poster_grows_while_it_is_written_out_is_written_out_as_posted()
     assert!(got == payload, "not the payload posted");
     assert_eq!(entries(&h.t.join("shared/B/claimed")), 0);
 }
+
+/// Jobs by id in a mailbox another user may read but not write: `nobody` sees root's job's
+/// status and cannot cancel it (77, the job still queued). In a mailbox `nobody` made, records
+/// and cancel requests planted as links to the victim are never written through, read or
+/// removed: root's job runs, its record is lost (said as an error naming the link when asked),
+/// and a cancel request that is a link is only a request.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn msg_status_and_cancel_of_another_users_job_and_planted_records_and_requests() {
+    let h = Hostile::new();
+    h.fsync(["msg", "post", "-q", "rootbox", "--data", "root's"])
+        .run_in(&h)
+        .code(0);
+    h.fsync_as_nobody(["msg", "status", "rootbox", "1"])
+        .run_in(&h)
+        .code(0)
+        .stdout_has("1 queued since ");
+    h.fsync_as_nobody(["msg", "cancel", "rootbox", "1"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .code(77)
+        .stderr_has("rootbox");
+    h.fsync(["msg", "status", "rootbox", "1"])
+        .run_in(&h)
+        .code(0)
+        .stdout_has("1 queued since ");
+
+    h.fsync_as_nobody(["msg", "post", "-q", "shared/box", "--data", "first"])
+        .run()
+        .code(0);
+    h.fsync_as_nobody(["msg", "post", "-q", "shared/box", "--data", "second"])
+        .run()
+        .code(0);
+    h.mkdir("shared/box/done");
+    h.mkdir("shared/box/done/00000000000000000000");
+    h.mkdir("shared/box/cancel");
+    h.link(
+        &h.victim(),
+        "shared/box/done/00000000000000000000/00000000000000000001",
+    );
+    h.link(&h.victim(), "shared/box/cancel/00000000000000000002");
+    h.fsync(["msg", "recv", "shared/box", "--", "true"])
+        .deadline(NO_HANG)
+        .run_in(&h)
+        .code(0);
+    h.assert_kind(
+        "shared/box/done/00000000000000000000/00000000000000000001",
+        "symlink",
+    );
+    let out = h
+        .fsync(["msg", "status", "shared/box", "1"])
+        .deadline(NO_HANG)
+        .run_in(&h);
+    assert!(!out.stdout.contains(PRECIOUS) && !out.stderr.contains(PRECIOUS));
+    out.operational_error("shared/box/done/00000000000000000000/00000000000000000001");
+    // Job 2 has a request (a link): taken, it is recorded cancelled and never run.
+    h.fsync([
+        "msg",
+        "recv",
+        "-n",
+        "shared/box",
+        "--",
+        "sh",
+        "-c",
+        "cat > ran",
+    ])
+    .deadline(NO_HANG)
+    .run_in(&h)
+    .code(75);
+    assert!(!h.t.join("ran").exists(), "a cancelled job ran");
+    h.fsync(["msg", "status", "shared/box", "2"])
+        .run_in(&h)
+        .code(0)
+        .stdout_has("2 cancelled at ");
+    h.assert_kind("shared/box/cancel/00000000000000000002", "symlink");
+    h.assert_victim_untouched();
+}
+
+/// A job's output in another user's mailbox: a link that user planted at the output's name is
+/// replaced, never written through (root's victim untouched), and the output root's job wrote
+/// is root's, unreadable to the other user (the payload mode, 0640); `msg log` of a job whose
+/// output name is such a link refuses it and prints nothing of its target.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn msg_output_never_follows_a_planted_link_and_is_kept_from_others() {
+    let h = Hostile::new();
+    for data in ["one", "two"] {
+        h.fsync_as_nobody(["msg", "post", "shared/box", "--data", data])
+            .run()
+            .code(0);
+    }
+    let shard = format!("shared/box/output/{SHARD0}");
+    h.as_nobody(["mkdir", "-p", &shard]);
+    for id in [1, 2] {
+        h.link(&h.victim(), &format!("{shard}/{id:020}"));
+    }
+    // One job (the first): root's recv, its output kept and passed on.
+    h.fsync(["msg", "recv", "shared/box", "--", "echo", "secret"])
+        .run_in(&h)
+        .code(0)
+        .stdout("secret\n");
+    let kept = format!("{shard}/{:020}", 1);
+    h.assert_kind(&kept, "file");
+    let meta = std::fs::metadata(h.t.join(&kept)).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.mode() & 0o007),
+        (0, 0),
+        "{:o}",
+        meta.mode()
+    );
+    h.fsync(["msg", "log", "shared/box", "1"])
+        .run_in(&h)
+        .code(0)
+        .stdout("secret\n");
+    let out = h.fsync(["msg", "log", "shared/box", "2"]).run_in(&h);
+    out.code(66).stdout("").stderr_has("symbolic link");
+    h.nobody(["cat", &kept]).run().code(1);
+}

@@ -10,6 +10,9 @@ use clap::{Args, Subcommand};
 mod jobs;
 mod kill;
 mod list;
+mod log;
+mod progress;
+mod watch;
 mod work;
 use fsync::Mailbox;
 use serde::Serialize;
@@ -124,7 +127,10 @@ enum Verb {
                       If fsync alone is killed, the message stays with COMMAND, and with \
                       anything COMMAND left running in the background with that descriptor, \
                       until they have exited; then it goes back to the queue (and runs again \
-                      even if COMMAND had succeeded: nobody was left to remove it).",
+                      even if COMMAND had succeeded: nobody was left to remove it). COMMAND's \
+                      output, which fsync passes on and keeps in the mailbox (--output), then \
+                      has no reader: COMMAND gets SIGPIPE at its next write of it (--output \
+                      inherit if it must run on).",
         after_long_help = "Examples:\n  # A worker that goes on past failed jobs (^C stops it)\n  \
             while :; do fsync msg recv --retries 2 /shared/jobs -- ./run-job; done\n\n  \
             # Give up on a job after 3 tries\n  \
@@ -144,8 +150,11 @@ enum Verb {
                       has nothing left to do (no message queued or delayed, no job running), as \
                       'wait-empty' sees it. Jobs lead process groups of their own (a terminal's \
                       ^C reaches fsync alone), and are stopped on their timeout or cancel as \
-                      'recv -- COMMAND' describes. Each job has FSYNC_MSG_ID and \
-                      FSYNC_MSG_ATTEMPT in its environment, and holds its message as 'recv -- COMMAND' describes \
+                      'recv -- COMMAND' describes. Each job's standard output and error are kept in \
+                      the mailbox ('fsync msg log BOX ID'; see --output); on a terminal a status \
+                      line on stderr says how many jobs are done, failed, running and queued, \
+                      how fast and until when. Each job has FSYNC_MSG_ID and FSYNC_MSG_ATTEMPT in \
+                      its environment, and holds its message as 'recv -- COMMAND' describes \
                       (a worker killed with its job gives the message back at once). Without \
                       --retries a job that always fails keeps coming back (held back up to 5m \
                       between tries), and --until-empty never ends: give --retries.\n\n\
@@ -238,6 +247,35 @@ enum Verb {
             fsync msg list --json /shared/jobs | jq '.dead[] | select(.name | startswith(\"00000000000000000042.\")) | .attempts'"
     )]
     List(ListArgs),
+    #[command(
+        about = "Print a job's output, kept in the mailbox",
+        long_about = "Print what job ID wrote to its standard output and error (combined, in \
+                      the order written), its latest attempt's, as 'msg work' and 'msg recv -- \
+                      COMMAND' keep it in the mailbox (see their --output and --output-limit): \
+                      byte for byte on standard output; a note on stderr if its start was not \
+                      kept. With --follow, go on printing while the job is queued or running, \
+                      and stop once it is neither. Nothing for a job that has no output yet; \
+                      exit 66 for a job the mailbox does not know.",
+        after_long_help = "Examples:\n  id=$(fsync msg post /shared/jobs --data 'make all')\n  \
+            fsync msg log --follow /shared/jobs \"$id\"\n\n  \
+            # the end of what a failed job said\n  fsync msg log /shared/jobs 42 | tail -20"
+    )]
+    Log(log::LogArgs),
+    #[command(
+        about = "Show what a mailbox is doing: queued, running jobs, rate, until a signal",
+        long_about = "Show what the mailbox is doing until --timeout (then exit 0) or until \
+                      interrupted by signal N (INT, TERM, HUP, QUIT; then exits 128+N): how many \
+                      jobs are queued, running, delayed and dead, how fast jobs leave it (done \
+                      or dead, per second since the watch began) and when it will be empty at \
+                      that pace, and each running job: its id, the host and pid of the worker \
+                      that runs it, its attempt, since when. A line (and one per running job) \
+                      each time that changes, looked at once a second, or sooner after a change \
+                      on this host; with --json, one object per look. Exit 66 if BOX is no \
+                      mailbox.",
+        after_long_help = "Examples:\n  fsync msg watch /shared/jobs\n  \
+            fsync msg watch --json /shared/jobs | jq -c '{queued, running: (.running | length)}'"
+    )]
+    Watch(watch::WatchCmd),
 }
 
 /// A key for `post --key`: refused at parsing, as a usage error.
@@ -321,6 +359,8 @@ struct RecvArgs {
     /// With COMMAND: keep the record of a finished job ('status', 'wait') this long; 0: none
     #[arg(long, value_name = "DUR", requires = "command", value_parser = super::duration::parse_duration, default_value = "1d")]
     keep: std::time::Duration,
+    #[command(flatten)]
+    output: log::OutputArgs,
     /// Run COMMAND on the message, as a job (after --): see above
     #[arg(
         id = "command",
@@ -363,6 +403,8 @@ struct WorkArgs {
     /// Say on stderr when each job starts and how it ended
     #[arg(short, long)]
     verbose: bool,
+    #[command(flatten)]
+    output: log::OutputArgs,
     /// The command each job runs (after --), the message on its standard input
     #[arg(
         value_name = "COMMAND",
@@ -534,6 +576,8 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
         Verb::Status(a) => jobs::status(&a),
         Verb::Wait(a) => jobs::wait(&a),
         Verb::Cancel(a) => jobs::cancel(&a),
+        Verb::Log(a) => log::log(&a),
+        Verb::Watch(a) => watch::watch(&a),
     }
 }
 
@@ -549,26 +593,24 @@ fn post(a: &PostArgs) -> VerbResult {
     }
     let place = a.mailbox.mailbox.display();
     let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));
-    let (name, pending) = match &a.key {
-        Some(key) => {
-            match Exit::unless_acquired(mailbox.post_keyed(&mut a.data.reader(), key)?, Exit::OK)? {
-                fsync::msg::Keyed::Queued(name) => (name, false),
-                fsync::msg::Keyed::Pending(name) => (name, true),
-                _ => return Ok(Exit::OK),
-            }
-        }
+    let reader = &mut a.data.reader();
+    let (id, pending) = match &a.key {
+        Some(key) => match Exit::unless_acquired(mailbox.post_keyed(reader, key)?, Exit::OK)? {
+            fsync::msg::Keyed::Queued(name) => (id(&name), false),
+            fsync::msg::Keyed::Pending(name) => (id(&name), true),
+            _ => return Ok(Exit::OK),
+        },
         None => (
-            Exit::unless_acquired(mailbox.post(&mut a.data.reader())?, Exit::OK)?,
+            Exit::unless_acquired(mailbox.post(reader)?, Exit::OK)?,
             false,
         ),
     };
-    print_id(a.quiet, id(&name))?;
+    print_id(a.quiet, id)?;
     report::say(a.verbose, || match (pending, &a.key) {
-        (true, Some(key)) => format!(
-            "not queued: message {} with key {key} is still pending in {place}",
-            id(&name)
-        ),
-        _ => format!("queued message {} in {place}", id(&name)),
+        (true, Some(key)) => {
+            format!("not queued: message {id} with key {key} is still pending in {place}")
+        }
+        _ => format!("queued message {id} in {place}"),
     });
     Ok(Exit::OK)
 }
@@ -595,8 +637,9 @@ fn stdout_error(e: std::io::Error) -> super::Failure {
 
 /// `msg recv BOX -- COMMAND`: the oldest message as a job, removed only if COMMAND succeeds.
 fn recv_job(a: &RecvArgs) -> VerbResult {
-    let mailbox =
-        job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.job.backoff).keep(a.keep);
+    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.job.backoff)
+        .keep(a.keep)
+        .job_output(a.output.job_output(log::OutputMode::Tee));
     let place = a.mailbox.mailbox.display();
     let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
     let queue = a.mailbox.mailbox.join("q");

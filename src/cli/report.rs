@@ -270,7 +270,7 @@ impl<'a> Progress<'a> {
 
 /// `line` cut to the width of the terminal on stderr, so that rewriting it in place never
 /// leaves wrapped rows behind.
-fn fit_terminal(line: &str) -> String {
+pub(super) fn fit_terminal(line: &str) -> String {
     fit(line, terminal_width().unwrap_or(80))
 }
 
@@ -329,9 +329,14 @@ pub(super) fn not_deleted(released: fsync::sem::Released, inside: &str) -> Optio
 /// A warning: one `fsync: ` line on stderr for something passed over (the command goes on).
 /// The path may end in a name another user chose (a queue entry), so the line is escaped.
 pub(super) fn warn(path: &Path, what: &str) {
+    let _ = write!(std::io::stderr(), "{}", warning(path, what));
+}
+
+/// The line [`warn`] writes, newline included.
+pub(super) fn warning(path: &Path, what: &str) -> String {
     use std::os::unix::ffi::OsStrExt;
     let path = escaped_bytes(path.as_os_str().as_bytes());
-    let _ = writeln!(std::io::stderr(), "fsync: {path}: {}", escaped(what));
+    format!("fsync: {path}: {}\n", escaped(what))
 }
 
 /// A `-v` line on stderr, for verbs that do not wait.

@@ -258,6 +258,11 @@ fn claim_in(
             l.cancel_claimed(&claimed, &parsed, attempts, SystemTime::now())?;
             continue;
         }
+        // Delivered before: a crash may have left the record of a delivery that then came
+        // back (lost), which must not outlive this one.
+        if parsed.lost > 0 {
+            l.forget_finished(parsed.seq);
+        }
         // What the receiver and its job read: what it held when claimed, whoever can write it.
         let snapshot = payload::snapshot(file, &meta)
             .map_err(|e| Error::io(&l.claimed.join(&claimed), "cannot read message", e))?;

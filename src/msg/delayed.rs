@@ -271,9 +271,19 @@ impl Layout {
     /// Whether a delayed entry's name (`DUE.NAME`) satisfies `want`: in `delayed` itself (the
     /// layout before buckets) or in a bucket, soonest buckets first, each read no further than
     /// the first that does.
-    pub(super) fn any_delayed(&self, mut want: impl FnMut(&str) -> bool) -> io::Result<bool> {
+    pub(super) fn any_delayed(&self, want: impl FnMut(&str) -> bool) -> io::Result<bool> {
+        any_delayed_in(&self.delayed, want)
+    }
+}
+
+/// [`Layout::any_delayed`] in the directory `delayed`.
+pub(super) fn any_delayed_in(
+    delayed: &Dir,
+    mut want: impl FnMut(&str) -> bool,
+) -> io::Result<bool> {
+    {
         let mut buckets = Vec::new();
-        for (entry, kind) in self.delayed.entries()? {
+        for (entry, kind) in delayed.entries()? {
             // A bucket's name is no delayed entry's, and what is not a directory is opened
             // as none below.
             match parse_bucket(&entry) {
@@ -284,7 +294,7 @@ impl Layout {
         }
         buckets.sort_unstable();
         for first in buckets {
-            if let Ok(Some(bucket)) = self.delayed.sub(&bucket_name(first), false)
+            if let Ok(Some(bucket)) = delayed.sub(&bucket_name(first), false)
                 && bucket.any_entry(&mut want)?
             {
                 return Ok(true);

@@ -67,7 +67,7 @@ pub(super) fn parse_seq(text: &str) -> std::result::Result<u64, ()> {
 }
 
 /// Read a small file from its start.
-fn read_text(file: &File) -> String {
+pub(super) fn read_text(file: &File) -> String {
     let mut buf = [0u8; 64];
     let n = file.read_at(&mut buf, 0).unwrap_or(0);
     String::from_utf8_lossy(&buf[..n]).into_owned()

@@ -17,6 +17,8 @@ pub struct Received {
     pub(super) backoff: Option<Backoff>,
     /// When it was taken.
     pub(super) since: SystemTime,
+    /// What becomes of its job's output, and the mode of the file that keeps it.
+    pub(super) output: (JobOutput, u32),
     /// The bus member that sent it, if any.
     pub from: Option<String>,
     pub(super) done: bool,
@@ -116,10 +118,13 @@ impl Received {
     /// holds the message as this receiver does: if this process dies (killed alone, say) while
     /// the job runs on, no other receiver takes the message until the job, and whatever it
     /// left running with the inherited descriptor, has exited too; then it goes back to the
-    /// queue as a delivery lost, not failed. The job leads a process group of its own, so that
-    /// it can be stopped with all it started ([`Running::signal_group`](crate::command::Running::signal_group)):
-    /// cancellation signals are forwarded to that group, and a terminal's reach this process
-    /// alone.
+    /// queue as a delivery lost, not failed. Its standard output and error go where the
+    /// mailbox's [`job_output`](Mailbox::job_output) says: kept in the mailbox, this receiver
+    /// then copying them until the job exits ([`Running::wait`](crate::command::Running::wait)
+    /// returns once all of it is kept), or inherited (output that cannot be kept is inherited). The job leads a
+    /// process group of its own, so that it can be stopped with all it started
+    /// ([`Running::signal_group`](crate::command::Running::signal_group)): cancellation signals
+    /// are forwarded to that group, and a terminal's reach this process alone.
     pub fn spawn(
         &mut self,
         argv: &[impl AsRef<std::ffi::OsStr>],
@@ -148,8 +153,18 @@ impl Received {
         let input = self
             .input()
             .map_err(crate::command::SpawnError::CannotExecute)?;
+        let (output, mode) = self.output;
+        // Output that cannot be kept (no room, no permission) goes where it went before
+        // keeping it was asked for: the job is never stopped for it.
+        let capture = pump::Capture::prepare(&self.layout, self.id(), self.attempt(), output, mode);
+        let capture = capture.ok().flatten();
         let keep = self.me.hand_down();
-        crate::command::spawn_keeping(argv, env, Some(&input), keep, forward)
+        let ends = capture.as_ref().map(pump::Capture::ends);
+        let spawned = crate::command::spawn_keeping(argv, env, Some(&input), keep, ends, forward);
+        match (spawned, capture) {
+            (Ok(running), Some(capture)) => Ok(running.after_exit(capture.start())),
+            (spawned, _) => spawned,
+        }
     }
 
     /// The payload in memory (for JSON output).

@@ -17,7 +17,8 @@
 //! claim goes; a success's need not be: a record whose line does not parse (lost in a crash)
 //! reads as a success, with nothing known of it but when its file was written. A record is kept while its shard is younger
 //! than the receiver's [`keep`](Mailbox::keep) ([`DEFAULT_KEEP`]): a receiver that makes a new
-//! shard removes the shards (and their job output) not written to for longer. A record is read
+//! shard of records removes the shards of records and of job output (`B/output/SHARD`) not
+//! written to for longer (with a keep of zero, nothing is recorded and nothing removed). A record is read
 //! as a record, never an instruction: a line that does not parse says only "finished".
 //!
 //! **Cancel requests**: `B/cancel/SEQ` (an empty file, flushed) asks whoever runs job `SEQ` to
@@ -27,8 +28,11 @@
 //!
 //! **Lookup** ([`Mailbox::status`]) never lists the queue: under a shared lock on `seq` (messages
 //! then move only forwards: module docs of [`super`]) it looks at the one shard the id belongs
-//! to, then `claimed`, the delayed buckets, the dead letters and the record: the first place
-//! that has it is where it is.
+//! to, then `claimed`, then the places a claim moves to and that it does not leave under that
+//! lock: the record, the dead letters, the delayed buckets (cheapest first). The first place
+//! that has it is where it is. A record left by a crash between its writing and the claim's
+//! removal would be wrong once the message is delivered again: the receiver that claims a
+//! message delivered before (a crash makes it a lost delivery) removes its record first.
 
 use super::*;
 
@@ -256,104 +260,26 @@ impl Layout {
         }
         if made {
             flush(&done)?;
-            prune(&self.top, &done, first, keep);
+            prune(&self.top, first, keep);
         }
         Ok(shard)
     }
 
     /// Where message `id` is (module docs): its status.
     fn find(&self, id: u64, poll: Duration) -> Result<Status> {
-        // Under the shared lock messages move only forwards, so the look order sees every
-        // message that is anywhere all along. A lock held for long is another user's doing:
-        // the look goes on without it (a message moving back meanwhile may be missed).
-        let deadline = Deadline::after(Some(Duration::from_secs(1)));
-        let seq = self.lock_seq(Mode::Shared, poll, deadline)?.acquired();
-        if let Some(seq) = &seq
-            && (id == 0 || id > self.last_seq(seq)?)
-        {
-            return Ok(Status::Unknown);
-        }
-        let matching = |names: Names| names.into_iter().find(|(_, n)| n.seq == id);
-        if let Some(shard) = self.shard(shard_of(id), false)?
-            && let Some((name, parsed)) = matching(queued_names(&shard)?.0)
-            && let Ok(st) = shard.stat(&name)
-        {
-            return Ok(Status::Queued {
-                since: time_of(st.st_mtime, st.st_mtime_nsec),
-                attempts: parsed.failed.saturating_add(parsed.lost),
-            });
-        }
-        for (entry, _) in (self.claimed.entries())
-            .map_err(|e| Error::io(self.claimed.path(), "cannot list", e))?
-        {
-            let Some((name, rid)) = entry.split_once('~') else {
-                continue;
-            };
-            let Some(parsed) = MessageName::parse(name).filter(|n| n.seq == id) else {
-                continue;
-            };
-            let Some(who) = Attempt::lost_with(0, rid) else {
-                continue;
-            };
-            let since = (self.claimed.stat(&entry)).map_or(SystemTime::now(), |st| {
-                time_of(st.st_ctime, st.st_ctime_nsec)
-            });
-            return Ok(Status::Running {
-                host: who.host,
-                pid: who.pid,
-                attempt: parsed.failed.saturating_add(parsed.lost).saturating_add(1),
-                since,
-            });
-        }
-        let mut delayed = None;
-        (self.any_delayed(|entry| {
-            delayed = delayed::parse_delayed(entry).filter(|(_, n)| n.seq == id);
-            delayed.is_some()
-        }))
-        .map_err(|e| Error::io(self.delayed.path(), "cannot list", e))?;
-        if let Some((due, name)) = delayed {
-            return Ok(Status::Delayed {
-                until: time(due),
-                failed: name.failed,
-                lost: name.lost,
-            });
-        }
-        if let Some(dead) = self.dead(false)?
-            && let Some((_, parsed)) = matching(queued_names(&dead)?.0)
-        {
-            return Ok(Status::Dead {
-                failed: parsed.failed,
-                lost: parsed.lost,
-            });
-        }
-        drop(seq);
-        Ok(self.finished(id)?.map_or(Status::Unknown, Status::Finished))
+        find_in(&self.top, id, poll)
     }
 
-    /// The record of finished job `id`, if kept. One that does not parse (a crash before its
-    /// line was on disk) says it finished, no more: it is read as a success.
-    fn finished(&self, id: u64) -> Result<Option<Finished>> {
-        let Some(done) = self.top.sub("done", false)? else {
-            return Ok(None);
-        };
-        let Some(shard) = done.sub(&shard_name(shard_of(id)), false)? else {
-            return Ok(None);
-        };
-        let name = record_name(id);
-        let Some((file, st)) = shard.open_stat(&name, false)? else {
-            return Ok(None);
-        };
-        let mut text = String::new();
-        let _ = file.take(MAX_RECORD).read_to_string(&mut text);
-        let at = time_of(st.st_mtime, st.st_mtime_nsec);
-        Ok(Some(Finished::parse(&text).unwrap_or(Finished {
-            how: Finish::Succeeded,
-            attempt: 0,
-            host: String::new(),
-            pid: 0,
-            started: at,
-            ended: at,
-        })))
+    /// Remove message `seq`'s record, if any: it is delivered again (module docs).
+    pub(super) fn forget_finished(&self, seq: u64) {
+        if let Ok(Some(done)) = self.top.sub("done", false)
+            && let Ok(Some(shard)) = done.sub(&shard_name(shard_of(seq)), false)
+        {
+            // Flushed: a crash must not bring it back beside a dead letter or a delay.
+            if shard.unlink_file(&record_name(seq)).is_ok() {
+                let _ = shard.sync();
+            }
+        }
     }
 
     /// Whether a cancel request for `seq` exists.
@@ -390,6 +316,129 @@ impl Layout {
     }
 }
 
+/// Where message `id` of the mailbox `top` is (module docs): its status. Reads only, and
+/// needs no write permission: whoever may read a mailbox may ask.
+fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
+    // Under the shared lock messages move only forwards, so the look order sees every
+    // message that is anywhere all along. A lock held for long is another user's doing: the
+    // look goes on without it (a message moving back meanwhile may be missed).
+    // `seq` opens only for those who may write the mailbox (module docs of [`super`]): a
+    // reader looks without the lock.
+    let seq = match top.open("seq", false) {
+        Ok(Some(seq)) => Some(seq),
+        Ok(None) => return Ok(Status::Unknown), // nothing was ever posted
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(seq) = &seq {
+        let spec = Wait {
+            deadline: Deadline::after(Some(Duration::from_secs(1))),
+            poll: pfs::fs_kind(seq).network.then_some(poll),
+            progress: None,
+        };
+        // Held until `seq` closes; a wait that timed out looks without it.
+        let _ = wait::flock(spec, |_| {}, seq, Mode::Shared, &top.join("seq"))?;
+        let last = queue::parse_seq(&queue::read_text(seq)).unwrap_or(u64::MAX);
+        if id > last {
+            return Ok(Status::Unknown);
+        }
+    }
+    if id == 0 {
+        return Ok(Status::Unknown);
+    }
+    let matching = |names: Names| names.into_iter().find(|(_, n)| n.seq == id);
+    if let Some(q) = top.sub("q", false)?
+        && let Some(shard) = q.sub(&shard_name(shard_of(id)), false)?
+        && let Some((name, parsed)) = matching(queued_names(&shard)?.0)
+        && let Ok(st) = shard.stat(&name)
+    {
+        return Ok(Status::Queued {
+            since: time_of(st.st_mtime, st.st_mtime_nsec),
+            attempts: parsed.failed.saturating_add(parsed.lost),
+        });
+    }
+    if let Some(claimed) = top.sub("claimed", false)? {
+        let entries =
+            (claimed.entries()).map_err(|e| Error::io(claimed.path(), "cannot list", e))?;
+        for (entry, _) in entries {
+            let Some((name, rid)) = entry.split_once('~') else {
+                continue;
+            };
+            let Some(parsed) = MessageName::parse(name).filter(|n| n.seq == id) else {
+                continue;
+            };
+            let Some(who) = Attempt::lost_with(0, rid) else {
+                continue;
+            };
+            let since = (claimed.stat(&entry)).map_or(SystemTime::now(), |st| {
+                time_of(st.st_ctime, st.st_ctime_nsec)
+            });
+            return Ok(Status::Running {
+                host: who.host,
+                pid: who.pid,
+                attempt: parsed.failed.saturating_add(parsed.lost).saturating_add(1),
+                since,
+            });
+        }
+    }
+    // Then the places a claim moves to, which under the lock it never leaves: the record
+    // (a redelivery removes a record left by a crash: [`Layout::forget_finished`]), the dead
+    // letters, the delayed messages, cheapest first.
+    if let Some(finished) = finished_in(top, id)? {
+        return Ok(Status::Finished(finished));
+    }
+    if let Some(dead) = top.sub("dead", false)?
+        && let Some((_, parsed)) = matching(queued_names(&dead)?.0)
+    {
+        return Ok(Status::Dead {
+            failed: parsed.failed,
+            lost: parsed.lost,
+        });
+    }
+    if let Some(delayed) = top.sub("delayed", false)? {
+        let mut found = None;
+        (delayed::any_delayed_in(&delayed, |entry| {
+            found = delayed::parse_delayed(entry).filter(|(_, n)| n.seq == id);
+            found.is_some()
+        }))
+        .map_err(|e| Error::io(delayed.path(), "cannot list", e))?;
+        if let Some((due, name)) = found {
+            return Ok(Status::Delayed {
+                until: time(due),
+                failed: name.failed,
+                lost: name.lost,
+            });
+        }
+    }
+    Ok(Status::Unknown)
+}
+
+/// The record of finished job `id`, if kept. One that does not parse (a crash before its
+/// line was on disk) says it finished, no more: it is read as a success.
+fn finished_in(top: &Dir, id: u64) -> Result<Option<Finished>> {
+    let Some(done) = top.sub("done", false)? else {
+        return Ok(None);
+    };
+    let Some(shard) = done.sub(&shard_name(shard_of(id)), false)? else {
+        return Ok(None);
+    };
+    let name = record_name(id);
+    let Some((file, st)) = shard.open_stat(&name, false)? else {
+        return Ok(None);
+    };
+    let mut text = String::new();
+    let _ = file.take(MAX_RECORD).read_to_string(&mut text);
+    let at = time_of(st.st_mtime, st.st_mtime_nsec);
+    Ok(Some(Finished::parse(&text).unwrap_or(Finished {
+        how: Finish::Succeeded,
+        attempt: 0,
+        host: String::new(),
+        pid: 0,
+        started: at,
+        ended: at,
+    })))
+}
+
 /// A cancelled job's record is kept this long at least: whoever cancelled it is told.
 const MIN_CANCEL_KEEP: Duration = Duration::from_mins(1);
 
@@ -401,37 +450,32 @@ fn time_of(s: i64, ns: i64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::new(s, ns)
 }
 
-/// Remove the shards of `done` (and of `output`, the jobs' output) last written to longer
-/// than `keep` ago, but never `current`'s: best effort, bounded by what exists.
-fn prune(top: &Dir, done: &Dir, current: u64, keep: Duration) {
-    let Ok(entries) = done.entries() else {
-        return;
-    };
+/// Remove the shards of `done` and of `output` (the jobs' output) last written to longer than
+/// `keep` ago, but never `current`'s: best effort, bounded by what exists.
+fn prune(top: &Dir, current: u64, keep: Duration) {
     let now = SystemTime::now();
-    for (name, _) in entries {
-        let Some(first) = queue::parse_shard(&name) else {
+    for kept in ["done", "output"] {
+        let Ok(Some(dir)) = top.sub(kept, false) else {
             continue;
         };
-        if first == current {
-            continue;
-        }
-        let Ok(Some(shard)) = done.sub(&name, false) else {
-            continue;
-        };
-        let old = shard.status().is_ok_and(|st| {
-            now.duration_since(time_of(st.st_mtime, st.st_mtime_nsec))
-                .is_ok_and(|age| age > keep)
-        });
-        if !old {
-            continue;
-        }
-        remove_shard(&shard);
-        let _ = shard.remove_self();
-        if let Ok(Some(output)) = top.sub("output", false)
-            && let Ok(Some(out)) = output.sub(&name, false)
-        {
-            remove_shard(&out);
-            let _ = out.remove_self();
+        for (name, _) in dir.entries().unwrap_or_default() {
+            let Some(first) = queue::parse_shard(&name) else {
+                continue;
+            };
+            if first == current {
+                continue;
+            }
+            let Ok(Some(shard)) = dir.sub(&name, false) else {
+                continue;
+            };
+            let old = shard.status().is_ok_and(|st| {
+                now.duration_since(time_of(st.st_mtime, st.st_mtime_nsec))
+                    .is_ok_and(|age| age > keep)
+            });
+            if old {
+                remove_shard(&shard);
+                let _ = shard.remove_self();
+            }
         }
     }
 }
@@ -450,8 +494,22 @@ impl Mailbox {
     /// cancelled, for as long as records are [kept](Self::keep)), dead, or unknown. Looks at
     /// the places `id` can be, never the whole queue. Creates nothing; a path that is no
     /// mailbox is an error of kind [`ErrorKind::NotFound`].
+    ///
+    /// ```
+    /// use fsync::msg::{Finish, Status};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let jobs = fsync::Mailbox::new(dir.path().join("jobs"));
+    /// let id = jobs.post(&mut &b"rebuild index"[..])?.acquired().expect("posts never wait");
+    /// assert!(matches!(jobs.status(id)?, Status::Queued { .. }));
+    /// let job = jobs.recv(None)?.expect("queued");
+    /// assert!(matches!(jobs.status(id)?, Status::Running { attempt: 1, .. }));
+    /// job.finish()?;
+    /// assert!(matches!(jobs.status(id)?, Status::Finished(f) if f.how == Finish::Succeeded));
+    /// assert_eq!(jobs.status(id + 1)?, Status::Unknown);
+    /// # Ok::<(), fsync::Error>(())
+    /// ```
     pub fn status(&self, id: u64) -> Result<Status> {
-        self.existing_layout()?.find(id, self.poll)
+        find_in(&*self.existing_top()?, id, self.poll)
     }
 
     /// Keep the records of finished jobs (succeeded or cancelled: [`Mailbox::status`]) this
@@ -472,21 +530,25 @@ impl Mailbox {
         timeout: Option<Duration>,
         progress: impl FnMut(Duration),
     ) -> Result<wait::Outcome<Vec<Status>>> {
-        let l = self.existing_layout()?;
+        let top = self.existing_top()?;
         let deadline = Deadline::after(timeout);
-        let watch = DirWatch::new(&l.claimed.pinned())
-            .map_err(|e| Error::io(l.claimed.path(), "cannot watch", e))?;
-        let network = pfs::fs_kind_of_path(&l.claimed.pinned()).network;
+        // Every post makes `claimed`: a mailbox without it (made by hand, or a bus member's
+        // that nothing came to yet) is watched as a whole, and re-checked every poll.
+        let claimed = top.sub("claimed", false)?;
+        let watched = claimed.as_ref().map_or(&*top, |c| c);
+        let watch = DirWatch::new(&watched.pinned())
+            .map_err(|e| Error::io(watched.path(), "cannot watch", e))?;
+        let network = pfs::fs_kind_of_path(&watched.pinned()).network || claimed.is_none();
         let mut progress = progress;
         wait::watch_until(
             deadline,
             network.then_some(self.poll),
             &watch,
-            l.claimed.path(),
+            watched.path(),
             Some(&mut progress),
             || {
                 let all = (ids.iter())
-                    .map(|&id| l.find(id, self.poll))
+                    .map(|&id| find_in(&top, id, self.poll))
                     .collect::<Result<Vec<_>>>()?;
                 Ok(all.iter().all(Status::is_finished).then_some(all))
             },
@@ -612,6 +674,50 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cancelled(b: &Mailbox, id: u64) -> bool {
+        matches!(b.status(id).unwrap(), Status::Finished(f) if f.how == Finish::Cancelled)
+    }
+
+    /// A running job asked to stop: its worker sees the request and records it cancelled; one
+    /// that goes back to the queue before its worker saw it is recorded cancelled by the next
+    /// receiver, never delivered; the request goes with the record.
+    #[test]
+    fn a_job_asked_to_stop_is_cancelled_by_its_worker_or_the_next_receiver() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(dir.path().join("B"));
+        let post = |data: &[u8]| b.post(&mut &data[..]).unwrap().acquired().unwrap();
+        let (one, two) = (post(b"1"), post(b"2"));
+        assert_eq!((one, two), (1, 2));
+        let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert!(!got.cancel_requested());
+        assert_eq!(b.cancel(one).unwrap(), Cancel::Requested);
+        assert!(got.cancel_requested());
+        got.cancelled().unwrap();
+        assert!(cancelled(&b, one));
+        assert!(!dir.path().join("B/cancel/00000000000000000001").exists());
+
+        let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert_eq!(got.id(), two);
+        assert_eq!(b.cancel(two).unwrap(), Cancel::Requested);
+        drop(got); // back to the queue, the request unseen
+        assert!(matches!(b.status(two).unwrap(), Status::Queued { .. }));
+        assert!(b.recv(Some(Duration::ZERO)).unwrap().is_none());
+        assert!(cancelled(&b, two));
+        assert!(!dir.path().join("B/cancel/00000000000000000002").exists());
+        assert_eq!(b.cancel(two).unwrap(), Cancel::Finished);
+        assert_eq!(b.cancel(3).unwrap(), Cancel::Unknown);
+
+        // A job that succeeds while asked to stop: a success, the request gone with it.
+        let three = post(b"3");
+        let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert_eq!(b.cancel(three).unwrap(), Cancel::Requested);
+        got.finish().unwrap();
+        assert!(
+            matches!(b.status(three).unwrap(), Status::Finished(f) if f.how == Finish::Succeeded)
+        );
+        assert!(!dir.path().join("B/cancel/00000000000000000003").exists());
+    }
 
     #[test]
     fn a_record_reads_back_as_written_and_anything_else_is_passed_over() {

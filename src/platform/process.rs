@@ -38,14 +38,16 @@ pub enum SpawnError {
 ///
 /// `keep`, a descriptor of ours that is close-on-exec, is left open in the command alone (its
 /// flag cleared in the child between fork and exec): a lock that the command then holds too,
-/// and that no command another thread starts meanwhile inherits. With `group`, the command
-/// leads a process group of its own (its id the command's pid), so that it can be stopped with
-/// everything it started ([`kill_group`]).
+/// and that no command another thread starts meanwhile inherits. `output`, where given, are
+/// the command's standard output and error (a job's kept output, [`crate::msg`]) instead of
+/// ours. With `group`, the command leads a process group of its own (its id the command's
+/// pid), so that it can be stopped with everything it started ([`kill_group`]).
 pub(crate) fn spawn(
     argv: &[impl AsRef<OsStr>],
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
     stdin: Option<&std::fs::File>,
     keep: Option<BorrowedFd<'_>>,
+    output: Option<[BorrowedFd<'_>; 2]>,
     group: bool,
 ) -> Result<Child, SpawnError> {
     let program = argv[0].as_ref();
@@ -58,9 +60,13 @@ pub(crate) fn spawn(
             None => std::process::Stdio::inherit(),
         })
     };
-    let keeping = |command: &mut Command| {
+    let keeping = |command: &mut Command| -> io::Result<()> {
         if group {
             command.process_group(0);
+        }
+        if let Some([out, err]) = output {
+            command.stdout(out.try_clone_to_owned()?);
+            command.stderr(err.try_clone_to_owned()?);
         }
         if let Some(fd) = keep {
             let raw = fd.as_raw_fd();
@@ -74,10 +80,11 @@ pub(crate) fn spawn(
                 });
             }
         }
+        Ok(())
     };
     let first = input().and_then(|input| {
         let mut command = Command::new(&path);
-        keeping(&mut command);
+        keeping(&mut command)?;
         command
             .arg0(program)
             .args(args.clone())
@@ -88,7 +95,7 @@ pub(crate) fn spawn(
     let spawned = match first {
         Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => input().and_then(|input| {
             let mut command = Command::new("/bin/sh");
-            keeping(&mut command);
+            keeping(&mut command)?;
             command.arg(&path).args(args).envs(env).stdin(input).spawn()
         }),
         other => other,

@@ -16,8 +16,19 @@ use std::sync::{
 
 use fsync::{Mailbox, msg::Received, wait::Outcome};
 
-use super::{Exit, VerbResult, WorkArgs, report};
+use super::{
+    Exit, VerbResult, WorkArgs,
+    progress::{self, StatusLine, Tally},
+};
 use crate::cli::Failure;
+
+/// What every worker shares.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    found: &'a Found,
+    status: &'a StatusLine,
+    tally: &'a Tally,
+}
 
 /// What the workers found, for the exit status.
 #[derive(Default)]
@@ -47,18 +58,38 @@ impl Found {
 }
 
 pub(super) fn work(a: &WorkArgs) -> VerbResult {
-    let mailbox =
-        super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.job.backoff).keep(a.keep);
+    let output = a.output.job_output(super::log::OutputMode::Keep);
+    let mailbox = super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.job.backoff)
+        .keep(a.keep)
+        .job_output(output);
     let found = Found::default();
     found.workers.store(a.jobs, Ordering::SeqCst);
+    // The live line, unless jobs write to the terminal themselves.
+    let status = StatusLine::new(matches!(output, fsync::msg::JobOutput::Keep { .. }));
+    let tally = Tally::default();
+    let place = a.mailbox.mailbox.display().to_string();
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let shared = Shared {
+        found: &found,
+        status: &status,
+        tally: &tally,
+    };
     std::thread::scope(|scope| {
-        for _ in 0..a.jobs {
-            scope.spawn(|| {
-                if worker(&mailbox, a, &found) {
-                    found.workers.fetch_sub(1, Ordering::SeqCst);
-                }
-            });
+        let workers: Vec<_> = (0..a.jobs)
+            .map(|_| {
+                scope.spawn(|| {
+                    if worker(&mailbox, a, shared) {
+                        found.workers.fetch_sub(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        let (status, tally, mailbox, place) = (&status, &tally, &mailbox, &place);
+        scope.spawn(move || progress::run(status, tally, mailbox, place, &stopped));
+        for w in workers {
+            let _ = w.join();
         }
+        drop(stop);
     });
     if let Some(failure) = found
         .fatal
@@ -79,9 +110,13 @@ pub(super) fn work(a: &WorkArgs) -> VerbResult {
 
 /// Take jobs until told to stop, a signal, or (`--until-empty`) nothing left to do; whether it
 /// still counts among [`Found::workers`] (it does, unless it left for want of room).
-fn worker(mailbox: &Mailbox, a: &WorkArgs, found: &Found) -> bool {
+fn worker(mailbox: &Mailbox, a: &WorkArgs, shared: Shared<'_>) -> bool {
+    let found = shared.found;
     let queue = a.mailbox.mailbox.join("q");
-    let mut skipped = Skipped { queue: &queue };
+    let mut skipped = Skipped {
+        queue: &queue,
+        status: shared.status,
+    };
     while !found.stop.load(Ordering::SeqCst) && fsync::wait::cancelled().is_none() {
         let got = match a.until_empty {
             true => mailbox.recv_or_empty_with(None, &mut skipped),
@@ -89,7 +124,7 @@ fn worker(mailbox: &Mailbox, a: &WorkArgs, found: &Found) -> bool {
         };
         match got {
             Ok(Outcome::Acquired(Some(msg))) => {
-                if let Err(failure) = run(msg, a, found) {
+                if let Err(failure) = run(msg, a, shared) {
                     found.stop_for(failure);
                 }
             }
@@ -105,7 +140,7 @@ fn worker(mailbox: &Mailbox, a: &WorkArgs, found: &Found) -> bool {
                         })
                         .is_ok() =>
             {
-                report::say(a.verbose, || format!("{e}; one worker fewer"));
+                (shared.status).say(a.verbose, || format!("{e}; one worker fewer"));
                 return false;
             }
             Err(e) => found.stop_for(e.into()),
@@ -116,18 +151,25 @@ fn worker(mailbox: &Mailbox, a: &WorkArgs, found: &Found) -> bool {
 
 /// Run one job ([`super::run_job`], signals not passed on), noting the status of one whose
 /// message went to the dead letters.
-fn run(msg: Received, a: &WorkArgs, found: &Found) -> Result<(), Failure> {
-    let say = |line: String| report::say(a.verbose, || line);
+fn run(msg: Received, a: &WorkArgs, shared: Shared<'_>) -> Result<(), Failure> {
+    let say = |line: String| shared.status.say(a.verbose, || line);
     let (id, attempt) = (msg.id(), msg.attempt());
     say(format!(
         "message {id} of {}: running (attempt {attempt})",
         a.mailbox.mailbox.display()
     ));
-    let (exit, dead) = super::run_job(msg, &a.command, &a.mailbox.mailbox, false, &a.job, say)?;
+    let tally = shared.tally;
+    tally.running.fetch_add(1, Ordering::Relaxed);
+    let ran = super::run_job(msg, &a.command, &a.mailbox.mailbox, false, &a.job, say);
+    tally.running.fetch_sub(1, Ordering::Relaxed);
+    let (exit, dead) = ran?;
+    match exit == Exit::OK {
+        true => tally.done.fetch_add(1, Ordering::Relaxed),
+        false => tally.failed.fetch_add(1, Ordering::Relaxed),
+    };
     if dead {
         // Its status, not a signal of ours to die of.
-        *found
-            .dead
+        *(shared.found.dead)
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Exit::code(exit.code));
     }
@@ -137,6 +179,7 @@ fn run(msg: Received, a: &WorkArgs, found: &Found) -> Result<(), Failure> {
 /// Warn of each entry of the queue the workers pass over, as `msg recv` does.
 struct Skipped<'a> {
     queue: &'a std::path::Path,
+    status: &'a StatusLine,
 }
 
 impl fsync::msg::Report for &mut Skipped<'_> {
@@ -147,7 +190,7 @@ impl fsync::msg::Report for &mut Skipped<'_> {
     }
 
     fn skipped(&mut self, entry: &fsync::msg::Skipped) {
-        report::warn(
+        (self.status).warn(
             &self.queue.join(&entry.name),
             &format!("{}; skipped", entry.reason),
         );

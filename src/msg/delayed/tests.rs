@@ -19,7 +19,11 @@ fn next_text(b: &Mailbox) -> Option<String> {
 
 /// Post `data` to be delivered no sooner than `delay` from now: its name in the queue.
 fn post_later(b: &Mailbox, delay: Duration, data: &str) -> String {
-    let posted = b.clone().delay(delay).post(&mut data.as_bytes()).unwrap();
+    let posted = b
+        .clone()
+        .delay(delay)
+        .post_from(&mut data.as_bytes(), None)
+        .unwrap();
     posted.acquired().unwrap()
 }
 

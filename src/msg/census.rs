@@ -1,0 +1,194 @@
+//! How many jobs a mailbox holds in each state, and which run where: what a progress line
+//! (`msg work` on a terminal) and `msg watch` show, cheap enough to take once a second at any
+//! depth.
+//!
+//! A census reads names only: the shards of the queue from the head to the one posts go to
+//! (walked as receivers walk them, so no more shards than there are: at a depth of 100,000,
+//! 1,000 directories of 100 names), `claimed` (one status each: when it was claimed), the
+//! buckets of `delayed` and `dead`. It opens no message and takes no lock: what moves
+//! meanwhile may be counted twice or not at all, as in [`Mailbox::scan`]. A claim's name is
+//! `NAME~RID`, `RID` the receiver's `HOST-PID-RANDOM`: so a running job shows its worker's host
+//! and process (the process that runs it is that worker's child) and, from `NAME`'s counts,
+//! its attempt; it is running since the claim's rename (the entry's change time).
+
+use super::*;
+
+/// What [`Mailbox::census`] counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Census {
+    /// Messages queued (synchronous ones included).
+    pub queued: u64,
+    /// Messages held back ([`Mailbox::delay`], a failed job's backoff).
+    pub delayed: u64,
+    /// Dead letters.
+    pub dead: u64,
+    /// The messages being received (jobs running), oldest claim first.
+    pub running: Vec<RunningJob>,
+    /// The last id handed out (`seq`): how many messages were ever posted, so that two
+    /// censuses tell how many jobs left the mailbox between them (`msg watch`'s rate).
+    pub last_id: u64,
+}
+
+/// A message being received, as [`Mailbox::census`] sees its claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunningJob {
+    /// Its id.
+    pub id: u64,
+    /// Which delivery this is (1 for the first).
+    pub attempt: u32,
+    /// The receiver's host (as in message names), empty if its name does not say.
+    pub host: String,
+    /// The receiver's process (the job is its child), 0 if its name does not say.
+    pub pid: u32,
+    /// When it was claimed.
+    pub since: SystemTime,
+}
+
+impl RunningJob {
+    /// The job claimed as `entry` (`NAME~RID`) in `claimed`.
+    fn of(entry: &str, claimed: &Dir) -> Option<RunningJob> {
+        let (name, rid) = entry.rsplit_once('~')?;
+        let name = MessageName::parse(name)?;
+        let worker = Attempt::lost_with(0, rid);
+        let since = claimed.stat(entry).ok().map_or(SystemTime::now(), |st| {
+            let at = Duration::new(st.st_ctime.max(0) as u64, st.st_ctime_nsec.max(0) as u32);
+            SystemTime::UNIX_EPOCH + at
+        });
+        Some(RunningJob {
+            id: name.seq,
+            attempt: name.failed.saturating_add(name.lost).saturating_add(1),
+            host: worker.as_ref().map_or_else(String::new, |w| w.host.clone()),
+            pid: worker.map_or(0, |w| w.pid),
+            since,
+        })
+    }
+}
+
+impl Mailbox {
+    /// Count the mailbox's messages in each state, and list those being received (module
+    /// docs of `census`): by names only, without a lock. Creates nothing; a path that is no
+    /// mailbox is an error of kind [`ErrorKind::NotFound`].
+    pub fn census(&self) -> Result<Census> {
+        let top = self.existing_top()?;
+        let list_err = |d: &Dir, e| pfs::explain_open_error(d.path(), "cannot list mailbox", e);
+        let count = |d: &Dir| -> Result<u64> {
+            let entries = d.entries().map_err(|e| list_err(d, e))?;
+            let messages = (entries.iter())
+                .filter(|(n, k)| *k != Some(Kind::Dir) && MessageName::parse(n).is_some());
+            Ok(messages.count() as u64)
+        };
+        let mut census = Census::default();
+        let Some(q) = top.sub("q", false)? else {
+            return Ok(census);
+        };
+        let mut oldest: Option<u64> = None;
+        for (name, kind) in q.entries().map_err(|e| list_err(&q, e))? {
+            match queue::parse_shard(&name) {
+                Some(first) if kind != Some(Kind::File) => {
+                    oldest = Some(oldest.map_or(first, |o| o.min(first)));
+                }
+                _ => census.queued += u64::from(MessageName::parse(&name).is_some()),
+            }
+        }
+        let read = |name: &str| {
+            let f = top.open(name, false).ok()??;
+            let mut buf = [0u8; 64];
+            let n = f.read_at(&mut buf, 0).ok()?;
+            Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+        };
+        let last = read("seq")
+            .and_then(|t| queue::parse_seq(&t).ok())
+            .unwrap_or(0);
+        let head = read("head").and_then(|t| t.strip_suffix('\n').and_then(queue::parse_shard));
+        census.last_id = last;
+        let mut first = match (head, oldest) {
+            (Some(h), Some(o)) => h.min(o),
+            (h, o) => h.or(o).unwrap_or(u64::MAX),
+        };
+        let mut missing = 0;
+        while first <= shard_of(last.saturating_add(1)) {
+            if missing >= queue::MAX_MISSING {
+                first = queue::skip_gap_in(&q, first, shard_of(last + 1))?;
+                missing = 0;
+                continue;
+            }
+            match q.sub(&shard_name(first), false) {
+                Ok(Some(shard)) => {
+                    missing = 0;
+                    census.queued += count(&shard)?;
+                }
+                Ok(None) => missing += 1,
+                Err(_) => missing = 0,
+            }
+            first += SHARD;
+        }
+        if let Some(claimed) = top.sub("claimed", false)? {
+            let entries = claimed.entries().map_err(|e| list_err(&claimed, e))?;
+            census.running = (entries.iter())
+                .filter_map(|(entry, _)| RunningJob::of(entry, &claimed))
+                .collect();
+            census.running.sort_by_key(|r| (r.since, r.id));
+        }
+        if let Some(delayed) = top.sub("delayed", false)? {
+            delayed::scan(&delayed, |_| census.delayed += 1)?;
+        }
+        if let Some(dead) = top.sub("dead", false)? {
+            census.dead = count(&dead)?;
+        }
+        Ok(census)
+    }
+
+    /// Wait until the mailbox may have changed (a post, a receive, a job's end, a delay's
+    /// move: `q`, its newest shard, `claimed` or `delayed` changed here), up to `timeout`:
+    /// the pause between two looks of a watch (`msg watch`), `Acquired` on a change. Other
+    /// hosts' changes on a network file system wake nobody: a watch there looks again at its
+    /// timeout. A cancellation signal ends it.
+    pub fn wait_change(&self, timeout: Option<Duration>) -> Result<Outcome<()>> {
+        let top = self.existing_top()?;
+        let mut dirs = Vec::new();
+        for name in ["claimed", "q", "delayed"] {
+            if let Some(d) = top.sub(name, false)? {
+                dirs.push(d);
+            }
+        }
+        let Some(first) = dirs.first() else {
+            return Ok(Outcome::TimedOut);
+        };
+        let watch_err = |e| Error::io(top.path(), "cannot watch", e);
+        let mut watch = DirWatch::new(&first.pinned()).map_err(watch_err)?;
+        for d in &dirs[1..] {
+            watch.add(&d.pinned()).map_err(watch_err)?;
+        }
+        if let Some(q) = top.sub("q", false)?
+            && let Some(last) = (q.entries().unwrap_or_default().into_iter())
+                .filter_map(|(n, _)| queue::parse_shard(&n))
+                .max()
+            && let Ok(Some(shard)) = q.sub(&shard_name(last), false)
+        {
+            watch.add(&shard.pinned()).map_err(watch_err)?;
+            dirs.push(shard);
+        }
+        let network = pfs::fs_kind_of_path(&top.pinned()).network;
+        let mut woken = false;
+        let spec = Wait {
+            deadline: Deadline::after(timeout),
+            poll: network.then_some(self.poll),
+            progress: None,
+        };
+        let outcome = wait::wait_for(
+            spec,
+            |_| {},
+            |block| -> Result<_, wait::Failed> {
+                if block {
+                    watch.wait()?;
+                    woken = true;
+                    return Ok(None);
+                }
+                Ok(std::mem::take(&mut woken).then_some(()))
+            },
+        );
+        outcome.map_err(|f| f.naming(top.path(), "cannot wait"))
+    }
+}

@@ -1,0 +1,582 @@
+//! A job's output, kept in its mailbox: what a job ([`Received::spawn`]) wrote to its standard
+//! output and error, the latest attempt's, bounded, so that `fsync msg log` can show it (and
+//! follow it while the job runs) on any host that shares the mailbox.
+//!
+//! # On disk
+//!
+//! `B/output/SHARD/SEQ` (`SHARD` as in the queue: `SEQ` rounded down to 100, both in 20
+//! digits): a first line `fsync-output ATTEMPT FROM\n` (which delivery wrote it, 1 for the
+//! first; the offset in the job's output of the byte after this line, 0 unless the start was
+//! left out), then the job's bytes as it wrote them, standard output and error combined in the
+//! order written (one pipe for both, as `2>&1` gives; in `Tee` mode two, one for each stream
+//! so that each is passed on to its own, merged as the pump reads them: lines written to the
+//! two streams within a moment may swap). The file has the mailbox's payload mode (0640 unless
+//! asked: output may be as secret as the payload). It is not flushed to disk: a log, which a
+//! power cut may cut short (on a network file system the pump flushes it about once a second,
+//! so that other hosts' readers see it as it grows).
+//!
+//! **Writing.** The receiver makes a pipe for the job's standard output and error, and a
+//! thread of its own (the *pump*) copies what comes through it into the file. Before the job
+//! starts, an earlier attempt's file is removed (this attempt's replaces it, even if it writes
+//! nothing). At the job's first byte the pump writes the file as `output/SHARD/.tmp-UNIQ`
+//! (created exclusively, never through a link), holding the first line and the bytes, and
+//! renames it to `SEQ` (a rename replaces a link another user put there, never follows it; in a
+//! sticky directory another user's entry is not replaced, and the output is then not kept); a
+//! job that writes nothing makes no file, so that it costs no inode and no flush of one when
+//! its receiver flushes `claimed`. The file may hold `LIMIT` bytes after its first line
+//! (`--output-limit`, [`DEFAULT_OUTPUT_LIMIT`]); output that would pass it makes the pump write
+//! a new file, as above, holding the last `LIMIT / 2` bytes with `FROM` moved on, and rename
+//! it over `SEQ`: the tail is kept (what a failed job said last), at least `LIMIT / 2` bytes of
+//! it, and the disk holds at most `LIMIT` for the job, each byte copied at most once more on
+//! average. Output that cannot be kept (no room, no permission) is read and dropped: keeping
+//! it never stops or blocks a job. The pipe's capacity (64 KiB) is all that a job can write
+//! ahead of the pump; past it the job waits for the pump, as for any reader of a pipe.
+//!
+//! The pump ends when the job has exited ([`Running::wait`](crate::command::Running::wait)
+//! stops it): it takes what the pipe still holds, and returns before `wait` does, so all of
+//! the job's output is in the file before its message moves on (before the claim goes). What
+//! the job left running in the background is cut off then (it gets `EPIPE`/`SIGPIPE`, as in a
+//! pipeline whose reader has gone).
+//!
+//! **Why a pipe, not a file the job writes itself.** Only a reader between the job and the
+//! file can bound it: a job writing the file directly could fill the shared disk, and the
+//! kernel's only bound on a file's size (`RLIMIT_FSIZE`) would bound every file the job writes
+//! and kill it at the limit. The price: a receiver killed alone (not with its job, which keeps
+//! the message, see the module docs of [`crate::msg`]) leaves the job a pipe without a reader,
+//! so the job's next write of output gets `SIGPIPE` (or `EPIPE` if it ignores it) and it
+//! usually ends there, its message then going back to the queue as a lost delivery, which it
+//! would do anyway once the job ended (nobody is left to finish it). A job that writes nothing
+//! more runs on, as before. Whatever it wrote until then is in the file.
+//!
+//! **Reading.** [`Mailbox::output`] opens `SEQ` (never through a link; a file that is not a
+//! regular file, or whose first line is not one fsync writes, is an error) and reads it after
+//! its first line. [`Mailbox::follow_output`] reads it as it grows and goes on, while the job
+//! is queued or running (an entry `q/SHARD/SEQ.*` or `claimed/SEQ.*~RID`, looked at in that
+//! order, before reading, so that what a job wrote before its claim went is read), to the end:
+//! a file replaced under it (`SEQ` names another inode) is read to its end first (the pump
+//! renames only a file it has finished), then the new one from the offset its first line
+//! gives, so nothing is read twice, and what was left out in between is counted. It sleeps
+//! until `claimed` or the output shard changes (change notification), or re-checks every poll
+//! interval on a network file system, where other hosts' writes are seen as the client's
+//! attribute cache allows.
+//!
+//! **Pruning.** Output is removed a shard at a time ([`Mailbox::prune_output`]), by whoever
+//! prunes the records of finished jobs by age: a shard of output goes with that shard of
+//! records. A job the mailbox no longer knows (no output, not queued, delayed, running or
+//! dead, no history and no record of its end) is unknown to [`Mailbox::output`]: `NotFound`.
+
+use std::os::unix::fs::FileExt as _;
+
+use super::*;
+
+/// How many bytes of a job's output are kept at most unless asked otherwise (1 MiB).
+pub const DEFAULT_OUTPUT_LIMIT: u64 = 1 << 20;
+
+/// What becomes of the standard output and error of a job started by [`Received::spawn`]
+/// ([`Mailbox::job_output`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum JobOutput {
+    /// The job writes to this process's standard output and error, as any command it starts.
+    #[default]
+    Inherit,
+    /// Kept in the mailbox (module docs): up to `limit` bytes, the last ones.
+    Keep {
+        /// Bytes at most (0: nothing is kept).
+        limit: u64,
+    },
+    /// Kept as [`Keep`](JobOutput::Keep) does, and also passed on to this process's standard
+    /// output and error (each to its own).
+    Tee {
+        /// Bytes at most kept in the mailbox.
+        limit: u64,
+    },
+}
+
+/// A job's kept output, as [`Mailbox::output`] opens it: read it for the bytes.
+#[derive(Debug)]
+pub struct Output {
+    file: File,
+    attempt: u32,
+    left_out: u64,
+}
+
+impl Output {
+    /// Which delivery of the message wrote it (1 for the first).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// How many bytes at its start were not kept (the limit passed): 0 for all of it.
+    pub fn left_out(&self) -> u64 {
+        self.left_out
+    }
+}
+
+impl Read for Output {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.file.read(buf)
+    }
+}
+
+/// What [`Mailbox::follow_output`] hands on, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Piece<'a> {
+    /// The job's bytes.
+    Bytes(&'a [u8]),
+    /// This many bytes of output were not kept before the next ones.
+    LeftOut(u64),
+    /// A new delivery of the message started writing (its number), replacing the output
+    /// followed so far.
+    Attempt(u32),
+}
+
+/// The first line's longest form (`fsync-output` and two numbers).
+const MAX_HEADER: usize = 64;
+
+pub(super) fn header(attempt: u32, from: u64) -> String {
+    format!("fsync-output {attempt} {from}\n")
+}
+
+/// The first line of an output file: its attempt, its `FROM`, and its length.
+pub(super) fn parse_header(bytes: &[u8]) -> Option<(u32, u64, u64)> {
+    let end = bytes.iter().position(|&b| b == b'\n')?;
+    let line = std::str::from_utf8(&bytes[..end]).ok()?;
+    let mut fields = line.split(' ');
+    if fields.next()? != "fsync-output" {
+        return None;
+    }
+    let number = |s: &str| {
+        (!s.starts_with('+'))
+            .then(|| s.parse::<u64>().ok())
+            .flatten()
+    };
+    let attempt = u32::try_from(number(fields.next()?)?).ok()?;
+    let from = number(fields.next()?)?;
+    if fields.next().is_some() {
+        return None;
+    }
+    Some((attempt, from, end as u64 + 1))
+}
+
+pub(super) fn file_name(seq: u64) -> String {
+    format!("{seq:020}")
+}
+
+/// The entry names of message `seq` begin with this.
+fn prefix(seq: u64) -> String {
+    format!("{seq:020}.")
+}
+
+impl Layout {
+    /// The output shard of message `seq`, created if missing and `create`.
+    pub(super) fn output_shard(&self, seq: u64, create: bool) -> Result<Option<Dir>> {
+        let Some(output) = self.top.sub("output", create)? else {
+            return Ok(None);
+        };
+        output.sub(&shard_name(shard_of(seq)), create)
+    }
+
+    /// Whether message `seq` is queued or being received: its entry in its shard of the
+    /// queue, then in `claimed` (in this order: a message goes from the one to the other).
+    fn pending(&self, seq: u64) -> Result<bool> {
+        let prefix = prefix(seq);
+        let has = |d: &Dir| {
+            d.any_entry(|n| n.starts_with(&prefix))
+                .map_err(|e| Error::io(d.path(), "cannot list", e))
+        };
+        if let Some(shard) = self.shard(shard_of(seq), false)?
+            && has(&shard)?
+        {
+            return Ok(true);
+        }
+        has(&self.claimed)
+    }
+
+    /// Whether the mailbox knows message `seq` at all: pending, delayed, dead, or with a
+    /// history or a finished record.
+    fn knows(&self, seq: u64) -> Result<bool> {
+        if self.pending(seq)? {
+            return Ok(true);
+        }
+        let name = file_name(seq);
+        let file_in = |dir: &str, name: &str| -> Result<bool> {
+            Ok(match self.top.sub(dir, false)? {
+                Some(d) => d.stat(name).is_ok(),
+                None => false,
+            })
+        };
+        let done = format!("{}/{name}", shard_name(shard_of(seq)));
+        if file_in("attempts", &name)? || file_in("done", &done)? {
+            return Ok(true);
+        }
+        let prefix = prefix(seq);
+        if let Some(dead) = self.dead(false)?
+            && dead.any_entry(|n| n.starts_with(&prefix)).unwrap_or(false)
+        {
+            return Ok(true);
+        }
+        let is_it = |n: &str| delayed::parse_delayed(n).is_some_and(|(_, m)| m.seq == seq);
+        for (entry, kind) in self.delayed.entries().unwrap_or_default() {
+            let found = match (kind, delayed::parse_bucket(&entry)) {
+                (Some(Kind::File), _) | (_, None) => is_it(&entry),
+                (_, Some(_)) => match self.delayed.sub(&entry, false) {
+                    Ok(Some(bucket)) => bucket.any_entry(is_it).unwrap_or(false),
+                    _ => false,
+                },
+            };
+            if found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn no_job(&self, seq: u64) -> Error {
+        Error::new(
+            self.top.path(),
+            ErrorKind::NotFound,
+            format!("no job {seq}"),
+        )
+    }
+}
+
+/// An output file opened, its first line read.
+struct Opened {
+    file: File,
+    attempt: u32,
+    /// `FROM`.
+    from: u64,
+    /// Where its bytes begin (the first line's length).
+    start: u64,
+    /// Its device and inode.
+    identity: (u64, u64),
+}
+
+/// Open the output file `name` of `shard`, checked: its first line parsed.
+fn open_output(shard: &Dir, name: &str) -> Result<Option<Opened>> {
+    let Some((file, st)) = shard.open_stat(name, false)? else {
+        return Ok(None);
+    };
+    let mut first = [0u8; MAX_HEADER];
+    let n = read_at_most(&file, &mut first, 0)
+        .map_err(|e| Error::io(&shard.join(name), "cannot read", e))?;
+    let Some(head) = parse_header(&first[..n]) else {
+        return Err(Error::new(
+            &shard.join(name),
+            ErrorKind::Corrupt,
+            "does not begin as a job's output that fsync keeps (no 'fsync-output' line); not \
+             using it",
+        ));
+    };
+    let (attempt, from, start) = head;
+    Ok(Some(Opened {
+        file,
+        attempt,
+        from,
+        start,
+        identity: (st.st_dev, st.st_ino),
+    }))
+}
+
+/// Read into `buf` from `offset` until it is full or the file ends.
+pub(super) fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], offset + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+impl Mailbox {
+    /// What becomes of the output of the jobs that messages received from this mailbox start
+    /// ([`Received::spawn`], [`Received::spawn_job`]): [`JobOutput::Inherit`] unless set.
+    pub fn job_output(mut self, output: JobOutput) -> Mailbox {
+        self.output = output;
+        self
+    }
+
+    /// The kept output of job `id` (its message's id), its latest attempt's: `Ok(None)` if the
+    /// job is known but none is kept (not run yet, or run without keeping it). Creates nothing.
+    /// Errors: [`ErrorKind::NotFound`] for a mailbox that does not exist, or a job it does not
+    /// know (no output kept, and not queued, delayed, running, dead or recorded as finished);
+    /// [`ErrorKind::WrongKind`] or [`ErrorKind::Corrupt`] for an entry fsync did not write.
+    pub fn output(&self, id: u64) -> Result<Option<Output>> {
+        let l = self.existing_layout()?;
+        let opened = match l.output_shard(id, false)? {
+            Some(shard) => open_output(&shard, &file_name(id))?,
+            None => None,
+        };
+        let Some(Opened {
+            mut file,
+            attempt,
+            from,
+            start,
+            ..
+        }) = opened
+        else {
+            return match l.knows(id)? {
+                true => Ok(None),
+                false => Err(l.no_job(id)),
+            };
+        };
+        use std::io::Seek;
+        file.seek(io::SeekFrom::Start(start))
+            .map_err(|e| Error::io(l.top.path(), "cannot read output", e))?;
+        Ok(Some(Output {
+            file,
+            attempt,
+            left_out: from,
+        }))
+    }
+
+    /// Hand job `id`'s kept output to `each` as [`output`](Self::output) reads it, then what
+    /// the job writes after, for as long as the job is queued or running (its message in the
+    /// queue or claimed), waiting up to `timeout` (`None`: for as long as it takes): `Acquired`
+    /// once it is neither, or `each` said stop (`false`). Sleeps until the output or the
+    /// claims change (module docs); a cancellation signal ends it. Errors as
+    /// [`output`](Self::output).
+    pub fn follow_output(
+        &self,
+        id: u64,
+        timeout: Option<Duration>,
+        mut each: impl FnMut(Piece<'_>) -> bool,
+    ) -> Result<Outcome<()>> {
+        let l = self.existing_layout()?;
+        let network = pfs::fs_kind_of_path(&l.claimed.pinned()).network;
+        let mut reader = Follower::default();
+        if !reader.drain(&l, id, &mut each)? && !l.knows(id)? {
+            return Err(l.no_job(id));
+        }
+        // The directories watched, by what could be opened: the output shard, or what will
+        // hold it, once made.
+        let armed: std::cell::RefCell<Option<(usize, DirWatch, Vec<Dir>)>> =
+            std::cell::RefCell::new(None);
+        let spec = Wait {
+            deadline: Deadline::after(timeout),
+            poll: network.then_some(self.poll),
+            progress: None,
+        };
+        let outcome = wait::wait_for(
+            spec,
+            |_| {},
+            |block| -> Result<_, wait::Failed> {
+                if block {
+                    if let Some((_, watch, _)) = armed.borrow().as_ref() {
+                        watch.wait()?;
+                    }
+                    return Ok(None);
+                }
+                let output = l.top.sub("output", false)?;
+                let shard = match &output {
+                    Some(o) => o.sub(&shard_name(shard_of(id)), false)?,
+                    None => None,
+                };
+                let (depth, target) = match (shard, output) {
+                    (Some(s), _) => (2, s),
+                    (None, Some(o)) => (1, o),
+                    (None, None) => (0, l.top.try_clone()?),
+                };
+                if armed.borrow().as_ref().map(|a| a.0) != Some(depth) {
+                    let mut watch = DirWatch::new(&l.claimed.pinned())?;
+                    watch.add(&target.pinned())?;
+                    *armed.borrow_mut() = Some((depth, watch, vec![target]));
+                }
+                let pending = l.pending(id)?;
+                if reader.drain(&l, id, &mut each)? && reader.stopped {
+                    return Ok(Some(()));
+                }
+                Ok((!pending).then_some(()))
+            },
+        );
+        outcome.map_err(|f| f.naming(l.claimed.path(), "cannot wait"))
+    }
+
+    /// Remove the kept output of the shard `first` (a multiple of 100: the output of jobs
+    /// `first` to `first + 99`), for whoever prunes finished jobs by age (module docs).
+    /// Entries that are not regular files, and other users' in a sticky directory, are left.
+    pub fn prune_output(&self, first: u64) -> Result<()> {
+        prune_output(&*self.existing_top()?, first)
+    }
+}
+
+/// [`Mailbox::prune_output`] in the mailbox `top` (for the library's own pruning, which has
+/// the mailbox's directory open already).
+pub(super) fn prune_output(top: &Dir, first: u64) -> Result<()> {
+    let Some(output) = top.sub("output", false)? else {
+        return Ok(());
+    };
+    let name = shard_name(shard_of(first));
+    let Some(shard) = output.sub(&name, false)? else {
+        return Ok(());
+    };
+    let listed = shard
+        .entries()
+        .map_err(|e| Error::io(shard.path(), "cannot list", e))?;
+    for (entry, _) in listed {
+        let _ = shard.unlink_file(&entry);
+    }
+    match output.rmdir(&name) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOENT) => Ok(()),
+        Err(e) => Err(Error::io(shard.path(), "cannot remove", e)),
+    }
+}
+
+/// Where [`Mailbox::follow_output`] is in the output.
+#[derive(Default)]
+struct Follower {
+    /// The file read now: it, its identity, its `FROM` and first line's length, its attempt.
+    file: Option<(File, (u64, u64), u64, u64)>,
+    attempt: Option<u32>,
+    /// The offset in the job's output of the next byte to hand on.
+    at: u64,
+    /// `each` said stop.
+    stopped: bool,
+}
+
+impl Follower {
+    /// Hand on what is new; whether there was an output file at all.
+    fn drain(
+        &mut self,
+        l: &Layout,
+        id: u64,
+        each: &mut impl FnMut(Piece<'_>) -> bool,
+    ) -> Result<bool> {
+        let name = file_name(id);
+        let Some(shard) = l.output_shard(id, false)? else {
+            return Ok(self.file.is_some());
+        };
+        for _ in 0..16 {
+            if self.stopped {
+                return Ok(true);
+            }
+            let now = shard
+                .stat(name.as_str())
+                .ok()
+                .map(|st| (st.st_dev, st.st_ino));
+            if let Some((_, identity, ..)) = &self.file {
+                let replaced = now.is_some_and(|n| n != *identity);
+                self.read_rest(&shard, &name, each)?;
+                if !replaced {
+                    return Ok(true);
+                }
+                self.file = None;
+            }
+            let Some(Opened {
+                file,
+                attempt,
+                from,
+                start,
+                identity,
+            }) = open_output(&shard, &name)?
+            else {
+                return Ok(false);
+            };
+            if self.attempt != Some(attempt) {
+                if self.attempt.is_some() {
+                    self.stopped |= !each(Piece::Attempt(attempt));
+                }
+                self.attempt = Some(attempt);
+                self.at = 0;
+            }
+            if from > self.at {
+                self.stopped |= !each(Piece::LeftOut(from - self.at));
+                self.at = from;
+            }
+            self.file = Some((file, identity, from, start));
+        }
+        Ok(true)
+    }
+
+    /// Hand on the rest of the file read now.
+    fn read_rest(
+        &mut self,
+        shard: &Dir,
+        name: &str,
+        each: &mut impl FnMut(Piece<'_>) -> bool,
+    ) -> Result<()> {
+        let Some((file, _, from, start)) = &self.file else {
+            return Ok(());
+        };
+        let mut buf = vec![0u8; 64 * 1024];
+        while !self.stopped {
+            let offset = start + (self.at - from);
+            let n = read_at_most(file, &mut buf, offset)
+                .map_err(|e| Error::io(&shard.join(name), "cannot read", e))?;
+            if n == 0 {
+                break;
+            }
+            self.at += n as u64;
+            self.stopped |= !each(Piece::Bytes(&buf[..n]));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_line_reads_back_and_nothing_else_passes_for_it() {
+        let line = header(3, 1_048_576);
+        assert_eq!(
+            parse_header(format!("{line}job output").as_bytes()),
+            Some((3, 1_048_576, line.len() as u64))
+        );
+        assert!(header(u32::MAX, u64::MAX).len() <= MAX_HEADER);
+        for bad in [
+            "",
+            "fsync-output 1 0",
+            "fsync-output 1\n",
+            "fsync-output 1 0 2\n",
+            "fsync-output x 0\n",
+            "fsync-output 1 +0\n",
+            "fsync-output 1 -1\n",
+            "fsync-outputs 1 0\n",
+            "hello\n",
+        ] {
+            assert_eq!(parse_header(bad.as_bytes()), None, "{bad:?}");
+        }
+    }
+
+    /// A job's output kept, read back, and pruned with its shard; other shards stay.
+    #[test]
+    fn output_is_kept_read_and_pruned_by_shard() {
+        let t = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(t.path().join("B")).job_output(JobOutput::Keep { limit: 1024 });
+        for data in [&b"one"[..], b"two"] {
+            assert!(b.post(&mut &data[..]).unwrap().acquired().is_some());
+        }
+        let mut msg = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        let job = msg.spawn_job(
+            &["sh", "-c", "cat; echo; echo err >&2"],
+            &[] as &[(&str, &str)],
+        );
+        assert!(job.unwrap().wait().unwrap().success());
+        msg.finish().unwrap();
+        let mut text = String::new();
+        let mut kept = b.output(1).unwrap().expect("kept");
+        kept.read_to_string(&mut text).unwrap();
+        assert_eq!(
+            (text.as_str(), kept.attempt(), kept.left_out()),
+            ("one\nerr\n", 1, 0)
+        );
+        assert!(b.output(2).unwrap().is_none(), "queued, nothing kept yet");
+        let e = b.output(3).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+        let other = t.path().join("B/output/00000000000000000100");
+        std::fs::create_dir(&other).unwrap();
+        b.prune_output(0).unwrap();
+        assert!(!t.path().join("B/output/00000000000000000000").exists());
+        assert!(other.exists());
+        b.prune_output(0).unwrap(); // gone already: nothing to do
+    }
+}

@@ -1,0 +1,330 @@
+//! The pump: what keeps a job's output while it runs (the *Writing* of [`super::output`]'s
+//! docs): the pipes the job writes to, the thread that reads them, and the bounded file it
+//! writes, made at the first byte and replaced by its tail past the limit.
+
+use std::os::{
+    fd::{AsFd, OwnedFd},
+    unix::fs::FileExt as _,
+};
+
+use super::{
+    output::{JobOutput, file_name, header, read_at_most},
+    *,
+};
+
+/// A job's output about to be kept: the ends of the pipes its standard output and error get,
+/// and where the pump is to write (the file is made at the first byte: a job that writes
+/// nothing costs no file, and no flush of one).
+pub(super) struct Capture {
+    /// The job's standard output and error (one pipe's write end twice, or two pipes').
+    ends: [OwnedFd; 2],
+    /// The read ends, each with where else its bytes go.
+    sources: Vec<(File, Pass)>,
+    sink: Sink,
+}
+
+/// Where the pump also writes what it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Nowhere,
+    Stdout,
+    Stderr,
+}
+
+impl Capture {
+    /// Make the pipes and the file for message `seq`'s delivery `attempt`, as `mode` says;
+    /// `None` for [`JobOutput::Inherit`].
+    pub(super) fn prepare(
+        l: &Layout,
+        seq: u64,
+        attempt: u32,
+        output: JobOutput,
+        file_mode: u32,
+    ) -> Result<Option<Capture>> {
+        let (limit, tee) = match output {
+            JobOutput::Keep { limit } => (limit, false),
+            JobOutput::Tee { limit } => (limit, true),
+            _ => return Ok(None),
+        };
+        let shard = l.output_shard(seq, true)?.expect("created");
+        let name = file_name(seq);
+        // An earlier attempt's output: this one's replaces it, even if it writes nothing.
+        let _ = shard.unlink_file(&name);
+        let pipe = || {
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| Error::io(&shard.join(&name), "cannot make a pipe", e.into()))
+        };
+        let (out_r, out_w) = pipe()?;
+        let (ends, sources) = match tee {
+            false => {
+                let err_w = out_w
+                    .try_clone()
+                    .map_err(|e| Error::io(&shard.join(&name), "cannot make a pipe", e))?;
+                ([out_w, err_w], vec![(File::from(out_r), Pass::Nowhere)])
+            }
+            true => {
+                let (err_r, err_w) = pipe()?;
+                (
+                    [out_w, err_w],
+                    vec![
+                        (File::from(out_r), Pass::Stdout),
+                        (File::from(err_r), Pass::Stderr),
+                    ],
+                )
+            }
+        };
+        let network = pfs::fs_kind_of_path(&shard.pinned()).network;
+        Ok(Some(Capture {
+            ends,
+            sources,
+            sink: Sink {
+                name,
+                dir: shard,
+                file: None,
+                broken: false,
+                start: 0,
+                written: 0,
+                from: 0,
+                limit,
+                attempt,
+                mode: file_mode,
+                network,
+                synced: std::time::Instant::now(),
+            },
+        }))
+    }
+
+    /// The descriptors the job's standard output and error are to be.
+    pub(super) fn ends(&self) -> [std::os::fd::BorrowedFd<'_>; 2] {
+        [self.ends[0].as_fd(), self.ends[1].as_fd()]
+    }
+
+    /// The job has started: put the file in place and start the pump; what ends it, once the
+    /// job has exited (and waits until it has kept everything).
+    pub(super) fn start(self) -> Box<dyn FnOnce() + Send + Sync> {
+        let Capture {
+            ends,
+            sources,
+            sink,
+        } = self;
+        drop(ends); // the job's, now: the pipes end when it (and its children) close them
+        let Ok((stop_r, stop_w)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) else {
+            // No pump can be stopped: read until every writer has gone.
+            let pump = std::thread::spawn(move || pump(sources, None, sink));
+            return Box::new(move || {
+                let _ = pump.join();
+            });
+        };
+        let pump = std::thread::spawn(move || pump(sources, Some(stop_r), sink));
+        Box::new(move || {
+            drop(stop_w);
+            let _ = pump.join();
+        })
+    }
+}
+
+/// Copy the job's output from `sources` into `sink` (and where each also goes) until every
+/// writer has closed its end, or `stop` says the job has exited: then take what the pipes
+/// still hold, and end.
+fn pump(mut sources: Vec<(File, Pass)>, stop: Option<OwnedFd>, mut sink: Sink) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut stopping = false;
+    while !sources.is_empty() {
+        let ready: Vec<bool> = {
+            let mut fds: Vec<PollFd<'_>> = (sources.iter())
+                .map(|(f, _)| PollFd::new(f.as_fd(), PollFlags::POLLIN))
+                .collect();
+            if let Some(stop) = stop.as_ref().filter(|_| !stopping) {
+                fds.push(PollFd::new(stop.as_fd(), PollFlags::POLLIN));
+            }
+            let timeout = match stopping {
+                true => PollTimeout::ZERO,
+                false => PollTimeout::NONE,
+            };
+            match poll(&mut fds, timeout) {
+                Ok(0) => break, // stopping, and nothing left in the pipes
+                Ok(_) => fds.iter().map(|f| f.any().unwrap_or(true)).collect(),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => break,
+            }
+        };
+        if ready.len() > sources.len() && ready[sources.len()] {
+            stopping = true;
+        }
+        let mut ended = Vec::new();
+        for (i, (source, pass)) in sources.iter_mut().enumerate() {
+            if !ready[i] {
+                continue;
+            }
+            match source.read(&mut buf) {
+                Ok(0) => ended.push(i),
+                Ok(n) => {
+                    sink.write(&buf[..n]);
+                    if !pass_on(*pass, &buf[..n]) {
+                        *pass = Pass::Nowhere;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => ended.push(i),
+            }
+        }
+        for i in ended.into_iter().rev() {
+            sources.remove(i);
+        }
+    }
+    sink.finish();
+}
+
+/// Write `bytes` where `pass` says; whether it could.
+fn pass_on(pass: Pass, bytes: &[u8]) -> bool {
+    let written = match pass {
+        Pass::Nowhere => return true,
+        Pass::Stdout => {
+            let mut out = io::stdout().lock();
+            out.write_all(bytes).and_then(|()| out.flush())
+        }
+        Pass::Stderr => io::stderr().lock().write_all(bytes),
+    };
+    written.is_ok()
+}
+
+/// The output file as the pump writes it (module docs).
+struct Sink {
+    dir: Dir,
+    name: String,
+    /// `None` until the job writes its first byte.
+    file: Option<File>,
+    /// It could not be written: the output is then read and dropped.
+    broken: bool,
+    /// The length of its first line.
+    start: u64,
+    /// The bytes after it.
+    written: u64,
+    /// The offset of the first of them in the job's output.
+    from: u64,
+    limit: u64,
+    attempt: u32,
+    mode: u32,
+    /// On a network file system, flushed about once a second, for other hosts' readers.
+    network: bool,
+    synced: std::time::Instant,
+}
+
+impl Sink {
+    fn write(&mut self, bytes: &[u8]) {
+        if self.broken || self.limit == 0 {
+            return;
+        }
+        let n = bytes.len() as u64;
+        let put = match &self.file {
+            Some(file) if self.written + n <= self.limit => {
+                match file.write_all_at(bytes, self.start + self.written) {
+                    Ok(()) => {
+                        self.written += n;
+                        Ok(None)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            _ => self.compact(bytes).map(Some),
+        };
+        match put {
+            Ok(Some(file)) => self.file = Some(file),
+            Ok(None) => {}
+            Err(_) => {
+                self.broken = true;
+                self.file = None;
+            }
+        }
+        if self.network && self.synced.elapsed() >= Duration::from_secs(1) {
+            self.synced = std::time::Instant::now();
+            if let Some(f) = &self.file {
+                let _ = f.sync_data();
+            }
+        }
+    }
+
+    /// A new file, put in place, with what is kept so far and `bytes`: all of it while that
+    /// fits the limit (the first bytes), else the last `limit / 2` bytes.
+    fn compact(&mut self, bytes: &[u8]) -> io::Result<File> {
+        let n = bytes.len() as u64;
+        let keep = match self.written + n <= self.limit {
+            true => self.written + n,
+            false => (self.limit / 2).max(1),
+        };
+        let from_new = n.min(keep);
+        let from_old = (keep - from_new).min(self.written);
+        let mut tail = vec![0u8; from_old as usize];
+        if let Some(old) = &self.file {
+            let got = read_at_most(old, &mut tail, self.start + self.written - from_old)?;
+            tail.truncate(got);
+        }
+        tail.extend_from_slice(&bytes[(n - from_new) as usize..]);
+        let total = self.from + self.written + n;
+        let from = total - tail.len() as u64;
+        let first = header(self.attempt, from);
+        let temp = format!(".tmp-{}", uniq());
+        let file = self.dir.create_new(&temp, self.mode)?;
+        let put = (&file)
+            .write_all(first.as_bytes())
+            .and_then(|()| (&file).write_all(&tail))
+            .and_then(|()| self.dir.rename(&temp, &self.dir, &self.name));
+        if let Err(e) = put {
+            let _ = self.dir.unlink_any(&temp);
+            return Err(e);
+        }
+        self.start = first.len() as u64;
+        self.written = tail.len() as u64;
+        self.from = from;
+        Ok(file)
+    }
+
+    fn finish(self) {
+        if self.network
+            && let Some(f) = &self.file
+        {
+            let _ = f.sync_data();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{output::parse_header, *};
+
+    /// Output past the limit keeps the tail: at least half the limit, never more than it, and
+    /// `FROM` says how much went before.
+    #[test]
+    fn a_sink_keeps_the_tail_within_its_limit() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = Dir::top(t.path(), false, "x").unwrap().unwrap();
+        let mut sink = Sink {
+            dir,
+            name: "00000000000000000001".to_string(),
+            file: None,
+            broken: false,
+            start: 0,
+            written: 0,
+            from: 0,
+            limit: 100,
+            attempt: 1,
+            mode: 0o600,
+            network: false,
+            synced: std::time::Instant::now(),
+        };
+        let mut all = Vec::new();
+        for i in 0..97u32 {
+            let chunk = format!("{i:03}-").repeat(1 + i as usize % 7);
+            sink.write(chunk.as_bytes());
+            all.extend_from_slice(chunk.as_bytes());
+            let kept = std::fs::read(t.path().join("00000000000000000001")).unwrap();
+            let (attempt, from, start) = parse_header(&kept).unwrap();
+            let body = &kept[start as usize..];
+            assert_eq!(attempt, 1);
+            assert!(body.len() <= 100, "{} kept", body.len());
+            assert!(body.len() >= 50.min(all.len()), "{} kept", body.len());
+            assert_eq!(body, &all[from as usize..], "after chunk {i}");
+        }
+    }
+}
