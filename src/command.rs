@@ -67,6 +67,7 @@ impl fmt::Debug for Running {
         f.debug_struct("Running")
             .field("child", &self.child)
             .field("forwarded", &self.forwarded)
+            .field("group", &self.group)
             .field("after_exit", &self.after_exit.is_some())
             .finish()
     }
