@@ -2492,7 +2492,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__post)
-            opts="-p -v -q -h -V --data --mode --delay --key --priority --verbose --quiet --help --version"
+            opts="-p -v -q -h -V --data --mode --delay --key --priority --job-timeout --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2522,6 +2522,10 @@ _fsync() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --job-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -2530,7 +2534,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__recv)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --backoff --keep --output --output-limit --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --backoff --job-timeout --grace --keep --output --output-limit --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2569,6 +2573,14 @@ _fsync() {
                     return 0
                     ;;
                 --backoff)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --job-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --grace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2780,7 +2792,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__work)
-            opts="-j -v -h -V --jobs --until-empty --retries --backoff --keep --poll --verbose --output --output-limit --help --version"
+            opts="-j -v -h -V --jobs --until-empty --retries --backoff --job-timeout --grace --keep --poll --verbose --output --output-limit --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2799,6 +2811,14 @@ _fsync() {
                     return 0
                     ;;
                 --backoff)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --job-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --grace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -54,6 +54,8 @@ pub struct Running {
     child: std::process::Child,
     /// Cancellation signals are forwarded to it until it is waited for.
     forwarded: bool,
+    /// It leads a process group of its own (a message's job).
+    group: bool,
     /// Called once it has exited, before [`Running::wait`] returns: the end of the pump that
     /// keeps a job's output ([`crate::msg`]), so that all of it is kept before the message
     /// moves on.
@@ -65,6 +67,7 @@ impl fmt::Debug for Running {
         f.debug_struct("Running")
             .field("child", &self.child)
             .field("forwarded", &self.forwarded)
+            .field("group", &self.group)
             .field("after_exit", &self.after_exit.is_some())
             .finish()
     }
@@ -128,21 +131,29 @@ pub(crate) fn spawn_keeping(
     output: Option<[std::os::fd::BorrowedFd<'_>; 2]>,
     forward: bool,
 ) -> Result<Running, SpawnError> {
-    let child = process::spawn(argv, env, input, keep, output)?;
+    // A message's job (it keeps the claim) leads a group of its own: stopped on timeout or
+    // cancel with all it started.
+    let group = keep.is_some();
+    let child = process::spawn(argv, env, input, keep, output, group)?;
     if !forward {
         return Ok(Running {
             child,
             forwarded: false,
+            group,
             after_exit: None,
         });
     }
     let pid = child.id();
-    if let Some(sig) = signal::set_child(Some(pid as i32)) {
-        process::kill(pid, sig);
+    if let Some(sig) = signal::set_child(Some(pid as i32), group) {
+        match group {
+            true => drop(process::kill_group(pid, sig)),
+            false => process::kill(pid, sig),
+        }
     }
     Ok(Running {
         child,
         forwarded: true,
+        group,
         after_exit: None,
     })
 }
@@ -195,6 +206,26 @@ impl Running {
         process::kill(self.pid(), sig);
     }
 
+    /// Send signal `sig` to the command and everything it started: to its process group if it
+    /// leads one of its own (a message's job, [`crate::msg::Received::spawn`]), else to it
+    /// alone. Whether any process was there to get it (the command itself counts until it is
+    /// waited for, even once it has exited).
+    pub fn signal_group(&self, sig: i32) -> bool {
+        match self.group {
+            true => process::kill_group(self.pid(), sig),
+            false => {
+                self.signal(sig);
+                true
+            }
+        }
+    }
+
+    /// Whether a process of the command's own group other than the command lives on (for a
+    /// command that leads one: a message's job). Looks through `/proc`.
+    pub fn group_lives_on(&self) -> bool {
+        self.group && crate::platform::procinfo::group_lives(self.pid(), self.pid())
+    }
+
     /// A way to wait for the command's exit with a timeout, while it still runs; `None` on
     /// kernels without pidfds (before Linux 5.3).
     pub fn exit_watch(&self) -> Option<ExitWatch> {
@@ -207,7 +238,7 @@ impl Running {
         let forwarded = self.forwarded;
         let status = process::wait_for_exit(&mut self.child, || {
             if forwarded {
-                signal::set_child(None);
+                signal::set_child(None, false);
             }
         });
         if let Some(after) = self.after_exit.take() {
@@ -232,5 +263,12 @@ impl ExitWatch {
     /// interrupts the wait counts as "not yet".
     pub fn exited_within(&self, timeout: Duration) -> bool {
         self.0.exited_within(timeout)
+    }
+}
+
+impl std::os::fd::AsFd for ExitWatch {
+    /// A descriptor that becomes readable when the command exits (a pidfd).
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
     }
 }

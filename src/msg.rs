@@ -118,9 +118,12 @@ cleared between fork and exec), so the command holds the registration's lock too
 lives while the receiver or the command (or anything the command left running with that
 descriptor) lives. A receiver killed alone leaves the message with its job; the job's end
 releases the lock, and the claim goes back as a lost delivery (and so runs again, even if the
-job succeeded: nobody was left to unlink it). A job that succeeded is unlinked (4); one that
-failed goes back with one more failed delivery in its `KIND`, or to `delayed` for its backoff
-(the base after the first failure, twice as long after each one after, 5 minutes at most), or to
+job succeeded: nobody was left to unlink it). The job leads a process group of its own: one
+that runs past its timeout, or is asked to be cancelled (`B/cancel/SEQ`), is stopped with all it
+started (`src/msg/cancel_worker.rs`). A job that succeeded is unlinked (4); one that
+failed (or timed out) goes back with one more failed delivery in its `KIND`, or to `delayed` for
+its backoff (`src/msg/backoff.rs`: the base after the first failure, twice as long after each
+one after, 5 minutes or the most given at most, perhaps jittered), or to
 `dead/` once it failed more than the receiver's retries allow, or was lost more than 2 times
 beyond them; each move is flushed (the directory it went to, and its parent for a directory
 made or found empty) before the failure is reported, as is a dead letter put back (`retry`)
@@ -204,6 +207,10 @@ mod delayed;
 mod empty;
 mod history;
 pub use history::{Attempt, Ended};
+mod backoff;
+pub use backoff::{Backoff, JITTER_PERCENT, MAX_BACKOFF};
+mod cancel_worker;
+pub use cancel_worker::Watched;
 mod keys;
 pub use keys::{Keyed, check_key};
 mod levels;
@@ -227,7 +234,7 @@ use claim::{
 };
 pub use list::Entry;
 use queue::{SHARD, shard_name, shard_of};
-pub use received::{Failed, MAX_BACKOFF, Received};
+pub use received::{Failed, Received};
 pub use status::{Cancel, DEFAULT_KEEP, Finish, Finished, Status};
 
 /// A mailbox directory: a queue of messages (arbitrary bytes) that any number of processes
@@ -262,7 +269,9 @@ pub struct Mailbox {
     /// Posts are delivered no sooner than this after they are made.
     delay: Option<Duration>,
     /// A failed job waits this long before its next attempt.
-    backoff: Option<Duration>,
+    backoff: Option<Backoff>,
+    /// Posts carry this job timeout in their names.
+    job_timeout: Option<Duration>,
     /// How long the records of finished jobs are kept.
     keep: Duration,
     /// What becomes of a job's output.
@@ -433,6 +442,7 @@ impl Mailbox {
             retries: None,
             delay: None,
             backoff: None,
+            job_timeout: None,
             keep: DEFAULT_KEEP,
             output: JobOutput::Inherit,
             priority: 0,
@@ -450,8 +460,22 @@ impl Mailbox {
     /// A message whose delivery [`fail`](Received::fail)s waits before it is delivered again:
     /// `backoff` after its first failure, twice as long after each one after, up to
     /// [`MAX_BACKOFF`] (`Duration::ZERO`: not at all, as without this).
-    pub fn backoff(mut self, backoff: Duration) -> Mailbox {
+    pub fn backoff(self, backoff: Duration) -> Mailbox {
+        self.backoff_with(Backoff::doubling(backoff, MAX_BACKOFF))
+    }
+
+    /// A message whose delivery [`fail`](Received::fail)s waits as `backoff` says before it is
+    /// delivered again (a growth from a base to a most, perhaps jittered).
+    pub fn backoff_with(mut self, backoff: Backoff) -> Mailbox {
         self.backoff = Some(backoff);
+        self
+    }
+
+    /// Messages posted through this mailbox carry `timeout` as their job's own timeout (in
+    /// their names: module docs of `name.rs`, to the millisecond, 1 ms at least): a worker
+    /// stops such a job once it has run that long ([`Received::job_timeout`]).
+    pub fn job_timeout(mut self, timeout: Duration) -> Mailbox {
+        self.job_timeout = Some(timeout);
         self
     }
 
@@ -613,14 +637,10 @@ impl Mailbox {
         self.check_priority()?;
         let l = self.layout()?;
         let name = MessageName {
-            seq: 0,
-            uniq: uniq(),
-            from: from.map(str::to_string),
-            sync: false,
-            failed: 0,
-            lost: 0,
             priority: self.priority,
-            timeout_ms: None,
+            timeout_ms: (self.job_timeout)
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)),
+            ..MessageName::new_message(uniq(), from.map(str::to_string), false)
         };
         let place = Place {
             due: self.delay.map(delayed::due_after),
@@ -683,16 +703,7 @@ impl Mailbox {
     ) -> Result<Outcome<()>> {
         let deadline = Deadline::after(timeout);
         let l = self.layout()?;
-        let name = MessageName {
-            seq: 0,
-            uniq: uniq(),
-            from: None,
-            sync: true,
-            failed: 0,
-            lost: 0,
-            priority: 0,
-            timeout_ms: None,
-        };
+        let name = MessageName::new_message(uniq(), None, true);
         let sender = Registration::create(&l.senders, &name.uniq, b"", l.registration_mode())?;
         // A receiver takes the message by renaming it into `claimed`, and converts it there.
         let watch = DirWatch::new(&l.claimed.pinned())

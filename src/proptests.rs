@@ -261,7 +261,10 @@ fn valid_name() -> impl Strategy<Value = MessageName> {
         any::<bool>(),
         prop_oneof![Just(0u32), any::<u32>()],
         prop_oneof![Just(0u32), any::<u32>()],
-        (0..=crate::msg::MAX_PRIORITY, prop::option::of(1..=u64::MAX)),
+        (
+            0..=crate::msg::MAX_PRIORITY,
+            prop::option::of(prop_oneof![1..=u64::MAX, Just(1), Just(u64::MAX)]),
+        ),
     )
         .prop_map(
             |(seq, uniq, from, sync, failed, lost, (priority, timeout_ms))| MessageName {
@@ -501,7 +504,7 @@ proptest! {
     #[test]
     fn message_name_parse_never_panics_on_dotted_fragments(
         parts in prop::collection::vec(prop_oneof![number_text(), nasty_text(),
-            prop::sample::select(vec!["msg", "sync", "-", ""]).prop_map(str::to_string)], 0..7)
+            prop::sample::select(vec!["msg", "sync", "-", "", "msg,p2", "msg+1,t5", "msg-2,p3,t90"]).prop_map(str::to_string)], 0..7)
     ) {
         let name = parts.join(".");
         if let Some(n) = MessageName::parse(&name) {
@@ -517,15 +520,14 @@ proptest! {
     fn message_names_round_trip(n in valid_name()) {
         let text = n.render();
         prop_assert_eq!(MessageName::parse(&text), Some(n.clone()));
-        let kind = match (n.sync, n.failed, n.lost) {
+        let mut kind = match (n.sync, n.failed, n.lost) {
             (true, _, _) => "sync".to_string(),
             (false, 0, 0) => "msg".to_string(),
             (false, f, 0) => format!("msg+{f}"),
             (false, 0, l) => format!("msg-{l}"),
             (false, f, l) => format!("msg+{f}-{l}"),
         };
-        // The job's options after the counts: the level, then the timeout.
-        let mut kind = kind;
+        // KIND options, in their fixed order: `,pP` then `,tMS`.
         if n.priority > 0 {
             kind += &format!(",p{}", n.priority);
         }

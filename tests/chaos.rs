@@ -116,9 +116,18 @@ pub(crate) fn freeze_and_kill(pgid: i32, log: &Path) {
     if killpg(Pid::from_raw(pgid), Signal::SIGSTOP).is_err() {
         return; // already gone
     }
+    // Its jobs lead groups of their own: stopped and killed with it. (Found once it is
+    // stopped: it starts no other meanwhile.)
+    let jobs: Vec<i32> = (crate::harness::job_groups_of(pgid as u32).into_iter())
+        .map(|g| g as i32)
+        .collect();
+    for &job in &jobs {
+        let _ = killpg(Pid::from_raw(job), Signal::SIGSTOP);
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
     let members = loop {
-        let m = group_members(pgid);
+        let mut m = group_members(pgid);
+        m.extend(jobs.iter().flat_map(|&g| group_members(g)));
         if m.iter().all(|&(pid, state)| {
             matches!(state, 'T' | 't' | 'Z' | 'X')
                 // A parent in vfork (posix_spawn) waits for its stopped child to exec: it
@@ -136,8 +145,10 @@ pub(crate) fn freeze_and_kill(pgid: i32, log: &Path) {
     };
     let pids: Vec<String> = members.iter().map(|(p, _)| p.to_string()).collect();
     append(log, &format!("K {}\n", pids.join(" ")));
-    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-    let _ = killpg(Pid::from_raw(pgid), Signal::SIGCONT);
+    for group in std::iter::once(pgid).chain(jobs) {
+        let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+        let _ = killpg(Pid::from_raw(group), Signal::SIGCONT);
+    }
 }
 
 pub(crate) fn append(log: &Path, line: &str) {
@@ -549,7 +560,8 @@ fn chaos_messages_survive_killed_posters_and_receivers() {
 /// killer either freezes and SIGKILLs a random worker with its command (`K pids`) or SIGKILLs
 /// the worker's fsync process alone (`A pid`), its command running on. The commands log
 /// `S id w` when they start and `D id w` when they are done (`w` the worker's process group,
-/// whose leader is the fsync process). A job is acknowledged by its worker after `D`, so a run
+/// whose leader is the fsync process, their parent; each job leads a group of its own, frozen
+/// and killed with its worker's). A job is acknowledged by its worker after `D`, so a run
 /// may follow a `D` only if that worker was killed after it or before it (before it could
 /// acknowledge); and no run may start while another run of the same job goes on (a worker
 /// killed alone leaves its job holding the message). In the end every job succeeded exactly
@@ -583,7 +595,7 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
         assert!(out.status.success(), "post {id}: {out:?}");
     }
     let job = format!(
-        "id=$(cat); read -r _ _ _ _ w _ < /proc/$$/stat; echo \"S $id $w\" >> {log}; \
+        "id=$(cat); w=$W; echo \"S $id $w\" >> {log}; \
          sleep 0.00$((id % 4)); echo \"D $id $w\" >> {log}",
         log = log.display()
     );
@@ -595,7 +607,11 @@ fn chaos_jobs(verb: &[&str], processes: usize) {
             let (mailbox, job, running, done) = (&mailbox, &job, &running, &done);
             s.spawn(move || {
                 while !done.load(Ordering::SeqCst) {
-                    let child = Command::new(fsync_bin())
+                    // The worker knows its pid: `W`, its shell's, which exec keeps (its jobs' `$PPID` is 1
+                    // if it was killed before they started).
+                    let child = Command::new("sh")
+                        .args(["-c", "export W=$$; exec \"$@\"", "sh"])
+                        .arg(fsync_bin())
                         .arg("msg")
                         .args(verb)
                         .args(["--retries", "3"])

@@ -65,7 +65,7 @@ fn chaos_queue_work_pools_with_poison_jobs_under_kills() {
     }
     let posting = begun.elapsed();
     let job = format!(
-        "id=$(cat); read -r _ _ _ _ w _ < /proc/$$/stat; echo \"S $id $w\" >> {log}; \
+        "id=$(cat); w=$W; echo \"S $id $w\" >> {log}; \
          sleep 0.00$((id % 4)); \
          if [ $((id % 25)) = 7 ]; then echo \"F $id $w\" >> {log}; exit 1; fi; \
          echo \"D $id $w\" >> {log}",
@@ -85,7 +85,11 @@ fn chaos_queue_work_pools_with_poison_jobs_under_kills() {
             let (mailbox, job, running, done) = (&mailbox, &job, &running, &done);
             s.spawn(move || {
                 while !done.load(Ordering::SeqCst) {
-                    let child = Command::new(fsync_bin())
+                    // The worker knows its pid: `W`, its shell's, which exec keeps (its jobs' `$PPID` is 1
+                    // if it was killed before they started).
+                    let child = Command::new("sh")
+                        .args(["-c", "export W=$$; exec \"$@\"", "sh"])
+                        .arg(fsync_bin())
                         .args(["msg", "work", "-j", "2", "--until-empty", "--retries", "3"])
                         .arg(mailbox)
                         .args(["--", "sh", "-c", job])

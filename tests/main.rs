@@ -24,6 +24,7 @@ mod harness;
 mod json;
 mod msg;
 mod msg_jobs;
+mod msg_kill;
 mod msg_output;
 mod msg_priority;
 mod msg_status;

@@ -1082,3 +1082,38 @@ fn heal_status() -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// A running job cancelled from the other host: its worker, which cannot be woken by the
+/// other client's change, looks every `--poll` and stops it (its grandchild too), records it
+/// cancelled, never retried; `cancel` on b returns once that is done.
+#[test]
+#[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
+fn netfs_a_running_job_is_cancelled_from_the_other_host() {
+    let (a, b, t) = bed("cancel");
+    t.fsync(["msg", "post", &s(&a, "B"), "--data", "x"])
+        .run()
+        .code(0);
+    let job = format!(
+        "sleep 1000 & echo $! > {gc}; echo $$ > {pid}; : > {started}; wait",
+        gc = t.join("gc").display(),
+        pid = t.join("pid").display(),
+        started = t.join("started").display()
+    );
+    let mut worker = t
+        .fsync(["msg", "work", "-v", "--until-empty", "--poll", "100ms"])
+        .args([s(&a, "B").as_str(), "--", "sh", "-c", &job])
+        .start();
+    crate::harness::eventually("the job started", || t.join("started").exists());
+    t.fsync(["msg", "cancel", "-t", "30s", &s(&b, "B"), "1"])
+        .run()
+        .code(0)
+        .stdout_has("1 cancelled at ");
+    worker.stderr_until("cancelled");
+    worker.finish().code(0);
+    for name in ["pid", "gc"] {
+        let pid: u32 = t.read(name).trim().parse().unwrap();
+        crate::harness::eventually("the cancelled job's processes are gone", || {
+            crate::harness::dead(pid)
+        });
+    }
+}

@@ -132,22 +132,12 @@ impl Job<'_> {
         Ok(exit_of(status))
     }
 
-    /// Run the command as `spawn` starts it (a message's job, which holds its claim) and wait
-    /// for it: its status, as [`run`](Self::run) gives it.
-    pub(super) fn run_spawned(
-        &self,
-        spawn: impl FnOnce() -> Result<Running, SpawnError>,
-    ) -> Result<Exit, Failure> {
-        let child = spawn().map_err(|e| self.spawn_failure(e))?;
-        Ok(exit_of(child.wait()))
-    }
-
     fn spawn(&self) -> Result<Running, SpawnError> {
         command::spawn_with(self.argv, &self.env)
     }
 
     /// The shell's words and status (127, 126) for a command that could not be started.
-    fn spawn_failure(&self, e: SpawnError) -> Failure {
+    pub(super) fn spawn_failure(&self, e: SpawnError) -> Failure {
         {
             let (exit, cause) = match e {
                 SpawnError::NotFound => (Exit::COMMAND_NOT_FOUND, "command not found".to_string()),
@@ -375,7 +365,7 @@ fn expired(since: std::time::Duration, lease: std::time::Duration) -> String {
 }
 
 /// A command's exit status as ours: its code, or death by its signal.
-fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> Exit {
+pub(super) fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> Exit {
     match status.map(|s| (s.code(), s.signal())) {
         Ok((Some(code), _)) => Exit::code(code as u8),
         Ok((None, Some(sig))) => Exit::signal(sig),

@@ -8,6 +8,7 @@ use std::{ffi::OsString, io::Write, path::PathBuf};
 use clap::{Args, Subcommand};
 
 mod jobs;
+mod kill;
 mod list;
 mod log;
 mod progress;
@@ -110,7 +111,11 @@ enum Verb {
                       exits 0. Otherwise it goes back to the queue, one more failed attempt \
                       counted, held back 1s after the first failure and twice as long after \
                       each one after, 5m at most (--backoff). INT, TERM and HUP are passed on \
-                      to COMMAND; a job ended that way goes back uncounted. With --retries N, \
+                      to COMMAND's process group (it leads one of its own); a job ended that way \
+                      goes back uncounted. A job that runs for its timeout (its own, 'post \
+                      --job-timeout', else --job-timeout) or is cancelled ('fsync msg cancel') \
+                      gets TERM with all it started, KILL after --grace: timed out, it counts as \
+                      a failed attempt; cancelled, it is never tried again. With --retries N, \
                       a message that failed N+1 times goes to the mailbox's dead letters \
                       instead ('fsync msg list' shows them, 'fsync msg retry' puts them back).\n\n\
                       COMMAND holds the message as fsync does (it inherits the descriptor that \
@@ -143,7 +148,9 @@ enum Verb {
                       jobs finish (the signal is not passed on to them), no new job is taken, and \
                       fsync dies of that signal. With --until-empty they stop once the mailbox \
                       has nothing left to do (no message queued or delayed, no job running), as \
-                      'wait-empty' sees it. Each job's standard output and error are kept in \
+                      'wait-empty' sees it. Jobs lead process groups of their own (a terminal's \
+                      ^C reaches fsync alone), and are stopped on their timeout or cancel as \
+                      'recv -- COMMAND' describes. Each job's standard output and error are kept in \
                       the mailbox ('fsync msg log BOX ID'; see --output); on a terminal a status \
                       line on stderr says how many jobs are done, failed, running and queued, \
                       how fast and until when. Each job has FSYNC_MSG_ID and FSYNC_MSG_ATTEMPT in \
@@ -330,6 +337,10 @@ struct PostArgs {
     #[arg(short, long, value_name = "N", default_value = "0",
           value_parser = clap::value_parser!(u8).range(0..=i64::from(fsync::msg::MAX_PRIORITY)))]
     priority: u8,
+    /// Stop the job once it has run for DUR, whatever the worker's --job-timeout (TERM to its
+    /// process group, KILL after the worker's --grace), a failed attempt
+    #[arg(long, value_name = "DUR", value_parser = kill::parse_job_timeout)]
+    job_timeout: Option<std::time::Duration>,
     /// Say what became of the message: its id, or the pending message with the same key
     #[arg(short, long)]
     verbose: bool,
@@ -348,10 +359,8 @@ struct RecvArgs {
     /// With COMMAND: after N+1 failed attempts of a job, move its message to the dead letters
     #[arg(long, value_name = "N", requires = "command")]
     retries: Option<u32>,
-    /// With COMMAND: hold a failed job back DUR before its next attempt, twice as long after
-    /// each failure, 5m at most; 0: not at all [default: 1s]
-    #[arg(long, value_name = "DUR", requires = "command", value_parser = super::duration::parse_duration)]
-    backoff: Option<std::time::Duration>,
+    #[command(flatten)]
+    job: kill::JobArgs,
     /// With COMMAND: keep the record of a finished job ('status', 'wait') this long; 0: none
     #[arg(long, value_name = "DUR", requires = "command", value_parser = super::duration::parse_duration, default_value = "1d")]
     keep: std::time::Duration,
@@ -388,10 +397,8 @@ struct WorkArgs {
     /// After N+1 failed attempts of a job, move its message to the dead letters
     #[arg(long, value_name = "N")]
     retries: Option<u32>,
-    /// Hold a failed job back DUR before its next attempt, twice as long after each failure,
-    /// 5m at most; 0: not at all [default: 1s]
-    #[arg(long, value_name = "DUR", value_parser = super::duration::parse_duration)]
-    backoff: Option<std::time::Duration>,
+    #[command(flatten)]
+    job: kill::JobArgs,
     /// Keep the record of a finished job ('status', 'wait') this long; 0: none
     #[arg(long, value_name = "DUR", value_parser = super::duration::parse_duration, default_value = "1d")]
     keep: std::time::Duration,
@@ -468,6 +475,7 @@ impl AttemptJson {
             (_, Some(n), _) => format!("exited with status {n}"),
             (_, _, Some(n)) => format!("was killed by signal {n}"),
             ("lost", ..) => "lost its worker".to_string(),
+            ("timeout", ..) => "timed out".to_string(),
             _ => "failed".to_string(),
         };
         let (host, pid, at) = (escaped(&self.host), self.pid, &self.at);
@@ -482,6 +490,7 @@ impl From<fsync::msg::Attempt> for AttemptJson {
             Ended::Exited(n) => ("exit", Some(n), None),
             Ended::Signalled(n) => ("signal", None, Some(n)),
             Ended::Lost => ("lost", None, None),
+            Ended::TimedOut => ("timeout", None, None),
             _ => ("failed", None, None),
         };
         AttemptJson {
@@ -586,6 +595,9 @@ fn post(a: &PostArgs) -> VerbResult {
     if let Some(delay) = a.delay {
         mailbox = mailbox.delay(delay);
     }
+    if let Some(timeout) = a.job_timeout {
+        mailbox = mailbox.job_timeout(timeout);
+    }
     let place = a.mailbox.mailbox.display();
     let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));
     let reader = &mut a.data.reader();
@@ -632,7 +644,7 @@ fn stdout_error(e: std::io::Error) -> super::Failure {
 
 /// `msg recv BOX -- COMMAND`: the oldest message as a job, removed only if COMMAND succeeds.
 fn recv_job(a: &RecvArgs) -> VerbResult {
-    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.backoff)
+    let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.job.backoff)
         .keep(a.keep)
         .job_output(a.output.job_output(log::OutputMode::Tee));
     let place = a.mailbox.mailbox.display();
@@ -646,7 +658,7 @@ fn recv_job(a: &RecvArgs) -> VerbResult {
             m.attempt()
         )
     })?;
-    let (exit, _) = run_job(msg, &a.command, &a.mailbox.mailbox, true, |line| {
+    let (exit, _) = run_job(msg, &a.command, &a.mailbox.mailbox, true, &a.job, |line| {
         progress.say(|| line);
     })?;
     Ok(exit)
@@ -657,18 +669,19 @@ fn job_mailbox(
     path: &std::path::Path,
     poll: std::time::Duration,
     retries: Option<u32>,
-    backoff: Option<std::time::Duration>,
+    backoff: Option<fsync::msg::Backoff>,
 ) -> Mailbox {
     let mut mailbox = Mailbox::new(path).poll_interval(poll);
     if let Some(retries) = retries {
         mailbox = mailbox.retries(retries);
     }
-    mailbox.backoff(backoff.unwrap_or(DEFAULT_BACKOFF))
+    mailbox.backoff_with(backoff.unwrap_or(DEFAULT_BACKOFF))
 }
 
 /// How long a failed job is held back after its first failure, unless `--backoff` says: then
 /// twice as long after each failure, up to [`fsync::msg::MAX_BACKOFF`].
-const DEFAULT_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+const DEFAULT_BACKOFF: fsync::msg::Backoff =
+    fsync::msg::Backoff::doubling(std::time::Duration::from_secs(1), fsync::msg::MAX_BACKOFF);
 
 /// Run COMMAND on `msg` as a job and settle the message: removed if COMMAND exits 0; back to
 /// the queue uncounted if a cancellation signal ended it (with `forwarded`, the signal was
@@ -682,6 +695,7 @@ fn run_job(
     argv: &[OsString],
     mailbox: &std::path::Path,
     forwarded: bool,
+    limits: &kill::JobArgs,
     mut say: impl FnMut(String),
 ) -> Result<(Exit, bool), super::Failure> {
     let (id, attempt) = (msg.id(), msg.attempt());
@@ -694,11 +708,23 @@ fn run_job(
         ],
     };
     // The job holds the claim as we do: killed alone, we leave it to the job (module docs).
-    let exit = job.run_spawned(|| match forwarded {
-        true => msg.spawn(argv, &job.env),
-        false => msg.spawn_job(argv, &job.env),
-    })?;
+    let (grace, timeout) = (limits.grace, limits.job_timeout);
+    let (exit, stopped) = kill::run_watched(&mut msg, &job, argv, forwarded, timeout, grace)?;
+    // Asked to be cancelled: not retried, even if it failed of something else meanwhile.
+    if stopped == Some(kill::Stopped::Cancelled) || (exit != Exit::OK && msg.cancel_requested()) {
+        msg.cancelled()?;
+        say(format!("message {id} of {place}: cancelled"));
+        return Ok((exit, false));
+    }
     let cancelled = fsync::wait::last_received().is_some() && (forwarded || exit.signal.is_some());
+    if let Some(kill::Stopped::TimedOut(after)) = stopped {
+        let (became, dead) = failed_as(msg, fsync::msg::Ended::TimedOut)?;
+        let timed_out = kill::timed_out(after);
+        say(format!(
+            "message {id} of {place}: {timed_out} (attempt {attempt}), {became}"
+        ));
+        return Ok((exit, dead));
+    }
     if exit == Exit::OK {
         msg.finish()?;
         say(format!("message {id} of {place}: done"));
@@ -716,18 +742,24 @@ fn run_job(
             Some(signal) => fsync::msg::Ended::Signalled(signal),
             None => fsync::msg::Ended::Exited(exit.code.into()),
         };
-        let became = match msg.fail_as(ended)? {
-            fsync::msg::Failed::Delayed => "held back before its next attempt",
-            fsync::msg::Failed::Dead => {
-                dead = true;
-                "moved to the dead letters"
-            }
-            _ => "back to the queue",
-        };
+        let became;
+        (became, dead) = failed_as(msg, ended)?;
         say(format!(
             "message {id} of {place}: failed with status {} (attempt {attempt}), {became}",
             exit.code
         ));
     }
     Ok((exit, dead))
+}
+
+/// Fail `msg` as `ended` says: what became of it, and whether it went to the dead letters.
+fn failed_as(
+    msg: fsync::msg::Received,
+    ended: fsync::msg::Ended,
+) -> Result<(&'static str, bool), super::Failure> {
+    Ok(match msg.fail_as(ended)? {
+        fsync::msg::Failed::Delayed => ("held back before its next attempt", false),
+        fsync::msg::Failed::Dead => ("moved to the dead letters", true),
+        _ => ("back to the queue", false),
+    })
 }

@@ -9,7 +9,8 @@
 //! `ATTEMPT ENDED HOST PID AT\n`, fields separated by one space: `ATTEMPT` which delivery it
 //! was (1 for the first: the message's failed and lost deliveries before it, plus one);
 //! `ENDED` is `exit:N` (its job exited
-//! with status `N`), `signal:N` (killed by signal `N`), `lost` (its receiver died with it:
+//! with status `N`), `signal:N` (killed by signal `N`), `timeout` (it ran for its job timeout
+//! and was stopped: TERM, then KILL after a grace period), `lost` (its receiver died with it:
 //! killed, out of memory, its host gone), or `failed` (its receiver said so, no more);
 //! `HOST` the receiver's host as in `UNIQ` (letters, digits, `-` and `_`), `PID` its process;
 //! `AT` when it ended (for `lost`: when another receiver found it lost), in microseconds since
@@ -43,6 +44,9 @@ pub enum Ended {
     Lost,
     /// Its receiver said it failed ([`Received::fail`]), and no more.
     Failed,
+    /// It ran for its job timeout ([`Received::job_timeout`], or the worker's default) and
+    /// was stopped: a failed attempt like any other.
+    TimedOut,
 }
 
 /// One delivery of a message that did not succeed, as its history keeps it.
@@ -71,6 +75,7 @@ impl Ended {
             Ended::Signalled(n) => format!("signal:{n}"),
             Ended::Lost => "lost".to_string(),
             Ended::Failed => "failed".to_string(),
+            Ended::TimedOut => "timeout".to_string(),
         }
     }
 
@@ -80,6 +85,7 @@ impl Ended {
             Some(("signal", n)) => n.parse().ok().map(Ended::Signalled),
             None if s == "lost" => Some(Ended::Lost),
             None if s == "failed" => Some(Ended::Failed),
+            None if s == "timeout" => Some(Ended::TimedOut),
             _ => None,
         }
     }
@@ -217,6 +223,7 @@ mod tests {
             Ended::Signalled(9),
             Ended::Lost,
             Ended::Failed,
+            Ended::TimedOut,
         ] {
             let a = Attempt {
                 attempt: 2,
@@ -233,6 +240,8 @@ mod tests {
             "",
             "1 exit:x h 1 2",
             "1 died h 1 2",
+            "1 timeout:5 h 1 2",
+            "1 timedout h 1 2",
             "1 lost h x 2",
             "1 lost h 1 x",
             "1 lost h 1 2 3",

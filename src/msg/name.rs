@@ -1,11 +1,15 @@
 //! Message names: `SEQ.UNIQ.FROM.KIND` (the protocol in [`super`]'s docs), what a name says of
-//! its message (sequence number, sender, failed and lost deliveries, options), and the `UNIQ`
-//! part.
+//! its message (sequence number, sender, failed and lost deliveries, per-job options), and the
+//! `UNIQ` part.
 //!
-//! `KIND` is `sync`, or `msg[+N][-L][,pP][,tMS]`: the counts, then the job's options as
-//! comma-separated suffixes in this order, each at most once: `pP` its priority level `P`
-//! (1 to [`MAX_PRIORITY`]; absent: 0), `tMS` its timeout in milliseconds (absent: none). Numbers
-//! are decimal, no leading zero, not zero. Anything else is not a message.
+//! # KIND options
+//!
+//! A queued message's `KIND` is `msg[+N][-L][,pP][,tMS]`: after the counts, comma-separated
+//! options of its job, in this order, each at most once: `,pP` its priority level `P` (`1` to
+//! `3`; absent: 0, the lowest), `,tMS` its job timeout in milliseconds (decimal, no leading zero,
+//! not zero; absent: none, or the worker's default). Every rename that keeps a message's name
+//! (back to the queue, held back, to the dead letters, put back from them, recovered from a dead
+//! receiver) keeps them. An older fsync passes such names over as "not a message".
 
 use super::*;
 
@@ -21,38 +25,54 @@ pub(crate) struct MessageName {
     /// Deliveries of it whose receiver was lost (killed with its job, or its job ended while
     /// nobody was left to record how): `KIND` `msg-L`, or `msg+N-L` with failures.
     pub(crate) lost: u32,
-    /// Its priority level (`KIND` option `,pP`): 0 (absent) to [`MAX_PRIORITY`].
+    /// Its priority level, 0 (the lowest, no option) to [`MAX_PRIORITY`]: `KIND` option `,pP`.
     pub(crate) priority: u8,
-    /// Its job's timeout in milliseconds (`KIND` option `,tMS`).
+    /// Its job's own timeout in milliseconds: `KIND` option `,tMS`.
     pub(crate) timeout_ms: Option<u64>,
 }
 
-/// The highest priority level: a message of level `P` is taken before any of a level below.
+/// The highest priority level a message name holds (`,p3`).
 pub const MAX_PRIORITY: u8 = 3;
 
-/// A count in a message's `KIND` (`+N`, `-L`): decimal, no leading zero, not zero.
-fn parse_count<N: std::str::FromStr>(n: &str) -> Option<N> {
+/// A number in a `KIND` option: decimal, no leading zero, not zero.
+fn parse_option_number(n: &str) -> Option<u64> {
     if n.is_empty() || n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     n.parse().ok()
 }
 
-/// The options after the counts in a `KIND` (`,pP`, then `,tMS`; `opts` is what follows the
-/// first comma): the priority level and the timeout.
-fn parse_options(opts: &str) -> Option<(u8, Option<u64>)> {
-    let mut parts = opts.split(',').peekable();
-    let priority = match parts.next_if(|p| p.starts_with('p')) {
-        Some(p) => parse_count(&p[1..]).filter(|&p| p <= MAX_PRIORITY)?,
-        None => 0,
-    };
-    let timeout_ms = match parts.next_if(|t| t.starts_with('t')) {
-        Some(t) => Some(parse_count(&t[1..])?),
-        None => None,
-    };
-    // Nothing else, and not nothing: `msg,` is no name fsync writes.
-    (parts.next().is_none() && (priority > 0 || timeout_ms.is_some()))
-        .then_some((priority, timeout_ms))
+/// The options after a `KIND`'s counts (`,pP` then `,tMS`, each at most once, that order):
+/// `(priority, timeout_ms)`.
+fn parse_options(options: &str) -> Option<(u8, Option<u64>)> {
+    let (mut priority, mut timeout_ms) = (0, None);
+    if options.is_empty() {
+        return Some((priority, timeout_ms));
+    }
+    let mut rest = options.strip_prefix(',')?.split(',').peekable();
+    if let Some(p) = rest.peek().and_then(|o| o.strip_prefix('p')) {
+        priority = u8::try_from(parse_option_number(p)?).ok()?;
+        if priority > MAX_PRIORITY {
+            return None;
+        }
+        rest.next();
+    }
+    if let Some(t) = rest.peek().and_then(|o| o.strip_prefix('t')) {
+        timeout_ms = Some(parse_option_number(t)?);
+        rest.next();
+    }
+    match rest.next() {
+        None => Some((priority, timeout_ms)),
+        Some(_) => None,
+    }
+}
+
+/// A count in a message's `KIND` (`+N`, `-L`): decimal, no leading zero, not zero.
+fn parse_count(n: &str) -> Option<u32> {
+    if n.is_empty() || n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
 }
 
 impl MessageName {
@@ -74,15 +94,12 @@ impl MessageName {
             "" => return None,
             f => Some(f.to_string()),
         };
-        let (kind, options) = match kind.split_once(',') {
-            Some((kind, opts)) => (kind, parse_options(opts)?),
-            None => (kind, (0, None)),
-        };
-        let (sync, failed, lost) = match kind {
-            "sync" if options == (0, None) => (true, 0, 0),
-            "sync" => return None,
+        let (sync, failed, lost, (priority, timeout_ms)) = match kind {
+            "sync" => (true, 0, 0, (0, None)),
             _ => {
-                let counts = kind.strip_prefix("msg")?;
+                let kind = kind.strip_prefix("msg")?;
+                let (counts, options) = kind.split_at(kind.find(',').unwrap_or(kind.len()));
+                let options = parse_options(options)?;
                 let (failed, lost) = match counts.split_once('-') {
                     Some((failed, lost)) => (failed, Some(parse_count(lost)?)),
                     None => (counts, None),
@@ -91,7 +108,7 @@ impl MessageName {
                     "" => 0,
                     f => parse_count(f.strip_prefix('+')?)?,
                 };
-                (false, failed, lost.unwrap_or(0))
+                (false, failed, lost.unwrap_or(0), options)
             }
         };
         Some(MessageName {
@@ -101,8 +118,8 @@ impl MessageName {
             sync,
             failed,
             lost,
-            priority: options.0,
-            timeout_ms: options.1,
+            priority,
+            timeout_ms,
         })
     }
 
@@ -136,6 +153,20 @@ impl MessageName {
             Some(ms) => format!(",t{ms}"),
         };
         format!("{}.msg{failed}{lost}{priority}{timeout}", self.stem())
+    }
+
+    /// A new message's name (sequence number 0 until posted), without options.
+    pub(crate) fn new_message(uniq: String, from: Option<String>, sync: bool) -> MessageName {
+        MessageName {
+            seq: 0,
+            uniq,
+            from,
+            sync,
+            failed: 0,
+            lost: 0,
+            priority: 0,
+            timeout_ms: None,
+        }
     }
 
     /// The same message with `failed` failed deliveries.

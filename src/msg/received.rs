@@ -14,7 +14,7 @@ pub struct Received {
     pub(super) layout: Layout,
     pub(super) poll: Duration,
     pub(super) retries: Option<u32>,
-    pub(super) backoff: Option<Duration>,
+    pub(super) backoff: Option<Backoff>,
     /// When it was taken.
     pub(super) since: SystemTime,
     /// What becomes of its job's output, and the mode of the file that keeps it.
@@ -35,21 +35,8 @@ pub enum Failed {
     Dead,
     /// Left claimed: the queue's lock was busy; the next receiver returns it.
     Left,
-    /// Held back for the mailbox's [`backoff`](Mailbox::backoff), then queued again.
+    /// Held back for the mailbox's [`backoff`](Mailbox::backoff_with), then queued again.
     Delayed,
-}
-
-/// The longest a failed job is held back, however often it failed.
-pub const MAX_BACKOFF: Duration = Duration::from_mins(5);
-
-/// How long a message that failed `failed` times (1 or more) is held back under a backoff of
-/// `base`: `base` after the first failure, doubling with each one after, [`MAX_BACKOFF`] at
-/// most (never less than `base`).
-pub(super) fn backoff_after(base: Duration, failed: u32) -> Duration {
-    let doublings = failed.saturating_sub(1).min(31);
-    base.saturating_mul(1u32 << doublings)
-        .min(MAX_BACKOFF)
-        .max(base)
 }
 
 impl Received {
@@ -57,6 +44,12 @@ impl Received {
     /// the same at every delivery.
     pub fn id(&self) -> u64 {
         self.name.seq
+    }
+
+    /// The job's own timeout, posted with it ([`Mailbox::job_timeout`]), if any: a worker
+    /// stops the job once it has run that long (`fsync msg work --job-timeout`).
+    pub fn job_timeout(&self) -> Option<Duration> {
+        self.name.timeout_ms.map(Duration::from_millis)
     }
 
     /// Which delivery this is: 1 the first time, one more after each that failed
@@ -87,7 +80,7 @@ impl Received {
             return Ok(Failed::Dead);
         }
         if let Some(backoff) = self.backoff.filter(|b| !b.is_zero()) {
-            let wait = backoff_after(backoff, failed.failed);
+            let wait = backoff.after(failed.failed);
             match l.delay_claimed(&self.claimed, &failed.render(), delayed::due_after(wait)) {
                 Ok(()) => return Ok(Failed::Delayed),
                 // The minute's directory cannot be made on a full file system: back to the
@@ -128,7 +121,10 @@ impl Received {
     /// queue as a delivery lost, not failed. Its standard output and error go where the
     /// mailbox's [`job_output`](Mailbox::job_output) says: kept in the mailbox, this receiver
     /// then copying them until the job exits ([`Running::wait`](crate::command::Running::wait)
-    /// returns once all of it is kept), or inherited (output that cannot be kept is inherited).
+    /// returns once all of it is kept), or inherited (output that cannot be kept is inherited). The job leads a
+    /// process group of its own, so that it can be stopped with all it started
+    /// ([`Running::signal_group`](crate::command::Running::signal_group)): cancellation signals
+    /// are forwarded to that group, and a terminal's reach this process alone.
     pub fn spawn(
         &mut self,
         argv: &[impl AsRef<std::ffi::OsStr>],
@@ -138,7 +134,8 @@ impl Received {
     }
 
     /// [`spawn`](Self::spawn), as [`command::spawn_job`](crate::command::spawn_job) starts a
-    /// command: cancellation signals are not forwarded to it (a pool of workers).
+    /// command: cancellation signals are not forwarded to it (a pool of workers); in a process
+    /// group of its own, it does not get a terminal's either.
     pub fn spawn_job(
         &mut self,
         argv: &[impl AsRef<std::ffi::OsStr>],

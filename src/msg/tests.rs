@@ -12,6 +12,57 @@ fn text(r: Received) -> String {
 }
 
 #[test]
+fn kind_options_read_back_as_written_in_their_order() {
+    let name = |kind: &str| format!("00000000000000000007.h-1-ff.-.{kind}");
+    for (kind, want) in [
+        ("msg,p2", (0, 0, 2, None)),
+        ("msg,t1500", (0, 0, 0, Some(1500))),
+        ("msg,p3,t1", (0, 0, 3, Some(1))),
+        ("msg+2,p1", (2, 0, 1, None)),
+        ("msg-1,t60000", (0, 1, 0, Some(60000))),
+        (
+            "msg+4-2,p1,t18446744073709551615",
+            (4, 2, 1, Some(u64::MAX)),
+        ),
+    ] {
+        let n = MessageName::parse(&name(kind)).unwrap_or_else(|| panic!("{kind}"));
+        assert_eq!((n.failed, n.lost, n.priority, n.timeout_ms), want, "{kind}");
+        assert_eq!(n.render(), name(kind));
+        // The renames that keep a name keep its options.
+        let again = n.failed(n.failed + 1).one_more_lost();
+        assert_eq!(
+            (again.priority, again.timeout_ms),
+            (want.2, want.3),
+            "{kind}"
+        );
+    }
+    for bad in [
+        "msg,",
+        "msg,p0",
+        "msg,p4",
+        "msg,p01",
+        "msg,p",
+        "msg,t0",
+        "msg,t007",
+        "msg,t",
+        "msg,t18446744073709551616",
+        "msg,t5,p2",
+        "msg,p2,p2",
+        "msg,t5,t5",
+        "msg,p2,",
+        "msg,x1",
+        "msg,p2,t5,z",
+        "msg,p-1",
+        "msg,t+5",
+        "msg,p2+1",
+        "sync,p2",
+        "msg,,p2",
+    ] {
+        assert_eq!(MessageName::parse(&name(bad)), None, "{bad}");
+    }
+}
+
+#[test]
 fn names_round_trip() {
     let n = MessageName {
         seq: 7,
@@ -451,13 +502,13 @@ fn a_receiver_killed_with_a_message_counts_as_a_lost_delivery_not_a_failed_one()
 fn a_failed_job_is_held_back_longer_after_each_failure_up_to_the_most() {
     let base = Duration::from_secs(1);
     let waits: Vec<u64> = (1..=12)
-        .map(|failed| received::backoff_after(base, failed).as_secs())
+        .map(|failed| backoff::backoff_after(base, failed).as_secs())
         .collect();
     assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
-    assert_eq!(received::backoff_after(base, u32::MAX), MAX_BACKOFF);
+    assert_eq!(backoff::backoff_after(base, u32::MAX), MAX_BACKOFF);
     // A base longer than the most is kept as it is.
     let long = Duration::from_mins(10);
-    assert_eq!(received::backoff_after(long, 3), long);
+    assert_eq!(backoff::backoff_after(long, 3), long);
 }
 
 #[test]

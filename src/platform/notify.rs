@@ -229,6 +229,43 @@ impl DirWatch {
         }
     }
 
+    /// Block until a change, until `fd` is readable (a process's pidfd: it exited), until
+    /// `limit` passes (`None`: no limit), or until a signal comes: whichever is first. Says
+    /// nothing of which: the caller looks again at what it waits for.
+    pub(crate) fn wait_or_ready(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        limit: Option<Duration>,
+    ) -> io::Result<()> {
+        use std::os::fd::AsFd;
+        let inotify = match &self.backend {
+            Backend::Dnotify { seen, .. } => {
+                sleep_for_signal_or(seen, limit, Some(fd));
+                return Ok(());
+            }
+            Backend::Inotify(inotify) => inotify,
+        };
+        let mut fds = [
+            nix::poll::PollFd::new(inotify.as_fd(), nix::poll::PollFlags::POLLIN),
+            nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN),
+        ];
+        let timeout = match limit {
+            None => nix::poll::PollTimeout::NONE,
+            Some(t) => nix::poll::PollTimeout::try_from(t).unwrap_or(nix::poll::PollTimeout::MAX),
+        };
+        match nix::poll::poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(io::Error::from(e)),
+        }
+        let changed = fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(nix::poll::PollFlags::POLLIN));
+        if changed {
+            inotify.read_events().map_err(io::Error::from)?;
+        }
+        Ok(())
+    }
+
     /// Which interface watches (for `fsync doctor`).
     pub(crate) fn interface(&self) -> &'static str {
         match self.backend {
@@ -245,8 +282,26 @@ impl DirWatch {
 /// Raw libc rather than nix's `SigSet`, `pthread_sigmask` and `ppoll`: the wake signal is a
 /// real-time one, which nix 0.29's `Signal` (and so every safe `SigSet` method) cannot name.
 fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
+    sleep_for_signal_or(seen, limit, None)
+}
+
+/// [`sleep_for_signal`], also ending when `fd` becomes readable.
+fn sleep_for_signal_or(
+    seen: &Cell<u64>,
+    limit: Option<Duration>,
+    fd: Option<std::os::fd::BorrowedFd<'_>>,
+) -> bool {
+    let mut fds: Vec<libc::pollfd> = fd
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .into_iter()
+        .collect();
     let sig = crate::platform::signal::wake_signal();
-    // SAFETY: sigset and sigmask calls on sets we own; ppoll with no descriptors only sleeps.
+    // SAFETY: sigset and sigmask calls on sets we own; ppoll on `fds`, which we own (its
+    // descriptor borrowed for the call), or on none, which only sleeps.
     unsafe {
         let mut block: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
@@ -268,7 +323,8 @@ fn sleep_for_signal(seen: &Cell<u64>, limit: Option<Duration>) -> bool {
                 tv_nsec: libc::c_long::from(d.subsec_nanos()),
             });
             let ts_ptr = ts.as_ref().map_or(std::ptr::null(), std::ptr::from_ref);
-            libc::ppoll(std::ptr::null_mut(), 0, ts_ptr, &raw const during);
+            let n = fds.len() as libc::nfds_t;
+            libc::ppoll(fds.as_mut_ptr(), n, ts_ptr, &raw const during);
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &raw const old, std::ptr::null_mut());
     }

@@ -40,13 +40,15 @@ pub enum SpawnError {
 /// flag cleared in the child between fork and exec): a lock that the command then holds too,
 /// and that no command another thread starts meanwhile inherits. `output`, where given, are
 /// the command's standard output and error (a job's kept output, [`crate::msg`]) instead of
-/// ours.
+/// ours. With `group`, the command leads a process group of its own (its id the command's
+/// pid), so that it can be stopped with everything it started ([`kill_group`]).
 pub(crate) fn spawn(
     argv: &[impl AsRef<OsStr>],
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
     stdin: Option<&std::fs::File>,
     keep: Option<BorrowedFd<'_>>,
     output: Option<[BorrowedFd<'_>; 2]>,
+    group: bool,
 ) -> Result<Child, SpawnError> {
     let program = argv[0].as_ref();
     let path = resolve(program)?;
@@ -59,6 +61,9 @@ pub(crate) fn spawn(
         })
     };
     let keeping = |command: &mut Command| -> io::Result<()> {
+        if group {
+            command.process_group(0);
+        }
         if let Some([out, err]) = output {
             command.stdout(out.try_clone_to_owned()?);
             command.stderr(err.try_clone_to_owned()?);
@@ -162,6 +167,15 @@ pub(crate) fn kill(pid: u32, sig: i32) {
     }
 }
 
+/// Send `sig` to process group `pgid` (a command we started with a group of its own, whose
+/// leader we have not reaped yet, so the id is not another's); errors are ignored (the group
+/// may be gone). Whether any of the group was there to receive it.
+pub(crate) fn kill_group(pgid: u32, sig: i32) -> bool {
+    let pgid = nix::unistd::Pid::from_raw(pgid as libc::pid_t);
+    let sig = nix::sys::signal::Signal::try_from(sig).ok();
+    nix::sys::signal::killpg(pgid, sig).is_ok()
+}
+
 /// Wait until `child` has exited, without reaping it (so its pid cannot be reused meanwhile),
 /// then call `before_reap` (unregister it from signal forwarding), then reap it.
 pub(crate) fn wait_for_exit(
@@ -185,6 +199,12 @@ pub(crate) fn wait_for_exit(
 /// A pidfd of a child: lets us wait for its exit with a timeout.
 #[derive(Debug)]
 pub(crate) struct PidFd(OwnedFd);
+
+impl AsFd for PidFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
 
 impl PidFd {
     /// `None` on kernels without pidfd_open (before 5.3).

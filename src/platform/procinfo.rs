@@ -288,6 +288,24 @@ fn same_description(pid1: u32, fd1: i32, pid2: u32, fd2: i32) -> Option<bool> {
     }
 }
 
+/// Whether a process of group `pgid` other than `except` (its leader, exited but not reaped)
+/// still lives (not a zombie), from `/proc/PID/stat`.
+pub(crate) fn group_lives(pgid: u32, except: u32) -> bool {
+    processes().filter(|&p| p != except).any(|pid| {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // "PID (COMMAND) STATE PPID PGRP ...": the command may hold spaces and parentheses.
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            return false;
+        };
+        let mut fields = after.split_whitespace();
+        let state = fields.next();
+        let group = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
+        group == Some(pgid) && !matches!(state, Some("Z" | "X"))
+    })
+}
+
 /// The pids in `/proc`, in increasing order.
 fn processes() -> impl Iterator<Item = u32> {
     let mut pids: Vec<u32> = std::fs::read_dir("/proc")

@@ -119,6 +119,9 @@ static CANCELLED: AtomicI32 = AtomicI32::new(0);
 /// The last cancellation signal received, whether it cancelled a wait or a child was running.
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 static CHILD: AtomicI32 = AtomicI32::new(0);
+/// The registered child leads a process group of its own: signals go to the group, and those
+/// the terminal sent too (it sends them to our group, which the child is not in).
+static CHILD_GROUP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// How many threads' waits a cancellation ends at once: a thread that waits while as many
 /// others do ends its wait at its next poll tick or deadline instead.
 const WAITERS: usize = 64;
@@ -209,9 +212,11 @@ pub fn die_of(sig: i32) {
 }
 
 /// Register the running child (`Some(pid)`) to which cancellation signals are forwarded, or
-/// none. Returns a signal that arrived before the child was registered, to be forwarded by
-/// the caller.
-pub(crate) fn set_child(pid: Option<i32>) -> Option<i32> {
+/// none; with `group`, the child leads a process group of its own, to which they go, whoever
+/// sent them. Returns a signal that arrived before the child was registered, to be forwarded
+/// by the caller.
+pub(crate) fn set_child(pid: Option<i32>, group: bool) -> Option<i32> {
+    CHILD_GROUP.store(group, Ordering::SeqCst);
     CHILD.store(pid.unwrap_or(0), Ordering::SeqCst);
     if pid.is_some() {
         return match CANCELLED.swap(0, Ordering::SeqCst) {
@@ -237,11 +242,14 @@ fn on_cancel_signal(sig: libc::c_int, info: *mut libc::siginfo_t) {
         // since it shares our process group; forward only what a process sent to us.
         // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
         let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
-        if !from_kernel {
+        // A child in a group of its own gets them all, to the whole group.
+        let group = CHILD_GROUP.load(Ordering::SeqCst);
+        if !from_kernel || group {
             // Only installed for CANCEL_SIGNALS, which `Signal` names; the conversion is a
             // plain `match` and nix's `kill` the bare system call: async-signal-safe.
             if let Ok(sig) = Signal::try_from(sig) {
-                let _ = kill(Pid::from_raw(child), sig);
+                let target = if group { -child } else { child };
+                let _ = kill(Pid::from_raw(target), sig);
             }
         }
         return;

@@ -534,8 +534,15 @@ impl Holder {
             "`{}` does not lead a process group (use Cmd::own_process_group)",
             self.shown
         );
-        let pids = process_group(pgid);
+        // The jobs it runs lead groups of their own: killed with it, right after it (its
+        // death first, as when both die at once: it never sees its job die).
+        let jobs = job_groups_of(pgid);
+        let mut pids = process_group(pgid);
+        pids.extend(jobs.iter().flat_map(|&g| process_group(g)));
         let _ = signal::killpg(Pid::from_raw(pgid as i32), Signal::SIGKILL);
+        for &job in &jobs {
+            let _ = signal::killpg(Pid::from_raw(job as i32), Signal::SIGKILL);
+        }
         let status = self.wait_exit();
         assert_eq!(
             status.signal(),
@@ -543,8 +550,8 @@ impl Holder {
             "`{}` ended otherwise than by our SIGKILL: {status:?}",
             self.shown
         );
-        eventually("every process of the killed group died", || {
-            process_group(pgid).is_empty()
+        eventually("every process of the killed groups died", || {
+            process_group(pgid).is_empty() && jobs.iter().all(|&g| process_group(g).is_empty())
         });
         pids
     }
@@ -804,6 +811,31 @@ pub(crate) fn process_group(pgid: u32) -> Vec<u32> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| !dead(pid) && process_group_of(pid) == Some(pgid))
+        .collect()
+}
+
+/// The process groups that children of group `pgid`'s members lead (a worker's jobs, each in
+/// a group of its own), from `/proc`.
+pub(crate) fn job_groups_of(pgid: u32) -> Vec<u32> {
+    let members = process_group(pgid);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+                return false;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let parent = fields.get(1).and_then(|f| f.parse::<u32>().ok());
+            let group = fields.get(2).and_then(|f| f.parse::<u32>().ok());
+            group == Some(pid) && parent.is_some_and(|p| members.contains(&p))
+        })
         .collect()
 }
 

@@ -59,7 +59,7 @@ impl Found {
 
 pub(super) fn work(a: &WorkArgs) -> VerbResult {
     let output = a.output.job_output(super::log::OutputMode::Keep);
-    let mailbox = super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.backoff)
+    let mailbox = super::job_mailbox(&a.mailbox.mailbox, a.poll, a.retries, a.job.backoff)
         .keep(a.keep)
         .job_output(output);
     let found = Found::default();
@@ -160,7 +160,7 @@ fn run(msg: Received, a: &WorkArgs, shared: Shared<'_>) -> Result<(), Failure> {
     ));
     let tally = shared.tally;
     tally.running.fetch_add(1, Ordering::Relaxed);
-    let ran = super::run_job(msg, &a.command, &a.mailbox.mailbox, false, say);
+    let ran = super::run_job(msg, &a.command, &a.mailbox.mailbox, false, &a.job, say);
     tally.running.fetch_sub(1, Ordering::Relaxed);
     let (exit, dead) = ran?;
     match exit == Exit::OK {
