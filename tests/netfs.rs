@@ -367,6 +367,56 @@ fn netfs_a_jobs_status_wait_and_cancel_across_hosts() {
     assert_eq!(state(&a, &doomed)["state"], "cancelled");
 }
 
+/// A job's output, kept by its worker on b, followed from a while it runs (b's writer flushes
+/// it about once a second, a's reader polls), and read whole once it has ended.
+#[test]
+#[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
+fn netfs_a_jobs_output_is_followed_from_the_other_host() {
+    let (a, b, t) = bed("output");
+    let out = t.fsync(["msg", "post", &s(&a, "B"), "--data", "x"]).run();
+    out.code(0);
+    let id = out.stdout.trim().to_string();
+    let go = t.join("go");
+    let script = format!(
+        "echo first line; while [ ! -e {} ]; do sleep 0.05; done; echo last line",
+        go.display()
+    );
+    let mut worker = t
+        .fsync([
+            "msg",
+            "work",
+            "-v",
+            "--until-empty",
+            &s(&b, "B"),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .start();
+    worker.stderr_until("running (attempt");
+    let mut follow = t
+        .fsync([
+            "msg",
+            "log",
+            "--follow",
+            "--poll",
+            "100ms",
+            &s(&a, "B"),
+            &id,
+        ])
+        .start();
+    assert_eq!(follow.line(), "first line");
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(follow.line(), "last line");
+    follow.finish().code(0);
+    worker.finish().code(0);
+    t.fsync(["msg", "log", &s(&a, "B"), &id])
+        .run()
+        .code(0)
+        .stdout("first line\nlast line\n");
+}
+
 #[test]
 #[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
 fn netfs_sem_group_swmr_grouplock_across_hosts() {
