@@ -7,6 +7,7 @@ use std::{ffi::OsString, io::Write, path::PathBuf, time::SystemTime};
 
 use clap::{Args, Subcommand};
 
+mod batch;
 mod work;
 use fsync::Mailbox;
 use serde::Serialize;
@@ -241,6 +242,11 @@ struct PostArgs {
     /// being received (exit 0 all the same; -v says which one): jobs that must not pile up
     #[arg(long, value_name = "KEY", value_parser = parse_key)]
     key: Option<String>,
+    #[command(flatten)]
+    batch: batch::BatchArgs,
+    /// Print no id
+    #[arg(short, long)]
+    quiet: bool,
     /// Say what became of the message: its id, or the pending message with the same key
     #[arg(short, long)]
     verbose: bool,
@@ -413,6 +419,9 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             let mut mailbox = Mailbox::new(&a.mailbox.mailbox).payload_mode(a.mode.mode);
             if let Some(delay) = a.delay {
                 mailbox = mailbox.delay(delay);
+            }
+            if let Some(separator) = a.batch.separator() {
+                return batch::post(&mailbox, &a.data, separator, a.quiet, a.verbose);
             }
             let place = a.mailbox.mailbox.display();
             let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));

@@ -92,7 +92,8 @@ impl Layout {
         let ends = ends.unwrap_or(queue::Ends { head: 0, last });
         // Messages a walk from the head cannot reach (a head or `seq` rewritten) count: the
         // next receive rebuilds the head and takes them.
-        let mut busy = self.out_of_place(ends);
+        // A committed batch seen under the lock is a dead poster's, not yet queued (`batch.rs`).
+        let mut busy = self.out_of_place(ends) || self.batch_waiting();
         let mut first = ends.head;
         let mut missing = 0;
         while !busy && first <= ends.newest() {

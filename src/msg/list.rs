@@ -74,6 +74,13 @@ impl Mailbox {
             each(Entry::Skipped(s));
         }
         emit(&q, names, &mut each);
+        // The messages of batches whose posters died before they queued them (`batch.rs`).
+        batch::scan_batches(&top, &mut |dir, file, parsed| {
+            if let Some(Entry::Queued(mut message)) = queued_entry(dir, file, parsed.clone()) {
+                message.name = parsed.render();
+                each(Entry::Queued(message));
+            }
+        });
         // Then the shards, from the head (or the oldest there is) to where posts go.
         let read = |name: &str| {
             let f = top.open(name, false).ok()??;
