@@ -2247,7 +2247,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__post)
-            opts="-v -h -V --data --mode --delay --key --verbose --help --version"
+            opts="-q -v -h -V --data --mode --delay --key --lines --null --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

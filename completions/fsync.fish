@@ -199,6 +199,9 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l mode -d 'Permissions of the payload file (octal, less the umask); the default keeps messages from users outside the owner\'s group' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l delay -d 'Deliver the message no sooner than DUR from now (it waits among the delayed messages that \'list\' shows; once due, it comes before those queued after it)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l key -d 'Do not queue the message while another posted with KEY is still queued, delayed or being received (exit 0 all the same; -v says which one): jobs that must not pile up' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l lines -d 'Post one message per line of the input (the newline not included; a last line without one counts; an empty line is an empty message), all or none of them queued'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l null -d 'Post one message per NUL-terminated record of the input (as `find -print0` writes), all or none of them queued'
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s q -l quiet -d 'Print no id'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s v -l verbose -d 'Say what became of the message: its id, or the pending message with the same key'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s V -l version -d 'Print version'

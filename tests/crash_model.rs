@@ -374,11 +374,9 @@ impl Model {
                     self.sync(&path);
                 }
             }
-            "syncfs" => {
-                if fd_path(&args[0]).is_some() {
-                    let data = self.now.data.clone();
-                    self.push(Op::SyncAll { data });
-                }
+            "syncfs" if fd_path(&args[0]).is_some() => {
+                let data = self.now.data.clone();
+                self.push(Op::SyncAll { data });
             }
             "rename" | "renameat" | "renameat2" | "link" | "linkat" => {
                 let (from, to) = match name {

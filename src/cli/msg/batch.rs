@@ -11,7 +11,7 @@ use fsync::Mailbox;
 
 use super::super::{Exit, VerbResult, payload::DataArg, report};
 
-/// How `post` splits its input into messages.
+// How `post` splits its input into messages (no doc comment: it would become the verb's about).
 #[derive(Debug, Args)]
 pub(super) struct BatchArgs {
     /// Post one message per line of the input (the newline not included; a last line without
