@@ -6,13 +6,16 @@
 #   - task-spooler, `tsp -S 2` then one `tsp true` per job (its binary is `tsp` or `ts`);
 #   - nq, one `nq true` per job (nq runs its jobs one at a time);
 # then the drain rate of `fsync msg work -j 1/2/4 --until-empty -- true` over N queued jobs.
-#   bench/queue_compare.sh [N]   (N = 10000; needs a release build: cargo build --release)
+#   bench/queue_compare.sh [N [PARTS]]   (N = 10000; PARTS: some of one,lines,tsp,nq,drain,
+#   comma-separated, all by default; needs a release build: cargo build --release)
 # Installs task-spooler and nq if missing (apt-get). Each run in a fresh directory under
 # ${TMPDIR:-/tmp}, which should be the disk under test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 F=${FSYNC:-$PWD/target/release/fsync}
 N=${1:-10000}
+PARTS=,${2:-one,lines,tsp,nq,drain},
+want() { [[ $PARTS == *,$1,* ]]; }
 command -v tsp >/dev/null || command -v ts >/dev/null || apt-get install -y -qq task-spooler >/dev/null
 command -v nq >/dev/null || apt-get install -y -qq nq >/dev/null
 TSP=$(command -v tsp || command -v ts)
@@ -35,6 +38,7 @@ echo "# $N jobs; $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: 
     "$(uname -r); $(df -T . | awk 'NR==2 {print $2}') at $dir; $("$F" --version)"
 
 # fsync, one post per job, 2 workers running.
+if want one; then
 "$F" msg work -j 2 one -- true & worker=$!
 t0=$(now)
 for _ in $(seq "$N"); do "$F" msg post -q one --data true; done
@@ -43,8 +47,10 @@ t1=$(now)
 t2=$(now)
 kill "$worker"; wait "$worker" 2>/dev/null || true; worker=
 report "fsync msg post (one per job)" "$t0" "$t1" "$t2"
+fi
 
 # fsync, one batch, 2 workers running.
+if want lines; then
 "$F" msg work -j 2 lines -- true & worker=$!
 t0=$(now)
 "$F" msg post lines --lines < jobs >/dev/null
@@ -53,8 +59,10 @@ t1=$(now)
 t2=$(now)
 kill "$worker"; wait "$worker" 2>/dev/null || true; worker=
 report "fsync msg post --lines" "$t0" "$t1" "$t2"
+fi
 
 # task-spooler with 2 slots: its own server, socket and output files here.
+if want tsp; then
 export TS_SOCKET=$dir/ts.sock TMPDIR=$dir
 "$TSP" -S 2
 t0=$(now)
@@ -69,8 +77,10 @@ t2=$(now)
 "$TSP" -K >/dev/null 2>&1 || true
 unset TS_SOCKET
 report "$(basename "$TSP") -S 2" "$t0" "$t1" "$t2"
+fi
 
 # nq: jobs run one after another, each waiting for those queued before it.
+if want nq; then
 export NQDIR=$dir/nq
 t0=$(now)
 for _ in $(seq "$N"); do nq true >/dev/null; done
@@ -79,9 +89,10 @@ nq -w >/dev/null 2>&1 || true
 t2=$(now)
 unset NQDIR
 report "nq (serial)" "$t0" "$t1" "$t2"
+fi
 
 # The drain alone: N jobs queued first, then workers until the mailbox is empty.
-for j in 1 2 4; do
+want drain && for j in 1 2 4; do
     "$F" msg post -q "drain$j" --lines < jobs
     t0=$(now)
     "$F" msg work -j "$j" --until-empty "drain$j" -- true

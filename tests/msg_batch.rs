@@ -137,7 +137,8 @@ fn a_worker_draining_while_batches_come_runs_every_message_once_in_order() {
 }
 
 /// The poster killed once every payload is staged, while another process holds `seq`: nothing
-/// of the batch is queued, no id is spent, and the staged payloads are garbage nobody reads.
+/// of the batch is queued, no id is spent, and the staged payloads are garbage nobody reads,
+/// which the next batch poster removes once a minute has passed.
 #[test]
 fn a_batch_killed_before_its_commit_queues_none_of_it() {
     let t = TestDir::new();
@@ -168,6 +169,22 @@ fn a_batch_killed_before_its_commit_queues_none_of_it() {
         .run()
         .code(0)
         .stdout("2\n");
+    assert_eq!(staged(&t).len(), 1, "a minute has not passed");
+    // Left alone for two minutes: the next batch poster removes it.
+    let garbage = staged(&t).remove(0);
+    t.cmd("touch")
+        .args(["-d", "2 minutes ago"])
+        .arg(&garbage)
+        .run()
+        .code(0);
+    t.fsync(["msg", "post", "B", "--lines", "--data", "last"])
+        .run()
+        .code(0)
+        .stdout("3\n");
+    assert!(
+        staged(&t).is_empty(),
+        "the dead poster's staged batch was removed"
+    );
 }
 
 /// The poster killed in the middle of moving a committed batch into the queue: listings count

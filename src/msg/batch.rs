@@ -71,7 +71,7 @@ impl Mailbox {
     /// crash at any instant, all of them are queued or none. Their ids are consecutive, in the
     /// order given: the range returned (empty for no payloads, which touches nothing). Each
     /// payload is written out as it comes, so memory holds one at a time, whatever their
-    /// number; the lock that numbers messages is taken only once all are written, and held
+    /// number (and, while they are moved into the queue, their file names: 30 bytes each); the lock that numbers messages is taken only once all are written, and held
     /// while they are moved into the queue (receivers wait for it meanwhile: about 10 ms per
     /// thousand messages on a local disk).
     ///
