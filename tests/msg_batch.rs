@@ -211,7 +211,16 @@ fn a_batch_killed_while_it_is_queued_is_finished_by_the_next_receiver() {
         entries(&left.path()) > 0 && queued < k,
         "killed before the batch was queued ({queued} of {k} in the queue)"
     );
-    assert_eq!(count(&t), k as u64, "the listing shows the whole batch");
+    let listed = json_of(&t.fsync(["msg", "list", "--json", "B"]).run().code(0).stdout);
+    let mut ids: Vec<u64> = (listed["messages"].as_array().unwrap().iter())
+        .map(|m| m["name"].as_str().unwrap()[..20].parse().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        (1..=k as u64).collect::<Vec<_>>(),
+        "the listing shows the whole batch"
+    );
     // A copy of the state left, for `wait-empty` to finish: it does not say empty.
     t.cmd("cp").args(["-a", "B", "W"]).run().code(0);
     t.fsync(["msg", "wait-empty", "-t", "0", "W"])
