@@ -2492,7 +2492,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__post)
-            opts="-p -v -q -h -V --data --mode --delay --key --priority --job-timeout --verbose --quiet --help --version"
+            opts="-p -v -q -h -V --data --mode --delay --key --priority --job-timeout --lines --null --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -69,6 +69,10 @@ Whoever may open `seq` may hold its lock for ever: a send waits for it only unti
 layer's rule (`src/platform/fs.rs`, *Who may lock an internal lock file*): only those who may
 write the mailbox can open it.
 
+**batches** (`post_batch`, `msg post --lines`): payloads staged in `tmp/.batch-UNIQ/`, flushed
+at once, committed by one rename into `batches/` under the lock, then moved into their shards:
+all or none after a crash; the steps and the recovery are in the docs of `src/msg/batch.rs`.
+
 **Walks.** Receivers, `wait_empty` and listings walk the shards from the head to the one posts
 go to by number; after 4 missing shards in a row they list `q` once and go on at the next shard
 there is, so that a walk visits no more shards than there are (plus a few), however far apart
@@ -201,6 +205,7 @@ use crate::{
 
 mod census;
 pub use census::{Census, RunningJob};
+mod batch;
 mod claim;
 mod dead;
 mod delayed;

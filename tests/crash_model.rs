@@ -8,6 +8,7 @@ What is durable (the pessimistic model POSIX promises, nothing more):
 
 - a file's data, as it was at its last `fsync` or `fdatasync` (before that: empty, for a file the
   trace created); never at a write, a rename or a close;
+- everything done before a `syncfs` of the file system, at the `syncfs`;
 - a directory entry operation (create, `mkdir`, `link`, `unlink`, `rmdir`, `rename`), once a
   directory it touches is synced, together with the earlier entry operations of the same inode (a
   rename is one operation, atomic: it moves a file whole, never leaving it in two places or none;
@@ -47,6 +48,8 @@ pub(crate) enum Op {
         ino: Ino,
         data: Option<Arc<Vec<u8>>>,
     },
+    /// `syncfs` of the file system: every earlier operation durable, each file holding `data`.
+    SyncAll { data: HashMap<Ino, Arc<Vec<u8>>> },
 }
 
 /// A node: a directory or a regular file.
@@ -180,7 +183,7 @@ impl Model {
             Op::Data { ino, data } => {
                 self.now.data.insert(*ino, data.clone());
             }
-            Op::Sync { .. } => {}
+            Op::Sync { .. } | Op::SyncAll { .. } => {}
         }
         self.ops.push(op);
     }
@@ -371,6 +374,10 @@ impl Model {
                     self.sync(&path);
                 }
             }
+            "syncfs" if fd_path(&args[0]).is_some() => {
+                let data = self.now.data.clone();
+                self.push(Op::SyncAll { data });
+            }
             "rename" | "renameat" | "renameat2" | "link" | "linkat" => {
                 let (from, to) = match name {
                     "rename" | "link" => (at("AT_FDCWD", &args[0]), at("AT_FDCWD", &args[1])),
@@ -424,6 +431,11 @@ impl Model {
                 } => {
                     tree.data.insert(*ino, data.clone());
                 }
+                Op::SyncAll { data } => {
+                    for (ino, data) in data {
+                        tree.data.insert(*ino, data.clone());
+                    }
+                }
                 _ => {}
             }
         }
@@ -439,7 +451,7 @@ impl Model {
                 Op::Data { ino, data } => {
                     tree.data.insert(*ino, data.clone());
                 }
-                Op::Sync { .. } => {}
+                Op::Sync { .. } | Op::SyncAll { .. } => {}
             }
         }
         tree
@@ -449,6 +461,10 @@ impl Model {
     fn durable_entries(&self, ops: &[Op]) -> Vec<bool> {
         let mut durable = vec![false; ops.len()];
         for (j, op) in ops.iter().enumerate() {
+            if let Op::SyncAll { .. } = op {
+                durable[..j].fill(true);
+                continue;
+            }
             let Op::Sync {
                 ino: dir,
                 data: None,

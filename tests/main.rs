@@ -23,6 +23,7 @@ mod grouplock;
 mod harness;
 mod json;
 mod msg;
+mod msg_batch;
 mod msg_jobs;
 mod msg_kill;
 mod msg_output;

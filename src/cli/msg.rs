@@ -7,6 +7,7 @@ use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
 
+mod batch;
 mod jobs;
 mod kill;
 mod list;
@@ -94,9 +95,15 @@ enum Verb {
         about = "Queue a message durably and return at once",
         long_about = "Queue a message durably: when 'post' exits 0 the whole message is on disk \
                       (file and directory flushed) and will be received exactly once, whatever \
-                      crashes later.",
+                      crashes later.\n\n\
+                      With --lines (--null), each line (NUL-terminated record) of the input is a \
+                      message of its own, and they are queued as one batch: after a crash at any \
+                      instant, all of them or none. Their ids are printed one a line, in input \
+                      order; one batch of 10,000 posts in about a second.",
         after_long_help = "Examples:\n  fsync msg post /shared/jobs --data 'rebuild index'\n  \
-            tar c data | fsync msg post /shared/backups"
+            tar c data | fsync msg post /shared/backups\n\n  \
+            # One job per file, all queued or none\n  \
+            find src -name '*.c' -print0 | fsync msg post /shared/jobs --null"
     )]
     Post(PostArgs),
     #[command(
@@ -341,6 +348,8 @@ struct PostArgs {
     /// process group, KILL after the worker's --grace), a failed attempt
     #[arg(long, value_name = "DUR", value_parser = kill::parse_job_timeout)]
     job_timeout: Option<std::time::Duration>,
+    #[command(flatten)]
+    batch: batch::BatchArgs,
     /// Say what became of the message: its id, or the pending message with the same key
     #[arg(short, long)]
     verbose: bool,
@@ -597,6 +606,9 @@ fn post(a: &PostArgs) -> VerbResult {
     }
     if let Some(timeout) = a.job_timeout {
         mailbox = mailbox.job_timeout(timeout);
+    }
+    if let Some(separator) = a.batch.separator() {
+        return batch::post(&mailbox, &a.data, separator, a.quiet, a.verbose);
     }
     let place = a.mailbox.mailbox.display();
     let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));

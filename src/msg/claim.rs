@@ -56,7 +56,13 @@ pub(super) fn sort_entries(q: &Dir, entries: Vec<(String, Option<Kind>)>) -> (Na
 /// living receivers remain (whose deaths a waiter must see: [`queue::Waker`]).
 pub(super) fn tidy(l: &Layout, poll: Duration) -> Result<(delayed::Pending, bool)> {
     let claims = recover(l, poll);
-    Ok((l.promote(poll)?, claims))
+    let batch_left = l.finish_batches(poll)?; // a dead poster's batch (`batch.rs`)
+    let mut pending = l.promote(poll)?;
+    if batch_left {
+        let soon = procinfo::now_micros() + batch::RETRY_AFTER.as_micros() as u64;
+        pending.due = Some(pending.due.map_or(soon, |d| d.min(soon)));
+    }
+    Ok((pending, claims))
 }
 
 /// Return the claims of dead receivers to the queue; whether claims of living ones remain.

@@ -92,8 +92,9 @@ impl Layout {
         let last = self.last_seq(&seq)?;
         let present = self.present()?;
         let levels: Vec<u8> = present.iter().map(|l| l.level).filter(|&p| p > 0).collect();
-        let mut busy = false;
-        for level in &present {
+        // A committed batch seen under the lock is a dead poster's, not yet queued (`batch.rs`).
+        let mut busy = self.batch_waiting();
+        for level in present.iter().filter(|_| !busy) {
             let ends = level.ends_at(last).unwrap_or(queue::Ends { head: 0, last });
             if level.holds_queued(ends)? {
                 busy = true;

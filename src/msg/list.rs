@@ -82,6 +82,13 @@ impl Mailbox {
                 }
             }
         };
+        // The messages of batches whose posters died before they queued them (`batch.rs`).
+        batch::scan_batches(&top, &mut |dir, file, parsed| {
+            if let Some(Entry::Queued(mut message)) = queued_entry(dir, file, parsed.clone()) {
+                message.name = parsed.render();
+                each(Entry::Queued(message));
+            }
+        });
         let read = |dir: &Dir, name: &str| {
             let f = dir.open(name, false).ok()??;
             let mut buf = [0u8; 64];

@@ -124,11 +124,30 @@ fn with_seq<T>(
     deadline: Deadline,
     f: impl FnOnce(u64) -> Result<Outcome<T>>,
 ) -> Result<Outcome<T>> {
+    with_seqs(l, poll, deadline, 1, |next, _| f(next))
+}
+
+/// [`with_seq`] for `count` (at least 1) consecutive numbers, the first of them handed to `f`
+/// with `seq` (locked exclusively) still held (a batch: `super::batch`).
+pub(super) fn with_seqs<T>(
+    l: &Layout,
+    poll: Duration,
+    deadline: Deadline,
+    count: u64,
+    f: impl FnOnce(u64, &File) -> Result<Outcome<T>>,
+) -> Result<Outcome<T>> {
     let file = wait::acquired!(l.lock_seq(Mode::Exclusive, poll, deadline)?);
     let next = l.last_seq(&file)? + 1;
+    if next.saturating_add(count) > MAX_SEQ {
+        return Err(Error::new(
+            &l.top.join("seq"),
+            ErrorKind::Corrupt,
+            "would pass the largest sequence number fsync hands out; not posting",
+        ));
+    }
     // Durable before the message it numbers can be: a number a power cut took back would be
     // handed out again, and the posts after it would jump ahead of older messages.
-    l.write_seq(&file, next)?;
+    l.write_seq(&file, next + count - 1)?;
     if next == 1 {
         // The first number: `seq`'s entry (made by whoever opened it first) is durable only
         // once the mailbox's directory is, and the mailbox (with `q`, `tmp`... made before
@@ -138,5 +157,5 @@ fn with_seq<T>(
         (l.top.sync_parent())
             .map_err(|e| Error::io(&l.top.join(".."), "cannot flush directory", e))?;
     }
-    f(next) // the lock goes with `file`
+    f(next, &file) // the lock goes with `file`
 }

@@ -110,7 +110,7 @@ impl Layout {
     /// message, move the head): at once if it is free, even after a cancellation signal (a
     /// receiver interrupted while writing a message out returns it on its way out); else
     /// waiting [`LOCK_GRACE`] at most. `None` if it did not come.
-    fn lock_seq_briefly(&self, poll: Duration) -> Result<Option<File>> {
+    pub(super) fn lock_seq_briefly(&self, poll: Duration) -> Result<Option<File>> {
         let file = self.seq_file()?;
         if lock::flock(&file, Mode::Exclusive, false)
             .map_err(|e| Error::io(&self.top.join("seq"), "cannot lock", e))?
@@ -154,6 +154,20 @@ impl Layout {
         (self.read_head())
             .map(|head| Ends { head, last })
             .filter(|e| e.head <= e.newest())
+    }
+
+    /// Lower the head to shard `first`, durably, if it lies past it (under the exclusive lock on
+    /// `seq`): before a message is put there that a crash left out of the queue (a batch rolled
+    /// forward: `super::batch`).
+    pub(super) fn lower_head(&self, first: u64) -> Result<()> {
+        let head = match self.top.open("head", false) {
+            Ok(Some(f)) => parse_head(&read_text(&f)),
+            _ => None,
+        };
+        match head {
+            Some(head) if head > first => self.write_head(first, true),
+            _ => Ok(()),
+        }
     }
 
     /// Write the head (under the exclusive lock on `seq`); `durable` when lowering it, which

@@ -156,6 +156,13 @@ const DIR_FLAGS: OFlag = OFlag::O_RDONLY
     .union(OFlag::O_CLOEXEC)
     .union(OFlag::O_NOCTTY);
 
+/// For a lock on the directory itself (`flock(2)`: a staged batch its poster holds).
+impl AsFd for Dir {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl Dir {
     /// The directory at `path`, created (mode 0777 less the umask) if missing and `create`;
     /// `None` if missing otherwise. A final symbolic link is followed only if it belongs to
@@ -553,6 +560,12 @@ impl Dir {
     /// Make the directory's entries durable (`fsync(2)` of the directory).
     pub(crate) fn sync(&self) -> io::Result<()> {
         unistd::fsync(self.fd.as_raw_fd()).map_err(io::Error::from)
+    }
+
+    /// Make everything written to the file system this directory is on durable: every file's
+    /// data and every directory's entries (`syncfs(2)`, one call for any number of files).
+    pub(crate) fn sync_fs(&self) -> io::Result<()> {
+        rustix::fs::syncfs(&self.fd).map_err(io::Error::from)
     }
 
     /// Make this directory's own entry durable: `fsync(2)` of its parent, reached as `..` from
