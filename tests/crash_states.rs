@@ -14,8 +14,10 @@ and checks:
 6. what a returned command did stays done: a failure stays counted, a delay stays a delay, a
    dead letter stays dead until `msg retry` (whose return puts it back for good);
 7. a key stays held while its message is pending (`--key`);
-8. a job whose success or cancellation was reported is known as such: `msg status` says
-   "succeeded" or "cancelled" (as the scenario ended it), never "unknown".
+8. a job whose cancellation was reported is known as such: `msg status` says "cancelled"; one
+   whose success was reported says "succeeded", or "unknown" (the record of a success is not
+   flushed on its own: a file system that commits metadata in order keeps it with the claim's
+   removal, and this model does not), never anything else.
 9. a batch (`msg post --lines`) is all or nothing: while it is being posted, the state holds
    every message of it (queued, or in its committed directory `B/batches/`) or none.
 
@@ -513,7 +515,8 @@ fn check(td: &TestDir, tree: &Tree, dir: &Path, want: &Expect) -> Vec<String> {
         let state = serde_json::from_str::<serde_json::Value>(&out)
             .ok()
             .and_then(|v| Some(v["state"].as_str()?.to_string()));
-        if state.as_deref() != Some(want.finished_as) {
+        let lost_success = want.finished_as == "succeeded" && state.as_deref() == Some("unknown");
+        if state.as_deref() != Some(want.finished_as) && !lost_success {
             bad.push(format!(
                 "message {seq} finished, and msg status says {state:?}: {err}"
             ));

@@ -10,12 +10,18 @@
 //! separated by one space: `OUTCOME` `exit:0` (it succeeded) or `cancelled`; `ATTEMPT` the
 //! delivery it was (0: cancelled before any); `HOST` and `PID` the receiver's (or the
 //! canceller's), as in `UNIQ`; `STARTED` when that delivery began and `ENDED` when it ended, in
-//! microseconds since the epoch. It is written (a new file) before the claim is removed, and
-//! its directory flushed before `claimed`: a crash leaves the record of a job that is then
-//! delivered again (the later state wins, since a lookup looks in the queue and `claimed`
-//! first), never a success without one. A cancellation's line is `fdatasync`ed before the
-//! claim goes; a success's need not be: a record whose line does not parse (lost in a crash)
-//! reads as a success, with nothing known of it but when its file was written. A record is kept while its shard is younger
+//! microseconds since the epoch. It is written (a new file) before the claim is removed: a crash
+//! leaves the record of a job that is then delivered again (the later state wins, since a lookup
+//! looks in the queue and `claimed` first; and the redelivery removes it). A cancellation's
+//! record is flushed (line and directory) before the claim goes. A success's is not flushed on
+//! its own: a flush is a device cache flush, and one more per job doubled a job's cost on a
+//! virtio disk (BENCHMARKS.md 41). Where the file system commits metadata in order (ext4 and
+//! XFS: one journal transaction holds the record and the claim's removal, which is flushed
+//! before the success is reported) it survives a power cut all the same; elsewhere a power cut
+//! may take the record back, never the success (the job is not run again): its status is then
+//! unknown, as for a record pruned. A record whose line does not parse (its line lost in a
+//! crash) reads as a success, with nothing known of it but when its file was written. A
+//! record is kept while its shard is younger
 //! than the receiver's [`keep`](Mailbox::keep) ([`DEFAULT_KEEP`]): a receiver that makes a new
 //! shard of records removes the shards of records and of job output (`B/output/SHARD`) not
 //! written to for longer (with a keep of zero, nothing is recorded and nothing removed). A record is read
@@ -210,8 +216,8 @@ fn record_name(seq: u64) -> String {
 const MAX_RECORD: u64 = 512;
 
 impl Layout {
-    /// Record message `seq` as finished (the file flushed: the caller flushes the shard's
-    /// directory it returns, with `claimed`); none if records are not [kept](Mailbox::keep).
+    /// Record message `seq` as finished (a cancellation's line flushed; its caller flushes the
+    /// shard's directory it returns); none if records are not [kept](Mailbox::keep).
     pub(super) fn record_finished(&self, seq: u64, finished: &Finished) -> Option<Dir> {
         let keep = match finished.how {
             Finish::Cancelled => self.keep.max(MIN_CANCEL_KEEP),
