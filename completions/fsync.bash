@@ -2222,7 +2222,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__cancel)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --json --help --version"
+            opts="-w -t -n -E -v -h -V --json --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2682,7 +2682,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__wait)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --json --help --version"
+            opts="-w -t -n -E -v -h -V --json --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -241,7 +241,7 @@ enum Verb {
         after_long_help = "Examples:\n  fsync msg cancel /shared/jobs 42\n  \
             fsync msg cancel -t 30s /shared/jobs 42 43 44"
     )]
-    Cancel(jobs::CancelArgs),
+    Cancel(jobs::WaitArgsIds),
     #[command(
         about = "List the queued messages with their sizes and ages",
         long_about = "List the queued messages with their sizes and ages, oldest first, then \

@@ -192,43 +192,10 @@ impl Layout {
         has(&self.claimed)
     }
 
-    /// Whether the mailbox knows message `seq` at all: pending, delayed, dead, or with a
-    /// history or a finished record.
+    /// Whether the mailbox knows message `seq` at all ([`Mailbox::status`]'s lookup).
     fn knows(&self, seq: u64) -> Result<bool> {
-        if self.pending(seq)? {
-            return Ok(true);
-        }
-        let name = file_name(seq);
-        let file_in = |dir: &str, name: &str| -> Result<bool> {
-            Ok(match self.top.sub(dir, false)? {
-                Some(d) => d.stat(name).is_ok(),
-                None => false,
-            })
-        };
-        let done = format!("{}/{name}", shard_name(shard_of(seq)));
-        if file_in("attempts", &name)? || file_in("done", &done)? {
-            return Ok(true);
-        }
-        let prefix = prefix(seq);
-        if let Some(dead) = self.dead(false)?
-            && dead.any_entry(|n| n.starts_with(&prefix)).unwrap_or(false)
-        {
-            return Ok(true);
-        }
-        let is_it = |n: &str| delayed::parse_delayed(n).is_some_and(|(_, m)| m.seq == seq);
-        for (entry, kind) in self.delayed.entries().unwrap_or_default() {
-            let found = match (kind, delayed::parse_bucket(&entry)) {
-                (Some(Kind::File), _) | (_, None) => is_it(&entry),
-                (_, Some(_)) => match self.delayed.sub(&entry, false) {
-                    Ok(Some(bucket)) => bucket.any_entry(is_it).unwrap_or(false),
-                    _ => false,
-                },
-            };
-            if found {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        let status = status::find_in(&self.top, seq, DEFAULT_POLL)?;
+        Ok(!matches!(status, Status::Unknown))
     }
 
     fn no_job(&self, seq: u64) -> Error {

@@ -324,7 +324,7 @@ impl Layout {
 
 /// Where message `id` of the mailbox `top` is (module docs): its status. Reads only, and
 /// needs no write permission: whoever may read a mailbox may ask.
-fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
+pub(super) fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
     // Under the shared lock messages move only forwards, so the look order sees every
     // message that is anywhere all along. A lock held for long is another user's doing: the
     // look goes on without it (a message moving back meanwhile may be missed).

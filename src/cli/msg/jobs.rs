@@ -28,36 +28,13 @@ pub(super) struct StatusArgs {
     json: bool,
 }
 
+/// `wait` and `cancel`: the jobs, and how long to wait for them to finish.
 #[derive(Debug, Args)]
 pub(super) struct WaitArgsIds {
     #[command(flatten)]
-    mailbox: BoxArg,
-    /// The jobs, by id (what 'post' printed: FSYNC_MSG_ID)
-    #[arg(value_name = "ID", required = true)]
-    ids: Vec<u64>,
+    jobs: StatusArgs,
     #[command(flatten)]
     wait: WaitArgs,
-    /// One JSON object per job and line, as 'status' prints: {"id", "state" ("queued", "delayed", "running",
-    /// "succeeded", "cancelled", "dead", "unknown"), and as the state has them "since",
-    /// "until", "host", "pid", "attempt", "failed", "lost", "started", "ended", "attempts"}
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct CancelArgs {
-    #[command(flatten)]
-    mailbox: BoxArg,
-    /// The jobs, by id (what 'post' printed: FSYNC_MSG_ID)
-    #[arg(value_name = "ID", required = true)]
-    ids: Vec<u64>,
-    #[command(flatten)]
-    wait: WaitArgs,
-    /// One JSON object per job and line, as 'status' prints: {"id", "state" ("queued", "delayed", "running",
-    /// "succeeded", "cancelled", "dead", "unknown"), and as the state has them "since",
-    /// "until", "host", "pid", "attempt", "failed", "lost", "started", "ended", "attempts"}
-    #[arg(long)]
-    json: bool,
 }
 
 /// A job's status as `--json` prints it (docs/json.md, `msg-status`).
@@ -291,8 +268,8 @@ fn finished_exit(mailbox: &Mailbox, all: &[(u64, Status)]) -> Exit {
 }
 
 pub(super) fn wait(a: &WaitArgsIds) -> VerbResult {
-    let mailbox = &Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
-    let (path, ids, wait, as_json) = (&a.mailbox.mailbox, &a.ids, &a.wait, a.json);
+    let mailbox = &Mailbox::new(&a.jobs.mailbox.mailbox).poll_interval(a.wait.poll);
+    let (path, ids, wait, as_json) = (&a.jobs.mailbox.mailbox, &a.jobs.ids, &a.wait, a.jobs.json);
     let place = path.display();
     let what = match ids.as_slice() {
         [id] => format!("job {id} of {place} to finish"),
@@ -315,11 +292,11 @@ pub(super) fn wait(a: &WaitArgsIds) -> VerbResult {
     Ok(finished_exit(mailbox, &all))
 }
 
-pub(super) fn cancel(a: &CancelArgs) -> VerbResult {
-    let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
-    let place = a.mailbox.mailbox.display();
+pub(super) fn cancel(a: &WaitArgsIds) -> VerbResult {
+    let mailbox = Mailbox::new(&a.jobs.mailbox.mailbox).poll_interval(a.wait.poll);
+    let place = a.jobs.mailbox.mailbox.display();
     let mut running = Vec::new();
-    for &id in &a.ids {
+    for &id in &a.jobs.ids {
         let said = match mailbox.cancel(id)? {
             Cancel::Unknown => continue,
             Cancel::Requested => {
@@ -337,11 +314,11 @@ pub(super) fn cancel(a: &CancelArgs) -> VerbResult {
         let mut progress = report::Progress::new(&a.wait, what);
         let outcome = mailbox.wait_finished(&running, a.wait.timeout(), |_| progress.waiting())?;
         if let Err(exit) = progress.settle(outcome, |_| "stopped".to_string()) {
-            statuses_of(&mailbox, &a.mailbox.mailbox, &a.ids, a.json)?;
+            statuses_of(&mailbox, &a.jobs.mailbox.mailbox, &a.jobs.ids, a.jobs.json)?;
             return Ok(exit);
         }
     }
-    match statuses_of(&mailbox, &a.mailbox.mailbox, &a.ids, a.json)? {
+    match statuses_of(&mailbox, &a.jobs.mailbox.mailbox, &a.jobs.ids, a.jobs.json)? {
         true => Ok(Exit::NOT_FOUND),
         false => Ok(Exit::OK),
     }
