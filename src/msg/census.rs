@@ -48,7 +48,7 @@ pub struct RunningJob {
 
 impl RunningJob {
     /// The job claimed as `entry` (`NAME~RID`) in `claimed`.
-    fn of(entry: &str, claimed: &Dir) -> Option<RunningJob> {
+    pub(super) fn of(entry: &str, claimed: &Dir) -> Option<RunningJob> {
         let (name, rid) = entry.rsplit_once('~')?;
         let name = MessageName::parse(name)?;
         let worker = Attempt::lost_with(0, rid);

@@ -194,36 +194,26 @@ impl Mailbox {
 
 /// The messages being received, in `claimed` as `NAME~RID`, oldest first.
 fn running(dir: &Dir, claims: Vec<(String, Option<Kind>)>, each: &mut dyn FnMut(Entry)) {
-    let mut found: Vec<(MessageName, String, String)> = Vec::new();
-    for (entry, _) in claims {
-        if let Some((name, _)) = entry.split_once('~')
-            && let Some(parsed) = MessageName::parse(name)
-        {
-            let name = name.to_string();
-            found.push((parsed, name, entry));
-        }
-    }
-    found.sort_by(|a, b| (a.0.seq, &a.2).cmp(&(b.0.seq, &b.2)));
-    for (parsed, name, entry) in found {
-        let rid = &entry[name.len() + 1..];
-        let Some(who) = Attempt::lost_with(0, rid) else {
-            continue;
-        };
-        let Some(Entry::Queued(mut message)) = queued_entry(dir, entry.clone(), parsed.clone())
+    let mut found: Vec<(census::RunningJob, String)> = (claims.into_iter())
+        .filter_map(|(entry, _)| Some((census::RunningJob::of(&entry, dir)?, entry)))
+        .collect();
+    found.sort_by(|a, b| (a.0.id, &a.1).cmp(&(b.0.id, &b.1)));
+    for (job, entry) in found {
+        let Some(parsed) = (entry.rsplit_once('~')).and_then(|(name, _)| MessageName::parse(name))
         else {
             continue;
         };
+        let name = parsed.render();
+        let Some(Entry::Queued(mut message)) = queued_entry(dir, entry, parsed) else {
+            continue;
+        };
         message.name = name;
-        let since = dir.stat(&entry).map_or(SystemTime::now(), |st| {
-            let s = u64::try_from(st.st_ctime).unwrap_or(0);
-            SystemTime::UNIX_EPOCH + Duration::new(s, u32::try_from(st.st_ctime_nsec).unwrap_or(0))
-        });
         each(Entry::Running {
             message,
-            host: who.host,
-            pid: who.pid,
-            attempt: parsed.failed.saturating_add(parsed.lost).saturating_add(1),
-            since,
+            host: job.host,
+            pid: job.pid,
+            attempt: job.attempt,
+            since: job.since,
         });
     }
 }

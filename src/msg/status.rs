@@ -364,24 +364,15 @@ pub(super) fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
     if let Some(claimed) = top.sub("claimed", false)? {
         let entries =
             (claimed.entries()).map_err(|e| Error::io(claimed.path(), "cannot list", e))?;
-        for (entry, _) in entries {
-            let Some((name, rid)) = entry.split_once('~') else {
-                continue;
-            };
-            let Some(parsed) = MessageName::parse(name).filter(|n| n.seq == id) else {
-                continue;
-            };
-            let Some(who) = Attempt::lost_with(0, rid) else {
-                continue;
-            };
-            let since = (claimed.stat(&entry)).map_or(SystemTime::now(), |st| {
-                time_of(st.st_ctime, st.st_ctime_nsec)
-            });
+        let running = entries.iter().find_map(|(entry, _)| {
+            census::RunningJob::of(entry, &claimed).filter(|job| job.id == id)
+        });
+        if let Some(job) = running {
             return Ok(Status::Running {
-                host: who.host,
-                pid: who.pid,
-                attempt: parsed.failed.saturating_add(parsed.lost).saturating_add(1),
-                since,
+                host: job.host,
+                pid: job.pid,
+                attempt: job.attempt,
+                since: job.since,
             });
         }
     }
