@@ -28,7 +28,8 @@ pub(super) struct StatusArgs {
     json: bool,
 }
 
-/// `wait` and `cancel`: the jobs, and how long to wait for them to finish.
+// `wait` and `cancel`: the jobs, and how long to wait for them to finish. (No doc comment: clap
+// would make it the about of both verbs.)
 #[derive(Debug, Args)]
 pub(super) struct WaitArgsIds {
     #[command(flatten)]
