@@ -12,8 +12,9 @@
 //! so that each is passed on to its own, merged as the pump reads them: lines written to the
 //! two streams within a moment may swap). The file has the mailbox's payload mode (0640 unless
 //! asked: output may be as secret as the payload). It is not flushed to disk: a log, which a
-//! power cut may cut short (on a network file system the pump flushes it about once a second,
-//! so that other hosts' readers see it as it grows).
+//! power cut may cut short (on a network file system the pump flushes it before it renames it
+//! into place, so that other hosts never see the name before the first line, and about once a
+//! second, so that they see it as it grows).
 //!
 //! **Writing.** The receiver makes a pipe for the job's standard output and error, and a
 //! thread of its own (the *pump*) copies what comes through it into the file. Before the job
@@ -49,8 +50,8 @@
 //! more runs on, as before. Whatever it wrote until then is in the file.
 //!
 //! **Reading.** [`Mailbox::output`] opens `SEQ` (never through a link; a file that is not a
-//! regular file, or whose first line is not one fsync writes, is an error) and reads it after
-//! its first line. [`Mailbox::follow_output`] reads it as it grows and goes on, while the job
+//! regular file, or whose first line is not one fsync writes, is an error; one that holds only
+//! the beginning of one, or nothing, is not there yet) and reads it after its first line. [`Mailbox::follow_output`] reads it as it grows and goes on, while the job
 //! is queued or running (an entry `q/SHARD/SEQ.*` or `claimed/SEQ.*~RID`, looked at in that
 //! order, before reading, so that what a job wrote before its claim went is read), to the end:
 //! a file replaced under it (`SEQ` names another inode) is read to its end first (the pump
@@ -160,6 +161,17 @@ pub(super) fn parse_header(bytes: &[u8]) -> Option<(u32, u64, u64)> {
     Some((attempt, from, end as u64 + 1))
 }
 
+/// Whether `bytes` (all a file holds, up to [`MAX_HEADER`]) could be the start of a first
+/// line that is still being written: nothing yet, or a beginning of `fsync-output` and
+/// numbers with no end of line.
+fn unfinished_header(bytes: &[u8]) -> bool {
+    const WORD: &[u8] = b"fsync-output ";
+    let (word, rest) = bytes.split_at(bytes.len().min(WORD.len()));
+    bytes.len() < MAX_HEADER
+        && WORD.starts_with(word)
+        && rest.iter().all(|&b| b.is_ascii_digit() || b == b' ')
+}
+
 pub(super) fn file_name(seq: u64) -> String {
     format!("{seq:020}")
 }
@@ -228,6 +240,12 @@ fn open_output(shard: &Dir, name: &str) -> Result<Option<Opened>> {
     let n = read_at_most(&file, &mut first, 0)
         .map_err(|e| Error::io(&shard.join(name), "cannot read", e))?;
     let Some(head) = parse_header(&first[..n]) else {
+        if unfinished_header(&first[..n]) {
+            // Named before its bytes reached this host (a network file system's client may
+            // show a rename before the data written ahead of it), or cut short by a crash:
+            // nothing to show yet.
+            return Ok(None);
+        }
         return Err(Error::new(
             &shard.join(name),
             ErrorKind::Corrupt,
@@ -510,6 +528,43 @@ mod tests {
         ] {
             assert_eq!(parse_header(bad.as_bytes()), None, "{bad:?}");
         }
+    }
+
+    /// A first line not all there yet (a rename seen before the bytes, on a network file
+    /// system) is nothing to show yet; anything else that is not one is refused.
+    #[test]
+    fn a_first_line_still_being_written_is_nothing_yet_not_a_stranger() {
+        for yet in [
+            "",
+            "f",
+            "fsync-out",
+            "fsync-output ",
+            "fsync-output 1",
+            "fsync-output 1 0",
+        ] {
+            assert!(unfinished_header(yet.as_bytes()), "{yet:?}");
+        }
+        let long = format!("fsync-output {}", "1".repeat(MAX_HEADER));
+        for not in [
+            "x",
+            "fsync-outputs",
+            "fsync-output x",
+            "hello\n",
+            long.as_str(),
+        ] {
+            assert!(!unfinished_header(not.as_bytes()), "{not:?}");
+        }
+        let t = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(t.path().join("B"));
+        assert!(b.post(&mut &b"job"[..]).unwrap().acquired().is_some());
+        let shard = t.path().join("B/output/00000000000000000000");
+        std::fs::create_dir_all(&shard).unwrap();
+        for (content, kept) in [("fsync-out", Ok(false)), ("fsync-output 1 0\nhi", Ok(true))] {
+            std::fs::write(shard.join(file_name(1)), content).unwrap();
+            assert_eq!(b.output(1).map(|o| o.is_some()).map_err(|e| e.kind()), kept);
+        }
+        std::fs::write(shard.join(file_name(1)), "hello\n").unwrap();
+        assert_eq!(b.output(1).unwrap_err().kind(), ErrorKind::Corrupt);
     }
 
     /// A job's output kept, read back, and pruned with its shard; other shards stay.

@@ -269,6 +269,11 @@ impl Sink {
         let put = (&file)
             .write_all(first.as_bytes())
             .and_then(|()| (&file).write_all(&tail))
+            .and_then(|()| match self.network {
+                // Other hosts may see the name before bytes still in this client's cache.
+                true => file.sync_data(),
+                false => Ok(()),
+            })
             .and_then(|()| self.dir.rename(&temp, &self.dir, &self.name));
         if let Err(e) = put {
             let _ = self.dir.unlink_any(&temp);
