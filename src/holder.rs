@@ -441,10 +441,11 @@ impl Registration {
         Registration::make(dir, id, content, mode, false)
     }
 
-    /// [`create`](Self::create), on a full file system (no inode or block left) taking a spare
-    /// (`.spare-K`, K below 4) instead: one of ours that an earlier registration left when its
-    /// owner let it go, that nobody holds, with one link. And let go, it is kept as a spare if
-    /// one of the four names is free. So that receivers can still drain a full file system.
+    /// [`create`](Self::create), but taking a spare (`.spare-K`, K below 4) where there is one:
+    /// one of ours that an earlier registration left when its owner let it go, that nobody
+    /// holds, with one link. And let go, it is kept as a spare if one of the four names is
+    /// free. So that receivers can still drain a full file system, and a worker that registers
+    /// once per job recycles one file instead of making and removing one each time.
     pub(crate) fn create_spared(
         dir: &crate::platform::dir::Dir,
         id: &str,
@@ -468,38 +469,62 @@ impl Registration {
     ) -> crate::Result<Registration> {
         use crate::{Error, ErrorKind};
         let tmp = format!(".tmp-{id}");
-        let full = |e: &std::io::Error| {
-            matches!(
-                e.raw_os_error(),
-                Some(nix::libc::ENOSPC | nix::libc::EDQUOT)
-            )
+        // A spare first: a rename, where a new file costs an inode's allocation (a search of
+        // the inode table past the recently freed ones on ext4 without a journal, a round trip
+        // on a network file system), and a full file system can make none. Made ready under
+        // its spare's name (locked: nobody else takes it), then renamed to `id` in one step.
+        let spare = match spares {
+            true => Registration::take_spare(dir),
+            false => None,
         };
-        let file = match dir.create_new(&tmp, 0o600) {
-            Err(e) if spares && full(&e) => Registration::take_spare(dir, &tmp).ok_or(e),
-            made => made,
-        }
-        .map_err(|e| {
-            crate::platform::fs::explain_open_error(&dir.join(&tmp), "cannot register", e)
-        })?;
+        let (file, staged, spare) = match spare {
+            Some((file, name, st)) => (file, name, Some(st)),
+            None => {
+                let file = dir.create_new(&tmp, 0o600).map_err(|e| {
+                    crate::platform::fs::explain_open_error(&dir.join(&tmp), "cannot register", e)
+                })?;
+                (file, tmp, None)
+            }
+        };
+        let forget = || match spare {
+            Some(_) => {} // still a spare: unlocked as `file` closes
+            None => drop(dir.unlink_any(&staged)),
+        };
         if !matches!(lock::flock(&file, lock::Mode::Exclusive, false), Ok(true)) {
-            let _ = dir.unlink_any(&tmp);
+            forget();
             return Err(Error::new(
-                &dir.join(&tmp),
+                &dir.join(&staged),
                 ErrorKind::Os,
                 "cannot lock own registration",
             ));
         }
         let mode = mode & 0o777 & !crate::platform::procinfo::umask();
-        if mode != 0o600 {
+        if mode != 0o600 || spare.is_some() {
             use std::os::unix::fs::PermissionsExt;
             let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
+        }
+        if spare.is_some() {
+            let _ = file.set_len(0); // what an earlier registration held
         }
         if !content.is_empty() {
             let _ = file.write_all_at(content, 0);
         }
-        if let Err(e) = dir.rename(&tmp, dir, id) {
-            let _ = dir.unlink_any(&tmp);
+        if let Err(e) = dir.rename(&staged, dir, id) {
+            forget();
             return Err(Error::io(&dir.join(id), "cannot register", e));
+        }
+        // A spare swapped between our look and the rename (by someone who may write `dir`):
+        // `id` names a file we do not hold.
+        if let Some(st) = spare
+            && !dir
+                .stat(id)
+                .is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino))
+        {
+            return Err(Error::new(
+                &dir.join(id),
+                ErrorKind::Os,
+                "cannot register: the spare registration taken was replaced",
+            ));
         }
         let dir = dir
             .try_clone()
@@ -514,8 +539,9 @@ impl Registration {
         })
     }
 
-    /// A spare of `dir` (ours, one link, nobody holding it) renamed to `tmp` and locked.
-    fn take_spare(dir: &Dir, tmp: &str) -> Option<File> {
+    /// A spare of `dir` (ours, one link, nobody holding it), locked: its file, name and
+    /// identity.
+    fn take_spare(dir: &Dir) -> Option<(File, String, nix::sys::stat::FileStat)> {
         let me = nix::unistd::geteuid().as_raw();
         (0..SPARES).find_map(|k| {
             let name = format!(".spare-{k}");
@@ -524,11 +550,10 @@ impl Registration {
             if !ours || !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {
                 return None;
             }
-            let same = |n: &str| {
-                dir.stat(n)
-                    .is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino))
-            };
-            (same(&name) && dir.rename(&name, dir, tmp).is_ok() && same(tmp)).then_some(file)
+            let same = dir
+                .stat(&name)
+                .is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino));
+            same.then_some((file, name, st))
         })
     }
 
@@ -814,6 +839,40 @@ pub(crate) fn parse(text: &str) -> Option<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A spared registration let go is kept as `.spare-0`, and the next one takes it (the same
+    /// file, given its mode, emptied, locked) rather than making a file; one still held (a
+    /// descendant kept it) is neither kept nor taken.
+    #[test]
+    fn a_spared_registration_recycles_the_file_of_the_last_one() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let t = tempfile::tempdir().unwrap();
+        let dir = Dir::top(t.path(), false, "x").unwrap().unwrap();
+        let first = Registration::create_spared(&dir, "one", 0o640).unwrap();
+        let inode = std::fs::metadata(t.path().join("one")).unwrap().ino();
+        std::fs::write(t.path().join("one"), "left over").unwrap();
+        std::fs::set_permissions(t.path().join("one"), PermissionsExt::from_mode(0o604)).unwrap();
+        assert!(!first.unregister());
+        assert_eq!(
+            std::fs::metadata(t.path().join(".spare-0")).unwrap().ino(),
+            inode
+        );
+        let second = Registration::create_spared(&dir, "two", 0o600).unwrap();
+        let meta = std::fs::metadata(t.path().join("two")).unwrap();
+        assert_eq!(
+            (meta.ino(), meta.len(), meta.mode() & 0o777),
+            (inode, 0, 0o600)
+        );
+        assert!(!t.path().join(".spare-0").exists());
+        assert!(matches!(Registration::find(&dir, "two"), Found::Alive(_)));
+        let plain = Registration::create(&dir, "three", b"", 0o600).unwrap();
+        assert!(!plain.unregister());
+        assert!(
+            !t.path().join(".spare-0").exists(),
+            "a plain registration is no spare"
+        );
+        drop(second);
+    }
 
     /// A record rewritten shorter is padded to the file's length, not truncated (one write, no
     /// second round trip), and reads back as the shorter record; a file longer than any record

@@ -83,9 +83,10 @@ deadline and on a cancellation signal: whoever may open `seq` may hold its lock 
 0600, lock it exclusively, give it the mode of the rule for internal lock files (less the
 umask: only those who may write the mailbox may open it, and so lock it, which would make a
 dead receiver look alive), rename it to `recv/RID` (so a visible registration is locked while
-its receiver lives). Where no file can be made (the file system is full: `ENOSPC`, `EDQUOT`)
-it takes a spare instead: `recv/.spare-K` (`K` 0 to 3), one of the receiver's own (its owner,
-one link) that nobody holds, locked exclusively, then renamed to `recv/.tmp-RID`. A receiver
+its receiver lives). Where it can, it takes a spare instead of a new file (which a full file
+system cannot make: `ENOSPC`, `EDQUOT`): `recv/.spare-K` (`K` 0 to 3), one of the receiver's own
+(its owner, one link) that nobody holds, locked exclusively, given the mode and emptied, then
+renamed to `recv/RID`. A receiver
 letting its registration go renames it, still locked, to the first `.spare-K` that does not
 exist (`renameat2` with `RENAME_NOREPLACE`; a link and an unlink where the file system has no
 such rename), or unlinks it if all four do; the post that makes a mailbox's first shard makes `head` and `.spare-0`. So receiving,
@@ -124,7 +125,8 @@ descriptor) lives. A receiver killed alone leaves the message with its job; the 
 releases the lock, and the claim goes back as a lost delivery (and so runs again, even if the
 job succeeded: nobody was left to unlink it). The job leads a process group of its own: one
 that runs past its timeout, or is asked to be cancelled (`B/cancel/SEQ`), is stopped with all it
-started (`src/msg/cancel_worker.rs`). A job that succeeded is unlinked (4); one that
+started (`src/msg/cancel_worker.rs`). A job that succeeded is removed (4), its file renamed to
+its record where it can be (*Jobs by id*); one that
 failed (or timed out) goes back with one more failed delivery in its `KIND`, or to `delayed` for
 its backoff (`src/msg/backoff.rs`: the base after the first failure, twice as long after each
 one after, 5 minutes or the most given at most, perhaps jittered), or to
@@ -143,7 +145,9 @@ lost with its job) adds a line to `B/attempts/SEQ`, before the message moves on;
 removes it, a dead letter keeps it (`src/msg/history.rs`).
 
 **Jobs by id** (`src/msg/status.rs`): a success or a cancellation leaves a record,
-`B/done/SHARD/SEQ`, written before the claim is removed and kept for the receiver's
+`B/done/SHARD/SEQ` (a success's, where it can be, the claimed file itself, renamed there and
+its payload replaced by the line; else a new file written before the claim is removed), kept
+for the receiver's
 [`keep`](Mailbox::keep); a cancel request is a file `B/cancel/SEQ`, which the job's worker, or
 the next receiver to claim the message, acts on. A lookup by id reads the one shard the id
 belongs to, `claimed`, the delayed buckets, the dead letters and the record, never the queue.

@@ -10,9 +10,15 @@
 //! separated by one space: `OUTCOME` `exit:0` (it succeeded) or `cancelled`; `ATTEMPT` the
 //! delivery it was (0: cancelled before any); `HOST` and `PID` the receiver's (or the
 //! canceller's), as in `UNIQ`; `STARTED` when that delivery began and `ENDED` when it ended, in
-//! microseconds since the epoch. It is written (a new file) before the claim is removed: a crash
-//! leaves the record of a job that is then delivered again (the later state wins, since a lookup
-//! looks in the queue and `claimed` first; and the redelivery removes it). A cancellation's
+//! microseconds since the epoch. A success's record is, where it can be, the message's own file:
+//! the claim renamed to `done/SHARD/SEQ` (that rename removes the claim: the success), then its
+//! payload replaced by the line, so that a job makes no file and frees none (each costs a
+//! search of the inode table on ext4 without a journal, a round trip on a network file
+//! system); a crash between leaves the payload there, which reads as a success with nothing
+//! known of it. Where it cannot be (keeping no records, a payload another user owns or that has
+//! other links), and for a cancellation, it is a new file written before the claim is removed: a
+//! crash leaves the record of a job that is then delivered again (the later state wins, since a
+//! lookup looks in the queue and `claimed` first; and the redelivery removes it). A cancellation's
 //! record is flushed (line and directory) before the claim goes. A success's is not flushed on
 //! its own: a flush is a device cache flush, and one more per job doubled a job's cost on a
 //! virtio disk (BENCHMARKS.md 41). Where the file system commits metadata in order (ext4 and
@@ -231,7 +237,43 @@ impl Layout {
         self.write_record(seq, finished, keep).ok()
     }
 
-    fn write_record(&self, seq: u64, finished: &Finished, keep: Duration) -> Result<Dir> {
+    /// Remove claimed message `claimed` (`seq`), which succeeded, making its own file its
+    /// record (module docs): `false`, the claim untouched, where it cannot (records not kept,
+    /// a file another user owns or that has other links, no room for the shard); the caller
+    /// then writes a record and removes the claim.
+    pub(super) fn record_in_place(&self, claimed: &str, seq: u64, finished: &Finished) -> bool {
+        if self.keep.is_zero() {
+            return false;
+        }
+        let me = nix::unistd::geteuid().as_raw();
+        let Ok(Some((file, st))) = self.claimed.open_stat(claimed, true) else {
+            return false;
+        };
+        if st.st_uid != me || st.st_nlink != 1 {
+            return false;
+        }
+        let Ok(shard) = self.record_shard(seq, self.keep) else {
+            return false;
+        };
+        // The claim goes here, in one rename: from now on the message is delivered.
+        if self
+            .claimed
+            .rename(claimed, &shard, &record_name(seq))
+            .is_err()
+        {
+            return false;
+        }
+        // Its payload becomes the line (until then it reads as a success with nothing known).
+        let line = finished.render();
+        if file.write_all_at(line.as_bytes(), 0).is_ok() {
+            let _ = file.set_len(line.len() as u64);
+        }
+        true
+    }
+
+    /// The shard of records for message `seq`, made if missing (and the records older than
+    /// `keep` pruned when it is).
+    fn record_shard(&self, seq: u64, keep: Duration) -> Result<Dir> {
         let (done, made_done) = match self.top.sub("done", false)? {
             Some(d) => (d, false),
             None => (self.top.sub("done", true)?.expect("created"), true),
@@ -241,6 +283,18 @@ impl Layout {
             Some(s) => (s, false),
             None => (done.sub(&shard_name(first), true)?.expect("created"), true),
         };
+        if made_done {
+            flush(&self.top)?;
+        }
+        if made {
+            flush(&done)?;
+            prune(&self.top, first, keep);
+        }
+        Ok(shard)
+    }
+
+    fn write_record(&self, seq: u64, finished: &Finished, keep: Duration) -> Result<Dir> {
+        let shard = self.record_shard(seq, keep)?;
         let name = record_name(seq);
         let created = match shard.create_new(&name, DEFAULT_PAYLOAD_MODE) {
             // Recorded before (a delivery a crash undid): the later record replaces it.
@@ -260,13 +314,6 @@ impl Layout {
         if finished.how != Finish::Succeeded {
             (file.sync_data())
                 .map_err(|e| Error::io(&shard.join(&name), "cannot record job", e))?;
-        }
-        if made_done {
-            flush(&self.top)?;
-        }
-        if made {
-            flush(&done)?;
-            prune(&self.top, first, keep);
         }
         Ok(shard)
     }
@@ -288,15 +335,24 @@ impl Layout {
         }
     }
 
-    /// Whether a cancel request for `seq` exists.
+    /// Whether a cancel request for `seq` exists. Looked for in a listing of `cancel` (most
+    /// often empty), not by its name: a look up of a name that is not there leaves the kernel a
+    /// negative entry in its cache of the directory, one per job, and a watch set on the
+    /// directory (each running job's, [`Received::watch`]) goes over every one of them.
     pub(super) fn cancel_requested(&self, seq: u64) -> bool {
-        matches!(self.top.sub("cancel", false), Ok(Some(d)) if d.stat(&record_name(seq)).is_ok())
+        let name = record_name(seq);
+        matches!(self.top.sub("cancel", false), Ok(Some(d))
+            if d.any_entry(|n| n == name).unwrap_or(false))
     }
 
-    /// Remove the cancel request for `seq`, if any.
+    /// Remove the cancel request for `seq`, if any (looked for as
+    /// [`cancel_requested`](Self::cancel_requested) does).
     pub(super) fn forget_cancel(&self, seq: u64) {
-        if let Ok(Some(d)) = self.top.sub("cancel", false) {
-            let _ = d.unlink_file(&record_name(seq));
+        let name = record_name(seq);
+        if let Ok(Some(d)) = self.top.sub("cancel", false)
+            && d.any_entry(|n| n == name).unwrap_or(false)
+        {
+            let _ = d.unlink_file(&name);
         }
     }
 

@@ -696,3 +696,76 @@ fn wait_empty_never_says_empty_while_a_message_moves_from_the_queue_to_a_receive
     });
     assert!(looks > 10, "{looks} looks");
 }
+
+/// A success's record is the message's own file (no new one made, none freed), its
+/// payload replaced by the line; a file it cannot take (other links) gets a new record,
+/// the claim removed all the same; with nothing kept, neither.
+#[test]
+fn a_success_is_recorded_in_the_messages_own_file_where_it_can_be() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("B"));
+    let post = |data: &[u8]| b.post(&mut &data[..]).unwrap().acquired().unwrap();
+    let (one, two, three) = (
+        post(b"a payload longer than its record line"),
+        post(b"2"),
+        post(b"3"),
+    );
+    let queued = |id: u64| {
+        let shard = dir.path().join("B/q/00000000000000000000");
+        let name = std::fs::read_dir(&shard)
+            .unwrap()
+            .map(|e| e.unwrap().path());
+        let name = name.into_iter().find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(&format!("{id:020}."))
+        });
+        name.unwrap()
+    };
+    let record = |id: u64| {
+        dir.path()
+            .join(format!("B/done/00000000000000000000/{id:020}"))
+    };
+    let inode = queued(one).metadata().unwrap().ino();
+    b.recv(Some(Duration::ZERO))
+        .unwrap()
+        .unwrap()
+        .finish()
+        .unwrap();
+    assert_eq!(record(one).metadata().unwrap().ino(), inode);
+    let line = std::fs::read_to_string(record(one)).unwrap();
+    assert!(
+        line.starts_with("exit:0 1 ") && line.ends_with('\n'),
+        "{line:?}"
+    );
+    assert!(matches!(b.status(one).unwrap(), Status::Finished(f) if f.how == Finish::Succeeded));
+
+    // Another link to it (made after its claim checked it): the record is a new file.
+    let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    let claimed = std::fs::read_dir(dir.path().join("B/claimed")).unwrap();
+    let claimed = claimed.map(|e| e.unwrap().path()).next().unwrap();
+    let inode = claimed.metadata().unwrap().ino();
+    std::fs::hard_link(&claimed, dir.path().join("other-link")).unwrap();
+    got.finish().unwrap();
+    assert!(!claimed.exists());
+    assert_ne!(record(two).metadata().unwrap().ino(), inode);
+    assert_eq!(std::fs::read(dir.path().join("other-link")).unwrap(), b"2");
+    assert!(matches!(b.status(two).unwrap(), Status::Finished(f) if f.how == Finish::Succeeded));
+
+    let b = b.keep(Duration::ZERO);
+    b.recv(Some(Duration::ZERO))
+        .unwrap()
+        .unwrap()
+        .finish()
+        .unwrap();
+    assert!(!record(three).exists());
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("B/claimed"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
