@@ -51,7 +51,7 @@ impl std::error::Error for SpawnError {}
 
 /// A command started by [`spawn`], not yet waited for.
 pub struct Running {
-    child: std::process::Child,
+    child: process::Child,
     /// Cancellation signals are forwarded to it until it is waited for.
     forwarded: bool,
     /// It leads a process group of its own (a message's job).

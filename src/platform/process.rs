@@ -16,8 +16,8 @@ use std::{
         fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
         unix::{ffi::OsStrExt, process::CommandExt},
     },
-    path::PathBuf,
-    process::{Child, Command, ExitStatus},
+    path::{Path, PathBuf},
+    process::{Command, ExitStatus},
     time::Duration,
 };
 
@@ -82,6 +82,36 @@ pub(crate) fn spawn(
         }
         Ok(())
     };
+    if let Some(fd) = keep
+        && spawn_keeps_fds()
+    {
+        let fds = Fds {
+            stdin: stdin.map(AsFd::as_fd),
+            output,
+            keep: fd,
+        };
+        let env: Vec<(&OsStr, &OsStr)> = env.clone().collect();
+        let args: Vec<&OsStr> = args.clone().collect();
+        let first = posix_spawn(&path, program, &args, &env, &fds, group);
+        let spawned = match first {
+            Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => {
+                let args: Vec<&OsStr> = std::iter::once(path.as_os_str()).chain(args).collect();
+                posix_spawn(
+                    Path::new("/bin/sh"),
+                    "/bin/sh".as_ref(),
+                    &args,
+                    &env,
+                    &fds,
+                    group,
+                )
+            }
+            other => other,
+        };
+        return spawned.map(Child::Spawned).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => SpawnError::NotFound,
+            _ => SpawnError::CannotExecute(e),
+        });
+    }
     let first = input().and_then(|input| {
         let mut command = Command::new(&path);
         keeping(&mut command)?;
@@ -100,10 +130,193 @@ pub(crate) fn spawn(
         }),
         other => other,
     };
-    spawned.map_err(|e| match e.kind() {
+    spawned.map(Child::Std).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => SpawnError::NotFound,
         _ => SpawnError::CannotExecute(e),
     })
+}
+
+/// A command started: by the standard library, or by [`posix_spawn`] (a child of ours, not
+/// yet reaped).
+#[derive(Debug)]
+pub(crate) enum Child {
+    Std(std::process::Child),
+    Spawned(u32),
+}
+
+impl Child {
+    /// Its process id.
+    pub(crate) fn id(&self) -> u32 {
+        match self {
+            Child::Std(c) => c.id(),
+            Child::Spawned(pid) => *pid,
+        }
+    }
+
+    /// Reap it (once).
+    fn wait(&mut self) -> io::Result<ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        match self {
+            Child::Std(c) => c.wait(),
+            Child::Spawned(pid) => {
+                let mut status = 0;
+                // SAFETY: waitpid(2) writes the status of our own child `pid` into `status`,
+                // a live local.
+                match unsafe { libc::waitpid(*pid as libc::pid_t, &raw mut status, 0) } {
+                    -1 => Err(io::Error::last_os_error()),
+                    _ => Ok(ExitStatus::from_raw(status)),
+                }
+            }
+        }
+    }
+}
+
+/// The descriptors a job gets: its standard input (else ours), output and error (else ours),
+/// and one of ours it holds too.
+struct Fds<'a> {
+    stdin: Option<BorrowedFd<'a>>,
+    output: Option<[BorrowedFd<'a>; 2]>,
+    keep: BorrowedFd<'a>,
+}
+
+/// Whether this C library's posix_spawn(3) clears the close-on-exec flag of a descriptor
+/// duplicated onto itself (`posix_spawn_file_actions_adddup2(fd, fd)`, as POSIX 2024 asks;
+/// glibc since 2.29): then a job that keeps a descriptor of ours is started without a copy of
+/// our address space (no fork: the cost of a job's start falls by the copy of our page tables
+/// and the faults that follow it), else by fork with the flag cleared in the child.
+fn spawn_keeps_fds() -> bool {
+    static KEEPS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *KEEPS.get_or_init(|| {
+        #[cfg(target_env = "gnu")]
+        {
+            // SAFETY: gnu_get_libc_version(3) returns a static NUL-terminated string.
+            let version = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+            let mut parts = version.to_str().unwrap_or("").split('.');
+            let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok());
+            matches!((next(), next()), (Some(major), Some(minor)) if (major, minor) >= (2, 29))
+        }
+        #[cfg(not(target_env = "gnu"))]
+        false
+    })
+}
+
+/// Start `path` with `argv` (`arg0` then `args`), our environment with `env` set in it, the
+/// descriptors `fds` and, with `group`, a process group of its own, by posix_spawn(3): its
+/// signal mask empty and SIGPIPE at its default, as the standard library starts a command.
+fn posix_spawn(
+    path: &Path,
+    arg0: &OsStr,
+    args: &[&OsStr],
+    env: &[(&OsStr, &OsStr)],
+    fds: &Fds<'_>,
+    group: bool,
+) -> io::Result<u32> {
+    use std::ffi::CString;
+    let bytes =
+        |s: Vec<u8>| CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
+    let c = |s: &OsStr| bytes(s.as_bytes().to_vec());
+    let path = c(path.as_os_str())?;
+    let argv: Vec<CString> = std::iter::once(arg0)
+        .chain(args.iter().copied())
+        .map(c)
+        .collect::<io::Result<_>>()?;
+    let mut envp = Vec::new();
+    for (key, value) in std::env::vars_os() {
+        if !env.iter().any(|(k, _)| *k == key) {
+            envp.push(bytes([key.as_bytes(), b"=", value.as_bytes()].concat())?);
+        }
+    }
+    for (key, value) in env {
+        envp.push(bytes([key.as_bytes(), b"=", value.as_bytes()].concat())?);
+    }
+    let pointers = |v: &[CString]| -> Vec<*mut libc::c_char> {
+        (v.iter().map(|s| s.as_ptr().cast_mut()))
+            .chain(std::iter::once(std::ptr::null_mut()))
+            .collect()
+    };
+    let (argv_p, envp_p) = (pointers(&argv), pointers(&envp));
+    // A source among 0 to 2 would be overwritten by the duplication onto it of another: such
+    // a one is copied above 2 first (close-on-exec, closed when this returns).
+    let mut copies = Vec::new();
+    let mut high = |fd: BorrowedFd<'_>| -> io::Result<i32> {
+        if fd.as_raw_fd() > 2 {
+            return Ok(fd.as_raw_fd());
+        }
+        let copy = fd.try_clone_to_owned()?;
+        let raw = copy.as_raw_fd();
+        copies.push(copy);
+        Ok(raw)
+    };
+    let mut dups = Vec::new();
+    if let Some(fd) = fds.stdin {
+        dups.push((high(fd)?, 0));
+    }
+    if let Some([out, err]) = fds.output {
+        dups.push((high(out)?, 1));
+        dups.push((high(err)?, 2));
+    }
+    let keep = high(fds.keep)?;
+    dups.push((keep, keep)); // its close-on-exec flag cleared in the child alone
+    let check = |r: libc::c_int| match r {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    };
+    let mut actions = std::mem::MaybeUninit::<libc::posix_spawn_file_actions_t>::uninit();
+    let mut attr = std::mem::MaybeUninit::<libc::posix_spawnattr_t>::uninit();
+    // SAFETY: each object is initialised by its _init call before any other use, destroyed
+    // once after its last, and lives on this stack frame meanwhile; the descriptors named are
+    // open for the whole call (borrowed, or copies owned here); the argument and environment
+    // arrays are NULL-terminated arrays of pointers to NUL-terminated strings that outlive the
+    // call; `pid` is a live local. posix_spawn(3) copies what it needs before it returns.
+    unsafe {
+        check(libc::posix_spawn_file_actions_init(actions.as_mut_ptr()))?;
+        if let Err(e) = check(libc::posix_spawnattr_init(attr.as_mut_ptr())) {
+            libc::posix_spawn_file_actions_destroy(actions.as_mut_ptr());
+            return Err(e);
+        }
+        let spawned = (|| {
+            for &(from, to) in &dups {
+                check(libc::posix_spawn_file_actions_adddup2(
+                    actions.as_mut_ptr(),
+                    from,
+                    to,
+                ))?;
+            }
+            let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
+            if group {
+                flags |= libc::POSIX_SPAWN_SETPGROUP;
+                check(libc::posix_spawnattr_setpgroup(attr.as_mut_ptr(), 0))?;
+            }
+            let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(set.as_mut_ptr());
+            check(libc::posix_spawnattr_setsigmask(
+                attr.as_mut_ptr(),
+                set.as_ptr(),
+            ))?;
+            libc::sigaddset(set.as_mut_ptr(), libc::SIGPIPE);
+            check(libc::posix_spawnattr_setsigdefault(
+                attr.as_mut_ptr(),
+                set.as_ptr(),
+            ))?;
+            check(libc::posix_spawnattr_setflags(
+                attr.as_mut_ptr(),
+                flags as libc::c_short,
+            ))?;
+            let mut pid: libc::pid_t = 0;
+            check(libc::posix_spawn(
+                &raw mut pid,
+                path.as_ptr(),
+                actions.as_ptr(),
+                attr.as_ptr(),
+                argv_p.as_ptr(),
+                envp_p.as_ptr(),
+            ))?;
+            Ok(pid as u32)
+        })();
+        libc::posix_spawnattr_destroy(attr.as_mut_ptr());
+        libc::posix_spawn_file_actions_destroy(actions.as_mut_ptr());
+        spawned
+    }
 }
 
 /// Replace this process with `argv`, found as [`spawn`] finds it (a script without `#!` under
