@@ -2727,6 +2727,15 @@ fn another_user_locking_each_new_registration_never_makes_a_receiver_or_member_f
     };
     let mut failed = Vec::new();
     for n in 0..REGISTRATIONS {
+        // A receiver takes a spare of its own (`.spare-K`, locked before it is renamed into
+        // sight) where it finds one: root's go, so that each receive makes its registration
+        // anew, the race this test runs.
+        for k in 0..4 {
+            let spare = h.t.join(&format!("shared/B/recv/.spare-{k}"));
+            if std::fs::symlink_metadata(&spare).is_ok_and(|m| m.uid() == 0) {
+                std::fs::remove_file(&spare).unwrap();
+            }
+        }
         let out = root(&["msg", "recv", "-n", "shared/B"]);
         if out.status.code() != Some(75) {
             failed.push(format!("recv {n}: {:?} {}", out.status, out.stderr));
@@ -2757,6 +2766,64 @@ fn another_user_locking_each_new_registration_never_makes_a_receiver_or_member_f
         said.starts_with(&format!("seen {}", 2 * REGISTRATIONS)),
         "the racer: {said}"
     );
+}
+
+/// Spare registrations another user put in a mailbox open to all (their own files, one of them
+/// a hard link to a file of root's) are never taken by root's receiver, nor changed: it makes
+/// its own, and one of its own spares that someone holds locked is passed over too.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn another_users_spare_registrations_are_never_taken_or_changed() {
+    let h = Hostile::new();
+    h.nobody(["sh", "-c", "umask 0; exec \"$0\" msg recv -n shared/B"])
+        .arg(fsync_bin())
+        .run()
+        .code(75);
+    let recv = h.t.join("shared/B/recv");
+    // root's own spare, held locked by another process, then nobody's files as spares.
+    h.fsync(["msg", "recv", "-n", "shared/B"]).run().code(75);
+    let mine = (0..4)
+        .map(|k| recv.join(format!(".spare-{k}")))
+        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == 0))
+        .expect("root's receiver kept a spare");
+    let mut holder =
+        h.t.cmd("flock")
+            .arg(&mine)
+            .args(["sh", "-c", "echo locked; sleep 30"])
+            .own_process_group()
+            .start();
+    holder.expect("locked");
+    for k in 0..4 {
+        let spare = recv.join(format!(".spare-{k}"));
+        if spare != mine && !spare.exists() {
+            h.nobody(["sh", "-c", "umask 0; : > \"$0\""])
+                .arg(&spare)
+                .run()
+                .code(0);
+        }
+    }
+    let before: Vec<_> = (0..4)
+        .map(|k| {
+            std::fs::symlink_metadata(recv.join(format!(".spare-{k}")))
+                .map(|m| (m.ino(), m.uid(), m.mode()))
+                .ok()
+        })
+        .collect();
+    for _ in 0..3 {
+        h.fsync(["msg", "recv", "-n", "shared/B"]).run().code(75);
+    }
+    let after: Vec<_> = (0..4)
+        .map(|k| {
+            std::fs::symlink_metadata(recv.join(format!(".spare-{k}")))
+                .map(|m| (m.ino(), m.uid(), m.mode()))
+                .ok()
+        })
+        .collect();
+    assert_eq!(
+        before, after,
+        "a spare another user put there, or one held, was taken"
+    );
+    holder.kill_process_group();
 }
 
 /// Another user who may write a mailbox's directory (they made it, open to all) replaces its
