@@ -131,6 +131,9 @@ pub(crate) fn spawn_keeping(
     output: Option<[std::os::fd::BorrowedFd<'_>; 2]>,
     forward: bool,
 ) -> Result<Running, SpawnError> {
+    // A caller that ignores SIGCHLD (`env --ignore-signal=CHLD`) would lose the command's
+    // status to the kernel's reaping.
+    signal::unignore_sigchld();
     // A message's job (it keeps the claim) leads a group of its own: stopped on timeout or
     // cancel with all it started.
     let group = keep.is_some();

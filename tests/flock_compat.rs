@@ -690,3 +690,24 @@ fn a_directory_can_be_the_lock() {
         .stderr_has("is a directory");
     assert!(t.join("D").is_dir());
 }
+
+/// A caller that ignores SIGCHLD (`env --ignore-signal=CHLD`, some daemons) still gets the
+/// command's status from `mutex run` and `msg recv --`, as from flock(1): the kernel would
+/// otherwise reap the command itself and its status be lost.
+#[test]
+fn a_caller_ignoring_sigchld_still_gets_the_commands_status() {
+    let t = TestDir::new();
+    let ignoring = |args: &[&str]| {
+        t.cmd("env")
+            .arg("--ignore-signal=CHLD")
+            .arg(fsync_bin())
+            .args(args)
+            .run()
+    };
+    ignoring(&["mutex", "run", "L", "--", "sh", "-c", "exit 7"]).code(7);
+    ignoring(&["mutex", "run", "L", "--", "sh", "-c", "kill -TERM $$"]).killed_by(Signal::SIGTERM);
+    t.fsync(["msg", "post", "-q", "B", "--data", "x"])
+        .run()
+        .code(0);
+    ignoring(&["msg", "recv", "B", "--", "sh", "-c", "exit 0"]).code(0);
+}

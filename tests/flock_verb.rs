@@ -136,6 +136,19 @@ EOF
         "flock 9; echo rc=$?; flock -n 7 7</dev/null; echo rc=$?; flock nodir/L true; echo rc=$?",
     ),
     (
+        "a caller that ignores SIGCHLD still gets the command's status",
+        "env --ignore-signal=CHLD flock L sh -c 'exit 7'; echo rc=$?; \
+         env --ignore-signal=CHLD flock L true; echo rc=$?; \
+         env --ignore-signal=CHLD flock L sh -c 'kill -TERM $$'; echo rc=$?",
+    ),
+    (
+        "output that cannot be written: a full disk is a write error, a reader gone SIGPIPE",
+        "flock --verbose L true >/dev/full; echo rc=$?; flock --verbose 9 9>L >/dev/full; \
+         echo rc=$?; flock --help >/dev/full; echo rc=$?; flock --version >/dev/full; echo rc=$?; \
+         mkfifo gone; { read _ <gone; flock --verbose L true; echo rc=$? >&2; } | \
+         { exec 0<&-; echo >gone; }",
+    ),
+    (
         "the lock file is created 0666 less the umask, and never truncated",
         "umask 022; flock new.lck true; stat -c %a new.lck; echo data >old.lck; \
          flock old.lck true; cat old.lck; umask 0; flock any.lck true; stat -c %a any.lck",

@@ -184,14 +184,12 @@ pub(super) fn main(name: &str, args: Vec<OsString>) -> Exit {
     let say = Say { name };
     let request = match parse(&args) {
         Ok(Parsed::Run(r)) => r,
-        Ok(Parsed::Help) => return help(),
+        Ok(Parsed::Help) => return say.after_output(help(), Exit::OK),
         Ok(Parsed::Version) => {
-            let _ = writeln!(
-                std::io::stdout(),
-                "{name} from fsync {}",
-                env!("CARGO_PKG_VERSION")
-            );
-            return Exit::OK;
+            let mut out = std::io::stdout().lock();
+            let written = writeln!(out, "{name} from fsync {}", env!("CARGO_PKG_VERSION"))
+                .and_then(|()| out.flush());
+            return say.after_output(written, Exit::OK);
         }
         Err(usage) => {
             say.line(&usage.message);
@@ -218,6 +216,21 @@ struct Say<'a> {
 }
 
 impl Say<'_> {
+    /// How fsync ends, `exit` meant, once what it wrote to standard output went (`written`),
+    /// as flock ends at its exit: a reader gone kills it with SIGPIPE (flock does not ignore
+    /// it); any other error (a full disk) says "write error" and exits 1.
+    fn after_output(&self, written: std::io::Result<()>, exit: Exit) -> Exit {
+        match written.map_err(|e| e.raw_os_error()) {
+            Ok(()) => exit,
+            Err(Some(nix::libc::EPIPE)) => Exit::signal(nix::libc::SIGPIPE),
+            Err(errno) => {
+                let cause = errno.map_or_else(|| "Input/output error".to_string(), run::strerror);
+                self.line(&format!("write error: {cause}"));
+                Exit::code(1)
+            }
+        }
+    }
+
     /// `NAME: TEXT` on standard error; nothing for no text (flock's `-?`).
     fn line(&self, text: &str) {
         if !text.is_empty() {
@@ -226,7 +239,7 @@ impl Say<'_> {
     }
 }
 
-fn help() -> Exit {
+fn help() -> std::io::Result<()> {
     use clap::CommandFactory as _;
     let mut root = super::Cli::command();
     root.build();
@@ -234,8 +247,8 @@ fn help() -> Exit {
         .find_subcommand_mut("flock")
         .map(|c| c.render_long_help().to_string())
         .unwrap_or_default();
-    let _ = write!(std::io::stdout(), "{text}");
-    Exit::OK
+    let mut out = std::io::stdout().lock();
+    write!(out, "{text}").and_then(|()| out.flush())
 }
 
 // ---- parsing, as getopt_long(3) with flock's option string does it ----------------------

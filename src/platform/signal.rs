@@ -458,6 +458,29 @@ pub fn ignore_sigpipe() {
     }
 }
 
+/// Make SIGCHLD's disposition the default where it is ignored (or asks that children not be
+/// waited for, `SA_NOCLDWAIT`): then the kernel reaps our children itself and their exit
+/// statuses are lost, so a command started cannot be waited for. Commands inherit the
+/// default, as they do from util-linux flock(1), which does the same before it starts one.
+/// Whether it was changed.
+pub(crate) fn unignore_sigchld() -> bool {
+    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: sigaction(2) with no new action only writes the current one into `old`, a live
+    // local (zeroed, so fully initialised whatever it writes).
+    let read = unsafe { libc::sigaction(libc::SIGCHLD, std::ptr::null(), old.as_mut_ptr()) };
+    // SAFETY: initialised above (zeroed, then written by the call).
+    let old = unsafe { old.assume_init() };
+    let ignored = old.sa_sigaction == libc::SIG_IGN || old.sa_flags & libc::SA_NOCLDWAIT != 0;
+    if read != 0 || !ignored {
+        return false;
+    }
+    // SAFETY: setting a disposition to SIG_DFL installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,8 +65,7 @@ impl Request {
             took.subsec_micros()
         ));
         let Target::File { path, argv } = &self.target else {
-            verbose.flush();
-            return Exit::OK;
+            return say.after_output(verbose.finish(), Exit::OK);
         };
         verbose.line(format!("executing {}", argv[0].to_string_lossy()));
         if let Err(e) = if self.close { Ok(()) } else { held.pass_down() } {
@@ -82,8 +81,7 @@ impl Request {
         verbose.flush_if_terminal();
         let exit = self.run_command(path, argv, &held, say);
         drop(held);
-        verbose.flush();
-        exit
+        say.after_output(verbose.finish(), exit)
     }
 
     /// Open FILE as flock opens it and lock it (or, with -u, neither).
@@ -211,7 +209,7 @@ fn spawn_cause(e: &SpawnError) -> String {
 }
 
 /// The C library's text for `errno`, as flock's `warn` prints it ("Bad file descriptor").
-fn strerror(errno: i32) -> String {
+pub(super) fn strerror(errno: i32) -> String {
     let text = std::io::Error::from_raw_os_error(errno).to_string();
     let suffix = format!(" (os error {errno})");
     text.strip_suffix(&suffix).unwrap_or(&text).to_string()
@@ -270,6 +268,8 @@ struct Verbose<'a> {
     on: bool,
     name: &'a str,
     lines: Vec<String>,
+    /// The first write that failed (reported at the end, as flock reports it at its exit).
+    failed: Option<std::io::Error>,
 }
 
 impl<'a> Verbose<'a> {
@@ -278,6 +278,7 @@ impl<'a> Verbose<'a> {
             on,
             name,
             lines: Vec::new(),
+            failed: None,
         }
     }
 
@@ -297,9 +298,17 @@ impl<'a> Verbose<'a> {
 
     fn flush(&mut self) {
         let mut out = std::io::stdout().lock();
-        for line in self.lines.drain(..) {
-            let _ = out.write_all(line.as_bytes());
+        let written = (self.lines.drain(..))
+            .try_for_each(|line| out.write_all(line.as_bytes()))
+            .and_then(|()| out.flush());
+        if let Err(e) = written {
+            self.failed.get_or_insert(e);
         }
-        let _ = out.flush();
+    }
+
+    /// The lines left written out: the first error of any write.
+    fn finish(mut self) -> std::io::Result<()> {
+        self.flush();
+        self.failed.map_or(Ok(()), Err)
     }
 }
