@@ -15,8 +15,9 @@
 //! payload replaced by the line, so that a job makes no file and frees none (each costs a
 //! search of the inode table on ext4 without a journal, a round trip on a network file
 //! system); a crash between leaves the payload there, which reads as a success with nothing
-//! known of it. Where it cannot be (keeping no records, a payload another user owns or that has
-//! other links), and for a cancellation, it is a new file written before the claim is removed: a
+//! known of it; then the file gets a new record's mode (the payload's may have been private).
+//! Where it cannot be (keeping no records, a payload another user owns or that has other
+//! links), and for a cancellation, it is a new file written before the claim is removed: a
 //! crash leaves the record of a job that is then delivered again (the later state wins, since a
 //! lookup looks in the queue and `claimed` first; and the redelivery removes it). A cancellation's
 //! record is flushed (line and directory) before the claim goes. A success's is not flushed on
@@ -267,6 +268,13 @@ impl Layout {
         let line = finished.render();
         if file.write_all_at(line.as_bytes(), 0).is_ok() {
             let _ = file.set_len(line.len() as u64);
+        }
+        // Readable as a record made anew would be (the payload's mode may have been private),
+        // once the payload is gone from it.
+        if st.st_mode & 0o777 != DEFAULT_PAYLOAD_MODE {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = DEFAULT_PAYLOAD_MODE & !crate::platform::procinfo::umask();
+            let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
         }
         true
     }

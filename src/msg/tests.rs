@@ -762,6 +762,22 @@ fn a_success_is_recorded_in_the_messages_own_file_where_it_can_be() {
         .finish()
         .unwrap();
     assert!(!record(three).exists());
+
+    // A private payload's file becomes a record as readable as one made anew.
+    let private = Mailbox::new(dir.path().join("B")).payload_mode(0o600);
+    let four = private
+        .post(&mut &b"secret"[..])
+        .unwrap()
+        .acquired()
+        .unwrap();
+    private
+        .recv(Some(Duration::ZERO))
+        .unwrap()
+        .unwrap()
+        .finish()
+        .unwrap();
+    let made_anew = record(two).metadata().unwrap().mode() & 0o777;
+    assert_eq!(record(four).metadata().unwrap().mode() & 0o777, made_anew);
     assert_eq!(
         std::fs::read_dir(dir.path().join("B/claimed"))
             .unwrap()
