@@ -556,11 +556,13 @@ fn netfs_both_hosts_creating_the_same_files_at_once_both_succeed() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(300);
-    let verbs: [&[&str]; 4] = [
+    let verbs: [&[&str]; 5] = [
         &["mutex", "run"],
         &["sem", "run", "--slots", "2"],
         &["group", "join"],
         &["swmr", "write"],
+        // A mailbox's six subdirectories, each made by both at once.
+        &["msg", "work", "--until-empty"],
     ];
     let mut failures = Vec::new();
     for i in 0..rounds {

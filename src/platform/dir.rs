@@ -140,16 +140,9 @@ pub(crate) struct Dir {
     path: PathBuf,
 }
 
-/// How long [`Dir::top`] waits, each time, for a directory it was told exists and then could
-/// not find (see there): 63 ms in all.
-const MKDIR_RACE_WAITS: [Duration; 6] = [
-    Duration::from_millis(1),
-    Duration::from_millis(2),
-    Duration::from_millis(4),
-    Duration::from_millis(8),
-    Duration::from_millis(16),
-    Duration::from_millis(32),
-];
+/// How long [`Dir::top`] and [`Dir::sub`] wait, each time, in milliseconds, for a directory
+/// they were told exists and then could not find (see there): 63 ms in all.
+const MKDIR_RACE_WAITS: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
 const DIR_FLAGS: OFlag = OFlag::O_RDONLY
     .union(OFlag::O_DIRECTORY)
@@ -233,7 +226,7 @@ impl Dir {
                 // answers our mkdir EEXIST before a lookup finds it on every brick. Nothing
                 // tells us when it is done: a few short waits, a few milliseconds in all.
                 Some(libc::ENOENT) if missing < MKDIR_RACE_WAITS.len() => {
-                    std::thread::sleep(MKDIR_RACE_WAITS[missing]);
+                    std::thread::sleep(Duration::from_millis(MKDIR_RACE_WAITS[missing]));
                     missing += 1;
                     mkdir()?;
                     continue;
@@ -370,31 +363,39 @@ impl Dir {
     /// A link, or anything but a directory, is an error naming it.
     pub(crate) fn sub(&self, name: &str, create: bool) -> Result<Option<Dir>> {
         let shown = self.join(name);
-        if create {
-            match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o777)) {
-                Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-                Err(e) => {
-                    return Err(super::fs::explain_open_error(
-                        &shown,
-                        "cannot create directory",
-                        e.into(),
-                    ));
+        let mut waits = MKDIR_RACE_WAITS.iter();
+        loop {
+            if create {
+                match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o777)) {
+                    Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                    Err(e) => {
+                        let what = "cannot create directory";
+                        return Err(super::fs::explain_open_error(&shown, what, e.into()));
+                    }
                 }
             }
-        }
-        let opened = open(
-            Some(self),
-            name,
-            DIR_FLAGS | OFlag::O_NOFOLLOW,
-            Mode::empty(),
-        );
-        match opened {
-            Ok(fd) => Ok(Some(Dir::own(fd, &shown))),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !create => Ok(None),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
-                Err(self.wrong_kind(name, Kind::Dir))
-            }
-            Err(e) => Err(Error::io(&shown, "cannot open directory", e)),
+            let opened = open(
+                Some(self),
+                name,
+                DIR_FLAGS | OFlag::O_NOFOLLOW,
+                Mode::empty(),
+            );
+            let e = match opened {
+                Ok(fd) => return Ok(Some(Dir::own(fd, &shown))),
+                Err(e) => e,
+            };
+            let wait = match e.raw_os_error() {
+                Some(libc::ENOENT) if !create => return Ok(None),
+                Some(libc::ELOOP | libc::ENOTDIR) => return Err(self.wrong_kind(name, Kind::Dir)),
+                // Made, or told it exists, and then not found: as in `child_top`, removed
+                // since or another GlusterFS client's mkdir half-way.
+                Some(libc::ENOENT) => waits.next(),
+                _ => None,
+            };
+            let Some(wait) = wait else {
+                return Err(Error::io(&shown, "cannot open directory", e));
+            };
+            std::thread::sleep(Duration::from_millis(*wait));
         }
     }
 
