@@ -6,8 +6,9 @@
 //! seventh of its instructions. std still fills `args_os()` there (glibc passes argc/argv to
 //! initialisers, which std uses); other C libraries (musl) do not, so elsewhere `main` is Rust's.
 //! What of the start-up we want is done in [`run`]: closed standard descriptors filled (see
-//! [`fill_closed_standard_fds`]), SIGPIPE ignored (a closed pipe is an error we report, see
-//! `Failure::BrokenPipe`), and `exit` flushes standard output.
+//! [`fill_closed_standard_fds`]) and SIGPIPE ignored (a closed pipe is an error we report, see
+//! `Failure::BrokenPipe`), neither for `flock`, which does as flock(1) does; and `exit` flushes
+//! standard output.
 #![cfg_attr(all(not(test), target_os = "linux", target_env = "gnu"), no_main)]
 #![deny(unsafe_code)]
 
@@ -33,8 +34,15 @@ fn main() {
 }
 
 fn run() -> ! {
-    fill_closed_standard_fds();
-    fsync::wait::ignore_sigpipe();
+    // flock(1) leaves closed standard descriptors closed (its lock file takes the first) and
+    // SIGPIPE as its caller set it: so does `fsync flock`.
+    match cli::is_flock() {
+        true => drop(fsync::wait::note_sigpipe()),
+        false => {
+            fill_closed_standard_fds();
+            fsync::wait::ignore_sigpipe();
+        }
+    }
     let exit = cli::main();
     if let Some(sig) = exit.signal {
         // Whatever standard output holds goes out first, as `exit` would have flushed it.

@@ -336,9 +336,13 @@ impl RangeLock {
 /// `range` on that description, so that nothing the child was granted as it was stopped stays
 /// taken: a lock the descriptor held on those bytes before is let go of too.
 ///
-/// Errors: [`ErrorKind::WrongKind`] if `fd` is not open on a regular file (a directory, a pipe,
-/// a device); [`ErrorKind::PermissionDenied`] for an exclusive lock through a descriptor not
-/// open for writing, or a shared one through a descriptor not open for reading; [`ErrorKind::Unavailable`] where the file system has no byte-range locks.
+/// `fd` may be open on a regular file, a directory (shared locks only: it cannot be open for
+/// writing), a device or a named pipe, as with util-linux `flock --fcntl`. Errors:
+/// [`ErrorKind::NotFound`] for an anonymous pipe or a socket; [`ErrorKind::WrongKind`] for an
+/// exclusive lock on a directory; [`ErrorKind::PermissionDenied`] for an exclusive lock through
+/// a descriptor not open for writing, or a shared one through a descriptor not open for
+/// reading (each with the errno, `EBADF`); [`ErrorKind::Unavailable`] where the file system
+/// has no byte-range locks.
 ///
 /// ```
 /// use std::os::fd::AsFd;
@@ -373,7 +377,7 @@ pub fn lock_fd_with(
     poll: Duration,
     progress: impl FnMut(Duration),
 ) -> Result<Outcome<()>> {
-    let path = check_range_fd(fd)?;
+    let (path, kind) = check_range_fd(fd)?;
     let network = pfs::fs_kind(&fd).network;
     let spec = Wait::for_lock(Deadline::after(timeout), network, poll);
     let r = range;
@@ -385,6 +389,12 @@ pub fn lock_fd_with(
     });
     locker.settle(&got, &fd);
     got.map_err(|e: std::io::Error| match e.raw_os_error() {
+        Some(nix::libc::EBADF) if kind == crate::mutex::Lockable::Directory => Error::new(
+            &path,
+            ErrorKind::WrongKind,
+            "is a directory: an exclusive byte range needs a regular file open for writing",
+        )
+        .with_errno(nix::libc::EBADF),
         Some(nix::libc::EBADF) => Error::new(
             &path,
             ErrorKind::PermissionDenied,
@@ -396,7 +406,8 @@ pub fn lock_fd_with(
                     "a shared byte-range lock needs a descriptor open for reading (exec N<FILE)"
                 }
             },
-        ),
+        )
+        .with_errno(nix::libc::EBADF),
         _ => Error::io(&path, &format!("cannot lock bytes {r}"), e),
     })
 }
@@ -404,7 +415,7 @@ pub fn lock_fd_with(
 /// Release `range` of the lock held through descriptor `fd` (a no-op where none is held);
 /// the rest of what the open file description holds stays locked. Errors as [`lock_fd`].
 pub fn unlock_fd(fd: BorrowedFd<'_>, range: ByteRange) -> Result<()> {
-    let path = check_range_fd(fd)?;
+    let (path, _) = check_range_fd(fd)?;
     lock::ofd_unlock(&fd, range.start, range.len)
         .map_err(|e| Error::io(&path, &format!("cannot unlock bytes {range}"), e))
 }
@@ -483,7 +494,7 @@ pub fn status(path: &Path, range: ByteRange) -> Result<RangeStatus> {
 /// [`status`] of `range` of the file open on descriptor `fd` (as [`lock_fd`] takes it): locks
 /// held through other open file descriptions. Errors as [`lock_fd`].
 pub fn status_fd(fd: BorrowedFd<'_>, range: ByteRange) -> Result<RangeStatus> {
-    let path = check_range_fd(fd)?;
+    let (path, _) = check_range_fd(fd)?;
     status_of(fd, &path, range)
 }
 
@@ -517,20 +528,12 @@ fn status_of(fd: BorrowedFd<'_>, path: &Path, range: ByteRange) -> Result<RangeS
     })
 }
 
-/// That `fd` is open on a regular file, the only thing a byte range can be taken on; the
-/// file's name for messages.
-fn check_range_fd(fd: BorrowedFd<'_>) -> Result<PathBuf> {
+/// That `fd` is open on something a byte range can be taken on (`mutex::check_lockable_fd`):
+/// the file's name for messages, and its kind.
+fn check_range_fd(fd: BorrowedFd<'_>) -> Result<(PathBuf, crate::mutex::Lockable)> {
     let path = crate::mutex::fd_file(fd.as_raw_fd());
-    let kind = match crate::mutex::check_lockable_fd(fd.as_raw_fd(), &path)? {
-        crate::mutex::Lockable::File => return Ok(path),
-        crate::mutex::Lockable::Directory => "a directory",
-        crate::mutex::Lockable::Device => "a character device",
-    };
-    Err(Error::new(
-        &path,
-        ErrorKind::WrongKind,
-        format!("is {kind}: a byte range needs a regular file"),
-    ))
+    let kind = crate::mutex::check_lockable_fd(fd.as_raw_fd(), &path)?;
+    Ok((path, kind))
 }
 
 #[cfg(test)]

@@ -105,8 +105,8 @@ use std::{
 
 use crate::platform::signal::WakeTimer;
 pub use crate::platform::signal::{
-    CANCEL_SIGNALS, cancel, cancelled, die_of, ignore_sigpipe, install_cancel_handlers,
-    last_received, set_wake_signal, wake_signal,
+    CANCEL_SIGNALS, cancel, cancelled, catch_sigalrm, die_of, ignore_sigpipe,
+    install_cancel_handlers, last_received, note_sigpipe, set_wake_signal, wake_signal,
 };
 
 use crate::{

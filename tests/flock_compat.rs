@@ -95,6 +95,45 @@ fn ignored_signals_stay_ignored_for_fsync_and_the_command() {
     run.finish().code(0);
 }
 
+/// What the caller ignored, blocked or closed reaches the command as it would through flock(1):
+/// SIGPIPE ignored (systemd starts services so: `yes | head` then ends with "Broken pipe"),
+/// blocked signals blocked, and a closed standard input closed.
+#[test]
+fn the_callers_signal_mask_dispositions_and_closed_descriptors_reach_the_command() {
+    let t = TestDir::new();
+    let run = |script: &str| {
+        t.cmd("bash")
+            .args(["-c", script])
+            .run()
+            .code(0)
+            .stdout
+            .clone()
+    };
+    let out =
+        run("env --ignore-signal=PIPE \"$FSYNC\" mutex run L -- grep SigIgn /proc/self/status");
+    // Signals 32 and 33 aside: this test's own shell may have them ignored (it was started
+    // by posix_spawn), and fsync passes that on as flock(1) does.
+    let internal: u64 = 0b11 << 31;
+    assert_eq!(
+        sig_ign(&out) & !internal,
+        1 << (Signal::SIGPIPE as i32 - 1),
+        "{out}"
+    );
+    let out = run("\"$FSYNC\" mutex run L -- grep SigIgn /proc/self/status");
+    assert_eq!(sig_ign(&out) & !internal, 0, "{out}");
+    let out =
+        run("env --block-signal=USR1,PIPE \"$FSYNC\" mutex run L -- grep SigBlk /proc/self/status");
+    let blocked = (1u64 << (Signal::SIGUSR1 as i32 - 1)) | (1 << (Signal::SIGPIPE as i32 - 1));
+    assert_eq!(out.trim(), format!("SigBlk:\t{blocked:016x}"), "{out}");
+    let out = run(
+        "env --ignore-signal=PIPE \"$FSYNC\" mutex run L -- yes 2>err | head -1; \
+         echo \"${PIPESTATUS[0]}\"; cat err",
+    );
+    assert_eq!(out, "y\n1\nyes: standard output: Broken pipe\n");
+    let out = run("\"$FSYNC\" mutex run L -- sh -c '[ -e /proc/self/fd/0 ] || echo closed' <&-");
+    assert_eq!(out, "closed\n");
+}
+
 /// An ignored signal does not cancel a wait either: the waiter gets the lock and runs.
 #[test]
 fn an_ignored_signal_does_not_cancel_a_wait() {

@@ -12,32 +12,36 @@ busy or the wait timed out (unless `-E`), 64 for usage, 66 when the lock file ca
 otherwise (128+N when it died of signal N). The clap definition below only documents it (help,
 man page, completions).
 
-What fsync does better and a script cannot tell apart stays: the wait is woken by the kernel and
-re-checks on network file systems, a lock file whose name was removed while we waited is
-locked again by its new name, INT, TERM, HUP and QUIT sent to fsync are forwarded to the command
-(flock dies and leaves the command running), and on a network file system the command is
-stopped if its lock is lost (the lease of `mutex run`). Nothing is written beside the lock: no
-holder record, no fencing token.
+Running, it is flock's own sequence too: open FILE (never following a link to create its
+target), lock that descriptor (waiting in the kernel; SIGALRM caught for a `-w` wait, as flock's
+timer catches it), run the command as a child with the descriptor and the signal dispositions
+and mask it found, and exit with the command's status. No signal handler, no second look at the
+name: what a signal, a closed descriptor or a file removed while waiting does is what it does to
+flock. Nothing is written beside the lock: no holder record, no fencing token. What fsync does
+better and a script could notice (forwarding signals, re-checking the name, leases on network
+file systems) is `mutex run`'s.
 */
 
 use std::{
     ffi::{OsStr, OsString},
     io::Write as _,
-    os::{fd::AsFd, unix::ffi::OsStrExt},
+    os::{
+        fd::{AsFd, BorrowedFd, OwnedFd},
+        unix::ffi::OsStrExt,
+    },
     path::PathBuf,
     time::{Duration, Instant},
 };
 
 use clap::Args;
-use fsync::{ByteRange, Guard, Mode, Mutex, Outcome, RangeLock, command::SpawnError};
+use fsync::{ByteRange, Mode, Outcome, command::SpawnError};
 
-use super::{
-    Exit,
-    child::{Job, LossArgs, OnLost},
-    escape::escaped,
-};
+use super::{Exit, escape::escaped};
 
 mod run;
+
+/// The util-linux release whose flock(1) this is, as `--version` says.
+const UTIL_LINUX: &str = "2.42";
 
 /// The one-line description, for `fsync --help`.
 pub(super) const ABOUT: &str =
@@ -52,8 +56,8 @@ is 'fsync flock'.
 'fsync flock FILE COMMAND' takes an exclusive lock on FILE (created if missing, never truncated), \
 runs COMMAND, and exits with its status; 'fsync flock FILE -c CMDSTRING' runs CMDSTRING with \
 $SHELL -c (/bin/sh if SHELL is unset); 'fsync flock N' locks descriptor N the shell has open, \
-as in '( flock -n 9 || exit 1; ... ) 9>/var/lock/mylock'. FILE may be a directory or a \
-character device (/dev/null).
+as in '( flock -n 9 || exit 1; ... ) 9>/var/lock/mylock'. FILE may be a directory, a device \
+(/dev/null, a disk) or a named pipe.
 
 Options are flock's and are taken only before FILE (or N): what follows FILE is the command. \
 Long options may be abbreviated; of -s, -x and -u the last wins; -n makes -w pointless. Exit \
@@ -63,14 +67,12 @@ COMMAND cannot be run; otherwise COMMAND's (128+N if it died of signal N). Messa
 with the name fsync was invoked under, as flock's do.
 
 Unlike 'fsync mutex run', nothing is written beside the lock (no holder record, no fencing \
-token), so that a script may lock itself inside a bin directory. What flock cannot do and a \
-script cannot notice comes on top: waits are woken by the kernel (and re-check every 50ms on \
-network file systems), INT, TERM, HUP and QUIT sent to fsync while COMMAND runs are forwarded \
-to it (flock would die and leave it running with the lock), and on a network file system \
-COMMAND is stopped (exit 76) if the lock is lost, after the lease 'fsync doctor' prints. \
-Where util-linux 2.38 and 2.41 differ (--fcntl, --start, --length are new), fsync follows \
-2.41. Differences that remain are listed in docs/flock-compat.md: a pipe or socket is not \
-locked (exit 65), and -u with a FILE runs COMMAND without opening FILE.";
+token), so that a script may lock itself inside a bin directory; and signals act on it as on \
+flock: a TERM ends it at once and leaves COMMAND running with the lock ('fsync mutex run' \
+forwards it to COMMAND instead). It follows util-linux flock 2.42 and accepts what 2.38 \
+accepted ('--s' is --shared). Differences that remain are listed in docs/flock-compat.md: a \
+pipe or socket descriptor is not locked (exit 65), a dangling link is not followed to create \
+its target, and -u with a FILE runs COMMAND without opening FILE.";
 
 pub(super) const EXAMPLES: &str = "\
 Examples:
@@ -180,48 +182,81 @@ pub(crate) struct FlockArgs {
 
 /// `fsync flock ARGS` (or `flock ARGS` through a link): `args` are the words after the name,
 /// `name` what messages start with.
-pub(super) fn main(name: &str, args: Vec<OsString>) -> Exit {
-    let say = Say { name };
-    let request = match parse(&args) {
+pub(super) fn main(invoked: &str, args: Vec<OsString>) -> Exit {
+    // Messages name the program as flock's do: its own by its short name, getopt's by the
+    // name as called (`/usr/bin/flock: invalid option -- 'z'`).
+    let name = std::path::Path::new(invoked)
+        .file_name()
+        .map_or(invoked.into(), |n| n.to_string_lossy());
+    let name = name.as_ref();
+    // SIGPIPE is as our caller left it (see main.rs): a write to a pipe nobody reads kills us,
+    // as it kills flock, unless it is ignored.
+    let pipe_ignored = fsync::wait::note_sigpipe();
+    let say = Say {
+        name,
+        pipe_ignored,
+        stderr_failed: std::cell::Cell::new(false),
+    };
+    let exit = parsed_and_run(&say, invoked, &args);
+    // flock's exit handler: a message that could not be written makes the status 1.
+    match say.stderr_failed.get() {
+        true => Exit::code(1),
+        false => exit,
+    }
+}
+
+fn parsed_and_run(say: &Say, invoked: &str, args: &[OsString]) -> Exit {
+    let name = say.name;
+    let request = match parse(args) {
         Ok(Parsed::Run(r)) => r,
         Ok(Parsed::Help) => return say.after_output(help(), Exit::OK),
         Ok(Parsed::Version) => {
             let mut out = std::io::stdout().lock();
-            let written = writeln!(out, "{name} from fsync {}", env!("CARGO_PKG_VERSION"))
-                .and_then(|()| out.flush());
+            let written = writeln!(
+                out,
+                "{name} from util-linux {UTIL_LINUX} (fsync {})",
+                env!("CARGO_PKG_VERSION")
+            )
+            .and_then(|()| out.flush());
             return say.after_output(written, Exit::OK);
         }
         Err(usage) => {
-            say.line(&usage.message);
-            if usage.try_help {
-                let command = match name {
-                    "fsync" => "fsync flock",
-                    other => other,
-                };
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "Try '{command} --help' for more information."
-                );
+            if !usage.try_help {
+                say.line(&usage.message);
+                return Exit::code(usage.code);
             }
+            let command = match name {
+                "fsync" => "fsync flock",
+                other => other,
+            };
+            say.raw(&format!(
+                "{invoked}: {}\nTry '{command} --help' for more information.",
+                escaped(&usage.message)
+            ));
             return Exit::code(usage.code);
         }
     };
-    fsync::wait::install_cancel_handlers();
-    request.run(&say)
+    request.run(say)
 }
 
 /// Messages as flock writes them: the invoked name, then the text.
 struct Say<'a> {
     name: &'a str,
+    /// SIGPIPE was ignored by our caller (flock then sees EPIPE instead of dying).
+    pipe_ignored: bool,
+    /// A message could not be written (flock's exit handler then exits 1).
+    stderr_failed: std::cell::Cell<bool>,
 }
 
 impl Say<'_> {
     /// How fsync ends, `exit` meant, once what it wrote to standard output went (`written`),
-    /// as flock ends at its exit: a reader gone kills it with SIGPIPE (flock does not ignore
-    /// it); any other error (a full disk) says "write error" and exits 1.
+    /// as flock ends at its exit: a reader gone kills it with SIGPIPE unless that is ignored;
+    /// a closed descriptor (EBADF) is let pass, as flock's exit handler lets it; any other
+    /// error (a full disk) says "write error" and exits 1.
     fn after_output(&self, written: std::io::Result<()>, exit: Exit) -> Exit {
         match written.map_err(|e| e.raw_os_error()) {
-            Ok(()) => exit,
+            Ok(()) | Err(Some(nix::libc::EBADF)) => exit,
+            Err(Some(nix::libc::EPIPE)) if self.pipe_ignored => exit,
             Err(Some(nix::libc::EPIPE)) => Exit::signal(nix::libc::SIGPIPE),
             Err(errno) => {
                 let cause = errno.map_or_else(|| "Input/output error".to_string(), run::strerror);
@@ -234,7 +269,29 @@ impl Say<'_> {
     /// `NAME: TEXT` on standard error; nothing for no text (flock's `-?`).
     fn line(&self, text: &str) {
         if !text.is_empty() {
-            let _ = writeln!(std::io::stderr(), "{}: {}", self.name, escaped(text));
+            self.raw(&format!("{}: {}", self.name, escaped(text)));
+        }
+    }
+
+    /// `TEXT` and a newline on standard error, as flock's unbuffered standard error writes
+    /// it: where that fails, SIGPIPE ends fsync (a reader gone, unless the signal is
+    /// ignored) or the exit status becomes 1.
+    fn raw(&self, text: &str) {
+        // write(2) itself: the standard library's stderr takes a closed descriptor (EBADF)
+        // for a sink, where flock's exit handler sees the error.
+        let mut rest = format!("{text}\n").into_bytes();
+        while !rest.is_empty() {
+            match nix::unistd::write(std::io::stderr(), &rest) {
+                Ok(n) => drop(rest.drain(..n)),
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => {
+                    if e == nix::errno::Errno::EPIPE && !self.pipe_ignored {
+                        fsync::wait::die_of(nix::libc::SIGPIPE);
+                    }
+                    self.stderr_failed.set(true);
+                    return;
+                }
+            }
         }
     }
 }
@@ -266,9 +323,9 @@ struct Usage {
 pub(super) const EXIT_STATUS: &[(&str, &str)] = &[
     (
         "the command's own",
-        "with FILE and COMMAND, COMMAND's exit status; 128+N if it died of signal N. If fsync \
-         itself got INT, TERM, HUP or QUIT while COMMAND ran, it forwarded the signal, waited for \
-         COMMAND, and dies of that signal, as flock would have died of it",
+        "with FILE and COMMAND, COMMAND's exit status; 128+N if it died of signal N. A signal \
+         that ends fsync itself (TERM, HUP...) ends it at once, as it ends flock, and leaves \
+         COMMAND running",
     ),
     (
         "0",
@@ -300,13 +357,8 @@ pub(super) const EXIT_STATUS: &[(&str, &str)] = &[
         "FILE could not be created: a read-only or full file system",
     ),
     (
-        "76",
-        "the lock was lost while COMMAND ran (network file systems: a partition or expired \
-         lease) and COMMAND was stopped",
-    ),
-    (
         "128+N",
-        "fsync was cancelled by signal N (INT, TERM, HUP or QUIT) while waiting: it dies of N",
+        "fsync died of signal N while waiting or while COMMAND ran, as flock would have",
     ),
 ];
 
@@ -457,6 +509,15 @@ fn long_option(name: &str, whole: &str) -> Result<(&'static str, Opt), Usage> {
         if !found.iter().any(|(_, o)| o == opt) {
             found.push((n, *opt));
         }
+    }
+    // Where util-linux 2.41 added an option that makes an abbreviation ambiguous (`--s`:
+    // `--shared` or `--start`), the meaning it had before stands, so that scripts written for
+    // the older flock keep working.
+    let older: Vec<_> = (found.iter())
+        .filter(|(_, o)| !matches!(o, Opt::Fcntl | Opt::Start | Opt::Length))
+        .collect();
+    if let ([_, _, ..], [one]) = (found.as_slice(), older.as_slice()) {
+        return Ok(**one);
     }
     match found.as_slice() {
         [] => Err(getopt_error(format!("unrecognized option '{whole}'"))),
@@ -672,7 +733,7 @@ fn parse(args: &[OsString]) -> Result<Parsed, Usage> {
 /// microsecond is 0 (-n). A value a timer cannot take (negative, infinite) is refused as
 /// flock's timer refuses it.
 fn parse_timeout(text: &str) -> Result<Duration, Usage> {
-    let invalid = || usage(format!("invalid timeout value: '{text}'"));
+    let invalid = || usage(format!("invalid timeout: '{text}'"));
     let trimmed = text.trim_start();
     let (negative, digits) = match trimmed.strip_prefix('-') {
         Some(rest) => (true, rest),
@@ -729,7 +790,9 @@ fn parse_i32(text: &str, what: &str) -> Result<i32, Usage> {
 /// octal) with an optional binary suffix (K, M, G, T, P, E, optionally followed by iB) or a
 /// decimal one (KB, MB, ...).
 fn parse_size(text: &str, what: &str) -> Result<u64, Usage> {
-    let invalid = || usage(format!("{what}: '{text}'"));
+    // util-linux's strtosize_or_err: the cause in the C library's words.
+    let invalid = || usage(format!("{what}: '{text}': Invalid argument"));
+    let too_big = || usage(format!("{what}: '{text}': Numerical result out of range"));
     let body = text.trim_start();
     let (radix, digits) = if let Some(h) = body.strip_prefix("0x").or(body.strip_prefix("0X")) {
         (16, h)
@@ -747,7 +810,7 @@ fn parse_size(text: &str, what: &str) -> Result<u64, Usage> {
     }
     let n = match number {
         "" => 0,
-        _ => u64::from_str_radix(number, radix).map_err(|_| invalid())?,
+        _ => u64::from_str_radix(number, radix).map_err(|_| too_big())?,
     };
     let power = |unit: char| {
         "KMGTPE"
@@ -756,20 +819,19 @@ fn parse_size(text: &str, what: &str) -> Result<u64, Usage> {
     };
     let multiplier: u64 = match suffix.as_bytes() {
         [] => 1,
-        [u] | [u, b'i', b'B'] => 1024u64.pow(power(*u as char).ok_or_else(invalid)?),
-        [u, b'B'] => 1000u64.pow(power(*u as char).ok_or_else(invalid)?),
+        [u] | [u, b'i', b'B' | b'b'] => 1024u64.pow(power(*u as char).ok_or_else(invalid)?),
+        [u, b'B' | b'b'] => 1000u64.pow(power(*u as char).ok_or_else(invalid)?),
         _ => return Err(invalid()),
     };
-    n.checked_mul(multiplier).ok_or_else(invalid)
+    n.checked_mul(multiplier).ok_or_else(too_big)
 }
 
 /// Whether the process was invoked as flock (`flock ...`, through a link) or as `fsync flock
 /// ...`: the name messages use and the words after it.
 pub(super) fn invocation(args: &[OsString]) -> Option<(String, Vec<OsString>)> {
     let argv0 = std::path::Path::new(args.first()?);
-    let base = argv0.file_name()?.to_string_lossy().into_owned();
-    if base == "flock" {
-        return Some((base, args[1..].to_vec()));
+    if argv0.file_name()? == "flock" {
+        return Some((argv0.to_string_lossy().into_owned(), args[1..].to_vec()));
     }
     match args.get(1) {
         Some(word) if word == "flock" => Some(("fsync".to_string(), args[2..].to_vec())),

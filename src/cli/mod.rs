@@ -352,6 +352,12 @@ impl Failure {
 /// [`fsync::Outcome`], how a wait ended.)
 pub(crate) type VerbResult = Result<Exit, Failure>;
 
+/// Whether this is `fsync flock` (or `flock` through a link), which leaves closed standard
+/// descriptors closed: its lock file takes the first free one, as flock(1)'s does.
+pub(crate) fn is_flock() -> bool {
+    flock::invocation(&std::env::args_os().take(2).collect::<Vec<_>>()).is_some()
+}
+
 /// Run the command line; returns how the process is to end.
 pub(crate) fn main() -> Exit {
     std::panic::set_hook(Box::new(|info| {

@@ -27,8 +27,8 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
 /// (`Ok(false)`: it ran out) and re-checking every `poll` on a network file system. The lock
 /// belongs to the open file description, so it outlives this process; nothing releases it but
 /// [`unlock_fd`] or the last close of the description. No holder record, fencing token or
-/// nesting. Errors: [`ErrorKind::NotFound`] if `fd` is not open on a regular file or a
-/// directory, [`ErrorKind::Unavailable`] where the file system does not support locks. (On NFS
+/// nesting. Errors: [`ErrorKind::NotFound`] if `fd` is not open on a regular file, a
+/// directory, a device or a named pipe, [`ErrorKind::Unavailable`] where the file system does not support locks. (On NFS
 /// an exclusive lock needs a descriptor open for writing: `exec 9>>lock`, not `9<lock`.)
 pub fn lock_fd(
     fd: BorrowedFd<'_>,
@@ -73,8 +73,8 @@ pub fn unlock_fd(fd: BorrowedFd<'_>) -> Result<()> {
 /// A descriptor of our own for descriptor number `number`, which this process inherited
 /// (`exec 9>>lock` in the shell): a close-on-exec duplicate. Locks belong to the open file
 /// description both share, so [`lock_fd`] and [`unlock_fd`] on it lock and unlock `number`.
-/// Fails if `number` is not open, or is open on something that cannot be a lock file (a pipe,
-/// a socket, a block device).
+/// Fails if `number` is not open, or is open on something that cannot be a lock file (an
+/// anonymous pipe, a socket).
 pub fn inherited_fd(number: RawFd) -> Result<OwnedFd> {
     let path = fd_path(number);
     check_lockable_fd(number, &path)?;
@@ -86,14 +86,16 @@ pub fn inherited_fd(number: RawFd) -> Result<OwnedFd> {
 pub(crate) enum Lockable {
     File,
     Directory,
-    /// A character device (`/dev/null`): every process that opens it locks the same inode,
-    /// as with `flock /dev/null`.
+    /// A character or block device (`/dev/null`, a disk): every process that opens it locks
+    /// the same inode, as with `flock /dev/null` or `flock /dev/sdb dd ...`.
     Device,
+    /// A named pipe (FIFO), reached by its name as a file is.
+    Fifo,
 }
 
-/// That `fd` is open on a regular file, a directory or a character device, the things
-/// `flock(1)` locks: a lock on a pipe or a socket would exclude nobody who opened it by name.
-/// Returns which it is.
+/// That `fd` is open on something `flock(1)` locks: a regular file, a directory, a device or a
+/// named pipe; not an anonymous pipe or a socket, where a lock would exclude nobody who opened
+/// a file by name. Returns which it is.
 pub(crate) fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<Lockable> {
     use nix::sys::stat::SFlag;
     let st = nix::sys::stat::fstat(fd).map_err(|e| {
@@ -102,10 +104,15 @@ pub(crate) fn check_lockable_fd(fd: RawFd, path: &Path) -> Result<Lockable> {
     let kind = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
         SFlag::S_IFREG => return Ok(Lockable::File),
         SFlag::S_IFDIR => return Ok(Lockable::Directory),
-        SFlag::S_IFCHR => return Ok(Lockable::Device),
+        SFlag::S_IFCHR | SFlag::S_IFBLK => return Ok(Lockable::Device),
+        // A named pipe's descriptor leads to its path; an anonymous one's to `pipe:[N]`.
+        SFlag::S_IFIFO
+            if std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|p| p.is_absolute()) =>
+        {
+            return Ok(Lockable::Fifo);
+        }
         SFlag::S_IFIFO => "a pipe",
         SFlag::S_IFSOCK => "a socket",
-        SFlag::S_IFBLK => "a block device",
         SFlag::S_IFLNK => "a symbolic link",
         _ => "of an unknown kind",
     };

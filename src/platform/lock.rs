@@ -108,9 +108,9 @@ pub(crate) fn ofd_lock(
 
 /// The `struct flock` of a byte-range request of `kind` (`F_RDLCK`, `F_WRLCK`, `F_UNLCK`) on
 /// `len` bytes from `start` (`len` 0: to the end of all offsets); `l_pid` 0, as OFD requests
-/// require. EOVERFLOW for offsets past `off_t`.
+/// require. EINVAL for offsets past `off_t`, as the kernel answers one it is given negative.
 fn request(kind: libc::c_int, start: u64, len: u64) -> io::Result<libc::flock> {
-    let overflow = |_| io::Error::from_raw_os_error(libc::EOVERFLOW);
+    let overflow = |_| io::Error::from_raw_os_error(libc::EINVAL);
     Ok(libc::flock {
         l_type: kind as libc::c_short,
         l_whence: libc::SEEK_SET as libc::c_short,

@@ -61,6 +61,7 @@ pub(crate) fn spawn(
         })
     };
     let keeping = |command: &mut Command| -> io::Result<()> {
+        inherit_signals(command);
         if group {
             command.process_group(0);
         }
@@ -136,6 +137,29 @@ pub(crate) fn spawn(
     })
 }
 
+/// Give a command our signal mask (the standard library would empty it) and SIGPIPE ignored
+/// where our caller ignored it ([`super::signal::ignore_sigpipe`]; the standard library would
+/// set the default): what it inherits from us is what it would have inherited from our caller,
+/// as a shell or flock(1) passes them on. Done as a step between fork and exec, which also
+/// keeps the standard library from starting the command by posix_spawn(3), whose glibc form
+/// leaves the C library's two internal real-time signals ignored in the command.
+fn inherit_signals(command: &mut Command) {
+    use nix::sys::signal::SigSet;
+    let mask = SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty());
+    let pipe_ignored = super::signal::sigpipe_ignored_for_commands();
+    // SAFETY: runs in the child between fork and exec, where only async-signal-safe calls are
+    // allowed: pthread_sigmask(3) and signal(2) are; `mask` is a copy the closure owns.
+    unsafe {
+        command.pre_exec(move || {
+            mask.thread_set_mask()?;
+            if pipe_ignored {
+                libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A command started: by the standard library, or by [`posix_spawn`] (a child of ours, not
 /// yet reaped).
 #[derive(Debug)]
@@ -202,7 +226,8 @@ fn spawn_keeps_fds() -> bool {
 
 /// Start `path` with `argv` (`arg0` then `args`), our environment with `env` set in it, the
 /// descriptors `fds` and, with `group`, a process group of its own, by posix_spawn(3): its
-/// signal mask empty and SIGPIPE at its default, as the standard library starts a command.
+/// signal mask and SIGPIPE as [`inherit_signals`] gives them (glibc's posix_spawn leaves its
+/// internal real-time signals ignored in the job: a job cannot tell).
 fn posix_spawn(
     path: &Path,
     arg0: &OsStr,
@@ -288,12 +313,15 @@ fn posix_spawn(
                 check(libc::posix_spawnattr_setpgroup(attr.as_mut_ptr(), 0))?;
             }
             let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-            libc::sigemptyset(set.as_mut_ptr());
+            libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), set.as_mut_ptr());
             check(libc::posix_spawnattr_setsigmask(
                 attr.as_mut_ptr(),
                 set.as_ptr(),
             ))?;
-            libc::sigaddset(set.as_mut_ptr(), libc::SIGPIPE);
+            libc::sigemptyset(set.as_mut_ptr());
+            if !super::signal::sigpipe_ignored_for_commands() {
+                libc::sigaddset(set.as_mut_ptr(), libc::SIGPIPE);
+            }
             check(libc::posix_spawnattr_setsigdefault(
                 attr.as_mut_ptr(),
                 set.as_ptr(),
@@ -329,9 +357,13 @@ pub(crate) fn exec(argv: &[impl AsRef<OsStr>]) -> SpawnError {
         Err(e) => return e,
     };
     let args = argv[1..].iter().map(AsRef::as_ref);
-    let mut e = Command::new(&path).arg0(program).args(args.clone()).exec();
+    let mut command = Command::new(&path);
+    inherit_signals(&mut command);
+    let mut e = command.arg0(program).args(args.clone()).exec();
     if e.raw_os_error() == Some(libc::ENOEXEC) {
-        e = Command::new("/bin/sh").arg(&path).args(args).exec();
+        let mut command = Command::new("/bin/sh");
+        inherit_signals(&mut command);
+        e = command.arg(&path).args(args).exec();
     }
     match e.kind() {
         io::ErrorKind::NotFound => SpawnError::NotFound,

@@ -446,16 +446,60 @@ impl Drop for WakeTimer {
 }
 
 /// Ignore SIGPIPE: a write to a closed pipe then fails with `EPIPE`, which a program can report,
-/// instead of killing it. Commands started later inherit it only if they do not reset it (std's
-/// `Command` resets SIGPIPE to the default in the child).
+/// instead of killing it. Commands started later get the disposition SIGPIPE had before the
+/// first call (ignored where the program's caller ignored it, as a systemd service's commands
+/// are started), as if it had never been changed; without a call they get the default, as the
+/// standard library's `Command` gives them.
 ///
 /// For programs, not libraries: it changes a process-wide disposition.
 pub fn ignore_sigpipe() {
     // Raw libc: nix's `signal` is not a safe fn either, so using it would gain nothing.
     // SAFETY: setting a disposition to SIG_IGN installs no handler code.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
+    let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let _ = SIGPIPE_BEFORE.compare_exchange(
+        0,
+        if before == libc::SIG_IGN { 2 } else { 1 },
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+}
+
+/// Note SIGPIPE's disposition as it is, without changing it, as the one commands started later
+/// get (as [`ignore_sigpipe`] notes it before it ignores the signal): for a program that leaves
+/// SIGPIPE as its caller set it, as util-linux flock(1) does, and starts commands. Returns
+/// whether it is ignored (as first noted).
+pub fn note_sigpipe() -> bool {
+    let ignored = is_ignored(libc::SIGPIPE);
+    let _ = SIGPIPE_BEFORE.compare_exchange(
+        0,
+        if ignored { 2 } else { 1 },
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    sigpipe_ignored_for_commands()
+}
+
+/// SIGPIPE's disposition before the first [`ignore_sigpipe`] (or as [`note_sigpipe`] found
+/// it): 0 not noted, 1 not ignored, 2 ignored.
+static SIGPIPE_BEFORE: AtomicI32 = AtomicI32::new(0);
+
+/// Whether commands are to start with SIGPIPE ignored (see [`ignore_sigpipe`]).
+pub(crate) fn sigpipe_ignored_for_commands() -> bool {
+    SIGPIPE_BEFORE.load(Ordering::SeqCst) == 2
+}
+
+extern "C" fn on_alarm(_: libc::c_int) {}
+
+/// Catch SIGALRM with a handler that does nothing, for the rest of the process's life: a
+/// SIGALRM then interrupts a blocking call (which the waits retry) instead of ending the
+/// process, and commands started later get its default disposition (exec resets a handler),
+/// even where it was ignored. What util-linux flock(1) does from the start of a `-w` wait on,
+/// whose timer signals with SIGALRM; `fsync flock -w` does the same, so that it ends on the
+/// same signals.
+///
+/// For programs, not libraries: it changes a process-wide disposition.
+pub fn catch_sigalrm() {
+    install(libc::SIGALRM, on_alarm as *const () as usize, 0);
 }
 
 /// Make SIGCHLD's disposition the default where it is ignored (or asks that children not be

@@ -9,21 +9,11 @@ struct Refusal {
     message: String,
 }
 
-/// A held lock: kept until fsync exits.
+/// A lock of ours: the descriptor FILE was opened on, kept open until fsync exits (and passed
+/// on to COMMAND, as flock passes it), or none (a descriptor of the caller's, or -u).
 enum Held {
-    Whole(fsync::PlainGuard),
-    Range(fsync::RangeGuard),
+    File(OwnedFd),
     None,
-}
-
-impl Held {
-    fn pass_down(&mut self) -> fsync::Result<()> {
-        match self {
-            Held::Whole(g) => fsync::Guard::pass_down(g),
-            Held::Range(g) => fsync::Guard::pass_down(g),
-            Held::None => Ok(()),
-        }
-    }
 }
 
 impl Request {
@@ -33,12 +23,17 @@ impl Request {
             Wait::No => Some(Duration::ZERO),
             Wait::For(d) => Some(d),
         };
+        // A timed wait catches SIGALRM from then on, as flock's timer handler does: a SIGALRM
+        // no longer ends fsync, and the command starts with its default disposition.
+        if matches!(self.wait, Wait::For(d) if !d.is_zero()) {
+            fsync::wait::catch_sigalrm();
+        }
         let started = Instant::now();
         let outcome = match &self.target {
             Target::File { path, .. } => self.lock_file(path, timeout),
             Target::Fd(n) => self.lock_fd(*n, timeout),
         };
-        let mut held = match outcome {
+        let held = match outcome {
             Ok(Outcome::Acquired(held)) => held,
             Ok(Outcome::TimedOut) => {
                 if self.verbose {
@@ -68,9 +63,9 @@ impl Request {
             return say.after_output(verbose.finish(), Exit::OK);
         };
         verbose.line(format!("executing {}", argv[0].to_string_lossy()));
-        if let Err(e) = if self.close { Ok(()) } else { held.pass_down() } {
-            say.line(&e.to_string());
-            return Exit::code(EX_OSERR);
+        // -o: the command does not get the lock's descriptor (flock closes it in the child).
+        if let (true, Held::File(fd)) = (self.close, &held) {
+            let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
         }
         if self.no_fork {
             verbose.flush_if_terminal();
@@ -79,31 +74,81 @@ impl Request {
             return Exit::code(EX_UNAVAILABLE);
         }
         verbose.flush_if_terminal();
-        let exit = self.run_command(path, argv, &held, say);
+        let _ = path;
+        let exit = run_command(argv, say);
         drop(held);
         say.after_output(verbose.finish(), exit)
     }
 
-    /// Open FILE as flock opens it and lock it (or, with -u, neither).
+    /// Open FILE as flock opens it ([`open_lock_file`]) and lock that descriptor (or, with -u,
+    /// neither). Nothing looks at the name again: a holder that removes or renames the file
+    /// while we wait hands us the lock on the file we opened, as flock's waiters get it.
     fn lock_file(
         &self,
         path: &std::path::Path,
         timeout: Option<Duration>,
     ) -> Result<Outcome<Held>, Refusal> {
+        use rustix::fs::OFlags;
+        if self.op == Op::Unlock {
+            return Ok(Outcome::Acquired(Held::None));
+        }
+        // An exclusive fcntl lock needs a descriptor open for writing.
+        let mut flags = match (self.range, self.op) {
+            (Some(_), Op::Exclusive) => OFlags::WRONLY,
+            _ => OFlags::RDONLY,
+        };
+        let (mut fd, mut opened_dir) = open_lock_file(path, &mut flags)?;
+        loop {
+            let e = match self.lock(fd.as_fd(), timeout) {
+                Ok(o) => return Ok(o.map(|()| Held::File(fd))),
+                Err(e) => e,
+            };
+            let errno = e.errno();
+            // flock's way with NFSv4, where flock(2) is emulated by fcntl locks: open again
+            // for writing, if we may, and try again.
+            if matches!(errno, Some(nix::libc::EIO | nix::libc::EBADF))
+                && !flags.contains(OFlags::RDWR)
+                && self.op != Op::Shared
+                && rustix::fs::access(
+                    path,
+                    rustix::fs::Access::READ_OK | rustix::fs::Access::WRITE_OK,
+                )
+                .is_ok()
+            {
+                flags = OFlags::RDWR;
+                (fd, opened_dir) = open_lock_file(path, &mut flags)?;
+                if flags.contains(OFlags::RDWR) {
+                    continue;
+                }
+            }
+            // flock reports what errno holds then: "Is a directory" from the second open.
+            let errno = if opened_dir {
+                Some(nix::libc::EISDIR)
+            } else {
+                errno
+            };
+            let cause = errno.map_or_else(|| own_words(&e), strerror);
+            return Err(Refusal {
+                code: match errno {
+                    Some(nix::libc::ENOLCK | nix::libc::ENOMEM) => EX_OSERR,
+                    _ => EX_DATAERR,
+                },
+                message: format!("{}: {cause}", path.display()),
+            });
+        }
+    }
+
+    /// Take the lock on `fd`, waiting up to `timeout`.
+    fn lock(&self, fd: BorrowedFd<'_>, timeout: Option<Duration>) -> fsync::Result<Outcome<()>> {
         let mode = match self.op {
             Op::Shared => Mode::Shared,
-            Op::Exclusive => Mode::Exclusive,
-            Op::Unlock => return Ok(Outcome::Acquired(Held::None)),
+            _ => Mode::Exclusive,
         };
+        let poll = fsync::wait::DEFAULT_POLL;
         match self.range {
-            None => Mutex::new(path)
-                .acquire_plain_with(mode, timeout, |_| {})
-                .map(|o| o.map(Held::Whole)),
-            Some(range) => RangeLock::new(path, range)
-                .acquire_with(mode, timeout, |_| {})
-                .map(|o| o.map(Held::Range)),
+            None => fsync::mutex::lock_fd_with(fd, mode, timeout, poll, |_| {}),
+            Some(r) => fsync::range::lock_fd_with(fd, r, mode, timeout, poll, |_| {}),
         }
-        .map_err(|e| file_refusal(path, &e))
     }
 
     /// Lock (or unlock) descriptor `n`, which the caller has open.
@@ -129,61 +174,88 @@ impl Request {
         done.map(|o| o.map(|()| Held::None))
             .map_err(|e| fd_refusal(n, &e))
     }
+}
 
-    /// Run the command as flock's child, with the lease of `mutex run` on a network file
-    /// system; its status as flock reports it.
-    fn run_command(
-        &self,
-        path: &std::path::Path,
-        argv: &[OsString],
-        held: &Held,
-        say: &Say,
-    ) -> Exit {
-        let job = Job {
-            argv,
-            env: Vec::new(),
-        };
-        let loss = LossArgs {
-            on_lost: OnLost::Term,
-            lease: None,
-        };
-        let failed = |e: SpawnError| super::super::Failure::Exec {
-            program: format!("failed to execute {}", argv[0].to_string_lossy()),
-            exit: Exit::code(EX_UNAVAILABLE),
-            cause: spawn_cause(&e),
-        };
-        let checking = super::super::child::Checking {
-            loss: &loss,
-            lock: path,
-            verbose: false,
-            check: whole_loss_check,
-        };
-        let ran = job.run_guarded_or(held, |_, _| {}, Some(checking), failed);
-        match ran {
-            // flock dies of INT, TERM, HUP or QUIT sent to it (fsync forwarded it and waited
-            // for the command), and reports a signal its command died of alone as 128+N.
-            Ok(exit) => match fsync::wait::last_received() {
-                Some(sig) => Exit::signal(sig),
-                None => Exit::code(exit.code),
-            },
-            Err(failure @ super::super::Failure::Exec { exit, .. }) => {
-                say.line(&failure.to_string());
-                exit
+/// Run the command as flock's child and wait for it: its status, 128+N if it died of signal
+/// N. Nothing is forwarded: a signal that ends fsync meanwhile ends it alone, as it ends flock,
+/// and leaves the command running with the lock.
+fn run_command(argv: &[OsString], say: &Say) -> Exit {
+    let running = match fsync::command::spawn(argv) {
+        Ok(running) => running,
+        Err(e) => {
+            say.line(&exec_failure(&argv[0], &e));
+            return Exit::code(EX_UNAVAILABLE);
+        }
+    };
+    match running.wait() {
+        Ok(status) => {
+            use std::os::unix::process::ExitStatusExt as _;
+            match (status.code(), status.signal()) {
+                (Some(code), _) => Exit::code(code as u8),
+                (None, Some(sig)) => Exit::code((128 + sig) as u8),
+                (None, None) => Exit::code(EX_OSERR),
             }
-            Err(other) => {
-                say.line(&other.to_string());
-                Exit::code(EX_OSERR)
-            }
+        }
+        Err(e) => {
+            say.line(&format!(
+                "waitpid failed: {}",
+                e.raw_os_error().map_or_else(|| e.to_string(), strerror)
+            ));
+            Exit::code(1)
         }
     }
 }
 
-/// The check of a whole-file lock of ours; none of a byte range or of the caller's descriptor
-/// (`mutex run`'s byte ranges are not checked either).
-fn whole_loss_check(held: &Held) -> Option<fsync::LossCheck<'_>> {
-    match held {
-        Held::Whole(g) => g.loss_check(),
-        _ => None,
+/// Open FILE as flock(1) opens it: `flags` (read-only unless an exclusive fcntl lock needs
+/// writing), created mode 0666 less the umask if missing, never truncated, no controlling
+/// terminal; a directory read-only. On success `flags` say how it was opened; with whether a
+/// directory made the first open fail (flock's errno then says so).
+///
+/// One thing more than flock: a symbolic link is followed only to something that exists, never
+/// to create its target (a dangling link planted in a shared directory would otherwise make us
+/// create a file wherever it points). It costs nothing where FILE is no link: the first open
+/// does not follow one, and only a link (ELOOP) is opened again, following it, without O_CREAT.
+fn open_lock_file(
+    path: &std::path::Path,
+    flags: &mut rustix::fs::OFlags,
+) -> Result<(OwnedFd, bool), Refusal> {
+    use rustix::fs::{Mode as M, OFlags, open};
+    use rustix::io::Errno;
+    let retrying = |f: &dyn Fn() -> rustix::io::Result<OwnedFd>| loop {
+        match f() {
+            Err(Errno::INTR) => continue,
+            other => return other,
+        }
+    };
+    let mut fl = *flags | OFlags::NOCTTY;
+    let mode = M::from_raw_mode(0o666);
+    let mut opened = retrying(&|| open(path, fl | OFlags::CREATE | OFlags::NOFOLLOW, mode));
+    if opened.as_ref().err() == Some(&Errno::LOOP) {
+        opened = retrying(&|| open(path, fl, M::empty()));
+    }
+    let mut dir = false;
+    if opened.as_ref().err() == Some(&Errno::ISDIR) {
+        dir = true;
+        fl = OFlags::RDONLY | OFlags::NOCTTY;
+        opened = retrying(&|| open(path, fl, M::empty()));
+    }
+    match opened {
+        Ok(fd) => {
+            *flags = fl;
+            Ok((fd, dir))
+        }
+        Err(e) => Err(Refusal {
+            code: match e.raw_os_error() {
+                nix::libc::ENOMEM | nix::libc::EMFILE | nix::libc::ENFILE => EX_OSERR,
+                nix::libc::EROFS | nix::libc::ENOSPC => EX_CANTCREAT,
+                _ => EX_NOINPUT,
+            },
+            message: format!(
+                "cannot open lock file {}: {}",
+                path.display(),
+                strerror(e.raw_os_error())
+            ),
+        }),
     }
 }
 
@@ -213,35 +285,6 @@ pub(super) fn strerror(errno: i32) -> String {
     let text = std::io::Error::from_raw_os_error(errno).to_string();
     let suffix = format!(" (os error {errno})");
     text.strip_suffix(&suffix).unwrap_or(&text).to_string()
-}
-
-/// FILE could not be opened or locked: flock's words and status for it.
-fn file_refusal(path: &std::path::Path, e: &fsync::Error) -> Refusal {
-    use fsync::ErrorKind;
-    let cause = || e.errno().map_or_else(|| own_words(e), strerror);
-    let path = path.display();
-    match (e.kind(), e.errno()) {
-        (ErrorKind::NotFound | ErrorKind::WrongKind | ErrorKind::PermissionDenied, errno) => {
-            Refusal {
-                code: match errno {
-                    Some(nix::libc::EROFS | nix::libc::ENOSPC) => EX_CANTCREAT,
-                    _ => EX_NOINPUT,
-                },
-                message: format!("cannot open lock file {path}: {}", cause()),
-            }
-        }
-        (_, Some(nix::libc::ENOMEM | nix::libc::EMFILE | nix::libc::ENFILE)) => Refusal {
-            code: EX_OSERR,
-            message: format!("cannot open lock file {path}: {}", cause()),
-        },
-        (_, errno) => Refusal {
-            code: match errno {
-                Some(nix::libc::ENOLCK) => EX_OSERR,
-                _ => EX_DATAERR,
-            },
-            message: format!("{path}: {}", cause()),
-        },
-    }
 }
 
 /// Descriptor `n` could not be locked: "9: Bad file descriptor".
