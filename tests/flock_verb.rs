@@ -16,10 +16,16 @@ use std::{os::unix::fs::symlink, path::Path};
 
 use crate::harness::{TestDir, fsync_bin, require};
 
-/// Run before every case: `hold ARGS...` holds a lock with the installed flock until
-/// `release`; `elapsed_ms` since `start_clock`; `until_waiting FILE [N]` returns once N
-/// processes (1 by default) wait for a lock on FILE (the kernel's `/proc/locks` shows them).
+/// Run before every case: descriptors above 2 that the test inherited (a build tool's jobserver
+/// pipe) are closed, so that a lock file opened takes descriptor 3 as it would in a shell;
+/// `hold ARGS...` holds a lock with the installed flock until `release`; `elapsed_ms` since
+/// `start_clock`; `until_waiting FILE [N]` returns once N processes (1 by default) wait for a
+/// lock on FILE (the kernel's `/proc/locks` shows them).
 const PRELUDE: &str = r#"
+for fd in /proc/$$/fd/*; do
+    fd=${fd##*/}
+    [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null
+done
 hold() {
     rm -f ready go; mkfifo ready go
     "$REAL_FLOCK" "$@" sh -c 'echo >ready; read _ <go' &
