@@ -312,6 +312,12 @@ struct Seen {
 
 /// Run `script` in a fresh directory with `flock` (first on PATH) being `implementation`.
 fn run(script: &str, implementation: &Path, real: &Path) -> Seen {
+    run_as(None, script, implementation, real)
+}
+
+/// [`run`], the script run by `user` (as root, through runuser) where given, in a directory
+/// that user may write.
+fn run_as(user: Option<&str>, script: &str, implementation: &Path, real: &Path) -> Seen {
     let t = TestDir::new();
     let bin = t.join("bin");
     std::fs::create_dir(&bin).unwrap();
@@ -320,9 +326,17 @@ fn run(script: &str, implementation: &Path, real: &Path) -> Seen {
         std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
     )
     .unwrap();
-    let out = t
-        .cmd("bash")
-        .args(["-c", &format!("{PRELUDE}\n{script}")])
+    let script = format!("{PRELUDE}\n{script}");
+    let cmd = match user {
+        None => t.cmd("bash"),
+        Some(user) => {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+            t.cmd("runuser").args(["-u", user, "--", "bash"])
+        }
+    };
+    let out = cmd
+        .args(["-c", &script])
         .env("PATH", path)
         .env("REAL_FLOCK", real)
         .run();
@@ -378,13 +392,18 @@ fn before_2_41(version: &str) -> bool {
 
 /// Run every case of `cases` with `real` and with `fsync flock`; assert they agree.
 fn compare(real: &Path, cases: &[(&str, &str)]) {
+    compare_as(None, real, cases);
+}
+
+/// [`compare`], the cases run by `user` where given.
+fn compare_as(user: Option<&str>, real: &Path, cases: &[(&str, &str)]) {
     require("bash", "bash");
     let version = version_of(real);
     println!("comparing with {version} ({})", real.display());
     let mut differ = Vec::new();
     for (what, script) in cases {
-        let theirs = run(script, real, real);
-        let ours = run(script, fsync_bin(), real);
+        let theirs = run_as(user, script, real, real);
+        let ours = run_as(user, script, fsync_bin(), real);
         if ours != theirs {
             differ.push(format!(
                 "{what}:\n  flock(1): {theirs:?}\n  fsync:    {ours:?}\n  script: {script}"
@@ -498,4 +517,42 @@ fn fsync_flock_speaks_as_fsync_when_called_so() {
         .run()
         .code(0)
         .stdout_has("Usage: fsync flock [OPTIONS] <FILE|DIR> <COMMAND>");
+}
+
+/// Cases run as an unprivileged user (`nobody`), for whom permissions count: how a lock file is
+/// opened shows in what that user may lock.
+const AS_A_USER: &[(&str, &str)] = &[(
+    "a file the user may only read, only write, or neither; a directory not theirs",
+    ": >ro; chmod 400 ro; : >wo; chmod 200 wo; : >no; chmod 0 no
+     for f in ro wo no /proc/x /root/x; do flock \"$f\" echo \"$f\"; echo rc=$?; \
+     flock -s \"$f\" echo \"$f shared\"; echo rc=$?; done",
+)];
+
+/// As a user, the cases of `--fcntl`, whose exclusive lock needs a descriptor open for writing.
+const AS_A_USER_SINCE_2_41: &[(&str, &str)] = &[(
+    "--fcntl on a file the user may only read or only write",
+    ": >ro; chmod 400 ro; : >wo; chmod 200 wo; : >rw; chmod 600 rw
+     for f in ro wo rw; do flock --fcntl \"$f\" echo \"$f\"; echo rc=$?; \
+     flock --fcntl -s \"$f\" echo \"$f shared\"; echo rc=$?; done",
+)];
+
+/// What a user who may only read or only write a lock file gets, beside the installed flock
+/// and (in CI) util-linux 2.42.
+#[test]
+#[ignore = "needs root: runs flock as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn fsync_flock_opens_as_flock_opens_for_a_user_without_root() {
+    crate::harness::require_root();
+    require("runuser", "util-linux");
+    let installed = installed_flock();
+    let mut flocks = vec![installed];
+    if let Some(newer) = std::env::var_os("FSYNC_FLOCK_2_42") {
+        flocks.push(newer.into());
+    }
+    for real in flocks {
+        let mut cases = AS_A_USER.to_vec();
+        if !before_2_41(&version_of(&real)) {
+            cases.extend(AS_A_USER_SINCE_2_41);
+        }
+        compare_as(Some("nobody"), &real, &cases);
+    }
 }
