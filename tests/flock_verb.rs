@@ -154,7 +154,7 @@ EOF
     ),
     (
         "a descriptor that is not open, a file that cannot be opened",
-        "flock 9; echo rc=$?; flock -n 7 7</dev/null; echo rc=$?; flock nodir/L true; echo rc=$?",
+        "flock 9; echo rc=$?; : >F; flock -n 7 7<F; echo rc=$?; flock nodir/L true; echo rc=$?",
     ),
     (
         "a caller that ignores SIGCHLD still gets the command's status",
@@ -255,6 +255,14 @@ EOF
          \"$x\" --bogus L true 2>&1 | sed \"s#$x#FLOCK#\"; \"$x\" -w 2>&1 | sed \"s#$x#FLOCK#\"; \
          \"$x\" nodir/L true; echo rc=$?; flock L/x true; echo rc=$?; flock /proc/x true; \
          echo rc=$?",
+    ),
+    (
+        "a lock refused as NFSv4 refuses flock(2) on a read-only descriptor (EBADF or EIO, \
+         injected): the file is opened again for writing and the lock tried again",
+        "i() { e=$1; w=$2; shift 2; strace -f -o /dev/null -e trace=flock \
+         -e inject=flock:error=$e:when=$w \"$@\"; echo rc=$?; }
+         i EBADF 1 flock L echo ok; i EIO 1 flock L echo ok; i EBADF 1 flock -s L echo shared
+         i ENOLCK 1 flock L echo ok; i EBADF 1+ flock L echo ok; i EBADF 1 flock 9 9<L",
     ),
     (
         "the lock file is created 0666 less the umask, and never truncated",
@@ -430,6 +438,7 @@ fn cases_for(real: &Path) -> Vec<(&'static str, &'static str)> {
 
 #[test]
 fn fsync_flock_does_what_the_installed_flock_does() {
+    require("strace", "strace");
     let real = installed_flock();
     compare(&real, &cases_for(&real));
 }
@@ -525,7 +534,9 @@ const AS_A_USER: &[(&str, &str)] = &[(
     "a file the user may only read, only write, or neither; a directory not theirs",
     ": >ro; chmod 400 ro; : >wo; chmod 200 wo; : >no; chmod 0 no
      for f in ro wo no /proc/x /root/x; do flock \"$f\" echo \"$f\"; echo rc=$?; \
-     flock -s \"$f\" echo \"$f shared\"; echo rc=$?; done",
+     flock -s \"$f\" echo \"$f shared\"; echo rc=$?; done
+     for f in ro rw; do : >rw; strace -f -o /dev/null -e trace=flock \
+     -e inject=flock:error=EBADF:when=1 flock \"$f\" echo \"$f reopened\"; echo rc=$?; done",
 )];
 
 /// As a user, the cases of `--fcntl`, whose exclusive lock needs a descriptor open for writing.

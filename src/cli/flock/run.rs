@@ -97,36 +97,38 @@ impl Request {
             (Some(_), Op::Exclusive) => OFlags::WRONLY,
             _ => OFlags::RDONLY,
         };
-        let (mut fd, mut opened_dir) = open_lock_file(path, &mut flags)?;
+        let (mut fd, _) = open_lock_file(path, &mut flags)?;
         loop {
             let e = match self.lock(fd.as_fd(), timeout) {
                 Ok(o) => return Ok(o.map(|()| Held::File(fd))),
                 Err(e) => e,
             };
-            let errno = e.errno();
+            // flock reports what errno holds when it gives up: the lock's, or that of the
+            // steps below.
+            let mut errno = e.errno();
             // flock's way with NFSv4, where flock(2) is emulated by fcntl locks: open again
             // for writing, if we may, and try again.
             if matches!(errno, Some(nix::libc::EIO | nix::libc::EBADF))
                 && !flags.contains(OFlags::RDWR)
                 && self.op != Op::Shared
-                && rustix::fs::access(
-                    path,
-                    rustix::fs::Access::READ_OK | rustix::fs::Access::WRITE_OK,
-                )
-                .is_ok()
             {
-                flags = OFlags::RDWR;
-                (fd, opened_dir) = open_lock_file(path, &mut flags)?;
-                if flags.contains(OFlags::RDWR) {
-                    continue;
+                let may = rustix::fs::Access::READ_OK | rustix::fs::Access::WRITE_OK;
+                match rustix::fs::access(path, may) {
+                    Err(denied) => errno = Some(denied.raw_os_error()),
+                    Ok(()) => {
+                        flags = OFlags::RDWR;
+                        let opened_dir;
+                        (fd, opened_dir) = open_lock_file(path, &mut flags)?;
+                        if flags.contains(OFlags::RDWR) {
+                            continue;
+                        }
+                        // A directory, opened read-only after "Is a directory".
+                        if opened_dir {
+                            errno = Some(nix::libc::EISDIR);
+                        }
+                    }
                 }
             }
-            // flock reports what errno holds then: "Is a directory" from the second open.
-            let errno = if opened_dir {
-                Some(nix::libc::EISDIR)
-            } else {
-                errno
-            };
             let cause = errno.map_or_else(|| own_words(&e), strerror);
             return Err(Refusal {
                 code: match errno {
