@@ -318,13 +318,8 @@ struct Seen {
     code: Option<i32>,
 }
 
-/// Run `script` in a fresh directory with `flock` (first on PATH) being `implementation`.
-fn run(script: &str, implementation: &Path, real: &Path) -> Seen {
-    run_as(None, script, implementation, real)
-}
-
-/// [`run`], the script run by `user` (as root, through runuser) where given, in a directory
-/// that user may write.
+/// Run `script` in a fresh directory with `flock` (first on PATH) being `implementation`, as
+/// `user` (as root, through runuser) where given, in a directory that user may write.
 fn run_as(user: Option<&str>, script: &str, implementation: &Path, real: &Path) -> Seen {
     let t = TestDir::new();
     let bin = t.join("bin");
