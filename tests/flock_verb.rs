@@ -84,6 +84,11 @@ const CASES: &[(&str, &str)] = &[
          flock -e -n L echo e; echo rc=$?; release",
     ),
     (
+        "a descriptor locked shared beside a shared holder, not exclusively",
+        "exec 9<L; hold -s L; flock -s -n 9; echo shared rc=$?; flock -u 9; flock -n 9; \
+         echo exclusive rc=$?; flock -x -n 9; echo x rc=$?; release; exec 9<&-",
+    ),
+    (
         "-u releases a descriptor's lock",
         "exec 9>L; flock 9; echo locked $?; \"$REAL_FLOCK\" -n L echo other; echo rc=$?; \
          flock -u 9; echo unlocked $?; \"$REAL_FLOCK\" -n L echo other; echo rc=$?; exec 9>&-",
