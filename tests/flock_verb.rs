@@ -567,3 +567,20 @@ fn fsync_flock_opens_as_flock_opens_for_a_user_without_root() {
         compare_as(Some("nobody"), &real, &cases);
     }
 }
+
+/// Cases run as root that mount file systems: a lock file that cannot be made on a read-only or
+/// full one (flock's EX_CANTCREAT, 73), and one that exists there.
+const MOUNTING: &[(&str, &str)] = &[(
+    "a read-only and a full file system",
+    "mkdir ro full; trap 'umount ro full' EXIT
+     mount -t tmpfs -o size=1m tmpfs ro && : >ro/L && mount -o remount,ro ro
+     mount -t tmpfs -o size=1m,nr_inodes=2 tmpfs full && : >full/L
+     for f in ro/L ro/new full/L full/new; do flock \"$f\" echo \"$f\"; echo rc=$?; done",
+)];
+
+#[test]
+#[ignore = "needs root: mounts small tmpfs file systems; .ci/run runs it with --ignored"]
+fn fsync_flock_on_read_only_and_full_file_systems_as_flock() {
+    crate::harness::require_root();
+    compare(&installed_flock(), MOUNTING);
+}

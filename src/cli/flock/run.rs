@@ -238,7 +238,7 @@ fn open_lock_file(
     let mut dir = false;
     if opened.as_ref().err() == Some(&Errno::ISDIR) {
         dir = true;
-        fl = OFlags::RDONLY | OFlags::NOCTTY;
+        fl = OFlags::NOCTTY; // read-only: O_RDONLY is 0
         opened = retrying(&|| open(path, fl, M::empty()));
     }
     match opened {
