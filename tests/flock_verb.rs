@@ -85,7 +85,7 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "a descriptor locked shared beside a shared holder, not exclusively",
-        "exec 9<L; hold -s L; flock -s -n 9; echo shared rc=$?; flock -u 9; flock -n 9; \
+        ": >L; exec 9<L; hold -s L; flock -s -n 9; echo shared rc=$?; flock -u 9; flock -n 9; \
          echo exclusive rc=$?; flock -x -n 9; echo x rc=$?; release; exec 9<&-",
     ),
     (
@@ -258,7 +258,7 @@ EOF
         "getopt names flock as it was called; flock's own messages by its short name",
         "x=$(command -v flock); \"$x\" -z L true 2>&1 | sed \"s#$x#FLOCK#\"; \
          \"$x\" --bogus L true 2>&1 | sed \"s#$x#FLOCK#\"; \"$x\" -w 2>&1 | sed \"s#$x#FLOCK#\"; \
-         \"$x\" nodir/L true; echo rc=$?; flock L/x true; echo rc=$?; flock /proc/x true; \
+         \"$x\" nodir/L true; echo rc=$?; : >L; flock L/x true; echo rc=$?; flock /proc/x true; \
          echo rc=$?",
     ),
     (
@@ -268,6 +268,12 @@ EOF
          -e inject=flock:error=$e:when=$w \"$@\"; echo rc=$?; }
          i EBADF 1 flock L echo ok; i EIO 1 flock L echo ok; i EBADF 1 flock -s L echo shared
          i ENOLCK 1 flock L echo ok; i EBADF 1+ flock L echo ok; i EBADF 1 flock 9 9<L",
+    ),
+    (
+        "the lock file's open failing (injected): each cause's status",
+        "for e in EMFILE ENFILE ENOMEM EROFS ENOSPC EACCES ENOENT; do strace -f -o /dev/null -P L \
+         -e trace=openat,open -e inject=openat,open:error=$e flock L echo in; echo \"$e rc=$?\"; \
+         done",
     ),
     (
         "the lock file is created 0666 less the umask, and never truncated",
