@@ -137,7 +137,7 @@ pub(crate) fn spawn_keeping(
     // A message's job (it keeps the claim) leads a group of its own: stopped on timeout or
     // cancel with all it started.
     let group = keep.is_some();
-    let child = process::spawn(argv, env, input, keep, output, group)?;
+    let child = process::spawn(argv, env, input, keep, output, group, false)?;
     if !forward {
         return Ok(Running {
             child,
@@ -177,6 +177,32 @@ pub fn spawn_job(
     input: Option<&std::fs::File>,
 ) -> Result<Running, SpawnError> {
     spawn_keeping(argv, env, input, None, None, false)
+}
+
+/// Start `argv` as [`spawn`] does, but by fork and exec, as util-linux flock(1) and a shell
+/// start a command: then the command has nothing ignored that the process's caller did not
+/// ignore (glibc's posix_spawn(3), which [`spawn`] uses, leaves the C library's two internal
+/// real-time signals ignored in it). The cost: a copy of the process for a moment, whose
+/// descriptors are closed at exec (on a FUSE file system whose server does not answer, a
+/// close waits for it); for a process with no descriptor open there but the lock it passes
+/// on, as `fsync flock`.
+///
+/// # Panics
+///
+/// If `argv` is empty.
+pub fn spawn_forked(argv: &[impl AsRef<OsStr>]) -> Result<Running, SpawnError> {
+    signal::unignore_sigchld();
+    let child = process::spawn(argv, &[] as &[(&str, &str)], None, None, None, false, true)?;
+    let pid = child.id();
+    if let Some(sig) = signal::set_child(Some(pid as i32), false) {
+        process::kill(pid, sig);
+    }
+    Ok(Running {
+        child,
+        forwarded: true,
+        group: false,
+        after_exit: None,
+    })
 }
 
 /// Replace this process with `argv`, found and run as [`spawn`] runs it, with the environment

@@ -42,6 +42,15 @@ pub enum SpawnError {
 /// the command's standard output and error (a job's kept output, [`crate::msg`]) instead of
 /// ours. With `group`, the command leads a process group of its own (its id the command's
 /// pid), so that it can be stopped with everything it started ([`kill_group`]).
+///
+/// Where the C library can (`keep` needs glibc 2.29), the command is started by posix_spawn(3):
+/// without a copy of our address space, and without a moment in which a copy of our
+/// descriptors exists (a copy of a descriptor on a FUSE file system closed at exec waits for
+/// the server: while it is cut off, for minutes). With `fork`, it is started by fork and exec,
+/// as util-linux flock(1) starts it: glibc's posix_spawn leaves its two internal real-time
+/// signals ignored in the command, which flock's commands do not have. Either way the command
+/// gets the signal mask and SIGPIPE's disposition the process started with
+/// ([`super::signal::ignore_sigpipe`], [`super::signal::note_sigpipe`]).
 pub(crate) fn spawn(
     argv: &[impl AsRef<OsStr>],
     env: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)],
@@ -49,6 +58,7 @@ pub(crate) fn spawn(
     keep: Option<BorrowedFd<'_>>,
     output: Option<[BorrowedFd<'_>; 2]>,
     group: bool,
+    fork: bool,
 ) -> Result<Child, SpawnError> {
     let program = argv[0].as_ref();
     let path = resolve(program)?;
@@ -83,13 +93,11 @@ pub(crate) fn spawn(
         }
         Ok(())
     };
-    if let Some(fd) = keep
-        && spawn_keeps_fds()
-    {
+    if !fork && (keep.is_none() || spawn_keeps_fds()) {
         let fds = Fds {
             stdin: stdin.map(AsFd::as_fd),
             output,
-            keep: fd,
+            keep,
         };
         let env: Vec<(&OsStr, &OsStr)> = env.clone().collect();
         let args: Vec<&OsStr> = args.clone().collect();
@@ -137,15 +145,14 @@ pub(crate) fn spawn(
     })
 }
 
-/// Give a command our signal mask (the standard library would empty it) and SIGPIPE ignored
-/// where our caller ignored it ([`super::signal::ignore_sigpipe`]; the standard library would
-/// set the default): what it inherits from us is what it would have inherited from our caller,
-/// as a shell or flock(1) passes them on. Done as a step between fork and exec, which also
-/// keeps the standard library from starting the command by posix_spawn(3), whose glibc form
-/// leaves the C library's two internal real-time signals ignored in the command.
+/// Give a command the signal mask the process started with (the standard library would empty
+/// it) and SIGPIPE ignored where our caller ignored it ([`super::signal::ignore_sigpipe`]; the
+/// standard library would set the default): what it inherits from us is what it would have
+/// inherited from our caller, as a shell or flock(1) passes them on. Done as a step between
+/// fork and exec, which also keeps the standard library from starting the command by
+/// posix_spawn(3).
 fn inherit_signals(command: &mut Command) {
-    use nix::sys::signal::SigSet;
-    let mask = SigSet::thread_get_mask().unwrap_or_else(|_| SigSet::empty());
+    let mask = super::signal::mask_for_commands();
     let pipe_ignored = super::signal::sigpipe_ignored_for_commands();
     // SAFETY: runs in the child between fork and exec, where only async-signal-safe calls are
     // allowed: pthread_sigmask(3) and signal(2) are; `mask` is a copy the closure owns.
@@ -200,7 +207,7 @@ impl Child {
 struct Fds<'a> {
     stdin: Option<BorrowedFd<'a>>,
     output: Option<[BorrowedFd<'a>; 2]>,
-    keep: BorrowedFd<'a>,
+    keep: Option<BorrowedFd<'a>>,
 }
 
 /// Whether this C library's posix_spawn(3) clears the close-on-exec flag of a descriptor
@@ -280,8 +287,10 @@ fn posix_spawn(
         dups.push((high(out)?, 1));
         dups.push((high(err)?, 2));
     }
-    let keep = high(fds.keep)?;
-    dups.push((keep, keep)); // its close-on-exec flag cleared in the child alone
+    if let Some(keep) = fds.keep {
+        let keep = high(keep)?;
+        dups.push((keep, keep)); // its close-on-exec flag cleared in the child alone
+    }
     let check = |r: libc::c_int| match r {
         0 => Ok(()),
         e => Err(io::Error::from_raw_os_error(e)),
@@ -312,12 +321,12 @@ fn posix_spawn(
                 flags |= libc::POSIX_SPAWN_SETPGROUP;
                 check(libc::posix_spawnattr_setpgroup(attr.as_mut_ptr(), 0))?;
             }
-            let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-            libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), set.as_mut_ptr());
+            let mask = super::signal::mask_for_commands();
             check(libc::posix_spawnattr_setsigmask(
                 attr.as_mut_ptr(),
-                set.as_ptr(),
+                mask.as_ref(),
             ))?;
+            let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
             libc::sigemptyset(set.as_mut_ptr());
             if !super::signal::sigpipe_ignored_for_commands() {
                 libc::sigaddset(set.as_mut_ptr(), libc::SIGPIPE);

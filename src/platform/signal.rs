@@ -453,6 +453,7 @@ impl Drop for WakeTimer {
 ///
 /// For programs, not libraries: it changes a process-wide disposition.
 pub fn ignore_sigpipe() {
+    note_mask();
     // Raw libc: nix's `signal` is not a safe fn either, so using it would gain nothing.
     // SAFETY: setting a disposition to SIG_IGN installs no handler code.
     let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
@@ -469,6 +470,7 @@ pub fn ignore_sigpipe() {
 /// SIGPIPE as its caller set it, as util-linux flock(1) does, and starts commands. Returns
 /// whether it is ignored (as first noted).
 pub fn note_sigpipe() -> bool {
+    note_mask();
     let ignored = is_ignored(libc::SIGPIPE);
     let _ = SIGPIPE_BEFORE.compare_exchange(
         0,
@@ -482,6 +484,24 @@ pub fn note_sigpipe() -> bool {
 /// SIGPIPE's disposition before the first [`ignore_sigpipe`] (or as [`note_sigpipe`] found
 /// it): 0 not noted, 1 not ignored, 2 ignored.
 static SIGPIPE_BEFORE: AtomicI32 = AtomicI32::new(0);
+
+/// The signal mask commands start with: the calling thread's at the first [`ignore_sigpipe`]
+/// or [`note_sigpipe`] (a program calls one as it starts: its caller's), else none blocked.
+static COMMAND_MASK: std::sync::OnceLock<nix::sys::signal::SigSet> = std::sync::OnceLock::new();
+
+fn note_mask() {
+    if let Ok(mask) = nix::sys::signal::SigSet::thread_get_mask() {
+        let _ = COMMAND_MASK.set(mask);
+    }
+}
+
+/// The signal mask commands are to start with (see [`COMMAND_MASK`]).
+pub(crate) fn mask_for_commands() -> nix::sys::signal::SigSet {
+    COMMAND_MASK
+        .get()
+        .copied()
+        .unwrap_or_else(nix::sys::signal::SigSet::empty)
+}
 
 /// Whether commands are to start with SIGPIPE ignored (see [`ignore_sigpipe`]).
 pub(crate) fn sigpipe_ignored_for_commands() -> bool {

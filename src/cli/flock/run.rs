@@ -182,7 +182,7 @@ impl Request {
 /// N. Nothing is forwarded: a signal that ends fsync meanwhile ends it alone, as it ends flock,
 /// and leaves the command running with the lock.
 fn run_command(argv: &[OsString], say: &Say) -> Exit {
-    let running = match fsync::command::spawn(argv) {
+    let running = match fsync::command::spawn_forked(argv) {
         Ok(running) => running,
         Err(e) => {
             say.line(&exec_failure(&argv[0], &e));
