@@ -138,27 +138,7 @@ pub(crate) fn spawn_keeping(
     // cancel with all it started.
     let group = keep.is_some();
     let child = process::spawn(argv, env, input, keep, output, group, false)?;
-    if !forward {
-        return Ok(Running {
-            child,
-            forwarded: false,
-            group,
-            after_exit: None,
-        });
-    }
-    let pid = child.id();
-    if let Some(sig) = signal::set_child(Some(pid as i32), group) {
-        match group {
-            true => drop(process::kill_group(pid, sig)),
-            false => process::kill(pid, sig),
-        }
-    }
-    Ok(Running {
-        child,
-        forwarded: true,
-        group,
-        after_exit: None,
-    })
+    Ok(Running::started(child, group, forward))
 }
 
 /// A job of a pool of workers (`fsync msg work`): started as [`spawn_with`] starts a command
@@ -193,16 +173,7 @@ pub fn spawn_job(
 pub fn spawn_forked(argv: &[impl AsRef<OsStr>]) -> Result<Running, SpawnError> {
     signal::unignore_sigchld();
     let child = process::spawn(argv, &[] as &[(&str, &str)], None, None, None, false, true)?;
-    let pid = child.id();
-    if let Some(sig) = signal::set_child(Some(pid as i32), false) {
-        process::kill(pid, sig);
-    }
-    Ok(Running {
-        child,
-        forwarded: true,
-        group: false,
-        after_exit: None,
-    })
+    Ok(Running::started(child, false, true))
 }
 
 /// Replace this process with `argv`, found and run as [`spawn`] runs it, with the environment
@@ -225,6 +196,27 @@ impl From<process::SpawnError> for SpawnError {
 }
 
 impl Running {
+    /// `child`, just started (leading a process `group` of its own or not), with cancellation
+    /// signals forwarded to it if `forward`; one that arrived while it was being started is
+    /// forwarded at once.
+    fn started(child: process::Child, group: bool, forward: bool) -> Running {
+        if forward {
+            let pid = child.id();
+            if let Some(sig) = signal::set_child(Some(pid as i32), group) {
+                match group {
+                    true => drop(process::kill_group(pid, sig)),
+                    false => process::kill(pid, sig),
+                }
+            }
+        }
+        Running {
+            child,
+            forwarded: forward,
+            group,
+            after_exit: None,
+        }
+    }
+
     /// The command's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

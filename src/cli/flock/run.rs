@@ -25,7 +25,7 @@ impl Request {
         };
         // A timed wait catches SIGALRM from then on, as flock's timer handler does: a SIGALRM
         // no longer ends fsync, and the command starts with its default disposition.
-        if matches!(self.wait, Wait::For(d) if !d.is_zero()) {
+        if timeout.is_some_and(|t| !t.is_zero()) {
             fsync::wait::catch_sigalrm();
         }
         let started = Instant::now();
@@ -59,7 +59,7 @@ impl Request {
             took.as_secs(),
             took.subsec_micros()
         ));
-        let Target::File { path, argv } = &self.target else {
+        let Target::File { argv, .. } = &self.target else {
             return say.after_output(verbose.finish(), Exit::OK);
         };
         verbose.line(format!("executing {}", argv[0].to_string_lossy()));
@@ -74,7 +74,6 @@ impl Request {
             return Exit::code(EX_UNAVAILABLE);
         }
         verbose.flush_if_terminal();
-        let _ = path;
         let exit = run_command(argv, say);
         drop(held);
         say.after_output(verbose.finish(), exit)
