@@ -301,7 +301,7 @@ impl Bus {
         let not_connected = || {
             Error::new(
                 &self.dir,
-                ErrorKind::Unavailable,
+                ErrorKind::NotConnected,
                 format!("{role} '{name}' is not connected to this bus"),
             )
         };
@@ -484,8 +484,8 @@ impl Bus {
     /// Disconnect the participant `name`: from now on nobody can send to it, and messages
     /// queued for it stay hidden until it connects again (which discards them). A stale
     /// participant can be disconnected; a held one disconnects itself. Waits as
-    /// [`connect`](Self::connect) does. Errors: [`ErrorKind::Unavailable`] if it is not
-    /// connected, or if a living holder has it.
+    /// [`connect`](Self::connect) does. Errors: [`ErrorKind::NotConnected`] if it is not
+    /// connected, [`ErrorKind::Unavailable`] if a living holder has it.
     pub fn disconnect(&self, name: &str) -> Result<()> {
         self.member(name, "participant")?;
         let top = self.top(false)?.expect("it has a member");
@@ -541,7 +541,7 @@ impl Bus {
     }
 
     /// Queue a message from `from` for `to`, durably, as [`Mailbox::post`] does; fails
-    /// ([`ErrorKind::Unavailable`]) if either is not connected, or if `to` is
+    /// ([`ErrorKind::NotConnected`]) if either is not connected, or if `to` is
     /// [stale](ParticipantState::Stale) (its holder died). Waits for nobody.
     pub fn send(&self, from: &str, to: &str, payload: &mut dyn Read) -> Result<Outcome<()>> {
         self.member(from, "sender")?;
@@ -553,7 +553,7 @@ impl Bus {
             };
             return Err(Error::new(
                 &self.dir,
-                ErrorKind::Unavailable,
+                ErrorKind::NotConnected,
                 format!(
                     "receiver '{to}' is not connected any more: its holder died{whose}; not \
                      sending (a new connection takes the name over with its messages)"
@@ -599,7 +599,7 @@ impl Bus {
     }
 
     /// Take the oldest message for `name`, waiting up to `timeout` as [`Mailbox::recv`] does;
-    /// [`ErrorKind::Unavailable`] if `name` is not connected.
+    /// [`ErrorKind::NotConnected`] if `name` is not connected.
     pub fn recv(&self, name: &str, timeout: Option<Duration>) -> Result<Option<Received>> {
         self.mailbox(name, "participant")?.recv(timeout)
     }

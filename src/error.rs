@@ -24,10 +24,22 @@ pub enum ErrorKind {
     PermissionDenied,
     /// An I/O error of the device or file system (EIO, ENOSPC, EDQUOT).
     Io,
-    /// The request cannot be carried out here: no locking on this file system, waiting would
-    /// deadlock (a nested acquisition of a lock that was not passed down), or what it names
-    /// is not there or belongs to another (a bus participant not connected, or held).
+    /// Someone else has it now: a bus name connected by another participant, a message that
+    /// kept moving while it was being cancelled, a file locked by another process for longer
+    /// than the call waits. Trying again later may succeed.
     Unavailable,
+    /// The file system does not support what was asked (no locks there: `ENOLCK`,
+    /// `EOPNOTSUPP`, `ENOSYS`).
+    NotSupported,
+    /// Waiting would never end: this thread holds the lock through another guard that has not
+    /// been [unbound](crate::Unbound) (see [`Mutex`](crate::Mutex#threads)), or the kernel
+    /// refused with `EDEADLK`.
+    WouldDeadlock,
+    /// An ancestor process holds the lock without having passed it down, or holds it for us
+    /// while what we wait for cannot change: waiting would never end.
+    HeldByAncestor,
+    /// A bus participant that the call names is not connected.
+    NotConnected,
     /// The request itself is malformed (a bad name or range), or asks for what the primitive's
     /// state refuses (a slot count or cap other than the one in force). Never an
     /// operating-system error: an `EINVAL` from the kernel is [`Os`](ErrorKind::Os).
@@ -145,7 +157,8 @@ fn kind_of_errno(code: i32) -> ErrorKind {
         ENOTDIR | EISDIR | ELOOP | ENXIO => ErrorKind::WrongKind,
         EACCES | EPERM | EROFS => ErrorKind::PermissionDenied,
         EIO | ENOSPC | EDQUOT | EFBIG => ErrorKind::Io,
-        ENOLCK | EOPNOTSUPP | ENOSYS | EDEADLK => ErrorKind::Unavailable,
+        ENOLCK | EOPNOTSUPP | ENOSYS => ErrorKind::NotSupported,
+        EDEADLK => ErrorKind::WouldDeadlock,
         _ => ErrorKind::Os,
     }
 }

@@ -406,7 +406,7 @@ impl Membership {
     /// they last while such a command runs even if this process dies.
     ///
     /// `cleanup` must not join this group (in this thread that fails at once with
-    /// [`ErrorKind::Unavailable`]; another thread or process would wait for ever), nor, on a
+    /// [`ErrorKind::WouldDeadlock`]; another thread or process would wait for ever), nor, on a
     /// network file system, ask whether it is empty (that waits for the join lock too). The
     /// module docs have the protocol.
     ///

@@ -170,7 +170,11 @@ pub struct GroupGuard {
     key: Option<held::Key>,
     /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
     acquired: std::time::Instant,
+    /// Not `Send`: see [`Unbound`](crate::Unbound).
+    bound: crate::platform::binding::Bound,
 }
+
+held::bindable!(GroupGuard, key);
 
 /// The check is of our shared lock on the group's file; passing down passes the slot under
 /// the cap too. A group lock keeps no record ([`set_child`](crate::Guard::set_child) records
@@ -448,6 +452,7 @@ impl GroupLock {
             held::add(key);
         }
         Ok(Outcome::Acquired(Some(GroupGuard {
+            bound: std::marker::PhantomData,
             path: own,
             member: Some(member),
             slot,
@@ -637,13 +642,13 @@ mod tests {
         let lock = GroupLock::new(dir.path().join("l"));
         let inside = lock.enter("a", None).unwrap().unwrap();
         let err = lock.enter("b", Some(BOUND)).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert_eq!(err.kind(), ErrorKind::WouldDeadlock, "{err}");
         assert!(
             err.to_string().contains("already held by this thread"),
             "{err}"
         );
         let err = lock.clone().max(2).enter("a", Some(BOUND)).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert_eq!(err.kind(), ErrorKind::WouldDeadlock, "{err}");
         let again = lock.try_enter("a").unwrap().expect("one group shares");
         drop((inside, again));
         assert!(lock.try_enter("b").unwrap().is_some(), "left: forgotten");

@@ -93,7 +93,8 @@ files it locks anew. So a thread that asks for what it already holds through ano
 would wait for itself; a [`Mutex`], a [`Swmr`] (a writer that asks to read, or to write again),
 a [`RangeLock`] (bytes that overlap its own, in a conflicting mode) and a [`GroupLock`] (a member
 of one group that asks to enter another, or to set its own group's first cap) notice and fail
-at once instead ([`ErrorKind::Unavailable`]). (A [`Semaphore`] slot holder may take another slot; one
+at once instead ([`ErrorKind::WouldDeadlock`]; a guard is bound to the thread that took
+it until [unbound](Unbound), so the check is exact). (A [`Semaphore`] slot holder may take another slot; one
 that holds them all and asks for one more waits until its timeout.)
 
 # Waiting, and the signal it installs
@@ -159,7 +160,10 @@ pub use grouplock::{GroupGuard, GroupLock};
 pub use guard::{Guard, Lease, LeaseState, LossCheck};
 pub use msg::{Mailbox, Received};
 pub use mutex::{Mutex, MutexGuard, PlainGuard};
-pub use platform::lock::Mode;
+pub use platform::{
+    binding::{Bindable, Unbound},
+    lock::Mode,
+};
 pub use range::{ByteRange, RangeGuard, RangeLock};
 pub use sem::{Semaphore, SlotGuard};
 pub use swmr::{Swmr, SwmrGuard};

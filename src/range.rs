@@ -106,7 +106,8 @@ impl std::fmt::Display for ByteRange {
 /// the guard's own open file, so two guards exclude each other even in one process, and the
 /// kernel (or the file server) releases them when their holder dies. A thread that asks for
 /// bytes it holds through another guard in a conflicting mode would wait for itself: that is
-/// an error at once ([`ErrorKind::Unavailable`]); other threads wait as other processes do. Do not lock the same file
+/// an error at once ([`ErrorKind::WouldDeadlock`]); other threads, and guards
+/// [unbound](crate::Unbound) from their thread, wait as other processes do. Do not lock the same file
 /// whole with [`Mutex`](crate::Mutex) or `flock(1)` as well: NFS and FUSE emulate `flock` with
 /// a whole-file lock of this kind, and the two collide there.
 ///
@@ -144,7 +145,11 @@ pub struct RangeGuard {
     file: File,
     /// This holding in the process's table (see `held`).
     key: held::Key,
+    /// Not `Send`: see [`Unbound`](crate::Unbound).
+    bound: crate::platform::binding::Bound,
 }
+
+held::bindable!(RangeGuard, key);
 
 impl Drop for RangeGuard {
     fn drop(&mut self) {
@@ -212,7 +217,7 @@ impl RangeLock {
     /// network file system it also re-checks every [`poll_interval`](Self::poll_interval).
     /// Errors: [`ErrorKind::PermissionDenied`] for an exclusive lock on a file this process may
     /// only read; [`ErrorKind::WrongKind`] for a path that is a directory or not a regular file,
-    /// [`ErrorKind::NotFound`] for one whose directory is missing; [`ErrorKind::Unavailable`] where the file system does
+    /// [`ErrorKind::NotFound`] for one whose directory is missing; [`ErrorKind::NotSupported`] where the file system does
     /// not support byte-range locks.
     pub fn acquire(&self, mode: Mode, timeout: Option<Duration>) -> Result<Option<RangeGuard>> {
         Ok(self.acquire_with(mode, timeout, |_| {})?.acquired())
@@ -272,6 +277,7 @@ impl RangeLock {
             let key = held::Key::range(&meta, mode, r.start, r.len);
             held::add(key);
             RangeGuard {
+                bound: std::marker::PhantomData,
                 path: self.path.clone(),
                 file,
                 key,
@@ -341,7 +347,7 @@ impl RangeLock {
 /// [`ErrorKind::NotFound`] for an anonymous pipe or a socket; [`ErrorKind::WrongKind`] for an
 /// exclusive lock on a directory; [`ErrorKind::PermissionDenied`] for an exclusive lock through
 /// a descriptor not open for writing, or a shared one through a descriptor not open for
-/// reading (each with the errno, `EBADF`); [`ErrorKind::Unavailable`] where the file system
+/// reading (each with the errno, `EBADF`); [`ErrorKind::NotSupported`] where the file system
 /// has no byte-range locks.
 ///
 /// ```
@@ -456,7 +462,7 @@ pub struct HeldRange {
 /// POSIX ones (`fcntl`, `lockf`); whole-file `flock` locks do not (on a local file system they
 /// never exclude a byte range). Never creates the file, never waits, takes nothing. A missing
 /// file is free. Errors: [`ErrorKind::WrongKind`] for a directory or what is not a regular file,
-/// [`ErrorKind::NotFound`] for a missing parent directory; [`ErrorKind::Unavailable`] where the file system cannot tell.
+/// [`ErrorKind::NotFound`] for a missing parent directory; [`ErrorKind::NotSupported`] where the file system cannot tell.
 ///
 /// ```
 /// use fsync::{range, ByteRange, Mode, RangeLock};
@@ -553,7 +559,7 @@ mod tests {
         let err = RangeLock::new(&path, ByteRange { start: 14, len: 0 })
             .acquire(Mode::Shared, Some(Duration::from_secs(5)))
             .unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert_eq!(err.kind(), ErrorKind::WouldDeadlock, "{err}");
         assert!(
             err.to_string().contains("already held by this thread"),
             "{err}"
@@ -663,7 +669,10 @@ mod tests {
         ));
         // Another thread finds the held range busy (this one would be refused: its own).
         let again = RangeLock::new(&path, ByteRange::parse("0:10").unwrap());
-        let busy = std::thread::spawn(move || again.acquire_with(Mode::Shared, zero, |_| {}));
+        let busy = std::thread::spawn(move || {
+            let got = again.acquire_with(Mode::Shared, zero, |_| {});
+            got.map(|o| o.map(RangeGuard::unbind))
+        });
         assert!(matches!(busy.join().unwrap().unwrap(), Outcome::TimedOut));
         assert!(matches!(
             far.acquire_with(Mode::Exclusive, zero, |_| {}).unwrap(),

@@ -116,7 +116,8 @@ use crate::{
 /// it. The lock file is created if missing and never written; `flock -s` and `flock -x` on it
 /// interoperate (module docs). A thread that asks for a lock that its own guard excludes (a
 /// writer that asks to read) would wait for itself: that is an error at once
-/// ([`ErrorKind::Unavailable`]); other threads wait as other processes do.
+/// ([`ErrorKind::WouldDeadlock`]); other threads, and guards [unbound](crate::Unbound) from
+/// their thread, wait as other processes do.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -156,7 +157,11 @@ pub struct SwmrGuard {
     poll: Duration,
     /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
     acquired: std::time::Instant,
+    /// Not `Send`: see [`Unbound`](crate::Unbound).
+    bound: crate::platform::binding::Bound,
 }
+
+held::bindable!(SwmrGuard, key);
 
 /// What [`SwmrGuard::release`] did with the lock's files (the same as for a semaphore and a
 /// group lock).
@@ -340,7 +345,7 @@ impl Swmr {
     /// release on this host wakes it at once; on a network file system it also re-checks every
     /// [`poll_interval`](Self::poll_interval). Errors: [`ErrorKind::NotFound`] or
     /// [`ErrorKind::PermissionDenied`] if the lock file cannot be created or opened (a
-    /// writer on a network file system needs write access to it), [`ErrorKind::Unavailable`]
+    /// writer on a network file system needs write access to it), [`ErrorKind::NotSupported`]
     /// where the file system does not support locks.
     pub fn acquire_with(
         &self,
@@ -363,6 +368,7 @@ impl Swmr {
         Ok(outcome.map(|(file, key)| {
             held::add(key);
             SwmrGuard {
+                bound: std::marker::PhantomData,
                 path: self.path.clone(),
                 file: Some(file),
                 key,

@@ -130,6 +130,8 @@ fn held_stale_and_taken_over() {
     crate::Guard::set_child(&held, Some(4242), "serve");
     let e = bus.connect("b").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable);
+    let absent = bus.recv("c", Some(std::time::Duration::ZERO)).unwrap_err();
+    assert_eq!(absent.kind(), ErrorKind::NotConnected, "{absent}");
     assert!(e.to_string().contains("already connected by pid"), "{e}");
     assert!(e.to_string().contains("(serve)"), "{e}");
     assert_eq!(

@@ -69,7 +69,11 @@ impl Exit {
             ErrorKind::NotFound | ErrorKind::WrongKind => Exit::NOT_FOUND,
             ErrorKind::PermissionDenied => Exit::NO_PERMISSION,
             ErrorKind::Io => Exit::IO,
-            ErrorKind::Unavailable => Exit::UNAVAILABLE,
+            ErrorKind::Unavailable
+            | ErrorKind::NotSupported
+            | ErrorKind::WouldDeadlock
+            | ErrorKind::HeldByAncestor
+            | ErrorKind::NotConnected => Exit::UNAVAILABLE,
             ErrorKind::Invalid => Exit::USAGE,
             ErrorKind::Corrupt => Exit::CORRUPT,
             ErrorKind::Os => Exit::OS,
@@ -144,6 +148,10 @@ mod tests {
             ErrorKind::PermissionDenied,
             ErrorKind::Io,
             ErrorKind::Unavailable,
+            ErrorKind::NotSupported,
+            ErrorKind::WouldDeadlock,
+            ErrorKind::HeldByAncestor,
+            ErrorKind::NotConnected,
             ErrorKind::Os,
             ErrorKind::Corrupt,
         ] {

@@ -28,7 +28,7 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
 /// belongs to the open file description, so it outlives this process; nothing releases it but
 /// [`unlock_fd`] or the last close of the description. No holder record, fencing token or
 /// nesting. Errors: [`ErrorKind::NotFound`] if `fd` is not open on a regular file, a
-/// directory, a device or a named pipe, [`ErrorKind::Unavailable`] where the file system does not support locks. (On NFS
+/// directory, a device or a named pipe, [`ErrorKind::NotSupported`] where the file system does not support locks. (On NFS
 /// an exclusive lock needs a descriptor open for writing: `exec 9>>lock`, not `9<lock`.)
 pub fn lock_fd(
     fd: BorrowedFd<'_>,

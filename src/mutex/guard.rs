@@ -47,7 +47,12 @@ pub struct MutexGuard {
     passed_down: bool,
     /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
     acquired: std::time::Instant,
+    /// Not `Send`: see [`Unbound`](crate::Unbound).
+    bound: crate::platform::binding::Bound,
 }
+
+held::bindable!(MutexGuard, in_process);
+held::bindable!(PlainGuard, key);
 
 impl MutexGuard {
     pub(super) fn new(mutex: &Mutex, file: File, network: bool, key: held::Key) -> MutexGuard {
@@ -115,6 +120,7 @@ impl MutexGuard {
             in_process: Some(key),
             passed_down: false,
             acquired,
+            bound: std::marker::PhantomData,
         }
     }
 
@@ -124,6 +130,7 @@ impl MutexGuard {
             .and_then(|f| f.parse().ok())
             .unwrap_or(0);
         MutexGuard {
+            bound: std::marker::PhantomData,
             path: mutex.path.clone(),
             file: None,
             nested_fd: pfs::duplicate(fd).ok(),
@@ -333,6 +340,8 @@ pub struct PlainGuard {
     pub(super) mode: Mode,
     /// When the lock was taken: a lease runs from there ([`crate::LossCheck::since`]).
     pub(super) acquired: std::time::Instant,
+    /// Not `Send`: see [`Unbound`](crate::Unbound).
+    pub(super) bound: crate::platform::binding::Bound,
 }
 
 impl Guard for MutexGuard {

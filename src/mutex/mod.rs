@@ -104,13 +104,19 @@ notification does not cross hosts). So on a network file system, and where the w
 ([`Mutex::poll_interval`]) and the condition is evaluated again; on a local file system with a
 record, those holders wake nobody. Nesting: a process to which an enclosing holder passed `L`
 down evaluates `C` once; if it is false, waiting would wait for ever (nobody can enter while the
-ancestor holds `L`), which is an error (kind `Unavailable`), or a timeout for a wait of zero.
+ancestor holds `L`), which is an error (kind `HeldByAncestor`), or a timeout for a wait of zero.
+
+# Threads
 
 Within one process: a thread that asks for a lock it already holds through another guard
 would wait for itself for ever (two open file descriptions of one file exclude each other).
-That is an error at once (kind `Unavailable`), not a wait, and not nesting: a second guard that
-did not own the lock could outlive the first. Other threads of the process wait as other
-processes do. (Held locks are kept in a process-wide table of device, inode and thread.)
+That is an error at once (kind `WouldDeadlock`), not a wait, and not nesting: a second guard
+that did not own the lock could outlive the first. Other threads of the process wait as other
+processes do. The check is exact because a guard is bound to the thread that took it (it is not
+`Send`): to hand one to another thread (a pool, `spawn_blocking`), unbind it
+([`MutexGuard::unbind`], [`Unbound`](crate::Unbound)); the hold then belongs to no thread, and
+every thread, the one that took it included, waits for its release. (Held locks are kept in a
+process-wide table of device, inode and binding.)
 */
 
 use std::{
@@ -155,9 +161,9 @@ pub const HELD_ENV: &str = "FSYNC_MUTEX_HELD";
 /// let guard = mutex.acquire(Some(Duration::from_secs(5)))?.expect("nobody else holds it");
 /// // ... work on the shared resource ...
 /// // Held: another thread or process would wait; this thread would wait for itself, which is
-/// // an error at once.
+/// // an error at once (see [threads](crate::mutex#threads)).
 /// let again = mutex.try_acquire().unwrap_err();
-/// assert_eq!(again.kind(), fsync::ErrorKind::Unavailable);
+/// assert_eq!(again.kind(), fsync::ErrorKind::WouldDeadlock);
 /// drop(guard); // released
 /// assert!(mutex.try_acquire()?.is_some());
 /// # Ok::<(), fsync::Error>(())
@@ -239,13 +245,15 @@ impl Mutex {
     /// [`acquire_with`](Self::acquire_with) to tell them apart.
     ///
     /// A thread that already holds this lock (the same file, by any path) through another
-    /// guard gets an error of kind [`ErrorKind::Unavailable`] at once instead of waiting for
-    /// itself; other threads wait as other processes do. So does a process whose ancestor
-    /// holds the lock without having passed it down (see nesting in the module docs).
+    /// guard bound to it gets an error of kind [`ErrorKind::WouldDeadlock`] at once instead of
+    /// waiting for itself; other threads, and holds [unbound](crate::Unbound) from their
+    /// thread, wait as other processes do. A process whose ancestor holds the lock without
+    /// having passed it down gets [`ErrorKind::HeldByAncestor`] (see nesting in the module
+    /// docs).
     /// Other errors: [`ErrorKind::NotFound`] (a missing parent directory, a path through a
     /// file, a FIFO or device where the lock file should be), [`ErrorKind::PermissionDenied`]
     /// (the file can be neither created nor opened; on a network file system, an exclusive lock
-    /// needs write access to it), [`ErrorKind::Unavailable`] (the file system does not support
+    /// needs write access to it), [`ErrorKind::NotSupported`] (the file system does not support
     /// locks).
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<MutexGuard>> {
         Ok(self.acquire_with(timeout, |_| {})?.acquired())
@@ -348,7 +356,7 @@ impl Mutex {
                 }
                 return Err(Error::new(
                     &self.path,
-                    ErrorKind::Unavailable,
+                    ErrorKind::HeldByAncestor,
                     "held for us by an enclosing process, and the condition is false: nobody \
                      can enter to change it while we wait, so waiting would deadlock",
                 )
@@ -440,7 +448,7 @@ impl Mutex {
     fn ancestor_deadlock(&self, pid: u32) -> Error {
         Error::new(
             &self.path,
-            ErrorKind::Unavailable,
+            ErrorKind::HeldByAncestor,
             format!(
                 "already held by an ancestor process (pid {pid}) that did not pass it down (it \
                  kept it from its children, or the descriptor was closed on the way); waiting \
@@ -489,6 +497,7 @@ impl Mutex {
         Ok(locked.map(|(file, _, key)| {
             held::add(key);
             PlainGuard {
+                bound: std::marker::PhantomData,
                 path: self.path.clone(),
                 file,
                 key,

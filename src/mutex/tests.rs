@@ -89,7 +89,7 @@ fn the_same_thread_cannot_deadlock_on_its_own_lock() {
         let err = Mutex::new(again)
             .acquire(Some(Duration::from_secs(5)))
             .unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert_eq!(err.kind(), ErrorKind::WouldDeadlock, "{err}");
         assert!(
             err.to_string().contains("already held by this thread"),
             "{err}"
@@ -123,6 +123,88 @@ fn the_same_thread_cannot_deadlock_on_its_own_lock() {
     other.join().unwrap();
     // Released everywhere: this thread may take it again.
     drop(Mutex::new(&path).try_acquire().unwrap().unwrap());
+}
+
+/// A guard handed to another thread (a thread pool, `spawn_blocking`) is unbound first; the
+/// thread that took it then waits for its release, as any other would, instead of being told
+/// it would deadlock. Binding it again on the receiving thread moves the check there.
+#[test]
+fn an_unbound_guard_moves_between_threads_and_its_taker_waits_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let mutex = Mutex::new(&path);
+    let guard = mutex.try_acquire().unwrap().unwrap();
+    let kind = |r: Result<Option<MutexGuard>>| r.map(|g| g.is_some()).map_err(|e| e.kind());
+    assert_eq!(kind(mutex.try_acquire()), Err(ErrorKind::WouldDeadlock));
+    let guard = guard.unbind();
+    assert_eq!(
+        kind(mutex.try_acquire()),
+        Ok(false),
+        "unbound: busy, not a deadlock"
+    );
+    let (to_holder, holder_gets) = std::sync::mpsc::channel::<crate::Unbound<MutexGuard>>();
+    let (to_taker, taker_gets) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn({
+        let mutex = mutex.clone();
+        move || {
+            let bound = holder_gets.recv().unwrap().bind();
+            // Bound here now: this thread would deadlock, the taker would only wait.
+            to_taker.send(kind(mutex.try_acquire())).unwrap();
+            holder_gets.recv().unwrap_err(); // until the taker is waiting and hangs up
+            drop(bound);
+        }
+    });
+    to_holder.send(guard).unwrap();
+    assert_eq!(taker_gets.recv().unwrap(), Err(ErrorKind::WouldDeadlock));
+    assert_eq!(kind(mutex.try_acquire()), Ok(false));
+    drop(to_holder); // the holder releases once it sees this
+    let again = mutex
+        .acquire(Some(BOUND))
+        .unwrap()
+        .expect("released by the holder");
+    holder.join().unwrap();
+    drop(again);
+}
+
+/// Two pool threads take the lock in turn and hand each guard, unbound, to a third that
+/// releases it: every acquisition waits for the previous guard wherever it is, none is refused,
+/// and no two guards are ever alive at once.
+#[test]
+fn a_thread_pool_handing_guards_on_never_overlaps_and_never_refuses() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let mutex = Mutex::new(dir.path().join("l"));
+    let alive = std::sync::Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = std::sync::mpsc::channel::<crate::Unbound<MutexGuard>>();
+    let releaser = std::thread::spawn({
+        let alive = alive.clone();
+        move || {
+            let mut released = 0;
+            for guard in rx {
+                alive.fetch_sub(1, Ordering::SeqCst);
+                drop(guard);
+                released += 1;
+            }
+            released
+        }
+    });
+    let pool: Vec<_> = (0..2)
+        .map(|_| {
+            let (mutex, alive, tx) = (mutex.clone(), alive.clone(), tx.clone());
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    let guard = mutex.acquire(Some(BOUND)).unwrap().expect("in time");
+                    assert_eq!(alive.fetch_add(1, Ordering::SeqCst), 0, "two guards alive");
+                    tx.send(guard.unbind()).unwrap();
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    for t in pool {
+        t.join().unwrap();
+    }
+    assert_eq!(releaser.join().unwrap(), 100);
 }
 
 #[test]

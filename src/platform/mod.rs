@@ -4,6 +4,8 @@ The platform layer: the only place that talks to the operating system directly.
 Everything above it (the wait core, the primitives) is written against these functions, so a port
 to another Unix means reimplementing this folder with the same contract:
 
+- [`binding`]: guards that stay on the thread that took them, and [`Unbound`](binding::Unbound)
+  ones that may move (the one `unsafe impl Send`).
 - [`fs`]: opening lock files (create if missing, never truncate, close-on-exec, read-write where
   allowed and read-only otherwise, never creating through a symbolic link), what kind of file
   system a path is on (local, or network where other hosts cannot wake us).
@@ -22,6 +24,7 @@ to another Unix means reimplementing this folder with the same contract:
   `--delete` (which keeps a lock file another process still holds).
 */
 
+pub(crate) mod binding;
 pub(crate) mod dir;
 pub(crate) mod fs;
 pub(crate) mod lock;

@@ -16,7 +16,7 @@ fn the_same_thread_cannot_deadlock_on_its_own_swmr_lock() {
         lock.read(Some(BOUND)).unwrap_err(),
         lock.try_write().unwrap_err(),
     ] {
-        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert_eq!(err.kind(), ErrorKind::WouldDeadlock, "{err}");
         assert!(
             err.to_string().contains("already held by this thread"),
             "{err}"
@@ -27,7 +27,10 @@ fn the_same_thread_cannot_deadlock_on_its_own_swmr_lock() {
         lock.try_read().unwrap().unwrap(),
         lock.try_read().unwrap().unwrap(),
     );
-    assert_eq!(lock.try_write().unwrap_err().kind(), ErrorKind::Unavailable);
+    assert_eq!(
+        lock.try_write().unwrap_err().kind(),
+        ErrorKind::WouldDeadlock
+    );
     drop((r1, r2));
     let w = lock.try_write().unwrap().unwrap();
     assert!(w.release().is_ok());
@@ -124,7 +127,10 @@ fn whoever_locks_removed_files_takes_the_new_ones() {
         assert!(lock::flock(&t, Mode::Exclusive, false).unwrap());
         let waiter = {
             let path = path.clone();
-            std::thread::spawn(move || Swmr::new(&path).acquire(mode, None))
+            std::thread::spawn(move || {
+                let got = Swmr::new(&path).acquire(mode, None);
+                got.map(|g| g.map(SwmrGuard::unbind))
+            })
         };
         until_blocked_on(&turnstile); // it opened `l` and the turnstile, and waits
         for name in ["l", ".l.turnstile", ".l.writers"] {
