@@ -145,10 +145,12 @@ const BUS_LOCK: &str = ".fsync.lock";
 /// let bus = fsync::Bus::new(&path);
 /// bus.connect("alice")?;
 /// bus.connect("bob")?;
-/// bus.send("alice", "bob", &mut &b"hi"[..])?;
+/// bus.send("alice", "bob", &b"hi"[..])?;
 /// let mut msg = bus.recv("bob", None)?.expect("one message");
 /// assert_eq!(msg.from.as_deref(), Some("alice"));
-/// assert_eq!(msg.read_all().unwrap(), b"hi");
+/// let mut text = String::new();
+/// std::io::Read::read_to_string(&mut msg, &mut text).unwrap();
+/// assert_eq!(text, "hi");
 /// msg.finish()?;
 /// # Ok::<(), fsync::Error>(())
 /// ```
@@ -158,49 +160,8 @@ pub struct Bus {
     poll: Duration,
 }
 
-/// The longest participant name, in bytes of UTF-8 (a Cyrillic letter takes two): the
-/// longest file name derived from it, a message it sent being received
-/// (`claimed/SEQ.UNIQ.NAME.sync~RID`, module docs), stays within the 255 bytes file systems
-/// allow.
-pub const MAX_NAME_BYTES: usize = 100;
-
-/// A valid participant name, or the reason it is not: 1 to [`MAX_NAME_BYTES`] bytes of
-/// letters (any alphabet), digits, `_`, `-` and `.`, neither beginning nor ending with `.`,
-/// and not beginning with `fsync.` in any case (fsync's own files in the bus directory are
-/// named `.fsync.*`). So a name is never `.`, `..`, a path, a hidden participant (`.NAME`) or
-/// one of fsync's files, and holds no control character (module docs, *Names on disk*).
-pub fn check_name(name: &str) -> std::result::Result<(), String> {
-    let invalid = |why: &str| Err(format!("invalid participant name '{name}': {why}"));
-    if name.is_empty() {
-        return invalid("it is empty");
-    }
-    if !name
-        .chars()
-        .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
-    {
-        return invalid("use letters, digits, '_', '-' and '.'");
-    }
-    if name.starts_with('.') || name.ends_with('.') {
-        return invalid("'.' may not come first or last");
-    }
-    if name.len() > MAX_NAME_BYTES {
-        return invalid(&format!(
-            "{} bytes long, at most {MAX_NAME_BYTES} (in UTF-8)",
-            name.len()
-        ));
-    }
-    if name
-        .get(..RESERVED.len())
-        .is_some_and(|head| head.eq_ignore_ascii_case(RESERVED))
-    {
-        return invalid("names beginning with 'fsync.' are fsync's own");
-    }
-    Ok(())
-}
-
-/// The beginning of the names fsync keeps for its own files in a bus (the hidden `.fsync.lock`
-/// is the hidden name of a participant `fsync.lock`).
-const RESERVED: &str = "fsync.";
+mod names;
+pub use names::{MAX_NAME_BYTES, check_name};
 
 /// The state of a connected participant (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,7 +249,7 @@ impl Bus {
     }
 
     fn check(&self, name: &str) -> Result<()> {
-        check_name(name).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))
+        check_name(name).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why.to_string()))
     }
 
     fn mailbox(&self, name: &str, role: &str) -> Result<Mailbox> {
@@ -543,7 +504,7 @@ impl Bus {
     /// Queue a message from `from` for `to`, durably, as [`Mailbox::post`] does; fails
     /// ([`ErrorKind::NotConnected`]) if either is not connected, or if `to` is
     /// [stale](ParticipantState::Stale) (its holder died). Waits for nobody.
-    pub fn send(&self, from: &str, to: &str, payload: &mut dyn Read) -> Result<Outcome<()>> {
+    pub fn send(&self, from: &str, to: &str, mut payload: impl Read) -> Result<()> {
         self.member(from, "sender")?;
         let member = self.member(to, "receiver")?;
         if let Ok(Owner::Dead(file)) = owner(&member) {
@@ -560,26 +521,35 @@ impl Bus {
                 ),
             ));
         }
-        let posted = Mailbox::in_dir(member)
+        Mailbox::in_dir(member)
             .poll_interval(self.poll)
-            .post_from(payload, Some(from))?;
-        Ok(posted.map(drop))
+            .post_from(&mut payload, Some(from))?;
+        Ok(())
     }
 
     /// Queue one copy for every connected participant but `from` and the
     /// [stale](ParticipantState::Stale) ones; returns who got one.
-    pub fn broadcast(&self, from: &str, payload: &mut dyn Read) -> Result<Outcome<Vec<String>>> {
+    pub fn broadcast(&self, from: &str, mut payload: impl Read) -> Result<Vec<String>> {
         self.member(from, "sender")?;
         let mut data = Vec::new();
-        if let Err(e) = crate::wait::copy_cancellable(payload, &mut data) {
-            return match crate::wait::cancelled() {
-                Some(s) => Ok(Outcome::Interrupted(s)),
-                None => Err(Error::io(
+        match crate::wait::copy_cancellable(&mut payload, &mut data) {
+            Ok(_) => {}
+            Err(crate::wait::CopyFailed::Cancelled(sig)) => {
+                return Err(Error::new(
+                    &self.dir,
+                    ErrorKind::Interrupted,
+                    format!(
+                        "cancelled by signal {sig} while reading the message: nothing was sent"
+                    ),
+                ));
+            }
+            Err(crate::wait::CopyFailed::Read(e) | crate::wait::CopyFailed::Write(e)) => {
+                return Err(Error::io(
                     &self.dir,
                     "cannot read the message to broadcast",
                     e,
-                )),
-            };
+                ));
+            }
         }
         let mut sent = Vec::new();
         for to in self.members()?.into_iter().filter(|m| m != from) {
@@ -591,11 +561,11 @@ impl Bus {
                 continue;
             }
             let mailbox = Mailbox::in_dir(member).poll_interval(self.poll);
-            if let Ok(Outcome::Acquired(_)) = mailbox.post_from(&mut &data[..], Some(from)) {
+            if mailbox.post_from(&mut &data[..], Some(from)).is_ok() {
                 sent.push(to);
             }
         }
-        Ok(Outcome::Acquired(sent))
+        Ok(sent)
     }
 
     /// Take the oldest message for `name`, waiting up to `timeout` as [`Mailbox::recv`] does;

@@ -40,6 +40,11 @@ pub enum ErrorKind {
     HeldByAncestor,
     /// A bus participant that the call names is not connected.
     NotConnected,
+    /// A cancellation signal ended a call that does not wait but reads or writes (a payload
+    /// being queued, a message being copied out); [`wait::cancelled`](crate::wait::cancelled)
+    /// names the signal. Calls that wait report cancellations as
+    /// [`Outcome::Interrupted`](crate::Outcome::Interrupted) instead.
+    Interrupted,
     /// The request itself is malformed (a bad name or range), or asks for what the primitive's
     /// state refuses (a slot count or cap other than the one in force). Never an
     /// operating-system error: an `EINVAL` from the kernel is [`Os`](ErrorKind::Os).
@@ -149,6 +154,20 @@ impl std::error::Error for Error {
             .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
+
+/// Why a name is refused ([`bus::check_name`](crate::bus::check_name),
+/// [`msg::check_key`](crate::msg::check_key)): the reason in words, naming what was given. The
+/// calls that take a name turn it into an [`Error`] of kind [`ErrorKind::Invalid`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidName(pub(crate) String);
+
+impl fmt::Display for InvalidName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidName {}
 
 fn kind_of_errno(code: i32) -> ErrorKind {
     use nix::libc::*;

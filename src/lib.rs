@@ -131,11 +131,15 @@ pub mod doctor;
 pub mod error;
 pub mod event;
 mod fence;
+#[cfg(feature = "async")]
+pub mod future;
 pub mod group;
 pub mod grouplock;
 mod guard;
 mod held;
 pub mod holder;
+#[doc(hidden)]
+pub mod internal;
 pub mod msg;
 pub mod mutex;
 #[allow(unsafe_code)] // the one layer that talks to the operating system directly
@@ -153,7 +157,7 @@ pub mod wait;
 mod proptests;
 
 pub use bus::Bus;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, InvalidName, Result};
 pub use event::Event;
 pub use group::{Group, Membership};
 pub use grouplock::{GroupGuard, GroupLock};

@@ -37,17 +37,17 @@ fn run() -> ! {
     // flock(1) leaves closed standard descriptors closed (its lock file takes the first) and
     // SIGPIPE as its caller set it: so does `fsync flock`.
     match cli::is_flock() {
-        true => drop(fsync::wait::note_sigpipe()),
+        true => drop(fsync::internal::note_sigpipe()),
         false => {
             fill_closed_standard_fds();
-            fsync::wait::ignore_sigpipe();
+            fsync::internal::ignore_sigpipe();
         }
     }
     let exit = cli::main();
     if let Some(sig) = exit.signal {
         // Whatever standard output holds goes out first, as `exit` would have flushed it.
         let _ = std::io::Write::flush(&mut std::io::stdout());
-        fsync::wait::die_of(sig);
+        fsync::internal::die_of(sig);
     }
     std::process::exit(exit.code.into())
 }

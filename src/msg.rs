@@ -234,7 +234,7 @@ mod pump;
 pub use name::LOST_BEYOND_RETRIES;
 pub(crate) use name::MessageName;
 use name::{uniq, uniq_host};
-use post::{MAX_SEQ, Place, durable_home, flush, post};
+use post::{MAX_SEQ, Place, durable_home, flush, post, posted};
 mod queue;
 mod received;
 mod status;
@@ -243,7 +243,7 @@ use claim::{
 };
 pub use list::Entry;
 use queue::{SHARD, shard_name, shard_of};
-pub use received::{Failed, Received};
+pub use received::{CopyError, Failed, Received};
 pub use status::{Cancel, DEFAULT_KEEP, Finish, Finished, Status};
 
 /// A mailbox directory: a queue of messages (arbitrary bytes) that any number of processes
@@ -614,26 +614,22 @@ impl Mailbox {
     /// [`wait_finished`](Self::wait_finished) and [`cancel`](Self::cancel) take).
     /// Waits only for the short lock that numbers messages; a cancellation signal (once the
     /// program has called [`install_cancel_handlers`](crate::wait::install_cancel_handlers))
-    /// while reading the payload gives [`Outcome::Interrupted`] and queues nothing. Errors:
+    /// while reading the payload gives an error of kind [`ErrorKind::Interrupted`] and queues
+    /// nothing. Errors:
     /// [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the mailbox cannot be
     /// created or written, [`ErrorKind::Io`] if the file system is full,
     /// [`ErrorKind::Corrupt`] if its sequence file holds what fsync never writes.
-    pub fn post(&self, payload: &mut dyn Read) -> Result<Outcome<u64>> {
-        let posted = self.post_from(payload, None)?;
-        Ok(posted.map(|name| MessageName::parse(&name).map_or(0, |n| n.seq)))
+    pub fn post(&self, mut payload: impl Read) -> Result<u64> {
+        let name = self.post_from(&mut payload, None)?;
+        Ok(MessageName::parse(&name).map_or(0, |n| n.seq))
     }
 
-    /// Queue a message recording who sent it (the bus).
-    pub(crate) fn post_from(
-        &self,
-        payload: &mut dyn Read,
-        from: Option<&str>,
-    ) -> Result<Outcome<String>> {
-        Ok(self
-            .post_placed(payload, from, None)?
-            .map(|placed| match placed {
-                Keyed::Queued(name) | Keyed::Pending(name) => name,
-            }))
+    /// Queue a message recording who sent it (the bus); returns its name.
+    pub(crate) fn post_from(&self, payload: &mut dyn Read, from: Option<&str>) -> Result<String> {
+        let placed = posted(self.path(), self.post_placed(payload, from, None)?)?;
+        Ok(match placed {
+            Keyed::Queued(name) | Keyed::Pending(name) => name,
+        })
     }
 
     /// Post from `from` (a bus member), with `key` (de-duplication).
@@ -672,9 +668,9 @@ impl Mailbox {
     ///
     /// The thread sleeps until the mailbox changes (on a network file system it also re-checks
     /// every [`poll_interval`](Self::poll_interval)). Errors as [`post`](Self::post).
-    pub fn send(&self, payload: &mut dyn Read, timeout: Option<Duration>) -> Result<bool> {
+    pub fn send(&self, mut payload: impl Read, timeout: Option<Duration>) -> Result<bool> {
         Ok(self
-            .send_inner(payload, timeout, None, &mut |_| {})?
+            .send_inner(&mut payload, timeout, None, &mut |_| {})?
             .acquired()
             .is_some())
     }
@@ -684,23 +680,23 @@ impl Mailbox {
     /// receiver starts blocking and about once a second after.
     pub fn send_with(
         &self,
-        payload: &mut dyn Read,
+        mut payload: impl Read,
         timeout: Option<Duration>,
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<()>> {
-        self.send_inner(payload, timeout, Some(&mut progress), &mut |_| {})
+        self.send_inner(&mut payload, timeout, Some(&mut progress), &mut |_| {})
     }
 
     /// Like [`send_with`](Self::send_with), telling `posted` the message's id (as
     /// [`Received::id`] gives it to its receiver) once it is queued, before the wait.
     pub fn send_with_id(
         &self,
-        payload: &mut dyn Read,
+        mut payload: impl Read,
         timeout: Option<Duration>,
         mut posted: impl FnMut(u64),
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<()>> {
-        self.send_inner(payload, timeout, Some(&mut progress), &mut posted)
+        self.send_inner(&mut payload, timeout, Some(&mut progress), &mut posted)
     }
 
     fn send_inner(

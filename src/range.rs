@@ -332,8 +332,8 @@ impl RangeLock {
 /// Lock `range` of the file open on descriptor `fd` in `mode`, waiting up to `timeout` (`None`:
 /// for ever; `Ok(false)`: it ran out) and re-checking every `poll` on a network file system.
 /// The lock belongs to the open file description, so it is held
-/// through every duplicate of `fd` (`exec 9>>L` in a shell, then this on fd 9, as
-/// [`mutex::inherited_fd`](crate::mutex::inherited_fd) gives it) until the last one is closed or
+/// through every duplicate of `fd` (`exec 9>>L` in a shell, then this on fd 9) until the last
+/// one is closed or
 /// [`unlock_fd`] releases it. Ranges that do not overlap do not exclude each other, and ranges
 /// taken through one descriptor never exclude each other (they merge, as `fcntl` locks do).
 ///

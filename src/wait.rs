@@ -105,8 +105,8 @@ use std::{
 
 use crate::platform::signal::WakeTimer;
 pub use crate::platform::signal::{
-    CANCEL_SIGNALS, cancel, cancelled, catch_sigalrm, die_of, ignore_sigpipe,
-    install_cancel_handlers, last_received, note_sigpipe, set_wake_signal, wake_signal,
+    CANCEL_SIGNALS, cancel, cancelled, install_cancel_handlers, last_received, set_wake_signal,
+    wake_signal,
 };
 
 use crate::{
@@ -350,6 +350,13 @@ impl Failed {
     }
 }
 
+/// Why waits end early: a cancellation signal ([`cancelled`]), or this thread's stop (an
+/// async wait whose future was dropped, [`crate::future`]; reported as signal 0, which nobody
+/// sees: the result is dropped with the future).
+pub(crate) fn stopped() -> Option<i32> {
+    cancelled().or_else(|| crate::platform::signal::thread_stopped().then_some(0))
+}
+
 /// Wait until `attempt` succeeds, the deadline passes, or a cancellation signal arrives.
 /// `progress` gets the time waited since the deadline was set.
 pub(crate) fn wait_for<T, E: AttemptError>(
@@ -359,7 +366,7 @@ pub(crate) fn wait_for<T, E: AttemptError>(
 ) -> Result<Outcome<T>, E> {
     let start = Instant::now();
     let deadline = spec.deadline;
-    if let Some(sig) = cancelled() {
+    if let Some(sig) = stopped() {
         return Ok(Outcome::Interrupted(sig));
     }
     if let Some(v) = attempt(false)? {
@@ -378,7 +385,7 @@ pub(crate) fn wait_for<T, E: AttemptError>(
     // an interval plus a whole check later. A beat missed by a long check is skipped.
     let mut next_poll = spec.poll.map(|p| start + p);
     loop {
-        if let Some(sig) = cancelled() {
+        if let Some(sig) = stopped() {
             return Ok(Outcome::Interrupted(sig));
         }
         let now = Instant::now();
@@ -401,7 +408,7 @@ pub(crate) fn wait_for<T, E: AttemptError>(
         timer.arm(next.map(|t| t.saturating_duration_since(now)))?;
         // A cancellation between the look above and the arming fired the timer, which the
         // arming then set back: look again now that a later one fires it for the call below.
-        if let Some(sig) = cancelled() {
+        if let Some(sig) = stopped() {
             return Ok(Outcome::Interrupted(sig));
         }
         match attempt(true) {
@@ -416,7 +423,7 @@ pub(crate) fn wait_for<T, E: AttemptError>(
         // and each would interrupt the check's calls (on a network file system, requests to
         // the server, which an interrupt slows down or makes fail).
         timer.arm(None)?;
-        if cancelled().is_none()
+        if stopped().is_none()
             && let Some(v) = attempt(false)?
         {
             return Ok(Outcome::Acquired(v));
@@ -562,44 +569,59 @@ pub(crate) fn watch_until<T>(
     .map_err(|f| f.naming(what, "cannot wait"))
 }
 
+/// Why [`copy_cancellable`] stopped: the side that failed, so that each caller names the right
+/// file (a payload that cannot be read is not an output that cannot be written).
+#[derive(Debug)]
+pub(crate) enum CopyFailed {
+    Read(io::Error),
+    Write(io::Error),
+    /// A cancellation signal: [`cancelled`] names it.
+    Cancelled(i32),
+}
+
 /// Copy `from` to `to` until the end, or until a cancellation signal arrives: a read or write
 /// that a signal interrupted is retried only if it was not a cancellation (the std copy retries
 /// every `EINTR`, so a `^C` at a terminal or a TERM during a blocked write would go unheeded).
-/// A cancellation gives an error of kind `Interrupted`; [`cancelled`] names the signal.
-pub(crate) fn copy_cancellable(from: &mut dyn io::Read, to: &mut dyn io::Write) -> io::Result<u64> {
-    let interrupted = || io::Error::new(io::ErrorKind::Interrupted, "cancelled by a signal");
+pub(crate) fn copy_cancellable(
+    from: &mut dyn io::Read,
+    to: &mut dyn io::Write,
+) -> Result<u64, CopyFailed> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;
     loop {
-        if cancelled().is_some() {
-            return Err(interrupted());
+        if let Some(sig) = cancelled() {
+            return Err(CopyFailed::Cancelled(sig));
         }
         let n = match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(CopyFailed::Read(e)),
         };
         let mut done = 0;
         while done < n {
             match to.write(&buf[done..n]) {
-                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(0) => return Err(CopyFailed::Write(io::ErrorKind::WriteZero.into())),
                 Ok(k) => done += k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                    if cancelled().is_some() {
-                        return Err(interrupted());
+                    if let Some(sig) = cancelled() {
+                        return Err(CopyFailed::Cancelled(sig));
                     }
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(CopyFailed::Write(e)),
             }
         }
         total += n as u64;
     }
     loop {
         match to.flush() {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted && cancelled().is_none() => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Err(interrupted()),
-            other => return other.map(|()| total),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                if let Some(sig) = cancelled() {
+                    return Err(CopyFailed::Cancelled(sig));
+                }
+            }
+            Err(e) => return Err(CopyFailed::Write(e)),
+            Ok(()) => return Ok(total),
         }
     }
 }

@@ -15,6 +15,7 @@ mod chaos_queue;
 mod crash_model;
 mod crash_states;
 mod event;
+mod examples;
 mod faults;
 mod flock_compat;
 mod flock_verb;

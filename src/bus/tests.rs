@@ -14,7 +14,7 @@ fn broadcast_skips_the_sender_and_disconnected_members() {
     assert_eq!(bus.members().unwrap(), ["a", "b"]);
     assert_eq!(
         bus.broadcast("a", &mut &b"x"[..]).unwrap(),
-        Outcome::Acquired(vec!["b".to_string()])
+        vec!["b".to_string()]
     );
     assert_eq!(bus.pending("a").unwrap(), 0);
     let err = bus.send("a", "c", &mut &b"x"[..]).unwrap_err();
@@ -80,10 +80,10 @@ fn names_with_dots_and_any_letters_and_the_ones_refused() {
         ("FSync.x", "fsync's own"),
     ] {
         let e = check_name(bad).unwrap_err();
-        assert!(e.contains(why), "{bad:?}: {e}");
+        assert!(e.to_string().contains(why), "{bad:?}: {e}");
     }
     let e = check_name(&format!("{longest}я")).unwrap_err();
-    assert!(e.contains("102 bytes long, at most 100"), "{e}");
+    assert!(e.to_string().contains("102 bytes long, at most 100"), "{e}");
     assert!(check_name(&"x".repeat(MAX_NAME_BYTES)).is_ok());
     assert!(check_name(&"x".repeat(MAX_NAME_BYTES + 1)).is_err());
 }
@@ -96,7 +96,7 @@ fn dotted_names_never_share_an_entry_of_the_bus() {
     let bus = Bus::new(dir.path().join("bus"));
     bus.connect("x.new").unwrap();
     bus.connect("x").unwrap();
-    let _ = bus.send("x", "x.new", &mut &b"kept"[..]).unwrap();
+    bus.send("x", "x.new", &mut &b"kept"[..]).unwrap();
     bus.disconnect("x.new").unwrap(); // hidden as .x.new
     bus.disconnect("x").unwrap();
     let held = bus.connect_held("x").unwrap(); // made as ..x.new
@@ -106,10 +106,17 @@ fn dotted_names_never_share_an_entry_of_the_bus() {
     );
     bus.connect("x.new").unwrap();
     assert_eq!(bus.members().unwrap(), ["x", "x.new"]);
-    let _ = bus.send("x.new", "x", &mut &b"hi"[..]).unwrap();
+    bus.send("x.new", "x", &mut &b"hi"[..]).unwrap();
     let mut msg = bus.recv("x", None).unwrap().expect("a message");
     assert_eq!(msg.from.as_deref(), Some("x.new"));
-    assert_eq!(msg.read_all().unwrap(), b"hi");
+    assert_eq!(
+        {
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut msg, &mut data).unwrap();
+            data
+        },
+        b"hi"
+    );
     msg.finish().unwrap();
     drop(held);
     assert_eq!(
@@ -143,7 +150,7 @@ fn held_stale_and_taken_over() {
         ErrorKind::Unavailable,
         "held over a plain connection"
     );
-    let _ = bus.send("a", "b", &mut &b"backlog"[..]).unwrap();
+    bus.send("a", "b", &mut &b"backlog"[..]).unwrap();
     // The holder dies: its lock goes, its directory stays.
     let file = held.file.take().unwrap();
     drop(held);
@@ -156,7 +163,7 @@ fn held_stale_and_taken_over() {
     assert!(e.to_string().contains("holder died"), "{e}");
     assert_eq!(
         bus.broadcast("a", &mut &b"x"[..]).unwrap(),
-        Outcome::Acquired(Vec::new())
+        Vec::<String>::new()
     );
     let again = bus.connect_held("b").unwrap();
     assert!(matches!(again.how(), Connected::TookOver { holder: Some(h) } if h.command == "serve"));

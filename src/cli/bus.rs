@@ -3,6 +3,7 @@
 protocol is in the library's `bus` module; each participant is a mailbox.
 */
 
+use crate::cli::OrStdout;
 use std::{ffi::OsString, io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
@@ -17,7 +18,7 @@ use super::{
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
     escape::escaped,
-    payload::{DataArg, check_output, output_error},
+    payload::{DataArg, check_output, copied, output_error},
     report::{self, Progress, say},
 };
 
@@ -305,13 +306,11 @@ pub(super) fn run(cmd: BusCommand) -> VerbResult {
         }
         Verb::Members(a) => members(a),
         Verb::Send(a) => {
-            let outcome = Bus::new(&a.bus).send(&a.from, &a.to, &mut a.data.reader())?;
-            Exit::unless_acquired(outcome, Exit::OK)?;
+            Bus::new(&a.bus).send(&a.from, &a.to, a.data.reader())?;
             Ok(Exit::OK)
         }
         Verb::Broadcast(a) => {
-            let outcome = Bus::new(&a.bus).broadcast(&a.from, &mut a.data.reader())?;
-            Exit::unless_acquired(outcome, Exit::OK)?;
+            Bus::new(&a.bus).broadcast(&a.from, a.data.reader())?;
             Ok(Exit::OK)
         }
         Verb::Recv(a) => {
@@ -333,7 +332,8 @@ pub(super) fn run(cmd: BusCommand) -> VerbResult {
             let mut msg = progress.settle(outcome, from)?;
             let mut out = std::io::stdout().lock();
             if a.json {
-                let data = msg.read_all().map_err(output_error)?;
+                let mut data = Vec::new();
+                copied(msg.copy_to(&mut data))?;
                 let payload = match String::from_utf8(data) {
                     Ok(text) => Payload::Data(text),
                     Err(e) => Payload::DataB64(base64(e.as_bytes())),
@@ -345,11 +345,8 @@ pub(super) fn run(cmd: BusCommand) -> VerbResult {
                 report::print_json(&mut out, &line)
                     .and_then(|()| out.flush())
                     .map_err(output_error)?;
-            } else if let Err(e) = msg.copy_to(&mut out) {
-                return match fsync::wait::cancelled() {
-                    Some(s) => Ok(Exit::signal(s)), // dropped: back to the queue
-                    None => Err(output_error(e)),
-                };
+            } else {
+                copied(msg.copy_to(&mut out))?;
             }
             msg.finish()?;
             Ok(Exit::OK)
@@ -447,10 +444,10 @@ fn members(a: MembersArgs) -> VerbResult {
             count: listed.len(),
             members,
         };
-        report::print_json(&mut out, &line)?;
+        report::print_json(&mut out, &line).or_stdout()?;
     } else {
         for p in &listed {
-            writeln!(out, "{}", member_text(p))?;
+            writeln!(out, "{}", member_text(p)).or_stdout()?;
         }
     }
     Ok(Exit::OK)

@@ -2,6 +2,7 @@
 `fsync doctor PATH`: what the file system under PATH can do, and how fsync will wait there.
 */
 
+use crate::cli::OrStdout;
 use std::{io::Write, path::PathBuf};
 
 use clap::Args;
@@ -84,7 +85,7 @@ pub(super) fn run(a: DoctorArgs) -> VerbResult {
             }),
             warnings: &r.warnings,
         };
-        report::print_json(&mut out, &line)?;
+        report::print_json(&mut out, &line).or_stdout()?;
     } else {
         let kind = if r.network { "network" } else { "local" };
         let mount = r
@@ -97,11 +98,12 @@ pub(super) fn run(a: DoctorArgs) -> VerbResult {
             "{}: {}{mount} ({kind} file system)",
             r.dir.display(),
             r.fs_type
-        )?;
+        )
+        .or_stdout()?;
         for (name, c) in checks {
             match c {
-                Check::Works => writeln!(out, "  {name:32} works")?,
-                Check::Fails(why) => writeln!(out, "  {name:32} FAILS: {why}")?,
+                Check::Works => writeln!(out, "  {name:32} works").or_stdout()?,
+                Check::Fails(why) => writeln!(out, "  {name:32} FAILS: {why}").or_stdout()?,
             }
         }
         let collide = match (r.kinds_collide, r.network) {
@@ -109,8 +111,8 @@ pub(super) fn run(a: DoctorArgs) -> VerbResult {
             (true, false) => "yes: never mix them on one file",
             (false, _) => "no",
         };
-        writeln!(out, "  {:32} {collide}", "flock and byte ranges collide")?;
-        writeln!(out, "  mode: {}", mode(&r))?;
+        writeln!(out, "  {:32} {collide}", "flock and byte ranges collide").or_stdout()?;
+        writeln!(out, "  mode: {}", mode(&r)).or_stdout()?;
         if let Some(l) = &lease {
             let source = match &l.source {
                 doctor::LeaseSource::Mount { file, .. } => {
@@ -129,16 +131,18 @@ pub(super) fn run(a: DoctorArgs) -> VerbResult {
                 humantime::format_duration(l.lease),
                 l.file_system.name,
                 server_timeout_text(l),
-            )?;
+            )
+            .or_stdout()?;
         }
         for w in &r.warnings {
-            writeln!(out, "  warning: {w}")?;
+            writeln!(out, "  warning: {w}").or_stdout()?;
         }
         if r.network {
             writeln!(
                 out,
                 "  note: change notification only sees this host's changes on a shared file system"
-            )?;
+            )
+            .or_stdout()?;
         }
     }
     Ok(if checks.iter().all(|(_, c)| c.works()) {

@@ -3,6 +3,7 @@
 wakes exactly one `--reset` waiter) is in the library's `event` module.
 */
 
+use crate::cli::OrStdout;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -156,7 +157,7 @@ pub(super) fn run(cmd: EventCommand) -> VerbResult {
                     path: report::path_text(&a.path.event),
                     state: if set { State::Set } else { State::Unset },
                 };
-                report::print_json(&mut std::io::stdout().lock(), &line)?;
+                report::print_json(&mut std::io::stdout().lock(), &line).or_stdout()?;
             }
             Ok(if set { Exit::OK } else { Exit::NO })
         }
@@ -180,7 +181,7 @@ fn report_change(a: &ChangeArgs, was_set: bool) -> VerbResult {
             path: report::path_text(&a.path.event),
             was_set,
         };
-        report::print_json(&mut std::io::stdout().lock(), &line)?;
+        report::print_json(&mut std::io::stdout().lock(), &line).or_stdout()?;
     }
     Ok(Exit::OK)
 }

@@ -13,7 +13,7 @@ use fsync::{ErrorKind, Outcome};
 pub(crate) struct Exit {
     /// The exit status (128+N for a signal, where the signal cannot be re-raised).
     pub code: u8,
-    /// Die of this signal rather than exit (see [`fsync::wait::die_of`]).
+    /// Die of this signal rather than exit (see [`fsync::internal::die_of`]).
     pub signal: Option<i32>,
 }
 

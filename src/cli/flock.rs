@@ -191,7 +191,7 @@ pub(super) fn main(invoked: &str, args: Vec<OsString>) -> Exit {
     let name = name.as_ref();
     // SIGPIPE is as our caller left it (see main.rs): a write to a pipe nobody reads kills us,
     // as it kills flock, unless it is ignored.
-    let pipe_ignored = fsync::wait::note_sigpipe();
+    let pipe_ignored = fsync::internal::note_sigpipe();
     let say = Say {
         name,
         pipe_ignored,
@@ -286,7 +286,7 @@ impl Say<'_> {
                 Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => {
                     if e == nix::errno::Errno::EPIPE && !self.pipe_ignored {
-                        fsync::wait::die_of(nix::libc::SIGPIPE);
+                        fsync::internal::die_of(nix::libc::SIGPIPE);
                     }
                     self.stderr_failed.set(true);
                     return;

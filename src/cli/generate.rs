@@ -15,6 +15,7 @@ command has none), SEE ALSO and VERSION. Hidden arguments and subcommands, and c
 subcommand, have no place in them. Nothing depends on the date or the machine.
 */
 
+use crate::cli::OrStdout;
 use std::{
     fs,
     io::Write as _,
@@ -82,7 +83,9 @@ pub(crate) struct ManArgs {
 
 /// `fsync completions SHELL`.
 pub(super) fn completions(a: CompletionsArgs) -> VerbResult {
-    std::io::stdout().write_all(completion(a.shell).as_bytes())?;
+    std::io::stdout()
+        .write_all(completion(a.shell).as_bytes())
+        .or_stdout()?;
     Ok(Exit::OK)
 }
 
@@ -91,7 +94,7 @@ pub(super) fn man(a: ManArgs) -> VerbResult {
     let pages = man_pages(Cli::command());
     let Some(dir) = a.dir else {
         let (_, top) = pages.first().expect("the top page comes first");
-        std::io::stdout().write_all(top.as_bytes())?;
+        std::io::stdout().write_all(top.as_bytes()).or_stdout()?;
         return Ok(Exit::OK);
     };
     let man1 = dir.join("man1");

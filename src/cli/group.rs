@@ -3,6 +3,7 @@
 for it to empty, list and watch its members. The protocol is in the library's `group` module.
 */
 
+use crate::cli::OrStdout;
 use std::{
     ffi::OsString,
     io::Write,
@@ -418,17 +419,18 @@ fn members(a: MembersArgs) -> VerbResult {
             count: list.len(),
             members: list.iter().map(report::HolderJson::from).collect(),
         };
-        report::print_json(&mut out, &line)?;
+        report::print_json(&mut out, &line).or_stdout()?;
     } else {
         for h in &list {
-            writeln!(out, "{}", report::holder_text(h))?;
+            writeln!(out, "{}", report::holder_text(h)).or_stdout()?;
         }
         writeln!(
             out,
             "{} member{}",
             list.len(),
             if list.len() == 1 { "" } else { "s" }
-        )?;
+        )
+        .or_stdout()?;
     }
     Ok(Exit::OK)
 }
@@ -453,7 +455,5 @@ fn print_event(a: &WatchCmd, event: WatchEvent) -> Result<(), Failure> {
         event,
         path: report::path_text(&a.group),
     };
-    Ok(report::watch_line(a.json, json, || {
-        event.word().to_string()
-    })?)
+    report::watch_line(a.json, json, || event.word().to_string()).or_stdout()
 }

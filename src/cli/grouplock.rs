@@ -3,6 +3,7 @@
 protocol (turnstile, one shared lock per group) is in the library's `grouplock` module.
 */
 
+use crate::cli::OrStdout;
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
@@ -254,11 +255,11 @@ fn status(a: StatusArgs) -> VerbResult {
             inside,
             waiting: st.waiting,
         };
-        report::print_json(&mut out, &line)?;
+        report::print_json(&mut out, &line).or_stdout()?;
     } else {
         let waiting = st.waiting.map_or("unknown".to_string(), |w| w.to_string());
         match st.inside.first() {
-            None => writeln!(out, "{}: free, {waiting} waiting", a.lock.display())?,
+            None => writeln!(out, "{}: free, {waiting} waiting", a.lock.display()).or_stdout()?,
             Some((g, n)) => {
                 let n = n.map_or("some".to_string(), |n| n.to_string());
                 writeln!(
@@ -266,7 +267,8 @@ fn status(a: StatusArgs) -> VerbResult {
                     "{}: group {} inside ({n}), {waiting} waiting",
                     a.lock.display(),
                     escaped(g)
-                )?;
+                )
+                .or_stdout()?;
             }
         }
     }

@@ -299,9 +299,14 @@ pub(crate) enum Failure {
     Ended(Exit),
 }
 
+/// A library error; one of kind `Interrupted` (a cancellation signal ended a call that does not
+/// wait, such as a post reading its payload) ends fsync as the signal would, without a message.
 impl From<fsync::Error> for Failure {
     fn from(e: fsync::Error) -> Failure {
-        Failure::Lib(e)
+        match (e.kind(), fsync::wait::cancelled()) {
+            (fsync::ErrorKind::Interrupted, Some(sig)) => Failure::Ended(Exit::signal(sig)),
+            _ => Failure::Lib(e),
+        }
     }
 }
 
@@ -311,16 +316,28 @@ impl From<Exit> for Failure {
     }
 }
 
-impl From<std::io::Error> for Failure {
-    fn from(e: std::io::Error) -> Failure {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            return Failure::BrokenPipe;
-        }
-        Failure::Lib(fsync::Error::io(
+/// Our own output failed: says so of standard output, or stops quietly when its reader has
+/// gone (`BrokenPipe`). Written out at each write (`.or_stdout()?`), so that no other failure
+/// can pass for one of output.
+pub(crate) trait OrStdout<T> {
+    fn or_stdout(self) -> Result<T, Failure>;
+}
+
+impl<T> OrStdout<T> for std::io::Result<T> {
+    fn or_stdout(self) -> Result<T, Failure> {
+        self.map_err(stdout_failed)
+    }
+}
+
+/// A write to standard output that failed (a closed pipe ends the program quietly).
+pub(crate) fn stdout_failed(e: std::io::Error) -> Failure {
+    match e.kind() {
+        std::io::ErrorKind::BrokenPipe => Failure::BrokenPipe,
+        _ => Failure::Lib(fsync::Error::io(
             std::path::Path::new("standard output"),
             "cannot write",
             e,
-        ))
+        )),
     }
 }
 

@@ -22,7 +22,7 @@ use super::{
     Exit, VerbResult,
     args::WaitArgs,
     escape::escaped,
-    payload::{DataArg, check_output, output_error},
+    payload::{DataArg, check_output, copied},
     report::{self, Progress},
 };
 
@@ -287,7 +287,9 @@ enum Verb {
 
 /// A key for `post --key`: refused at parsing, as a usage error.
 fn parse_key(s: &str) -> Result<String, String> {
-    fsync::msg::check_key(s).map(|()| s.to_string())
+    fsync::msg::check_key(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// Permissions of a payload file, in octal.
@@ -554,12 +556,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
                 mailbox.recv_with(a.wait.timeout(), Receiving::new(&mut progress, queue))?;
             let mut msg =
                 progress.settle(outcome, |_| format!("received a message from {place}"))?;
-            if let Err(e) = msg.copy_to(&mut std::io::stdout().lock()) {
-                return match fsync::wait::cancelled() {
-                    Some(s) => Ok(Exit::signal(s)), // dropped: back to the queue
-                    None => Err(output_error(e)),
-                };
-            }
+            copied(msg.copy_to(&mut std::io::stdout().lock()))?;
             msg.finish()?;
             Ok(Exit::OK)
         }
@@ -614,15 +611,12 @@ fn post(a: &PostArgs) -> VerbResult {
     let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));
     let reader = &mut a.data.reader();
     let (id, pending) = match &a.key {
-        Some(key) => match Exit::unless_acquired(mailbox.post_keyed(reader, key)?, Exit::OK)? {
+        Some(key) => match mailbox.post_keyed(reader, key)? {
             fsync::msg::Keyed::Queued(name) => (id(&name), false),
             fsync::msg::Keyed::Pending(name) => (id(&name), true),
             _ => return Ok(Exit::OK),
         },
-        None => (
-            Exit::unless_acquired(mailbox.post(reader)?, Exit::OK)?,
-            false,
-        ),
+        None => (mailbox.post(reader)?, false),
     };
     print_id(a.quiet, id)?;
     report::say(a.verbose, || match (pending, &a.key) {

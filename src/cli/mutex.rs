@@ -393,7 +393,7 @@ pub(super) fn run(cmd: MutexCommand) -> VerbResult {
         Verb::Run(a) => run_command(a),
         Verb::Lock(a) => lock_fd(a),
         Verb::Unlock(a) => {
-            let fd = mutex::inherited_fd(a.fd.or(a.fd_number).unwrap_or_default())?;
+            let fd = fsync::internal::inherited_fd(a.fd.or(a.fd_number).unwrap_or_default())?;
             match a.fd_range.range() {
                 Some(range) => fsync::range::unlock_fd(fd.as_fd(), range)?,
                 None => mutex::unlock_fd(fd.as_fd())?,
@@ -646,7 +646,7 @@ fn lock_fd(a: LockArgs) -> VerbResult {
     if let Some(f) = &file {
         what = format!("{what} ({})", f.display());
     }
-    let inherited = mutex::inherited_fd(fd)?;
+    let inherited = fsync::internal::inherited_fd(fd)?;
     // A byte range has no holder record: the kernel and /proc tell who holds it.
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| match range {
         Some(r) => status::range_holder(fsync::range::status_fd(inherited.as_fd(), r)),

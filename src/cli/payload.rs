@@ -33,6 +33,26 @@ pub(super) fn output_error(e: std::io::Error) -> super::Failure {
     ))
 }
 
+/// A message copied out to standard output: a payload that cannot be read names the message,
+/// an output that fails standard output, and a cancellation ends fsync as its signal (the
+/// message, dropped unfinished, goes back to the queue).
+pub(super) fn copied(copy: Result<u64, fsync::msg::CopyError>) -> Result<(), super::Failure> {
+    use fsync::msg::CopyError;
+    match copy {
+        Ok(_) => Ok(()),
+        Err(CopyError::Read(e)) => Err(super::Failure::Lib(e)),
+        Err(CopyError::Write(e)) => Err(output_error(e)),
+        Err(CopyError::Interrupted(sig)) => {
+            Err(super::Failure::Ended(super::exit_code::Exit::signal(sig)))
+        }
+        Err(other) => Err(super::Failure::Lib(fsync::Error::new(
+            std::path::Path::new("standard output"),
+            fsync::ErrorKind::Os,
+            other.to_string(),
+        ))),
+    }
+}
+
 /// Before a message is taken: standard output must be open for writing. A closed one is
 /// `/dev/null` opened read-only (see `main`), and Rust's standard output quietly discards the
 /// writes that then fail, so without this check the message would be taken and lost.

@@ -4,6 +4,7 @@ protocol (one lock file per slot, a waiting line, wake-ups on close) is in the l
 module.
 */
 
+use crate::cli::OrStdout;
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
@@ -241,10 +242,11 @@ fn status(a: StatusArgs) -> VerbResult {
             held,
             waiting: st.waiters,
         };
-        report::print_json(&mut out, &line)?;
+        report::print_json(&mut out, &line).or_stdout()?;
     } else {
         match st.slots {
-            None => writeln!(out, "{}: not created yet (all slots free)", a.sem.display())?,
+            None => writeln!(out, "{}: not created yet (all slots free)", a.sem.display())
+                .or_stdout()?,
             Some(n) => {
                 let waiters = st.waiters.map_or("unknown".to_string(), |w| w.to_string());
                 writeln!(
@@ -252,13 +254,14 @@ fn status(a: StatusArgs) -> VerbResult {
                     "{}: {} of {n} slots held, {waiters} waiting",
                     a.sem.display(),
                     st.held.len()
-                )?;
+                )
+                .or_stdout()?;
                 for s in &st.held {
                     let who = s
                         .holder
                         .as_ref()
                         .map_or("unknown holder".to_string(), report::holder_text);
-                    writeln!(out, "  slot {}: {who}", s.slot)?;
+                    writeln!(out, "  slot {}: {who}", s.slot).or_stdout()?;
                 }
             }
         }

@@ -3,6 +3,7 @@
 The protocol (and why writers are not starved) is in the library's `swmr` module.
 */
 
+use crate::cli::OrStdout;
 use std::{io::Write, path::PathBuf};
 
 use clap::{Args, Subcommand};
@@ -246,7 +247,7 @@ fn status(a: StatusArgs) -> VerbResult {
             writer: report::holder_json(st.writer_holder.as_ref()),
             waiting: st.waiting_writers,
         };
-        report::print_json(&mut out, &line)?;
+        report::print_json(&mut out, &line).or_stdout()?;
     } else {
         let count = |n: Option<usize>| n.map_or("unknown".to_string(), |n| n.to_string());
         let writer = match (&st.writer, &st.writer_holder) {
@@ -261,7 +262,8 @@ fn status(a: StatusArgs) -> VerbResult {
             count(st.readers),
             writer,
             count(st.waiting_writers)
-        )?;
+        )
+        .or_stdout()?;
     }
     Ok(if st.held() { Exit::NO } else { Exit::OK })
 }

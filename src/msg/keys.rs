@@ -28,7 +28,7 @@ const MAX_KEY_BYTES: usize = 128;
 /// # Errors
 ///
 /// The reason in words, naming the key.
-pub fn check_key(key: &str) -> std::result::Result<(), String> {
+pub fn check_key(key: &str) -> std::result::Result<(), crate::error::InvalidName> {
     let fine = !key.is_empty()
         && key.len() <= MAX_KEY_BYTES
         && !key.starts_with('.')
@@ -37,10 +37,10 @@ pub fn check_key(key: &str) -> std::result::Result<(), String> {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     match fine {
         true => Ok(()),
-        false => Err(format!(
+        false => Err(crate::error::InvalidName(format!(
             "invalid key {key:?}: 1 to {MAX_KEY_BYTES} letters, digits, '.', '_' or '-', not \
              starting with '.'"
-        )),
+        ))),
     }
 }
 
@@ -121,8 +121,12 @@ impl Mailbox {
     /// that message. For jobs that must not pile up ("rebuild the index" posted on every
     /// commit). Errors as [`post`](Self::post), and [`ErrorKind::Invalid`] for a key that is
     /// not 1 to 128 letters, digits, `.`, `_` or `-` (not first a dot).
-    pub fn post_keyed(&self, payload: &mut dyn Read, key: &str) -> Result<Outcome<Keyed>> {
-        check_key(key).map_err(|why| Error::new(self.path(), ErrorKind::Invalid, why))?;
-        self.post_placed(payload, None, Some(key))
+    pub fn post_keyed(&self, mut payload: impl Read, key: &str) -> Result<Keyed> {
+        check_key(key)
+            .map_err(|why| Error::new(self.path(), ErrorKind::Invalid, why.to_string()))?;
+        posted(
+            self.path(),
+            self.post_placed(&mut payload, None, Some(key))?,
+        )
     }
 }

@@ -33,14 +33,22 @@ pub(super) fn post(
     let discard = || {
         let _ = l.tmp.unlink_any(&tmp);
     };
-    let written = wait::copy_cancellable(payload, &mut file)
-        .and_then(|_| file.sync_all())
-        .map_err(|e| Error::io(&l.tmp.join(&tmp), "cannot write message", e));
-    if let Err(e) = written {
+    let written = match wait::copy_cancellable(payload, &mut file) {
+        Ok(_) => file.sync_all().map_err(wait::CopyFailed::Write),
+        Err(failed) => Err(failed),
+    };
+    if let Err(failed) = written {
         discard();
-        return match wait::cancelled() {
-            Some(sig) => Ok(Outcome::Interrupted(sig)),
-            None => Err(e),
+        return match failed {
+            wait::CopyFailed::Cancelled(sig) => Ok(Outcome::Interrupted(sig)),
+            wait::CopyFailed::Read(e) => Err(Error::io(
+                l.top.path(),
+                "cannot read the message to queue",
+                e,
+            )),
+            wait::CopyFailed::Write(e) => {
+                Err(Error::io(&l.tmp.join(&tmp), "cannot write message", e))
+            }
         };
     }
     let result = with_seq(l, poll, deadline, |n| {
@@ -158,4 +166,23 @@ pub(super) fn with_seqs<T>(
             .map_err(|e| Error::io(&l.top.join(".."), "cannot flush directory", e))?;
     }
     f(next, &file) // the lock goes with `file`
+}
+
+/// A post's outcome as a call that does not wait gives it: a cancellation while the payload
+/// was read is an error (nothing was queued). (A post waits for nobody, with no deadline: it
+/// never times out.)
+pub(super) fn posted<T>(mailbox: &Path, outcome: Outcome<T>) -> Result<T> {
+    match outcome {
+        Outcome::Acquired(v) => Ok(v),
+        Outcome::Interrupted(sig) => Err(Error::new(
+            mailbox,
+            ErrorKind::Interrupted,
+            format!("cancelled by signal {sig} while reading the message: nothing was queued"),
+        )),
+        Outcome::TimedOut => Err(Error::new(
+            mailbox,
+            ErrorKind::Interrupted,
+            "gave up while reading the message: nothing was queued",
+        )),
+    }
 }

@@ -25,6 +25,45 @@ pub struct Received {
     pub(super) me: Registration,
 }
 
+/// The payload, read from where the last read stopped (the start, at first).
+impl Read for Received {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.file.read(buf)
+    }
+}
+
+/// Why [`Received::copy_to`] stopped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CopyError {
+    /// The payload could not be read: the error names the message's file.
+    Read(Error),
+    /// The writer failed: its own error (a full disk, a closed pipe).
+    Write(io::Error),
+    /// A cancellation signal ([`crate::wait::install_cancel_handlers`]) ended the copy.
+    Interrupted(i32),
+}
+
+impl std::fmt::Display for CopyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CopyError::Read(e) => write!(f, "{e}"),
+            CopyError::Write(e) => write!(f, "cannot write message: {e}"),
+            CopyError::Interrupted(sig) => write!(f, "cancelled by signal {sig}"),
+        }
+    }
+}
+
+impl std::error::Error for CopyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CopyError::Read(e) => Some(e),
+            CopyError::Write(e) => Some(e),
+            CopyError::Interrupted(_) => None,
+        }
+    }
+}
+
 /// What became of a message whose delivery failed ([`Received::fail`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -97,10 +136,19 @@ impl Received {
         )
     }
 
-    /// Stream the payload to `out`. A cancellation signal (see [`crate::wait`]) ends it with
-    /// an error of kind `Interrupted`; the message then goes back to the queue when dropped.
-    pub fn copy_to(&mut self, out: &mut dyn Write) -> io::Result<u64> {
-        wait::copy_cancellable(&mut self.file, out)
+    /// Stream the payload to `out`; returns how many bytes it copied. A cancellation signal
+    /// (see [`crate::wait`]) ends it ([`CopyError::Interrupted`]); the message then goes back
+    /// to the queue when dropped. For the payload in memory, read it: a `Received` is a
+    /// [`Read`] of its payload.
+    pub fn copy_to(&mut self, out: &mut dyn Write) -> std::result::Result<u64, CopyError> {
+        let path = self.layout.claimed.join(&self.claimed);
+        wait::copy_cancellable(&mut self.file, out).map_err(|failed| match failed {
+            wait::CopyFailed::Read(e) => {
+                CopyError::Read(Error::io(&path, "cannot read message", e))
+            }
+            wait::CopyFailed::Write(e) => CopyError::Write(e),
+            wait::CopyFailed::Cancelled(sig) => CopyError::Interrupted(sig),
+        })
     }
 
     /// The payload as a file of its own, read from its start: for a command's standard input
@@ -165,13 +213,6 @@ impl Received {
             (Ok(running), Some(capture)) => Ok(running.after_exit(capture.start())),
             (spawned, _) => spawned,
         }
-    }
-
-    /// The payload in memory (for JSON output).
-    pub fn read_all(&mut self) -> io::Result<Vec<u8>> {
-        let mut buf = Vec::new();
-        self.file.read_to_end(&mut buf)?;
-        Ok(buf)
     }
 
     /// The message has been delivered: remove it for good, and record the job as succeeded

@@ -590,7 +590,7 @@ impl Mailbox {
     /// use fsync::msg::{Finish, Status};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let jobs = fsync::Mailbox::new(dir.path().join("jobs"));
-    /// let id = jobs.post(&mut &b"rebuild index"[..])?.acquired().expect("posts never wait");
+    /// let id = jobs.post(&b"rebuild index"[..])?;
     /// assert!(matches!(jobs.status(id)?, Status::Queued { .. }));
     /// let job = jobs.recv(None)?.expect("queued");
     /// assert!(matches!(jobs.status(id)?, Status::Running { attempt: 1, .. }));
@@ -770,7 +770,7 @@ mod tests {
     fn a_job_asked_to_stop_is_cancelled_by_its_worker_or_the_next_receiver() {
         let dir = tempfile::tempdir().unwrap();
         let b = Mailbox::new(dir.path().join("B"));
-        let post = |data: &[u8]| b.post(&mut &data[..]).unwrap().acquired().unwrap();
+        let post = |data: &[u8]| b.post(&mut &data[..]).unwrap();
         let (one, two) = (post(b"1"), post(b"2"));
         assert_eq!((one, two), (1, 2));
         let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();

@@ -605,12 +605,7 @@ fn wait_empty_waits_for_the_job_being_received_and_for_delayed_messages() {
 fn a_key_keeps_a_second_post_out_while_the_first_is_pending() {
     let dir = tempfile::tempdir().unwrap();
     let b = Mailbox::new(dir.path().join("b"));
-    let post = |data: &str| {
-        b.post_keyed(&mut data.as_bytes(), "nightly")
-            .unwrap()
-            .acquired()
-            .unwrap()
-    };
+    let post = |data: &str| b.post_keyed(&mut data.as_bytes(), "nightly").unwrap();
     let first = match post("one") {
         Keyed::Queued(name) => name,
         other => panic!("{other:?}"),
@@ -705,7 +700,7 @@ fn a_success_is_recorded_in_the_messages_own_file_where_it_can_be() {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
     let b = Mailbox::new(dir.path().join("B"));
-    let post = |data: &[u8]| b.post(&mut &data[..]).unwrap().acquired().unwrap();
+    let post = |data: &[u8]| b.post(&mut &data[..]).unwrap();
     let (one, two, three) = (
         post(b"a payload longer than its record line"),
         post(b"2"),
@@ -765,11 +760,7 @@ fn a_success_is_recorded_in_the_messages_own_file_where_it_can_be() {
 
     // A private payload's file becomes a record as readable as one made anew.
     let private = Mailbox::new(dir.path().join("B")).payload_mode(0o600);
-    let four = private
-        .post(&mut &b"secret"[..])
-        .unwrap()
-        .acquired()
-        .unwrap();
+    let four = private.post(&mut &b"secret"[..]).unwrap();
     private
         .recv(Some(Duration::ZERO))
         .unwrap()

@@ -22,8 +22,8 @@ pub fn fd_still_held(fd: BorrowedFd<'_>) -> bool {
     lock::still_held(fd, Mode::Exclusive)
 }
 
-/// Lock a descriptor the caller already has open (`exec 9>>lock; fsync mutex lock --fd 9`,
-/// with [`inherited_fd`]) in `mode`, waiting up to `timeout` as [`Mutex::acquire`] does
+/// Lock a descriptor the caller already has open (`exec 9>>lock; fsync mutex lock --fd 9`)
+/// in `mode`, waiting up to `timeout` as [`Mutex::acquire`] does
 /// (`Ok(false)`: it ran out) and re-checking every `poll` on a network file system. The lock
 /// belongs to the open file description, so it outlives this process; nothing releases it but
 /// [`unlock_fd`] or the last close of the description. No holder record, fencing token or
@@ -75,7 +75,7 @@ pub fn unlock_fd(fd: BorrowedFd<'_>) -> Result<()> {
 /// description both share, so [`lock_fd`] and [`unlock_fd`] on it lock and unlock `number`.
 /// Fails if `number` is not open, or is open on something that cannot be a lock file (an
 /// anonymous pipe, a socket).
-pub fn inherited_fd(number: RawFd) -> Result<OwnedFd> {
+pub(crate) fn inherited_fd(number: RawFd) -> Result<OwnedFd> {
     let path = fd_path(number);
     check_lockable_fd(number, &path)?;
     pfs::duplicate(number).map_err(|e| Error::io(&path, "cannot duplicate descriptor", e))

@@ -16,15 +16,20 @@ blocking call returns `EINTR`:
   ([`cancelled`]) and fires every waiting thread's timer at once (so that every wait in the
   process ends, whichever thread the signal landed on), or forwards the signal to the child
   registered with [`set_child`].
+
+A [`Stop`] ends the waits of one thread alone, the same way (a flag, then that thread's timer
+fired): what an async wait's future does when it is dropped, with no signal handler of the
+program's involved.
 */
 
 use std::{
+    cell::RefCell,
     io,
     path::Path,
     ptr,
     sync::{
-        Once,
-        atomic::{AtomicI32, AtomicUsize, Ordering},
+        Arc, Once, PoisonError,
+        atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -380,6 +385,58 @@ fn spec(first: Option<Duration>) -> libc::itimerspec {
     }
 }
 
+/// The stop of one thread's waits: set, it ends them as a cancellation would (the wait core
+/// looks at [`thread_stopped`] where it looks at [`cancelled`]), without touching any other
+/// thread or any signal disposition.
+#[derive(Debug, Default)]
+pub(crate) struct Stop {
+    stopped: AtomicBool,
+    /// The thread's timer while it waits (its `timer_t` as a number), which [`Stop::stop`]
+    /// fires; the timer's owner clears it under the lock before deleting the timer.
+    timer: std::sync::Mutex<Option<usize>>,
+}
+
+thread_local! {
+    static STOP: RefCell<Option<Arc<Stop>>> = const { RefCell::new(None) };
+}
+
+// Used by the futures (`crate::future`), which the `async` feature builds.
+#[cfg_attr(not(feature = "async"), allow(dead_code))]
+impl Stop {
+    /// End the thread's waits: the one under way at once, and every later one before it blocks.
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        let timer = self.timer.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(id) = *timer {
+            // SAFETY: the timer is alive: its owner clears `timer` under this lock before it
+            // deletes it. Fired now, and every few ms until re-armed, so that a signal landing
+            // just before the blocking call is repeated into it.
+            unsafe {
+                libc::timer_settime(
+                    id as libc::timer_t,
+                    0,
+                    &spec(Some(Duration::from_nanos(1))),
+                    ptr::null_mut(),
+                )
+            };
+        }
+    }
+
+    /// Make `stop` the current thread's, for the rest of its life.
+    pub(crate) fn install(stop: Arc<Stop>) {
+        STOP.with(|s| *s.borrow_mut() = Some(stop));
+    }
+}
+
+/// Whether the current thread's [`Stop`] has been set.
+pub(crate) fn thread_stopped() -> bool {
+    STOP.with(|s| {
+        s.borrow()
+            .as_ref()
+            .is_some_and(|s| s.stopped.load(Ordering::SeqCst))
+    })
+}
+
 /// A POSIX timer that signals the current thread; deleted (with any pending signal) on drop.
 ///
 /// Raw `timer_*` calls rather than nix's `Timer`: its `SigevNotify::SigevThreadId` takes a
@@ -390,6 +447,8 @@ pub(crate) struct WakeTimer {
     id: libc::timer_t,
     /// Its slot in `TIMERS`, where a cancellation finds it.
     registered: Option<&'static AtomicUsize>,
+    /// The thread's [`Stop`], which fires the timer when set.
+    stop: Option<Arc<Stop>>,
 }
 
 impl WakeTimer {
@@ -415,7 +474,15 @@ impl WakeTimer {
             }),
             false => None,
         };
-        Ok(WakeTimer { id, registered })
+        let stop = STOP.with(|s| s.borrow().clone());
+        if let Some(s) = &stop {
+            *s.timer.lock().unwrap_or_else(PoisonError::into_inner) = Some(id as usize);
+        }
+        Ok(WakeTimer {
+            id,
+            registered,
+            stop,
+        })
     }
 
     /// Fire after `after` (then every few ms until re-armed), or never.
@@ -430,6 +497,12 @@ impl WakeTimer {
 
 impl Drop for WakeTimer {
     fn drop(&mut self) {
+        if let Some(s) = &self.stop {
+            let mut timer = s.timer.lock().unwrap_or_else(PoisonError::into_inner);
+            if *timer == Some(self.id as usize) {
+                *timer = None;
+            }
+        }
         if let Some(slot) = self.registered {
             slot.store(0, Ordering::SeqCst);
             // A handler on another thread may have found the timer just before: wait until it

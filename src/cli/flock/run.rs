@@ -26,7 +26,7 @@ impl Request {
         // A timed wait catches SIGALRM from then on, as flock's timer handler does: a SIGALRM
         // no longer ends fsync, and the command starts with its default disposition.
         if timeout.is_some_and(|t| !t.is_zero()) {
-            fsync::wait::catch_sigalrm();
+            fsync::internal::catch_sigalrm();
         }
         let started = Instant::now();
         let outcome = match &self.target {
@@ -154,7 +154,7 @@ impl Request {
 
     /// Lock (or unlock) descriptor `n`, which the caller has open.
     fn lock_fd(&self, n: i32, timeout: Option<Duration>) -> Result<Outcome<Held>, Refusal> {
-        let fd = fsync::mutex::inherited_fd(n).map_err(|e| fd_refusal(n, &e))?;
+        let fd = fsync::internal::inherited_fd(n).map_err(|e| fd_refusal(n, &e))?;
         let poll = fsync::wait::DEFAULT_POLL;
         let fd = fd.as_fd();
         let done = match (self.op, self.range) {

@@ -4,6 +4,7 @@ one batch (all or none after a crash: the library's `Mailbox::post_records`), th
 one a line in input order.
 */
 
+use crate::cli::OrStdout;
 use std::io::{BufReader, BufWriter, Write};
 
 use clap::Args;
@@ -59,9 +60,9 @@ pub(super) fn post(
     if !quiet {
         let mut out = BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
         for id in ids {
-            writeln!(out, "{id}")?;
+            writeln!(out, "{id}").or_stdout()?;
         }
-        out.flush()?;
+        out.flush().or_stdout()?;
     }
     Ok(Exit::OK)
 }

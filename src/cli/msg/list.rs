@@ -1,6 +1,7 @@
 //! `fsync msg list`: each message printed as it is found, so that a queue of any depth is listed
 //! in the memory of a few; with `--json`, one object whose arrays are written one entry at a time.
 
+use crate::cli::OrStdout;
 use std::{io::Write, time::SystemTime};
 
 use fsync::Mailbox;
@@ -205,11 +206,11 @@ pub(super) fn list(a: &ListArgs) -> VerbResult {
             )
         };
     })?;
-    written?;
-    open(&mut out, &mut opened)?;
+    written.or_stdout()?;
+    open(&mut out, &mut opened).or_stdout()?;
     let [count, _, delayed, dead] = counts;
     if a.json {
-        move_to(&mut out, &mut section, ARRAYS.len())?;
+        move_to(&mut out, &mut section, ARRAYS.len()).or_stdout()?;
         let skipped: Vec<SkippedJson<'_>> = (skipped.iter())
             .map(|s| SkippedJson {
                 name: &s.name,
@@ -220,19 +221,20 @@ pub(super) fn list(a: &ListArgs) -> VerbResult {
         writeln!(
             out,
             ",\"count\":{count},\"claimed\":{claimed},\"skipped\":{skipped}}}"
-        )?;
+        )
+        .or_stdout()?;
     } else {
         let plural = |n: usize| if n == 1 { "" } else { "s" };
         if claimed > 0 {
-            writeln!(out, "{claimed} being received")?;
+            writeln!(out, "{claimed} being received").or_stdout()?;
         }
         if delayed > 0 {
-            writeln!(out, "{delayed} delayed message{}", plural(delayed))?;
+            writeln!(out, "{delayed} delayed message{}", plural(delayed)).or_stdout()?;
         }
         if dead > 0 {
-            writeln!(out, "{dead} dead letter{}", plural(dead))?;
+            writeln!(out, "{dead} dead letter{}", plural(dead)).or_stdout()?;
         }
-        writeln!(out, "{count} message{}", plural(count))?;
+        writeln!(out, "{count} message{}", plural(count)).or_stdout()?;
     }
     Ok(Exit::OK)
 }

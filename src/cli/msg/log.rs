@@ -11,7 +11,6 @@ use fsync::{
 };
 
 use super::{BoxArg, Exit, VerbResult};
-use crate::cli::Failure;
 
 /// Where a job's standard output and error go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -111,8 +110,8 @@ pub(super) fn log(a: &LogArgs) -> VerbResult {
         if kept.left_out() > 0 {
             left_out(kept.left_out());
         }
-        std::io::copy(&mut kept, &mut out).map_err(write_error)?;
-        out.flush().map_err(write_error)?;
+        std::io::copy(&mut kept, &mut out).map_err(crate::cli::stdout_failed)?;
+        out.flush().map_err(crate::cli::stdout_failed)?;
         return Ok(Exit::OK);
     }
     let mut failed = None;
@@ -141,17 +140,12 @@ pub(super) fn log(a: &LogArgs) -> VerbResult {
         }
     })?;
     if let Some(e) = failed {
-        return Err(write_error(e));
+        return Err(crate::cli::stdout_failed(e));
     }
     match outcome {
         fsync::Outcome::Interrupted(sig) => Ok(Exit::signal(sig)),
         _ => Ok(Exit::OK),
     }
-}
-
-/// A write to standard output that failed (a closed pipe ends the program quietly).
-fn write_error(e: std::io::Error) -> Failure {
-    Failure::from(e)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! from two censuses, the fall in queued, delayed and running plus the ids handed out
 //! meanwhile (`seq`), so a job that ran between two looks counts too.
 
+use crate::cli::OrStdout;
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::Args;
@@ -119,7 +120,7 @@ pub(super) fn watch(a: &WatchCmd) -> VerbResult {
                 }
                 line
             };
-            report::watch_line(a.json, json, text)?;
+            report::watch_line(a.json, json, text).or_stdout()?;
             shown = Some(key);
         }
         // The next refresh: not before QUICKEST, then at a change or SLOWEST.

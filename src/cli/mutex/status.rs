@@ -1,6 +1,7 @@
 //! `fsync mutex status` and `fsync mutex watch`: what they print, in text and JSON.
 
 use super::*;
+use crate::cli::OrStdout;
 
 /// `fsync mutex status --json` (docs/json.md, `mutex-status`).
 #[derive(Serialize)]
@@ -107,24 +108,28 @@ pub(super) fn status(a: StatusArgs) -> VerbResult {
             range: None,
             lock: None,
         };
-        report::print_json(&mut out, &line)?;
+        report::print_json(&mut out, &line).or_stdout()?;
     } else {
         match (&st.held, &st.holder) {
-            (false, _) => writeln!(out, "{}: free", a.lock.display())?,
+            (false, _) => writeln!(out, "{}: free", a.lock.display()).or_stdout()?,
             (true, Some(h)) => writeln!(
                 out,
                 "{}: held by {}",
                 a.lock.display(),
                 report::holder_text(h)
-            )?,
-            (true, None) => writeln!(out, "{}: held (holder unknown)", a.lock.display())?,
+            )
+            .or_stdout()?,
+            (true, None) => {
+                writeln!(out, "{}: held (holder unknown)", a.lock.display()).or_stdout()?;
+            }
         }
         if let Some(claimed) = &st.untrusted_record {
             writeln!(
                 out,
                 "  record: {}",
                 untrusted_text(claimed, st.holder.as_ref())
-            )?;
+            )
+            .or_stdout()?;
         }
     }
     Ok(if st.held { Exit::NO } else { Exit::OK })
@@ -152,9 +157,9 @@ fn range_status(a: &StatusArgs, range: fsync::range::ByteRange) -> VerbResult {
                 },
             })),
         };
-        report::print_json(&mut out, &line)?;
+        report::print_json(&mut out, &line).or_stdout()?;
     } else {
-        writeln!(out, "{}", range_status_text(&a.lock, &st))?;
+        writeln!(out, "{}", range_status_text(&a.lock, &st)).or_stdout()?;
     }
     Ok(if st.held() { Exit::NO } else { Exit::OK })
 }
@@ -235,5 +240,5 @@ fn print_event(a: &WatchCmd, event: WatchEvent, st: &Status) -> Result<(), Failu
         Some(h) => format!("{} {}", event.word(), report::holder_text(h)),
         None => event.word().to_string(),
     };
-    Ok(report::watch_line(a.json, json, text)?)
+    report::watch_line(a.json, json, text).or_stdout()
 }

@@ -19,12 +19,10 @@ fn next_text(b: &Mailbox) -> Option<String> {
 
 /// Post `data` to be delivered no sooner than `delay` from now: its name in the queue.
 fn post_later(b: &Mailbox, delay: Duration, data: &str) -> String {
-    let posted = b
-        .clone()
+    b.clone()
         .delay(delay)
         .post_from(&mut data.as_bytes(), None)
-        .unwrap();
-    posted.acquired().unwrap()
+        .unwrap()
 }
 
 /// The delayed entries of the mailbox at `path`: (bucket, `DUE.NAME`), bucket by bucket.
@@ -121,8 +119,6 @@ fn a_delayed_message_waits_in_the_bucket_of_its_minute() {
     let keyed = |data: &str| {
         (b.clone().delay(HOUR))
             .post_keyed(&mut data.as_bytes(), "nightly")
-            .unwrap()
-            .acquired()
             .unwrap()
     };
     assert!(matches!(keyed("one"), Keyed::Queued(_)));
@@ -365,7 +361,7 @@ fn only_a_delayed_message_is_work_left_or_a_pending_key() {
     std::fs::write(path.join("seq"), "2\n").unwrap();
     let posted = b.post_keyed(&mut &b"again"[..], "nightly").unwrap();
     assert!(
-        matches!(posted.acquired(), Some(Keyed::Pending(_))),
+        matches!(posted, Keyed::Pending(_)),
         "the key of a message waiting in delayed/ itself"
     );
 }
