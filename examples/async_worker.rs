@@ -8,6 +8,8 @@
 
 use std::{io::Read, process::ExitCode};
 
+use tokio::signal::unix::{SignalKind, signal};
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let Some(path) = std::env::args().nth(1) else {
@@ -15,6 +17,15 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let mailbox = fsync::Mailbox::new(&path);
+    // Listening from here on: a ^C that comes while a job runs is kept for the select below
+    // (`tokio::signal::ctrl_c()` made anew in the loop would miss one between two of them).
+    let mut interrupt = match signal(SignalKind::interrupt()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("async_worker: cannot listen for ^C: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     loop {
         println!("waiting for a job");
         tokio::select! {
@@ -38,7 +49,7 @@ async fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             },
-            _ = tokio::signal::ctrl_c() => {
+            _ = interrupt.recv() => {
                 println!("stopped: nothing taken");
                 return ExitCode::SUCCESS;
             }
