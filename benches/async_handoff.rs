@@ -35,9 +35,16 @@ fn main() {
         false => std::env::var("FSYNC_BENCH_HANDOFFS").map_or(2000, |n| n.parse().unwrap()),
     };
     let dir = common::bench_dir();
-    println!("async_handoff: {rounds} handoffs per variant, in {}", dir.path().display());
+    println!(
+        "async_handoff: {rounds} handoffs per variant, in {}",
+        dir.path().display()
+    );
     for asynchronous in [false, true] {
-        let path = dir.path().join(if asynchronous { "async.lck" } else { "blocking.lck" });
+        let path = dir.path().join(if asynchronous {
+            "async.lck"
+        } else {
+            "blocking.lck"
+        });
         let mut lat = handoffs(&path, rounds, asynchronous);
         lat.sort_unstable();
         let at = |p: usize| Duration::from_nanos(lat[(lat.len() * p / 100).min(lat.len() - 1)]);
@@ -65,7 +72,9 @@ fn handoffs(path: &std::path::Path, rounds: usize, asynchronous: bool) -> Vec<u6
             for _ in 0..rounds {
                 turn.wait(); // the holder holds
                 let got = match asynchronous {
-                    true => block_on(mutex.acquire_async(None)).unwrap().map(|g| g.bind()),
+                    true => block_on(mutex.acquire_async(None))
+                        .unwrap()
+                        .map(|g| g.bind()),
                     false => mutex.acquire(None).unwrap(),
                 };
                 let now = now_ns();

@@ -24,8 +24,8 @@ Each wait runs as it always does, blocking in the kernel (a lock call, a change 
 on a helper thread of its own; its future completes when the helper is done. So it wakes as
 soon as the blocking form would, on local and network file systems alike, and needs no runtime:
 the futures work under tokio, async-std, smol or a plain executor, and hold no runtime thread
-while they wait. (A thread per wait costs some microseconds to start: `benches/async_handoff.rs`
-measures a handoff through futures beside the blocking one.)
+while they wait. Helper threads are kept for ten seconds once idle, for the next waits.
+(`benches/async_handoff.rs` measures a handoff through futures beside a blocking one.)
 
 # Dropping a future cancels its wait
 
@@ -94,26 +94,106 @@ impl<T: Send + 'static> Wait<T> {
             stop: Arc::new(Stop::default()),
         });
         let helper = Arc::clone(&shared);
-        let started = std::thread::Builder::new()
-            .name("fsync-wait".into())
-            .spawn(move || {
-                Stop::install(Arc::clone(&helper.stop));
-                let got = wait();
-                let mut state = helper.state.lock().unwrap_or_else(PoisonError::into_inner);
-                if let State::Waiting(waker) = std::mem::replace(&mut *state, State::Done(got)) {
-                    drop(state);
-                    if let Some(w) = waker {
-                        w.wake();
-                    }
+        let job = Box::new(move || {
+            Stop::install(Some(Arc::clone(&helper.stop)));
+            let got = wait();
+            Stop::install(None);
+            let mut state = helper.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if let State::Waiting(waker) = std::mem::replace(&mut *state, State::Done(got)) {
+                drop(state);
+                if let Some(w) = waker {
+                    w.wake();
                 }
-                // A future dropped meanwhile left the result to us: `helper` is the last
-                // reference, and dropping it here releases whatever was got.
-            });
-        if let Err(e) = started {
+            }
+            // A future dropped meanwhile left the result to us: `helper` is the last
+            // reference, and dropping it here releases whatever was got.
+        });
+        if let Err(e) = helpers::run(job) {
             let failed = crate::Error::io(Path::new("fsync-wait"), "cannot start a thread", e);
             *shared.state.lock().unwrap_or_else(PoisonError::into_inner) = State::Done(Err(failed));
         }
         Wait { shared }
+    }
+}
+
+/// The helper threads: one per wait under way, kept for a while once idle, so that a program
+/// that waits often does not start a thread for every wait (a thread's start costs about as
+/// much as a handoff: `benches/async_handoff.rs`).
+mod helpers {
+    use std::{
+        io,
+        sync::{
+            Mutex, PoisonError,
+            atomic::{AtomicU64, Ordering},
+            mpsc::{self, RecvTimeoutError, Sender},
+        },
+        time::Duration,
+    };
+
+    pub(super) type Job = Box<dyn FnOnce() + Send>;
+
+    /// How long an idle helper waits for another wait before it ends.
+    const IDLE_FOR: Duration = Duration::from_secs(10);
+
+    /// The idle helpers, each by its number and the sender of its jobs; the last idle first.
+    static IDLE: Mutex<Vec<(u64, Sender<Job>)>> = Mutex::new(Vec::new());
+
+    fn idle() -> std::sync::MutexGuard<'static, Vec<(u64, Sender<Job>)>> {
+        IDLE.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Run `job` on an idle helper, or on a new one.
+    pub(super) fn run(mut job: Job) -> io::Result<()> {
+        loop {
+            let Some((_, helper)) = idle().pop() else {
+                break;
+            };
+            // A helper taken off the list always receives (see `serve`): this only fails if it
+            // died, which a panic in a job would do.
+            match helper.send(job) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::SendError(back)) => job = back,
+            }
+        }
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        std::thread::Builder::new()
+            .name("fsync-wait".into())
+            .spawn(move || serve(id, job))
+            .map(drop)
+    }
+
+    /// A helper's life: its first job, then each job sent while it is on the idle list, until
+    /// it has been idle for [`IDLE_FOR`].
+    fn serve(id: u64, first: Job) {
+        let (tx, rx) = mpsc::channel::<Job>();
+        first();
+        loop {
+            idle().push((id, tx.clone()));
+            let job = match rx.recv_timeout(IDLE_FOR) {
+                Ok(job) => job,
+                Err(RecvTimeoutError::Timeout) => {
+                    let mut list = idle();
+                    match list.iter().position(|(n, _)| *n == id) {
+                        // Still idle: leave the list, and end.
+                        Some(at) => {
+                            list.swap_remove(at);
+                            return;
+                        }
+                        // Taken off the list just now: its job is on the way.
+                        None => {
+                            drop(list);
+                            match rx.recv() {
+                                Ok(job) => job,
+                                Err(_) => return,
+                            }
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            job();
+        }
     }
 }
 

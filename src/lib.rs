@@ -97,6 +97,15 @@ at once instead ([`ErrorKind::WouldDeadlock`]; a guard is bound to the thread th
 it until [unbound](Unbound), so the check is exact). (A [`Semaphore`] slot holder may take another slot; one
 that holds them all and asks for one more waits until its timeout.)
 
+# Threads and async
+
+Lock guards are not `Send`: to hand one to another thread (a thread pool, `spawn_blocking`),
+unbind it ([`Unbound`], `guard.unbind()`); every thread then waits for its release as another
+process would. With the `async` feature (on by default), [`future`] has every wait as a future
+that needs no runtime (`acquire_async`, `recv_async`, ...): dropping one ends that wait alone
+and leaks nothing, and no signal handler of the program's is touched, so `tokio::signal` keeps
+working. `examples/` in the package has complete programs, one under tokio.
+
 # Waiting, and the signal it installs
 
 A waiting thread blocks in the kernel, so on a local file system a release wakes it at once;

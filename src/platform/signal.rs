@@ -165,8 +165,10 @@ pub const CANCEL_SIGNALS: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP,
 
 /// Make INT, TERM, HUP and QUIT cancel waits (outcome `Interrupted`) instead of killing the
 /// process, and forward them to the child registered by [`crate::command::spawn`] while one runs.
-/// For programs (the `fsync` command), not libraries: it replaces the process's handlers of
-/// those four signals.
+/// For a program whose ^C, or `kill`, should end its waits cleanly and release what it holds
+/// before it exits (a library must not call it: it replaces the process's handlers of those
+/// four signals). An async program uses its runtime's signals instead, and drops the futures
+/// of the waits it ends ([`crate::future`]).
 ///
 /// A signal that is ignored when this is called stays ignored, as the Unix convention wants
 /// (`nohup`, `trap '' HUP`, the INT and QUIT a non-interactive shell ignores for `&` jobs): it
@@ -422,9 +424,9 @@ impl Stop {
         }
     }
 
-    /// Make `stop` the current thread's, for the rest of its life.
-    pub(crate) fn install(stop: Arc<Stop>) {
-        STOP.with(|s| *s.borrow_mut() = Some(stop));
+    /// Make `stop` the current thread's (`None`: no stop), until the next call.
+    pub(crate) fn install(stop: Option<Arc<Stop>>) {
+        STOP.with(|s| *s.borrow_mut() = stop);
     }
 }
 
