@@ -74,7 +74,7 @@ fn handoffs(path: &std::path::Path, rounds: usize, asynchronous: bool) -> Vec<u6
                 let got = match asynchronous {
                     true => block_on(mutex.acquire_async(None))
                         .unwrap()
-                        .map(|g| g.bind()),
+                        .map(fsync::Unbound::bind),
                     false => mutex.acquire(None).unwrap(),
                 };
                 let now = now_ns();
