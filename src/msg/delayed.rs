@@ -1,8 +1,9 @@
 /*!
 Delayed messages: posted with a delay, or a failed job held back before its next attempt. They
 wait in buckets of a minute of due time, so that a receive lists the minutes that hold messages
-and opens only those that have begun, however many messages wait (the protocol's *Delays* in
-[`super`]'s docs).
+and opens only those that have begun, however many messages wait (the protocol's section
+[*Delays*](super#delays) in [`super`]'s docs; the names and the order of the flushes are in its
+sections *Names* and *Durability*).
 
 # On disk
 

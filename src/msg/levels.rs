@@ -1,7 +1,7 @@
 /*!
 Priority levels: a message posted with a level `P` (1 to [`MAX_PRIORITY`]) is taken before any
 of a level below it, in the order of its numbers within its level, at the cost of a receive
-without levels (the protocol's *Levels* in [`super`]'s docs).
+without levels (the protocol's section [*Levels*](super#levels) in [`super`]'s docs).
 
 # On disk
 

@@ -1,5 +1,6 @@
 //! What a receiver reads: the payload as it was when claimed, even when its poster (another
-//! user) can still write to the file (the protocol's *Payloads* in [`super`]'s docs).
+//! user) can still write to the file (the protocol's section [*Payloads*](super#payloads) in
+//! [`super`]'s docs).
 
 use nix::sys::stat::FileStat;
 

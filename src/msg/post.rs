@@ -1,6 +1,6 @@
 //! Posting: the payload written and flushed, then numbered under the exclusive lock on `seq`
 //! (written and flushed first) and renamed into its shard, its bucket of delayed messages, or
-//! refused for a pending key (the protocol's *post* in [`super`]'s docs).
+//! refused for a pending key (the protocol's section [*post*](super#post) in [`super`]'s docs).
 
 use super::*;
 

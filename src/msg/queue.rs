@@ -1,6 +1,7 @@
 //! The queue at any depth: messages in shards of [`SHARD`] consecutive sequence numbers, and a
 //! head that says where the oldest may be, so that a receiver lists one shard, not the queue
-//! (the protocol's *Shards and the head* in [`super`]'s docs).
+//! (the protocol's section [*Shards and the head*](super#shards-and-the-head) in [`super`]'s
+//! docs).
 
 use super::*;
 

@@ -20,9 +20,10 @@
 //! links), and for a cancellation, it is a new file written before the claim is removed: a
 //! crash leaves the record of a job that is then delivered again (the later state wins, since a
 //! lookup looks in the queue and `claimed` first; and the redelivery removes it). A cancellation's
-//! record is flushed (line and directory) before the claim goes. A success's is not flushed on
-//! its own: a flush is a device cache flush, and one more per job doubled a job's cost on a
-//! virtio disk (BENCHMARKS.md 41). Where the file system commits metadata in order (ext4 and
+//! record is flushed: its line before the claim is unlinked, its directory after the unlink and
+//! before `claimed` (which makes the unlink durable). A success's is not flushed on its own: a
+//! flush is a device cache flush, and one more per job doubled a job's cost on a virtio disk
+//! (BENCHMARKS.md 41). Where the file system commits metadata in order (ext4 and
 //! XFS: one journal transaction holds the record and the claim's removal, which is flushed
 //! before the success is reported) it survives a power cut all the same; elsewhere a power cut
 //! may take the record back, never the success (the job is not run again): its status is then
@@ -40,10 +41,10 @@
 //! cancelled at once instead of delivering it. Whoever records it removes the request.
 //!
 //! **Lookup** ([`Mailbox::status`]) never lists the queue: under a shared lock on `seq` (messages
-//! then move only forwards: module docs of [`super`]) it looks at the one shard the id belongs
-//! to, then `claimed`, then the places a claim moves to and that it does not leave under that
-//! lock: the record, the dead letters, the delayed buckets (cheapest first). The first place
-//! that has it is where it is. A record left by a crash between its writing and the claim's
+//! then move only forwards: the protocol's section [*Locks*](super#locks) in [`super`]'s docs)
+//! it looks at the one shard the id belongs to (at each level), then `claimed`, then the places
+//! a claim moves to and that it does not leave under that lock: the record, the dead letters,
+//! the delayed buckets (cheapest first). The first place that has it is where it is. A record left by a crash between its writing and the claim's
 //! removal would be wrong once the message is delivered again: the receiver that claims a
 //! message delivered before (a crash makes it a lost delivery) removes its record first.
 

@@ -1,5 +1,7 @@
 /*!
-Whole-file advisory locks with `flock(2)`.
+The kernel's advisory locks, behind safe functions: whole-file locks with `flock(2)`, byte-range
+open-file-description (OFD) locks with `fcntl(F_OFD_SETLK[W])`, and [`ChildLock`], a blocking
+lock call made by a child process for network file systems.
 
 `flock` locks belong to the open file description, are released by the kernel (or the file
 server) when the last descriptor of it closes, including at process death, and are what util-linux
@@ -7,8 +9,10 @@ server) when the last descriptor of it closes, including at process death, and a
 those tools exclude each other. A blocking call returns `ErrorKind::Interrupted` when a signal
 arrives, which is how the wait core imposes deadlines and cancellation on it.
 
-Byte-range (OFD) locks live in a different module of their own protocol: never both kinds on one
-file, because NFS and FUSE emulate `flock` as a whole-file POSIX lock and the two collide there.
+OFD byte-range locks (`RangeLock`'s) belong to the open file description too, and conflict only
+with POSIX or OFD locks of other descriptions on bytes that overlap them. A protocol never takes
+both kinds on one file: NFS and FUSE emulate `flock` as a whole-file POSIX lock, and the two
+collide there.
 */
 
 use std::{
@@ -208,183 +212,6 @@ pub(crate) fn still_held(fd: std::os::fd::BorrowedFd<'_>, mode: Mode) -> bool {
     nix::sys::stat::fstat(fd.as_raw_fd()).is_ok() && matches!(flock(&fd, mode, false), Ok(true))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The state letter of process `pid` (`S` sleeping, `Z` exited and not reaped), `None`
-    /// once it is gone.
-    fn state(pid: libc::pid_t) -> Option<char> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rfind(')').and_then(|i| stat[i + 2..].chars().next())
-    }
-
-    /// Until `cond` holds, at most 10 s.
-    fn within_10s(what: &str, mut cond: impl FnMut() -> bool) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !cond() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "never happened: {what}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-    }
-
-    /// A new open file description of `dir/name`, read-write (created if missing).
-    fn lock_file(dir: &std::path::Path, name: &str) -> std::fs::File {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(dir.join(name))
-            .unwrap()
-    }
-
-    /// A child left waiting is killed and reaped when dropped; one that was granted the lock
-    /// exits by itself, and is waited for and reaped.
-    #[test]
-    fn child_locks_are_killed_or_reaped() {
-        let dir = tempfile::tempdir().unwrap();
-        let held = lock_file(dir.path(), "held");
-        let holder = lock_file(dir.path(), "held");
-        assert!(flock(&holder, Mode::Exclusive, false).unwrap());
-        let waiting = ChildLock::start(&held, Request::Whole(Mode::Exclusive)).unwrap();
-        let pid = waiting.pid;
-        within_10s("the child waits", || state(pid) == Some('S'));
-        drop(waiting);
-        assert_eq!(state(pid), None, "killed and reaped");
-
-        let free = lock_file(dir.path(), "free");
-        let mut granted = ChildLock::start(&free, Request::Whole(Mode::Exclusive)).unwrap();
-        assert!(granted.wait().unwrap());
-        let pid = granted.pid;
-        drop(granted);
-        assert_eq!(state(pid), None, "waited for and reaped");
-        // Gone with its copy of the descriptor: the lock goes when we let go.
-        drop(free);
-        let probe = lock_file(dir.path(), "free");
-        assert!(flock(&probe, Mode::Exclusive, false).unwrap());
-    }
-
-    /// A byte range: the child's lock is our description's (another description cannot take
-    /// those bytes, bytes beside them stay free), and undoing it frees them.
-    #[test]
-    fn a_child_takes_a_byte_range_for_our_description() {
-        let dir = tempfile::tempdir().unwrap();
-        let ours = lock_file(dir.path(), "r");
-        let other = lock_file(dir.path(), "r");
-        assert!(ofd_lock(&other, Mode::Exclusive, 10, 5, false).unwrap());
-        let row = Request::Range {
-            mode: Mode::Exclusive,
-            start: 12,
-            len: 1,
-        };
-        let mut waiting = ChildLock::start(&ours, row).unwrap();
-        let pid = waiting.pid;
-        within_10s("the child waits", || state(pid) == Some('S'));
-        ofd_unlock(&other, 10, 5).unwrap();
-        assert!(waiting.wait().unwrap());
-        drop(waiting);
-        assert!(
-            !ofd_lock(&other, Mode::Exclusive, 12, 1, false).unwrap(),
-            "ours now"
-        );
-        assert!(
-            ofd_lock(&other, Mode::Exclusive, 13, 1, false).unwrap(),
-            "only byte 12"
-        );
-        row.undo(&ours).unwrap();
-        assert!(
-            ofd_lock(&other, Mode::Exclusive, 12, 1, false).unwrap(),
-            "undone"
-        );
-    }
-
-    /// Why a child could not take the lock: its call's error, or its death.
-    #[test]
-    fn a_child_lock_says_why_it_failed() {
-        struct NotOpen;
-        impl AsRawFd for NotOpen {
-            fn as_raw_fd(&self) -> std::os::fd::RawFd {
-                1_000_000
-            }
-        }
-        let mut bad = ChildLock::start(&NotOpen, Request::Whole(Mode::Exclusive)).unwrap();
-        assert_eq!(bad.wait().unwrap_err().raw_os_error(), Some(libc::EBADF));
-
-        let dir = tempfile::tempdir().unwrap();
-        let held = lock_file(dir.path(), "held");
-        let holder = lock_file(dir.path(), "held");
-        assert!(flock(&holder, Mode::Exclusive, false).unwrap());
-        let mut waiting = ChildLock::start(&held, Request::Whole(Mode::Exclusive)).unwrap();
-        // SAFETY: our own child, not reaped yet.
-        unsafe { libc::kill(waiting.pid, libc::SIGKILL) };
-        let died = waiting.wait().unwrap_err();
-        assert!(died.to_string().contains("died"), "{died}");
-    }
-
-    /// `F_OFD_GETLK` reports a POSIX lock with its process, an OFD lock without one, each with
-    /// its bytes and mode, and nothing beside them.
-    #[test]
-    fn range_conflict_names_a_posix_locks_process_and_no_ofd_lock_process() {
-        let dir = tempfile::tempdir().unwrap();
-        let open = || lock_file(dir.path(), "l");
-        let (posix, ofd, asker) = (open(), open(), open());
-        let fl = libc::flock {
-            l_type: libc::F_RDLCK as libc::c_short,
-            l_whence: libc::SEEK_SET as libc::c_short,
-            l_start: 10,
-            l_len: 5,
-            l_pid: 0,
-        };
-        fcntl(posix.as_raw_fd(), FcntlArg::F_SETLK(&fl)).unwrap();
-        assert!(ofd_lock(&ofd, Mode::Exclusive, 100, 0, false).unwrap());
-        assert_eq!(
-            range_conflict(&asker, 12, 1).unwrap(),
-            Some(RangeConflict {
-                start: 10,
-                len: 5,
-                mode: Mode::Shared,
-                pid: Some(std::process::id()),
-            })
-        );
-        assert_eq!(
-            range_conflict(&asker, 99, 2).unwrap(),
-            Some(RangeConflict {
-                start: 100,
-                len: 0,
-                mode: Mode::Exclusive,
-                pid: None,
-            })
-        );
-        assert_eq!(range_conflict(&asker, 15, 85).unwrap(), None);
-    }
-
-    /// The kernel's own answer to "is any byte of this file range-locked", for when
-    /// /proc/locks skipped a line: yes for a shared lock anywhere in it (even at the end of
-    /// all offsets) by another description, no once it goes, and never for a `flock` lock.
-    /// (Mutant answered: the answer always no.)
-    #[test]
-    fn a_range_lock_anywhere_in_the_file_is_seen_by_another_description() {
-        let dir = tempfile::tempdir().unwrap();
-        let open = || lock_file(dir.path(), "l");
-        let (holder, asker) = (open(), open());
-        assert!(!range_lock_held(&asker).unwrap());
-        assert!(flock(&holder, Mode::Exclusive, false).unwrap());
-        assert!(
-            !range_lock_held(&asker).unwrap(),
-            "a flock lock is no range lock"
-        );
-        unlock(&holder).unwrap();
-        assert!(ofd_lock(&holder, Mode::Shared, u64::MAX >> 2, 1, false).unwrap());
-        assert!(range_lock_held(&asker).unwrap());
-        ofd_unlock(&holder, u64::MAX >> 2, 1).unwrap();
-        assert!(!range_lock_held(&asker).unwrap());
-    }
-}
-
 /// What a [`ChildLock`] asks for: the whole file (`flock`), or a byte range (`F_OFD_SETLKW`,
 /// `len` 0: to the end of all offsets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -582,4 +409,181 @@ fn defer_reaping(pid: libc::pid_t) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .push(pid);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state letter of process `pid` (`S` sleeping, `Z` exited and not reaped), `None`
+    /// once it is gone.
+    fn state(pid: libc::pid_t) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rfind(')').and_then(|i| stat[i + 2..].chars().next())
+    }
+
+    /// Until `cond` holds, at most 10 s.
+    fn within_10s(what: &str, mut cond: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !cond() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never happened: {what}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// A new open file description of `dir/name`, read-write (created if missing).
+    fn lock_file(dir: &std::path::Path, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(dir.join(name))
+            .unwrap()
+    }
+
+    /// A child left waiting is killed and reaped when dropped; one that was granted the lock
+    /// exits by itself, and is waited for and reaped.
+    #[test]
+    fn child_locks_are_killed_or_reaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock_file(dir.path(), "held");
+        let holder = lock_file(dir.path(), "held");
+        assert!(flock(&holder, Mode::Exclusive, false).unwrap());
+        let waiting = ChildLock::start(&held, Request::Whole(Mode::Exclusive)).unwrap();
+        let pid = waiting.pid;
+        within_10s("the child waits", || state(pid) == Some('S'));
+        drop(waiting);
+        assert_eq!(state(pid), None, "killed and reaped");
+
+        let free = lock_file(dir.path(), "free");
+        let mut granted = ChildLock::start(&free, Request::Whole(Mode::Exclusive)).unwrap();
+        assert!(granted.wait().unwrap());
+        let pid = granted.pid;
+        drop(granted);
+        assert_eq!(state(pid), None, "waited for and reaped");
+        // Gone with its copy of the descriptor: the lock goes when we let go.
+        drop(free);
+        let probe = lock_file(dir.path(), "free");
+        assert!(flock(&probe, Mode::Exclusive, false).unwrap());
+    }
+
+    /// A byte range: the child's lock is our description's (another description cannot take
+    /// those bytes, bytes beside them stay free), and undoing it frees them.
+    #[test]
+    fn a_child_takes_a_byte_range_for_our_description() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = lock_file(dir.path(), "r");
+        let other = lock_file(dir.path(), "r");
+        assert!(ofd_lock(&other, Mode::Exclusive, 10, 5, false).unwrap());
+        let row = Request::Range {
+            mode: Mode::Exclusive,
+            start: 12,
+            len: 1,
+        };
+        let mut waiting = ChildLock::start(&ours, row).unwrap();
+        let pid = waiting.pid;
+        within_10s("the child waits", || state(pid) == Some('S'));
+        ofd_unlock(&other, 10, 5).unwrap();
+        assert!(waiting.wait().unwrap());
+        drop(waiting);
+        assert!(
+            !ofd_lock(&other, Mode::Exclusive, 12, 1, false).unwrap(),
+            "ours now"
+        );
+        assert!(
+            ofd_lock(&other, Mode::Exclusive, 13, 1, false).unwrap(),
+            "only byte 12"
+        );
+        row.undo(&ours).unwrap();
+        assert!(
+            ofd_lock(&other, Mode::Exclusive, 12, 1, false).unwrap(),
+            "undone"
+        );
+    }
+
+    /// Why a child could not take the lock: its call's error, or its death.
+    #[test]
+    fn a_child_lock_says_why_it_failed() {
+        struct NotOpen;
+        impl AsRawFd for NotOpen {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                1_000_000
+            }
+        }
+        let mut bad = ChildLock::start(&NotOpen, Request::Whole(Mode::Exclusive)).unwrap();
+        assert_eq!(bad.wait().unwrap_err().raw_os_error(), Some(libc::EBADF));
+
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock_file(dir.path(), "held");
+        let holder = lock_file(dir.path(), "held");
+        assert!(flock(&holder, Mode::Exclusive, false).unwrap());
+        let mut waiting = ChildLock::start(&held, Request::Whole(Mode::Exclusive)).unwrap();
+        // SAFETY: our own child, not reaped yet.
+        unsafe { libc::kill(waiting.pid, libc::SIGKILL) };
+        let died = waiting.wait().unwrap_err();
+        assert!(died.to_string().contains("died"), "{died}");
+    }
+
+    /// `F_OFD_GETLK` reports a POSIX lock with its process, an OFD lock without one, each with
+    /// its bytes and mode, and nothing beside them.
+    #[test]
+    fn range_conflict_names_a_posix_locks_process_and_no_ofd_lock_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || lock_file(dir.path(), "l");
+        let (posix, ofd, asker) = (open(), open(), open());
+        let fl = libc::flock {
+            l_type: libc::F_RDLCK as libc::c_short,
+            l_whence: libc::SEEK_SET as libc::c_short,
+            l_start: 10,
+            l_len: 5,
+            l_pid: 0,
+        };
+        fcntl(posix.as_raw_fd(), FcntlArg::F_SETLK(&fl)).unwrap();
+        assert!(ofd_lock(&ofd, Mode::Exclusive, 100, 0, false).unwrap());
+        assert_eq!(
+            range_conflict(&asker, 12, 1).unwrap(),
+            Some(RangeConflict {
+                start: 10,
+                len: 5,
+                mode: Mode::Shared,
+                pid: Some(std::process::id()),
+            })
+        );
+        assert_eq!(
+            range_conflict(&asker, 99, 2).unwrap(),
+            Some(RangeConflict {
+                start: 100,
+                len: 0,
+                mode: Mode::Exclusive,
+                pid: None,
+            })
+        );
+        assert_eq!(range_conflict(&asker, 15, 85).unwrap(), None);
+    }
+
+    /// The kernel's own answer to "is any byte of this file range-locked", for when
+    /// /proc/locks skipped a line: yes for a shared lock anywhere in it (even at the end of
+    /// all offsets) by another description, no once it goes, and never for a `flock` lock.
+    /// (Mutant answered: the answer always no.)
+    #[test]
+    fn a_range_lock_anywhere_in_the_file_is_seen_by_another_description() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || lock_file(dir.path(), "l");
+        let (holder, asker) = (open(), open());
+        assert!(!range_lock_held(&asker).unwrap());
+        assert!(flock(&holder, Mode::Exclusive, false).unwrap());
+        assert!(
+            !range_lock_held(&asker).unwrap(),
+            "a flock lock is no range lock"
+        );
+        unlock(&holder).unwrap();
+        assert!(ofd_lock(&holder, Mode::Shared, u64::MAX >> 2, 1, false).unwrap());
+        assert!(range_lock_held(&asker).unwrap());
+        ofd_unlock(&holder, u64::MAX >> 2, 1).unwrap();
+        assert!(!range_lock_held(&asker).unwrap());
+    }
 }
