@@ -140,7 +140,7 @@ use crate::{
         lock::{self, Mode},
         procinfo,
     },
-    probe,
+    probe, restart,
     wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 
@@ -243,26 +243,21 @@ impl Group {
         let p = paths(&self.dir);
         let deadline = Deadline::after(timeout);
         // A last member leaving with --delete may remove the directory under us at any point
-        // until we hold join.lock: then start over (bounded, to never spin for ever).
-        let mut attempts = 0;
-        let (top, acquired) = loop {
-            attempts += 1;
-            let got = open_dirs(&p).and_then(|top| {
-                let got = serial_lock(&top, self.poll, deadline, &mut progress)?;
-                Ok((top, got))
-            });
-            match got {
-                Err(e) if e.kind() == ErrorKind::NotFound && attempts < 1000 => continue,
-                Err(e) => return Err(prepared(e, &p)),
-                Ok(outcome) => break outcome,
-            }
-        };
+        // until we hold join.lock: then start over.
+        let (top, acquired) = restart::after_deletion(
+            &p.dir,
+            deadline,
+            || Dir::create_top(&p.dir, "cannot create group directory"),
+            |top| {
+                top.create_sub("members")?;
+                Ok(serial_lock(top, self.poll, deadline, &mut progress)?.map(Some))
+            },
+        )
+        .map_err(|e| prepared(e, &p))?;
         let serial = wait::acquired!(acquired);
         let gate = top.open_or_create("gate").map_err(|e| prepared(e, &p))?;
         // The last leaver may have removed `members` before we got join.lock.
-        let members = (top.sub("members", true))
-            .map_err(|e| prepared(e, &p))?
-            .expect("created");
+        let members = top.create_sub("members").map_err(|e| prepared(e, &p))?;
         let spec = Wait {
             deadline,
             poll: Some(self.poll),
@@ -564,7 +559,7 @@ fn delete_files(top: &Dir, mut serial: MutexGuard) -> Result<()> {
         }
         _ => {}
     }
-    if let Ok(Some(members)) = top.sub("members", false) {
+    if let Ok(Some(members)) = top.open_sub("members") {
         reap(&members);
     }
     let _ = top.rmdir("members");
@@ -591,13 +586,6 @@ impl Drop for Membership {
     fn drop(&mut self) {
         let _ = self.leave_inner();
     }
-}
-
-/// The group's directory, created with `members` if missing.
-fn open_dirs(p: &Paths) -> Result<Dir> {
-    let top = Dir::top(&p.dir, true, "cannot create group directory")?.expect("created");
-    top.sub("members", true)?;
-    Ok(top)
 }
 
 /// Take `join.lock` in the group's directory `top`: named through the open directory, so that
@@ -659,7 +647,7 @@ fn presence(
         // gate before it registers, and unregisters before it lets the gate go or, leaving
         // with a clean-up, once the clean-up is over): a few probes instead of the kernel's
         // lock table, which costs ~3 ms per pass with 1000 members.
-        if let Some(members) = top.sub("members", false)?
+        if let Some(members) = top.open_sub("members")?
             && let Some((name, file)) = held_registration(&members, own)
         {
             return Ok(match is_cleanup(&file) {

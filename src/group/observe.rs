@@ -61,7 +61,7 @@ pub fn members(path: &Path) -> Result<Vec<Holder>> {
     let Some(top) = Dir::top(path, false, "cannot open group directory")? else {
         return Ok(Vec::new());
     };
-    let Some(members) = top.sub("members", false)? else {
+    let Some(members) = top.open_sub("members")? else {
         return Ok(Vec::new());
     };
     let entries = members
@@ -273,20 +273,22 @@ fn wait_for_state(
             // An observer creates nothing: wait for a joiner to make the group's files.
             wait::acquired!(wait_for_files(&p, deadline, poll, reborrow(&mut progress))?);
         }
-        let top = Dir::top(path, false, "cannot open group directory")?;
-        let Some(gate) = top.as_ref().map(open_existing_gate).transpose()?.flatten() else {
+        let found = match Dir::top(path, false, "cannot open group directory")? {
+            Some(top) => open_existing_gate(&top)?.map(|gate| (top, gate)),
+            None => None,
+        };
+        let Some((top, gate)) = found else {
             if want_empty {
                 return Ok(Outcome::Acquired(()));
             }
             continue; // removed again (a last member leaving with --delete)
         };
-        let top = top.expect("the gate is in it");
         let network = pfs::fs_kind(&gate).network;
         if want_empty || network {
             break (top, gate, network, None);
         }
         // A joiner's registration is what wakes us.
-        let Some(members) = top.sub("members", false)? else {
+        let Some(members) = top.open_sub("members")? else {
             continue;
         };
         match DirWatch::new(&members.pinned()) {

@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// The group's directory with `members`, as a joiner makes them.
+fn open_dirs(p: &Paths) -> Result<Dir> {
+    let top = Dir::create_top(&p.dir, "cannot create group directory")?;
+    top.create_sub("members")?;
+    Ok(top)
+}
+
 #[test]
 fn first_and_last_and_delete() {
     let dir = tempfile::tempdir().unwrap();
