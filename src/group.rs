@@ -213,7 +213,8 @@ impl Group {
     /// Joining never waits for the members: any number join. It waits only while another
     /// process joins or leaves (a short lock that makes *first* and *last* exact), blocking in
     /// the kernel. Errors: [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the
-    /// group's directory or files cannot be created or opened.
+    /// group's directory or files cannot be created or opened; [`ErrorKind::Unavailable`] if
+    /// another process keeps deleting the directory as we join (a hundred times in a row).
     pub fn join(&self, timeout: Option<Duration>) -> Result<Option<Membership>> {
         Ok(self.join_with(timeout, |_| {})?.acquired())
     }

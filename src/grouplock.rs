@@ -299,7 +299,8 @@ impl GroupLock {
     /// system it also re-checks every [`poll_interval`](Self::poll_interval). Other errors:
     /// [`ErrorKind::Invalid`] for a group name that is not letters, digits, `_` and `-`;
     /// [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the directory or its files
-    /// cannot be created or opened.
+    /// cannot be created or opened; [`ErrorKind::Unavailable`] if another process keeps
+    /// deleting the directory as we enter (a hundred times in a row).
     pub fn enter(&self, group: &str, timeout: Option<Duration>) -> Result<Option<GroupGuard>> {
         Ok(self.enter_with(group, timeout, |_| {})?.acquired())
     }

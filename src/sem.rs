@@ -201,7 +201,8 @@ impl Semaphore {
     /// one the semaphore has while someone holds a slot (once nobody does, another count is
     /// taken in its place), [`ErrorKind::Corrupt`] if its `slots` file holds no
     /// count, [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the directory
-    /// cannot be created or opened.
+    /// cannot be created or opened, [`ErrorKind::Unavailable`] if another process keeps
+    /// deleting it as we enter (a hundred times in a row).
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<SlotGuard>> {
         Ok(self.acquire_with(timeout, |_| {})?.acquired())
     }
