@@ -1,7 +1,9 @@
 /*!
 Looking at a group from outside, without joining it: is it empty, who is in it, wait until it
-is empty (or not), and watch it become so. Nothing here creates a file: an observer of a group
-that does not exist yet sees an empty group, and waits for a joiner to make its files. The
+is empty (or not), and watch it become so. Nothing here creates or removes a file: an observer
+of a group that does not exist yet sees an empty group, and waits for a joiner to make its
+files; one that finds a dead member's registration passes over it, and leaves it to the next
+joiner or leaver to remove (see the protocol). The
 steps are those of *members*, *empty*, *wait-empty* and *watch* in the protocol of
 [`crate::group`].
 */
@@ -55,7 +57,7 @@ fn check_dir(path: &Path) -> Result<()> {
 }
 
 /// The live members of the group at `path`, oldest first. Dead members never appear; their
-/// registrations are removed on the way where we may.
+/// registrations stay, for the next joiner or leaver to remove: reading removes nothing.
 pub fn members(path: &Path) -> Result<Vec<Holder>> {
     check_dir(path)?;
     let Some(top) = Dir::top(path, false, "cannot open group directory")? else {
@@ -78,11 +80,8 @@ pub fn members(path: &Path) -> Result<Vec<Holder>> {
                     out.push(live_member(h, &file));
                 }
             }
-            Found::Dead => {
-                let _ = members.unlink_file(&name);
-            }
-            // Gone meanwhile, or not a registration fsync made.
-            Found::Nothing | Found::Unknown => {}
+            // A dead member's, gone meanwhile, or not a registration fsync made.
+            Found::Dead | Found::Nothing | Found::Unknown => {}
         }
     }
     out.sort_by_key(|h| (h.since_us, h.pid));
