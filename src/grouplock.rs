@@ -138,8 +138,10 @@ pub use crate::teardown::Released;
 /// let r1 = lock.enter("readers", None)?.unwrap();
 /// let r2 = lock.enter("readers", None)?.unwrap(); // one group shares
 /// let gc = lock.clone();
-/// let waits = std::thread::spawn(move || gc.enter("gc", Some(std::time::Duration::ZERO)));
-/// assert!(waits.join().unwrap()?.is_none()); // another waits (in this thread: an error)
+/// let zero = Some(std::time::Duration::ZERO);
+/// // (A guard stays in its thread: the other thread says whether it got one.)
+/// let waits = std::thread::spawn(move || gc.enter("gc", zero).map(|got| got.is_none()));
+/// assert!(waits.join().unwrap()?); // another waits (in this thread: an error)
 /// drop((r1, r2));
 /// assert!(lock.enter("gc", Some(std::time::Duration::ZERO))?.is_some());
 /// # Ok::<(), fsync::Error>(())
@@ -315,8 +317,8 @@ impl GroupLock {
     /// let lock = fsync::GroupLock::new(&path);
     /// let reader = lock.try_enter("readers")?.expect("nobody inside");
     /// let gc = lock.clone();
-    /// let busy = std::thread::spawn(move || gc.try_enter("gc"));
-    /// assert!(busy.join().unwrap()?.is_none()); // busy: another group is inside
+    /// let busy = std::thread::spawn(move || gc.try_enter("gc").map(|got| got.is_none()));
+    /// assert!(busy.join().unwrap()?); // busy: another group is inside
     /// drop(reader);
     /// assert!(lock.try_enter("gc")?.is_some()); // free
     /// # Ok::<(), fsync::Error>(())

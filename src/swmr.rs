@@ -126,8 +126,10 @@ use crate::{
 /// let r1 = lock.read(None)?.unwrap();
 /// let r2 = lock.read(None)?.unwrap(); // readers share
 /// let writer = lock.clone();
-/// let waits = std::thread::spawn(move || writer.write(Some(std::time::Duration::ZERO)));
-/// assert!(waits.join().unwrap()?.is_none()); // the writer waits
+/// let zero = Some(std::time::Duration::ZERO);
+/// // (A guard stays in its thread: the other thread says whether it got one.)
+/// let waits = std::thread::spawn(move || writer.write(zero).map(|got| got.is_none()));
+/// assert!(waits.join().unwrap()?); // the writer waits
 /// drop((r1, r2));
 /// assert!(lock.write(Some(std::time::Duration::ZERO))?.is_some());
 /// # Ok::<(), fsync::Error>(())
