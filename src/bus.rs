@@ -267,7 +267,7 @@ impl Bus {
             )
         };
         let top = self.top(false)?.ok_or_else(not_connected)?;
-        top.sub(name, false)?.ok_or_else(not_connected)
+        top.open_sub(name)?.ok_or_else(not_connected)
     }
 
     /// The exclusive lock under which participants change state (module docs), waited for in
@@ -322,9 +322,9 @@ impl Bus {
         self.check(name)?;
         let top = self.top(true)?.expect("created");
         let _serial = self.lock(&top)?;
-        let Some(member) = top.sub(name, false)? else {
+        let Some(member) = top.open_sub(name)? else {
             remove_hidden(&top, name)?;
-            top.sub(name, true)?;
+            top.create_sub(name)?;
             return Ok(Connected::New);
         };
         match owner(&member)? {
@@ -373,12 +373,12 @@ impl Bus {
         let holder = Holder::this_process(now, procinfo::own_cmdline());
         // Before the name's lock is asked for (a connection never waits for it).
         let acquired = std::time::Instant::now();
-        let (file, how) = match top.sub(name, false)? {
+        let (file, how) = match top.open_sub(name)? {
             None => {
                 remove_hidden(&top, name)?;
                 let staging = format!("..{name}.new");
                 remove_dir(&top, &staging)?;
-                let new = top.sub(&staging, true)?.expect("created");
+                let new = top.create_sub(&staging)?;
                 let file = create_owner(&new, &holder)?;
                 let placed = new
                     .rename(OWNER_NEW, &new, OWNER)
@@ -493,7 +493,7 @@ impl Bus {
         let mut out = Vec::new();
         for name in self.members()? {
             // Gone meanwhile (disconnected), or not a directory fsync made: not listed.
-            let Ok(Some(member)) = top.sub(&name, false) else {
+            let Ok(Some(member)) = top.open_sub(&name) else {
                 continue;
             };
             out.push(participant(&member, name));
@@ -694,7 +694,7 @@ impl Connection {
         };
         let top = &self.top;
         let _serial = self.bus.lock(top)?;
-        let Some(member) = top.sub(&self.name, false)? else {
+        let Some(member) = top.open_sub(&self.name)? else {
             return Ok(Disconnected::NotOurs);
         };
         let ours = member

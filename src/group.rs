@@ -14,9 +14,10 @@ A group `G` is a directory (created if missing) holding:
   lock probes of observers on network file systems.
 - `G/members/HOST.PID.STAMP`: one registration per member, in the holder record format of
   [`crate::holder`] (pid, host, command, since). The member holds an **exclusive** `flock` on
-  it; a registration nobody has locked belongs to a dead member and is removed by whoever sees
-  it. A registration is written as `members/.tmp-NAME`, locked, then renamed into place, so a
-  visible registration is always locked while its member lives.
+  it; a registration nobody has locked belongs to a dead member: observers pass over it, and
+  joiners and leavers remove it (below). A registration is written as `members/.tmp-NAME`,
+  locked, then renamed into place, so a visible registration is always locked while its member
+  lives.
 
 **Is anyone in?** On a local file system: some registration in `members/` is locked (a member
 takes `gate` before it registers and unregisters before it lets `gate` go, so this proves it; a
@@ -30,7 +31,13 @@ succeeds); holding `join.lock` keeps two observers' probes from colliding.
 last member leaving with `--delete`, start over); re-create `G/members` if it is gone; (3)
 *first* = nobody is in (see *leave with a clean-up* for the holds of a killed clean-up that
 are still going away); (4) take the shared lock on `gate`; (5) register; (6) release
-`join.lock`. Steps (2) and (4) wait until the join's deadline: only fsync's momentary probes
+`join.lock`.
+
+**Dead members' registrations** are removed only by joiners and leavers, holding `join.lock`:
+on a local file system, those that *is anyone in?* passes over on its way to a held one (so
+all of them when nobody is in); on a network file system, where it looks at none, all of them
+when the joiner is *first* or the leaver *last*. Observers (*empty*, *members*, *wait-empty*,
+*watch*) only read: they pass over a dead member's registration and remove nothing. Steps (2) and (4) wait until the join's deadline: only fsync's momentary probes
 hold `gate` exclusively, but whoever may open it may hold it for ever. `gate` and `join.lock`
 get the mode of the platform layer's rule (`src/platform/fs.rs`, *Who may lock an internal
 lock file*): only those who may write `G` or `G/members` can open them.
@@ -100,7 +107,7 @@ holding them: the command, or a daemon it left running.
   holds the shared lock on `gate` and the exclusive lock on the registration, which still names
   the member and its command: *is anyone in?* says yes, `members` lists it, a joiner is not
   *first*. When the command exits, the kernel drops both locks; the registration is then an
-  unlocked one, which readers reap as a dead member's. Nobody runs the *last* step for this
+  unlocked one, a dead member's, which readers pass over and the next joiner or leaver removes. Nobody runs the *last* step for this
   member, so `--delete` deletes nothing then (the next last leaver does).
 - *The command exits but left a process running* with the descriptors: leave's step (2) becomes
   close the registration first, then probe it with a non-blocking **shared** lock (only its
@@ -140,7 +147,7 @@ use crate::{
         lock::{self, Mode},
         procinfo,
     },
-    probe,
+    probe, restart,
     wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 
@@ -213,7 +220,8 @@ impl Group {
     /// Joining never waits for the members: any number join. It waits only while another
     /// process joins or leaves (a short lock that makes *first* and *last* exact), blocking in
     /// the kernel. Errors: [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the
-    /// group's directory or files cannot be created or opened.
+    /// group's directory or files cannot be created or opened; [`ErrorKind::Unavailable`] if
+    /// another process keeps deleting the directory as we join (a hundred times in a row).
     pub fn join(&self, timeout: Option<Duration>) -> Result<Option<Membership>> {
         Ok(self.join_with(timeout, |_| {})?.acquired())
     }
@@ -243,26 +251,21 @@ impl Group {
         let p = paths(&self.dir);
         let deadline = Deadline::after(timeout);
         // A last member leaving with --delete may remove the directory under us at any point
-        // until we hold join.lock: then start over (bounded, to never spin for ever).
-        let mut attempts = 0;
-        let (top, acquired) = loop {
-            attempts += 1;
-            let got = open_dirs(&p).and_then(|top| {
-                let got = serial_lock(&top, self.poll, deadline, &mut progress)?;
-                Ok((top, got))
-            });
-            match got {
-                Err(e) if e.kind() == ErrorKind::NotFound && attempts < 1000 => continue,
-                Err(e) => return Err(prepared(e, &p)),
-                Ok(outcome) => break outcome,
-            }
-        };
+        // until we hold join.lock: then start over.
+        let (top, acquired) = restart::after_deletion(
+            &p.dir,
+            deadline,
+            || Dir::create_top(&p.dir, "cannot create group directory"),
+            |top| {
+                top.create_sub("members")?;
+                Ok(serial_lock(top, self.poll, deadline, &mut progress)?.map(Some))
+            },
+        )
+        .map_err(|e| prepared(e, &p))?;
         let serial = wait::acquired!(acquired);
         let gate = top.open_or_create("gate").map_err(|e| prepared(e, &p))?;
         // The last leaver may have removed `members` before we got join.lock.
-        let members = (top.sub("members", true))
-            .map_err(|e| prepared(e, &p))?
-            .expect("created");
+        let members = top.create_sub("members").map_err(|e| prepared(e, &p))?;
         let spec = Wait {
             deadline,
             poll: Some(self.poll),
@@ -272,6 +275,9 @@ impl Group {
             Ok(first) => first,
             Err(got) => return Ok(got.map(|()| unreachable!("not acquired"))),
         };
+        if first {
+            reap(&members); // all dead: see the module docs
+        }
         // Only a momentary exclusive probe of fsync's can stand in the way; wait for it in the
         // kernel, until the join's deadline (whoever may open `gate` may hold it for ever).
         let got = wait::flock(spec, &mut progress, &gate, Mode::Shared, &p.gate)?;
@@ -495,6 +501,8 @@ impl Membership {
         drop(gate);
         if self.group.delete && !kept {
             delete_files(&top, serial)?;
+        } else {
+            reap_in(&top); // all dead, but one a process we passed down to keeps
         }
         Ok((Left::Last, Some(value)))
     }
@@ -527,6 +535,8 @@ impl Membership {
         drop(reopened);
         if last && self.group.delete {
             delete_files(&top, serial)?;
+        } else if last {
+            reap_in(&top); // all dead: see the module docs
         }
         Ok(if last { Left::Last } else { Left::NotLast })
     }
@@ -564,9 +574,7 @@ fn delete_files(top: &Dir, mut serial: MutexGuard) -> Result<()> {
         }
         _ => {}
     }
-    if let Ok(Some(members)) = top.sub("members", false) {
-        reap(&members);
-    }
+    reap_in(top);
     let _ = top.rmdir("members");
     serial.set_delete_on_release(true);
     serial.release()?;
@@ -591,13 +599,6 @@ impl Drop for Membership {
     fn drop(&mut self) {
         let _ = self.leave_inner();
     }
-}
-
-/// The group's directory, created with `members` if missing.
-fn open_dirs(p: &Paths) -> Result<Dir> {
-    let top = Dir::top(&p.dir, true, "cannot create group directory")?.expect("created");
-    top.sub("members", true)?;
-    Ok(top)
 }
 
 /// Take `join.lock` in the group's directory `top`: named through the open directory, so that
@@ -659,8 +660,9 @@ fn presence(
         // gate before it registers, and unregisters before it lets the gate go or, leaving
         // with a clean-up, once the clean-up is over): a few probes instead of the kernel's
         // lock table, which costs ~3 ms per pass with 1000 members.
-        if let Some(members) = top.sub("members", false)?
-            && let Some((name, file)) = held_registration(&members, own)
+        // A joiner or leaver (holding join.lock) removes the dead ones it passes over.
+        if let Some(members) = top.open_sub("members")?
+            && let Some((name, file)) = held_registration(&members, own, serial.is_some())
         {
             return Ok(match is_cleanup(&file) {
                 true => Presence::CleanupEnding(name, file),
@@ -810,6 +812,13 @@ fn render_member(holder: &Holder, cleaning: bool) -> String {
     }
 }
 
+/// [`reap`] the group's `members/`, if it has one.
+fn reap_in(top: &Dir) {
+    if let Ok(Some(members)) = top.open_sub("members") {
+        reap(&members);
+    }
+}
+
 /// Registrations nobody holds belong to dead members: remove them (best effort, as any reader
 /// may). Temporary names are left for a minute, since their member may be between create and lock.
 /// Only regular files are registrations: anything else someone put there stays.
@@ -832,8 +841,8 @@ fn reap(members: &Dir) {
 }
 
 /// A registration in `members` that some member holds, with its name (dead ones' are skipped,
-/// and so is `own`, the caller's).
-fn held_registration(members: &Dir, own: Option<&str>) -> Option<(String, File)> {
+/// and removed with `reap`; so is `own`, the caller's).
+fn held_registration(members: &Dir, own: Option<&str>, reap: bool) -> Option<(String, File)> {
     let entries = members.entries().ok()?;
     entries.into_iter().find_map(|(name, _)| {
         if name.starts_with('.') || Some(name.as_str()) == own {
@@ -841,6 +850,10 @@ fn held_registration(members: &Dir, own: Option<&str>) -> Option<(String, File)>
         }
         match Registration::find(members, &name) {
             Found::Alive(file) => Some((name, file)),
+            Found::Dead if reap => {
+                let _ = members.unlink_file(&name);
+                None
+            }
             _ => None,
         }
     })

@@ -155,6 +155,7 @@ pub mod mutex;
 pub(crate) mod platform;
 mod probe;
 pub mod range;
+mod restart;
 pub mod sem;
 pub mod swmr;
 mod teardown;

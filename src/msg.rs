@@ -391,7 +391,7 @@ impl Mailbox {
             ));
         };
         // A bus member's directory is its mailbox whether or not anything came yet.
-        if self.opened.is_none() && top.sub("q", false)?.is_none() {
+        if self.opened.is_none() && top.open_sub("q")?.is_none() {
             return Err(Error::new(
                 top.path(),
                 ErrorKind::NotFound,
@@ -410,9 +410,7 @@ impl Mailbox {
                 "no such mailbox",
             ));
         };
-        let sub = |name: &str| -> Result<Arc<Dir>> {
-            Ok(Arc::new(top.sub(name, true)?.expect("created")))
-        };
+        let sub = |name: &str| -> Result<Arc<Dir>> { Ok(Arc::new(top.create_sub(name)?)) };
         let q = sub("q")?;
         Ok(Layout {
             tmp: sub("tmp")?,

@@ -92,7 +92,7 @@ use crate::{
         notify::DirWatch,
         procinfo,
     },
-    probe,
+    probe, restart,
     teardown::{self, Held, Pass, Took},
     wait::{self, DEFAULT_POLL, Deadline, Failed, Outcome, Wait},
 };
@@ -201,7 +201,8 @@ impl Semaphore {
     /// one the semaphore has while someone holds a slot (once nobody does, another count is
     /// taken in its place), [`ErrorKind::Corrupt`] if its `slots` file holds no
     /// count, [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the directory
-    /// cannot be created or opened.
+    /// cannot be created or opened, [`ErrorKind::Unavailable`] if another process keeps
+    /// deleting it as we enter (a hundred times in a row).
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<Option<SlotGuard>> {
         Ok(self.acquire_with(timeout, |_| {})?.acquired())
     }
@@ -224,24 +225,19 @@ impl Semaphore {
         mut progress: impl FnMut(Duration),
     ) -> Result<Outcome<SlotGuard>> {
         self.check_count()?;
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let top = Dir::top(&self.dir, true, "cannot create semaphore")?.expect("created");
-            // A deletion may remove what we opened at any point until we hold the live queue:
-            // then start over (bounded, to never spin for ever).
-            let outcome = match self.enter(&top, deadline, &mut progress) {
-                Ok(Outcome::Acquired(None)) if attempts < 1000 => continue,
-                Err(_) if attempts < 1000 && teardown::removed(&top) => continue,
-                Err(e) => return Err(e),
-                Ok(outcome) => outcome.map(|g| g.expect("the live queue")),
-            };
-            if self.delete && !matches!(outcome, Outcome::Acquired(_)) {
-                // Giving up is leaving too: we may have been the last one waiting. Best effort.
-                let _ = delete_files(&top, self.poll);
-            }
-            return Ok(outcome);
+        // A deletion may remove what we opened at any point until we hold the live queue:
+        // then start over.
+        let (top, outcome) = restart::after_deletion(
+            &self.dir,
+            deadline,
+            || Dir::create_top(&self.dir, "cannot create semaphore"),
+            |top| self.enter(top, deadline, &mut progress),
+        )?;
+        if self.delete && !matches!(outcome, Outcome::Acquired(_)) {
+            // Giving up is leaving too: we may have been the last one waiting. Best effort.
+            let _ = delete_files(&top, self.poll);
         }
+        Ok(outcome)
     }
 
     /// Steps (1) to (4) of the module docs in the semaphore directory `top`: `None` if the

@@ -180,11 +180,6 @@ pub(crate) fn names(dir: &Dir, name: &str, file: &File) -> Result<Option<FileSta
     }
 }
 
-/// Whether the directory `dir` was removed since we opened it (no name has it any more).
-pub(crate) fn removed(dir: &Dir) -> bool {
-    dir.status().is_ok_and(|st| st.st_nlink == 0)
-}
-
 /// The names in `dir` of regular files (or of anything that is no directory) whose name
 /// `keep` accepts.
 pub(crate) fn names_where(dir: &Dir, keep: impl Fn(&str) -> bool) -> Result<Vec<String>> {

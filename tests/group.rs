@@ -217,18 +217,24 @@ fn group_sigkilled_member_has_left_at_once() {
         "the member's command {} was not in its process group {killed:?}",
         m.child
     );
-    // Both are dead and reaped: the group is empty now, with no cleanup by anyone.
+    // Both are dead: the group is empty now, with no cleanup by anyone. Observers only read:
+    // the dead member's registration stays for the next joiner.
     empty(&t, "G", 0);
     let v = members_json(&t, "G");
     assert_eq!(v["count"], 0, "a dead member is listed: {v}");
+    assert_eq!(
+        registrations(&t, "G"),
+        before,
+        "`empty` or `members` removed the dead member's registration"
+    );
+    // The next member is the first again, and removes it.
+    let next = join(&t, "G", &[]);
+    assert_eq!(next.first, "1", "the dead member still counted as in");
     let after = registrations(&t, "G");
     assert!(
         before.is_disjoint(&after),
-        "the dead member's registration {before:?} is still there after `members`: {after:?}"
+        "the dead member's registration {before:?} is still there after a join: {after:?}"
     );
-    // The next member is the first again.
-    let next = join(&t, "G", &[]);
-    assert_eq!(next.first, "1", "the dead member still counted as in");
     let v = members_json(&t, "G");
     assert_eq!(listed(&v), pids_of([&next]), "{v}");
 }
@@ -262,17 +268,19 @@ fn group_sigkill_of_fsync_alone_leaves_the_membership_with_its_command() {
         out.stderr
     );
     empty(&t, "G", 1);
-    // The command's end is the member's: the group is empty, and its registration is reaped.
+    // The command's end is the member's: the group is empty, and the next joiner, the first,
+    // removes its registration.
+    let dead_one = registrations(&t, "G");
     m.holder.finish().killed_by(Signal::SIGKILL);
     eventually("the member's command died", || dead(m.child));
     empty(&t, "G", 0);
     assert_eq!(members_json(&t, "G")["count"], 0);
+    assert_eq!(join(&t, "G", &[]).first, "1");
     assert!(
-        registrations(&t, "G").is_empty(),
+        registrations(&t, "G").is_disjoint(&dead_one),
         "{:?}",
         registrations(&t, "G")
     );
-    assert_eq!(join(&t, "G", &[]).first, "1");
 }
 
 /// `--close` keeps the membership from the command (flock -o): killing fsync ends it.
@@ -328,10 +336,14 @@ fn group_a_process_the_command_left_running_stays_a_member() {
     eventually("the daemon died", || dead(pid));
     empty(&t, "G", 0);
     assert_eq!(members_json(&t, "G")["count"], 0);
+    // The next member removes the daemon's registration; leaving, the group's files.
+    let c = join(&t, "G", &["--delete"]);
+    assert_eq!(c.first, "1");
+    assert_eq!(registrations(&t, "G").len(), 1);
+    c.holder.finish().code(0);
     assert!(
-        registrations(&t, "G").is_empty(),
-        "{:?}",
-        registrations(&t, "G")
+        !t.join("G").exists(),
+        "the last member did not delete the group"
     );
 }
 
@@ -377,8 +389,8 @@ fn group_counts_stay_exact_while_members_are_killed_at_random() {
     );
     assert_eq!(
         registrations(&t, "G").len(),
-        N - KILLED,
-        "dead members' registrations remain after `members` (FSYNC_TEST_SEED={seed})"
+        N,
+        "`members` removed dead members' registrations (FSYNC_TEST_SEED={seed})"
     );
     empty(&t, "G", 1);
 
@@ -388,6 +400,10 @@ fn group_counts_stay_exact_while_members_are_killed_at_random() {
     let v = members_json(&t, "G");
     assert_eq!(v["count"], 0, "{v}");
     empty(&t, "G", 0);
+    assert!(
+        registrations(&t, "G").is_empty(),
+        "the last leaver left dead members' registrations (FSYNC_TEST_SEED={seed})"
+    );
 }
 
 #[test]

@@ -1,7 +1,9 @@
 /*!
 Looking at a group from outside, without joining it: is it empty, who is in it, wait until it
-is empty (or not), and watch it become so. Nothing here creates a file: an observer of a group
-that does not exist yet sees an empty group, and waits for a joiner to make its files. The
+is empty (or not), and watch it become so. Nothing here creates or removes a file: an observer
+of a group that does not exist yet sees an empty group, and waits for a joiner to make its
+files; one that finds a dead member's registration passes over it, and leaves it to the next
+joiner or leaver to remove (see the protocol). The
 steps are those of *members*, *empty*, *wait-empty* and *watch* in the protocol of
 [`crate::group`].
 */
@@ -26,9 +28,11 @@ use crate::{
     wait::{self, Deadline, Failed, Outcome, Wait},
 };
 
-/// Is the group at `path` empty? A missing group is empty. Creates nothing, and never waits on a
-/// local file system (it reads the kernel's lock table); on a network file system it probes
-/// with a lock released at once. [`ErrorKind::WrongKind`] if `path` is not a directory.
+/// Is the group at `path` empty? A group that does not exist is empty (see [`wait_empty`] for
+/// what that means exactly), as `fsync group empty` says. Creates nothing, and never waits on
+/// a local file system (it reads the kernel's lock table); on a network file system it probes
+/// with a lock released at once. [`ErrorKind::WrongKind`] if `path` is not a directory,
+/// [`ErrorKind::NotFound`] if its parent directory is missing.
 pub fn is_empty(path: &Path) -> Result<bool> {
     let p = paths(path);
     check_dir(path)?;
@@ -55,13 +59,13 @@ fn check_dir(path: &Path) -> Result<()> {
 }
 
 /// The live members of the group at `path`, oldest first. Dead members never appear; their
-/// registrations are removed on the way where we may.
+/// registrations stay, for the next joiner or leaver to remove: reading removes nothing.
 pub fn members(path: &Path) -> Result<Vec<Holder>> {
     check_dir(path)?;
     let Some(top) = Dir::top(path, false, "cannot open group directory")? else {
         return Ok(Vec::new());
     };
-    let Some(members) = top.sub("members", false)? else {
+    let Some(members) = top.open_sub("members")? else {
         return Ok(Vec::new());
     };
     let entries = members
@@ -78,11 +82,8 @@ pub fn members(path: &Path) -> Result<Vec<Holder>> {
                     out.push(live_member(h, &file));
                 }
             }
-            Found::Dead => {
-                let _ = members.unlink_file(&name);
-            }
-            // Gone meanwhile, or not a registration fsync made.
-            Found::Nothing | Found::Unknown => {}
+            // A dead member's, gone meanwhile, or not a registration fsync made.
+            Found::Dead | Found::Nothing | Found::Unknown => {}
         }
     }
     out.sort_by_key(|h| (h.since_us, h.pid));
@@ -105,10 +106,29 @@ fn live_member(mut h: Holder, registration: &File) -> Holder {
     h
 }
 
-/// Block until the group at `path` is empty, up to `timeout` (`None`: for ever); a missing
-/// group is empty. `Ok(false)` if the time ran out. Creates nothing. On a local file system the
-/// kernel wakes the waiter when the last member leaves (or dies); on a network file system it
-/// re-checks every `poll`.
+/// Block until the group at `path` is empty, up to `timeout` (`None`: for ever). `Ok(false)` if
+/// the time ran out. Creates nothing. On a local file system the kernel wakes the waiter when
+/// the last member leaves (or dies); on a network file system it re-checks every `poll`.
+///
+/// Empty means that nobody is a member now, so a group that does not exist is empty and this
+/// returns at once: its directory is missing, or it has no `gate` file (nobody has joined
+/// since it was made, or the last member left with delete on release). It does not wait for
+/// the group to be created, or for a first member to come and go: a waiter that means "until
+/// the members that are coming have left" waits for [`wait_joined`] first, then for this (a
+/// member that joins and leaves before `wait_joined` looks is not seen: it waits for the
+/// next). A parent directory that is missing is an error ([`ErrorKind::NotFound`]), and so is
+/// a path that is not a directory ([`ErrorKind::WrongKind`]). `fsync group wait-empty` behaves
+/// the same: it exits 0 at once for a group that does not exist.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("app.grp");
+/// use fsync::group;
+/// let poll = fsync::wait::DEFAULT_POLL;
+/// assert!(group::wait_empty(&path, None, poll)?); // nobody has joined: empty at once
+/// assert!(!path.exists()); // and nothing was created
+/// # Ok::<(), fsync::Error>(())
+/// ```
 pub fn wait_empty(path: &Path, timeout: Option<Duration>, poll: Duration) -> Result<bool> {
     let deadline = Deadline::after(timeout);
     Ok(wait_for_state(path, State::Empty, deadline, poll, None)?
@@ -116,8 +136,9 @@ pub fn wait_empty(path: &Path, timeout: Option<Duration>, poll: Duration) -> Res
         .is_some())
 }
 
-/// Like [`wait_empty`], telling a timeout from a cancellation, and calling `progress` with the
-/// time waited when the wait starts blocking and about once a second after.
+/// Like [`wait_empty`] (a group that does not exist is empty at once), telling a timeout from
+/// a cancellation, and calling `progress` with the time waited when the wait starts blocking
+/// and about once a second after.
 pub fn wait_empty_with(
     path: &Path,
     timeout: Option<Duration>,
@@ -273,20 +294,22 @@ fn wait_for_state(
             // An observer creates nothing: wait for a joiner to make the group's files.
             wait::acquired!(wait_for_files(&p, deadline, poll, reborrow(&mut progress))?);
         }
-        let top = Dir::top(path, false, "cannot open group directory")?;
-        let Some(gate) = top.as_ref().map(open_existing_gate).transpose()?.flatten() else {
+        let found = match Dir::top(path, false, "cannot open group directory")? {
+            Some(top) => open_existing_gate(&top)?.map(|gate| (top, gate)),
+            None => None,
+        };
+        let Some((top, gate)) = found else {
             if want_empty {
                 return Ok(Outcome::Acquired(()));
             }
             continue; // removed again (a last member leaving with --delete)
         };
-        let top = top.expect("the gate is in it");
         let network = pfs::fs_kind(&gate).network;
         if want_empty || network {
             break (top, gate, network, None);
         }
         // A joiner's registration is what wakes us.
-        let Some(members) = top.sub("members", false)? else {
+        let Some(members) = top.open_sub("members")? else {
             continue;
         };
         match DirWatch::new(&members.pinned()) {

@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// The group's directory with `members`, as a joiner makes them.
+fn open_dirs(p: &Paths) -> Result<Dir> {
+    let top = Dir::create_top(&p.dir, "cannot create group directory")?;
+    top.create_sub("members")?;
+    Ok(top)
+}
+
 #[test]
 fn first_and_last_and_delete() {
     let dir = tempfile::tempdir().unwrap();
@@ -153,15 +160,35 @@ fn leave_then_with_delete_removes_the_group_after_the_clean_up() {
     assert!(!path.exists(), "deleted with the last member");
 }
 
+/// Observers only read: a dead member's registration is passed over and left in place; the
+/// next joiner (first: every registration left is dead) removes it, and so does the last
+/// leaver. (Mutants answered: `members` or `is_empty` removing it again; a first joiner or a
+/// last leaver leaving it.)
 #[test]
-fn dead_registrations_are_reaped() {
+fn observers_leave_dead_registrations_to_joiners_and_leavers() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g");
     open_dirs(&paths(&path)).unwrap();
-    let ghost = path.join("members/ghost.1.1");
-    std::fs::write(&ghost, holder::render(&Record::default())).unwrap();
+    let ghost = |name: &str| {
+        let at = path.join("members").join(name);
+        std::fs::write(&at, holder::render(&Record::default())).unwrap();
+        at
+    };
+    let first = ghost("ghost.1.1");
+    std::fs::write(path.join("gate"), "").unwrap();
     assert!(members(&path).unwrap().is_empty());
-    assert!(!ghost.exists());
+    assert!(is_empty(&path).unwrap());
+    assert!(wait_empty(&path, Some(Duration::ZERO), crate::wait::DEFAULT_POLL).unwrap());
+    assert!(first.exists(), "an observer removed a registration");
+
+    let member = Group::new(&path).join(None).unwrap().unwrap();
+    assert!(member.first());
+    assert!(!first.exists(), "the first joiner left a dead registration");
+    let second = ghost("ghost.2.2");
+    assert_eq!(members(&path).unwrap().len(), 1);
+    assert!(second.exists(), "an observer removed a registration");
+    assert_eq!(member.leave().unwrap(), Left::Last);
+    assert!(!second.exists(), "the last leaver left a dead registration");
 }
 
 /// An observer waits for a first member and for the last to leave, woken by the joining and

@@ -158,7 +158,7 @@ impl Mailbox {
             ..MessageName::new_message(uniq(), None, false)
         };
         let staged = format!("{STAGING}{}", name.uniq);
-        let stage = (l.tmp.sub(&staged, true)?).expect("created");
+        let stage = l.tmp.create_sub(&staged)?;
         let _ = lock::flock(&stage, Mode::Exclusive, false); // "being written", for cleaners
         let discard = || remove_batch(&l.tmp, &stage, &staged);
         let count = match write_staged(&stage, self.mode, &mut buf, &mut |buf| read(buf, next)) {
@@ -286,9 +286,9 @@ fn remove_batch(parent: &Dir, dir: &Dir, name: &str) {
 impl Layout {
     /// `B/batches`, made if missing, its entry durable before a batch is committed into it.
     fn batches_to_fill(&self) -> Result<Dir> {
-        let (batches, made) = match self.top.sub(BATCHES, false)? {
+        let (batches, made) = match self.top.open_sub(BATCHES)? {
             Some(b) => (b, false),
-            None => (self.top.sub(BATCHES, true)?.expect("created"), true),
+            None => (self.top.create_sub(BATCHES)?, true),
         };
         durable_home(&self.top, &batches, made)?;
         Ok(batches)
@@ -304,7 +304,7 @@ impl Layout {
         let Some(_seq) = self.lock_seq_briefly(poll)? else {
             return Ok(true);
         };
-        match self.top.sub(BATCHES, false)? {
+        match self.top.open_sub(BATCHES)? {
             Some(batches) => self.roll_all_forward(&batches).map(|()| false),
             None => Ok(false),
         }
@@ -313,7 +313,7 @@ impl Layout {
     /// Whether `B/batches` holds a committed batch (under the exclusive lock on `seq`: a dead
     /// poster's; under the shared lock too, since posters finish theirs before letting go).
     pub(super) fn batch_waiting(&self) -> bool {
-        let Ok(Some(batches)) = self.top.sub(BATCHES, false) else {
+        let Ok(Some(batches)) = self.top.open_sub(BATCHES) else {
             return false;
         };
         (batches.any_entry(|name| MessageName::parse(name).is_some())).unwrap_or(false)
@@ -341,7 +341,7 @@ impl Layout {
         let Some(first) = MessageName::parse(name) else {
             return Ok(());
         };
-        let Some(batch) = batches.sub(name, false)? else {
+        let Some(batch) = batches.open_sub(name)? else {
             return Ok(());
         };
         let mut files: Vec<(u64, String)> = (batch.entries())
@@ -367,10 +367,10 @@ impl Layout {
             if shards.last().is_some_and(|(s, _)| *s == at) {
                 continue;
             }
-            let (shard, made) = match self.shard(at, false)? {
+            let (shard, made) = match self.shard(at)? {
                 Some(shard) => (shard, false),
                 None => {
-                    let made = self.shard(at, true)?.expect("created");
+                    let made = self.create_shard(at)?;
                     self.head_for_new_shard(at);
                     (made, true)
                 }
@@ -428,7 +428,7 @@ impl Layout {
             if !name.starts_with(STAGING) {
                 continue;
             }
-            let Ok(Some(dir)) = self.tmp.sub(&name, false) else {
+            let Ok(Some(dir)) = self.tmp.open_sub(&name) else {
                 continue;
             };
             if !matches!(lock::flock(&dir, Mode::Exclusive, false), Ok(true)) {
@@ -452,7 +452,7 @@ impl Layout {
 /// The messages of committed batches that no one has rolled forward yet (their posters died),
 /// for a listing: each message's name and its payload file, oldest first.
 pub(super) fn scan_batches(top: &Dir, each: &mut dyn FnMut(&Dir, String, MessageName)) {
-    let Ok(Some(batches)) = top.sub(BATCHES, false) else {
+    let Ok(Some(batches)) = top.open_sub(BATCHES) else {
         return;
     };
     let Ok(entries) = batches.entries() else {
@@ -466,7 +466,7 @@ pub(super) fn scan_batches(top: &Dir, each: &mut dyn FnMut(&Dir, String, Message
         .collect();
     committed.sort_by_key(|c| c.0);
     for (_, name, first) in committed {
-        let Ok(Some(batch)) = batches.sub(&name, false) else {
+        let Ok(Some(batch)) = batches.open_sub(&name) else {
             continue;
         };
         let Ok(files) = batch.entries() else {

@@ -46,7 +46,7 @@ impl Received {
         let started = std::time::Instant::now();
         let exit = job.exit_watch();
         // Requests can be watched where `cancel` exists or can be made; else only the timeout.
-        let requests = self.layout.top.sub("cancel", true).ok().flatten();
+        let requests = self.layout.top.create_sub("cancel").ok();
         let network = requests
             .as_ref()
             .is_some_and(|d| pfs::fs_kind_of_path(&d.pinned()).network);

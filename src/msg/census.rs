@@ -80,7 +80,7 @@ impl Mailbox {
             Ok(messages.count() as u64)
         };
         let mut census = Census::default();
-        let Some(q) = top.sub("q", false)? else {
+        let Some(q) = top.open_sub("q")? else {
             return Ok(census);
         };
         let mut oldest: Option<u64> = None;
@@ -114,7 +114,7 @@ impl Mailbox {
                 missing = 0;
                 continue;
             }
-            match q.sub(&shard_name(first), false) {
+            match q.open_sub(&shard_name(first)) {
                 Ok(Some(shard)) => {
                     missing = 0;
                     census.queued += count(&shard)?;
@@ -124,17 +124,17 @@ impl Mailbox {
             }
             first += SHARD;
         }
-        if let Some(claimed) = top.sub("claimed", false)? {
+        if let Some(claimed) = top.open_sub("claimed")? {
             let entries = claimed.entries().map_err(|e| list_err(&claimed, e))?;
             census.running = (entries.iter())
                 .filter_map(|(entry, _)| RunningJob::of(entry, &claimed))
                 .collect();
             census.running.sort_by_key(|r| (r.since, r.id));
         }
-        if let Some(delayed) = top.sub("delayed", false)? {
+        if let Some(delayed) = top.open_sub("delayed")? {
             delayed::scan(&delayed, |_| census.delayed += 1)?;
         }
-        if let Some(dead) = top.sub("dead", false)? {
+        if let Some(dead) = top.open_sub("dead")? {
             census.dead = count(&dead)?;
         }
         Ok(census)
@@ -149,7 +149,7 @@ impl Mailbox {
         let top = self.existing_top()?;
         let mut dirs = Vec::new();
         for name in ["claimed", "q", "delayed"] {
-            if let Some(d) = top.sub(name, false)? {
+            if let Some(d) = top.open_sub(name)? {
                 dirs.push(d);
             }
         }
@@ -161,11 +161,11 @@ impl Mailbox {
         for d in &dirs[1..] {
             watch.add(&d.pinned()).map_err(watch_err)?;
         }
-        if let Some(q) = top.sub("q", false)?
+        if let Some(q) = top.open_sub("q")?
             && let Some(last) = (q.entries().unwrap_or_default().into_iter())
                 .filter_map(|(n, _)| queue::parse_shard(&n))
                 .max()
-            && let Ok(Some(shard)) = q.sub(&shard_name(last), false)
+            && let Ok(Some(shard)) = q.open_sub(&shard_name(last))
         {
             watch.add(&shard.pinned()).map_err(watch_err)?;
             dirs.push(shard);

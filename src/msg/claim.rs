@@ -90,7 +90,7 @@ fn recover(l: &Layout, poll: Duration) -> bool {
             // Into its history only if it is back as lost (by us, or by another receiver
             // that found it so too): its receiver may have moved it on before it died.
             let level = l.at(parsed.priority, false).ok().flatten();
-            let shard = level.map_or(Ok(None), |lv| lv.shard(queue::shard_of(parsed.seq), false));
+            let shard = level.map_or(Ok(None), |lv| lv.shard(queue::shard_of(parsed.seq)));
             let attempt = parsed.failed.saturating_add(parsed.lost).saturating_add(1);
             if let (Ok(Some(shard)), Some(attempt)) = (shard, Attempt::lost_with(attempt, rid))
                 && shard.stat(&back).is_ok()
@@ -185,7 +185,7 @@ fn claim_level(
             missing = 0;
             continue;
         }
-        let shard = match l.shard(first, false) {
+        let shard = match l.shard(first) {
             Ok(shard) => shard,
             Err(e) => {
                 // Not a directory fsync made (a link, a file): passed over.
@@ -384,6 +384,6 @@ pub(super) fn withdraw(
 fn queued_in(l: &Layout, name: &str) -> Option<Dir> {
     let parsed = MessageName::parse(name)?;
     let level = l.at(parsed.priority, false).ok()??;
-    let shard = level.shard(shard_of(parsed.seq), false).ok()??;
+    let shard = level.shard(shard_of(parsed.seq)).ok()??;
     shard.stat(name).is_ok().then_some(shard)
 }

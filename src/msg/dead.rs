@@ -15,7 +15,7 @@ impl Mailbox {
     /// (another process may have put it back first), it is just not in the answer.
     pub fn retry(&self, ids: &[u64]) -> Result<Vec<u64>> {
         let l = self.existing_layout()?;
-        let Some(dead) = l.dead(false)? else {
+        let Some(dead) = l.dead()? else {
             return Ok(Vec::new());
         };
         let (names, _) = queued_names(&dead)?;

@@ -153,7 +153,7 @@ impl Layout {
                 break;
             }
             // Not a directory fsync made (a link, a file), or one we may not list: passed over.
-            let Ok(Some(bucket)) = self.delayed.sub(&bucket_name(first), false) else {
+            let Ok(Some(bucket)) = self.delayed.open_sub(&bucket_name(first)) else {
                 continue;
             };
             let Ok(entries) = bucket.entries() else {
@@ -224,9 +224,9 @@ impl Layout {
         let entry = delayed_name(due, name);
         let mut tries = 1;
         loop {
-            let opened = match self.delayed.sub(&bucket, false)? {
+            let opened = match self.delayed.open_sub(&bucket)? {
                 Some(held) => Ok(Some(held)),
-                None => self.delayed.sub(&bucket, true),
+                None => self.delayed.create_sub(&bucket).map(Some),
             };
             // Made, then removed by a receiver that found it empty before we opened it.
             let held = match opened {
@@ -295,7 +295,7 @@ pub(super) fn any_delayed_in(
         }
         buckets.sort_unstable();
         for first in buckets {
-            if let Ok(Some(bucket)) = delayed.sub(&bucket_name(first), false)
+            if let Ok(Some(bucket)) = delayed.open_sub(&bucket_name(first))
                 && bucket.any_entry(&mut want)?
             {
                 return Ok(true);
@@ -332,7 +332,7 @@ pub(super) fn scan(delayed: &Dir, mut each: impl FnMut(Held<'_>)) -> Result<()> 
     flat.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     let mut flat = flat.into_iter().peekable();
     for first in buckets {
-        let Ok(Some(bucket)) = delayed.sub(&bucket_name(first), false) else {
+        let Ok(Some(bucket)) = delayed.open_sub(&bucket_name(first)) else {
             continue;
         };
         let mut held: Vec<(u64, String, MessageName, bool)> = Vec::new();

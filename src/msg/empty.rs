@@ -135,7 +135,7 @@ impl Layout {
                 missing = 0;
                 continue;
             }
-            match self.shard(first, false) {
+            match self.shard(first) {
                 Ok(Some(shard)) => {
                     if !queued_names(&shard)?.0.is_empty() {
                         return Ok(true);

@@ -154,7 +154,7 @@ fn file_name(seq: u64) -> String {
 impl Layout {
     /// Append `attempt` to message `seq`'s history, durably; best effort (module docs).
     pub(super) fn record(&self, seq: u64, attempt: &Attempt) {
-        let Ok(Some(dir)) = self.top.sub("attempts", true) else {
+        let Ok(dir) = self.top.create_sub("attempts") else {
             return;
         };
         let name = file_name(seq);
@@ -173,7 +173,7 @@ impl Layout {
 
     /// Forget message `seq`'s history: it was delivered.
     pub(super) fn forget(&self, seq: u64) {
-        if let Ok(Some(dir)) = self.top.sub("attempts", false) {
+        if let Ok(Some(dir)) = self.top.open_sub("attempts") {
             let _ = dir.unlink_file(&file_name(seq));
         }
     }
@@ -184,7 +184,7 @@ impl Mailbox {
     /// a message never delivered, delivered at the first attempt, or unknown. Creates nothing.
     pub fn history(&self, id: u64) -> Result<Vec<Attempt>> {
         let top = self.existing_top()?;
-        let Some(dir) = top.sub("attempts", false)? else {
+        let Some(dir) = top.open_sub("attempts")? else {
             return Ok(Vec::new());
         };
         let name = file_name(id);

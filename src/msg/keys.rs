@@ -47,9 +47,9 @@ pub fn check_key(key: &str) -> std::result::Result<(), crate::error::InvalidName
 impl Layout {
     /// `B/keys`, made if missing, its entry in `B` durable.
     fn keys(&self) -> Result<Dir> {
-        let (keys, made) = match self.top.sub("keys", false)? {
+        let (keys, made) = match self.top.open_sub("keys")? {
             Some(keys) => (keys, false),
-            None => (self.top.sub("keys", true)?.expect("created"), true),
+            None => (self.top.create_sub("keys")?, true),
         };
         durable_home(&self.top, &keys, made)?;
         Ok(keys)
@@ -80,8 +80,8 @@ impl Layout {
         // Queued at whichever level it was posted.
         let mut queued = false;
         for level in self.present()? {
-            queued = queued
-                || (level.shard(shard_of(seq), false)?).is_some_and(|shard| has(&shard, |n| n));
+            queued =
+                queued || (level.shard(shard_of(seq))?).is_some_and(|shard| has(&shard, |n| n));
         }
         let pending = queued
             || has(&self.claimed, |n| n)

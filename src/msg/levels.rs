@@ -106,12 +106,12 @@ impl Layout {
             _ => {
                 let name = level_name(p);
                 let found = match create {
-                    true => self.levels.q.sub(&name, false)?,
-                    false => self.levels.q.sub(&name, false).ok().flatten(),
+                    true => self.levels.q.open_sub(&name)?,
+                    false => self.levels.q.open_sub(&name).ok().flatten(),
                 };
                 let (dir, made) = match found {
                     Some(dir) => (dir, false),
-                    None if create => (self.levels.q.sub(&name, true)?.expect("created"), true),
+                    None if create => (self.levels.q.create_sub(&name)?, true),
                     None => return Ok(None),
                 };
                 if create {

@@ -62,11 +62,11 @@ impl Mailbox {
         let top = self.existing_top()?;
         let list_err = |d: &Dir, e| pfs::explain_open_error(d.path(), "cannot list mailbox", e);
         top.entries().map_err(|e| list_err(&top, e))?;
-        let Some(q) = top.sub("q", false)? else {
+        let Some(q) = top.open_sub("q")? else {
             return Ok(0); // removed meanwhile
         };
-        let senders = top.sub("senders", false)?;
-        let claimed_dir = top.sub("claimed", false)?;
+        let senders = top.open_sub("senders")?;
+        let claimed_dir = top.open_sub("claimed")?;
         let claims = match &claimed_dir {
             Some(claimed) => claimed.entries().map_err(|e| list_err(claimed, e))?,
             None => Vec::new(),
@@ -101,7 +101,7 @@ impl Mailbox {
         // The levels, highest first, as receivers take them; level 0 (`q` itself) last.
         let mut levels: Vec<(u8, Dir)> = Vec::new();
         for p in (1..=MAX_PRIORITY).rev() {
-            match q.sub(&levels::level_name(p), false) {
+            match q.open_sub(&levels::level_name(p)) {
                 Ok(Some(dir)) => levels.push((p, dir)),
                 Ok(None) => {}
                 Err(e) => each(Entry::Skipped(skip(&levels::level_name(p), &e))),
@@ -145,7 +145,7 @@ impl Mailbox {
                     missing = 0;
                     continue;
                 }
-                let found = dir.sub(&shard_name(first), false);
+                let found = dir.open_sub(&shard_name(first));
                 missing = match found {
                     Ok(None) => missing + 1,
                     _ => 0,
@@ -171,7 +171,7 @@ impl Mailbox {
         if let Some(dir) = &claimed_dir {
             running(dir, claims, &mut each);
         }
-        if let Some(delayed) = top.sub("delayed", false)? {
+        if let Some(delayed) = top.open_sub("delayed")? {
             delayed::scan(&delayed, |(due, entry, name, dir)| {
                 if let Some(Entry::Queued(mut message)) = queued_entry(dir, entry, name.clone()) {
                     message.name = name.render();
@@ -180,7 +180,7 @@ impl Mailbox {
                 }
             })?;
         }
-        if let Some(dead) = top.sub("dead", false)? {
+        if let Some(dead) = top.open_sub("dead")? {
             let (names, _) = queued_names(&dead)?;
             for (name, parsed) in names {
                 if let Some(Entry::Queued(q)) = queued_entry(&dead, name, parsed) {

@@ -182,12 +182,18 @@ fn prefix(seq: u64) -> String {
 }
 
 impl Layout {
-    /// The output shard of message `seq`, created if missing and `create`.
-    pub(super) fn output_shard(&self, seq: u64, create: bool) -> Result<Option<Dir>> {
-        let Some(output) = self.top.sub("output", create)? else {
+    /// The output shard of message `seq`: `None` if missing.
+    pub(super) fn output_shard(&self, seq: u64) -> Result<Option<Dir>> {
+        let Some(output) = self.top.open_sub("output")? else {
             return Ok(None);
         };
-        output.sub(&shard_name(shard_of(seq)), create)
+        output.open_sub(&shard_name(shard_of(seq)))
+    }
+
+    /// The output shard of message `seq`, made if missing.
+    pub(super) fn create_output_shard(&self, seq: u64) -> Result<Dir> {
+        let output = self.top.create_sub("output")?;
+        output.create_sub(&shard_name(shard_of(seq)))
     }
 
     /// Whether message `seq` is queued or being received: its entry in its shard of the
@@ -292,7 +298,7 @@ impl Mailbox {
     /// [`ErrorKind::WrongKind`] or [`ErrorKind::Corrupt`] for an entry fsync did not write.
     pub fn output(&self, id: u64) -> Result<Option<Output>> {
         let l = self.existing_layout()?;
-        let opened = match l.output_shard(id, false)? {
+        let opened = match l.output_shard(id)? {
             Some(shard) => open_output(&shard, &file_name(id))?,
             None => None,
         };
@@ -356,9 +362,9 @@ impl Mailbox {
                     }
                     return Ok(None);
                 }
-                let output = l.top.sub("output", false)?;
+                let output = l.top.open_sub("output")?;
                 let shard = match &output {
-                    Some(o) => o.sub(&shard_name(shard_of(id)), false)?,
+                    Some(o) => o.open_sub(&shard_name(shard_of(id)))?,
                     None => None,
                 };
                 let (depth, target) = match (shard, output) {
@@ -392,11 +398,11 @@ impl Mailbox {
 /// [`Mailbox::prune_output`] in the mailbox `top` (for the library's own pruning, which has
 /// the mailbox's directory open already).
 pub(super) fn prune_output(top: &Dir, first: u64) -> Result<()> {
-    let Some(output) = top.sub("output", false)? else {
+    let Some(output) = top.open_sub("output")? else {
         return Ok(());
     };
     let name = shard_name(shard_of(first));
-    let Some(shard) = output.sub(&name, false)? else {
+    let Some(shard) = output.open_sub(&name)? else {
         return Ok(());
     };
     let listed = shard
@@ -433,7 +439,7 @@ impl Follower {
         each: &mut impl FnMut(Piece<'_>) -> bool,
     ) -> Result<bool> {
         let name = file_name(id);
-        let Some(shard) = l.output_shard(id, false)? else {
+        let Some(shard) = l.output_shard(id)? else {
             return Ok(self.file.is_some());
         };
         for _ in 0..16 {

@@ -46,7 +46,7 @@ impl Capture {
             JobOutput::Tee { limit } => (limit, true),
             _ => return Ok(None),
         };
-        let shard = l.output_shard(seq, true)?.expect("created");
+        let shard = l.create_output_shard(seq)?;
         let name = file_name(seq);
         // An earlier attempt's output: this one's replaces it, even if it writes nothing.
         let _ = shard.unlink_file(&name);

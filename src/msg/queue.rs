@@ -214,18 +214,23 @@ impl Layout {
         }
     }
 
-    /// The shard directory that begins at `first`: `None` if missing (and not `create`).
-    pub(super) fn shard(&self, first: u64, create: bool) -> Result<Option<Dir>> {
-        self.q.sub(&shard_name(first), create)
+    /// The shard directory that begins at `first`: `None` if missing.
+    pub(super) fn shard(&self, first: u64) -> Result<Option<Dir>> {
+        self.q.open_sub(&shard_name(first))
+    }
+
+    /// The shard directory that begins at `first`, made if missing.
+    pub(super) fn create_shard(&self, first: u64) -> Result<Dir> {
+        self.q.create_sub(&shard_name(first))
     }
 
     /// The shard that begins at `first`, made if missing, to put a message in: its entry in
     /// `q` durable ([`durable_home`]).
     pub(super) fn shard_to_fill(&self, first: u64) -> Result<Dir> {
-        let (shard, made) = match self.shard(first, false)? {
+        let (shard, made) = match self.shard(first)? {
             Some(shard) => (shard, false),
             None => {
-                let made = self.shard(first, true)?.expect("created");
+                let made = self.create_shard(first)?;
                 self.head_for_new_shard(first);
                 (made, true)
             }
@@ -260,7 +265,7 @@ impl Layout {
         let newest = shard_of(last + 1);
         for first in entries.iter().filter_map(|(name, _)| parse_shard(name)) {
             if first >= newest
-                && let Ok(Some(shard)) = self.shard(first, false)
+                && let Ok(Some(shard)) = self.shard(first)
             {
                 let names = queued_names(&shard)?.0;
                 last = names.iter().map(|(_, n)| n.seq).fold(last, u64::max);
@@ -279,12 +284,11 @@ impl Layout {
                 // A message in the layout before shards: into its shard, keeping its name.
                 // (What is not a regular file stays: receivers never look at it there.)
                 let first = shard_of(parsed.seq);
-                if let Some(shard) = self.shard(first, true)? {
-                    self.q
-                        .rename(name, &shard, name)
-                        .map_err(|e| Error::io(&self.q.join(name), "cannot move message", e))?;
-                    head = head.min(first);
-                }
+                let shard = self.create_shard(first)?;
+                self.q
+                    .rename(name, &shard, name)
+                    .map_err(|e| Error::io(&self.q.join(name), "cannot move message", e))?;
+                head = head.min(first);
             }
         }
         if self.read_head() != Some(head) {
@@ -316,7 +320,7 @@ impl Layout {
         };
         (entries.iter()).any(|(name, kind)| match parse_shard(name) {
             Some(first) if first < ends.head || first > ends.newest() => {
-                matches!(self.shard(first, false), Ok(Some(shard))
+                matches!(self.shard(first), Ok(Some(shard))
                     if queued_names(&shard).is_ok_and(|(names, _)| !names.is_empty()))
             }
             Some(_) => false,
@@ -361,7 +365,7 @@ impl Layout {
                 continue;
             }
             // Not a directory fsync made (a link, a file) holds no message either: passed.
-            match self.shard(head, false) {
+            match self.shard(head) {
                 Ok(Some(shard)) => {
                     if !queued_names(&shard)?.0.is_empty() {
                         break;
@@ -419,17 +423,17 @@ impl Layout {
         }
     }
 
-    /// The dead letters' directory, `B/dead` (made if missing and `create`).
-    pub(super) fn dead(&self, create: bool) -> Result<Option<Dir>> {
-        self.top.sub("dead", create)
+    /// The dead letters' directory, `B/dead`: `None` if missing.
+    pub(super) fn dead(&self) -> Result<Option<Dir>> {
+        self.top.open_sub("dead")
     }
 
     /// Move claimed message `claimed` to the dead letters as `name`: it failed as often as
     /// the receiver's retries allow. Not queued, so no lock is needed.
     pub(super) fn bury(&self, claimed: &str, name: &str) -> Result<()> {
-        let (dead, made) = match self.dead(false)? {
+        let (dead, made) = match self.dead()? {
             Some(dead) => (dead, false),
-            None => (self.dead(true)?.expect("created"), true),
+            None => (self.top.create_sub("dead")?, true),
         };
         durable_home(&self.top, &dead, made)?;
         self.claimed
@@ -541,7 +545,7 @@ impl Waker {
         w.add(&l.delayed.pinned())?;
         for first in &what.begun {
             // One removed since is made again in `delayed`, which is watched.
-            if let Ok(Some(bucket)) = l.delayed.sub(&delayed::bucket_name(*first), false) {
+            if let Ok(Some(bucket)) = l.delayed.open_sub(&delayed::bucket_name(*first)) {
                 w.add(&bucket.pinned())?;
             }
         }
@@ -550,8 +554,8 @@ impl Waker {
         let mut whole = what.levels.len() < usize::from(MAX_PRIORITY);
         for p in what.levels.iter().copied().chain([0]) {
             let level = l.at(p, false).ok().flatten();
-            match level.as_ref().map(|level| level.shard(what.shard, true)) {
-                Some(Ok(Some(shard))) => w.add(&shard.pinned())?,
+            match level.as_ref().map(|level| level.create_shard(what.shard)) {
+                Some(Ok(shard)) => w.add(&shard.pinned())?,
                 // Not made (a mailbox we may not write, a name taken): the level's directory,
                 // or the queue's for level 0 (and a level gone, which fsync never removes).
                 _ => match (p, level) {

@@ -283,14 +283,14 @@ impl Layout {
     /// The shard of records for message `seq`, made if missing (and the records older than
     /// `keep` pruned when it is).
     fn record_shard(&self, seq: u64, keep: Duration) -> Result<Dir> {
-        let (done, made_done) = match self.top.sub("done", false)? {
+        let (done, made_done) = match self.top.open_sub("done")? {
             Some(d) => (d, false),
-            None => (self.top.sub("done", true)?.expect("created"), true),
+            None => (self.top.create_sub("done")?, true),
         };
         let first = shard_of(seq);
-        let (shard, made) = match done.sub(&shard_name(first), false)? {
+        let (shard, made) = match done.open_sub(&shard_name(first))? {
             Some(s) => (s, false),
-            None => (done.sub(&shard_name(first), true)?.expect("created"), true),
+            None => (done.create_sub(&shard_name(first))?, true),
         };
         if made_done {
             flush(&self.top)?;
@@ -334,8 +334,8 @@ impl Layout {
 
     /// Remove message `seq`'s record, if any: it is delivered again (module docs).
     pub(super) fn forget_finished(&self, seq: u64) {
-        if let Ok(Some(done)) = self.top.sub("done", false)
-            && let Ok(Some(shard)) = done.sub(&shard_name(shard_of(seq)), false)
+        if let Ok(Some(done)) = self.top.open_sub("done")
+            && let Ok(Some(shard)) = done.open_sub(&shard_name(shard_of(seq)))
         {
             // Flushed: a crash must not bring it back beside a dead letter or a delay.
             if shard.unlink_file(&record_name(seq)).is_ok() {
@@ -350,7 +350,7 @@ impl Layout {
     /// directory (each running job's, [`Received::watch`]) goes over every one of them.
     pub(super) fn cancel_requested(&self, seq: u64) -> bool {
         let name = record_name(seq);
-        matches!(self.top.sub("cancel", false), Ok(Some(d))
+        matches!(self.top.open_sub("cancel"), Ok(Some(d))
             if d.any_entry(|n| n == name).unwrap_or(false))
     }
 
@@ -358,7 +358,7 @@ impl Layout {
     /// [`cancel_requested`](Self::cancel_requested) does).
     pub(super) fn forget_cancel(&self, seq: u64) {
         let name = record_name(seq);
-        if let Ok(Some(d)) = self.top.sub("cancel", false)
+        if let Ok(Some(d)) = self.top.open_sub("cancel")
             && d.any_entry(|n| n == name).unwrap_or(false)
         {
             let _ = d.unlink_file(&name);
@@ -426,7 +426,7 @@ pub(super) fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
             attempts: parsed.failed.saturating_add(parsed.lost),
         });
     }
-    if let Some(claimed) = top.sub("claimed", false)? {
+    if let Some(claimed) = top.open_sub("claimed")? {
         let entries =
             (claimed.entries()).map_err(|e| Error::io(claimed.path(), "cannot list", e))?;
         let running = entries.iter().find_map(|(entry, _)| {
@@ -447,7 +447,7 @@ pub(super) fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
     if let Some(finished) = finished_in(top, id)? {
         return Ok(Status::Finished(finished));
     }
-    if let Some(dead) = top.sub("dead", false)?
+    if let Some(dead) = top.open_sub("dead")?
         && let Some((_, parsed)) = matching(queued_names(&dead)?.0)
     {
         return Ok(Status::Dead {
@@ -455,7 +455,7 @@ pub(super) fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
             lost: parsed.lost,
         });
     }
-    if let Some(delayed) = top.sub("delayed", false)? {
+    if let Some(delayed) = top.open_sub("delayed")? {
         let mut found = None;
         (delayed::any_delayed_in(&delayed, |entry| {
             found = delayed::parse_delayed(entry).filter(|(_, n)| n.seq == id);
@@ -476,10 +476,10 @@ pub(super) fn find_in(top: &Dir, id: u64, poll: Duration) -> Result<Status> {
 /// The record of finished job `id`, if kept. One that does not parse (a crash before its
 /// line was on disk) says it finished, no more: it is read as a success.
 fn finished_in(top: &Dir, id: u64) -> Result<Option<Finished>> {
-    let Some(done) = top.sub("done", false)? else {
+    let Some(done) = top.open_sub("done")? else {
         return Ok(None);
     };
-    let Some(shard) = done.sub(&shard_name(shard_of(id)), false)? else {
+    let Some(shard) = done.open_sub(&shard_name(shard_of(id)))? else {
         return Ok(None);
     };
     let name = record_name(id);
@@ -502,13 +502,13 @@ fn finished_in(top: &Dir, id: u64) -> Result<Option<Finished>> {
 /// Queued message `id` of the mailbox `top`: the shard that holds it (at whichever priority
 /// level: `src/msg/levels.rs`), its name there, its parsed name.
 pub(super) fn queued_at(top: &Dir, id: u64) -> Result<Option<(Dir, String, MessageName)>> {
-    let Some(q) = top.sub("q", false)? else {
+    let Some(q) = top.open_sub("q")? else {
         return Ok(None);
     };
     for p in 0..=MAX_PRIORITY {
         let level = match p {
             0 => None,
-            p => match q.sub(&levels::level_name(p), false)? {
+            p => match q.open_sub(&levels::level_name(p))? {
                 Some(level) => Some(level),
                 None => continue,
             },
@@ -516,7 +516,7 @@ pub(super) fn queued_at(top: &Dir, id: u64) -> Result<Option<(Dir, String, Messa
         let Some(shard) = level
             .as_ref()
             .unwrap_or(&q)
-            .sub(&shard_name(shard_of(id)), false)?
+            .open_sub(&shard_name(shard_of(id)))?
         else {
             continue;
         };
@@ -547,7 +547,7 @@ fn time_of(s: i64, ns: i64) -> SystemTime {
 fn prune(top: &Dir, current: u64, keep: Duration) {
     let now = SystemTime::now();
     for kept in ["done", "output"] {
-        let Ok(Some(dir)) = top.sub(kept, false) else {
+        let Ok(Some(dir)) = top.open_sub(kept) else {
             continue;
         };
         for (name, _) in dir.entries().unwrap_or_default() {
@@ -557,7 +557,7 @@ fn prune(top: &Dir, current: u64, keep: Duration) {
             if first == current {
                 continue;
             }
-            let Ok(Some(shard)) = dir.sub(&name, false) else {
+            let Ok(Some(shard)) = dir.open_sub(&name) else {
                 continue;
             };
             let old = shard.status().is_ok_and(|st| {
@@ -626,7 +626,7 @@ impl Mailbox {
         let deadline = Deadline::after(timeout);
         // Every post makes `claimed`: a mailbox without it (made by hand, or a bus member's
         // that nothing came to yet) is watched as a whole, and re-checked every poll.
-        let claimed = top.sub("claimed", false)?;
+        let claimed = top.open_sub("claimed")?;
         let watched = claimed.as_ref().map_or(&*top, |c| c);
         let watch = DirWatch::new(&watched.pinned())
             .map_err(|e| Error::io(watched.path(), "cannot watch", e))?;
@@ -701,9 +701,9 @@ impl Mailbox {
 impl Layout {
     /// Ask the worker running `seq` to stop it: `B/cancel/SEQ`, durable.
     fn request_cancel(&self, seq: u64) -> Result<()> {
-        let (dir, made) = match self.top.sub("cancel", false)? {
+        let (dir, made) = match self.top.open_sub("cancel")? {
             Some(d) => (d, false),
-            None => (self.top.sub("cancel", true)?.expect("created"), true),
+            None => (self.top.create_sub("cancel")?, true),
         };
         let name = record_name(seq);
         match dir.create_new(&name, DEFAULT_PAYLOAD_MODE) {

@@ -373,7 +373,7 @@ impl Mutex {
         }
         loop {
             // 1. lock, without recording
-            let (file, network, key) =
+            let Locked { file, network, key } =
                 wait::acquired!(self.lock_file(Mode::Exclusive, deadline, &mut progress)?);
             let evaluating = Evaluating::new(file, key);
             // 2. the token before our evaluation
@@ -468,8 +468,7 @@ impl Mutex {
         // server.
         let prepared = Prepared::open(&self.path);
         let locked = self.lock_file(Mode::Exclusive, deadline, progress)?;
-        Ok(locked
-            .map(|(file, network, key)| MutexGuard::prepared(self, file, network, key, prepared)))
+        Ok(locked.map(|l| MutexGuard::prepared(self, l.file, l.network, l.key, prepared)))
     }
 
     /// Take a plain flock(2) lock on the file in `mode`, exactly as `flock(1)` takes it:
@@ -494,7 +493,7 @@ impl Mutex {
             ));
         }
         let locked = self.lock_file(mode, Deadline::after(timeout), progress)?;
-        Ok(locked.map(|(file, _, key)| {
+        Ok(locked.map(|Locked { file, key, .. }| {
             held::add(key);
             PlainGuard {
                 bound: std::marker::PhantomData,
@@ -507,16 +506,15 @@ impl Mutex {
         }))
     }
 
-    /// Open and lock the file in `mode`, per the protocol in the module docs (steps 1 to 3):
-    /// the locked file, whether it is on a network file system, and its in-process key.
+    /// Open and lock the file in `mode`, per the protocol in the module docs (steps 1 to 3).
     fn lock_file(
         &self,
         mode: Mode,
         deadline: Deadline,
         mut progress: impl FnMut(Duration),
-    ) -> Result<Outcome<(File, bool, held::Key)>> {
+    ) -> Result<Outcome<Locked>> {
         let first = self.open_stat()?;
-        let meta = &first.2;
+        let meta = &first.meta;
         if held::held_by_this_thread(held::Key::new(meta, mode)) {
             return Err(held::deadlock(&self.path));
         }
@@ -534,44 +532,44 @@ impl Mutex {
                 ),
             ));
         }
-        let network = pfs::fs_kind(&first.0).network;
+        let network = pfs::fs_kind(&first.file).network;
         let mut open = Some(first);
         let spec = Wait::for_lock(deadline, network, self.poll);
         let mut locker = wait::Locker::new(network);
         let outcome = wait::wait_for(spec, &mut progress, |block| -> Result<_, Failed> {
-            let (file, access, meta) = if let Some(f) = open.take() {
-                f
+            let opened = if let Some(o) = open.take() {
+                o
             } else {
                 locker.forget();
                 self.open_stat()?
             };
-            match locker.flock(&file, mode, block) {
+            match locker.flock(&opened.file, mode, block) {
                 Ok(true) => {}
                 Ok(false) => {
-                    open = Some((file, access, meta));
+                    open = Some(opened);
                     return Ok(None);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                    open = Some((file, access, meta));
+                    open = Some(opened);
                     return Err(e.into());
                 }
-                Err(e) => return Err(lock_error(&self.path, e, network, access).into()),
+                Err(e) => return Err(lock_error(&self.path, e, network, opened.access).into()),
             }
             // Unlinked under us: reopen and lock again. By the path: a lookup in the directory
             // opened before would not see that directory itself replaced.
-            let named = names(&self.path, None, (meta.dev(), meta.ino()))?;
-            Ok(named.then_some((file, meta)))
+            let named = names(&self.path, None, (opened.meta.dev(), opened.meta.ino()))?;
+            Ok(named.then_some(opened))
         });
-        if let Some((file, ..)) = &open {
-            locker.settle(&outcome, file);
+        if let Some(o) = &open {
+            locker.settle(&outcome, &o.file);
         }
         let outcome = outcome.map_err(|f| f.naming(&self.path, "cannot wait for lock"))?;
-        let (file, meta) = wait::acquired!(outcome);
-        Ok(Outcome::Acquired((
+        let Opened { file, meta, .. } = wait::acquired!(outcome);
+        Ok(Outcome::Acquired(Locked {
             file,
             network,
-            held::Key::new(&meta, mode),
-        )))
+            key: held::Key::new(&meta, mode),
+        }))
     }
 
     /// A lock inside a primitive's directory (a group's `join.lock`): a symbolic link there is
@@ -590,10 +588,10 @@ impl Mutex {
 
     /// [`open`](Self::open), with the opened file's status (taken before the lock, where it
     /// costs no one any waiting: on a network file system each status is a round trip).
-    fn open_stat(&self) -> Result<(File, Access, std::fs::Metadata)> {
+    fn open_stat(&self) -> Result<Opened> {
         let (file, access) = self.open()?;
         let meta = (file.metadata()).map_err(|e| Error::io(&self.path, "cannot stat", e))?;
-        Ok((file, access, meta))
+        Ok(Opened { file, access, meta })
     }
 
     /// Whether an ancestor process holds this same lock (see the module docs on nesting).
@@ -622,6 +620,22 @@ impl Mutex {
         }
         Ok(Ancestor::None)
     }
+}
+
+/// The lock file as [`Mutex::open_stat`] opened it, not locked yet.
+struct Opened {
+    file: File,
+    /// How it was opened (read-only where we may not write), for the error of a lock refused.
+    access: Access,
+    meta: std::fs::Metadata,
+}
+
+/// What [`Mutex::lock_file`] took: the locked file, whether it is on a network file system,
+/// and the lock's key in the process's table of held locks.
+struct Locked {
+    file: File,
+    network: bool,
+    key: held::Key,
 }
 
 /// The lock held while a condition is evaluated (a conditional region's steps 1 to 3): in the

@@ -48,12 +48,43 @@ pub struct Status {
 /// holder is the process the kernel names. (A record of this host whose processes are all dead
 /// is merely stale, and left out.)
 pub fn status(path: &Path) -> Result<Status> {
+    Ok(observe(path)?.status)
+}
+
+/// What [`status`] found, and whether the holder record names a holder (`false`: it says
+/// released, or there is none).
+struct Observed {
+    status: Status,
+    recorded: bool,
+}
+
+impl Observed {
+    /// Whether this is the holding `seen` showed being released: the holder record names
+    /// nobody any more while the kernel still lists the lock, held by that process (or by
+    /// a process it cannot name). A holder writes `released` (or, deleting, removes the
+    /// record) before it unlocks: until the unlock, nothing has changed.
+    fn releasing(&self, seen: &Status) -> bool {
+        let pid = |st: &Status| st.holder.as_ref().map(|h| h.pid);
+        let now = &self.status;
+        seen.held
+            && now.held
+            && !self.recorded
+            && pid(seen).is_some()
+            && (pid(now).is_none() || pid(now) == pid(seen))
+    }
+}
+
+fn observe(path: &Path) -> Result<Observed> {
     let Some(file) = pfs::open_if_exists(path)? else {
-        return Ok(Status {
+        let status = Status {
             held: false,
             holder: None,
             fence: None,
             untrusted_record: None,
+        };
+        return Ok(Observed {
+            status,
+            recorded: false,
         });
     };
     let listed = probe::listed(path, &file, probe::Kinds::All)?;
@@ -63,12 +94,17 @@ pub fn status(path: &Path) -> Result<Status> {
     };
     let record = holder::read(path);
     let fence = record.as_ref().map(|r| r.fence).filter(|&f| f > 0);
+    let record_names = record.as_ref().is_some_and(|r| r.holder.is_some());
     if !held {
-        return Ok(Status {
+        let status = Status {
             held,
             holder: None,
             fence,
             untrusted_record: None,
+        };
+        return Ok(Observed {
+            status,
+            recorded: record_names,
         });
     }
     // The processes the kernel lists as holding the lock, where it names any.
@@ -108,11 +144,15 @@ pub fn status(path: &Path) -> Result<Status> {
         };
         pid.map(Holder::local)
     });
-    Ok(Status {
+    let status = Status {
         held,
         holder,
         fence,
         untrusted_record,
+    };
+    Ok(Observed {
+        status,
+        recorded: record_names,
     })
 }
 
@@ -131,6 +171,11 @@ fn held_by_probe(path: &Path, file: &File) -> Result<bool> {
 /// after writing, which wakes us at once (change notification); other tools (`flock(1)`) leave
 /// no trace we can be notified of, so this also re-checks every `poll`. [`watch`] turns this
 /// into an iterator over acquisitions and releases.
+///
+/// Only states the kernel confirms are reported: a holder records its release before it
+/// unlocks, and a record that says released while the kernel still lists that holder's lock
+/// is a release under way, not a change. Until the lock goes (an unlock no notification
+/// reports) this looks again after 1 ms, then 2, 4 and so on up to `poll`.
 pub fn wait_for_change(
     path: &Path,
     seen: &Status,
@@ -153,20 +198,52 @@ pub fn wait_for_change_with(
     change_by(path, seen, deadline, poll, Some(&mut progress))
 }
 
+/// How soon [`change_by`] looks again, first, while a release is under way (then twice as
+/// long each time, up to the poll interval): the holder is between its record and its unlock.
+const RELEASE_RECHECK: Duration = Duration::from_millis(1);
+
 fn change_by(
     path: &Path,
     seen: &Status,
     deadline: Deadline,
     poll: Duration,
-    progress: Option<&mut dyn FnMut(Duration)>,
+    mut progress: Option<&mut dyn FnMut(Duration)>,
 ) -> Result<Outcome<Status>> {
     let dir = pfs::parent_dir(path);
     let watch = crate::platform::notify::DirWatch::new(dir)
         .map_err(|e| Error::io(dir, "cannot watch directory", e))?;
-    wait::watch_until(deadline, Some(poll), &watch, path, progress, || {
-        let now = status(path)?;
-        Ok((now != *seen).then_some(now))
+    let spec = wait::Wait {
+        deadline,
+        poll: Some(poll),
+        progress: progress.is_some().then_some(wait::PROGRESS_EVERY),
+    };
+    let report = |waited| {
+        if let Some(p) = progress.as_mut() {
+            p(waited);
+        }
+    };
+    // While a release is under way, how long to wait before looking again.
+    let mut releasing: Option<Duration> = None;
+    wait::wait_for(spec, report, |block| -> Result<_, wait::Failed> {
+        if block {
+            match releasing {
+                // The unlock wakes nobody: look again soon.
+                Some(after) => {
+                    watch.wait_timeout(after)?;
+                }
+                None => watch.wait()?,
+            }
+            return Ok(None);
+        }
+        let now = observe(path)?;
+        if now.releasing(seen) {
+            releasing = Some(releasing.map_or(RELEASE_RECHECK, |d| (d * 2).min(poll)));
+            return Ok(None);
+        }
+        releasing = None;
+        Ok((now.status != *seen).then_some(now.status))
     })
+    .map_err(|f| f.naming(path, "cannot wait"))
 }
 
 /// Watch the mutex at `path` for up to `timeout` (`None`: for ever), re-checking every `poll`

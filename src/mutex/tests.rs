@@ -75,6 +75,69 @@ fn a_wait_for_a_change_answers_with_the_new_status() {
     assert!(!after.expect("a change").held);
 }
 
+/// A holder records its release before it unlocks: a record that says released while the
+/// kernel still lists that holder's lock is no change. A wait reports none then (not a
+/// "held" with the holder the kernel names), and the free lock once the unlock has come,
+/// which no notification reports. A lock taken with no record (`flock(1)`) is still a change.
+/// (Mutants answered: any record change reported; the unlock waited for until `poll`.)
+#[test]
+fn a_release_under_way_is_no_change_until_the_kernel_unlocks() {
+    use crate::holder::{Holder, Record, record_path, render};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let record = |holder: Option<Holder>| {
+        let text = render(&Record { fence: 7, holder });
+        std::fs::write(record_path(&path), text).unwrap();
+    };
+    let lock = File::create(&path).unwrap();
+    assert!(crate::platform::lock::flock(&lock, Mode::Exclusive, false).unwrap());
+    record(Some(Holder::this_process(1, "the holder".to_string())));
+    let held = status(&path).unwrap();
+    assert_eq!(
+        held.holder.as_ref().map(|h| h.command.as_str()),
+        Some("the holder")
+    );
+
+    // Its release, half-way: the record says so, the kernel still lists the lock.
+    record(None);
+    let poll = Duration::from_mins(1); // far longer than the test: the unlock must be seen sooner
+    assert_eq!(
+        wait_for_change(&path, &held, Some(Duration::ZERO), poll).unwrap(),
+        None
+    );
+    // No progress reports: their ticks would wake the waiter too. It is blocked once its
+    // thread sleeps.
+    let (tid_tx, tid) = std::sync::mpsc::channel();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn({
+        let (path, held) = (path.clone(), held.clone());
+        move || {
+            tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
+            let _ = done_tx.send(wait_for_change(&path, &held, None, poll));
+        }
+    });
+    let stat = format!("/proc/self/task/{}/stat", tid.recv().unwrap());
+    let sleeping = || {
+        let text = std::fs::read_to_string(&stat).unwrap_or_default();
+        text.rfind(") S ").is_some()
+    };
+    while !sleeping() {
+        std::thread::yield_now();
+    }
+    drop(lock);
+    let after = done
+        .recv_timeout(BOUND)
+        .expect("the unlock seen, well before the poll");
+    assert!(!after.unwrap().expect("a change").held);
+
+    // A lock with no record (flock(1)'s) after a free one: a change.
+    let free = status(&path).unwrap();
+    let plain = File::open(&path).unwrap();
+    assert!(crate::platform::lock::flock(&plain, Mode::Exclusive, false).unwrap());
+    let taken = wait_for_change(&path, &free, Some(Duration::ZERO), poll).unwrap();
+    assert!(taken.expect("held with no record").held);
+}
+
 /// A thread that asks again for a lock it holds fails at once instead of waiting for
 /// itself; another thread of the process waits for it as another process would, and gets
 /// it once the first guard is gone.

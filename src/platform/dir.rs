@@ -140,7 +140,7 @@ pub(crate) struct Dir {
     path: PathBuf,
 }
 
-/// How long [`Dir::top`] and [`Dir::sub`] wait, each time, in milliseconds, for a directory
+/// How long [`Dir::top`] and [`Dir::create_sub`] wait, each time, in milliseconds, for a directory
 /// they were told exists and then could not find (see there): 63 ms in all.
 const MKDIR_RACE_WAITS: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
@@ -198,6 +198,13 @@ impl Dir {
             return Err(super::fs::explain_open_error(path, what, e));
         };
         parent.child_top(name, path, create, what)
+    }
+
+    /// The directory at `path`, created if missing: [`top`](Self::top) with `create`, which
+    /// never answers `None` then (a missing name is made, a dangling link is an error).
+    pub(crate) fn create_top(path: &Path, what: &str) -> Result<Dir> {
+        let missing = || Error::new(path, ErrorKind::NotFound, format!("{what}: not made"));
+        Dir::top(path, true, what)?.ok_or_else(missing)
     }
 
     /// [`top`](Self::top)'s long way: `name` in this (parent) directory, shown as `path`.
@@ -333,7 +340,7 @@ impl Dir {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
             Err(_) => return None,
         }
-        let sub = self.sub(name, false).ok()??;
+        let sub = self.open_sub(name).ok()??;
         let st = sub.status().ok()?;
         (st.st_uid == unistd::geteuid().as_raw() && st.st_mode & 0o077 == 0).then_some(sub)
     }
@@ -359,43 +366,60 @@ impl Dir {
         super::fs::identity_at(Some(self.fd.as_fd()), Path::new(name))
     }
 
-    /// The subdirectory `name`, created if missing and `create`; `None` if missing otherwise.
-    /// A link, or anything but a directory, is an error naming it.
-    pub(crate) fn sub(&self, name: &str, create: bool) -> Result<Option<Dir>> {
-        let shown = self.join(name);
+    /// The subdirectory `name`; `None` if it is missing. A link, or anything but a directory,
+    /// is an error naming it.
+    pub(crate) fn open_sub(&self, name: &str) -> Result<Option<Dir>> {
+        match self.open_dir(name) {
+            Ok(dir) => Ok(Some(dir)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(self.sub_error(name, e)),
+        }
+    }
+
+    /// The subdirectory `name`, created (mode 0777 less the umask) if missing. Errors as
+    /// [`open_sub`](Self::open_sub)'s.
+    pub(crate) fn create_sub(&self, name: &str) -> Result<Dir> {
         let mut waits = MKDIR_RACE_WAITS.iter();
         loop {
-            if create {
-                match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o777)) {
-                    Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-                    Err(e) => {
-                        let what = "cannot create directory";
-                        return Err(super::fs::explain_open_error(&shown, what, e.into()));
-                    }
+            match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o777)) {
+                Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                Err(e) => {
+                    let what = "cannot create directory";
+                    return Err(super::fs::explain_open_error(
+                        &self.join(name),
+                        what,
+                        e.into(),
+                    ));
                 }
             }
-            let opened = open(
-                Some(self),
-                name,
-                DIR_FLAGS | OFlag::O_NOFOLLOW,
-                Mode::empty(),
-            );
-            let e = match opened {
-                Ok(fd) => return Ok(Some(Dir::own(fd, &shown))),
-                Err(e) => e,
-            };
-            let wait = match e.raw_os_error() {
-                Some(libc::ENOENT) if !create => return Ok(None),
-                Some(libc::ELOOP | libc::ENOTDIR) => return Err(self.wrong_kind(name, Kind::Dir)),
-                // Made, or told it exists, and then not found: as in `child_top`, removed
-                // since or another GlusterFS client's mkdir half-way.
-                Some(libc::ENOENT) => waits.next(),
-                _ => None,
-            };
-            let Some(wait) = wait else {
-                return Err(Error::io(&shown, "cannot open directory", e));
-            };
-            std::thread::sleep(Duration::from_millis(*wait));
+            // Made, or told it exists, and then not found: as in `child_top`, removed since
+            // or another GlusterFS client's mkdir half-way.
+            match (self.open_dir(name), waits.next()) {
+                (Ok(dir), _) => return Ok(dir),
+                (Err(e), Some(wait)) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    std::thread::sleep(Duration::from_millis(*wait));
+                }
+                (Err(e), _) => return Err(self.sub_error(name, e)),
+            }
+        }
+    }
+
+    /// Open the directory `name` here, never through a link.
+    fn open_dir(&self, name: &str) -> io::Result<Dir> {
+        let fd = open(
+            Some(self),
+            name,
+            DIR_FLAGS | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        )?;
+        Ok(Dir::own(fd, &self.join(name)))
+    }
+
+    /// The error for a subdirectory `name` that [`open_dir`](Self::open_dir) could not open.
+    fn sub_error(&self, name: &str, e: io::Error) -> Error {
+        match e.raw_os_error() {
+            Some(libc::ELOOP | libc::ENOTDIR) => self.wrong_kind(name, Kind::Dir),
+            _ => Error::io(&self.join(name), "cannot open directory", e),
         }
     }
 
@@ -791,110 +815,4 @@ impl Dir {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every kind of file has its own words in error messages, the planted kinds above all
-    /// (a device where a lock file belongs). (Mutant answered: a block device described as
-    /// something else.)
-    #[test]
-    fn each_kind_of_file_is_described_in_its_own_words() {
-        let of = |kind: SFlag| {
-            let mut st = stat::stat("/").expect("stat /");
-            st.st_mode = kind.bits() | 0o644;
-            describe(&st)
-        };
-        let kinds = [
-            (SFlag::S_IFREG, "a regular file"),
-            (SFlag::S_IFDIR, "a directory"),
-            (SFlag::S_IFLNK, "a symbolic link"),
-            (SFlag::S_IFIFO, "a FIFO"),
-            (SFlag::S_IFSOCK, "a socket"),
-            (SFlag::S_IFCHR, "a character device"),
-            (SFlag::S_IFBLK, "a block device"),
-            (SFlag::empty(), "of an unknown type"),
-        ];
-        for (kind, words) in kinds {
-            assert_eq!(of(kind), words, "{kind:?}");
-        }
-    }
-
-    /// The long way of [`Dir::top`]: the caller's own links are followed, to a directory only;
-    /// a dangling one is "missing" to a reader and an error to a creator (its target is never
-    /// made); a path without a last name (`x/..`) is opened as given.
-    #[test]
-    fn top_follows_the_callers_links_to_directories_only() {
-        let t = tempfile::tempdir().unwrap();
-        let (file, dir) = (t.path().join("file"), t.path().join("dir"));
-        std::fs::write(&file, b"data").unwrap();
-        std::fs::create_dir(&dir).unwrap();
-        let link = |to: &Path, name: &str| {
-            let at = t.path().join(name);
-            std::os::unix::fs::symlink(to, &at).unwrap();
-            at
-        };
-        let to_dir = link(&dir, "to-dir");
-        let to_file = link(&file, "to-file");
-        let dangling = link(&t.path().join("nowhere"), "dangling");
-        assert!(Dir::top(&to_dir, false, "x").unwrap().is_some());
-        assert!(Dir::top(&to_dir, true, "x").unwrap().is_some());
-        for create in [false, true] {
-            let e = Dir::top(&to_file, create, "x").unwrap_err();
-            assert!(
-                e.to_string().ends_with("exists and is not a directory"),
-                "{e}"
-            );
-        }
-        assert!(Dir::top(&dangling, false, "x").unwrap().is_none());
-        let e = Dir::top(&dangling, true, "x").unwrap_err();
-        assert!(
-            e.to_string().ends_with("exists and is not a directory"),
-            "{e}"
-        );
-        assert!(
-            !t.path().join("nowhere").exists(),
-            "a dangling link's target was made"
-        );
-        let up = t.path().join("missing/..");
-        assert!(Dir::top(&up, false, "x").unwrap().is_none());
-        assert!(Dir::top(&up, true, "x").is_err());
-        assert!(Dir::top(&dir.join(".."), false, "x").unwrap().is_some());
-    }
-
-    #[test]
-    fn links_fifos_and_wrong_kinds_are_refused() {
-        let t = tempfile::tempdir().unwrap();
-        let victim = t.path().join("victim");
-        std::fs::write(&victim, b"precious").unwrap();
-        let top = t.path().join("top");
-        let d = Dir::top(&top, true, "cannot create").unwrap().unwrap();
-        std::os::unix::fs::symlink(&victim, top.join("link")).unwrap();
-        std::os::unix::fs::symlink(t.path(), top.join("dirlink")).unwrap();
-        nix::unistd::mkfifo(&top.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
-        let e = d.open("link", true).unwrap_err();
-        assert!(e.to_string().contains("symbolic link"), "{e}");
-        let e = d.open_or_create("link").unwrap_err();
-        assert!(e.to_string().contains("symbolic link"), "{e}");
-        let e = d.open("fifo", false).unwrap_err();
-        assert!(e.to_string().contains("FIFO"), "{e}");
-        let e = d.sub("dirlink", true).unwrap_err();
-        assert!(e.to_string().contains("symbolic link"), "{e}");
-        assert!(d.unlink_file("fifo").is_err());
-        assert!(top.join("fifo").exists());
-        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
-        assert!(d.open("missing", false).unwrap().is_none());
-        let sub = d.sub("q", true).unwrap().unwrap();
-        let f = sub.create_new("m", 0o600).unwrap();
-        drop(f);
-        sub.rename("m", &d, "m2").unwrap();
-        assert_eq!(
-            d.entries().unwrap().iter().filter(|e| e.0 == "m2").count(),
-            1
-        );
-        assert!(
-            Dir::top(&t.path().join("absent"), false, "x")
-                .unwrap()
-                .is_none()
-        );
-    }
-}
+mod tests;

@@ -287,11 +287,23 @@ fn reap_killed() {
     let mut pids = UNREAPED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    pids.retain(|&pid| {
-        // SAFETY: waitpid on a child of ours, without blocking.
-        let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
-        r == 0 // still there
-    });
+    pids.retain(|&pid| still_running(pid));
+}
+
+/// Reap our child `pid` if it has exited, without blocking: whether it is still there (not
+/// reaped). A pid that is no child of ours (any more) is not.
+fn still_running(pid: libc::pid_t) -> bool {
+    use rustix::process::{Pid, WaitOptions, waitpid};
+    Pid::from_raw(pid)
+        .is_some_and(|pid| matches!(waitpid(Some(pid), WaitOptions::NOHANG), Ok(None)))
+}
+
+/// SIGKILL to our child `pid` (one we have not reaped yet, so its number is not reused).
+fn kill(pid: libc::pid_t) {
+    use rustix::process::{Pid, Signal, kill_process};
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = kill_process(pid, Signal::KILL);
+    }
 }
 
 impl ChildLock {
@@ -364,16 +376,15 @@ impl ChildLock {
     /// when a signal ends the wait (the child goes on), or the error of its call.
     pub(crate) fn wait(&mut self) -> io::Result<bool> {
         let mut byte = [0u8; 1];
-        // SAFETY: read into a local buffer from our pipe.
-        let n = unsafe { libc::read(self.answer.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
-        match n {
-            1 if byte[0] == 0 => {
+        // One read, never retried: a signal that interrupts it ends the wait (`Interrupted`).
+        match rustix::io::read(&self.answer, &mut byte[..]) {
+            Ok(0) => Err(io::Error::other("the process taking the lock died")),
+            Ok(_) if byte[0] == 0 => {
                 self.granted = true; // it exits by itself
                 Ok(true)
             }
-            1 => Err(io::Error::from_raw_os_error(i32::from(byte[0]))),
-            0 => Err(io::Error::other("the process taking the lock died")),
-            _ => Err(io::Error::last_os_error()),
+            Ok(_) => Err(io::Error::from_raw_os_error(i32::from(byte[0]))),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -385,8 +396,7 @@ const KILLED_EXIT: std::time::Duration = std::time::Duration::from_millis(200);
 impl Drop for ChildLock {
     fn drop(&mut self) {
         if !self.granted {
-            // SAFETY: kill our own child (a pid we have not reaped yet, so not reused).
-            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            kill(self.pid);
         }
         // Its exit closes its descriptor of the lock's description: wait for it in the kernel,
         // a moment at most, so that the lock goes when the caller lets go of it (not when the
@@ -394,12 +404,9 @@ impl Drop for ChildLock {
         if let Some(exit) = super::process::PidFd::open(self.pid as u32) {
             exit.exited_within(KILLED_EXIT);
         }
-        // SAFETY: reap our own child, without blocking.
-        unsafe {
-            if libc::waitpid(self.pid, std::ptr::null_mut(), libc::WNOHANG) == 0 {
-                // Stuck in a call the file system does not answer: reaped later.
-                defer_reaping(self.pid);
-            }
+        if still_running(self.pid) {
+            // Stuck in a call the file system does not answer: reaped later.
+            defer_reaping(self.pid);
         }
     }
 }
@@ -522,8 +529,7 @@ mod tests {
         let holder = lock_file(dir.path(), "held");
         assert!(flock(&holder, Mode::Exclusive, false).unwrap());
         let mut waiting = ChildLock::start(&held, Request::Whole(Mode::Exclusive)).unwrap();
-        // SAFETY: our own child, not reaped yet.
-        unsafe { libc::kill(waiting.pid, libc::SIGKILL) };
+        kill(waiting.pid);
         let died = waiting.wait().unwrap_err();
         assert!(died.to_string().contains("died"), "{died}");
     }

@@ -190,12 +190,14 @@ impl Child {
         match self {
             Child::Std(c) => c.wait(),
             Child::Spawned(pid) => {
-                let mut status = 0;
-                // SAFETY: waitpid(2) writes the status of our own child `pid` into `status`,
-                // a live local.
-                match unsafe { libc::waitpid(*pid as libc::pid_t, &raw mut status, 0) } {
-                    -1 => Err(io::Error::last_os_error()),
-                    _ => Ok(ExitStatus::from_raw(status)),
+                use rustix::process::{Pid, WaitOptions, waitpid};
+                let pid = Pid::from_raw(*pid as i32)
+                    .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+                match waitpid(Some(pid), WaitOptions::empty()) {
+                    Ok(Some((_, status))) => Ok(ExitStatus::from_raw(status.as_raw())),
+                    // Only a wait that does not block answers without a status.
+                    Ok(None) => Err(io::Error::other("no status of the command")),
+                    Err(e) => Err(e.into()),
                 }
             }
         }

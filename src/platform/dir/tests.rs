@@ -1,0 +1,107 @@
+//! Unit tests of [`super`].
+
+use super::*;
+
+/// Every kind of file has its own words in error messages, the planted kinds above all
+/// (a device where a lock file belongs). (Mutant answered: a block device described as
+/// something else.)
+#[test]
+fn each_kind_of_file_is_described_in_its_own_words() {
+    let of = |kind: SFlag| {
+        let mut st = stat::stat("/").expect("stat /");
+        st.st_mode = kind.bits() | 0o644;
+        describe(&st)
+    };
+    let kinds = [
+        (SFlag::S_IFREG, "a regular file"),
+        (SFlag::S_IFDIR, "a directory"),
+        (SFlag::S_IFLNK, "a symbolic link"),
+        (SFlag::S_IFIFO, "a FIFO"),
+        (SFlag::S_IFSOCK, "a socket"),
+        (SFlag::S_IFCHR, "a character device"),
+        (SFlag::S_IFBLK, "a block device"),
+        (SFlag::empty(), "of an unknown type"),
+    ];
+    for (kind, words) in kinds {
+        assert_eq!(of(kind), words, "{kind:?}");
+    }
+}
+
+/// The long way of [`Dir::top`]: the caller's own links are followed, to a directory only;
+/// a dangling one is "missing" to a reader and an error to a creator (its target is never
+/// made); a path without a last name (`x/..`) is opened as given.
+#[test]
+fn top_follows_the_callers_links_to_directories_only() {
+    let t = tempfile::tempdir().unwrap();
+    let (file, dir) = (t.path().join("file"), t.path().join("dir"));
+    std::fs::write(&file, b"data").unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    let link = |to: &Path, name: &str| {
+        let at = t.path().join(name);
+        std::os::unix::fs::symlink(to, &at).unwrap();
+        at
+    };
+    let to_dir = link(&dir, "to-dir");
+    let to_file = link(&file, "to-file");
+    let dangling = link(&t.path().join("nowhere"), "dangling");
+    assert!(Dir::top(&to_dir, false, "x").unwrap().is_some());
+    assert!(Dir::top(&to_dir, true, "x").unwrap().is_some());
+    for create in [false, true] {
+        let e = Dir::top(&to_file, create, "x").unwrap_err();
+        assert!(
+            e.to_string().ends_with("exists and is not a directory"),
+            "{e}"
+        );
+    }
+    assert!(Dir::top(&dangling, false, "x").unwrap().is_none());
+    let e = Dir::top(&dangling, true, "x").unwrap_err();
+    assert!(
+        e.to_string().ends_with("exists and is not a directory"),
+        "{e}"
+    );
+    assert!(
+        !t.path().join("nowhere").exists(),
+        "a dangling link's target was made"
+    );
+    let up = t.path().join("missing/..");
+    assert!(Dir::top(&up, false, "x").unwrap().is_none());
+    assert!(Dir::top(&up, true, "x").is_err());
+    assert!(Dir::top(&dir.join(".."), false, "x").unwrap().is_some());
+}
+
+#[test]
+fn links_fifos_and_wrong_kinds_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let victim = t.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let top = t.path().join("top");
+    let d = Dir::top(&top, true, "cannot create").unwrap().unwrap();
+    std::os::unix::fs::symlink(&victim, top.join("link")).unwrap();
+    std::os::unix::fs::symlink(t.path(), top.join("dirlink")).unwrap();
+    nix::unistd::mkfifo(&top.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+    let e = d.open("link", true).unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    let e = d.open_or_create("link").unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    let e = d.open("fifo", false).unwrap_err();
+    assert!(e.to_string().contains("FIFO"), "{e}");
+    let e = d.create_sub("dirlink").unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert!(d.unlink_file("fifo").is_err());
+    assert!(top.join("fifo").exists());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(d.open("missing", false).unwrap().is_none());
+    let sub = d.create_sub("q").unwrap();
+    let f = sub.create_new("m", 0o600).unwrap();
+    drop(f);
+    sub.rename("m", &d, "m2").unwrap();
+    assert_eq!(
+        d.entries().unwrap().iter().filter(|e| e.0 == "m2").count(),
+        1
+    );
+    assert!(
+        Dir::top(&t.path().join("absent"), false, "x")
+            .unwrap()
+            .is_none()
+    );
+}
