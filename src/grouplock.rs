@@ -102,7 +102,7 @@ use crate::{
         lock::{self, Mode},
         procinfo,
     },
-    probe,
+    probe, restart,
     sem::{Semaphore, SlotGuard},
     teardown::{self, Held, Pass, Took},
     wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
@@ -300,7 +300,8 @@ impl GroupLock {
     /// system it also re-checks every [`poll_interval`](Self::poll_interval). Other errors:
     /// [`ErrorKind::Invalid`] for a group name that is not letters, digits, `_` and `-`;
     /// [`ErrorKind::NotFound`] or [`ErrorKind::PermissionDenied`] if the directory or its files
-    /// cannot be created or opened.
+    /// cannot be created or opened; [`ErrorKind::Unavailable`] if another process keeps
+    /// deleting the directory as we enter (a hundred times in a row).
     pub fn enter(&self, group: &str, timeout: Option<Duration>) -> Result<Option<GroupGuard>> {
         Ok(self.enter_with(group, timeout, |_| {})?.acquired())
     }
@@ -336,25 +337,20 @@ impl GroupLock {
     ) -> Result<Outcome<GroupGuard>> {
         check_group_name(group).map_err(|why| Error::new(&self.dir, ErrorKind::Invalid, why))?;
         let deadline = Deadline::after(timeout);
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            // Every file is reached from the directory opened here, never by its path again.
-            let top = Dir::top(&self.dir, true, "cannot create group lock")?.expect("created");
-            // A deletion may remove what we opened at any point until we hold the live
-            // turnstile: then start over (bounded, to never spin for ever).
-            let outcome = match self.enter_in(&top, group, self.max, deadline, &mut progress) {
-                Ok(Outcome::Acquired(None)) if attempts < 1000 => continue,
-                Err(_) if attempts < 1000 && teardown::removed(&top) => continue,
-                Err(e) => return Err(e),
-                Ok(outcome) => outcome.map(|g| g.expect("the live turnstile")),
-            };
-            if self.delete && !matches!(outcome, Outcome::Acquired(_)) {
-                // Giving up is leaving too: we may have been the last one waiting. Best effort.
-                let _ = delete_files(&top, self.poll);
-            }
-            return Ok(outcome);
+        // Every file is reached from the directory opened here, never by its path again. A
+        // deletion may remove what we opened at any point until we hold the live turnstile:
+        // then start over.
+        let (top, outcome) = restart::after_deletion(
+            &self.dir,
+            deadline,
+            || Dir::create_top(&self.dir, "cannot create group lock"),
+            |top| self.enter_in(top, group, self.max, deadline, &mut progress),
+        )?;
+        if self.delete && !matches!(outcome, Outcome::Acquired(_)) {
+            // Giving up is leaving too: we may have been the last one waiting. Best effort.
+            let _ = delete_files(&top, self.poll);
         }
+        Ok(outcome)
     }
 
     /// Steps (1) to (6) of the module docs in the group lock's directory `top`: `None` if the
@@ -519,7 +515,7 @@ fn delete_pass(top: &Dir) -> Result<Pass> {
     let mut caps = Vec::new();
     let entries = (top.entries()).map_err(|e| Error::io(top.path(), "cannot list", e))?;
     for (name, _) in entries.into_iter().filter(|(n, _)| n.starts_with("max.")) {
-        let Some(max_dir) = top.sub(&name, false)? else {
+        let Some(max_dir) = top.open_sub(&name)? else {
             continue;
         };
         let mut slots = Held::default();
@@ -555,7 +551,7 @@ fn delete_files(top: &Dir, poll: Duration) -> Result<Released> {
 
 /// The cap in force for `group` in the group lock `top` ([`GroupLock::cap`]).
 fn cap_in(top: &Dir, group: &str) -> Result<Option<usize>> {
-    match top.sub(&format!("max.{group}"), false)? {
+    match top.open_sub(&format!("max.{group}"))? {
         Some(max_dir) => crate::sem::slots_in(&max_dir),
         None => Ok(None),
     }

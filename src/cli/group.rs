@@ -35,7 +35,7 @@ instances join 'app.grp'; a maintenance script waits until the group is empty fi
 
 GROUP is a directory (created if missing) holding a gate file every member holds a shared lock \
 on, and one registration file per member. A member that dies, even by SIGKILL, has left at once: \
-the kernel drops its locks, and its registration is removed by whoever lists the group next. \
+the kernel drops its locks, and its registration is skipped by every look and removed by the next member to join or leave. \
 A member is fsync together with its command (which inherits the membership, unless --close): \
 killing fsync alone does not end the membership while the command runs.";
 
