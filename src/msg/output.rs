@@ -362,17 +362,23 @@ impl Mailbox {
                     }
                     return Ok(None);
                 }
-                let output = l.top.open_sub("output")?;
-                let shard = match &output {
-                    Some(o) => o.open_sub(&shard_name(shard_of(id)))?,
-                    None => None,
-                };
-                let (depth, target) = match (shard, output) {
-                    (Some(s), _) => (2, s),
-                    (None, Some(o)) => (1, o),
-                    (None, None) => (0, l.top.try_clone()?),
-                };
-                if armed.borrow().as_ref().map(|a| a.0) != Some(depth) {
+                // Watch the deepest of them that exists; look again after arming a new watch,
+                // since what appeared between the look and the arming woke no watch (at most
+                // twice more: the depth only grows).
+                loop {
+                    let output = l.top.open_sub("output")?;
+                    let shard = match &output {
+                        Some(o) => o.open_sub(&shard_name(shard_of(id)))?,
+                        None => None,
+                    };
+                    let (depth, target) = match (shard, output) {
+                        (Some(s), _) => (2, s),
+                        (None, Some(o)) => (1, o),
+                        (None, None) => (0, l.top.try_clone()?),
+                    };
+                    if armed.borrow().as_ref().map(|a| a.0) == Some(depth) {
+                        break;
+                    }
                     let mut watch = DirWatch::new(&l.claimed.pinned())?;
                     watch.add(&target.pinned())?;
                     *armed.borrow_mut() = Some((depth, watch, vec![target]));
