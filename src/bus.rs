@@ -244,8 +244,14 @@ impl Bus {
 
     /// The bus directory, opened (see [`crate::platform::dir`]: another user may have made it
     /// and put links in it); `None` if it does not exist.
-    fn top(&self, create: bool) -> Result<Option<Dir>> {
-        Dir::top(&self.dir, create, "cannot create bus directory")
+    /// The bus's directory, if it exists.
+    fn top(&self) -> Result<Option<Dir>> {
+        Dir::top(&self.dir, false, "cannot create bus directory")
+    }
+
+    /// The bus's directory, made if missing.
+    fn made_top(&self) -> Result<Dir> {
+        Dir::create_top(&self.dir, "cannot create bus directory")
     }
 
     fn check(&self, name: &str) -> Result<()> {
@@ -266,7 +272,7 @@ impl Bus {
                 format!("{role} '{name}' is not connected to this bus"),
             )
         };
-        let top = self.top(false)?.ok_or_else(not_connected)?;
+        let top = self.top()?.ok_or_else(not_connected)?;
         top.open_sub(name)?.ok_or_else(not_connected)
     }
 
@@ -320,7 +326,7 @@ impl Bus {
     /// ```
     pub fn connect(&self, name: &str) -> Result<Connected> {
         self.check(name)?;
-        let top = self.top(true)?.expect("created");
+        let top = self.made_top()?;
         let _serial = self.lock(&top)?;
         let Some(member) = top.open_sub(name)? else {
             remove_hidden(&top, name)?;
@@ -367,7 +373,7 @@ impl Bus {
     /// ```
     pub fn connect_held(&self, name: &str) -> Result<Connection> {
         self.check(name)?;
-        let top = self.top(true)?.expect("created");
+        let top = self.made_top()?;
         let serial = self.lock(&top)?;
         let now = procinfo::now_micros();
         let holder = Holder::this_process(now, procinfo::own_cmdline());
@@ -449,7 +455,14 @@ impl Bus {
     /// connected, [`ErrorKind::Unavailable`] if a living holder has it.
     pub fn disconnect(&self, name: &str) -> Result<()> {
         self.member(name, "participant")?;
-        let top = self.top(false)?.expect("it has a member");
+        // Gone since the look just above: removed under us, so not connected either.
+        let top = self.top()?.ok_or_else(|| {
+            Error::new(
+                &self.dir,
+                ErrorKind::NotConnected,
+                format!("participant '{name}' is not connected to this bus"),
+            )
+        })?;
         let _serial = self.lock(&top)?;
         // Looked at again under the lock: it may have changed since.
         let member = self.member(name, "participant")?;
@@ -461,7 +474,7 @@ impl Bus {
 
     /// The connected participants, sorted (held and stale ones too).
     pub fn members(&self) -> Result<Vec<String>> {
-        let Some(top) = self.top(false)? else {
+        let Some(top) = self.top()? else {
             return Ok(Vec::new());
         };
         let entries = top
@@ -487,7 +500,7 @@ impl Bus {
     /// The connected participants, sorted by name, each with its state and holder. Creates
     /// and locks nothing (a held participant is told by a lock probe released at once).
     pub fn participants(&self) -> Result<Vec<Participant>> {
-        let Some(top) = self.top(false)? else {
+        let Some(top) = self.top()? else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();

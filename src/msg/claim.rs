@@ -89,7 +89,7 @@ fn recover(l: &Layout, poll: Duration) -> bool {
         } else if matches!(l.requeue(&claimed, &back, poll), Ok(true)) {
             // Into its history only if it is back as lost (by us, or by another receiver
             // that found it so too): its receiver may have moved it on before it died.
-            let level = l.at(parsed.priority, false).ok().flatten();
+            let level = l.at(parsed.priority).ok().flatten();
             let shard = level.map_or(Ok(None), |lv| lv.shard(queue::shard_of(parsed.seq)));
             let attempt = parsed.failed.saturating_add(parsed.lost).saturating_add(1);
             if let (Ok(Some(shard)), Some(attempt)) = (shard, Attempt::lost_with(attempt, rid))
@@ -383,7 +383,7 @@ pub(super) fn withdraw(
 /// The shard directory that holds queued message `name`, if it is queued.
 fn queued_in(l: &Layout, name: &str) -> Option<Dir> {
     let parsed = MessageName::parse(name)?;
-    let level = l.at(parsed.priority, false).ok()??;
+    let level = l.at(parsed.priority).ok()??;
     let shard = level.shard(shard_of(parsed.seq)).ok()??;
     shard.stat(name).is_ok().then_some(shard)
 }

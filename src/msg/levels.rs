@@ -88,17 +88,32 @@ pub(super) fn parse_level(name: &str) -> Option<u8> {
 
 impl Layout {
     /// This mailbox's queue at level `p` (this layout with its `q` and head those of the level):
-    /// `None` if the level's directory is missing (or is not a directory) and not `create`.
-    /// Made, it is made durable (`q` flushed) before it is returned, if it was made now or found
-    /// empty: call with `create` only under the exclusive lock on `seq`.
-    pub(super) fn at(&self, p: u8, create: bool) -> Result<Option<Layout>> {
+    /// `None` if the level's directory is missing (or is not a directory).
+    pub(super) fn at(&self, p: u8) -> Result<Option<Layout>> {
+        self.level(p, false)
+    }
+
+    /// This mailbox's queue at level `p`, its directory made if missing, and made durable (`q`
+    /// flushed) before it is returned if it was made now or found empty: only under the
+    /// exclusive lock on `seq`.
+    pub(super) fn made_at(&self, p: u8) -> Result<Layout> {
+        let not_made = || Error::new(self.levels.q.path(), ErrorKind::NotFound, "level not made");
+        self.level(p, true)?.ok_or_else(not_made)
+    }
+
+    /// The queue at level 0, whose directory is the mailbox's `q` itself.
+    pub(super) fn level0(&self) -> Layout {
+        Layout {
+            q: self.levels.q.clone(),
+            head_in: self.top.clone(),
+            level: 0,
+            ..self.clone()
+        }
+    }
+
+    fn level(&self, p: u8, create: bool) -> Result<Option<Layout>> {
         if p == 0 {
-            return Ok(Some(Layout {
-                q: self.levels.q.clone(),
-                head_in: self.top.clone(),
-                level: 0,
-                ..self.clone()
-            }));
+            return Ok(Some(self.level0()));
         }
         let slot = &self.levels.found[usize::from(p - 1)];
         let dir = match slot.get() {
@@ -142,11 +157,11 @@ impl Layout {
     pub(super) fn present(&self) -> Result<Vec<Layout>> {
         let mut out = Vec::with_capacity(usize::from(MAX_PRIORITY) + 1);
         for p in (1..=MAX_PRIORITY).rev() {
-            if let Some(lv) = self.at(p, false)? {
+            if let Some(lv) = self.at(p)? {
                 out.push(lv);
             }
         }
-        out.push(self.at(0, false)?.expect("level 0 always"));
+        out.push(self.level0());
         Ok(out)
     }
 }

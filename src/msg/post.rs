@@ -67,7 +67,7 @@ pub(super) fn post(
             return Ok(Outcome::Acquired(Ok(l.hold(&l.tmp, &tmp, due, &dest)?)));
         }
         // Its level's directory made if missing (under this lock, as it must be).
-        let level = l.at(name.priority, true)?.expect("created");
+        let level = l.made_at(name.priority)?;
         let dir = level.shard_to_fill(shard_of(n))?;
         l.tmp
             .rename(&tmp, &dir, &dest)

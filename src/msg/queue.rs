@@ -407,7 +407,7 @@ impl Layout {
             return Ok(false);
         };
         let first = shard_of(parsed.seq);
-        let level = self.at(parsed.priority, true)?.expect("created");
+        let level = self.made_at(parsed.priority)?;
         if level.read_head().is_some_and(|h| h > first) {
             level.write_head(first, true)?;
         }
@@ -553,7 +553,7 @@ impl Waker {
         // first post at that level.
         let mut whole = what.levels.len() < usize::from(MAX_PRIORITY);
         for p in what.levels.iter().copied().chain([0]) {
-            let level = l.at(p, false).ok().flatten();
+            let level = l.at(p).ok().flatten();
             match level.as_ref().map(|level| level.create_shard(what.shard)) {
                 Some(Ok(shard)) => w.add(&shard.pinned())?,
                 // Not made (a mailbox we may not write, a name taken): the level's directory,
