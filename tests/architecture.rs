@@ -151,10 +151,7 @@ fn the_platform_layer_is_private_and_the_api_borrows_descriptors() {
     // number into a descriptor of its own there.)
     let mut wrong = Vec::new();
     for (name, code) in files.iter().filter(|(n, _)| {
-        !in_layer(n, "platform")
-            && !in_layer(n, "cli")
-            && n != "main.rs"
-            && n != "internal.rs"
+        !in_layer(n, "platform") && !in_layer(n, "cli") && n != "main.rs" && n != "internal.rs"
     }) {
         for (i, line) in code.lines().enumerate() {
             let line = line.trim();
