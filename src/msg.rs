@@ -8,9 +8,7 @@ Cooperate: File system-based synchronisation primitives*), and exactly-once rece
 #![doc = include_str!("msg/PROTOCOL.md")]
 
 use std::{
-    fs::File,
-    io::{self, Read, Write},
-    os::unix::fs::FileExt,
+    io::{self, Read},
     path::{Path, PathBuf},
     sync::Arc,
     time::{Duration, SystemTime},
@@ -18,14 +16,8 @@ use std::{
 
 use crate::{
     error::{Error, ErrorKind, Result},
-    holder::{Found, Registration},
-    platform::{
-        dir::{Dir, Kind},
-        fs as pfs,
-        lock::{self, Mode},
-        notify::DirWatch,
-        procinfo,
-    },
+    holder::Registration,
+    platform::{dir::Dir, fs as pfs, notify::DirWatch},
     wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 

@@ -2,7 +2,9 @@
 //! doubling with each failure, optionally jittered so that many jobs that failed together (a
 //! database down for a minute) do not all come back at the same instant.
 
-use super::*;
+use std::time::Duration;
+
+use crate::platform::procinfo;
 
 /// The longest a failed job is held back under [`Mailbox::backoff`], however often it failed.
 pub const MAX_BACKOFF: Duration = Duration::from_mins(5);

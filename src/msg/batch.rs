@@ -50,9 +50,24 @@ or a [`priority`](Mailbox::priority) refuses them; a job timeout ([`Mailbox::job
 with every message of a batch.
 */
 
-use std::ops::Range;
+use std::{
+    io::{self, Write},
+    ops::Range,
+    path::Path,
+    time::{Duration, SystemTime},
+};
 
-use super::*;
+use crate::{
+    error::{Error, ErrorKind, Result},
+    platform::{
+        dir::{Dir, Kind},
+        fs as pfs,
+        lock::{self, Mode},
+    },
+    wait::{self, Deadline, Outcome},
+};
+
+use super::{Layout, MAX_SEQ, Mailbox, MessageName, durable_home, flush, post, shard_of, uniq};
 
 /// The directory of committed batches, `B/batches`.
 const BATCHES: &str = "batches";

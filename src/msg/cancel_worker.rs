@@ -15,9 +15,14 @@
 //! A job's timeout (its own, posted with it as `KIND` option `,tMS`, or the worker's default)
 //! is kept on this host's clock from the job's start: the wait for the job's exit ends then.
 
-use std::os::fd::AsFd;
+use std::{os::fd::AsFd, time::Duration};
 
-use super::*;
+use crate::{
+    error::{Error, Result},
+    platform::{fs as pfs, notify::DirWatch},
+};
+
+use super::Received;
 
 /// Why the wait for a running job ended ([`Received::watch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,22 @@
 //! and process (the process that runs it is that worker's child) and, from `NAME`'s counts,
 //! its attempt; it is running since the claim's rename (the entry's change time).
 
-use super::*;
+use std::{
+    os::unix::fs::FileExt,
+    time::{Duration, SystemTime},
+};
+
+use crate::{
+    error::{Error, Result},
+    platform::{
+        dir::{Dir, Kind},
+        fs as pfs,
+        notify::DirWatch,
+    },
+    wait::{self, Deadline, Outcome, Wait},
+};
+
+use super::{Attempt, Mailbox, MessageName, SHARD, delayed, queue, shard_name, shard_of};
 
 /// What [`Mailbox::census`] counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,6 +1,27 @@
 //! Finding the oldest message and claiming it, recovering claims of receivers that died, and a synchronous sender's withdrawal (steps of the protocol in [`super`]'s docs).
 
-use super::*;
+use std::{
+    fs::File,
+    io,
+    time::{Duration, SystemTime},
+};
+
+use crate::{
+    error::{Error, Result},
+    holder::{Found, Registration},
+    platform::{
+        dir::{Dir, Kind},
+        fs as pfs,
+        notify::DirWatch,
+        procinfo,
+    },
+    wait::{self, Outcome},
+};
+
+use super::{
+    Attempt, Layout, MessageName, SHARD, Skipped, batch, delayed, payload, queue, shard_name,
+    shard_of, skip,
+};
 
 /// Is the registration `dir/id` held by a living process? Missing means no; what cannot be
 /// told means yes: never discard on doubt.

@@ -5,7 +5,9 @@
 //! receiver killed between taking such a message and moving it counts as one more failure, as
 //! any receiver that dies with a message does.
 
-use super::*;
+use crate::error::{Error, ErrorKind, Result};
+
+use super::{Mailbox, queued_names};
 
 impl Mailbox {
     /// Put dead letters back in the queue, their failed deliveries forgotten: those numbered

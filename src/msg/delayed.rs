@@ -43,7 +43,17 @@ digits. So `delayed/00001767225600000000/` holds the messages due in the first m
   upgrade the receivers of a mailbox before its posters.
 */
 
-use super::*;
+use std::{io, time::Duration};
+
+use crate::{
+    error::Result,
+    platform::{
+        dir::{Dir, Kind},
+        fs as pfs, procinfo,
+    },
+};
+
+use super::{Layout, MessageName, flush};
 
 /// How much due time a bucket holds, in microseconds: a minute. A receive lists the name of
 /// every bucket, and every entry of the buckets whose minute has begun: long enough that the

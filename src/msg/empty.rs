@@ -1,7 +1,15 @@
 //! Waiting until a mailbox has nothing left to do: nothing queued, delayed or being received
 //! (the jobs of `fsync msg recv -- COMMAND` all done).
 
-use super::*;
+use std::time::Duration;
+
+use crate::{
+    error::{Error, Result},
+    platform::{fs as pfs, lock::Mode, procinfo},
+    wait::{self, Deadline, Outcome, Wait},
+};
+
+use super::{Layout, Mailbox, SHARD, claim, delayed, queue, queued_names};
 
 impl Mailbox {
     /// Wait up to `timeout` (`None`: for ever; zero: look once) until nothing is queued,

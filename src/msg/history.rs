@@ -29,7 +29,17 @@
 //! Writing the history is never what stops a delivery: a full file system, or a name another
 //! user put there, loses the line and nothing else.
 
-use super::*;
+use std::{
+    io::{Read, Write},
+    time::{Duration, SystemTime},
+};
+
+use crate::{
+    error::{Error, Result},
+    platform::procinfo,
+};
+
+use super::{DEFAULT_PAYLOAD_MODE, Layout, Mailbox, uniq_host};
 
 /// How one delivery of a message ended without success ([`Mailbox::history`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,14 @@
 //! the buckets of `delayed`. A key whose message is gone (delivered, or a dead letter) is
 //! simply replaced.
 
-use super::*;
+use std::io::{Read, Write};
+
+use crate::{
+    error::{Error, ErrorKind, Result},
+    platform::{dir::Dir, fs as pfs},
+};
+
+use super::{Layout, Mailbox, durable_home, flush, posted, shard_of};
 
 /// What a post with a key did ([`Mailbox::post_keyed`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

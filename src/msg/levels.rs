@@ -45,10 +45,15 @@ An fsync from before levels takes no message of a level above 0 (their names are
 to it, and `q/pP` no shard): upgrade the receivers of a mailbox before its posters use levels.
 */
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use super::*;
-pub use name::MAX_PRIORITY;
+use crate::{
+    error::{Error, ErrorKind, Result},
+    platform::dir::Dir,
+};
+
+pub use super::name::MAX_PRIORITY;
+use super::{Layout, Mailbox, MessageName, Queued, Skipped, durable_home};
 
 /// The queue's directory `q` (level 0) and the level directories found so far: a level's
 /// directory, once made, is never removed, so it is looked for only until found.
@@ -203,7 +208,10 @@ impl Queued {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::msg::{Keyed, Received, Report, shard_name};
 
     fn text(r: Received) -> String {
         let mut r = r;

@@ -1,7 +1,23 @@
 //! Listing a mailbox: its queued messages shard by shard, oldest first, each handed on as it is
 //! found, so that listing a queue of any depth takes the memory of one shard.
 
-use super::*;
+use std::{
+    os::unix::fs::FileExt,
+    time::{Duration, SystemTime},
+};
+
+use crate::{
+    error::Result,
+    platform::{
+        dir::{Dir, Kind},
+        fs as pfs,
+    },
+};
+
+use super::{
+    Listing, MAX_PRIORITY, Mailbox, MessageName, Names, Queued, SHARD, Skipped, batch, census,
+    delayed, held, levels, queue, queued_names, shard_name, shard_of, skip, sort_entries,
+};
 
 /// What a listing finds, one entry at a time ([`Mailbox::scan`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

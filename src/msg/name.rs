@@ -11,7 +11,9 @@
 //! (back to the queue, held back, to the dead letters, put back from them, recovered from a dead
 //! receiver) keeps them. An older fsync passes such names over as "not a message".
 
-use super::*;
+use std::{fs::File, io::Read};
+
+use crate::platform::procinfo;
 
 /// A message's file name in the queue (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -66,9 +66,20 @@
 //! records. A job the mailbox no longer knows (no output, not queued, delayed, running or
 //! dead, no history and no record of its end) is unknown to [`Mailbox::output`]: `NotFound`.
 
-use std::os::unix::fs::FileExt as _;
+use std::{
+    fs::File,
+    io::{self, Read},
+    os::unix::fs::FileExt as _,
+    time::Duration,
+};
 
-use super::*;
+use crate::{
+    error::{Error, ErrorKind, Result},
+    platform::{dir::Dir, fs as pfs, notify::DirWatch},
+    wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
+};
+
+use super::{Layout, Mailbox, Status, shard_name, shard_of, status};
 
 /// How many bytes of a job's output are kept at most unless asked otherwise (1 MiB).
 pub const DEFAULT_OUTPUT_LIMIT: u64 = 1 << 20;

@@ -2,9 +2,11 @@
 //! user) can still write to the file (the protocol's section [*Payloads*](super#payloads) in
 //! [`super`]'s docs).
 
+use std::{fs::File, io};
+
 use nix::sys::stat::FileStat;
 
-use super::*;
+use crate::platform::fs as pfs;
 
 /// Whether someone but this receiver may write the payload whose status was `st`: its owner
 /// is another user (who may give themselves write access at any time, or kept a descriptor
@@ -65,7 +67,10 @@ fn snapshot_by(
 
 #[cfg(test)]
 mod tests {
-    use std::io::{Seek, Write};
+    use std::{
+        io::{Read, Seek, Write},
+        path::Path,
+    };
 
     use super::*;
 

@@ -2,7 +2,19 @@
 //! (written and flushed first) and renamed into its shard, its bucket of delayed messages, or
 //! refused for a pending key (the protocol's section [*post*](super#post) in [`super`]'s docs).
 
-use super::*;
+use std::{fs::File, io::Read, path::Path, time::Duration};
+
+use crate::{
+    error::{Error, ErrorKind, Result},
+    platform::{
+        dir::Dir,
+        fs as pfs,
+        lock::{self, Mode},
+    },
+    wait::{self, Deadline, Outcome},
+};
+
+use super::{Keyed, Layout, MessageName, shard_of};
 
 /// Where a post goes besides its shard.
 #[derive(Default)]

@@ -2,14 +2,25 @@
 //! docs): the pipes the job writes to, the thread that reads them, and the bounded file it
 //! writes, made at the first byte and replaced by its tail past the limit.
 
-use std::os::{
-    fd::{AsFd, OwnedFd},
-    unix::fs::FileExt as _,
+use std::{
+    fs::File,
+    io::{self, Read, Write},
+    os::{
+        fd::{AsFd, OwnedFd},
+        unix::fs::FileExt as _,
+    },
+    time::Duration,
+};
+
+use crate::{
+    error::{Error, Result},
+    platform::{dir::Dir, fs as pfs},
 };
 
 use super::{
+    Layout,
     output::{JobOutput, file_name, header, read_at_most},
-    *,
+    uniq,
 };
 
 /// A job's output about to be kept: the ends of the pipes its standard output and error get,
@@ -296,7 +307,7 @@ impl Sink {
 
 #[cfg(test)]
 mod tests {
-    use super::{output::parse_header, *};
+    use super::{super::output::parse_header, *};
 
     /// Output past the limit keeps the tail: at least half the limit, never more than it, and
     /// `FROM` says how much went before.

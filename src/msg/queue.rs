@@ -3,7 +3,23 @@
 //! (the protocol's section [*Shards and the head*](super#shards-and-the-head) in [`super`]'s
 //! docs).
 
-use super::*;
+use std::{fs::File, io, os::unix::fs::FileExt, time::Duration};
+
+use crate::{
+    error::{Error, ErrorKind, Result},
+    platform::{
+        dir::{Dir, Kind},
+        fs as pfs,
+        lock::{self, Mode},
+        notify::DirWatch,
+        procinfo,
+    },
+    wait::{self, Deadline, Outcome, Wait},
+};
+
+use super::{
+    Layout, MAX_PRIORITY, MAX_SEQ, MessageName, Skipped, delayed, durable_home, flush, queued_names,
+};
 
 /// How many consecutive sequence numbers share a shard directory: a receiver lists at most
 /// this many entries to find the oldest message, at any depth of the queue.

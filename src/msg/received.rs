@@ -1,6 +1,20 @@
 //! A claimed message: what a receiver holds until it finishes, fails or drops it.
 
-use super::*;
+use std::{
+    fs::File,
+    io::{self, Read, Write},
+    time::{Duration, SystemTime},
+};
+
+use crate::{
+    error::{Error, Result},
+    holder::Registration,
+    wait,
+};
+
+use super::{
+    Attempt, Backoff, Ended, Finish, JobOutput, Layout, MessageName, delayed, flush, pump, status,
+};
 
 /// A claimed message: read it, then [`finish`](Received::finish) to consume it. Dropped
 /// unfinished, it returns to the queue.

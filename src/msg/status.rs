@@ -48,7 +48,29 @@
 //! removal would be wrong once the message is delivered again: the receiver that claims a
 //! message delivered before (a crash makes it a lost delivery) removes its record first.
 
-use super::*;
+use std::{
+    io::{self, Read, Write},
+    os::unix::fs::FileExt,
+    time::{Duration, SystemTime},
+};
+
+use crate::{
+    error::{Error, ErrorKind, Result},
+    holder::Registration,
+    platform::{
+        dir::{Dir, Kind},
+        fs as pfs,
+        lock::Mode,
+        notify::DirWatch,
+        procinfo,
+    },
+    wait::{self, Deadline, Wait},
+};
+
+use super::{
+    DEFAULT_PAYLOAD_MODE, Layout, MAX_PRIORITY, Mailbox, MessageName, Names, census, delayed,
+    durable_home, flush, levels, queue, queued_names, shard_name, shard_of, uniq, uniq_host,
+};
 
 /// How long a finished job's record is kept unless [`Mailbox::keep`] says: a day, some
 /// kilobytes per job (a few hundred megabytes for 100,000 jobs a day on ext4, where each

@@ -1,7 +1,7 @@
 //! Unit tests of [`super`].
 
 use super::*;
-use crate::test_support::listing;
+use crate::{platform::procinfo, test_support::listing};
 
 fn text(r: Received) -> String {
     let mut r = r;

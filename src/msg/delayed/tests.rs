@@ -1,9 +1,18 @@
 //! Unit tests of [`super`]: delayed messages in their buckets.
 
-use std::{os::unix::fs::symlink, time::Instant};
+use std::{
+    os::unix::fs::symlink,
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use super::*;
-use crate::test_support::listing;
+use crate::{
+    msg::{Entry, Failed, Keyed, Mailbox, Received, SHARD, shard_name},
+    platform::procinfo,
+    test_support::listing,
+    wait::DEFAULT_POLL,
+};
 
 fn text(r: Received) -> String {
     let mut r = r;
