@@ -74,7 +74,14 @@ fn dropping_a_waiting_future_ends_its_wait_and_takes_nothing() {
     let mut waiting = mutex.acquire_async(None);
     assert!(poll_once(&mut waiting).0.is_pending());
     until_waiters(&path, 1);
+    // The helper lets go of the wait's state when its wait has ended, and only then.
+    let state = Arc::downgrade(&waiting.shared);
     drop(waiting);
+    let give_up = Instant::now() + BOUND;
+    while state.upgrade().is_some() {
+        assert!(Instant::now() < give_up, "the helper's wait did not end");
+        std::thread::yield_now();
+    }
     until_waiters(&path, 0);
     drop(held);
     // Bound here: a lock the helper had taken would make this an error or a wait.
