@@ -624,6 +624,24 @@ pub(crate) fn unignore_sigchld() -> bool {
 mod tests {
     use super::*;
 
+    /// A thread's stop knows the timer of the wait under way, and forgets it when the wait's
+    /// timer is deleted: a later stop must not fire a timer that is gone (or another's that
+    /// took its number).
+    #[test]
+    fn a_stop_knows_the_timer_of_the_wait_under_way_only() {
+        let stop = Arc::new(Stop::default());
+        let known = |stop: &Stop| *stop.timer.lock().unwrap();
+        Stop::install(Some(Arc::clone(&stop)));
+        let timer = WakeTimer::new().unwrap();
+        assert_eq!(known(&stop), Some(timer.id as usize));
+        drop(timer);
+        assert_eq!(known(&stop), None);
+        Stop::install(None);
+        let other = WakeTimer::new().unwrap();
+        assert_eq!(known(&stop), None, "installed no more");
+        drop(other);
+    }
+
     /// A real-time signal can be chosen until the handler is installed, never after; anything
     /// else is refused and changes nothing.
     #[test]
