@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use crate::platform::procinfo;
 
-/// The longest a failed job is held back under [`Mailbox::backoff`], however often it failed.
+/// The longest a failed job is held back under [`Mailbox::backoff`](crate::Mailbox::backoff), however often it failed.
 pub const MAX_BACKOFF: Duration = Duration::from_mins(5);
 
 /// How much a jittered wait may differ from the doubling one: up to this many percent less or
 /// more (never more than the most, [`Backoff::max`]).
 pub const JITTER_PERCENT: u32 = 20;
 
-/// A failed job's backoff ([`Mailbox::backoff_with`]): held back `base` after its first failure,
+/// A failed job's backoff ([`Mailbox::backoff_with`](crate::Mailbox::backoff_with)): held back `base` after its first failure,
 /// twice as long after each one after, `max` at most (never less than `base`); jittered, each
 /// wait is drawn at random between [`JITTER_PERCENT`] below and above that (still `max` at
 /// most).
@@ -116,7 +116,7 @@ fn random_unit() -> u32 {
 }
 
 /// How long a message that failed `failed` times (1 or more) is held back under a backoff of
-/// `base` ([`Mailbox::backoff`]): `base` after the first failure, doubling with each one after,
+/// `base` ([`Mailbox::backoff`](crate::Mailbox::backoff)): `base` after the first failure, doubling with each one after,
 /// [`MAX_BACKOFF`] at most (never less than `base`).
 #[cfg(test)]
 pub(super) fn backoff_after(base: Duration, failed: u32) -> Duration {

@@ -6,9 +6,9 @@
 //! cancel` makes it). While a worker runs job `SEQ` it watches for that file: by change
 //! notification on `B/cancel` on a local file system (made if missing, so that it can be
 //! watched), by a look (one `stat`) every poll interval on a network file system, where other
-//! hosts' requests cannot be seen. A job found cancelled is stopped ([`Received::watch`] says
+//! hosts' requests cannot be seen. A job found cancelled is stopped ([`Received::watch`](crate::Received::watch) says
 //! so; the worker sends TERM to its process group, KILL after a grace period), then recorded
-//! cancelled ([`Received::cancelled`]: its record in `done/`, its claim removed, never retried,
+//! cancelled ([`Received::cancelled`](crate::Received::cancelled): its record in `done/`, its claim removed, never retried,
 //! the request unlinked). A job that ends by itself while a request for it exists counts as
 //! cancelled too if it failed: the request may have come as it failed of it.
 //!
@@ -24,7 +24,7 @@ use crate::{
 
 use super::Received;
 
-/// Why the wait for a running job ended ([`Received::watch`]).
+/// Why the wait for a running job ended ([`Received::watch`](crate::Received::watch)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Watched {
@@ -41,7 +41,7 @@ impl Received {
     /// [`spawn_job`](Self::spawn_job)) exits, has run for `timeout` (`None`: no limit), or is
     /// asked to be cancelled (module docs of `cancel_worker.rs`), whichever comes first. The
     /// thread sleeps in the kernel until the job exits or the request directory changes (on a
-    /// network file system it also looks every [`Mailbox::poll_interval`]). A cancellation
+    /// network file system it also looks every [`Mailbox::poll_interval`](crate::Mailbox::poll_interval)). A cancellation
     /// signal does not end the wait: the job runs on.
     pub fn watch(
         &self,

@@ -6,7 +6,7 @@
 //! (walked as receivers walk them, so no more shards than there are: at a depth of 100,000,
 //! 1,000 directories of 100 names), `claimed` (one status each: when it was claimed), the
 //! buckets of `delayed` and `dead`. It opens no message and takes no lock: what moves
-//! meanwhile may be counted twice or not at all, as in [`Mailbox::scan`]. A claim's name is
+//! meanwhile may be counted twice or not at all, as in [`Mailbox::scan`](crate::Mailbox::scan). A claim's name is
 //! `NAME~RID`, `RID` the receiver's `HOST-PID-RANDOM`: so a running job shows its worker's host
 //! and process (the process that runs it is that worker's child) and, from `NAME`'s counts,
 //! its attempt; it is running since the claim's rename (the entry's change time).
@@ -28,13 +28,13 @@ use crate::{
 
 use super::{Attempt, Mailbox, MessageName, SHARD, delayed, queue, shard_name, shard_of};
 
-/// What [`Mailbox::census`] counted.
+/// What [`Mailbox::census`](crate::Mailbox::census) counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Census {
     /// Messages queued (synchronous ones included).
     pub queued: u64,
-    /// Messages held back ([`Mailbox::delay`], a failed job's backoff).
+    /// Messages held back ([`Mailbox::delay`](crate::Mailbox::delay), a failed job's backoff).
     pub delayed: u64,
     /// Dead letters.
     pub dead: u64,
@@ -45,7 +45,7 @@ pub struct Census {
     pub last_id: u64,
 }
 
-/// A message being received, as [`Mailbox::census`] sees its claim.
+/// A message being received, as [`Mailbox::census`](crate::Mailbox::census) sees its claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunningJob {
@@ -84,7 +84,7 @@ impl RunningJob {
 impl Mailbox {
     /// Count the mailbox's messages in each state, and list those being received (module
     /// docs of `census`): by names only, without a lock. Creates nothing; a path that is no
-    /// mailbox is an error of kind [`ErrorKind::NotFound`].
+    /// mailbox is an error of kind [`ErrorKind::NotFound`](crate::ErrorKind::NotFound).
     pub fn census(&self) -> Result<Census> {
         let top = self.existing_top()?;
         let list_err = |d: &Dir, e| pfs::explain_open_error(d.path(), "cannot list mailbox", e);

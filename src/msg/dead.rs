@@ -1,5 +1,5 @@
 //! Dead letters: messages whose deliveries failed as often as their receivers allow
-//! ([`Mailbox::retries`]), kept in `B/dead/` under their names until [`Mailbox::retry`] puts
+//! ([`Mailbox::retries`](crate::Mailbox::retries)), kept in `B/dead/` under their names until [`Mailbox::retry`](crate::Mailbox::retry) puts
 //! them back in the queue. A receiver moves a message there when its delivery fails once too
 //! often, or when it takes one that failed too often already (its receivers were killed). A
 //! receiver killed between taking such a message and moving it counts as one more failure, as
@@ -11,7 +11,7 @@ use super::{Mailbox, queued_names};
 
 impl Mailbox {
     /// Put dead letters back in the queue, their failed deliveries forgotten: those numbered
-    /// `ids` (the sequence numbers of [`Received::id`] and `FSYNC_MSG_ID`), or all of them
+    /// `ids` (the sequence numbers of [`Received::id`](crate::Received::id) and `FSYNC_MSG_ID`), or all of them
     /// when `ids` is empty. They keep their place: oldest first, before the messages queued
     /// after them. Returns the ids put back; an id that is not a dead letter is not an error
     /// (another process may have put it back first), it is just not in the answer.

@@ -15,7 +15,7 @@ impl Mailbox {
     /// Wait up to `timeout` (`None`: for ever; zero: look once) until nothing is queued,
     /// delayed or being received: a job being run counts until it is done. `Ok(false)` on
     /// timeout. Dead letters do not count. The mailbox must exist: a path that is none is an
-    /// error of kind [`ErrorKind::NotFound`], so that a mistyped path never looks empty.
+    /// error of kind [`ErrorKind::NotFound`](crate::ErrorKind::NotFound), so that a mistyped path never looks empty.
     ///
     /// The thread sleeps until the mailbox changes: on a local file system a finished job
     /// wakes it at once; on a network file system it also re-checks every

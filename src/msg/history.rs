@@ -16,7 +16,7 @@
 //! `AT` when it ended (for `lost`: when another receiver found it lost), in microseconds since
 //! the epoch. Each line is one `write(2)` to a file opened `O_APPEND`, `fdatasync`ed before the
 //! message moves on (and the directory `fsync`ed when the file is new). A successful delivery
-//! removes the file; a dead letter keeps it, and [`Mailbox::retry`] keeps it too (the lines of
+//! removes the file; a dead letter keeps it, and [`Mailbox::retry`](crate::Mailbox::retry) keeps it too (the lines of
 //! the next deliveries follow). A line that does not parse is passed over: the file lives in a
 //! shared directory, so it is a record, never an instruction.
 //!
@@ -41,7 +41,7 @@ use crate::{
 
 use super::{DEFAULT_PAYLOAD_MODE, Layout, Mailbox, uniq_host};
 
-/// How one delivery of a message ended without success ([`Mailbox::history`]).
+/// How one delivery of a message ended without success ([`Mailbox::history`](crate::Mailbox::history)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Ended {
@@ -52,9 +52,9 @@ pub enum Ended {
     /// Its receiver died with it (killed, out of memory, its host lost): how the job ended,
     /// nobody saw.
     Lost,
-    /// Its receiver said it failed ([`Received::fail`]), and no more.
+    /// Its receiver said it failed ([`Received::fail`](crate::Received::fail)), and no more.
     Failed,
-    /// It ran for its job timeout ([`Received::job_timeout`], or the worker's default) and
+    /// It ran for its job timeout ([`Received::job_timeout`](crate::Received::job_timeout), or the worker's default) and
     /// was stopped: a failed attempt like any other.
     TimedOut,
 }
@@ -63,7 +63,7 @@ pub enum Ended {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Attempt {
-    /// Which delivery it was: 1 for the first ([`Received::attempt`]).
+    /// Which delivery it was: 1 for the first ([`Received::attempt`](crate::Received::attempt)).
     pub attempt: u32,
     /// How it ended.
     pub ended: Ended,

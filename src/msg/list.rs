@@ -19,7 +19,7 @@ use super::{
     delayed, held, levels, queue, queued_names, shard_name, shard_of, skip, sort_entries,
 };
 
-/// What a listing finds, one entry at a time ([`Mailbox::scan`]).
+/// What a listing finds, one entry at a time ([`Mailbox::scan`](crate::Mailbox::scan)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Entry {
@@ -43,8 +43,8 @@ pub enum Entry {
         /// When it was taken.
         since: SystemTime,
     },
-    /// A message held back until `due`: posted with a [`delay`](Mailbox::delay), or a failed
-    /// job's [`backoff`](Mailbox::backoff).
+    /// A message held back until `due`: posted with a [`delay`](crate::Mailbox::delay), or a failed
+    /// job's [`backoff`](crate::Mailbox::backoff).
     Delayed {
         /// The message (its `age` counts from when it was posted).
         message: Queued,
@@ -56,7 +56,7 @@ pub enum Entry {
 impl Mailbox {
     /// The queued messages, oldest first (synchronous ones whose sender is gone are left
     /// out), the number being received, and the entries receivers pass over. Creates nothing;
-    /// a path that is no mailbox is an error of kind [`ErrorKind::NotFound`].
+    /// a path that is no mailbox is an error of kind [`ErrorKind::NotFound`](crate::ErrorKind::NotFound).
     /// Holds the whole queue in memory: [`scan`](Self::scan) hands on one entry at a time.
     pub fn list(&self) -> Result<Listing> {
         let mut out = Listing::default();
@@ -71,7 +71,7 @@ impl Mailbox {
     /// Hand each queued message to `each`, oldest first, as it is found, with the entries
     /// receivers pass over where they are met; returns the number of messages being received.
     /// Memory does not grow with the queue. The delayed messages come after the queued ones,
-    /// as [`Entry::Delayed`], soonest due first, and the dead letters ([`Mailbox::retries`])
+    /// as [`Entry::Delayed`], soonest due first, and the dead letters ([`Mailbox::retries`](crate::Mailbox::retries))
     /// last, as [`Entry::Dead`]. Creates nothing, and takes no lock: a message posted or received
     /// meanwhile may or may not be seen.
     pub fn scan(&self, mut each: impl FnMut(Entry)) -> Result<usize> {

@@ -1,4 +1,4 @@
-//! A job's output, kept in its mailbox: what a job ([`Received::spawn`]) wrote to its standard
+//! A job's output, kept in its mailbox: what a job ([`Received::spawn`](crate::Received::spawn)) wrote to its standard
 //! output and error, the latest attempt's, bounded, so that `fsync msg log` can show it (and
 //! follow it while the job runs) on any host that shares the mailbox.
 //!
@@ -49,9 +49,9 @@
 //! would do anyway once the job ended (nobody is left to finish it). A job that writes nothing
 //! more runs on, as before. Whatever it wrote until then is in the file.
 //!
-//! **Reading.** [`Mailbox::output`] opens `SEQ` (never through a link; a file that is not a
+//! **Reading.** [`Mailbox::output`](crate::Mailbox::output) opens `SEQ` (never through a link; a file that is not a
 //! regular file, or whose first line is not one fsync writes, is an error; one that holds only
-//! the beginning of one, or nothing, is not there yet) and reads it after its first line. [`Mailbox::follow_output`] reads it as it grows and goes on, while the job
+//! the beginning of one, or nothing, is not there yet) and reads it after its first line. [`Mailbox::follow_output`](crate::Mailbox::follow_output) reads it as it grows and goes on, while the job
 //! is queued or running (an entry `q/SHARD/SEQ.*` or `claimed/SEQ.*~RID`, looked at in that
 //! order, before reading, so that what a job wrote before its claim went is read), to the end:
 //! a file replaced under it (`SEQ` names another inode) is read to its end first (the pump
@@ -61,10 +61,10 @@
 //! interval on a network file system, where other hosts' writes are seen as the client's
 //! attribute cache allows.
 //!
-//! **Pruning.** Output is removed a shard at a time ([`Mailbox::prune_output`]), by whoever
+//! **Pruning.** Output is removed a shard at a time ([`Mailbox::prune_output`](crate::Mailbox::prune_output)), by whoever
 //! prunes the records of finished jobs by age: a shard of output goes with that shard of
 //! records. A job the mailbox no longer knows (no output, not queued, delayed, running or
-//! dead, no history and no record of its end) is unknown to [`Mailbox::output`]: `NotFound`.
+//! dead, no history and no record of its end) is unknown to [`Mailbox::output`](crate::Mailbox::output): `NotFound`.
 
 use std::{
     fs::File,
@@ -84,8 +84,8 @@ use super::{Layout, Mailbox, Status, shard_name, shard_of, status};
 /// How many bytes of a job's output are kept at most unless asked otherwise (1 MiB).
 pub const DEFAULT_OUTPUT_LIMIT: u64 = 1 << 20;
 
-/// What becomes of the standard output and error of a job started by [`Received::spawn`]
-/// ([`Mailbox::job_output`]).
+/// What becomes of the standard output and error of a job started by [`Received::spawn`](crate::Received::spawn)
+/// ([`Mailbox::job_output`](crate::Mailbox::job_output)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum JobOutput {
@@ -105,7 +105,7 @@ pub enum JobOutput {
     },
 }
 
-/// A job's kept output, as [`Mailbox::output`] opens it: read it for the bytes.
+/// A job's kept output, as [`Mailbox::output`](crate::Mailbox::output) opens it: read it for the bytes.
 #[derive(Debug)]
 pub struct Output {
     file: File,
@@ -131,7 +131,7 @@ impl Read for Output {
     }
 }
 
-/// What [`Mailbox::follow_output`] hands on, in order.
+/// What [`Mailbox::follow_output`](crate::Mailbox::follow_output) hands on, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Piece<'a> {
@@ -221,7 +221,7 @@ impl Layout {
         has(&self.claimed)
     }
 
-    /// Whether the mailbox knows message `seq` at all ([`Mailbox::status`]'s lookup).
+    /// Whether the mailbox knows message `seq` at all ([`Mailbox::status`](crate::Mailbox::status)'s lookup).
     fn knows(&self, seq: u64) -> Result<bool> {
         let status = status::find_in(&self.top, seq, DEFAULT_POLL)?;
         Ok(!matches!(status, Status::Unknown))
@@ -296,7 +296,7 @@ pub(super) fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Resu
 
 impl Mailbox {
     /// What becomes of the output of the jobs that messages received from this mailbox start
-    /// ([`Received::spawn`], [`Received::spawn_job`]): [`JobOutput::Inherit`] unless set.
+    /// ([`Received::spawn`](crate::Received::spawn), [`Received::spawn_job`](crate::Received::spawn_job)): [`JobOutput::Inherit`] unless set.
     pub fn job_output(mut self, output: JobOutput) -> Mailbox {
         self.output = output;
         self
@@ -412,7 +412,7 @@ impl Mailbox {
     }
 }
 
-/// [`Mailbox::prune_output`] in the mailbox `top` (for the library's own pruning, which has
+/// [`Mailbox::prune_output`](crate::Mailbox::prune_output) in the mailbox `top` (for the library's own pruning, which has
 /// the mailbox's directory open already).
 pub(super) fn prune_output(top: &Dir, first: u64) -> Result<()> {
     let Some(output) = top.open_sub("output")? else {
@@ -435,7 +435,7 @@ pub(super) fn prune_output(top: &Dir, first: u64) -> Result<()> {
     }
 }
 
-/// Where [`Mailbox::follow_output`] is in the output.
+/// Where [`Mailbox::follow_output`](crate::Mailbox::follow_output) is in the output.
 #[derive(Default)]
 struct Follower {
     /// The file read now: it, its identity, its `FROM` and first line's length, its attempt.

@@ -16,7 +16,7 @@ use super::{
     Attempt, Backoff, Ended, Finish, JobOutput, Layout, MessageName, delayed, flush, pump, status,
 };
 
-/// A claimed message: read it, then [`finish`](Received::finish) to consume it. Dropped
+/// A claimed message: read it, then [`finish`](crate::Received::finish) to consume it. Dropped
 /// unfinished, it returns to the queue.
 #[must_use = "an unfinished message goes back to the queue"]
 #[derive(Debug)]
@@ -46,7 +46,7 @@ impl Read for Received {
     }
 }
 
-/// Why [`Received::copy_to`] stopped.
+/// Why [`Received::copy_to`](crate::Received::copy_to) stopped.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum CopyError {
@@ -78,17 +78,17 @@ impl std::error::Error for CopyError {
     }
 }
 
-/// What became of a message whose delivery failed ([`Received::fail`]).
+/// What became of a message whose delivery failed ([`Received::fail`](crate::Received::fail)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Failed {
     /// Back in the queue, to be delivered again.
     Queued,
-    /// Moved to the dead letters: it failed as often as [`Mailbox::retries`] allows.
+    /// Moved to the dead letters: it failed as often as [`Mailbox::retries`](crate::Mailbox::retries) allows.
     Dead,
     /// Left claimed: the queue's lock was busy; the next receiver returns it.
     Left,
-    /// Held back for the mailbox's [`backoff`](Mailbox::backoff_with), then queued again.
+    /// Held back for the mailbox's [`backoff`](crate::Mailbox::backoff_with), then queued again.
     Delayed,
 }
 
@@ -99,7 +99,7 @@ impl Received {
         self.name.seq
     }
 
-    /// The job's own timeout, posted with it ([`Mailbox::job_timeout`]), if any: a worker
+    /// The job's own timeout, posted with it ([`Mailbox::job_timeout`](crate::Mailbox::job_timeout)), if any: a worker
     /// stops the job once it has run that long (`fsync msg work --job-timeout`).
     pub fn job_timeout(&self) -> Option<Duration> {
         self.name.timeout_ms.map(Duration::from_millis)
@@ -115,14 +115,14 @@ impl Received {
 
     /// The delivery failed: the message goes back to the queue to be delivered again, with
     /// one more failed delivery counted; or, if that makes more than the mailbox's
-    /// [`retries`](Mailbox::retries) allow, to the dead letters. (Dropping an unfinished
+    /// [`retries`](crate::Mailbox::retries) allow, to the dead letters. (Dropping an unfinished
     /// message returns it without counting: a delivery that was cancelled did not fail.)
     pub fn fail(self) -> Result<Failed> {
         self.fail_as(Ended::Failed)
     }
 
     /// [`fail`](Self::fail), saying how the delivery ended: the message's history
-    /// ([`Mailbox::history`]) keeps it, with this host, this process and the time.
+    /// ([`Mailbox::history`](crate::Mailbox::history)) keeps it, with this host, this process and the time.
     pub fn fail_as(mut self, ended: Ended) -> Result<Failed> {
         self.done = true;
         let failed = self.name.failed(self.name.failed.saturating_add(1));
@@ -181,7 +181,7 @@ impl Received {
     /// the job runs on, no other receiver takes the message until the job, and whatever it
     /// left running with the inherited descriptor, has exited too; then it goes back to the
     /// queue as a delivery lost, not failed. Its standard output and error go where the
-    /// mailbox's [`job_output`](Mailbox::job_output) says: kept in the mailbox, this receiver
+    /// mailbox's [`job_output`](crate::Mailbox::job_output) says: kept in the mailbox, this receiver
     /// then copying them until the job exits ([`Running::wait`](crate::command::Running::wait)
     /// returns once all of it is kept), or inherited (output that cannot be kept is inherited). The job leads a
     /// process group of its own, so that it can be stopped with all it started
@@ -230,7 +230,7 @@ impl Received {
     }
 
     /// The message has been delivered: remove it for good, and record the job as succeeded
-    /// ([`Mailbox::status`], for as long as the mailbox [keeps](Mailbox::keep) records).
+    /// ([`Mailbox::status`](crate::Mailbox::status), for as long as the mailbox [keeps](crate::Mailbox::keep) records).
     pub fn finish(mut self) -> Result<()> {
         self.done = true;
         let seq = self.name.seq;
@@ -265,7 +265,7 @@ impl Received {
         Ok(())
     }
 
-    /// The job was cancelled ([`Mailbox::cancel`], or its worker was asked to stop it: see
+    /// The job was cancelled ([`Mailbox::cancel`](crate::Mailbox::cancel), or its worker was asked to stop it: see
     /// [`cancel_requested`](Self::cancel_requested)): remove the message for good, without
     /// another delivery, and record it as cancelled.
     pub fn cancelled(mut self) -> Result<()> {
@@ -274,7 +274,7 @@ impl Received {
         l.cancel_claimed(&self.claimed, &self.name, self.attempt(), self.since)
     }
 
-    /// Whether someone asked to cancel this job ([`Mailbox::cancel`]) since it was taken: one
+    /// Whether someone asked to cancel this job ([`Mailbox::cancel`](crate::Mailbox::cancel)) since it was taken: one
     /// look at the mailbox (a worker watches `B/cancel` for changes, or polls this).
     pub fn cancel_requested(&self) -> bool {
         self.layout.cancel_requested(self.name.seq)
