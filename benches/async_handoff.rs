@@ -15,8 +15,6 @@
 mod common;
 
 use std::{
-    fs::File,
-    io::Read,
     os::unix::fs::MetadataExt,
     sync::{
         Arc, Barrier,
@@ -88,7 +86,7 @@ fn handoffs(path: &std::path::Path, rounds: usize, asynchronous: bool) -> Vec<u6
     for _ in 0..rounds {
         let held = mutex.acquire(None).unwrap();
         turn.wait();
-        wait_blocked(ino);
+        common::wait_blocked(ino);
         released_at.store(now_ns(), Ordering::SeqCst);
         drop(held);
         turn.wait();
@@ -100,28 +98,4 @@ fn now_ns() -> u64 {
     // One clock for both threads: the monotonic clock since a fixed start.
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-}
-
-/// Until `/proc/locks` shows a blocked `flock` waiter on inode `ino` (at most a second).
-fn wait_blocked(ino: u64) {
-    let suffix = format!(":{ino}");
-    let start = Instant::now();
-    let mut text = String::new();
-    while start.elapsed() < Duration::from_secs(1) {
-        text.clear();
-        if File::open("/proc/locks")
-            .and_then(|mut f| f.read_to_string(&mut text))
-            .is_err()
-        {
-            return;
-        }
-        let blocked = text.lines().any(|l| {
-            let t: Vec<&str> = l.split_whitespace().collect();
-            t.len() >= 7 && t[1] == "->" && t[2] == "FLOCK" && t[6].ends_with(&suffix)
-        });
-        if blocked {
-            return;
-        }
-        std::thread::yield_now();
-    }
 }

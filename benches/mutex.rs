@@ -36,7 +36,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::atomic::{AtomicU64, Ordering},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use criterion::Criterion;
@@ -331,33 +331,6 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Wait until `/proc/locks` shows a blocked `flock` waiter on inode `ino`. Returns false if
-/// none showed within a second (no `/proc/locks`?); a short sleep stands in then.
-fn wait_blocked(ino: u64) -> bool {
-    let suffix = format!(":{ino}");
-    let start = Instant::now();
-    let mut text = String::new();
-    while start.elapsed() < Duration::from_secs(1) {
-        text.clear();
-        if File::open("/proc/locks")
-            .and_then(|mut f| f.read_to_string(&mut text))
-            .is_err()
-        {
-            break;
-        }
-        let blocked = text.lines().any(|l| {
-            let t: Vec<&str> = l.split_whitespace().collect();
-            t.len() >= 7 && t[1] == "->" && t[2] == "FLOCK" && t[6].ends_with(&suffix)
-        });
-        if blocked {
-            return true;
-        }
-        std::thread::yield_now();
-    }
-    std::thread::sleep(Duration::from_millis(2));
-    false
-}
-
 /// One side of a handoff run: `rounds` handoffs, alternating; the holder of round `r` is the
 /// side whose `parity` equals `r % 2`. Returns the latencies (ns) of the handoffs to this side.
 fn run_side(
@@ -374,7 +347,7 @@ fn run_side(
     let mut byte = [0u8; 1];
     for round in 0..rounds as u64 {
         if let Some(guard) = held.take() {
-            if !wait_blocked(ino) {
+            if !common::wait_blocked(ino) {
                 misses += 1;
             }
             shared.publish(round, now_ns());

@@ -5,7 +5,7 @@ Everything above it (the wait core, the primitives) is written against these fun
 to another Unix means reimplementing this folder with the same contract:
 
 - [`binding`]: guards that stay on the thread that took them, and [`Unbound`](binding::Unbound)
-  ones that may move (the one `unsafe impl Send`).
+  ones that may move (whose `Send` only this layer may promise).
 - [`fs`]: opening lock files (create if missing, never truncate, close-on-exec, read-write where
   allowed and read-only otherwise, never creating through a symbolic link), what kind of file
   system a path is on (local, or network where other hosts cannot wake us).
