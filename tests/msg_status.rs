@@ -283,7 +283,8 @@ fn cancelled_jobs_never_run() {
         .code(0);
 
     // Job 1 runs and fails; a cancel arrives meanwhile and it goes back: never run again.
-    let script = "echo acquired; cat >> ran; [ \"$(cat ran)\" != 1 ] || { \
+    // ("acquired" once its payload is in `ran`: the cancel's TERM may come at once.)
+    let script = "cat >> ran; echo acquired; [ \"$(cat ran)\" != 1 ] || { \
                   while [ ! -e go ]; do sleep 0.01; done; exit 1; }";
     let mut worker = t
         .fsync([

@@ -157,7 +157,7 @@ impl Registration {
         (0..SPARES).find_map(|k| {
             let name = format!(".spare-{k}");
             let (file, st) = dir.open_stat(&name, true).ok()??;
-            let ours = st.st_uid == me && st.st_nlink == 1;
+            let ours = st.st_uid == me && dir.sole_link(&name, &file, Some(&st)).unwrap_or(false);
             if !ours || !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {
                 return None;
             }

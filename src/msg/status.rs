@@ -273,7 +273,12 @@ impl Layout {
         let Ok(Some((file, st))) = self.claimed.open_stat(claimed, true) else {
             return false;
         };
-        if st.st_uid != me || st.st_nlink != 1 {
+        if st.st_uid != me
+            || !self
+                .claimed
+                .sole_link(claimed, &file, Some(&st))
+                .unwrap_or(false)
+        {
             return false;
         }
         let Ok(shard) = self.record_shard(seq, self.keep) else {

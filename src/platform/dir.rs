@@ -645,8 +645,10 @@ impl Dir {
     /// entry we opened must still be linked afterwards, in this directory, as `name` (the
     /// kernel's path of our descriptor, which it marks deleted once that entry is unlinked).
     /// Then at the time of the count our entry was the file's only link: it is no victim's,
-    /// who would still have their own name for it. Without /proc, where the kernel cannot be
-    /// asked, the count and a lookup of `name` must agree.
+    /// who would still have their own name for it. The kernel lowers the count before it marks
+    /// an unlinked entry deleted, so an unlink under way when we count must be let finish
+    /// before we ask ([`settle`]). Without /proc, where the kernel cannot be asked, the count
+    /// and a lookup of `name` must agree.
     /// `st`, where given, is the file's status taken on the descriptor after the open (which
     /// saves a round trip to the server on a network file system).
     pub(crate) fn sole_link(
@@ -670,6 +672,7 @@ impl Dir {
         if trusted_owner(dir.st_uid) && dir.st_mode & 0o022 == 0 {
             return Ok(true);
         }
+        settle(&self.fd, name);
         let fd_path = |fd: RawFd| std::fs::read_link(format!("/proc/self/fd/{fd}"));
         match (fd_path(file.as_raw_fd()), fd_path(self.fd.as_raw_fd())) {
             (Ok(f), Ok(d)) => Ok(f == d.join(name)),
@@ -812,6 +815,16 @@ impl Dir {
         }
         Ok(())
     }
+}
+
+/// Wait until no unlink, link or rename of an entry of `dir` is under way, so that what the
+/// kernel says next of `name` is its state after it (see [`Dir::sole_link`]): the kernel
+/// unlinks an entry under the directory's lock, dropping the file's link count first and
+/// marking the entry deleted last, and a rename takes that lock before it looks at names. A
+/// rename of `name` to itself that may not replace anything changes nothing whatever happens
+/// (`EEXIST` where `name` exists, `ENOENT` where it does not); its result is of no interest.
+pub(crate) fn settle(dir: impl rustix::fd::AsFd, name: impl rustix::path::Arg + Copy) {
+    let _ = rustix::fs::renameat_with(&dir, name, &dir, name, rustix::fs::RenameFlags::NOREPLACE);
 }
 
 #[cfg(test)]

@@ -306,14 +306,18 @@ pub(crate) fn widen(
 /// can be reached by no other name, as [`Dir::sole_link`](super::dir::Dir::sole_link) asks it:
 /// one link, and the entry opened still linked as `path` (the kernel's path of the descriptor),
 /// so not reached through a symbolic link, nor through a hard link to a file with a name of its
-/// own elsewhere.
+/// own elsewhere (asked once an unlink under way has finished: [`settle`](super::dir::settle)).
 pub(crate) fn sole_link_at(path: &Path, file: &File, nlink: u64) -> bool {
     let dir = std::fs::canonicalize(parent_dir(path));
     let (Some(name), Ok(dir)) = (path.file_name(), dir) else {
         return false;
     };
+    if nlink != 1 {
+        return false;
+    }
+    super::dir::settle(rustix::fs::CWD, path);
     let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()));
-    nlink == 1 && opened.is_ok_and(|p| p == dir.join(name))
+    opened.is_ok_and(|p| p == dir.join(name))
 }
 
 /// The error for an internal lock file `path` of status `(st_mode, st_uid)` that the caller
