@@ -494,22 +494,33 @@ fn listing(dir: &Path) -> Vec<String> {
 /// processes are SIGKILLed at any step (a killed one's command runs on, holding the lock, and
 /// marks its turn). The witness sees no writer with anyone, every run ends as it may (done,
 /// gave up, killed) without a word on stderr, and once all have left no file is left: the
-/// kills stop before the last turns, whose last leaver removes everything.
+/// kills stop halfway, each loop then waits for the commands its killed runs left running (a
+/// command inside when the last run leaves keeps the files, as it must), and the last leaver
+/// of the last turns removes everything.
 #[test]
 fn swmr_delete_stress_with_kills_keeps_writers_alone_and_leaves_no_file() {
     require("timeout", "coreutils");
+    require("pgrep", "procps");
     let t = TestDir::new();
     // Run i of each loop: every 4th gives up after 20 ms if it has to wait; in the first half,
     // every 5th (at an offset per loop) is SIGKILLed 10, 20 or 30 ms after it started, if it
     // still runs (timeout(1) kills fsync alone, never its command, and only its own child).
+    // Once past its first half, a loop waits until the commands its killed runs left running
+    // have ended (no process is left whose command line ends with one of its run names and
+    // this directory): the last turns are then the only ones inside, whatever the load.
     let turn = |verb: &str, mark: &str, who: &str, times: u32, offset: u32| {
         format!(
             "i=0; while [ $i -lt {times} ]; do i=$((i+1)); \
              t=; [ $((i % 4)) = 0 ] && t='-t 20ms'; \
              k=; [ $((i * 2)) -le {times} ] && [ $((i % 5)) = {offset} ] && \
                k=\"timeout --foreground -s KILL 0.0$((i % 3 + 1))\"; \
+             if [ $((i * 2)) = $(({times} + 2)) ]; then n=0; \
+               while pgrep -f -- \" {who}\\.[0-9]+ $PWD\\$\" >/dev/null; do \
+                 n=$((n+1)); [ $n -lt 3000 ] || {{ echo \"{who}: left running\" >&2; exit 1; }}; \
+                 sleep 0.01; done; fi; \
              $k \"$FSYNC\" swmr {verb} --delete $t L -- sh -c \
-             'echo \"{mark}+ $1\" >> log; sleep 0.01; echo \"{mark}- $1\" >> log' sh \"{who}.$i\"; \
+             'echo \"{mark}+ $1\" >> log; sleep 0.01; echo \"{mark}- $1\" >> log' \
+               sh \"{who}.$i\" \"$PWD\"; \
              s=$?; \
              case $s in 0|75) ;; 124|137) echo killed;; *) echo \"run $i exited $s\" >&2; exit 1;; esac; \
              done"
