@@ -772,6 +772,53 @@ fn group_delete_removes_another_users_group_directory_only_where_the_sticky_rule
 // their files at any moment. Lock files are refused; semaphores and groups are used with a
 // warning.
 
+/// Another user's symbolic link at a lock's path is never followed to a file of root's, in
+/// any directory: one of theirs (sticky or not, where the kernel's `fs.protected_symlinks`
+/// lets root follow the directory owner's links) or root's own that their group may write
+/// (where it does not apply). `fsync flock` follows it, as util-linux flock does.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn another_users_link_at_a_lock_path_is_refused_in_any_directory() {
+    let h = Hostile::new();
+    h.mkdir("shared/plain");
+    h.mkdir("shared/sticky");
+    h.as_nobody(["chmod", "1777", "shared/sticky"]);
+    let team = h.t.join("team");
+    std::fs::create_dir(&team).unwrap();
+    let group = nix::unistd::Group::from_name("nogroup")
+        .unwrap()
+        .expect("group nogroup");
+    nix::unistd::chown(&team, None, Some(group.gid)).unwrap();
+    chmod(&team, 0o775);
+    for dir in ["shared/plain", "shared/sticky", "team"] {
+        let lock = format!("{dir}/L");
+        h.link(&h.victim(), &lock);
+        for args in [
+            &["mutex", "run", &lock, "--", "true"][..],
+            &["mutex", "run", "--range", "0:1", &lock, "--", "true"],
+            &["swmr", "read", &lock, "--", "true"],
+            &["swmr", "write", &lock, "--", "true"],
+        ] {
+            h.fsync([])
+                .args(args)
+                .run_in(&h)
+                .code(77)
+                .stdout("")
+                .stderr_has("is a symbolic link owned by another user (uid");
+        }
+        h.assert_kind(&lock, "symlink");
+        h.fsync(["flock", &lock, "true"]).run_in(&h).code(0);
+    }
+    // Root's own link, in the same places, is followed.
+    for dir in ["shared/plain", "team"] {
+        let own = format!("{dir}/own");
+        std::os::unix::fs::symlink(h.t.join("victim/count"), h.t.join(&own)).unwrap();
+        h.fsync(["mutex", "run", &own, "--", "true"])
+            .run_in(&h)
+            .code(0);
+    }
+}
+
 #[test]
 #[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
 fn a_lock_file_another_user_made_in_a_sticky_directory_is_refused() {

@@ -96,8 +96,12 @@ pub(crate) fn open_lock_file_mode(
         Ok(f) if purpose == Purpose::Flock => (f, Access::ReadOnly),
         Ok(f) => (f, Access::ReadWrite),
         Err(e) => match e.raw_os_error() {
-            // A symbolic link: follow it, but only to a file that exists.
-            Some(libc::ELOOP) => open_existing(path, true, purpose)?,
+            // A symbolic link: follow it, but only to a file that exists, and only if it is
+            // the caller's or root's.
+            Some(libc::ELOOP) => {
+                trusted_link(path)?;
+                open_existing(path, true, purpose)?
+            }
             // An existing directory (O_CREAT refuses it): a flock can be taken on one.
             Some(libc::EISDIR) if purpose == Purpose::Flock => open_existing(path, false, purpose)?,
             Some(libc::EACCES | libc::EPERM | libc::EROFS) => {
@@ -390,6 +394,28 @@ fn open_existing(path: &Path, follow: bool, purpose: Purpose) -> Result<(File, A
         }
         Err(e) if follow && e.raw_os_error() == Some(libc::ENOENT) => Err(dangling(path)),
         Err(e) => Err(explain_open_error(path, "cannot open lock file", e)),
+    }
+}
+
+/// A symbolic link at a lock's path is followed only if the caller or root owns it: another
+/// user's could point at any file of the caller's, which fsync would then open and lock (and
+/// hold against its owner's own use of it). The kernel's `fs.protected_symlinks` refuses it
+/// only in a world-writable sticky directory the link's owner does not own; this refuses it
+/// in their own directory and in one shared with their group too. Only its owner (or the
+/// directory's) can replace a link, so what is opened next is what was checked, unless the
+/// directory is theirs, where nothing can be kept from them (SECURITY.md).
+fn trusted_link(path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() && !trusted_owner(m.uid()) => Err(Error::new(
+            path,
+            ErrorKind::PermissionDenied,
+            format!(
+                "is a symbolic link owned by another user (uid {}); not following it",
+                m.uid()
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
