@@ -2492,7 +2492,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__post)
-            opts="-p -v -q -h -V --data --mode --delay --key --priority --job-timeout --lines --null --verbose --quiet --help --version"
+            opts="-p -t -n -v -q -h -V --data --mode --delay --key --priority --job-timeout --lines --null --timeout --no-wait --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2523,6 +2523,14 @@ _fsync() {
                     return 0
                     ;;
                 --job-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -45,6 +45,12 @@ pub enum ErrorKind {
     /// names the signal. Calls that wait report cancellations as
     /// [`Outcome::Interrupted`](crate::Outcome::Interrupted) instead.
     Interrupted,
+    /// A call that does not usually wait, given a time limit for the locks it takes briefly
+    /// ([`Mailbox::lock_timeout`](crate::Mailbox::lock_timeout)), gave up: another process held
+    /// one for longer (another user sharing the primitive may hold it for ever). Nothing was
+    /// done. Calls that wait report their timeouts as
+    /// [`Outcome::TimedOut`](crate::Outcome::TimedOut) instead.
+    TimedOut,
     /// The request itself is malformed (a bad name or range), or asks for what the primitive's
     /// state refuses (a slot count or cap other than the one in force). Never an
     /// operating-system error: an `EINVAL` from the kernel is [`Os`](ErrorKind::Os).

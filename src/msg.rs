@@ -101,6 +101,8 @@ pub struct Mailbox {
     output: JobOutput,
     /// The priority level of posts (`src/msg/levels.rs`).
     priority: u8,
+    /// How long a post waits for the lock that numbers messages (`None`: for ever).
+    lock_timeout: Option<Duration>,
 }
 
 /// Payloads are readable by their owner and group only, unless asked otherwise.
@@ -269,7 +271,20 @@ impl Mailbox {
             keep: DEFAULT_KEEP,
             output: JobOutput::Inherit,
             priority: 0,
+            lock_timeout: None,
         }
+    }
+
+    /// Posts wait at most `timeout` for the lock that numbers messages (`B/seq`), which
+    /// every post takes for a moment; by default they wait as long as another process holds
+    /// it, which another user who may write a shared mailbox can make for ever. A post that
+    /// gives up queues nothing and fails with [`ErrorKind::TimedOut`] (so do
+    /// [`post_keyed`](Self::post_keyed), [`post_batch`](Self::post_batch) and
+    /// [`post_records`](Self::post_records)). [`send`](Self::send) and its kind bound that
+    /// wait by their own timeout.
+    pub fn lock_timeout(mut self, timeout: Duration) -> Mailbox {
+        self.lock_timeout = Some(timeout);
+        self
     }
 
     /// Messages posted through this mailbox are delivered no sooner than `delay` after the
@@ -444,6 +459,11 @@ impl Mailbox {
         })
     }
 
+    /// The deadline of a post's wait for the numbering lock ([`lock_timeout`](Self::lock_timeout)).
+    fn lock_deadline(&self) -> Deadline {
+        Deadline::after(self.lock_timeout)
+    }
+
     /// Post from `from` (a bus member), with `key` (de-duplication).
     fn post_placed(
         &self,
@@ -469,7 +489,7 @@ impl Mailbox {
             name,
             self.mode,
             self.poll,
-            Deadline::never(),
+            self.lock_deadline(),
             &place,
         )
     }

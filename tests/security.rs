@@ -2479,7 +2479,7 @@ fn gives_up_in_time(out: &Output, timeout: Duration) {
 
 #[test]
 #[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
-fn a_lock_on_a_shared_mailboxs_seq_costs_a_sender_only_its_timeout() {
+fn a_lock_on_a_shared_mailboxs_seq_costs_a_sender_or_poster_only_its_timeout() {
     let h = Hostile::new();
     // nobody made the mailbox (and its seq), as the threat model allows.
     h.fsync_as_nobody(["msg", "post", "shared/B", "--data", "theirs"])
@@ -2497,6 +2497,29 @@ fn a_lock_on_a_shared_mailboxs_seq_costs_a_sender_only_its_timeout() {
         .deadline(MARGIN * 2)
         .run_in(&h);
     gives_up_in_time(&out, Duration::ZERO);
+    // A post, one at a time, keyed or in a batch, likewise with -t or -n.
+    for args in [
+        &["msg", "post", "-t", "1", "shared/B", "--data", "mine"][..],
+        &["msg", "post", "-n", "shared/B", "--data", "mine"],
+        &[
+            "msg", "post", "-t", "1", "--key", "k", "shared/B", "--data", "mine",
+        ],
+        &[
+            "msg", "post", "-t", "1", "--lines", "shared/B", "--data", "a\nb",
+        ],
+    ] {
+        let timeout = match args[2] {
+            "-n" => Duration::ZERO,
+            _ => Duration::from_secs(1),
+        };
+        let out = h
+            .fsync([])
+            .args(args)
+            .deadline(timeout + MARGIN * 2)
+            .run_in(&h);
+        gives_up_in_time(&out, timeout);
+        out.stdout("").stderr_has("shared/B/seq");
+    }
     holder.finish().code(0);
     // Nothing of root's was left queued: only nobody's message.
     let out = h.fsync(["msg", "list", "--json", "shared/B"]).run();

@@ -77,6 +77,8 @@ impl Exit {
             ErrorKind::Invalid => Exit::USAGE,
             ErrorKind::Corrupt => Exit::CORRUPT,
             ErrorKind::Os => Exit::OS,
+            // A short wait given a limit (`msg post -t`) gave up: what every wait's -t gives.
+            ErrorKind::TimedOut => Exit::CONFLICT,
             // A kind a later library adds: an operating-system error until named here.
             _ => Exit::OS,
         }

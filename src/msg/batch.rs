@@ -64,7 +64,7 @@ use crate::{
         fs as pfs,
         lock::{self, Mode},
     },
-    wait::{self, Deadline, Outcome},
+    wait::{self, Outcome},
 };
 
 use super::{Layout, MAX_SEQ, Mailbox, MessageName, durable_home, flush, post, shard_of, uniq};
@@ -193,7 +193,7 @@ impl Mailbox {
                 return Err(e);
             }
         };
-        let committed = post::with_seqs(&l, self.poll, Deadline::never(), count, |first, _| {
+        let committed = post::with_seqs(&l, self.poll, self.lock_deadline(), count, |first, _| {
             if let Some(sig) = wait::cancelled() {
                 return Ok(Outcome::Interrupted(sig)); // the last moment to give up
             }
@@ -212,7 +212,10 @@ impl Mailbox {
         if !matches!(committed, Ok(Outcome::Acquired(_))) && l.tmp.stat(&staged).is_ok() {
             discard(); // never committed
         }
-        committed
+        match committed {
+            Ok(Outcome::TimedOut) => Err(post::seq_timed_out(self.path())),
+            other => other,
+        }
     }
 }
 

@@ -191,10 +191,17 @@ pub(super) fn posted<T>(mailbox: &Path, outcome: Outcome<T>) -> Result<T> {
             ErrorKind::Interrupted,
             format!("cancelled by signal {sig} while reading the message: nothing was queued"),
         )),
-        Outcome::TimedOut => Err(Error::new(
-            mailbox,
-            ErrorKind::Interrupted,
-            "gave up while reading the message: nothing was queued",
-        )),
+        Outcome::TimedOut => Err(seq_timed_out(mailbox)),
     }
+}
+
+/// A post that gave up waiting for the numbering lock
+/// ([`Mailbox::lock_timeout`](crate::Mailbox::lock_timeout)).
+pub(super) fn seq_timed_out(mailbox: &Path) -> Error {
+    Error::new(
+        &mailbox.join("seq"),
+        ErrorKind::TimedOut,
+        "gave up waiting for the lock that numbers messages, which another process holds: \
+         nothing was queued",
+    )
 }
