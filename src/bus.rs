@@ -158,6 +158,8 @@ const BUS_LOCK: &str = ".fsync.lock";
 pub struct Bus {
     dir: PathBuf,
     poll: Duration,
+    /// How long a verb waits for the locks others hold for a moment (`None`: for ever).
+    lock_timeout: Option<Duration>,
 }
 
 mod names;
@@ -227,6 +229,34 @@ impl Bus {
         Bus {
             dir: path.as_ref().to_path_buf(),
             poll: DEFAULT_POLL,
+            lock_timeout: None,
+        }
+    }
+
+    /// [`connect`](Self::connect), [`connect_held`](Self::connect_held),
+    /// [`disconnect`](Self::disconnect), [`send`](Self::send) and
+    /// [`broadcast`](Self::broadcast) wait at most `timeout` in all for the locks they take
+    /// for a moment (the bus lock, a receiver's numbering lock:
+    /// [`Mailbox::lock_timeout`]); by default as long as another process holds them, which
+    /// another user sharing the bus can make for ever. One that gives up changes nothing and
+    /// fails with [`ErrorKind::TimedOut`]; a broadcast leaves out the receivers it could not
+    /// reach in time.
+    pub fn lock_timeout(mut self, timeout: Duration) -> Bus {
+        self.lock_timeout = Some(timeout);
+        self
+    }
+
+    /// The deadline of a verb's short waits, fixed as it starts.
+    fn deadline(&self) -> Deadline {
+        Deadline::after(self.lock_timeout)
+    }
+
+    /// A receiver's mailbox, posting within `deadline`.
+    fn posting(&self, member: Dir, deadline: Deadline) -> Mailbox {
+        let mailbox = Mailbox::in_dir(member).poll_interval(self.poll);
+        match deadline.remaining() {
+            Some(left) => mailbox.lock_timeout(left),
+            None => mailbox,
         }
     }
 
@@ -279,17 +309,23 @@ impl Bus {
     /// The exclusive lock under which participants change state (module docs), waited for in
     /// the kernel. A cancellation signal while waiting gives an error
     /// ([`wait::cancelled`] names the signal).
-    fn lock(&self, top: &Dir) -> Result<File> {
+    fn lock(&self, top: &Dir, deadline: Deadline) -> Result<File> {
         let shown = top.join(BUS_LOCK);
         let file = top.open_or_create(BUS_LOCK)?;
         let spec = Wait {
-            deadline: Deadline::never(),
+            deadline,
             poll: pfs::fs_kind(&file).network.then_some(self.poll),
             progress: None,
         };
         match wait::flock(spec, |_| {}, &file, Mode::Exclusive, &shown)? {
             Outcome::Acquired(()) => Ok(file),
-            _ => Err(Error::io(
+            Outcome::TimedOut => Err(Error::new(
+                &shown,
+                ErrorKind::TimedOut,
+                "gave up waiting for the bus lock, which another process holds: nothing was \
+                 changed",
+            )),
+            Outcome::Interrupted(_) => Err(Error::io(
                 &shown,
                 "interrupted while waiting for the bus lock",
                 io::Error::from_raw_os_error(nix::libc::EINTR),
@@ -327,7 +363,7 @@ impl Bus {
     pub fn connect(&self, name: &str) -> Result<Connected> {
         self.check(name)?;
         let top = self.made_top()?;
-        let _serial = self.lock(&top)?;
+        let _serial = self.lock(&top, self.deadline())?;
         let Some(member) = top.open_sub(name)? else {
             remove_hidden(&top, name)?;
             top.create_sub(name)?;
@@ -374,7 +410,7 @@ impl Bus {
     pub fn connect_held(&self, name: &str) -> Result<Connection> {
         self.check(name)?;
         let top = self.made_top()?;
-        let serial = self.lock(&top)?;
+        let serial = self.lock(&top, self.deadline())?;
         let now = procinfo::now_micros();
         let holder = Holder::this_process(now, procinfo::own_cmdline());
         // Before the name's lock is asked for (a connection never waits for it).
@@ -463,7 +499,7 @@ impl Bus {
                 format!("participant '{name}' is not connected to this bus"),
             )
         })?;
-        let _serial = self.lock(&top)?;
+        let _serial = self.lock(&top, self.deadline())?;
         // Looked at again under the lock: it may have changed since.
         let member = self.member(name, "participant")?;
         if let Owner::Held(file) = owner(&member)? {
@@ -534,8 +570,7 @@ impl Bus {
                 ),
             ));
         }
-        Mailbox::in_dir(member)
-            .poll_interval(self.poll)
+        self.posting(member, self.deadline())
             .post_from(&mut payload, Some(from))?;
         Ok(())
     }
@@ -543,6 +578,7 @@ impl Bus {
     /// Queue one copy for every connected participant but `from` and the
     /// [stale](ParticipantState::Stale) ones; returns who got one.
     pub fn broadcast(&self, from: &str, mut payload: impl Read) -> Result<Vec<String>> {
+        let deadline = self.deadline();
         self.member(from, "sender")?;
         let mut data = Vec::new();
         match crate::wait::copy_cancellable(&mut payload, &mut data) {
@@ -573,7 +609,7 @@ impl Bus {
             if let Ok(Owner::Dead(_)) = owner(&member) {
                 continue;
             }
-            let mailbox = Mailbox::in_dir(member).poll_interval(self.poll);
+            let mailbox = self.posting(member, deadline);
             if mailbox.post_from(&mut &data[..], Some(from)).is_ok() {
                 sent.push(to);
             }
@@ -695,8 +731,9 @@ impl Connection {
     }
 
     /// Disconnect the name now (module docs, step 5), saying how it went; dropping the
-    /// connection does the same silently. Waits for the bus lock as [`Bus::connect`] does;
-    /// interrupted, it leaves the name stale.
+    /// connection does the same silently. Waits for the bus lock as [`Bus::connect`] does
+    /// (within the bus's [`lock_timeout`](Bus::lock_timeout)); interrupted or out of time, it
+    /// leaves the name stale, which the next connection takes over.
     pub fn disconnect(mut self) -> Result<Disconnected> {
         self.disconnect_inner()
     }
@@ -706,7 +743,7 @@ impl Connection {
             return Ok(Disconnected::NotOurs);
         };
         let top = &self.top;
-        let _serial = self.bus.lock(top)?;
+        let _serial = self.bus.lock(top, self.bus.deadline())?;
         let Some(member) = top.open_sub(&self.name)? else {
             return Ok(Disconnected::NotOurs);
         };

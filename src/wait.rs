@@ -242,8 +242,7 @@ impl Deadline {
     }
 
     /// The time left (zero once it has passed); `None` without a deadline.
-    #[cfg(test)]
-    fn remaining(&self) -> Option<Duration> {
+    pub(crate) fn remaining(&self) -> Option<Duration> {
         self.end
             .map(|end| end.saturating_duration_since(Instant::now()))
     }

@@ -2527,6 +2527,87 @@ fn a_lock_on_a_shared_mailboxs_seq_costs_a_sender_or_poster_only_its_timeout() {
     assert_eq!(json_of(&out.stdout)["count"], 1, "{}", out.stdout);
 }
 
+/// On a bus others share, nobody holding the bus lock, or a receiver's numbering lock, for ever
+/// costs each of root's verbs its `-t` (`-n`: nothing), with nothing changed.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_lock_held_on_a_shared_bus_costs_each_verb_only_its_timeout() {
+    let h = Hostile::new();
+    for name in ["theirs", "other"] {
+        h.fsync_as_nobody(["bus", "connect", "shared/Bus", name])
+            .run()
+            .code(0);
+    }
+    h.fsync(["bus", "connect", "shared/Bus", "mine"])
+        .run()
+        .code(0);
+    let timeout = Duration::from_secs(1);
+    let holder = nobody_flocks(&h, "shared/Bus/.fsync.lock", true);
+    for args in [
+        &["bus", "connect", "-t", "1", "shared/Bus", "new"][..],
+        &["bus", "disconnect", "-t", "1", "shared/Bus", "mine"],
+        &["bus", "connect", "-n", "shared/Bus", "new"],
+    ] {
+        let limit = if args.contains(&"-n") {
+            Duration::ZERO
+        } else {
+            timeout
+        };
+        let out = h
+            .fsync([])
+            .args(args)
+            .deadline(limit + MARGIN * 2)
+            .run_in(&h);
+        gives_up_in_time(&out, limit);
+        out.stderr_has("shared/Bus/.fsync.lock: gave up waiting for the bus lock");
+    }
+    holder.finish().code(0);
+    let members = h.fsync(["bus", "members", "shared/Bus"]).run();
+    assert_eq!(members.code(0).stdout, "mine\nother\ntheirs\n");
+    // A receiver's numbering lock held: a send gives up; a broadcast reaches the others.
+    let holder = nobody_flocks(&h, "shared/Bus/theirs/seq", false);
+    let out = h
+        .fsync([
+            "bus",
+            "send",
+            "-t",
+            "1",
+            "shared/Bus",
+            "--from",
+            "mine",
+            "--to",
+            "theirs",
+            "--data",
+            "x",
+        ])
+        .deadline(timeout + MARGIN * 2)
+        .run_in(&h);
+    gives_up_in_time(&out, timeout);
+    out.stderr_has("shared/Bus/theirs/seq: gave up waiting for the lock that numbers messages");
+    h.fsync([
+        "bus",
+        "broadcast",
+        "-t",
+        "1",
+        "shared/Bus",
+        "--from",
+        "mine",
+        "--data",
+        "all",
+    ])
+    .deadline(timeout + MARGIN * 2)
+    .run_in(&h)
+    .code(0);
+    holder.finish().code(0);
+    h.fsync(["bus", "recv", "-n", "shared/Bus", "other"])
+        .run()
+        .code(0)
+        .stdout("all");
+    h.fsync(["bus", "recv", "-n", "shared/Bus", "theirs"])
+        .run()
+        .code(75);
+}
+
 #[test]
 #[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
 fn a_lock_on_a_shared_groups_gate_costs_a_joiner_only_its_timeout() {

@@ -63,6 +63,30 @@ impl WaitArgs {
     }
 }
 
+// The limit of the verbs that do not wait for anything but the internal locks others take for
+// a moment (`msg post`, `bus connect`, `send`...), which another user sharing the directory
+// can hold for ever.
+#[derive(Debug, Clone, Args)]
+#[group(skip)]
+pub(super) struct LockWaitArgs {
+    /// Give up after DUR if another process holds a lock this takes for a moment (in a
+    /// directory others may write, they can hold it for ever): nothing is changed, exit 75
+    /// [default: wait for ever]
+    #[arg(short = 't', long, value_name = "DUR", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+
+    /// Same as --timeout 0
+    #[arg(short = 'n', long)]
+    pub no_wait: bool,
+}
+
+impl LockWaitArgs {
+    /// How long to wait: `None` for ever, zero for `--no-wait`.
+    pub(super) fn timeout(&self) -> Option<Duration> {
+        self.no_wait.then_some(Duration::ZERO).or(self.timeout)
+    }
+}
+
 // COMMAND of every verb that runs one (`mutex run`, `group join`, `swmr read` and `write`,
 // `sem run`, `grouplock run`): everything after the verb's own arguments.
 #[derive(Debug, Args)]

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::{
     Exit, Failure, VerbResult,
-    args::{CommandArgs, WaitArgs},
+    args::{CommandArgs, LockWaitArgs, WaitArgs},
     child::LossArgs,
     escape::escaped,
     payload::{DataArg, check_output, copied, output_error},
@@ -58,6 +58,23 @@ struct Member {
     name: String,
 }
 
+#[derive(Debug, Args)]
+struct DisconnectArgs {
+    #[command(flatten)]
+    member: Member,
+    #[command(flatten)]
+    lock_wait: LockWaitArgs,
+}
+
+/// The bus at `path`, its short waits limited as asked.
+fn bus_at(path: &std::path::Path, lock_wait: &LockWaitArgs) -> Bus {
+    let bus = Bus::new(path);
+    match lock_wait.timeout() {
+        Some(timeout) => bus.lock_timeout(timeout),
+        None => bus,
+    }
+}
+
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 enum Verb {
@@ -79,7 +96,7 @@ enum Verb {
                       meanwhile). A stale one can.",
         after_long_help = "Examples:\n  fsync bus disconnect /shared/bus builder-1"
     )]
-    Disconnect(Member),
+    Disconnect(DisconnectArgs),
     #[command(
         about = "List the connected participants, held and stale ones marked",
         long_about = "List the connected participants, one a line, sorted by name: NAME alone for \
@@ -194,6 +211,9 @@ struct ConnectArgs {
     loss: LossArgs,
 
     #[command(flatten)]
+    lock_wait: LockWaitArgs,
+
+    #[command(flatten)]
     command: CommandArgs,
 }
 
@@ -218,6 +238,8 @@ struct SendArgs {
     to: String,
     #[command(flatten)]
     data: DataArg,
+    #[command(flatten)]
+    lock_wait: LockWaitArgs,
 }
 
 #[derive(Debug, Args)]
@@ -229,6 +251,8 @@ struct BroadcastArgs {
     from: String,
     #[command(flatten)]
     data: DataArg,
+    #[command(flatten)]
+    lock_wait: LockWaitArgs,
 }
 
 #[derive(Debug, Args)]
@@ -300,17 +324,18 @@ enum Payload {
 pub(super) fn run(cmd: BusCommand) -> VerbResult {
     match cmd.verb {
         Verb::Connect(a) => connect(a),
-        Verb::Disconnect(m) => {
-            unless_cancelled(Bus::new(&m.bus).disconnect(&m.name))?;
+        Verb::Disconnect(a) => {
+            let m = &a.member;
+            unless_cancelled(bus_at(&m.bus, &a.lock_wait).disconnect(&m.name))?;
             Ok(Exit::OK)
         }
         Verb::Members(a) => members(a),
         Verb::Send(a) => {
-            Bus::new(&a.bus).send(&a.from, &a.to, a.data.reader())?;
+            bus_at(&a.bus, &a.lock_wait).send(&a.from, &a.to, a.data.reader())?;
             Ok(Exit::OK)
         }
         Verb::Broadcast(a) => {
-            Bus::new(&a.bus).broadcast(&a.from, a.data.reader())?;
+            bus_at(&a.bus, &a.lock_wait).broadcast(&a.from, a.data.reader())?;
             Ok(Exit::OK)
         }
         Verb::Recv(a) => {
@@ -372,7 +397,7 @@ fn took_over_from(holder: Option<&fsync::holder::Holder>) -> String {
 }
 
 fn connect(mut a: ConnectArgs) -> VerbResult {
-    let bus = Bus::new(&a.member.bus);
+    let bus = bus_at(&a.member.bus, &a.lock_wait);
     let (name, shown) = (&a.member.name, a.member.bus.display());
     if !a.hold {
         let how = unless_cancelled(bus.connect(name))?;

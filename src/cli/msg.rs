@@ -352,14 +352,8 @@ struct PostArgs {
     job_timeout: Option<std::time::Duration>,
     #[command(flatten)]
     batch: batch::BatchArgs,
-    /// Give up after DUR if another process holds the lock that numbers messages (every post
-    /// takes it for a moment; in a mailbox others may write, they can hold it for ever):
-    /// nothing is queued, exit 75 [default: wait for ever]
-    #[arg(short = 't', long, value_name = "DUR", value_parser = super::duration::parse_duration)]
-    timeout: Option<std::time::Duration>,
-    /// Same as --timeout 0
-    #[arg(short = 'n', long)]
-    no_wait: bool,
+    #[command(flatten)]
+    lock_wait: super::args::LockWaitArgs,
     /// Say what became of the message: its id, or the pending message with the same key
     #[arg(short, long)]
     verbose: bool,
@@ -612,7 +606,7 @@ fn post(a: &PostArgs) -> VerbResult {
     if let Some(timeout) = a.job_timeout {
         mailbox = mailbox.job_timeout(timeout);
     }
-    if let Some(timeout) = a.no_wait.then_some(std::time::Duration::ZERO).or(a.timeout) {
+    if let Some(timeout) = a.lock_wait.timeout() {
         mailbox = mailbox.lock_timeout(timeout);
     }
     if let Some(separator) = a.batch.separator() {
