@@ -528,7 +528,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__broadcast)
-            opts="-h -V --from --data --help --version"
+            opts="-t -n -h -V --from --data --timeout --no-wait --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -542,6 +542,14 @@ _fsync() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -550,7 +558,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__connect)
-            opts="-o -c -v -h -V --hold --close --command --verbose --on-lost --lease --help --version"
+            opts="-o -c -v -t -n -h -V --hold --close --command --verbose --timeout --no-wait --on-lost --lease --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -561,6 +569,14 @@ _fsync() {
                     return 0
                     ;;
                 -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -580,12 +596,20 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__disconnect)
-            opts="-h -V --help --version"
+            opts="-t -n -h -V --timeout --no-wait --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -762,7 +786,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__send)
-            opts="-h -V --from --to --data --help --version"
+            opts="-t -n -h -V --from --to --data --timeout --no-wait --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -777,6 +801,14 @@ _fsync() {
                     return 0
                     ;;
                 --data)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -t)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

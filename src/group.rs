@@ -175,6 +175,8 @@ pub struct Group {
     dir: PathBuf,
     delete: bool,
     poll: Duration,
+    /// How long leaving waits for the join step (`None`: for ever).
+    leave_timeout: Option<Duration>,
 }
 
 struct Paths {
@@ -199,7 +201,19 @@ impl Group {
             dir: path.as_ref().to_path_buf(),
             delete: false,
             poll: DEFAULT_POLL,
+            leave_timeout: None,
         }
+    }
+
+    /// Leaving waits at most `timeout` for the join step (`join.lock`), which it takes to tell
+    /// whether it is the last member; by default as long as another process holds it, which
+    /// another user sharing the group can make for ever. A member that gives up leaves all
+    /// the same (its registration goes, so it is no member any more) without asking:
+    /// [`Left::Unchecked`], no clean-up ([`Membership::leave_then`]) and no deletion
+    /// ([`delete_when_empty`](Self::delete_when_empty)).
+    pub fn leave_timeout(mut self, timeout: Duration) -> Group {
+        self.leave_timeout = Some(timeout);
+        self
     }
 
     /// Remove the group's files (and its directory, if then empty) when the last member leaves.
@@ -445,11 +459,12 @@ impl Membership {
             .top
             .try_clone()
             .map_err(|e| Error::io(&p.dir, "cannot open", e))?;
-        let serial = serial_lock(&top, self.group.poll, Deadline::never(), |_| {})?;
+        let leave_by = Deadline::after(self.group.leave_timeout);
+        let serial = serial_lock(&top, self.group.poll, leave_by, |_| {})?;
         let Outcome::Acquired(mut serial) = serial else {
-            // Interrupted while waiting to leave: leave without asking.
+            // Interrupted, or out of time, while waiting to leave: leave without asking.
             self.registration.take();
-            return Ok((Left::NotLast, None));
+            return Ok((Left::Unchecked, None));
         };
         // Our shared lock goes (unless a process we passed it down to keeps it); our
         // registration stays, locked: to observers we are in until the clean-up is over.
@@ -516,12 +531,13 @@ impl Membership {
             .top
             .try_clone()
             .map_err(|e| Error::io(&p.dir, "cannot open", e))?;
-        let serial = serial_lock(&top, self.group.poll, Deadline::never(), |_| {});
+        let leave_by = Deadline::after(self.group.leave_timeout);
+        let serial = serial_lock(&top, self.group.poll, leave_by, |_| {});
         // Unlinks the registration, unless a process we passed it down to still holds it.
         let kept = self.registration.take().is_some_and(|r| r.reg.unregister());
         drop(gate);
         let Outcome::Acquired(serial) = serial? else {
-            return Ok(Left::NotLast);
+            return Ok(Left::Unchecked);
         };
         if kept {
             return Ok(Left::StillHeld); // so the group is not empty: nothing to delete
@@ -593,6 +609,10 @@ pub enum Left {
     /// A process we passed the membership down to (one the command left running) still holds
     /// it: it stays a member until it exits.
     StillHeld,
+    /// Left without the join step (interrupted by a cancellation signal, or out of
+    /// [`Group::leave_timeout`]): we are no member any more, but whether we were the last was
+    /// not asked, so no clean-up ran and nothing was deleted.
+    Unchecked,
 }
 
 impl Drop for Membership {

@@ -2632,6 +2632,50 @@ fn a_lock_on_a_shared_groups_gate_costs_a_joiner_only_its_timeout() {
     h.fsync(["group", "empty", "shared/G"]).run().code(0);
 }
 
+/// A member of a group others share leaves in its `-t` (at least a second) when nobody holds
+/// the join lock for ever, with its command's status: no longer a member, its `--last` not run
+/// and nothing deleted, which it says.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn a_lock_on_a_shared_groups_join_lock_costs_a_leaving_member_only_its_timeout() {
+    let h = Hostile::new();
+    h.fsync_as_nobody(["group", "join", "shared/G", "--", "true"])
+        .run()
+        .code(0);
+    let mut member = h
+        .fsync([
+            "group",
+            "join",
+            "-t",
+            "1",
+            "--delete",
+            "--last",
+            "touch cleaned",
+            "shared/G",
+            "--",
+            "sh",
+            "-c",
+            "echo acquired; while [ ! -e go ]; do sleep 0.01; done; exit 3",
+        ])
+        .hold();
+    let holder = nobody_flocks(&h, "shared/G/join.lock", true);
+    h.t.write("go", "");
+    let out = member.finish();
+    out.code(3).stderr_has(
+        "shared/G/join.lock: gave up waiting for the join lock to leave, which another process \
+         holds",
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(1) + MARGIN,
+        "left after {:?}",
+        out.elapsed
+    );
+    assert!(!h.t.join("cleaned").exists(), "--last ran without the lock");
+    h.assert_kind("shared/G", "directory");
+    holder.finish().code(0);
+    h.fsync(["group", "empty", "shared/G"]).run().code(0);
+}
+
 /// In the owner's own directory (root's, 0755) the internal lock files are root's alone: made
 /// 0600, and an older fsync's 0644 ones tightened on use; nobody cannot open them, so cannot
 /// stall root's `msg post` (which has no -t) or `group join`.

@@ -118,7 +118,11 @@ is that process, which runs nothing (nor does --delete delete anything then). It
 COMMAND succeeded or not. fsync exits with COMMAND's status all the same: if CMDSTRING fails, \
 fsync says so on stderr ('fsync: GROUP: --last command exited N') and the exit status is still \
 COMMAND's. CMDSTRING must not join GROUP (it would wait for itself), nor, on a network file \
-system, ask whether GROUP is empty (that waits for it too).";
+system, ask whether GROUP is empty (that waits for it too).
+
+-t bounds leaving too (by at least a second): a member that cannot have the join step within it \
+(another user sharing the group can hold it for ever) leaves without checking whether it is the \
+last, runs no --last and deletes nothing, and says so.";
 
 const JOIN_AFTER: &str = "\
 Preparing a group directory: members create nothing but their registrations, in GROUP/members; \
@@ -260,10 +264,19 @@ pub(super) fn run(cmd: GroupCommand) -> VerbResult {
     }
 }
 
+/// The shortest wait to leave that `-t` gives: members joining and leaving hold the join lock
+/// a moment each.
+const LEAVE_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn join(a: JoinArgs) -> VerbResult {
-    let group = Group::new(&a.group)
+    let mut group = Group::new(&a.group)
         .delete_when_empty(a.delete)
         .poll_interval(a.wait.poll);
+    // -t bounds leaving too (another user sharing the group can hold its join lock for ever),
+    // never below a moment's wait for a member joining or leaving at the same instant.
+    if let Some(timeout) = a.wait.timeout() {
+        group = group.leave_timeout(timeout.max(LEAVE_AT_LEAST));
+    }
     // Joining waits only while another member joins or leaves, holding GROUP/join.lock (the
     // protocol is in the library's `group` module).
     let join_lock = a.group.join("join.lock");
@@ -303,8 +316,20 @@ fn join(a: JoinArgs) -> VerbResult {
              the membership)",
             a.group.display()
         ),
+        Left::Unchecked => format!("left {} without checking for others", a.group.display()),
         _ => format!("left {}", a.group.display()),
     });
+    if left == Left::Unchecked
+        && (a.last.is_some() || a.delete)
+        && fsync::wait::cancelled().is_none()
+    {
+        super::warn(Failure::Lib(fsync::Error::new(
+            &join_lock,
+            fsync::ErrorKind::TimedOut,
+            "gave up waiting for the join lock to leave, which another process holds: left \
+             without checking whether this was the last member (no --last, no --delete)",
+        )));
+    }
     exit
 }
 
