@@ -2642,7 +2642,7 @@ fn a_lock_on_a_shared_groups_join_lock_costs_a_leaving_member_only_its_timeout()
     h.fsync_as_nobody(["group", "join", "shared/G", "--", "true"])
         .run()
         .code(0);
-    let mut member = h
+    let member = h
         .fsync([
             "group",
             "join",
