@@ -2678,7 +2678,7 @@ fn a_lock_on_a_shared_groups_join_lock_costs_a_leaving_member_only_its_timeout()
 
 /// In the owner's own directory (root's, 0755) the internal lock files are root's alone: made
 /// 0600, and an older fsync's 0644 ones tightened on use; nobody cannot open them, so cannot
-/// stall root's `msg post` (which has no -t) or `group join`.
+/// stall root's `msg post` or `group join` (even without -t).
 #[test]
 #[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
 fn internal_lock_files_in_the_owners_own_directory_cannot_be_opened_by_others() {
