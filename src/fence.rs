@@ -12,6 +12,9 @@ A token is kept in three places:
   (a record or fence file that is another user's, a directory the caller may not write): one
   file per lock in a directory only the caller can write ([`mark_dir`]), named by the lock's
   directory (device and inode) and name, holding the highest token the caller handed out for it.
+  Marks whose token the clock has passed by more than a week are removed whenever a mark is made
+  ([`prune`]): tokens never fall behind the clock, so such a mark adds nothing unless the clock
+  is set back by more than that.
 
 A value in the directory is believed only from a file that fsync may trust there: a regular
 file with one link, owned by the caller or root ([`trusted_owner`]), and only below
@@ -200,12 +203,41 @@ pub(crate) fn raise_mark(dir: &Dir, name: &str, fence: u64) {
     let (Some(marks), Some(file)) = (mark_dir(), mark_name(dir, name)) else {
         return;
     };
+    let new = !matches!(marks.open(&file, false), Ok(Some(_)));
     let Ok(f) = marks.open_or_create(&file) else {
         return;
     };
     if read(&f) < fence {
         // Fixed width: one write replaces the whole value, with no truncation.
         let _ = f.write_all_at(format!("{fence:020}\n").as_bytes(), 0);
+    }
+    if new {
+        prune(marks, crate::platform::procinfo::now_micros());
+    }
+}
+
+/// How far behind the clock a mark's token may fall before the mark goes: tokens never fall
+/// behind the clock ([`next`]), so such a mark adds nothing unless the clock is set back by
+/// more than this.
+const MARK_KEPT_FOR_US: u64 = 7 * 24 * 3600 * 1_000_000;
+
+/// Remove the marks of `marks` whose token the clock (`now`, in microseconds) has passed by
+/// more than [`MARK_KEPT_FOR_US`]: one file per lock ever used without a record of the
+/// caller's would otherwise pile up for ever. Run when a mark is made, so the directory holds
+/// about as many marks as locks used in the last week; bounded by what it holds.
+fn prune(marks: &Dir, now: u64) {
+    let Ok(entries) = marks.entries() else { return };
+    for (name, _) in entries {
+        if !name.starts_with("fence-") {
+            continue;
+        }
+        let stale = match marks.open(&name, false) {
+            Ok(Some(f)) => read(&f).saturating_add(MARK_KEPT_FOR_US) < now,
+            _ => false,
+        };
+        if stale {
+            let _ = marks.unlink_file(&name);
+        }
     }
 }
 
@@ -220,6 +252,26 @@ mod tests {
         assert_eq!(next(MAX_FENCE - 2, 0), MAX_FENCE - 1);
         assert_eq!(next(MAX_FENCE - 1, 0), MAX_FENCE - 1);
         assert_eq!(next(u64::MAX, 0), MAX_FENCE - 1);
+    }
+
+    /// Marks whose token the clock passed by more than a week go when a mark is made; the
+    /// others (and whatever else is there) stay.
+    #[test]
+    fn marks_the_clock_passed_long_ago_are_pruned() {
+        let t = tempfile::tempdir().unwrap();
+        let marks = Dir::top(t.path(), false, "x").unwrap().unwrap();
+        let now = 10 * MARK_KEPT_FOR_US;
+        let write = |name: &str, token: u64| {
+            std::fs::write(t.path().join(name), format!("{token:020}\n")).unwrap();
+        };
+        write("fence-1-1-old", now - MARK_KEPT_FOR_US - 1);
+        write("fence-1-2-week", now - MARK_KEPT_FOR_US);
+        write("fence-1-3-ahead", now + 5);
+        write("other", 1);
+        prune(&marks, now);
+        let mut left: Vec<String> = marks.entries().unwrap().into_iter().map(|e| e.0).collect();
+        left.sort();
+        assert_eq!(left, ["fence-1-2-week", "fence-1-3-ahead", "other"]);
     }
 
     #[test]
