@@ -23,7 +23,8 @@ is, take ours in its place only if nobody holds a slot: every `slot.*` file ther
 count it had) is locked without waiting, and the new count is written while they are held; one
 that is held makes the acquisition an error that names both counts. (3) Try a non-blocking
 `flock` on every slot, starting after the slot taken last. (4) If none is free, block until a
-file in `S` is *closed* (inotify `IN_CLOSE_*`) and go to (3). Every holder has its slot file open,
+slot file in `S` is *closed* (inotify `IN_CLOSE_*`; closes of other names, or of `S` itself,
+which anyone who may read `S` can open and close in a loop, wake nobody) and go to (3). Every holder has its slot file open,
 and the kernel closes it when the holder releases it or exits, however it dies, so the head
 waiter wakes at once; it keeps its own descriptors of the slot files open while it waits, so it
 does not wake itself. (5) Release `queue`. On network file systems, where inotify cannot see
@@ -128,8 +129,11 @@ pub struct Semaphore {
 /// waits, so this stays well inside the usual limit of 1024 open files.
 pub const MAX_SLOTS: usize = 512;
 
+/// What every slot file's name starts with: the closes a waiter wakes for.
+const SLOT_PREFIX: &str = "slot.";
+
 fn slot_name(i: usize) -> String {
-    format!("slot.{i}")
+    format!("{SLOT_PREFIX}{i}")
 }
 
 impl Semaphore {
@@ -301,7 +305,7 @@ impl Semaphore {
             );
             wait::wait_for(spec, &mut *progress, |block| -> Result<_, Failed> {
                 if block {
-                    w.wait()?;
+                    w.wait_closing(SLOT_PREFIX, None)?;
                     return Ok(None);
                 }
                 Ok(try_slots()?)

@@ -405,6 +405,43 @@ impl DirWatch {
         }
     }
 
+    /// Block until a file of the watched directory whose name starts with `prefix` is closed,
+    /// or the directory goes, or `limit` passes (`None`: no limit): `false` for the limit.
+    /// `Interrupted` if a signal comes first. Closes of other names, and of the directory
+    /// itself (anyone who may read it can open and close it in a loop), wake nobody: whoever
+    /// waits for lock files to be let go watches only what their holders can do.
+    pub(crate) fn wait_closing(&self, prefix: &str, limit: Option<Duration>) -> io::Result<bool> {
+        let Backend::Inotify(inotify) = &self.backend else {
+            return match limit {
+                Some(limit) => self.wait_timeout(limit),
+                None => self.wait().map(|()| true),
+            };
+        };
+        let end = limit.map(|l| std::time::Instant::now() + l);
+        loop {
+            if let Some(end) = end {
+                let left = end.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() || !self.readable_within(inotify, left)? {
+                    return Ok(false);
+                }
+            }
+            let events = inotify.read_events().map_err(io::Error::from)?;
+            let ends = AddWatchFlags::IN_DELETE_SELF
+                | AddWatchFlags::IN_IGNORED
+                | AddWatchFlags::IN_Q_OVERFLOW;
+            let woken = events.iter().any(|e| {
+                e.mask.intersects(ends)
+                    || e.name.as_ref().is_some_and(|n| {
+                        std::os::unix::ffi::OsStrExt::as_bytes(n.as_os_str())
+                            .starts_with(prefix.as_bytes())
+                    })
+            });
+            if woken {
+                return Ok(true);
+            }
+        }
+    }
+
     /// A watch for files in `dir` being closed (after writing or not). A process's open files
     /// are closed when it exits, however it dies, so this sees lock holders go away.
     pub(crate) fn closes(dir: &Path) -> io::Result<DirWatch> {
@@ -423,6 +460,30 @@ impl DirWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A close watch wakes only for the names asked: not for the directory itself opened and
+    /// closed, nor for another file; then for a file of the name, read-only too.
+    #[test]
+    fn a_close_watch_wakes_only_for_the_names_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("queue"), b"").unwrap();
+        std::fs::write(dir.path().join("slot.0"), b"").unwrap();
+        let watch = DirWatch::closes(dir.path()).unwrap();
+        for _ in 0..3 {
+            drop(std::fs::File::open(dir.path()).unwrap());
+            drop(std::fs::File::open(dir.path().join("queue")).unwrap());
+        }
+        let limit = Some(Duration::from_millis(100));
+        assert!(
+            !watch.wait_closing("slot.", limit).unwrap(),
+            "woken by others"
+        );
+        drop(std::fs::File::open(dir.path().join("slot.0")).unwrap());
+        assert!(
+            watch.wait_closing("slot.", limit).unwrap(),
+            "not woken by a slot"
+        );
+    }
 
     /// A change between making the watch and waiting (while the caller checks) is not lost.
     #[test]
