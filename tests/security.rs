@@ -3088,3 +3088,66 @@ fn msg_output_never_follows_a_planted_link_and_is_kept_from_others() {
     out.code(66).stdout("").stderr_has("symbolic link");
     h.nobody(["cat", &kept]).run().code(1);
 }
+
+// doctor: its scratch files in a shared directory.
+
+/// An entry as [`entries_as_they_are`] sees it: name, inode, mode, links, change time and,
+/// for a regular file, its content.
+type Entry = (String, u64, u32, u64, i64, Option<Vec<u8>>);
+
+/// Every entry of `dir`, not following links and never opening a FIFO.
+fn entries_as_they_are(dir: &Path) -> Vec<Entry> {
+    let mut seen: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            let content = m.is_file().then(|| std::fs::read(e.path()).unwrap());
+            let name = e.file_name().into_string().unwrap();
+            (name, m.ino(), m.mode(), m.nlink(), m.ctime_nsec(), content)
+        })
+        .collect();
+    seen.sort();
+    seen
+}
+
+/// `nobody` plants, at the names `fsync doctor` gave its scratch files in earlier versions
+/// (`.fsync-doctor.PID.a` to `.d`, for the very pid root's doctor gets), files they hold
+/// locked, a link to root's file and a FIFO: root's doctor reports a healthy file system (its
+/// flock check is not fooled) and leaves every planted entry as it was, and nothing of its own.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn doctor_never_uses_entries_planted_at_its_scratch_names() {
+    let h = Hostile::new();
+    // The shell's pid is the doctor's: it execs fsync once the names are planted.
+    let mut doctor =
+        h.t.sh("echo ready; read go; exec \"$FSYNC\" doctor --json shared")
+            .start();
+    doctor.expect("ready");
+    let pid = doctor.pid();
+    let old = |s: &str| format!("shared/.fsync-doctor.{pid}.{s}");
+    let a = nobody_flocks(&h, &old("a"), true);
+    h.link(&h.victim(), &old("b"));
+    h.fifo(&old("c"));
+    let d = nobody_flocks(&h, &old("d"), true);
+    let before = entries_as_they_are(&h.t.join("shared"));
+    assert_eq!(before.len(), 4);
+    doctor.send("go");
+    let out = doctor.finish();
+    h.assert_victim_untouched();
+    out.code(0);
+    let v = json_of(&out.stdout);
+    for check in ["flock", "byte_range", "rename", "link", "notify"] {
+        assert_eq!(v[check], true, "{check}\n{v}");
+    }
+    assert_eq!(
+        entries_as_they_are(&h.t.join("shared")),
+        before,
+        "a planted entry was used, or a scratch file left"
+    );
+    for (held, name) in [(a, "a"), (d, "d")] {
+        let locks = crate::harness::flocks_on(&h.t.join(&old(name)));
+        assert_eq!(locks.len(), 1, "{name}: {locks:?}");
+        held.finish().code(0);
+    }
+}
