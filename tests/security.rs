@@ -2402,6 +2402,57 @@ fn mutex_status_believes_the_kernel_over_a_planted_record() {
     holder.finish().code(0);
 }
 
+/// `nobody`'s record of a lock root holds says `fence 99` and names a holder on another host:
+/// root's `mutex status` shows no token from it (JSON: `fence` null, and why; text: no 99), and
+/// neither once the lock is free. A record of `nobody`'s own holding, which the kernel bears
+/// out, names its holder, but its token is not believed either.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn mutex_status_shows_no_fence_from_another_users_record() {
+    let h = Hostile::new();
+    h.file(
+        "shared/.L.fsync",
+        &EVIL_RECORD.replace("fence 17", "fence 99"),
+    );
+    let holder = h
+        .fsync(["mutex", "run", "shared/L", "--", "sh", "-c", HOLD])
+        .hold();
+    let status = |lock: &str, code: i32| {
+        let out = h.fsync(["mutex", "status", lock, "--json"]).run_in(&h);
+        out.code(code);
+        json_of(&out.stdout)
+    };
+    let v = status("shared/L", 1);
+    assert_real_holder(&v["holder"], holder.pid(), &v);
+    assert_eq!(v["record_trusted"], false, "{v}");
+    assert!(
+        v["fence"].is_null(),
+        "a token of nobody's record is shown\n{v}"
+    );
+    assert_eq!(v["fence_withheld"], "another-user", "{v}");
+    let out = h.fsync(["mutex", "status", "shared/L"]).run_in(&h);
+    out.code(1);
+    assert!(
+        !out.stdout
+            .split(|c: char| !c.is_ascii_digit())
+            .any(|n| n == "99"),
+        "the planted token is shown\n{}",
+        out.stdout
+    );
+    holder.finish().code(0);
+    let v = status("shared/L", 0);
+    assert!(v["fence"].is_null(), "{v}");
+    assert_eq!(v["fence_withheld"], "another-user", "{v}");
+    let theirs = h
+        .fsync_as_nobody(["mutex", "run", "shared/N", "--", "sh", "-c", HOLD])
+        .hold();
+    let v = status("shared/N", 1);
+    assert_eq!(v["record_trusted"], true, "{v}");
+    assert!(v["fence"].is_null(), "{v}");
+    assert_eq!(v["fence_withheld"], "another-user", "{v}");
+    theirs.finish().code(0);
+}
+
 // Timeouts nobody else can stall: a lock file fsync keeps inside a primitive's directory (a
 // mailbox's `seq`, a group's `gate`) can be locked by anyone who can open it (read access is
 // enough for `flock`). Where another user shares the primitive, holding it for ever costs a

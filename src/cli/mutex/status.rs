@@ -10,6 +10,8 @@ struct StatusJson<'a> {
     state: State,
     holder: Option<report::HolderJson<'a>>,
     fence: Option<u64>,
+    /// Why `fence` shows nothing of the holder record there is.
+    fence_withheld: Option<&'static str>,
     /// False when the holder record names a holder the kernel's lock table contradicts.
     record_trusted: bool,
     /// That holder (never the one in `holder`).
@@ -103,6 +105,7 @@ pub(super) fn status(a: StatusArgs) -> VerbResult {
             state: if st.held { State::Held } else { State::Free },
             holder: report::holder_json(st.holder.as_ref()),
             fence: st.fence,
+            fence_withheld: st.fence_withheld.map(withheld_word),
             record_trusted: st.untrusted_record.is_none(),
             untrusted_record: report::holder_json(st.untrusted_record.as_ref()),
             range: None,
@@ -145,6 +148,7 @@ fn range_status(a: &StatusArgs, range: fsync::range::ByteRange) -> VerbResult {
             state: if st.held() { State::Held } else { State::Free },
             holder: report::holder_json(st.holder.as_ref()),
             fence: None,
+            fence_withheld: None,
             record_trusted: true,
             untrusted_record: None,
             range: Some(range.into()),
@@ -189,6 +193,16 @@ pub(super) fn range_holder(st: fsync::Result<fsync::range::RangeStatus>) -> Opti
         (true, Some(h)) => Some(report::held_by(h)),
         (true, None) => Some("holder unknown".to_string()),
         (false, _) => None,
+    }
+}
+
+/// Why `fence` is null although a holder record is there, in `--json`'s words.
+fn withheld_word(why: mutex::FenceWithheld) -> &'static str {
+    match why {
+        mutex::FenceWithheld::AnotherUser(_) => "another-user",
+        mutex::FenceWithheld::Links => "hard-links",
+        // `Contradicted`, the one left.
+        _ => "contradicted",
     }
 }
 
