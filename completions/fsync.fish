@@ -406,7 +406,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s o -l close -d 'Do not pass the slot down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "slots", "held": [{"slot", "holder"}], "waiting"}'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "slots", "held": [{"slot", "holder", "record_trusted", "untrusted_record"}], "waiting"}'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run COMMAND while holding one of N slots of SEM'

@@ -2453,6 +2453,82 @@ fn mutex_status_shows_no_fence_from_another_users_record() {
     theirs.finish().code(0);
 }
 
+/// This host's name, as fsync records it.
+fn this_host() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    host.trim().to_string()
+}
+
+/// `sem status` of `shared/heavy.sem` (its one slot held), in JSON and in text: slot 0's
+/// holder is the process `pid` the kernel lists, on this host, with its command line from
+/// /proc (containing `command`), never the planted record's; the record is reported untrusted.
+#[track_caller]
+fn assert_kernels_slot_holder(h: &Hostile, pid: u32, command: &str) {
+    let out = h
+        .fsync(["sem", "status", "shared/heavy.sem", "--json"])
+        .run_in(h);
+    out.code(1);
+    let v = json_of(&out.stdout);
+    let slot = &v["held"][0];
+    assert_eq!(slot["holder"]["pid"], pid, "{v}");
+    assert_eq!(slot["holder"]["host"], this_host(), "{v}");
+    let shown = slot["holder"]["command"].as_str().unwrap_or_default();
+    assert!(shown.contains(command), "{v}");
+    assert_eq!(slot["record_trusted"], false, "{v}");
+    assert_eq!(slot["untrusted_record"]["host"], "evil", "{v}");
+    let out = h.fsync(["sem", "status", "shared/heavy.sem"]).run_in(h);
+    out.code(1);
+    let line = out.stdout.lines().nth(1).unwrap_or_default();
+    assert!(
+        line.starts_with(&format!("  slot 0: pid {pid} on {}", this_host())),
+        "the kernel's holder is not shown\n{}",
+        out.stdout
+    );
+    out.stdout_has(&format!(
+        "record: untrusted (names pid {pid} on host evil; the kernel says pid {pid} holds the slot)"
+    ));
+}
+
+/// A slot record of `nobody`'s naming, on another host, the very pid the kernel lists as the
+/// slot's holder (root's fsync, then `nobody`'s own `flock`): `sem status` shows the kernel's
+/// holder and says the record is untrusted, as `mutex status` does.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn sem_status_believes_the_kernel_over_a_planted_slot_record() {
+    let h = Hostile::new();
+    nobodys_semaphore(&h);
+    let record = "shared/heavy.sem/.slot.0.fsync";
+    let evil = |pid: u32| EVIL_RECORD.replace("pid 4242", &format!("pid {pid}"));
+    let holder = h
+        .fsync([
+            "sem",
+            "run",
+            "shared/heavy.sem",
+            "--slots",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            HOLD,
+        ])
+        .hold();
+    // Root made the record; the directory is nobody's, who replaces it.
+    h.as_nobody(["rm", "-f", record]);
+    h.file(record, &evil(holder.pid()));
+    assert_kernels_slot_holder(&h, holder.pid(), "sem run shared/heavy.sem");
+    holder.finish().code(0);
+    // Root's slot file is root's alone (0600): nobody makes their own and holds it.
+    h.as_nobody(["rm", "-f", "shared/heavy.sem/slot.0"]);
+    let theirs = nobody_flocks(&h, "shared/heavy.sem/slot.0", true);
+    let locks = crate::harness::flocks_on(&h.t.join("shared/heavy.sem/slot.0"));
+    let [lock] = locks[..] else {
+        panic!("not one flock on the slot: {locks:?}")
+    };
+    h.file(record, &evil(lock.pid));
+    assert_kernels_slot_holder(&h, lock.pid, "flock -x shared/heavy.sem/slot.0");
+    theirs.finish().code(0);
+}
+
 // Timeouts nobody else can stall: a lock file fsync keeps inside a primitive's directory (a
 // mailbox's `seq`, a group's `gate`) can be locked by anyone who can open it (read access is
 // enough for `flock`). Where another user shares the primitive, holding it for ever costs a

@@ -16,7 +16,6 @@ use super::{
     Exit, Failure, VerbResult,
     args::{CommandArgs, WaitArgs, WatchArgs},
     child::{Job, LossArgs},
-    escape::escaped,
     report::{self, Progress},
 };
 

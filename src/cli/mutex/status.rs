@@ -130,7 +130,7 @@ pub(super) fn status(a: StatusArgs) -> VerbResult {
             writeln!(
                 out,
                 "  record: {}",
-                untrusted_text(claimed, st.holder.as_ref())
+                report::untrusted_text(claimed, st.holder.as_ref(), "the lock")
             )
             .or_stdout()?;
         }
@@ -204,23 +204,6 @@ fn withheld_word(why: mutex::FenceWithheld) -> &'static str {
         // `Contradicted`, the one left.
         _ => "contradicted",
     }
-}
-
-/// "untrusted (names pid 4242 on host evil; the kernel says pid 12 holds the lock)": a holder
-/// record the kernel's lock table contradicts, and the holder it names instead.
-fn untrusted_text(
-    claimed: &fsync::holder::Holder,
-    kernel: Option<&fsync::holder::Holder>,
-) -> String {
-    let mut text = format!("untrusted (names pid {}", claimed.pid);
-    if !claimed.host.is_empty() {
-        text += &format!(" on host {}", escaped(&claimed.host));
-    }
-    match kernel {
-        Some(h) => text += &format!("; the kernel says pid {} holds the lock)", h.pid),
-        None => text += "; the kernel names another holder)",
-    }
-    text
 }
 
 pub(super) fn watch(a: WatchCmd) -> VerbResult {
