@@ -2,10 +2,11 @@
 `doctor`: what a directory's file system can do for the primitives, found by trying it.
 
 Each check works on scratch files `.fsync-doctor.RANDOM` it creates in the directory, each
-exclusively under a name nobody can guess, and removes afterwards ([`scratch`]: in a shared
-directory, nothing another user put there is ever opened, locked or removed): whole-file `flock` locks (two descriptions must exclude each other), OFD byte-range
-locks, atomic `rename`, `link` (used for create-once files), and change notification (dnotify, or inotify where the
-kernel lacks it: a change must be reported). The mode follows from the file system type: kernel wake-ups on local file systems,
+exclusively under a name nobody can guess, and removes afterwards (`doctor/scratch.rs`: in a
+shared directory, nothing another user put there is ever opened, locked or removed): whole-file
+`flock` locks (two descriptions must exclude each other), OFD byte-range locks, atomic
+`rename`, `link` (used for create-once files), and change notification (dnotify, or inotify
+where the kernel lacks it: a change must be reported). The mode follows from the file system type: kernel wake-ups on local file systems,
 polling where other hosts' changes cannot wake us.
 */
 
