@@ -88,7 +88,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subco
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from unlock" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -l range -d 'Tell about that byte range only (LEN 1 when absent, 0: to the end of all offsets): held if any byte-range lock is held on any of its bytes' -r
-complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "state": "free"|"held", "holder", "fence", "record_trusted", "untrusted_record"}, with --range also "range" and "lock" ({"start", "len", "mode": "shared"|"exclusive"})'
+complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "state": "free"|"held", "holder", "fence", "fence_withheld", "record_trusted", "untrusted_record"}, with --range also "range" and "lock" ({"start", "len", "mode": "shared"|"exclusive"}). "fence" is null where the holder record is another user\'s, has other links, or names a holder the kernel contradicts, and "fence_withheld" says which ("another-user", "hard-links", "contradicted")'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand mutex; and __fish_seen_subcommand_from watch" -s t -l timeout -d 'Stop watching after DUR' -r
@@ -416,7 +416,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s o -l close -d 'Do not pass the slot down to COMMAND\'s processes (flock -o)'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from run" -s V -l version -d 'Print version'
-complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "slots", "held": [{"slot", "holder"}], "waiting"}'
+complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -l json -d 'One JSON object: {"path", "slots", "held": [{"slot", "holder", "record_trusted", "untrusted_record"}], "waiting"}'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from status" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand sem; and __fish_seen_subcommand_from help" -f -a "run" -d 'Run COMMAND while holding one of N slots of SEM'

@@ -1,30 +1,33 @@
 /*!
 `doctor`: what a directory's file system can do for the primitives, found by trying it.
 
-Each check works on scratch files `.fsync-doctor.PID.*` it creates in the directory and removes
-afterwards: whole-file `flock` locks (two descriptions must exclude each other), OFD byte-range
-locks, atomic `rename`, `link` (used for create-once files), and change notification (dnotify, or inotify where the
-kernel lacks it: a change must be reported). The mode follows from the file system type: kernel wake-ups on local file systems,
+Each check works on scratch files `.fsync-doctor.RANDOM` it creates in the directory, each
+exclusively under a name nobody can guess, and removes afterwards (`doctor/scratch.rs`: in a
+shared directory, nothing another user put there is ever opened, locked or removed): whole-file
+`flock` locks (two descriptions must exclude each other), OFD byte-range locks, atomic
+`rename`, `link` (used for create-once files), and change notification (dnotify, or inotify
+where the kernel lacks it: a change must be reported). The mode follows from the file system type: kernel wake-ups on local file systems,
 polling where other hosts' changes cannot wake us.
 */
 
 use std::{
-    os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
     time::Duration,
 };
 
-use nix::libc;
-
 use crate::{
     error::{Error, ErrorKind, Result},
     platform::{
+        dir::Dir,
         fs as pfs,
         lock::{self, Mode},
         mounts::{self, Mount},
         notify::DirWatch,
     },
 };
+
+mod scratch;
+use scratch::Scratch;
 
 /// The findings for one directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,27 +143,19 @@ pub fn examine(path: &Path) -> Result<Report> {
         return Err(Error::new(path, ErrorKind::NotFound, "no such directory"));
     }
     let kind = pfs::fs_kind_of_path(&dir);
-    let base = dir.join(format!(".fsync-doctor.{}", std::process::id()));
-    let scratch = |suffix: &str| PathBuf::from(format!("{}{suffix}", base.display()));
-    let a = scratch(".a");
-    let open = |p: &Path| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(p)
-    };
-    let first = open(&a).map_err(|e| {
+    let missing = || Error::new(path, ErrorKind::NotFound, "no such directory");
+    let top = Dir::top(&dir, false, "cannot open directory")?.ok_or_else(missing)?;
+    // Removes every scratch file when it goes, on an early return too.
+    let mut scratch = Scratch::new(&top);
+    let (a, first) = scratch.create().map_err(|e| {
         Error::io(
-            &a,
+            &dir,
             "cannot create a scratch file (is the directory writable?)",
             e,
         )
     })?;
-    let watch = DirWatch::new(&dir);
-    let second = open(&a);
+    let watch = DirWatch::new(&top.pinned());
+    let second = scratch.reopen(&a, &first);
     let flock = check(
         second.as_ref().map_err(clone_err).and_then(|second| {
             Ok(lock::flock(&first, Mode::Exclusive, false)?
@@ -178,26 +173,33 @@ pub fn examine(path: &Path) -> Result<Report> {
         "a conflicting byte range was granted",
     );
     // On fresh open file descriptions: a whole-file flock, then a byte-range lock.
-    let d = scratch(".d");
-    let kinds_collide = match (open(&d), open(&d)) {
-        (Ok(x), Ok(y)) => {
+    let pair = scratch
+        .create()
+        .and_then(|(d, x)| Ok((scratch.reopen(&d, &x)?, x)));
+    let kinds_collide = match pair {
+        Ok((y, x)) => {
             lock::flock(&x, Mode::Exclusive, false).unwrap_or(false)
                 && !lock::ofd_lock(&y, Mode::Exclusive, 0, 0, false).unwrap_or(true)
         }
-        _ => false,
+        Err(_) => false,
     };
     // Between hosts NFS and FUSE emulate flock with whole-file POSIX locks (measured on the
     // GlusterFS bed), which one client cannot see: assume the worst there.
     let kinds_collide = kinds_collide || kind.network;
     drop(second);
-    let b = scratch(".b");
+    let renamed = scratch.rename(&a);
     let rename = check(
-        std::fs::rename(&a, &b).map(|()| b.exists() && !a.exists()),
+        renamed.as_ref().map_err(clone_err).map(|b| {
+            scratch.names(b, &first)
+                && top
+                    .stat(a.as_str())
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        }),
         "the old name remained",
     );
-    let c = scratch(".c");
+    let b = renamed.unwrap_or(a);
     let link = check(
-        std::fs::hard_link(&b, &c).map(|()| std::fs::hard_link(&b, &c).is_err()),
+        scratch.link(&b).map(|c| top.link(&b, &c).is_err()),
         "a second link to an existing name succeeded",
     );
     let notify_interface = watch.as_ref().map_or("none", |w| w.interface());
@@ -208,9 +210,7 @@ pub fn examine(path: &Path) -> Result<Report> {
         ),
         Err(e) => Check::Fails(e.to_string()),
     };
-    for p in [&a, &b, &c, &d] {
-        let _ = std::fs::remove_file(p);
-    }
+    drop(scratch);
     let (mount_type, mut warnings) = mount_info(&dir);
     warnings.extend(sharing_warning(path, &dir));
     Ok(Report {
@@ -580,6 +580,57 @@ mod tests {
             assert_eq!(*c, Check::Works);
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// What another user may put at the names a doctor could be expected to use (the
+    /// `.fsync-doctor.PID.a` to `.d` of earlier versions, for this very pid): a file held
+    /// locked, a link to a victim's file, a FIFO, a second locked file. None is opened, locked,
+    /// written, replaced or removed, and the checks see the file system, not them.
+    #[test]
+    fn entries_planted_at_predictable_scratch_names_are_left_alone() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let victim = elsewhere.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let old = |s: &str| {
+            let name = format!(".fsync-doctor.{}.{s}", std::process::id());
+            dir.path().join(name)
+        };
+        let held = |p: &Path| {
+            std::fs::write(p, "theirs").unwrap();
+            let f = std::fs::File::open(p).unwrap();
+            assert!(lock::flock(&f, Mode::Exclusive, false).unwrap());
+            f
+        };
+        let _a = held(&old("a"));
+        std::os::unix::fs::symlink(&victim, old("b")).unwrap();
+        nix::unistd::mkfifo(&old("c"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let _d = held(&old("d"));
+        let look = || {
+            let mut seen: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| {
+                    let p = e.unwrap().path();
+                    let m = std::fs::symlink_metadata(&p).unwrap();
+                    let content = m.is_file().then(|| std::fs::read(&p).unwrap());
+                    (p, m.ino(), m.mode(), m.nlink(), m.mtime_nsec(), content)
+                })
+                .collect();
+            seen.sort();
+            seen
+        };
+        let before = look();
+        let r = examine(dir.path()).unwrap();
+        for c in [&r.flock, &r.byte_range, &r.rename, &r.link, &r.notify] {
+            assert_eq!(*c, Check::Works, "{r:?}");
+        }
+        assert_eq!(
+            look(),
+            before,
+            "a planted entry was used, or a scratch file left"
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     }
 
     /// Half the server's timeout, less a second, at least a second; the grace after TERM is

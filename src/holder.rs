@@ -396,12 +396,6 @@ fn read_head(file: &File) -> std::io::Result<Vec<u8>> {
 mod registration;
 pub(crate) use registration::{Found, Registration};
 
-/// Read the record of `lock` without creating anything; `None` if absent or unreadable.
-pub(crate) fn read(lock: &Path) -> Option<Record> {
-    let (dir, name) = split(lock)?;
-    read_in(&dir, &name)
-}
-
 /// Read the record of the lock `lock_name` in `dir`, believing only what its owner could
 /// know: a holder on this host must be a process of the record's owner (another user could
 /// otherwise plant a record that names, say, root's pid for a status report to aim a kill
@@ -421,6 +415,75 @@ pub(crate) fn trusted_fence_in(dir: &Dir, lock_name: &str) -> u64 {
         }
         _ => 0,
     }
+}
+
+/// A record file as a status report reads it: what it says, believed as [`read_in`] believes
+/// it (`None`: torn, not a record, or more than one link), and whether its fencing token may
+/// be believed, which depends on its owner and its links (as [`trusted_fence_in`] decides).
+#[derive(Debug)]
+pub(crate) struct Looked {
+    pub record: Option<Record>,
+    /// The file's owner.
+    pub uid: u32,
+    /// Whether the file has one link.
+    pub one_link: bool,
+}
+
+/// The record file of the lock `lock_name` in `dir`, read as a status report reads it; `None`
+/// if there is none (or it is no regular file).
+pub(crate) fn look_in(dir: &Dir, lock_name: &str) -> Option<Looked> {
+    let (file, st) = dir.open_stat(&record_name(lock_name), false).ok()??;
+    Some(Looked {
+        record: read_believed(&file),
+        uid: st.st_uid,
+        one_link: st.st_nlink == 1,
+    })
+}
+
+/// Who holds a lock, for a status report, the kernel's lock table believed over the holder
+/// record: the record's holder `recorded` where the table bears it out (it lists that process,
+/// or names nobody: a network file system, where only a record of this host must name a live
+/// process); otherwise the process the table lists (`listed`, of the lock file `file`), with
+/// its command line as it is now, or one that inherited the lock from it if it exited (a daemon
+/// a locked command left). The second holder is the record's where the table contradicts it
+/// (another process holds the lock: a record another user planted, or one of another host on
+/// a local file); a record of this host whose processes are all dead is merely stale, and
+/// neither.
+pub(crate) fn kernel_over_record(
+    recorded: Option<Holder>,
+    listed: Option<&probe::Listed>,
+    file: &File,
+) -> (Option<Holder>, Option<Holder>) {
+    let kernel_pids: Vec<u32> = (listed.iter())
+        .flat_map(|l| l.locks.iter().filter_map(|k| k.pid))
+        .collect();
+    let host = procinfo::hostname();
+    let mut untrusted = None;
+    let believed = recorded.filter(|h| {
+        let local = h.host == host;
+        let alive =
+            local && (procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive));
+        if kernel_pids.is_empty() {
+            return !local || alive;
+        }
+        let listed = |pid: u32| kernel_pids.contains(&pid);
+        if local && (listed(h.pid) || h.child.is_some_and(listed)) {
+            return alive;
+        }
+        if !local || alive {
+            untrusted = Some(h.clone());
+        }
+        false
+    });
+    let holder = believed.or_else(|| {
+        let first = listed.and_then(probe::Listed::first_pid);
+        let pid = match listed {
+            Some(_) => procinfo::live_lock_holder(std::os::fd::AsFd::as_fd(file), first).or(first),
+            None => first,
+        };
+        pid.map(Holder::local)
+    });
+    (holder, untrusted)
 }
 
 /// Read a record from an open file (a bus participant's `owner`), believing only what its

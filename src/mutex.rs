@@ -797,7 +797,9 @@ pub(crate) use fd::inherited_fd;
 pub(crate) use fd::{Lockable, check_lockable_fd, fd_file};
 pub use fd::{fd_still_held, lock_fd, lock_fd_with, unlock_fd};
 pub use guard::{MutexGuard, PlainGuard, Released};
-pub use status::{Change, Status, Watch, status, wait_for_change, wait_for_change_with, watch};
+pub use status::{
+    Change, FenceWithheld, Status, Watch, status, wait_for_change, wait_for_change_with, watch,
+};
 
 #[cfg(test)]
 mod tests;

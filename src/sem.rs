@@ -610,8 +610,13 @@ pub struct SlotStatus {
     pub slot: usize,
     /// Whether someone holds it (always, for the slots `status` lists).
     pub held: bool,
-    /// Who holds it, where that can be known (its record, or the kernel's lock table).
+    /// Who holds it, where that can be known: the slot's holder record where the kernel's
+    /// lock table bears it out, else the process the table lists.
     pub holder: Option<Holder>,
+    /// The holder the slot's record names where the kernel's lock table contradicts it (as
+    /// [`mutex::Status::untrusted_record`](crate::mutex::Status::untrusted_record)): never the
+    /// [`holder`](SlotStatus::holder), which is then the kernel's.
+    pub untrusted_record: Option<Holder>,
 }
 
 /// What [`status`] found.
@@ -626,7 +631,9 @@ pub struct SemStatus {
 }
 
 /// Slots, holders and waiters. Creates nothing; on a local file system it reads the kernel's
-/// lock table and does not touch the locks.
+/// lock table and does not touch the locks. As [`mutex::status`](crate::mutex::status) does,
+/// it believes the kernel's lock table over a slot's holder record, which anyone who may write
+/// the semaphore's directory could have written.
 pub fn status(dir: &Path) -> Result<SemStatus> {
     let none = SemStatus {
         slots: None,
@@ -646,22 +653,23 @@ pub fn status(dir: &Path) -> Result<SemStatus> {
         let Some(file) = top.open(&name, false)? else {
             continue;
         };
-        let (is_held, kernel_pid) = match probe::listed(&path, &file, probe::Kinds::Flock)? {
-            Some(l) => (!l.locks.is_empty(), l.first_pid()),
+        let listed = probe::listed(&path, &file, probe::Kinds::Flock)?;
+        let is_held = match &listed {
+            Some(l) => !l.locks.is_empty(),
             // A probe that fails says "held": never report a slot free on doubt.
-            None => (probe::held(&file, Mode::Shared).unwrap_or(true), None),
+            None => probe::held(&file, Mode::Shared).unwrap_or(true),
         };
         if !is_held {
             continue;
         }
-        let recorded = holder::read_in(&top, &name)
-            .and_then(|r| r.holder)
-            .filter(|h| kernel_pid.is_none_or(|k| k == h.pid));
-        let holder = recorded.or_else(|| kernel_pid.map(Holder::local));
+        let recorded = holder::read_in(&top, &name).and_then(|r| r.holder);
+        let (holder, untrusted_record) =
+            holder::kernel_over_record(recorded, listed.as_ref(), &file);
         held.push(SlotStatus {
             slot: i,
             held: true,
             holder,
+            untrusted_record,
         });
     }
     let waiters = match (
@@ -710,6 +718,29 @@ mod tests {
         // The slot files of the larger count stay, and are no way around the new one.
         assert!(path.join("slot.2").exists());
         assert_eq!(status(&path).unwrap().slots, Some(1));
+    }
+
+    /// A slot record naming, on another host, the very process the kernel lists as the
+    /// slot's holder: the kernel's holder is shown, the record reported untrusted.
+    #[test]
+    fn status_believes_the_kernel_over_a_slot_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let _held = Semaphore::new(&path, 1).acquire(None).unwrap().unwrap();
+        let me = std::process::id();
+        let forged = format!(
+            "fsync-holder 1\nfence 0\nstate held\npid {me}\nhost evil\nsince 1\ncommand evil\nend\n"
+        );
+        std::fs::write(path.join(".slot.0.fsync"), forged).unwrap();
+        let st = status(&path).unwrap();
+        let slot = &st.held[0];
+        let shown = slot.holder.as_ref().unwrap();
+        assert_eq!(
+            (shown.pid, shown.host.as_str()),
+            (me, procinfo::hostname().as_str())
+        );
+        let claimed = slot.untrusted_record.as_ref().unwrap();
+        assert_eq!((claimed.pid, claimed.host.as_str()), (me, "evil"));
     }
 
     #[test]

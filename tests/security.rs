@@ -2449,6 +2449,133 @@ fn mutex_status_believes_the_kernel_over_a_planted_record() {
     holder.finish().code(0);
 }
 
+/// `nobody`'s record of a lock root holds says `fence 99` and names a holder on another host:
+/// root's `mutex status` shows no token from it (JSON: `fence` null, and why; text: no 99), and
+/// neither once the lock is free. A record of `nobody`'s own holding, which the kernel bears
+/// out, names its holder, but its token is not believed either.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn mutex_status_shows_no_fence_from_another_users_record() {
+    let h = Hostile::new();
+    h.file(
+        "shared/.L.fsync",
+        &EVIL_RECORD.replace("fence 17", "fence 99"),
+    );
+    let holder = h
+        .fsync(["mutex", "run", "shared/L", "--", "sh", "-c", HOLD])
+        .hold();
+    let status = |lock: &str, code: i32| {
+        let out = h.fsync(["mutex", "status", lock, "--json"]).run_in(&h);
+        out.code(code);
+        json_of(&out.stdout)
+    };
+    let v = status("shared/L", 1);
+    assert_real_holder(&v["holder"], holder.pid(), &v);
+    assert_eq!(v["record_trusted"], false, "{v}");
+    assert!(
+        v["fence"].is_null(),
+        "a token of nobody's record is shown\n{v}"
+    );
+    assert_eq!(v["fence_withheld"], "another-user", "{v}");
+    let out = h.fsync(["mutex", "status", "shared/L"]).run_in(&h);
+    out.code(1);
+    assert!(
+        !out.stdout
+            .split(|c: char| !c.is_ascii_digit())
+            .any(|n| n == "99"),
+        "the planted token is shown\n{}",
+        out.stdout
+    );
+    holder.finish().code(0);
+    let v = status("shared/L", 0);
+    assert!(v["fence"].is_null(), "{v}");
+    assert_eq!(v["fence_withheld"], "another-user", "{v}");
+    let theirs = h
+        .fsync_as_nobody(["mutex", "run", "shared/N", "--", "sh", "-c", HOLD])
+        .hold();
+    let v = status("shared/N", 1);
+    assert_eq!(v["record_trusted"], true, "{v}");
+    assert!(v["fence"].is_null(), "{v}");
+    assert_eq!(v["fence_withheld"], "another-user", "{v}");
+    theirs.finish().code(0);
+}
+
+/// This host's name, as fsync records it.
+fn this_host() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    host.trim().to_string()
+}
+
+/// `sem status` of `shared/heavy.sem` (its one slot held), in JSON and in text: slot 0's
+/// holder is the process `pid` the kernel lists, on this host, with its command line from
+/// /proc (containing `command`), never the planted record's; the record is reported untrusted.
+#[track_caller]
+fn assert_kernels_slot_holder(h: &Hostile, pid: u32, command: &str) {
+    let out = h
+        .fsync(["sem", "status", "shared/heavy.sem", "--json"])
+        .run_in(h);
+    out.code(1);
+    let v = json_of(&out.stdout);
+    let slot = &v["held"][0];
+    assert_eq!(slot["holder"]["pid"], pid, "{v}");
+    assert_eq!(slot["holder"]["host"], this_host(), "{v}");
+    let shown = slot["holder"]["command"].as_str().unwrap_or_default();
+    assert!(shown.contains(command), "{v}");
+    assert_eq!(slot["record_trusted"], false, "{v}");
+    assert_eq!(slot["untrusted_record"]["host"], "evil", "{v}");
+    let out = h.fsync(["sem", "status", "shared/heavy.sem"]).run_in(h);
+    out.code(1);
+    let line = out.stdout.lines().nth(1).unwrap_or_default();
+    assert!(
+        line.starts_with(&format!("  slot 0: pid {pid} on {}", this_host())),
+        "the kernel's holder is not shown\n{}",
+        out.stdout
+    );
+    out.stdout_has(&format!(
+        "record: untrusted (names pid {pid} on host evil; the kernel says pid {pid} holds the slot)"
+    ));
+}
+
+/// A slot record of `nobody`'s naming, on another host, the very pid the kernel lists as the
+/// slot's holder (root's fsync, then `nobody`'s own `flock`): `sem status` shows the kernel's
+/// holder and says the record is untrusted, as `mutex status` does.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn sem_status_believes_the_kernel_over_a_planted_slot_record() {
+    let h = Hostile::new();
+    nobodys_semaphore(&h);
+    let record = "shared/heavy.sem/.slot.0.fsync";
+    let evil = |pid: u32| EVIL_RECORD.replace("pid 4242", &format!("pid {pid}"));
+    let holder = h
+        .fsync([
+            "sem",
+            "run",
+            "shared/heavy.sem",
+            "--slots",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            HOLD,
+        ])
+        .hold();
+    // Root made the record; the directory is nobody's, who replaces it.
+    h.as_nobody(["rm", "-f", record]);
+    h.file(record, &evil(holder.pid()));
+    assert_kernels_slot_holder(&h, holder.pid(), "sem run shared/heavy.sem");
+    holder.finish().code(0);
+    // Root's slot file is root's alone (0600): nobody makes their own and holds it.
+    h.as_nobody(["rm", "-f", "shared/heavy.sem/slot.0"]);
+    let theirs = nobody_flocks(&h, "shared/heavy.sem/slot.0", true);
+    let locks = crate::harness::flocks_on(&h.t.join("shared/heavy.sem/slot.0"));
+    let [lock] = locks[..] else {
+        panic!("not one flock on the slot: {locks:?}")
+    };
+    h.file(record, &evil(lock.pid));
+    assert_kernels_slot_holder(&h, lock.pid, "flock -x shared/heavy.sem/slot.0");
+    theirs.finish().code(0);
+}
+
 // Timeouts nobody else can stall: a lock file fsync keeps inside a primitive's directory (a
 // mailbox's `seq`, a group's `gate`) can be locked by anyone who can open it (read access is
 // enough for `flock`). Where another user shares the primitive, holding it for ever costs a
@@ -3282,4 +3409,67 @@ fn msg_output_never_follows_a_planted_link_and_is_kept_from_others() {
     let out = h.fsync(["msg", "log", "shared/box", "2"]).run_in(&h);
     out.code(66).stdout("").stderr_has("symbolic link");
     h.nobody(["cat", &kept]).run().code(1);
+}
+
+// doctor: its scratch files in a shared directory.
+
+/// An entry as [`entries_as_they_are`] sees it: name, inode, mode, links, change time and,
+/// for a regular file, its content.
+type Entry = (String, u64, u32, u64, i64, Option<Vec<u8>>);
+
+/// Every entry of `dir`, not following links and never opening a FIFO.
+fn entries_as_they_are(dir: &Path) -> Vec<Entry> {
+    let mut seen: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            let content = m.is_file().then(|| std::fs::read(e.path()).unwrap());
+            let name = e.file_name().into_string().unwrap();
+            (name, m.ino(), m.mode(), m.nlink(), m.ctime_nsec(), content)
+        })
+        .collect();
+    seen.sort();
+    seen
+}
+
+/// `nobody` plants, at the names `fsync doctor` gave its scratch files in earlier versions
+/// (`.fsync-doctor.PID.a` to `.d`, for the very pid root's doctor gets), files they hold
+/// locked, a link to root's file and a FIFO: root's doctor reports a healthy file system (its
+/// flock check is not fooled) and leaves every planted entry as it was, and nothing of its own.
+#[test]
+#[ignore = "needs root: acts as a second user (runuser -u nobody); .ci/run runs it with --ignored"]
+fn doctor_never_uses_entries_planted_at_its_scratch_names() {
+    let h = Hostile::new();
+    // The shell's pid is the doctor's: it execs fsync once the names are planted.
+    let mut doctor =
+        h.t.sh("echo ready; read go; exec \"$FSYNC\" doctor --json shared")
+            .start();
+    doctor.expect("ready");
+    let pid = doctor.pid();
+    let old = |s: &str| format!("shared/.fsync-doctor.{pid}.{s}");
+    let a = nobody_flocks(&h, &old("a"), true);
+    h.link(&h.victim(), &old("b"));
+    h.fifo(&old("c"));
+    let d = nobody_flocks(&h, &old("d"), true);
+    let before = entries_as_they_are(&h.t.join("shared"));
+    assert_eq!(before.len(), 4);
+    doctor.send("go");
+    let out = doctor.finish();
+    h.assert_victim_untouched();
+    out.code(0);
+    let v = json_of(&out.stdout);
+    for check in ["flock", "byte_range", "rename", "link", "notify"] {
+        assert_eq!(v[check], true, "{check}\n{v}");
+    }
+    assert_eq!(
+        entries_as_they_are(&h.t.join("shared")),
+        before,
+        "a planted entry was used, or a scratch file left"
+    );
+    for (held, name) in [(a, "a"), (d, "d")] {
+        let locks = crate::harness::flocks_on(&h.t.join(&old(name)));
+        assert_eq!(locks.len(), 1, "{name}: {locks:?}");
+        held.finish().code(0);
+    }
 }

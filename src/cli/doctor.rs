@@ -21,8 +21,10 @@ Check the file system of the directory PATH (or of the file PATH's directory): i
 whole-file flock(2) locks and OFD byte-range locks exclude each other, whether rename is atomic \
 and link refuses an existing name, whether change notification (dnotify/inotify) reports \
 changes, and the resulting mode: kernel wake-ups on local file systems, polling where other hosts \
-cannot wake us. It creates and removes scratch files named .fsync-doctor.PID.* in the directory. \
-Exit 0 if every check passed, 1 if one failed.";
+cannot wake us. It creates scratch files named .fsync-doctor.RANDOM in the directory, each under a \
+new name nobody can guess (never a name that exists: nothing another user put there is opened, \
+locked or removed), and removes them before it exits, interrupted or not. Exit 0 if every check \
+passed, 1 if one failed.";
 
 /// The examples after `fsync doctor --help`.
 pub(super) const EXAMPLES: &str = "\
@@ -46,6 +48,10 @@ pub(crate) struct DoctorArgs {
 
 pub(super) fn run(a: DoctorArgs) -> VerbResult {
     let r = doctor::examine(&a.path)?;
+    // INT, TERM, HUP or QUIT while it looked: its scratch files are gone; end as the signal would.
+    if let Some(sig) = fsync::wait::cancelled() {
+        return Err(Exit::signal(sig).into());
+    }
     let notify_label = format!("change notification ({})", r.notify_interface);
     let checks = [
         ("whole-file locks (flock)", &r.flock),

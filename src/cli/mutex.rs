@@ -16,7 +16,6 @@ use super::{
     Exit, Failure, VerbResult,
     args::{CommandArgs, WaitArgs, WatchArgs},
     child::{Job, LossArgs},
-    escape::escaped,
     report::{self, Progress},
 };
 
@@ -359,9 +358,11 @@ struct StatusArgs {
     #[arg(value_name = "LOCK")]
     lock: PathBuf,
 
-    /// One JSON object: {"path", "state": "free"|"held", "holder", "fence", "record_trusted",
-    /// "untrusted_record"}, with --range also "range" and "lock" ({"start", "len", "mode":
-    /// "shared"|"exclusive"})
+    /// One JSON object: {"path", "state": "free"|"held", "holder", "fence", "fence_withheld",
+    /// "record_trusted", "untrusted_record"}, with --range also "range" and "lock" ({"start",
+    /// "len", "mode": "shared"|"exclusive"}). "fence" is null where the holder record is
+    /// another user's, has other links, or names a holder the kernel contradicts, and
+    /// "fence_withheld" says which ("another-user", "hard-links", "contradicted")
     #[arg(long)]
     json: bool,
 

@@ -65,6 +65,21 @@ pub(super) fn holder_brief(h: &Holder) -> String {
     s
 }
 
+/// "untrusted (names pid 4242 on host evil; the kernel says pid 12 holds the lock)": a holder
+/// record the kernel's lock table contradicts, and the holder it names instead, of `what` ("the
+/// lock", "the slot").
+pub(super) fn untrusted_text(claimed: &Holder, kernel: Option<&Holder>, what: &str) -> String {
+    let mut text = format!("untrusted (names pid {}", claimed.pid);
+    if !claimed.host.is_empty() {
+        text += &format!(" on host {}", escaped(&claimed.host));
+    }
+    match kernel {
+        Some(h) => text += &format!("; the kernel says pid {} holds {what})", h.pid),
+        None => text += "; the kernel names another holder)",
+    }
+    text
+}
+
 /// A holder in every `--json` output (docs/json.md, `holder`): a lock's holder, a slot's, a
 /// group's member.
 #[derive(Debug, Serialize)]

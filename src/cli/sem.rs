@@ -79,6 +79,13 @@ enum Verb {
     Run(RunArgs),
     #[command(
         about = "Show slots, holders and waiters; exit 0 if a slot is free, 1 if all are held",
+        long_about = "Show the number of slots, who holds each held slot (pid, host, command and \
+                      since when, where that can be known) and how many wait; exit 0 if a slot \
+                      is free, 1 if all are held. Nothing is created or locked. Where the \
+                      kernel's lock table names a slot's holder (local file systems), it is \
+                      believed over the slot's holder record (which another user may have \
+                      written): a record naming another process is reported as untrusted. Host \
+                      names and command lines are shown escaped, as 'ls -b' shows file names.",
         after_long_help = "Examples:\n  fsync sem status /shared/cc.sem\n  fsync sem status --json /shared/cc.sem | jq .waiting"
     )]
     Status(StatusArgs),
@@ -131,7 +138,8 @@ struct StatusArgs {
     #[arg(value_name = "SEM")]
     sem: PathBuf,
 
-    /// One JSON object: {"path", "slots", "held": [{"slot", "holder"}], "waiting"}
+    /// One JSON object: {"path", "slots", "held": [{"slot", "holder", "record_trusted",
+    /// "untrusted_record"}], "waiting"}
     #[arg(long)]
     json: bool,
 }
@@ -224,6 +232,10 @@ struct StatusJson<'a> {
 struct SlotJson<'a> {
     slot: usize,
     holder: Option<report::HolderJson<'a>>,
+    /// False when the slot's holder record names a holder the kernel's lock table contradicts.
+    record_trusted: bool,
+    /// That holder (never the one in `holder`).
+    untrusted_record: Option<report::HolderJson<'a>>,
 }
 
 fn status(a: StatusArgs) -> VerbResult {
@@ -234,6 +246,8 @@ fn status(a: StatusArgs) -> VerbResult {
             .map(|s| SlotJson {
                 slot: s.slot,
                 holder: report::holder_json(s.holder.as_ref()),
+                record_trusted: s.untrusted_record.is_none(),
+                untrusted_record: report::holder_json(s.untrusted_record.as_ref()),
             })
             .collect();
         let line = StatusJson {
@@ -262,6 +276,10 @@ fn status(a: StatusArgs) -> VerbResult {
                         .as_ref()
                         .map_or("unknown holder".to_string(), report::holder_text);
                     writeln!(out, "  slot {}: {who}", s.slot).or_stdout()?;
+                    if let Some(claimed) = &s.untrusted_record {
+                        let why = report::untrusted_text(claimed, s.holder.as_ref(), "the slot");
+                        writeln!(out, "    record: {why}").or_stdout()?;
+                    }
                 }
             }
         }

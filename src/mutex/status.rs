@@ -2,7 +2,6 @@
 
 use std::{
     fs::File,
-    os::fd::AsFd,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -11,9 +10,9 @@ use crate::{
     error::{Error, Result},
     holder::{self, Holder},
     platform::{
+        dir::trusted_owner,
         fs::{self as pfs},
         lock::Mode,
-        procinfo,
     },
     probe,
     wait::{self, Deadline, Outcome},
@@ -26,14 +25,38 @@ pub struct Status {
     pub held: bool,
     /// Who holds it, where that can be known.
     pub holder: Option<Holder>,
-    /// The last fencing token handed out, if recorded.
+    /// The last fencing token handed out, as the holder record keeps it, where it may be
+    /// believed: a record the caller or root owns, with one link, that the kernel's lock table
+    /// does not contradict. `None` if none is recorded, or if the record may not be believed
+    /// about tokens ([`fence_withheld`](Status::fence_withheld) says why).
     pub fence: Option<u64>,
+    /// Why [`fence`](Status::fence) shows nothing of the holder record there is: `None` where it
+    /// shows the record's token, or there is no record.
+    pub fence_withheld: Option<FenceWithheld>,
     /// The holder the record names where the kernel's lock table contradicts it: the kernel
     /// names the processes that hold the lock, and the record's process is not among them (a
     /// record another user planted, say). Never the [`holder`](Status::holder), which is then
     /// the kernel's. `None` where the record agrees, says nothing, or cannot be checked (a
     /// network file system).
     pub untrusted_record: Option<Holder>,
+}
+
+/// Why a mutex's [`Status`] shows no fencing token from its holder record: the record is not
+/// one whose tokens fsync believes (the [mutex](crate::mutex)'s module docs: which kept tokens
+/// are believed). Nothing else it says is shown then either, but what the kernel's lock table
+/// bears out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FenceWithheld {
+    /// The record belongs to another user (this uid) than the caller and root: they could
+    /// have written any token into it.
+    AnotherUser(u32),
+    /// The record has other hard links: it may be another file's (a link to someone's record
+    /// of another lock).
+    Links,
+    /// The kernel's lock table contradicts the holder the record names
+    /// ([`Status::untrusted_record`]).
+    Contradicted,
 }
 
 /// Is the mutex at `path` held, and by whom? Held means any lock on the file: `flock`, POSIX or
@@ -46,7 +69,8 @@ pub struct Status {
 /// that hold the lock (local file systems), a record whose process is not one of them, or is
 /// on another host, is reported as [`untrusted_record`](Status::untrusted_record) and the
 /// holder is the process the kernel names. (A record of this host whose processes are all dead
-/// is merely stale, and left out.)
+/// is merely stale, and left out.) Its fencing token is shown only where it may be believed
+/// ([`Status::fence`]), never from another user's record or one the kernel contradicts.
 pub fn status(path: &Path) -> Result<Status> {
     Ok(observe(path)?.status)
 }
@@ -80,6 +104,7 @@ fn observe(path: &Path) -> Result<Observed> {
             held: false,
             holder: None,
             fence: None,
+            fence_withheld: None,
             untrusted_record: None,
         };
         return Ok(Observed {
@@ -88,18 +113,27 @@ fn observe(path: &Path) -> Result<Observed> {
         });
     };
     let listed = probe::listed(path, &file, probe::Kinds::All)?;
-    let (held, kernel_pid) = match &listed {
-        Some(l) => (!l.locks.is_empty(), l.first_pid()),
-        None => (held_by_probe(path, &file)?, None),
+    let held = match &listed {
+        Some(l) => !l.locks.is_empty(),
+        None => held_by_probe(path, &file)?,
     };
-    let record = holder::read(path);
-    let fence = record.as_ref().map(|r| r.fence).filter(|&f| f > 0);
+    let looked = holder::split(path).and_then(|(dir, name)| holder::look_in(&dir, &name));
+    // A token is shown only from a record whose tokens may be believed.
+    let mut fence_withheld = looked.as_ref().and_then(|l| match l.one_link {
+        false => Some(FenceWithheld::Links),
+        true if !trusted_owner(l.uid) => Some(FenceWithheld::AnotherUser(l.uid)),
+        true => None,
+    });
+    let record = looked.and_then(|l| l.record);
+    let mut fence =
+        (record.as_ref().map(|r| r.fence)).filter(|&f| f > 0 && fence_withheld.is_none());
     let record_names = record.as_ref().is_some_and(|r| r.holder.is_some());
     if !held {
         let status = Status {
             held,
             holder: None,
             fence,
+            fence_withheld,
             untrusted_record: None,
         };
         return Ok(Observed {
@@ -107,47 +141,18 @@ fn observe(path: &Path) -> Result<Observed> {
             recorded: record_names,
         });
     }
-    // The processes the kernel lists as holding the lock, where it names any.
-    let kernel_pids: Vec<u32> = (listed.iter())
-        .flat_map(|l| l.locks.iter().filter_map(|k| k.pid))
-        .collect();
-    let host = procinfo::hostname();
-    let mut untrusted_record = None;
-    let recorded = record.and_then(|r| r.holder).filter(|h| {
-        let local = h.host == host;
-        let alive =
-            local && (procinfo::pid_alive(h.pid) || h.child.is_some_and(procinfo::pid_alive));
-        if kernel_pids.is_empty() {
-            // The kernel names nobody (a network file system, or locks it lists without a
-            // pid): a record of another host cannot be checked, and is trusted; one of this
-            // host must name a live process.
-            return !local || alive;
-        }
-        let listed = |pid: u32| kernel_pids.contains(&pid);
-        if local && (listed(h.pid) || h.child.is_some_and(listed)) {
-            return alive;
-        }
-        // A local file is locked by processes of this host only: the record disagrees with
-        // the kernel. Unless it is just stale (its processes of this host died), say so.
-        if !local || alive {
-            untrusted_record = Some(h.clone());
-        }
-        false
-    });
-    // Without a record to believe: the pid the kernel lists took the lock; it may have exited
-    // and left the lock to a process that inherited the descriptor (a daemon the command
-    // left): name a live holder.
-    let holder = recorded.or_else(|| {
-        let pid = match &listed {
-            Some(_) => procinfo::live_lock_holder(file.as_fd(), kernel_pid).or(kernel_pid),
-            None => kernel_pid,
-        };
-        pid.map(Holder::local)
-    });
+    let recorded = record.and_then(|r| r.holder);
+    let (holder, untrusted_record) = holder::kernel_over_record(recorded, listed.as_ref(), &file);
+    // Nothing of a record the kernel contradicts is shown, its token neither.
+    if untrusted_record.is_some() {
+        fence = None;
+        fence_withheld = fence_withheld.or(Some(FenceWithheld::Contradicted));
+    }
     let status = Status {
         held,
         holder,
         fence,
+        fence_withheld,
         untrusted_record,
     };
     Ok(Observed {

@@ -423,3 +423,22 @@ fn the_record_says_held_then_released_and_keeps_the_fence() {
         "the fence kept: {released}"
     );
 }
+
+/// The holder record's token is shown only while it may be believed: a record with a second
+/// link (a hard link to someone's record, say) gives none, and says why.
+#[test]
+fn status_shows_no_fence_from_a_record_with_other_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let guard = Mutex::new(&path).acquire(Some(BOUND)).unwrap().unwrap();
+    let fence = guard.fence();
+    drop(guard);
+    let st = status(&path).unwrap();
+    assert_eq!((st.fence, st.fence_withheld), (Some(fence), None));
+    std::fs::hard_link(dir.path().join(".l.fsync"), dir.path().join("elsewhere")).unwrap();
+    let st = status(&path).unwrap();
+    assert_eq!(
+        (st.fence, st.fence_withheld),
+        (None, Some(FenceWithheld::Links))
+    );
+}

@@ -10,6 +10,8 @@ struct StatusJson<'a> {
     state: State,
     holder: Option<report::HolderJson<'a>>,
     fence: Option<u64>,
+    /// Why `fence` shows nothing of the holder record there is.
+    fence_withheld: Option<&'static str>,
     /// False when the holder record names a holder the kernel's lock table contradicts.
     record_trusted: bool,
     /// That holder (never the one in `holder`).
@@ -103,6 +105,7 @@ pub(super) fn status(a: StatusArgs) -> VerbResult {
             state: if st.held { State::Held } else { State::Free },
             holder: report::holder_json(st.holder.as_ref()),
             fence: st.fence,
+            fence_withheld: st.fence_withheld.map(withheld_word),
             record_trusted: st.untrusted_record.is_none(),
             untrusted_record: report::holder_json(st.untrusted_record.as_ref()),
             range: None,
@@ -127,7 +130,7 @@ pub(super) fn status(a: StatusArgs) -> VerbResult {
             writeln!(
                 out,
                 "  record: {}",
-                untrusted_text(claimed, st.holder.as_ref())
+                report::untrusted_text(claimed, st.holder.as_ref(), "the lock")
             )
             .or_stdout()?;
         }
@@ -145,6 +148,7 @@ fn range_status(a: &StatusArgs, range: fsync::range::ByteRange) -> VerbResult {
             state: if st.held() { State::Held } else { State::Free },
             holder: report::holder_json(st.holder.as_ref()),
             fence: None,
+            fence_withheld: None,
             record_trusted: true,
             untrusted_record: None,
             range: Some(range.into()),
@@ -192,21 +196,14 @@ pub(super) fn range_holder(st: fsync::Result<fsync::range::RangeStatus>) -> Opti
     }
 }
 
-/// "untrusted (names pid 4242 on host evil; the kernel says pid 12 holds the lock)": a holder
-/// record the kernel's lock table contradicts, and the holder it names instead.
-fn untrusted_text(
-    claimed: &fsync::holder::Holder,
-    kernel: Option<&fsync::holder::Holder>,
-) -> String {
-    let mut text = format!("untrusted (names pid {}", claimed.pid);
-    if !claimed.host.is_empty() {
-        text += &format!(" on host {}", escaped(&claimed.host));
+/// Why `fence` is null although a holder record is there, in `--json`'s words.
+fn withheld_word(why: mutex::FenceWithheld) -> &'static str {
+    match why {
+        mutex::FenceWithheld::AnotherUser(_) => "another-user",
+        mutex::FenceWithheld::Links => "hard-links",
+        // `Contradicted`, the one left.
+        _ => "contradicted",
     }
-    match kernel {
-        Some(h) => text += &format!("; the kernel says pid {} holds the lock)", h.pid),
-        None => text += "; the kernel names another holder)",
-    }
-    text
 }
 
 pub(super) fn watch(a: WatchCmd) -> VerbResult {
