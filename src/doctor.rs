@@ -140,8 +140,8 @@ pub fn examine(path: &Path) -> Result<Report> {
         return Err(Error::new(path, ErrorKind::NotFound, "no such directory"));
     }
     let kind = pfs::fs_kind_of_path(&dir);
-    let base = dir.join(format!(".fsync-doctor.{}", std::process::id()));
-    let scratch = |suffix: &str| PathBuf::from(format!("{}{suffix}", base.display()));
+    let base = format!(".fsync-doctor.{}", std::process::id());
+    let scratch = |suffix: &str| dir.join(format!("{base}{suffix}"));
     let a = scratch(".a");
     let open = |p: &Path| {
         std::fs::OpenOptions::new()
