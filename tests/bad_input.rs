@@ -297,6 +297,12 @@ rewrites it). Exit statuses: see fsync(1). Usage errors (exit 2) come from the a
 Permission-denied (as `nobody`) and read-only-mount cases are further tests in
 tests/bad_input.rs; injected system-call errors (ENOSPC, EIO, EROFS...) in tests/faults.rs.
 
+A path need not be UTF-8: every verb takes one that is not, and shows it escaped byte for byte
+(`\\xff`), as it shows ESC (`\\e`), BEL (`\\a`) and newlines (`\\n`) in a path, in error lines,
+`-v` lines and text output alike. A group lock's `--group`, a bus participant and a message
+`--key` are kept as text, and must be UTF-8: otherwise a usage error (exit 2), `fsync: invalid
+UTF-8 was detected in one or more arguments (try 'fsync bus connect --help')`.
+
 | command | exit | stderr (first line) |
 | --- | ---: | --- |
 ";
