@@ -434,7 +434,7 @@ fn failure_line(failure: &Failure) -> String {
 
 /// A failure as text output shows it: `PATH: cause`, the path escaped byte for byte (as every
 /// text output shows paths) and the cause escaped.
-pub(crate) fn failure_text(failure: &Failure) -> String {
+fn failure_text(failure: &Failure) -> String {
     match failure {
         Failure::Lib(e) => report::error_text(e),
         Failure::Exec { program, cause, .. } => {
