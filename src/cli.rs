@@ -28,6 +28,7 @@ mod swmr;
 use std::{fmt, io::Write};
 
 use clap::{Parser, Subcommand};
+use escape::Show as _;
 
 pub(crate) use exit_code::Exit;
 
@@ -284,9 +285,9 @@ pub(crate) enum Command {
 #[derive(Debug)]
 pub(crate) enum Failure {
     Lib(fsync::Error),
-    /// COMMAND could not be started.
+    /// COMMAND (or what stands for it, `--when 'CONDITION'`) could not be started.
     Exec {
-        program: String,
+        program: std::ffi::OsString,
         exit: Exit,
         cause: String,
     },
@@ -345,7 +346,9 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::Lib(e) => write!(f, "{e}"),
-            Failure::Exec { program, cause, .. } => write!(f, "{program}: {cause}"),
+            Failure::Exec { program, cause, .. } => {
+                write!(f, "{}: {cause}", program.to_string_lossy())
+            }
             Failure::BrokenPipe => write!(f, "broken pipe"),
             Failure::Usage(message) => write!(f, "{message}"),
             Failure::Ended(exit) => write!(f, "ended with status {}", exit.code),
@@ -426,7 +429,19 @@ fn print_failure(failure: &Failure) {
 }
 
 fn failure_line(failure: &Failure) -> String {
-    format!("fsync: {}", escape::escaped(&failure.to_string()))
+    format!("fsync: {}", failure_text(failure))
+}
+
+/// A failure as text output shows it: `PATH: cause`, the path escaped byte for byte (as every
+/// text output shows paths) and the cause escaped.
+fn failure_text(failure: &Failure) -> String {
+    match failure {
+        Failure::Lib(e) => report::error_text(e),
+        Failure::Exec { program, cause, .. } => {
+            format!("{}: {}", program.shown(), escape::escaped(cause))
+        }
+        _ => escape::escaped(&failure.to_string()).into_owned(),
+    }
 }
 
 fn dispatch(command: Command) -> VerbResult {
@@ -529,6 +544,11 @@ mod tests {
             failure_line(&Failure::Lib(e)),
             "fsync: /tmp/box/q/x\\nfsync: forged\\e]0;pwned\\a: is a FIFO, not a message"
         );
+        // A path that is not UTF-8 keeps its bytes, as `\xHH`.
+        use std::os::unix::ffi::OsStrExt as _;
+        let path = std::path::Path::new(std::ffi::OsStr::from_bytes(b"/tmp/\xff.lck"));
+        let e = fsync::Error::new(path, fsync::ErrorKind::Invalid, "bad");
+        assert_eq!(failure_line(&Failure::Lib(e)), "fsync: /tmp/\\xff.lck: bad");
     }
 
     /// Every watch verb's help says how it ends: 0 at the timeout, 128+N when interrupted.

@@ -121,6 +121,12 @@ impl Error {
         &self.path
     }
 
+    /// The cause in words, without the path: what [`Display`](fmt::Display) shows after
+    /// `PATH: ` (for programs that show the path their own way).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// The operating-system error number behind this error, if there was one.
     pub fn errno(&self) -> Option<i32> {
         self.errno

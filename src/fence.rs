@@ -25,8 +25,12 @@ by the caller or root, so a file that has one link when checked on the descripto
 */
 
 use std::{
+    ffi::OsStr,
     io::Read,
-    os::unix::fs::{FileExt, MetadataExt},
+    os::unix::{
+        ffi::OsStrExt,
+        fs::{FileExt, MetadataExt},
+    },
     path::{Path, PathBuf},
     sync::OnceLock,
 };
@@ -93,7 +97,7 @@ pub(crate) fn kept(lock: &Path) -> u64 {
 /// holder's), in the directory's fence file if it is the highest there; where the fence file
 /// cannot take it (another user's file, one with more links, a directory we may not write),
 /// in the caller's mark instead. Best effort.
-pub(crate) fn keep(dir: &Dir, name: &str, fence: u64) {
+pub(crate) fn keep(dir: &Dir, name: &OsStr, fence: u64) {
     if !keep_in(dir, fence) {
         raise_mark(dir, name, fence);
     }
@@ -178,16 +182,19 @@ fn mark_dir() -> Option<&'static Dir> {
 /// The name of the mark of the lock `name` in `dir`: the directory's device and inode, and a
 /// 64-bit FNV-1a hash of the name (two locks whose names collide would share a mark, which only
 /// makes their tokens jump).
-fn mark_name(dir: &Dir, name: &str) -> Option<String> {
+fn mark_name(dir: &Dir, name: &OsStr) -> Option<String> {
     let st = dir.status().ok()?;
-    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = name
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
     Some(format!("fence-{:x}-{:x}-{hash:016x}", st.st_dev, st.st_ino))
 }
 
 /// The caller's mark for the lock `name` in `dir` (0 if none).
-pub(crate) fn mark(dir: &Dir, name: &str) -> u64 {
+pub(crate) fn mark(dir: &Dir, name: &OsStr) -> u64 {
     let (Some(marks), Some(file)) = (mark_dir(), mark_name(dir, name)) else {
         return 0;
     };
@@ -199,7 +206,7 @@ pub(crate) fn mark(dir: &Dir, name: &str) -> u64 {
 
 /// Raise the caller's mark for the lock `name` in `dir` to `fence`. Its writers hold the lock
 /// (a holder, or a holder releasing it), so they come one at a time.
-pub(crate) fn raise_mark(dir: &Dir, name: &str, fence: u64) {
+pub(crate) fn raise_mark(dir: &Dir, name: &OsStr, fence: u64) {
     let (Some(marks), Some(file)) = (mark_dir(), mark_name(dir, name)) else {
         return;
     };

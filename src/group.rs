@@ -801,9 +801,7 @@ fn prepared(e: Error, p: &Paths) -> Error {
     if writable.is_ok() {
         return e;
     }
-    let shown = format!("{}: ", e.path().display());
-    let text = e.to_string();
-    let message = text.strip_prefix(&shown).unwrap_or(&text);
+    let message = e.message();
     Error::new(
         e.path(),
         e.kind(),

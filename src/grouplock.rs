@@ -597,8 +597,8 @@ pub fn status(dir: &Path) -> Result<GroupLockStatus> {
     let network = pfs::fs_kind_of_path(dir).network;
     let mut inside = Vec::new();
     for g in groups_in(&top)? {
-        let path = top.join(&format!("group.{g}"));
-        let Some(file) = top.open(&format!("group.{g}"), false)? else {
+        let path = top.join(format!("group.{g}"));
+        let Some(file) = top.open(format!("group.{g}"), false)? else {
             continue;
         };
         match probe::listed(&path, &file, probe::Kinds::Flock)? {

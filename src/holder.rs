@@ -27,12 +27,10 @@ ourselves just now; otherwise holder reporting is skipped, never forced.
 */
 
 use std::{
+    ffi::{OsStr, OsString},
     fmt::Write as _,
     fs::File,
-    os::unix::{
-        ffi::OsStrExt,
-        fs::{FileExt, MetadataExt},
-    },
+    os::unix::fs::{FileExt, MetadataExt},
     path::{Path, PathBuf},
 };
 
@@ -94,15 +92,19 @@ pub(crate) struct Record {
     pub holder: Option<Holder>,
 }
 
+/// `DIR/.NAME{suffix}` beside the lock `DIR/NAME`, byte for byte (a name need not be UTF-8):
+/// its record (`.fsync`), a reader/writer lock's turnstile and `.writers`.
+pub(crate) fn side_path(lock: &Path, suffix: &str) -> PathBuf {
+    let mut name = OsString::from(".");
+    name.push(lock.file_name().unwrap_or(OsStr::new("lock")));
+    name.push(suffix);
+    lock.with_file_name(name)
+}
+
 /// The record file that belongs to a lock path.
+#[cfg(test)]
 pub(crate) fn record_path(lock: &Path) -> PathBuf {
-    let name = lock
-        .file_name()
-        .map_or(&b"lock"[..], std::os::unix::ffi::OsStrExt::as_bytes);
-    let mut file = b".".to_vec();
-    file.extend_from_slice(name);
-    file.extend_from_slice(b".fsync");
-    lock.with_file_name(std::ffi::OsStr::from_bytes(&file))
+    side_path(lock, ".fsync")
 }
 
 /// An open record file we are allowed to write.
@@ -110,7 +112,7 @@ pub(crate) fn record_path(lock: &Path) -> PathBuf {
 pub(crate) struct RecordFile {
     file: File,
     dir: Dir,
-    name: String,
+    name: OsString,
     /// The file's length as we last saw or left it: a rewrite pads up to it.
     len: std::cell::Cell<u64>,
     /// What it said when we opened it.
@@ -124,14 +126,17 @@ const MAX_RECORD: usize = 64 * 1024;
 /// 294,000), so that a planted `u64::MAX` can neither wrap the next token nor stop its growth.
 pub(crate) const MAX_FENCE: u64 = 1 << 63;
 
-/// The record's name for a lock named `lock_name`.
-fn record_name(lock_name: &str) -> String {
-    format!(".{lock_name}.fsync")
+/// The record's name for a lock named `lock_name` (any bytes, as file names are).
+fn record_name(lock_name: &OsStr) -> OsString {
+    let mut name = OsString::from(".");
+    name.push(lock_name);
+    name.push(".fsync");
+    name
 }
 
 /// The lock's directory (opened) and file name, as records need them.
-pub(crate) fn split(lock: &Path) -> Option<(Dir, String)> {
-    let name = lock.file_name()?.to_str()?.to_string();
+pub(crate) fn split(lock: &Path) -> Option<(Dir, OsString)> {
+    let name = lock.file_name()?.to_os_string();
     let dir = Dir::top(crate::platform::fs::parent_dir(lock), false, "cannot open").ok()??;
     Some((dir, name))
 }
@@ -145,17 +150,17 @@ impl RecordFile {
     }
 
     /// Open (or create) the record of the lock `lock_name` in `dir`.
-    pub(crate) fn open_in(dir: Dir, lock_name: &str) -> Option<RecordFile> {
+    pub(crate) fn open_in(dir: Dir, lock_name: &OsStr) -> Option<RecordFile> {
         Self::open_or_create(dir, lock_name, true)
     }
 
     /// Open the record of the lock `lock_name` in `dir` if it exists: what a process that
     /// does not hold the lock yet may do (it creates nothing).
-    pub(crate) fn open_existing_in(dir: Dir, lock_name: &str) -> Option<RecordFile> {
+    pub(crate) fn open_existing_in(dir: Dir, lock_name: &OsStr) -> Option<RecordFile> {
         Self::open_or_create(dir, lock_name, false)
     }
 
-    fn open_or_create(dir: Dir, lock_name: &str, create: bool) -> Option<RecordFile> {
+    fn open_or_create(dir: Dir, lock_name: &OsStr, create: bool) -> Option<RecordFile> {
         let name = record_name(lock_name);
         // Usually the record exists already (it outlives releases): open it first.
         let (file, len, opened) = match dir.open_stat(&name, true) {
@@ -193,7 +198,7 @@ impl RecordFile {
     /// once (each read is a round trip to the server on a network file system).
     fn check(
         dir: &Dir,
-        name: &str,
+        name: &OsStr,
         f: File,
         st: &nix::sys::stat::FileStat,
     ) -> Option<(File, u64, Record)> {
@@ -400,16 +405,16 @@ pub(crate) use registration::{Found, Registration};
 /// know: a holder on this host must be a process of the record's owner (another user could
 /// otherwise plant a record that names, say, root's pid for a status report to aim a kill
 /// at), unless the record is the caller's or root's.
-pub(crate) fn read_in(dir: &Dir, lock_name: &str) -> Option<Record> {
-    let file = dir.open(&record_name(lock_name), false).ok()??;
+pub(crate) fn read_in(dir: &Dir, lock_name: &OsStr) -> Option<Record> {
+    let file = dir.open(record_name(lock_name), false).ok()??;
     read_believed(&file)
 }
 
 /// The fencing token in the record of the lock `lock_name` in `dir`, if the record may be
 /// believed about tokens: a regular file with one link, owned by the caller or root (0
 /// otherwise). Another user's record could name any token (see [`crate::fence`]).
-pub(crate) fn trusted_fence_in(dir: &Dir, lock_name: &str) -> u64 {
-    match dir.open_stat(&record_name(lock_name), false) {
+pub(crate) fn trusted_fence_in(dir: &Dir, lock_name: &OsStr) -> u64 {
+    match dir.open_stat(record_name(lock_name), false) {
         Ok(Some((f, st))) if st.st_nlink == 1 && crate::platform::dir::trusted_owner(st.st_uid) => {
             read_from(&f).map_or(0, |r| r.fence)
         }
@@ -431,8 +436,8 @@ pub(crate) struct Looked {
 
 /// The record file of the lock `lock_name` in `dir`, read as a status report reads it; `None`
 /// if there is none (or it is no regular file).
-pub(crate) fn look_in(dir: &Dir, lock_name: &str) -> Option<Looked> {
-    let (file, st) = dir.open_stat(&record_name(lock_name), false).ok()??;
+pub(crate) fn look_in(dir: &Dir, lock_name: &OsStr) -> Option<Looked> {
+    let (file, st) = dir.open_stat(record_name(lock_name), false).ok()??;
     Some(Looked {
         record: read_believed(&file),
         uid: st.st_uid,

@@ -709,15 +709,9 @@ impl Mailbox {
 
 /// A skipped entry with the reason an error gives (its text after the path).
 fn skip(name: &str, e: &Error) -> Skipped {
-    let text = e.to_string();
-    let path = e.path().display().to_string();
-    let reason = text
-        .strip_prefix(&path)
-        .map(|r| r.trim_start_matches(": ").to_string())
-        .unwrap_or(text);
     Skipped {
         name: name.to_string(),
-        reason,
+        reason: e.message().to_string(),
     }
 }
 

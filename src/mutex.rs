@@ -723,7 +723,11 @@ fn fd_holds(fd: RawFd, dev: u64, ino: u64) -> bool {
 /// lookup there (one round trip on a network file system, where the path costs one per
 /// component), and by the path only if that says no (the directory may have been replaced: a
 /// group removed and made again).
-pub(crate) fn names(path: &Path, dir: Option<(&Dir, &str)>, held: (u64, u64)) -> Result<bool> {
+pub(crate) fn names(
+    path: &Path,
+    dir: Option<(&Dir, &std::ffi::OsStr)>,
+    held: (u64, u64),
+) -> Result<bool> {
     if let Some((dir, name)) = dir
         && dir.identity_following(name).is_ok_and(|id| id == held)
     {
@@ -756,7 +760,7 @@ fn lock_error(path: &Path, e: std::io::Error, network: bool, access: Access) -> 
 /// A lock's directory and holder record, opened (where they exist) before its lock is
 /// taken; the record is read, or created, only under the lock.
 struct Prepared {
-    dir: Option<(Dir, String)>,
+    dir: Option<(Dir, std::ffi::OsString)>,
     record: Option<RecordFile>,
 }
 

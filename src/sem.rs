@@ -273,7 +273,7 @@ impl Semaphore {
         self.configure(top)?;
         let mut files = Vec::with_capacity(self.slots);
         for i in 0..self.slots {
-            files.push(Some(top.open_or_create(&slot_name(i))?));
+            files.push(Some(top.open_or_create(slot_name(i))?));
         }
         let first = (procinfo::now_micros() as usize) % self.slots;
         let try_slots = || -> Result<Option<usize>> {
@@ -545,10 +545,10 @@ impl SlotGuard {
         let record = dir
             .try_clone()
             .ok()
-            .and_then(|d| RecordFile::open_in(d, &slot_name(slot)));
+            .and_then(|d| RecordFile::open_in(d, slot_name(slot).as_ref()));
         SlotGuard {
             slot,
-            path: dir.join(&slot_name(slot)),
+            path: dir.join(slot_name(slot)),
             file: Some(file),
             record: OwnRecord::held(record, 0, holder),
             top: dir.try_clone().ok(),
@@ -662,7 +662,7 @@ pub fn status(dir: &Path) -> Result<SemStatus> {
         if !is_held {
             continue;
         }
-        let recorded = holder::read_in(&top, &name).and_then(|r| r.holder);
+        let recorded = holder::read_in(&top, name.as_ref()).and_then(|r| r.holder);
         let (holder, untrusted_record) =
             holder::kernel_over_record(recorded, listed.as_ref(), &file);
         held.push(SlotStatus {

@@ -88,6 +88,7 @@ with `--delete` who leaves last does.
 */
 
 use std::{
+    ffi::{OsStr, OsString},
     fs::File,
     os::{fd::AsFd, unix::fs::MetadataExt},
     path::{Path, PathBuf},
@@ -99,7 +100,7 @@ use nix::sys::stat::SFlag;
 use crate::{
     error::{Error, ErrorKind, Result},
     held,
-    holder::{Holder, record_path},
+    holder::Holder,
     platform::{
         dir::{self, Dir},
         fs::{self as pfs, Access},
@@ -240,12 +241,7 @@ impl Drop for SwmrGuard {
 }
 
 fn side_file(path: &Path, suffix: &str) -> PathBuf {
-    let base = record_path(path); // DIR/.NAME.fsync
-    let name = base
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    base.with_file_name(name.trim_end_matches(".fsync").to_string() + suffix)
+    crate::holder::side_path(path, suffix)
 }
 
 impl Swmr {
@@ -526,15 +522,15 @@ fn names(path: &Path, file: &File) -> Result<bool> {
 
 /// The names of a lock's three files in their directory.
 struct Names {
-    lock: String,
-    turnstile: String,
-    writers: String,
+    lock: OsString,
+    turnstile: OsString,
+    writers: OsString,
 }
 
 impl Names {
-    /// `None` for a name the directory API cannot take (not UTF-8): such locks are kept.
+    /// `None` for a path that names no file (`/`, `..`): such locks are kept.
     fn of(path: &Path) -> Option<Names> {
-        let name = |p: &Path| p.file_name()?.to_str().map(str::to_string);
+        let name = |p: &Path| p.file_name().map(OsStr::to_os_string);
         Some(Names {
             lock: name(path)?,
             turnstile: name(&side_file(path, ".turnstile"))?,
@@ -556,7 +552,7 @@ fn delete_files(path: &Path, poll: Duration) -> Result<Released> {
         return Err(Error::new(
             path,
             ErrorKind::Invalid,
-            "a name that is not UTF-8 is never deleted on release",
+            "names no file (it ends in / or ..): not deleting it",
         ));
     };
     let Some(dir) = Dir::top(pfs::parent_dir(path), false, "cannot open directory")? else {
@@ -577,7 +573,7 @@ fn delete_files(path: &Path, poll: Duration) -> Result<Released> {
 
 /// Steps d1 to d4, without waiting.
 fn delete_pass(dir: &Dir, names: &Names, network: bool) -> Result<Pass> {
-    let lock_now = |file: &File, name: &str| {
+    let lock_now = |file: &File, name: &OsStr| {
         lock::flock(file, Mode::Exclusive, false)
             .map_err(|e| Error::io(&dir.join(name), "cannot lock", e))
     };
@@ -645,7 +641,7 @@ fn delete_pass(dir: &Dir, names: &Names, network: bool) -> Result<Pass> {
 
 /// Open the existing entry `name` for a lock (read-write where it must be, on a network file
 /// system, and may be); `None` if it does not exist. Never through a link.
-fn open_entry(dir: &Dir, name: &str, network: bool) -> Result<Option<File>> {
+fn open_entry(dir: &Dir, name: &OsStr, network: bool) -> Result<Option<File>> {
     no_link(dir, name)?;
     match dir.open(name, network) {
         Err(e) if network && e.kind() == ErrorKind::PermissionDenied => dir.open(name, false),
@@ -655,7 +651,7 @@ fn open_entry(dir: &Dir, name: &str, network: bool) -> Result<Option<File>> {
 
 /// A symbolic link where a lock file belongs (the user's own, for `NAME`) is never removed, nor
 /// followed to remove what it points to: then the files stay.
-fn no_link(dir: &Dir, name: &str) -> Result<()> {
+fn no_link(dir: &Dir, name: &OsStr) -> Result<()> {
     match dir.stat(name) {
         Ok(st) if st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFLNK.bits() => Err(Error::new(
             &dir.join(name),
@@ -668,7 +664,7 @@ fn no_link(dir: &Dir, name: &str) -> Result<()> {
 
 /// Whether anyone holds `name` (d5): the kernel's lock table, read without locking; `false`
 /// where it cannot tell (network file systems).
-fn name_held(dir: &Dir, name: &str) -> bool {
+fn name_held(dir: &Dir, name: &OsStr) -> bool {
     let Ok(Some(file)) = dir.open(name, false) else {
         return false;
     };

@@ -168,7 +168,12 @@ pub(crate) fn open_entry(dir: &Dir, name: &str) -> Result<Option<File>> {
 
 /// *Verify*: the status of entry `name` if it is `file` (not following a link), `None` if it
 /// is another one, or missing, by now.
-pub(crate) fn names(dir: &Dir, name: &str, file: &File) -> Result<Option<FileStat>> {
+pub(crate) fn names(
+    dir: &Dir,
+    name: &(impl AsRef<std::ffi::OsStr> + ?Sized),
+    file: &File,
+) -> Result<Option<FileStat>> {
+    let name = name.as_ref();
     let held = file
         .metadata()
         .map_err(|e| Error::io(&dir.join(name), "cannot stat", e))?;

@@ -7,6 +7,7 @@ The layering ARCHITECTURE.md describes, checked on the sources: arrows run one w
 - `unsafe` appears in code only under `src/platform/` (clippy's `undocumented_unsafe_blocks`,
   denied in Cargo.toml, makes each block say why it is sound);
 - the library's public functions borrow descriptors, never take a bare `RawFd`;
+- the command shows paths through its one escaper (`cli/escape.rs`), never `Path::display`;
 - no source file is longer than a reader can hold: 900 lines (split it by concern).
 */
 
@@ -170,6 +171,30 @@ fn the_platform_layer_is_private_and_the_api_borrows_descriptors() {
     assert!(
         wrong.is_empty(),
         "public functions taking raw descriptors:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// A path printed with `Path::display` reaches the terminal raw: a name with ESC or a newline
+/// in it sends a control sequence or forges a line, and one that is not UTF-8 loses its
+/// bytes. The command shows paths with `.shown()` (`cli/escape.rs`), which escapes them as it
+/// escapes every other text another user may have chosen.
+#[test]
+fn the_command_shows_paths_only_through_its_escaper() {
+    let mut wrong = Vec::new();
+    for (name, code) in tree()
+        .iter()
+        .filter(|(n, _)| (in_layer(n, "cli") || n == "main.rs") && n != "cli/escape.rs")
+    {
+        for (i, line) in code.lines().enumerate() {
+            if line.contains(".display()") {
+                wrong.push(format!("src/{name}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "paths printed raw (use `.shown()` from cli/escape.rs):\n{}",
         wrong.join("\n")
     );
 }

@@ -297,6 +297,12 @@ rewrites it). Exit statuses: see fsync(1). Usage errors (exit 2) come from the a
 Permission-denied (as `nobody`) and read-only-mount cases are further tests in
 tests/bad_input.rs; injected system-call errors (ENOSPC, EIO, EROFS...) in tests/faults.rs.
 
+A path need not be UTF-8: every verb takes one that is not, and shows it escaped byte for byte
+(`\\xff`), as it shows ESC (`\\e`), BEL (`\\a`) and newlines (`\\n`) in a path, in error lines,
+`-v` lines and text output alike. A group lock's `--group`, a bus participant and a message
+`--key` are kept as text, and must be UTF-8: otherwise a usage error (exit 2), `fsync: invalid
+UTF-8 was detected in one or more arguments (try 'fsync bus connect --help')`.
+
 | command | exit | stderr (first line) |
 | --- | ---: | --- |
 ";
@@ -415,4 +421,219 @@ fn odd_names_work() {
     // An empty, a binary and a large payload through one mailbox
     t.fsync(["msg", "post", "P", "--data", ""]).run().code(0);
     t.fsync(["msg", "recv", "-n", "P"]).run().code(0).stdout("");
+}
+
+/// `args`, each `@` replaced by `path`.
+fn with_path<'a>(args: &[&'a str], path: &'a OsStr) -> Vec<&'a OsStr> {
+    let word = |a: &&'a str| if *a == "@" { path } else { OsStr::new(*a) };
+    args.iter().map(word).collect()
+}
+
+/// A name that is not UTF-8 is a legal file name: every verb takes it, keeps its files beside
+/// it (a lock's holder record, a reader/writer lock's turnstile) and removes them with
+/// `--delete`, and names it escaped (`\xff`) in its text output and `-v` lines.
+#[test]
+fn names_that_are_not_utf8_work_with_every_verb() {
+    let t = TestDir::new();
+    let name = |primitive: &str| [primitive.as_bytes(), b"-\xff\xfe"].concat();
+    let shown = "-\\xff\\xfe";
+    let mut wrong = Vec::new();
+    // `fsync ARGS` (`@` the name made for `primitive`) ended with `code` and, where `says` is
+    // given, printed it (on stdout or stderr).
+    let mut check = |primitive: &str, args: &[&str], code: i32, says: Option<&str>| {
+        let path = name(primitive);
+        let out = t.fsync(with_path(args, OsStr::from_bytes(&path))).run();
+        let said = format!("{}{}", out.stdout, out.stderr);
+        if out.status.code() != Some(code) || says.is_some_and(|s| !said.contains(s)) {
+            wrong.push(format!(
+                "fsync {}: exit {:?} (want {code}, saying {says:?}); stdout {:?}; stderr {:?}",
+                args.join(" ").replace('@', &String::from_utf8_lossy(&path)),
+                out.status,
+                out.stdout,
+                out.stderr
+            ));
+        }
+    };
+    let mutex_shown = format!("mutex{shown}");
+    check(
+        "mutex",
+        &["mutex", "run", "-v", "@", "--", "true"],
+        0,
+        Some(&mutex_shown),
+    );
+    check(
+        "mutex",
+        &["mutex", "status", "@"],
+        0,
+        Some(&format!("{mutex_shown}: free")),
+    );
+    check("swmr", &["swmr", "read", "@", "--", "true"], 0, None);
+    check(
+        "swmr",
+        &["swmr", "write", "-v", "@", "--", "true"],
+        0,
+        Some(&format!("swmr{shown}")),
+    );
+    check(
+        "swmr",
+        &["swmr", "status", "@"],
+        0,
+        Some(&format!("swmr{shown}: readers 0")),
+    );
+    check(
+        "sem",
+        &["sem", "run", "-v", "@", "--slots", "2", "--", "true"],
+        0,
+        Some(&format!("sem{shown}")),
+    );
+    check(
+        "sem",
+        &["sem", "status", "@"],
+        0,
+        Some(&format!("sem{shown}: 0 of 2 slots")),
+    );
+    check(
+        "group",
+        &["group", "join", "-v", "@", "--", "true"],
+        0,
+        Some(&format!("group{shown}")),
+    );
+    check("group", &["group", "members", "@"], 0, Some("0 members"));
+    check("group", &["group", "empty", "@"], 0, None);
+    check("group", &["group", "wait-empty", "@"], 0, None);
+    check(
+        "grouplock",
+        &["grouplock", "run", "@", "--group", "a", "--", "true"],
+        0,
+        None,
+    );
+    check(
+        "grouplock",
+        &["grouplock", "status", "@"],
+        0,
+        Some(&format!("grouplock{shown}: free")),
+    );
+    check("event", &["event", "signal", "@"], 0, None);
+    check("event", &["event", "status", "@"], 0, None);
+    check(
+        "event",
+        &["event", "wait", "-v", "@"],
+        0,
+        Some(&format!("event{shown}")),
+    );
+    check("event", &["event", "reset", "@"], 0, None);
+    check("event", &["event", "status", "@"], 1, None);
+    check("box", &["msg", "post", "@", "--data", "hi"], 0, None);
+    check("box", &["msg", "list", "@"], 0, Some("1 message"));
+    check("box", &["msg", "recv", "-n", "@"], 0, Some("hi"));
+    check("box", &["msg", "wait-empty", "@"], 0, None);
+    check("bus", &["bus", "connect", "@", "a"], 0, None);
+    check("bus", &["bus", "connect", "@", "b"], 0, None);
+    check(
+        "bus",
+        &[
+            "bus", "send", "@", "--from", "a", "--to", "b", "--data", "hi",
+        ],
+        0,
+        None,
+    );
+    check("bus", &["bus", "recv", "-n", "@", "b"], 0, Some("hi"));
+    check("bus", &["bus", "members", "@"], 0, Some("a\nb\n"));
+    check("bus", &["bus", "disconnect", "@", "a"], 0, None);
+    check("flock", &["flock", "@", "true"], 0, None);
+    std::fs::create_dir(t.path().join(OsStr::from_bytes(&name("dir")))).unwrap();
+    check("dir", &["doctor", "@"], 0, Some(&format!("dir{shown}: ")));
+    // Deleted with the files kept beside them, and a lock's record kept while it is held.
+    for (primitive, args) in [
+        (
+            "mutex",
+            &["mutex", "run", "--delete", "@", "--", "true"][..],
+        ),
+        ("swmr", &["swmr", "write", "--delete", "@", "--", "true"]),
+        (
+            "sem",
+            &["sem", "run", "--delete", "@", "--slots", "2", "--", "true"],
+        ),
+        (
+            "grouplock",
+            &[
+                "grouplock",
+                "run",
+                "--delete",
+                "@",
+                "--group",
+                "a",
+                "--",
+                "true",
+            ],
+        ),
+        ("group", &["group", "join", "--delete", "@", "--", "true"]),
+    ] {
+        check(primitive, args, 0, None);
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+    let left: Vec<String> = std::fs::read_dir(t.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            ["mutex", "swmr", "sem", "group"]
+                .iter()
+                .any(|p| n.contains(p))
+        })
+        .collect();
+    assert!(left.is_empty(), "--delete left {left:?}");
+}
+
+/// A lock whose name is not UTF-8 keeps its holder record as any other does: `mutex status`
+/// says since when, and the fencing token comes from the record.
+#[test]
+fn a_lock_named_in_bytes_that_are_not_utf8_keeps_its_holder_record() {
+    let t = TestDir::new();
+    let lock = OsStr::from_bytes(b"L\xff");
+    let holder = t
+        .fsync([
+            OsStr::new("mutex"),
+            OsStr::new("run"),
+            lock,
+            OsStr::new("--"),
+            OsStr::new("sh"),
+            OsStr::new("-c"),
+            OsStr::new(crate::harness::HOLD),
+        ])
+        .hold();
+    let out = t
+        .fsync([OsStr::new("mutex"), OsStr::new("status"), lock])
+        .run();
+    out.code(1)
+        .stdout_has("L\\xff: held by pid ")
+        .stdout_has("(command pid ")
+        .stdout_has(", since ");
+    holder.finish().code(0);
+    assert!(
+        t.path().join(OsStr::from_bytes(b".L\xff.fsync")).exists(),
+        "no holder record beside the lock"
+    );
+}
+
+/// Names that fsync keeps inside its files and reads back as text (a group lock's group, a bus
+/// participant, a message key) must be UTF-8: a usage error (exit 2) in one line that says
+/// so, and nothing made.
+#[test]
+fn names_kept_as_text_that_are_not_utf8_are_a_usage_error() {
+    let t = TestDir::new();
+    let bytes = OsStr::from_bytes(b"n\xff");
+    for args in [
+        &["grouplock", "run", "GL", "--group", "@", "--", "true"][..],
+        &["bus", "connect", "BUS", "@"],
+        &["msg", "post", "BOX", "--key", "@", "--data", "x"],
+    ] {
+        t.fsync(with_path(args, bytes))
+            .run()
+            .code(2)
+            .stdout("")
+            .error_naming("invalid UTF-8");
+    }
+    for made in ["GL", "BUS", "BOX"] {
+        assert!(!t.join(made).exists(), "{made} was made");
+    }
 }

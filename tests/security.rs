@@ -2231,8 +2231,8 @@ fn group_files_and_registrations_honour_the_umask() {
     assert!(!out.stdout.is_empty(), "no registration listed");
 }
 
-// Output that cannot be forged: names, command lines and hosts another user wrote are printed
-// escaped (`\n`, `\e`, `\a`, `\xHH`, `\\`), so none reaches root's terminal as a control
+// Output that cannot be forged: names, command lines and hosts another user wrote, and paths
+// whose names they chose, are printed escaped (`\n`, `\e`, `\a`, `\xHH`, `\\`), so none reaches root's terminal as a control
 // sequence or makes a line of its own; and the kernel's lock table is believed over a holder
 // record that contradicts it.
 
@@ -2365,6 +2365,190 @@ fn group_members_shows_another_users_command_line_escaped() {
     out.stdout_has(TERMINAL_ATTACK_SHOWN);
     out.stdout_has("1 member");
     holder.finish().code(0);
+}
+
+/// A name another user gave an entry of a shared directory, which root then names on a
+/// command line (`fsync mutex status /tmp/*.lck`, a cron job's loop): an xterm title change,
+/// then a line of its own.
+const HOSTILE_NAME: &str = "n\x1b]0;pwned\x07\nforged line";
+
+/// [`HOSTILE_NAME`] as every text output shows it.
+const HOSTILE_NAME_SHOWN: &str = "n\\e]0;pwned\\a\\nforged line";
+
+/// Every text output and `-v` line that names a path shows it escaped, as error lines do: the
+/// `-v` lines of every verb that waits, every status, `doctor`. Who made the name does not
+/// change how it is printed, so the test makes the names itself (no second user, no root).
+#[test]
+fn paths_are_shown_escaped_in_every_text_output_and_v_line() {
+    let t = TestDir::new();
+    let name = |primitive: &str| format!("{primitive}-{HOSTILE_NAME}");
+    let (m, w, s, gl, g, e, b, bus, dir) = (
+        name("mutex"),
+        name("swmr"),
+        name("sem"),
+        name("grouplock"),
+        name("group"),
+        name("event"),
+        name("box"),
+        name("bus"),
+        name("dir"),
+    );
+    std::fs::create_dir(t.join(&dir)).unwrap();
+    let mut wrong = Vec::new();
+    // `out` of `what` ended with `code` and names the path escaped on stdout (`on_stdout`) or
+    // stderr, and nowhere raw.
+    let mut check = |what: &str, out: Output, code: i32, on_stdout: bool| {
+        let (shows, other) = match on_stdout {
+            true => (&out.stdout, &out.stderr),
+            false => (&out.stderr, &out.stdout),
+        };
+        let raw = |text: &str| {
+            text.contains(['\x1b', '\x07', '\r']) || text.lines().any(|l| l.starts_with("forged"))
+        };
+        if out.status.code() != Some(code)
+            || !shows.contains(HOSTILE_NAME_SHOWN)
+            || raw(shows)
+            || raw(other)
+        {
+            wrong.push(format!(
+                "{what}: exit {:?} (want {code}); stdout {:?}; stderr {:?}",
+                out.status, out.stdout, out.stderr
+            ));
+        }
+    };
+    let run = |args: &[&str]| t.fsync(args).run();
+    check(
+        "mutex run -v",
+        run(&["mutex", "run", "-v", &m, "--", "true"]),
+        0,
+        false,
+    );
+    check(
+        "mutex run -v --when",
+        run(&[
+            "mutex",
+            "run",
+            "-v",
+            "--when",
+            "true # \x07",
+            &m,
+            "--",
+            "true",
+        ]),
+        0,
+        false,
+    );
+    check(
+        "mutex run -v --range",
+        run(&["mutex", "run", "-v", "--range", "0:1", &m, "--", "true"]),
+        0,
+        false,
+    );
+    check(
+        "mutex run -v -s",
+        run(&["mutex", "run", "-v", "-s", &m, "--", "true"]),
+        0,
+        false,
+    );
+    let by_fd = t
+        .sh("exec 9>>\"$1\"; exec \"$FSYNC\" mutex lock -v 9")
+        .args(["sh", &m])
+        .run();
+    check("mutex lock -v", by_fd, 0, false);
+    check("mutex status", run(&["mutex", "status", &m]), 0, true);
+    check(
+        "mutex status --range",
+        run(&["mutex", "status", "--range", "0:1", &m]),
+        0,
+        true,
+    );
+    let holder = t.hold(&m);
+    check(
+        "mutex status (held)",
+        run(&["mutex", "status", &m]),
+        1,
+        true,
+    );
+    check(
+        "mutex run -v -n (held)",
+        run(&["mutex", "run", "-v", "-n", &m, "--", "true"]),
+        75,
+        false,
+    );
+    holder.finish().code(0);
+    check(
+        "swmr read -v",
+        run(&["swmr", "read", "-v", &w, "--", "true"]),
+        0,
+        false,
+    );
+    check(
+        "swmr write -v",
+        run(&["swmr", "write", "-v", &w, "--", "true"]),
+        0,
+        false,
+    );
+    check("swmr status", run(&["swmr", "status", &w]), 0, true);
+    check(
+        "sem status (not made)",
+        run(&["sem", "status", &s]),
+        0,
+        true,
+    );
+    let sem_run = run(&["sem", "run", "-v", &s, "--slots", "1", "--", "true"]);
+    check("sem run -v", sem_run, 0, false);
+    check("sem status", run(&["sem", "status", &s]), 0, true);
+    let grouplock_run = run(&["grouplock", "run", "-v", &gl, "--group", "a", "--", "true"]);
+    check("grouplock run -v", grouplock_run, 0, false);
+    check(
+        "grouplock status",
+        run(&["grouplock", "status", &gl]),
+        0,
+        true,
+    );
+    check(
+        "group join -v",
+        run(&["group", "join", "-v", &g, "--", "true"]),
+        0,
+        false,
+    );
+    check(
+        "group wait-empty -v",
+        run(&["group", "wait-empty", "-v", &g]),
+        0,
+        false,
+    );
+    run(&["event", "signal", &e]).code(0);
+    check("event wait -v", run(&["event", "wait", "-v", &e]), 0, false);
+    check(
+        "msg post -v",
+        run(&["msg", "post", "-v", &b, "--data", "x"]),
+        0,
+        false,
+    );
+    check("msg recv -v", run(&["msg", "recv", "-v", &b]), 0, false);
+    check(
+        "msg wait-empty -v",
+        run(&["msg", "wait-empty", "-v", &b]),
+        0,
+        false,
+    );
+    check("msg watch", run(&["msg", "watch", "-t", "0", &b]), 0, true);
+    run(&["msg", "post", &b, "--data", "x"]).code(0);
+    check(
+        "msg work -v",
+        run(&["msg", "work", "-v", "--until-empty", &b, "--", "cat"]),
+        0,
+        false,
+    );
+    check(
+        "bus connect -v",
+        run(&["bus", "connect", "-v", &bus, "a"]),
+        0,
+        false,
+    );
+    check("doctor", run(&["doctor", &dir]), 0, true);
+    assert!(wrong.is_empty(), "paths shown raw:\n{}", wrong.join("\n"));
 }
 
 /// A record of `nobody`'s naming a process of another host as the holder.

@@ -17,7 +17,7 @@ use super::{
     Exit, Failure, VerbResult,
     args::{CommandArgs, LockWaitArgs, WaitArgs},
     child::LossArgs,
-    escape::escaped,
+    escape::{Show, escaped},
     payload::{DataArg, check_output, copied, output_error},
     report::{self, Progress, say},
 };
@@ -343,8 +343,8 @@ pub(super) fn run(cmd: BusCommand) -> VerbResult {
             let bus = Bus::new(&a.member.bus).poll_interval(a.wait.poll);
             let what = format!(
                 "a message for {} on {}",
-                a.member.name,
-                a.member.bus.display()
+                escaped(&a.member.name),
+                a.member.bus.shown()
             );
             let mut progress = Progress::new(&a.wait, what.clone());
             let queue = a.member.bus.join(&a.member.name).join("q");
@@ -398,21 +398,22 @@ fn took_over_from(holder: Option<&fsync::holder::Holder>) -> String {
 
 fn connect(mut a: ConnectArgs) -> VerbResult {
     let bus = bus_at(&a.member.bus, &a.lock_wait);
-    let (name, shown) = (&a.member.name, a.member.bus.display());
+    let name = &a.member.name;
+    let (who, shown) = (escaped(name), a.member.bus.shown());
     if !a.hold {
         let how = unless_cancelled(bus.connect(name))?;
         say(a.verbose, || match how {
-            Connected::New => format!("connected {name} to {shown}"),
+            Connected::New => format!("connected {who} to {shown}"),
             Connected::Already => {
                 format!(
-                    "{name} was connected to {shown} already (without a holder): nothing changed"
+                    "{who} was connected to {shown} already (without a holder): nothing changed"
                 )
             }
             Connected::TookOver { holder } => format!(
-                "took over {name} on {shown}{}, with the messages queued for it",
+                "took over {who} on {shown}{}, with the messages queued for it",
                 took_over_from(holder.as_ref())
             ),
-            _ => format!("connected {name} to {shown}"),
+            _ => format!("connected {who} to {shown}"),
         });
         return Ok(Exit::OK);
     }
@@ -423,27 +424,27 @@ fn connect(mut a: ConnectArgs) -> VerbResult {
     let mut connection = unless_cancelled(bus.connect_held(name))?;
     say(a.verbose, || match connection.how() {
         Connected::TookOver { holder } => format!(
-            "took over {name} on {shown}{}, with the messages queued for it; held while the \
+            "took over {who} on {shown}{}, with the messages queued for it; held while the \
              command runs",
             took_over_from(holder.as_ref())
         ),
-        _ => format!("connected {name} to {shown}, held while the command runs"),
+        _ => format!("connected {who} to {shown}, held while the command runs"),
     });
     // A COMMAND that cannot be started ends the connection as any other does; its error is
     // said after.
     let exit = job.run_under(&mut connection, a.close, &a.loss, &a.member.bus, a.verbose);
     match unless_cancelled(connection.disconnect()) {
-        Ok(Disconnected::Yes) => say(a.verbose, || format!("disconnected {name} from {shown}")),
+        Ok(Disconnected::Yes) => say(a.verbose, || format!("disconnected {who} from {shown}")),
         Ok(Disconnected::StillHeld) => say(a.verbose, || {
             format!(
-                "{name} stays connected to {shown}: a process the command left running still \
+                "{who} stays connected to {shown}: a process the command left running still \
                  holds it (it inherited the hold)"
             )
         }),
         Ok(Disconnected::NotOurs) => say(a.verbose, || {
-            format!("{name} on {shown} was removed or replaced meanwhile: left as it is")
+            format!("{who} on {shown} was removed or replaced meanwhile: left as it is")
         }),
-        Ok(_) => say(a.verbose, || format!("disconnected {name} from {shown}")),
+        Ok(_) => say(a.verbose, || format!("disconnected {who} from {shown}")),
         // The command's status is what the caller asked for: a failed disconnect only warns.
         Err(Failure::Ended(_)) => {}
         Err(failure) => super::warn(failure),

@@ -15,7 +15,7 @@ use std::{ffi::OsString, io::Write as _, os::unix::process::ExitStatusExt};
 use fsync::command::{self, Running, SpawnError};
 use nix::libc;
 
-use super::{Exit, Failure};
+use super::{Exit, Failure, escape::Show};
 
 /// A command line to run.
 pub(super) struct Job<'a> {
@@ -48,8 +48,8 @@ impl Job<'_> {
         if !close {
             guard.pass_down()?;
         }
-        let shown = self.display();
-        guard.set_child(None, &shown);
+        let line = self.command_line();
+        guard.set_child(None, &line);
         let checking = Checking {
             loss,
             lock,
@@ -58,13 +58,14 @@ impl Job<'_> {
         };
         self.run_guarded(
             guard,
-            |g, pid| g.set_child(Some(pid), &shown),
+            |g, pid| g.set_child(Some(pid), &line),
             Some(checking),
         )
     }
 
-    /// The command line as one string, for holder records and messages.
-    pub(super) fn display(&self) -> String {
+    /// The command line as one string, for holder records (raw: text output shows it
+    /// escaped).
+    pub(super) fn command_line(&self) -> String {
         self.argv
             .iter()
             .map(|a| a.to_string_lossy())
@@ -156,7 +157,7 @@ impl Job<'_> {
                 _ => (Exit::CANNOT_EXECUTE, "cannot execute".to_string()),
             };
             Failure::Exec {
-                program: self.argv[0].to_string_lossy().into_owned(),
+                program: self.argv[0].clone(),
                 exit,
                 cause,
             }
@@ -194,6 +195,7 @@ pub(super) struct Watch {
     /// When the lock was last known to be ours.
     since: std::time::Instant,
     on_lost: OnLost,
+    /// The lock, as text output shows it.
     what: String,
     /// How long the command has to stop after TERM before KILL.
     grace: std::time::Duration,
@@ -266,7 +268,7 @@ impl LossArgs {
                 && matches!(default.source, fsync::doctor::LeaseSource::Mount { .. }),
             since: check.since(),
             on_lost: self.on_lost,
-            what: lock.display().to_string(),
+            what: lock.shown().to_string(),
             grace: default.grace(lease),
             verbose,
         };

@@ -9,7 +9,11 @@ use clap::Args;
 use fsync::doctor::{self, Check};
 use serde::Serialize;
 
-use super::{Exit, VerbResult, report};
+use super::{
+    Exit, VerbResult,
+    escape::{Show, escaped},
+    report,
+};
 
 /// The one-line description, for `fsync --help`.
 pub(super) const ABOUT: &str =
@@ -102,14 +106,16 @@ pub(super) fn run(a: DoctorArgs) -> VerbResult {
         writeln!(
             out,
             "{}: {}{mount} ({kind} file system)",
-            r.dir.display(),
+            r.dir.shown(),
             r.fs_type
         )
         .or_stdout()?;
         for (name, c) in checks {
             match c {
                 Check::Works => writeln!(out, "  {name:32} works").or_stdout()?,
-                Check::Fails(why) => writeln!(out, "  {name:32} FAILS: {why}").or_stdout()?,
+                Check::Fails(why) => {
+                    writeln!(out, "  {name:32} FAILS: {}", escaped(why)).or_stdout()?;
+                }
             }
         }
         let collide = match (r.kinds_collide, r.network) {
@@ -122,7 +128,7 @@ pub(super) fn run(a: DoctorArgs) -> VerbResult {
         if let Some(l) = &lease {
             let source = match &l.source {
                 doctor::LeaseSource::Mount { file, .. } => {
-                    format!("read from the mount: {}", report::path_text(file))
+                    format!("read from the mount: {}", file.shown())
                 }
                 _ => format!(
                     "a guess for {}: the mount does not show its server's timeout; give \
@@ -141,7 +147,7 @@ pub(super) fn run(a: DoctorArgs) -> VerbResult {
             .or_stdout()?;
         }
         for w in &r.warnings {
-            writeln!(out, "  warning: {w}").or_stdout()?;
+            writeln!(out, "  warning: {}", escaped(w)).or_stdout()?;
         }
         if r.network {
             writeln!(

@@ -15,10 +15,15 @@ through [`escaped`], as `ls -b` and systemd show file names:
 The result is one line of printable text, and decodes back to the bytes it was made from.
 JSON output needs none of this (serde escapes strings), and keeps values raw.
 
+A path is shown through [`Shown`] (`path.shown()`), which escapes its bytes as they are: one
+that is not UTF-8 shows `\xHH` for each byte that is not, where `Path::display` would print a
+replacement character, and raw control characters too. `Path::display` has no place in the
+command's text output (`tests/architecture.rs` keeps it out of `src/cli/`).
+
 This file uses nothing but `std`: the library's property tests (`src/proptests.rs`) include it.
 */
 
-use std::borrow::Cow;
+use std::{borrow::Cow, ffi::OsStr, fmt, os::unix::ffi::OsStrExt, path::Path};
 
 /// `text` as it may be printed (module docs); borrowed when nothing needed escaping.
 pub(super) fn escaped(text: &str) -> Cow<'_, str> {
@@ -38,6 +43,32 @@ pub(super) fn escaped_bytes(bytes: &[u8]) -> String {
         chunk.invalid().iter().for_each(|&b| push_hex(&mut out, b));
     }
     out
+}
+
+/// A path or file name as it may be printed: `{}` of it writes its bytes escaped (module docs).
+pub(super) struct Shown<'a>(&'a [u8]);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&escaped_bytes(self.0))
+    }
+}
+
+/// `.shown()`: what a path or a file name looks like in text output ([`Shown`]).
+pub(super) trait Show {
+    fn shown(&self) -> Shown<'_>;
+}
+
+impl Show for Path {
+    fn shown(&self) -> Shown<'_> {
+        Shown(self.as_os_str().as_bytes())
+    }
+}
+
+impl Show for OsStr {
+    fn shown(&self) -> Shown<'_> {
+        Shown(self.as_bytes())
+    }
 }
 
 /// Whether `c` must not reach a terminal as it is: a control character, or one that changes
@@ -107,5 +138,12 @@ mod tests {
             "\\x00\\x7f\\xc2\\x9b\\xe2\\x80\\xae"
         );
         assert_eq!(escaped_bytes(b"ok\xff\xc3"), "ok\\xff\\xc3");
+    }
+
+    #[test]
+    fn paths_are_shown_escaped_byte_for_byte() {
+        let path = Path::new(OsStr::from_bytes(b"/tmp/a\x1b]0;x\x07\n\xff.lck"));
+        assert_eq!(path.shown().to_string(), "/tmp/a\\e]0;x\\a\\n\\xff.lck");
+        assert_eq!(OsStr::new("plain").shown().to_string(), "plain");
     }
 }

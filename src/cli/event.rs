@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::{
     Exit, VerbResult,
     args::WaitArgs,
+    escape::Show,
     report::{self, Progress},
 };
 
@@ -165,7 +166,7 @@ pub(super) fn run(cmd: EventCommand) -> VerbResult {
             let event = Event::new(&a.path.event)
                 .poll_interval(a.wait.poll)
                 .auto_reset(a.reset);
-            let what = format!("event {}", a.path.event.display());
+            let what = format!("event {}", a.path.event.shown());
             let mut progress = Progress::new(&a.wait, what.clone());
             let outcome = event.wait_with(a.wait.timeout(), |_| progress.waiting())?;
             progress.settle(outcome, |()| format!("{what} is set"))?;

@@ -36,7 +36,10 @@ use std::{
 use clap::Args;
 use fsync::{ByteRange, Mode, Outcome, command::SpawnError};
 
-use super::{Exit, escape::escaped};
+use super::{
+    Exit,
+    escape::{Show, escaped},
+};
 
 mod run;
 
@@ -266,10 +269,15 @@ impl Say<'_> {
         }
     }
 
-    /// `NAME: TEXT` on standard error; nothing for no text (flock's `-?`).
+    /// `NAME: TEXT` on standard error, TEXT escaped; nothing for no text (flock's `-?`).
     fn line(&self, text: &str) {
+        self.shown_line(&escaped(text));
+    }
+
+    /// [`line`](Self::line) of text already escaped (built of shown paths and escaped parts).
+    fn shown_line(&self, text: &str) {
         if !text.is_empty() {
-            self.raw(&format!("{}: {}", self.name, escaped(text)));
+            self.raw(&format!("{}: {text}", self.name));
         }
     }
 

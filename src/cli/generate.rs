@@ -616,6 +616,8 @@ fn examples_section(roff: &mut Roff, examples: &[Example]) {
 mod tests {
     use std::{collections::BTreeMap, fmt::Write as _};
 
+    use crate::cli::escape::Show as _;
+
     use super::*;
 
     /// The environment variable that makes the test rewrite the files instead of comparing them.
@@ -688,22 +690,22 @@ mod tests {
             }
             if bless {
                 fs::create_dir_all(full.parent().expect("files live in a directory")).unwrap();
-                fs::write(&full, contents).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
-                eprintln!("wrote {}", path.display());
+                fs::write(&full, contents).unwrap_or_else(|e| panic!("{}: {e}", full.shown()));
+                eprintln!("wrote {}", path.shown());
                 continue;
             }
             let why = match old {
                 None => "missing".to_owned(),
                 Some(old) => first_difference(&old, contents),
             };
-            writeln!(drift, "  {}: {why}", path.display()).unwrap();
+            writeln!(drift, "  {}: {why}", path.shown()).unwrap();
         }
         for path in &stale {
             if bless {
                 fs::remove_file(root().join(path)).unwrap();
-                eprintln!("removed {}", path.display());
+                eprintln!("removed {}", path.shown());
             } else {
-                writeln!(drift, "  {}: no such command any more", path.display()).unwrap();
+                writeln!(drift, "  {}: no such command any more", path.shown()).unwrap();
             }
         }
         assert!(

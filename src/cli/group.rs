@@ -21,6 +21,7 @@ use super::{
     Exit, Failure, VerbResult,
     args::{CommandArgs, WaitArgs, WatchArgs},
     child::{Job, LossArgs},
+    escape::Show,
     report::{self, Progress},
 };
 
@@ -251,12 +252,12 @@ pub(super) fn run(cmd: GroupCommand) -> VerbResult {
             Exit::NO
         }),
         Verb::WaitEmpty(a) => {
-            let mut progress = Progress::new(&a.wait, format!("{} to be empty", a.group.display()))
+            let mut progress = Progress::new(&a.wait, format!("{} to be empty", a.group.shown()))
                 .holder(|| members_text(&a.group));
             let outcome = group::wait_empty_with(&a.group, a.wait.timeout(), a.wait.poll, |_| {
                 progress.waiting();
             })?;
-            progress.settle(outcome, |()| format!("{} is empty", a.group.display()))?;
+            progress.settle(outcome, |()| format!("{} is empty", a.group.shown()))?;
             Ok(Exit::OK)
         }
         Verb::Members(a) => members(a),
@@ -280,15 +281,15 @@ fn join(a: JoinArgs) -> VerbResult {
     // Joining waits only while another member joins or leaves, holding GROUP/join.lock (the
     // protocol is in the library's `group` module).
     let join_lock = a.group.join("join.lock");
-    let mut progress = Progress::new(&a.wait, format!("{} to let us join", a.group.display()))
+    let mut progress = Progress::new(&a.wait, format!("{} to let us join", a.group.shown()))
         .holder(|| {
             let h = fsync::mutex::status(&join_lock).ok()?.holder?;
             Some(format!("join lock {}", report::held_by(&h)))
         });
     let outcome = group.join_with(a.wait.timeout(), |_| progress.waiting())?;
     let mut member = progress.settle(outcome, |m| match m.first() {
-        true => format!("joined {} as its first member", a.group.display()),
-        false => format!("joined {}", a.group.display()),
+        true => format!("joined {} as its first member", a.group.shown()),
+        false => format!("joined {}", a.group.shown()),
     })?;
     let first = member.first();
     let job = a.command.job(vec![(
@@ -309,15 +310,15 @@ fn join(a: JoinArgs) -> VerbResult {
         Err(failure) => return Err(failure),
     };
     progress.say(|| match left {
-        Left::Last => format!("left {} as its last member", a.group.display()),
-        Left::NotLast => format!("left {}", a.group.display()),
+        Left::Last => format!("left {} as its last member", a.group.shown()),
+        Left::NotLast => format!("left {}", a.group.shown()),
         Left::StillHeld => format!(
             "left {}; a process the command left running is still a member (it inherited \
              the membership)",
-            a.group.display()
+            a.group.shown()
         ),
-        Left::Unchecked => format!("left {} without checking for others", a.group.display()),
-        _ => format!("left {}", a.group.display()),
+        Left::Unchecked => format!("left {} without checking for others", a.group.shown()),
+        _ => format!("left {}", a.group.shown()),
     });
     if left == Left::Unchecked
         && (a.last.is_some() || a.delete)
@@ -354,11 +355,11 @@ fn leave(
                 progress.say(|| {
                     format!(
                         "left {} as its last member; running the --last command",
-                        group.display()
+                        group.shown()
                     )
                 });
-                c.set_child(None, &cleanup.display());
-                cleanup.run(|pid| c.set_child(Some(pid), &cleanup.display()))
+                c.set_child(None, &cleanup.command_line());
+                cleanup.run(|pid| c.set_child(Some(pid), &cleanup.command_line()))
             })?;
             if let Some(done) = ran {
                 last_failed(group, done);
@@ -381,9 +382,9 @@ fn last_failed(group: &Path, done: VerbResult) {
             format!("--last command died of {name}")
         }
         Ok(exit) => format!("--last command exited {}", exit.code),
-        Err(failure) => format!("--last command: {failure}"),
+        Err(failure) => format!("--last command: {}", super::failure_text(&failure)),
     };
-    report::warn(group, &what);
+    report::warn_escaped(group, &what);
 }
 
 /// "1 member: pid 12 on host: cmd, since ..." for `-v` (the first few of many).

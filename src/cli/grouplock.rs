@@ -14,7 +14,7 @@ use super::{
     Exit, VerbResult,
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
-    escape::escaped,
+    escape::{Show, escaped},
     report::{self, Progress},
 };
 
@@ -184,7 +184,7 @@ fn run_command(a: RunArgs) -> VerbResult {
     if let Some(max) = a.max {
         lock = lock.max(max);
     }
-    let what = format!("{} as group {}", a.lock.display(), a.group);
+    let what = format!("{} as group {}", a.lock.shown(), escaped(&a.group));
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| inside_text(&a.lock));
     let outcome = lock
         .enter_with(&a.group, a.wait.timeout(), |_| progress.waiting())
@@ -207,7 +207,7 @@ fn run_command(a: RunArgs) -> VerbResult {
         fsync::grouplock::Released::Kept
     });
     if let Some(why) = report::not_deleted(released, "are inside") {
-        progress.say(|| format!("not deleting {}: {why}", a.lock.display()));
+        progress.say(|| format!("not deleting {}: {why}", a.lock.shown()));
     }
     Ok(exit)
 }
@@ -259,13 +259,13 @@ fn status(a: StatusArgs) -> VerbResult {
     } else {
         let waiting = st.waiting.map_or("unknown".to_string(), |w| w.to_string());
         match st.inside.first() {
-            None => writeln!(out, "{}: free, {waiting} waiting", a.lock.display()).or_stdout()?,
+            None => writeln!(out, "{}: free, {waiting} waiting", a.lock.shown()).or_stdout()?,
             Some((g, n)) => {
                 let n = n.map_or("some".to_string(), |n| n.to_string());
                 writeln!(
                     out,
                     "{}: group {} inside ({n}), {waiting} waiting",
-                    a.lock.display(),
+                    a.lock.shown(),
                     escaped(g)
                 )
                 .or_stdout()?;

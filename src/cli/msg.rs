@@ -21,7 +21,7 @@ use serde::Serialize;
 use super::{
     Exit, VerbResult,
     args::WaitArgs,
-    escape::escaped,
+    escape::{Show, escaped},
     payload::{DataArg, check_output, copied},
     report::{self, Progress},
 };
@@ -525,7 +525,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
             let mailbox = Mailbox::new(&a.mailbox.mailbox)
                 .poll_interval(a.wait.poll)
                 .payload_mode(a.mode.mode);
-            let place = a.mailbox.mailbox.display();
+            let place = a.mailbox.mailbox.shown();
             let what = format!("a receiver to take the message in {place}");
             let mut progress = Progress::new(&a.wait, what);
             let mut printed = Ok(());
@@ -551,7 +551,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
         Verb::Recv(a) => {
             check_output()?;
             let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
-            let place = a.mailbox.mailbox.display();
+            let place = a.mailbox.mailbox.shown();
             let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
             let queue = a.mailbox.mailbox.join("q");
             let outcome =
@@ -564,7 +564,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
         }
         Verb::WaitEmpty(a) => {
             let mailbox = Mailbox::new(&a.mailbox.mailbox).poll_interval(a.wait.poll);
-            let place = a.mailbox.mailbox.display();
+            let place = a.mailbox.mailbox.shown();
             let mut progress =
                 Progress::new(&a.wait, format!("{place} to have nothing left to do"));
             let outcome = mailbox.wait_empty_with(a.wait.timeout(), |_| progress.waiting())?;
@@ -573,7 +573,7 @@ pub(super) fn run(cmd: MsgCommand) -> VerbResult {
         }
         Verb::Retry(a) => {
             let back = Mailbox::new(&a.mailbox.mailbox).retry(&a.ids)?;
-            let place = a.mailbox.mailbox.display();
+            let place = a.mailbox.mailbox.shown();
             for id in &back {
                 report::say(a.verbose, || {
                     format!("put message {id} back in the queue of {place}")
@@ -612,7 +612,7 @@ fn post(a: &PostArgs) -> VerbResult {
     if let Some(separator) = a.batch.separator() {
         return batch::post(&mailbox, &a.data, separator, a.quiet, a.verbose);
     }
-    let place = a.mailbox.mailbox.display();
+    let place = a.mailbox.mailbox.shown();
     let id = |name: &str| name.split('.').next().map_or(0, |s| s.parse().unwrap_or(0));
     let reader = &mut a.data.reader();
     let (id, pending) = match &a.key {
@@ -626,6 +626,7 @@ fn post(a: &PostArgs) -> VerbResult {
     print_id(a.quiet, id)?;
     report::say(a.verbose, || match (pending, &a.key) {
         (true, Some(key)) => {
+            let key = escaped(key);
             format!("not queued: message {id} with key {key} is still pending in {place}")
         }
         _ => format!("queued message {id} in {place}"),
@@ -658,7 +659,7 @@ fn recv_job(a: &RecvArgs) -> VerbResult {
     let mailbox = job_mailbox(&a.mailbox.mailbox, a.wait.poll, a.retries, a.job.backoff)
         .keep(a.keep)
         .job_output(a.output.job_output(log::OutputMode::Tee));
-    let place = a.mailbox.mailbox.display();
+    let place = a.mailbox.mailbox.shown();
     let mut progress = Progress::new(&a.wait, format!("a message in {place}"));
     let queue = a.mailbox.mailbox.join("q");
     let outcome = mailbox.recv_with(a.wait.timeout(), Receiving::new(&mut progress, queue))?;
@@ -710,7 +711,7 @@ fn run_job(
     mut say: impl FnMut(String),
 ) -> Result<(Exit, bool), super::Failure> {
     let (id, attempt) = (msg.id(), msg.attempt());
-    let place = mailbox.display();
+    let place = mailbox.shown();
     let job = super::child::Job {
         argv,
         env: vec![

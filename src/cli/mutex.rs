@@ -3,7 +3,12 @@
 and watch a lock. The protocol is in the library's `mutex` module.
 */
 
-use std::{ffi::OsString, io::Write, os::fd::AsFd, path::PathBuf};
+use std::{
+    ffi::{OsStr, OsString},
+    io::Write,
+    os::fd::AsFd,
+    path::PathBuf,
+};
 
 use clap::{Args, Subcommand};
 use fsync::{
@@ -16,6 +21,7 @@ use super::{
     Exit, Failure, VerbResult,
     args::{CommandArgs, WaitArgs, WatchArgs},
     child::{Job, LossArgs},
+    escape::Show,
     report::{self, Progress},
 };
 
@@ -75,8 +81,8 @@ enum Verb {
                       system it is tested with a non-blocking lock that is released at once. A \
                       missing LOCK is free. Where the kernel's lock table names the holder, it is \
                       believed over the holder record beside LOCK (which another user may have \
-                      written): a record naming another process is reported as untrusted. Host \
-                      names and command lines are shown escaped, as 'ls -b' shows file names.\n\n\
+                      written): a record naming another process is reported as untrusted. Paths, \
+                      host names and command lines are shown escaped, as 'ls -b' shows file names.\n\n\
                       With --range START[:LEN], tell whether any byte of that range is locked \
                       (held, 1) or not (free, 0): a byte-range lock of 'mutex run --range', \
                       'swmr --range', 'mutex lock --fd N --range' or any program's fcntl or lockf \
@@ -429,11 +435,10 @@ fn run_command(mut a: RunArgs) -> VerbResult {
         .delete_on_release(a.delete)
         .poll_interval(a.wait.poll)
         .create_mode(a.mode.unwrap_or(mutex::LOCK_FILE_MODE))
-        .command(job.display());
-    let condition = a.when.as_deref().map(|c| c.to_string_lossy());
-    let what = match &condition {
-        None => a.lock.display().to_string(),
-        Some(c) => format!("{} when '{c}'", a.lock.display()),
+        .command(job.command_line());
+    let what = match &a.when {
+        None => a.lock.shown().to_string(),
+        Some(c) => format!("{} when '{}'", a.lock.shown(), c.shown()),
     };
     let mut progress = Progress::new(&a.wait, what.clone())
         .holder(|| holder_of(&a.lock))
@@ -468,7 +473,7 @@ fn run_command(mut a: RunArgs) -> VerbResult {
             format!(
                 "not deleting {}: another process still holds the lock (one the command left \
                  running, through a descriptor it inherited)",
-                a.lock.display()
+                a.lock.shown()
             )
         });
     }
@@ -482,7 +487,9 @@ fn run_command(mut a: RunArgs) -> VerbResult {
 fn evaluate(condition: &std::ffi::OsStr) -> Result<bool, Failure> {
     let argv = ["sh".into(), "-c".into(), condition.to_os_string()];
     let failed = |exit, cause: String| Failure::Exec {
-        program: format!("--when '{}'", condition.to_string_lossy()),
+        program: [OsStr::new("--when '"), condition, OsStr::new("'")]
+            .into_iter()
+            .collect(),
         exit,
         cause,
     };
@@ -559,7 +566,7 @@ fn run_shared(a: &RunArgs) -> VerbResult {
     let mutex = Mutex::new(&a.lock)
         .poll_interval(a.wait.poll)
         .create_mode(a.mode.unwrap_or(mutex::LOCK_FILE_MODE));
-    let what = format!("a shared lock on {}", a.lock.display());
+    let what = format!("a shared lock on {}", a.lock.shown());
     let mut progress = Progress::new(&a.wait, what.clone())
         .holder(|| holder_of(&a.lock))
         .note(mode_note(&a.lock, a.wait.poll));
@@ -575,7 +582,7 @@ fn run_range(a: &RunArgs, range: fsync::range::ByteRange) -> VerbResult {
     let lock = fsync::range::RangeLock::new(&a.lock, range)
         .poll_interval(a.wait.poll)
         .create_mode(a.mode.unwrap_or(mutex::LOCK_FILE_MODE));
-    let what = format!("bytes {range} of {}", a.lock.display());
+    let what = format!("bytes {range} of {}", a.lock.shown());
     let mut progress = Progress::new(&a.wait, what.clone())
         .holder(|| status::range_holder(fsync::range::status(&a.lock, range)));
     let mode = match a.shared {
@@ -645,7 +652,7 @@ fn lock_fd(a: LockArgs) -> VerbResult {
         (true, Some(r)) => format!("a shared lock on bytes {r} of fd {fd}"),
     };
     if let Some(f) = &file {
-        what = format!("{what} ({})", f.display());
+        what = format!("{what} ({})", f.shown());
     }
     let inherited = fsync::internal::inherited_fd(fd)?;
     // A byte range has no holder record: the kernel and /proc tell who holds it.

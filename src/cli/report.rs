@@ -20,7 +20,7 @@ use serde::Serialize;
 use super::{
     Exit,
     args::WaitArgs,
-    escape::{escaped, escaped_bytes},
+    escape::{Show, escaped},
 };
 
 /// An RFC 3339 UTC timestamp with microseconds.
@@ -146,8 +146,19 @@ pub(super) fn short_duration(d: Duration) -> String {
     }
 }
 
+/// A path as a JSON string: serde escapes what JSON must, and bytes that are not UTF-8 become
+/// U+FFFD (docs/json.md). Text output shows paths with [`Show::shown`] instead.
 pub(super) fn path_text(p: &Path) -> String {
-    p.display().to_string()
+    p.to_string_lossy().into_owned()
+}
+
+/// A library error as text output shows it: `PATH: cause`, the path escaped byte for byte and
+/// the cause escaped (either may name entries another user made).
+pub(super) fn error_text(e: &fsync::Error) -> String {
+    match e.path().as_os_str().is_empty() {
+        true => escaped(e.message()).into_owned(),
+        false => format!("{}: {}", e.path().shown(), escaped(e.message())),
+    }
 }
 
 /// How long a wait took, for the `-v` lines: 0.80s, 12.35s, 3m04s.
@@ -349,9 +360,12 @@ pub(super) fn warn(path: &Path, what: &str) {
 
 /// The line [`warn`] writes, newline included.
 pub(super) fn warning(path: &Path, what: &str) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let path = escaped_bytes(path.as_os_str().as_bytes());
-    format!("fsync: {path}: {}\n", escaped(what))
+    format!("fsync: {}: {}\n", path.shown(), escaped(what))
+}
+
+/// [`warn`], of text already escaped: built of shown paths and escaped pieces.
+pub(super) fn warn_escaped(path: &Path, what: &str) {
+    let _ = writeln!(std::io::stderr(), "fsync: {}: {what}", path.shown());
 }
 
 /// A `-v` line on stderr, for verbs that do not wait.

@@ -18,6 +18,7 @@ use super::{
     Exit, Failure, VerbResult,
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
+    escape::Show,
     report::{self, Progress},
 };
 
@@ -161,12 +162,12 @@ fn run_command(a: RunArgs) -> VerbResult {
     let sem = Semaphore::new(&a.sem, a.slots)
         .poll_interval(a.wait.poll)
         .delete_on_release(a.delete);
-    let mut progress = Progress::new(&a.wait, format!("a slot of {}", a.sem.display()))
+    let mut progress = Progress::new(&a.wait, format!("a slot of {}", a.sem.shown()))
         .holder(|| holders_text(&a.sem));
     let outcome = (sem.acquire_with(a.wait.timeout(), |_| progress.waiting()))
         .map_err(|e| in_our_words(&a, e))?;
     let mut guard = progress.settle(outcome, |g| {
-        format!("acquired slot {} of {}", g.slot(), a.sem.display())
+        format!("acquired slot {} of {}", g.slot(), a.sem.shown())
     })?;
     let job = a
         .command
@@ -178,7 +179,7 @@ fn run_command(a: RunArgs) -> VerbResult {
         Released::Kept
     });
     if let Some(why) = report::not_deleted(released, "hold a slot") {
-        progress.say(|| format!("not deleting {}: {why}", a.sem.display()));
+        progress.say(|| format!("not deleting {}: {why}", a.sem.shown()));
     }
     Ok(exit)
 }
@@ -259,14 +260,15 @@ fn status(a: StatusArgs) -> VerbResult {
         report::print_json(&mut out, &line).or_stdout()?;
     } else {
         match st.slots {
-            None => writeln!(out, "{}: not created yet (all slots free)", a.sem.display())
-                .or_stdout()?,
+            None => {
+                writeln!(out, "{}: not created yet (all slots free)", a.sem.shown()).or_stdout()?;
+            }
             Some(n) => {
                 let waiters = st.waiters.map_or("unknown".to_string(), |w| w.to_string());
                 writeln!(
                     out,
                     "{}: {} of {n} slots held, {waiters} waiting",
-                    a.sem.display(),
+                    a.sem.shown(),
                     st.held.len()
                 )
                 .or_stdout()?;

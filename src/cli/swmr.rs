@@ -17,6 +17,7 @@ use super::{
     Exit, VerbResult,
     args::{CommandArgs, WaitArgs},
     child::LossArgs,
+    escape::Show,
     report::{self, Progress},
 };
 
@@ -152,8 +153,8 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
         .range(a.range)
         .delete_on_release(a.delete);
     let what = match a.range {
-        None => format!("{} as {role}", a.lock.display()),
-        Some(r) => format!("bytes {r} of {} as {role}", a.lock.display()),
+        None => format!("{} as {role}", a.lock.shown()),
+        Some(r) => format!("bytes {r} of {} as {role}", a.lock.shown()),
     };
     let mut progress = Progress::new(&a.wait, what.clone()).holder(|| holders_text(&a.lock, mode));
     let outcome = lock.acquire_with(mode, a.wait.timeout(), |_| progress.waiting())?;
@@ -181,7 +182,7 @@ fn run_locked(a: RunArgs, mode: Mode) -> VerbResult {
         }
         _ => return Ok(exit),
     };
-    progress.say(|| format!("not deleting {}: {why}", a.lock.display()));
+    progress.say(|| format!("not deleting {}: {why}", a.lock.shown()));
     Ok(exit)
 }
 
@@ -258,7 +259,7 @@ fn status(a: StatusArgs) -> VerbResult {
         writeln!(
             out,
             "{}: readers {}, writer {}, waiting writers {}",
-            a.lock.display(),
+            a.lock.shown(),
             count(st.readers),
             writer,
             count(st.waiting_writers)

@@ -68,7 +68,7 @@ impl Registration {
     /// Make the first spare of `dir` (best effort): for a directory that may fill up before
     /// anyone registers in it.
     pub(crate) fn make_spare(dir: &crate::platform::dir::Dir) {
-        let _ = dir.create_new(&format!(".spare-{}", 0), 0o600);
+        let _ = dir.create_new(format!(".spare-{}", 0), 0o600);
     }
 
     fn make(

@@ -175,7 +175,7 @@ impl Layout {
             // held back now goes into it, and removing it under that job's receiver at each
             // of its tries (woken by its `mkdir`) could outlast them. A waiter watches it.
             let ended = first.saturating_add(SPAN) <= now;
-            if !ended || self.delayed.rmdir(&bucket_name(first)).is_err() {
+            if !ended || self.delayed.rmdir(bucket_name(first)).is_err() {
                 pending.begun.push(first);
             }
         }

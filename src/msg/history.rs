@@ -184,7 +184,7 @@ impl Layout {
     /// Forget message `seq`'s history: it was delivered.
     pub(super) fn forget(&self, seq: u64) {
         if let Ok(Some(dir)) = self.top.open_sub("attempts") {
-            let _ = dir.unlink_file(&file_name(seq));
+            let _ = dir.unlink_file(file_name(seq));
         }
     }
 }

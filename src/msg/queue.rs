@@ -386,7 +386,7 @@ impl Layout {
                     if !queued_names(&shard)?.0.is_empty() {
                         break;
                     }
-                    let _ = self.q.rmdir(&shard_name(head)); // not if someone put else there
+                    let _ = self.q.rmdir(shard_name(head)); // not if someone put else there
                     missing = 0;
                 }
                 _ => missing += 1,

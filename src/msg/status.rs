@@ -365,7 +365,7 @@ impl Layout {
             && let Ok(Some(shard)) = done.open_sub(&shard_name(shard_of(seq)))
         {
             // Flushed: a crash must not bring it back beside a dead letter or a delay.
-            if shard.unlink_file(&record_name(seq)).is_ok() {
+            if shard.unlink_file(record_name(seq)).is_ok() {
                 let _ = shard.sync();
             }
         }

@@ -77,8 +77,7 @@ impl MutexGuard {
             false => prepared.current(),
             true => (None, None),
         };
-        let name = mutex.path.file_name().and_then(|n| n.to_str());
-        let lock_dir = dir.as_ref().zip(name);
+        let lock_dir = dir.as_ref().zip(mutex.path.file_name());
         let old = match (&record, lock_dir) {
             (Some(r), _) => r.read().fence,
             (None, Some((dir, name))) => holder::trusted_fence_in(dir, name),
@@ -261,7 +260,7 @@ impl MutexGuard {
         if !self.keep_fence {
             return;
         }
-        let Some(name) = self.path.file_name().and_then(|n| n.to_str()) else {
+        let Some(name) = self.path.file_name() else {
             return;
         };
         match &self.dir {
@@ -277,8 +276,11 @@ impl MutexGuard {
     /// Whether the lock's name still names the file we hold, open as `file` (see [`names`]).
     fn still_named(&self, file: &File) -> Result<bool> {
         let held = self.held_file(file.as_raw_fd())?;
-        let name = self.path.file_name().and_then(|n| n.to_str());
-        names(&self.path, self.dir.as_ref().zip(name), held)
+        names(
+            &self.path,
+            self.dir.as_ref().zip(self.path.file_name()),
+            held,
+        )
     }
 
     fn release_inner(&mut self) -> Result<Released> {

@@ -12,6 +12,9 @@ calls relative to that descriptor and `O_NOFOLLOW`, so a link is never followed 
 directory cannot redirect us. Files are opened with `O_NONBLOCK` (a FIFO or a device cannot hang
 the open) and their type is checked on the open descriptor before anything is read or written.
 
+A name is any bytes (`impl AsRef<OsStr>`), as file names are: the lock a user names, and so
+its record beside it, need not be UTF-8.
+
 What is trusted is a separate question, answered by [`trusted_owner`]: fsync writes into a file
 it did not just create (a holder record), and believes what a file says (a holder's pid), only
 when the file belongs to the caller or to root. Files any participant writes by protocol (a
@@ -20,6 +23,7 @@ else's data.
 */
 
 use std::{
+    ffi::OsStr,
     fs::File,
     io,
     os::fd::{AsFd, AsRawFd, OwnedFd, RawFd},
@@ -111,7 +115,13 @@ pub(crate) fn sticky_refusal(path: &Path, entry_uid: u32) -> Error {
 /// regular file with one link (a hard link to someone's file is not ours to drop), and in a
 /// sticky directory the caller's or the directory owner's, the rule the kernel applies to
 /// everyone but root, applied to root too.
-pub(crate) fn removable(dir: &Dir, name: &str, st: &FileStat, parent: &FileStat) -> Result<()> {
+pub(crate) fn removable(
+    dir: &Dir,
+    name: impl AsRef<OsStr>,
+    st: &FileStat,
+    parent: &FileStat,
+) -> Result<()> {
+    let name = name.as_ref();
     let refuse = |kind, why: String| Err(Error::new(&dir.join(name), kind, why));
     let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
     if kind != SFlag::S_IFREG {
@@ -183,7 +193,7 @@ impl Dir {
         ) {
             return Err(super::fs::explain_open_error(path, what, e));
         }
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        let Some(name) = path.file_name() else {
             // `/`, `..` and the like: wholly the caller's choice.
             return match e.raw_os_error() {
                 Some(libc::ENOENT) if !create => Ok(None),
@@ -208,7 +218,14 @@ impl Dir {
     }
 
     /// [`top`](Self::top)'s long way: `name` in this (parent) directory, shown as `path`.
-    fn child_top(&self, name: &str, path: &Path, create: bool, what: &str) -> Result<Option<Dir>> {
+    fn child_top(
+        &self,
+        name: impl AsRef<OsStr>,
+        path: &Path,
+        create: bool,
+        what: &str,
+    ) -> Result<Option<Dir>> {
+        let name = name.as_ref();
         let mkdir = || match stat::mkdirat(self.raw(), name, Mode::from_bits_truncate(0o777)) {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => Ok(()),
             Err(e) => Err(super::fs::explain_open_error(path, what, e.into())),
@@ -308,7 +325,8 @@ impl Dir {
     }
 
     /// The path of an entry, for messages.
-    pub(crate) fn join(&self, name: &str) -> PathBuf {
+    pub(crate) fn join(&self, name: impl AsRef<OsStr>) -> PathBuf {
+        let name = name.as_ref();
         self.path.join(name)
     }
 
@@ -346,10 +364,7 @@ impl Dir {
     }
 
     /// An entry's status, not following a link.
-    pub(crate) fn stat(
-        &self,
-        name: &(impl AsRef<std::ffi::OsStr> + ?Sized),
-    ) -> io::Result<FileStat> {
+    pub(crate) fn stat(&self, name: &(impl AsRef<OsStr> + ?Sized)) -> io::Result<FileStat> {
         crate::platform::retrying(|| {
             stat::fstatat(
                 self.raw(),
@@ -362,7 +377,8 @@ impl Dir {
 
     /// The device and inode `name` leads to, following a symbolic link (as opening it would),
     /// without fetching its attributes again ([`super::fs::identity_at`]).
-    pub(crate) fn identity_following(&self, name: &str) -> io::Result<(u64, u64)> {
+    pub(crate) fn identity_following(&self, name: impl AsRef<OsStr>) -> io::Result<(u64, u64)> {
+        let name = name.as_ref();
         super::fs::identity_at(Some(self.fd.as_fd()), Path::new(name))
     }
 
@@ -424,7 +440,8 @@ impl Dir {
     }
 
     /// The error for an entry that is not the kind the protocol puts there.
-    pub(crate) fn wrong_kind(&self, name: &str, want: Kind) -> Error {
+    pub(crate) fn wrong_kind(&self, name: impl AsRef<OsStr>, want: Kind) -> Error {
+        let name = name.as_ref();
         let what = self.stat(name).map_or("not usable", |st| describe(&st));
         let want = match want {
             Kind::File => "a regular file",
@@ -439,12 +456,18 @@ impl Dir {
 
     /// Open the existing regular file `name` (read-only, or read-write with `write`), never
     /// through a link and never blocking on a FIFO; `Ok(None)` if it does not exist.
-    pub(crate) fn open(&self, name: &str, write: bool) -> Result<Option<File>> {
+    pub(crate) fn open(&self, name: impl AsRef<OsStr>, write: bool) -> Result<Option<File>> {
+        let name = name.as_ref();
         Ok(self.open_stat(name, write)?.map(|(f, _)| f))
     }
 
     /// [`open`](Self::open), with the file's status.
-    pub(crate) fn open_stat(&self, name: &str, write: bool) -> Result<Option<(File, FileStat)>> {
+    pub(crate) fn open_stat(
+        &self,
+        name: impl AsRef<OsStr>,
+        write: bool,
+    ) -> Result<Option<(File, FileStat)>> {
+        let name = name.as_ref();
         let acc = if write {
             OFlag::O_RDWR
         } else {
@@ -469,7 +492,8 @@ impl Dir {
     /// when it is ours, lets only those who may write this directory (or a subdirectory) open
     /// it; one made before the directory was shared is named in the error of those it keeps
     /// out: see [`super::fs`], *Who may lock an internal lock file*.
-    pub(crate) fn open_or_create(&self, name: &str) -> Result<File> {
+    pub(crate) fn open_or_create(&self, name: impl AsRef<OsStr>) -> Result<File> {
+        let name = name.as_ref();
         let opened = super::fs::open_or_create_with(
             |flags, mode| {
                 self.openat(
@@ -503,7 +527,8 @@ impl Dir {
     /// Fit the mode of the internal lock file `name`, opened here (status `st`, taken after
     /// the open), to the rule, if it is ours and no other name reaches it
     /// ([`super::fs::fit`]).
-    pub(crate) fn fit(&self, name: &str, file: &File, st: &FileStat) {
+    pub(crate) fn fit(&self, name: impl AsRef<OsStr>, file: &File, st: &FileStat) {
+        let name = name.as_ref();
         super::fs::fit(
             file,
             (st.st_mode, st.st_uid),
@@ -515,7 +540,8 @@ impl Dir {
 
     /// [`super::fs::unshared`] for the entry `name`, which the caller could not open (or
     /// write, opened read-only: `what` says which).
-    pub(crate) fn unshared(&self, name: &str, what: &str) -> Option<Error> {
+    pub(crate) fn unshared(&self, name: impl AsRef<OsStr>, what: &str) -> Option<Error> {
+        let name = name.as_ref();
         use rustix::fs::{Access, AtFlags};
         let st = self.stat(name).ok().filter(|st| is_kind(st, Kind::File))?;
         let dir = self.status().ok()?;
@@ -601,7 +627,8 @@ impl Dir {
     }
 
     /// Create `name` exclusively (mode less the umask), for writing.
-    pub(crate) fn create_new(&self, name: &str, mode: u32) -> io::Result<File> {
+    pub(crate) fn create_new(&self, name: impl AsRef<OsStr>, mode: u32) -> io::Result<File> {
+        let name = name.as_ref();
         self.openat(
             name,
             OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL,
@@ -609,7 +636,8 @@ impl Dir {
         )
     }
 
-    fn openat(&self, name: &str, flags: OFlag, mode: Mode) -> io::Result<File> {
+    fn openat(&self, name: impl AsRef<OsStr>, flags: OFlag, mode: Mode) -> io::Result<File> {
+        let name = name.as_ref();
         let flags =
             flags | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC | OFlag::O_NOCTTY;
         match flags.contains(OFlag::O_CREAT) && !flags.contains(OFlag::O_EXCL) {
@@ -621,7 +649,8 @@ impl Dir {
     }
 
     /// Accept an opened file only if it is a regular file, with its status.
-    fn checked_stat(&self, name: &str, f: File) -> Result<(File, FileStat)> {
+    fn checked_stat(&self, name: impl AsRef<OsStr>, f: File) -> Result<(File, FileStat)> {
+        let name = name.as_ref();
         let st = stat::fstat(f.as_raw_fd())
             .map_err(|e| Error::io(&self.join(name), "cannot stat", e.into()))?;
         if !is_kind(&st, Kind::File) {
@@ -653,10 +682,11 @@ impl Dir {
     /// saves a round trip to the server on a network file system).
     pub(crate) fn sole_link(
         &self,
-        name: &str,
+        name: impl AsRef<OsStr>,
         file: &File,
         st: Option<&FileStat>,
     ) -> io::Result<bool> {
+        let name = name.as_ref();
         let st = match st {
             Some(st) => *st,
             None => stat::fstat(file.as_raw_fd())?,
@@ -683,7 +713,8 @@ impl Dir {
     }
 
     /// The error for an entry that [`sole_link`](Self::sole_link) refused.
-    pub(crate) fn not_sole(&self, name: &str) -> Error {
+    pub(crate) fn not_sole(&self, name: impl AsRef<OsStr>) -> Error {
+        let name = name.as_ref();
         Error::new(
             &self.join(name),
             ErrorKind::WrongKind,
@@ -709,7 +740,8 @@ impl Dir {
 
     /// Unlink the entry `name` if it is a regular file, as the protocol left it; anything
     /// else (a link, a FIFO, a directory someone put there) is left alone and reported.
-    pub(crate) fn unlink_file(&self, name: &str) -> io::Result<()> {
+    pub(crate) fn unlink_file(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+        let name = name.as_ref();
         let st = self.stat(name)?;
         if !is_kind(&st, Kind::File) {
             return Err(io::Error::new(
@@ -721,10 +753,7 @@ impl Dir {
     }
 
     /// Unlink `name` whatever it is (a registration fsync itself made and still holds).
-    pub(crate) fn unlink_any(
-        &self,
-        name: &(impl AsRef<std::ffi::OsStr> + ?Sized),
-    ) -> io::Result<()> {
+    pub(crate) fn unlink_any(&self, name: &(impl AsRef<OsStr> + ?Sized)) -> io::Result<()> {
         crate::platform::retrying(|| {
             unistd::unlinkat(self.raw(), name.as_ref(), UnlinkatFlags::NoRemoveDir)
                 .map_err(io::Error::from)
@@ -743,7 +772,6 @@ impl Dir {
             parent
         };
         let parent = Dir::own(open(None, parent, DIR_FLAGS, Mode::empty())?, Path::new(""));
-        let name = name.to_str().ok_or(io::ErrorKind::InvalidInput)?;
         let me = stat::fstat(self.fd.as_raw_fd())?;
         let there = parent.stat(name)?;
         if (there.st_dev, there.st_ino) != (me.st_dev, me.st_ino) {
@@ -760,7 +788,8 @@ impl Dir {
     }
 
     /// Remove the empty subdirectory `name`.
-    pub(crate) fn rmdir(&self, name: &str) -> io::Result<()> {
+    pub(crate) fn rmdir(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+        let name = name.as_ref();
         crate::platform::retrying(|| {
             unistd::unlinkat(self.raw(), name, UnlinkatFlags::RemoveDir).map_err(io::Error::from)
         })

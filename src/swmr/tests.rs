@@ -198,3 +198,24 @@ fn delete_is_refused_for_ranges_and_directories() {
     assert_eq!(e.kind(), ErrorKind::WrongKind);
     assert!(lock.try_read().unwrap().is_some());
 }
+
+/// The turnstile and `.writers` are `.NAME.turnstile` and `.NAME.writers`, byte for byte, as
+/// the module docs name them: two locks named in bytes that are not UTF-8 never share them,
+/// nor does `x.fsync` share those of `x`.
+#[test]
+fn side_files_are_named_after_the_lock_byte_for_byte() {
+    use std::os::unix::ffi::OsStrExt;
+    let p = |b: &[u8]| PathBuf::from(OsStr::from_bytes(b));
+    assert_eq!(
+        side_file(&p(b"/d/a\xff"), ".turnstile"),
+        p(b"/d/.a\xff.turnstile")
+    );
+    assert_eq!(
+        side_file(&p(b"/d/a\xfe"), ".writers"),
+        p(b"/d/.a\xfe.writers")
+    );
+    assert_eq!(
+        side_file(Path::new("/d/x.fsync"), ".turnstile"),
+        Path::new("/d/.x.fsync.turnstile")
+    );
+}

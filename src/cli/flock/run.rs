@@ -6,6 +6,7 @@ use super::*;
 /// How a lock attempt ended that did not get the lock: flock's status and message for it.
 struct Refusal {
     code: u8,
+    /// As it is shown: its path and words escaped.
     message: String,
 }
 
@@ -46,7 +47,7 @@ impl Request {
             }
             Ok(Outcome::Interrupted(sig)) => return Exit::signal(sig),
             Err(refusal) => {
-                say.line(&refusal.message);
+                say.shown_line(&refusal.message);
                 return Exit::code(refusal.code);
             }
         };
@@ -62,7 +63,7 @@ impl Request {
         let Target::File { argv, .. } = &self.target else {
             return say.after_output(verbose.finish(), Exit::OK);
         };
-        verbose.line(format!("executing {}", argv[0].to_string_lossy()));
+        verbose.line(format!("executing {}", argv[0].shown()));
         // -o: the command does not get the lock's descriptor (flock closes it in the child).
         if let (true, Held::File(fd)) = (self.close, &held) {
             let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
@@ -70,7 +71,7 @@ impl Request {
         if self.no_fork {
             verbose.flush_if_terminal();
             let e = fsync::command::exec(argv);
-            say.line(&exec_failure(&argv[0], &e));
+            say.shown_line(&exec_failure(&argv[0], &e));
             return Exit::code(EX_UNAVAILABLE);
         }
         verbose.flush_if_terminal();
@@ -134,7 +135,7 @@ impl Request {
                     Some(nix::libc::ENOLCK | nix::libc::ENOMEM) => EX_OSERR,
                     _ => EX_DATAERR,
                 },
-                message: format!("{}: {cause}", path.display()),
+                message: format!("{}: {}", path.shown(), escaped(&cause)),
             });
         }
     }
@@ -184,7 +185,7 @@ fn run_command(argv: &[OsString], say: &Say) -> Exit {
     let running = match fsync::command::spawn_forked(argv) {
         Ok(running) => running,
         Err(e) => {
-            say.line(&exec_failure(&argv[0], &e));
+            say.shown_line(&exec_failure(&argv[0], &e));
             return Exit::code(EX_UNAVAILABLE);
         }
     };
@@ -253,19 +254,20 @@ fn open_lock_file(
             },
             message: format!(
                 "cannot open lock file {}: {}",
-                path.display(),
-                strerror(e.raw_os_error())
+                path.shown(),
+                escaped(&strerror(e.raw_os_error()))
             ),
         }),
     }
 }
 
-/// "failed to execute CMD: No such file or directory", as flock's child says it.
+/// "failed to execute CMD: No such file or directory", as flock's child says it (shown:
+/// escaped).
 fn exec_failure(program: &OsStr, e: &SpawnError) -> String {
     format!(
         "failed to execute {}: {}",
-        program.to_string_lossy(),
-        spawn_cause(e)
+        program.shown(),
+        escaped(&spawn_cause(e))
     )
 }
 
@@ -296,15 +298,13 @@ fn fd_refusal(n: i32, e: &fsync::Error) -> Refusal {
             Some(nix::libc::ENOLCK | nix::libc::ENOMEM) => EX_OSERR,
             _ => EX_DATAERR,
         },
-        message: format!("{n}: {cause}"),
+        message: format!("{n}: {}", escaped(&cause)),
     }
 }
 
 /// The library's description of an error without its path: "is a pipe, not a lock file".
 fn own_words(e: &fsync::Error) -> String {
-    let text = e.to_string();
-    let path = format!("{}: ", e.path().display());
-    text.strip_prefix(&path).unwrap_or(&text).to_string()
+    e.message().to_string()
 }
 
 /// `--verbose`'s lines, printed when flock's buffered standard output would show them.

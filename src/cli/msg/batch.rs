@@ -10,7 +10,7 @@ use std::io::{BufReader, BufWriter, Write};
 use clap::Args;
 use fsync::Mailbox;
 
-use super::super::{Exit, VerbResult, payload::DataArg, report};
+use super::super::{Exit, VerbResult, escape::Show, payload::DataArg, report};
 
 // How `post` splits its input into messages (no doc comment: it would become the verb's about).
 #[derive(Debug, Args)]
@@ -47,7 +47,7 @@ pub(super) fn post(
 ) -> VerbResult {
     let mut input = BufReader::with_capacity(64 * 1024, data.reader());
     let ids = Exit::unless_acquired(mailbox.post_records(&mut input, separator)?, Exit::OK)?;
-    let place = mailbox.path().display();
+    let place = mailbox.path().shown();
     report::say(verbose, || match ids.clone().count() {
         0 => format!("no message to queue in {place}: the input is empty"),
         1 => format!("queued message {} in {place}", ids.start),

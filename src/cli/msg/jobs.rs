@@ -12,7 +12,7 @@ use fsync::{
 use serde::Serialize;
 
 use super::{AttemptJson, BoxArg, Exit, VerbResult, WaitArgs, report};
-use crate::cli::Failure;
+use crate::cli::{Failure, escape::Show};
 
 #[derive(Debug, Args)]
 pub(super) struct StatusArgs {
@@ -271,7 +271,7 @@ fn finished_exit(mailbox: &Mailbox, all: &[(u64, Status)]) -> Exit {
 pub(super) fn wait(a: &WaitArgsIds) -> VerbResult {
     let mailbox = &Mailbox::new(&a.jobs.mailbox.mailbox).poll_interval(a.wait.poll);
     let (path, ids, wait, as_json) = (&a.jobs.mailbox.mailbox, &a.jobs.ids, &a.wait, a.jobs.json);
-    let place = path.display();
+    let place = path.shown();
     let what = match ids.as_slice() {
         [id] => format!("job {id} of {place} to finish"),
         _ => format!("{} jobs of {place} to finish", ids.len()),
@@ -295,7 +295,7 @@ pub(super) fn wait(a: &WaitArgsIds) -> VerbResult {
 
 pub(super) fn cancel(a: &WaitArgsIds) -> VerbResult {
     let mailbox = Mailbox::new(&a.jobs.mailbox.mailbox).poll_interval(a.wait.poll);
-    let place = a.jobs.mailbox.mailbox.display();
+    let place = a.jobs.mailbox.mailbox.shown();
     let mut running = Vec::new();
     for &id in &a.jobs.ids {
         let said = match mailbox.cancel(id)? {

@@ -10,7 +10,7 @@ use fsync::{
     msg::{DEFAULT_OUTPUT_LIMIT, JobOutput, Piece},
 };
 
-use super::{BoxArg, Exit, VerbResult};
+use super::{BoxArg, Exit, Show, VerbResult};
 
 /// Where a job's standard output and error go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -93,7 +93,7 @@ pub(super) struct LogArgs {
 /// a new attempt) on stderr.
 pub(super) fn log(a: &LogArgs) -> VerbResult {
     let mailbox = Mailbox::existing(&a.mailbox.mailbox).poll_interval(a.poll);
-    let place = a.mailbox.mailbox.display();
+    let place = a.mailbox.mailbox.shown();
     let id = a.id;
     let left_out = |n: u64| {
         let _ = writeln!(

@@ -18,7 +18,11 @@ use fsync::{Mailbox, Outcome, msg::Census};
 use serde::Serialize;
 
 use super::{BoxArg, Exit, VerbResult};
-use crate::cli::{args::WatchArgs, escape::escaped, report};
+use crate::cli::{
+    args::WatchArgs,
+    escape::{Show, escaped},
+    report,
+};
 
 #[derive(Debug, Args)]
 pub(super) struct WatchCmd {
@@ -63,7 +67,7 @@ const SLOWEST: Duration = Duration::from_secs(1);
 
 pub(super) fn watch(a: &WatchCmd) -> VerbResult {
     let mailbox = Mailbox::existing(&a.mailbox.mailbox).poll_interval(a.watch.poll);
-    let place = a.mailbox.mailbox.display().to_string();
+    let place = a.mailbox.mailbox.shown().to_string();
     let start = Instant::now();
     let end = a.watch.timeout.map(|t| start + t);
     let first = mailbox.census()?;

@@ -20,7 +20,7 @@ use super::{
     Exit, VerbResult, WorkArgs,
     progress::{self, StatusLine, Tally},
 };
-use crate::cli::Failure;
+use crate::cli::{Failure, escape::Show, report};
 
 /// What every worker shares.
 #[derive(Clone, Copy)]
@@ -67,7 +67,7 @@ pub(super) fn work(a: &WorkArgs) -> VerbResult {
     // The live line, unless jobs write to the terminal themselves.
     let status = StatusLine::new(matches!(output, fsync::msg::JobOutput::Keep { .. }));
     let tally = Tally::default();
-    let place = a.mailbox.mailbox.display().to_string();
+    let place = a.mailbox.mailbox.shown().to_string();
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     let shared = Shared {
         found: &found,
@@ -140,7 +140,9 @@ fn worker(mailbox: &Mailbox, a: &WorkArgs, shared: Shared<'_>) -> bool {
                         })
                         .is_ok() =>
             {
-                (shared.status).say(a.verbose, || format!("{e}; one worker fewer"));
+                (shared.status).say(a.verbose, || {
+                    format!("{}; one worker fewer", report::error_text(&e))
+                });
                 return false;
             }
             Err(e) => found.stop_for(e.into()),
@@ -156,7 +158,7 @@ fn run(msg: Received, a: &WorkArgs, shared: Shared<'_>) -> Result<(), Failure> {
     let (id, attempt) = (msg.id(), msg.attempt());
     say(format!(
         "message {id} of {}: running (attempt {attempt})",
-        a.mailbox.mailbox.display()
+        a.mailbox.mailbox.shown()
     ));
     let tally = shared.tally;
     tally.running.fetch_add(1, Ordering::Relaxed);

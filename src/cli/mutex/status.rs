@@ -114,16 +114,16 @@ pub(super) fn status(a: StatusArgs) -> VerbResult {
         report::print_json(&mut out, &line).or_stdout()?;
     } else {
         match (&st.held, &st.holder) {
-            (false, _) => writeln!(out, "{}: free", a.lock.display()).or_stdout()?,
+            (false, _) => writeln!(out, "{}: free", a.lock.shown()).or_stdout()?,
             (true, Some(h)) => writeln!(
                 out,
                 "{}: held by {}",
-                a.lock.display(),
+                a.lock.shown(),
                 report::holder_text(h)
             )
             .or_stdout()?,
             (true, None) => {
-                writeln!(out, "{}: held (holder unknown)", a.lock.display()).or_stdout()?;
+                writeln!(out, "{}: held (holder unknown)", a.lock.shown()).or_stdout()?;
             }
         }
         if let Some(claimed) = &st.untrusted_record {
@@ -171,7 +171,7 @@ fn range_status(a: &StatusArgs, range: fsync::range::ByteRange) -> VerbResult {
 /// "L: bytes 7:1 held by pid 12 on host: cmd (an exclusive lock on bytes 0:10)", or
 /// "L: bytes 7:1 free".
 fn range_status_text(lock: &std::path::Path, st: &fsync::range::RangeStatus) -> String {
-    let head = format!("{}: bytes {}", lock.display(), st.range);
+    let head = format!("{}: bytes {}", lock.shown(), st.range);
     let Some(l) = &st.lock else {
         return format!("{head} free");
     };
