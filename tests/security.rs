@@ -3657,3 +3657,50 @@ fn doctor_never_uses_entries_planted_at_its_scratch_names() {
         held.finish().code(0);
     }
 }
+
+/// SECURITY.md's table names, for every row, the tests that show it; each named test exists
+/// (a `fn` of that name in the tests or the library's unit tests), so a renamed or removed
+/// test cannot leave a promise unshown.
+#[test]
+fn every_row_of_security_md_names_tests_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("SECURITY.md")).unwrap();
+    let mut sources = String::new();
+    let mut stack = vec![root.join("tests"), root.join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                sources.push_str(&std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    let table = doc
+        .split("| they put there | fsync | shown by |")
+        .nth(1)
+        .expect("SECURITY.md's table, with its `shown by` column");
+    let rows: Vec<&str> = table
+        .lines()
+        .skip(2) // the rest of the header and the separator
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert!(rows.len() > 20, "the table has {} rows", rows.len());
+    for row in rows {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+        let named: Vec<&str> = cells[cells.len() - 1]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .collect();
+        assert!(!named.is_empty(), "a row names no test: {row}");
+        for test in named {
+            let name = test.rsplit("::").next().unwrap();
+            assert!(
+                sources.contains(&format!("fn {name}(")),
+                "SECURITY.md names `{test}`, which no test is called"
+            );
+        }
+    }
+}
