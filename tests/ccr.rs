@@ -52,7 +52,8 @@ fn a_consumer_is_woken_by_a_producer() {
 }
 
 /// A bounded queue of one item between a producer and a consumer, each a shell loop of 1,000
-/// `fsync mutex run --when`: a single lost wake-up leaves both asleep for ever.
+/// `fsync mutex run --when`: a single lost wake-up leaves both asleep for ever, which the
+/// harness tells from a slow machine by the items standing still.
 #[test]
 fn a_thousand_rounds_of_producer_and_consumer_lose_no_wake_up_and_no_item() {
     const ROUNDS: u32 = 1000;
@@ -71,8 +72,12 @@ fn a_thousand_rounds_of_producer_and_consumer_lose_no_wake_up_and_no_item() {
                i=$((i+1))
            done"#
     );
-    let producer = t.sh(&produce).start();
-    let consumer = t.sh(&consume).start();
+    let mut producer = t.sh(&produce).start();
+    let mut consumer = t.sh(&consume).start();
+    // However slow the machine, a lost wake-up stops the items for good.
+    let items = || t.read("consumed").len();
+    producer.wait_exit_while(items);
+    consumer.wait_exit_while(items);
     producer.finish().code(0).stderr("");
     consumer.finish().code(0).stderr("");
     let want: String = (0..ROUNDS).map(|i| format!("{i}\n")).collect();

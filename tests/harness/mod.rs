@@ -591,6 +591,29 @@ impl Holder {
         status
     }
 
+    /// [`wait_exit`](Self::wait_exit) for a process that works through many rounds, however
+    /// long they take on a busy machine: it fails only once `progress` (a count of rounds done)
+    /// has stood still for [`DEADLINE`]. A hang is a stall; a slow machine is not.
+    #[track_caller]
+    pub(crate) fn wait_exit_while(&mut self, mut progress: impl FnMut() -> usize) -> ExitStatus {
+        let (mut last, mut since) = (progress(), Instant::now());
+        while self.running() {
+            let now = progress();
+            if now != last {
+                (last, since) = (now, Instant::now());
+            } else if since.elapsed() > DEADLINE {
+                kill(self.pid, Signal::SIGKILL);
+                panic!(
+                    "`{}` made no progress for {DEADLINE:?} (stuck at {last})\n{}",
+                    self.shown,
+                    self.drain_log()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        self.wait_exit()
+    }
+
     /// Close its stdin (a holder releases), wait until it has exited and its output has
     /// ended (so have all its descendants that shared it), and return what it printed that
     /// was not read yet.
