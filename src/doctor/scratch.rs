@@ -15,11 +15,7 @@ still a regular file made here (the files are kept open until then, so that no o
 have one's device and inode).
 */
 
-use std::{
-    fs::File,
-    io::{self, Read},
-    os::unix::fs::MetadataExt,
-};
+use std::{fs::File, io, os::unix::fs::MetadataExt};
 
 use nix::libc;
 
@@ -141,22 +137,10 @@ fn taken() -> io::Error {
     )
 }
 
-/// [`PREFIX`] and 64 random bits in hexadecimal, from `/dev/urandom`; where that cannot be
-/// read, a hash keyed by the standard library's random keys (drawn from the same kernel
-/// source) of the time.
+/// [`PREFIX`] and 64 random bits in hexadecimal
+/// ([`random_u64`](crate::platform::procinfo::random_u64)).
 fn random_name() -> String {
-    let mut bytes = [0u8; 8];
-    let urandom = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    let n = match urandom {
-        Ok(()) => u64::from_ne_bytes(bytes),
-        Err(_) => {
-            use std::hash::{BuildHasher, Hasher};
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u64(crate::platform::procinfo::now_micros());
-            h.finish()
-        }
-    };
-    format!("{PREFIX}{n:016x}")
+    format!("{PREFIX}{:016x}", crate::platform::procinfo::random_u64())
 }
 
 #[cfg(test)]

@@ -11,8 +11,6 @@
 //! (back to the queue, held back, to the dead letters, put back from them, recovered from a dead
 //! receiver) keeps them. An older fsync passes such names over as "not a message".
 
-use std::{fs::File, io::Read};
-
 use crate::platform::procinfo;
 
 /// A message's file name in the queue (see the module docs).
@@ -206,12 +204,10 @@ pub const LOST_BEYOND_RETRIES: u32 = 2;
 /// ([`crate::bus::MAX_NAME_BYTES`]).
 pub(super) fn uniq() -> String {
     let host = uniq_host(&procinfo::hostname());
-    let mut random = [0u8; 8];
-    let _ = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut random));
     format!(
         "{host}-{}-{:016x}",
         std::process::id(),
-        u64::from_ne_bytes(random) ^ procinfo::now_micros()
+        procinfo::random_u64() ^ procinfo::now_micros()
     )
 }
 

@@ -56,6 +56,23 @@ pub(crate) fn now_micros() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
+/// 64 random bits, from `/dev/urandom`; where that cannot be read, a hash keyed by the
+/// standard library's random keys (drawn from the same kernel source) of the time. For names
+/// nobody may guess or share (scratch files, message names), not for cryptography.
+pub(crate) fn random_u64() -> u64 {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    match std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)) {
+        Ok(()) => u64::from_ne_bytes(bytes),
+        Err(_) => {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(now_micros());
+            h.finish()
+        }
+    }
+}
+
 /// Whether a process with this pid exists on this host.
 pub(crate) fn pid_alive(pid: u32) -> bool {
     let Ok(raw) = i32::try_from(pid) else {
