@@ -194,7 +194,7 @@ enum Verb {
         about = "Put dead letters back in the queue",
         long_about = "Put the mailbox's dead letters (messages that failed as often as \
                       'recv --retries' allows) back in the queue, their failed attempts \
-                      forgotten: those numbered ID, or all of them. They keep their place, \
+                      and those lost with a killed receiver forgotten: those numbered ID, or all of them. They keep their place, \
                       before the messages queued after them. Says on stderr, with -v, which \
                       were put back; an ID that is not a dead letter is not an error.",
         after_long_help = "Examples:\n  fsync msg list /shared/jobs        # dead letters are marked \"dead\"\n  \

@@ -10,7 +10,7 @@ use crate::error::{Error, ErrorKind, Result};
 use super::{Mailbox, queued_names};
 
 impl Mailbox {
-    /// Put dead letters back in the queue, their failed deliveries forgotten: those numbered
+    /// Put dead letters back in the queue, their failed and lost deliveries forgotten: those numbered
     /// `ids` (the sequence numbers of [`Received::id`](crate::Received::id) and `FSYNC_MSG_ID`), or all of them
     /// when `ids` is empty. They keep their place: oldest first, before the messages queued
     /// after them. Returns the ids put back; an id that is not a dead letter is not an error
@@ -26,7 +26,7 @@ impl Mailbox {
             if !ids.is_empty() && !ids.contains(&parsed.seq) {
                 continue;
             }
-            let fresh = parsed.failed(0).render();
+            let fresh = parsed.forgotten().render();
             if l.queue_from(&dead, &name, &fresh, self.poll)? {
                 back.push(parsed.seq);
             } else {

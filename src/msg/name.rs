@@ -177,6 +177,15 @@ impl MessageName {
         }
     }
 
+    /// The same message as it was posted: no delivery failed or lost (a dead letter put back).
+    pub(crate) fn forgotten(&self) -> MessageName {
+        MessageName {
+            failed: 0,
+            lost: 0,
+            ..self.clone()
+        }
+    }
+
     /// The same message with one more delivery lost with its receiver.
     pub(crate) fn one_more_lost(&self) -> MessageName {
         MessageName {

@@ -449,6 +449,39 @@ fn a_failed_delivery_comes_back_counted_and_dies_after_the_retries() {
     assert_eq!(text(r), "m0");
 }
 
+/// A dead letter put back forgets the deliveries lost with their receivers too, not only the
+/// failed ones: one that died of receivers killed with it would otherwise be taken straight
+/// back to the dead letters by its next receiver, never run. (Mutant answered: `retry` keeping
+/// the lost count.)
+#[test]
+fn a_dead_letter_put_back_forgets_its_lost_deliveries_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("b")).retries(1);
+    post_texts(&b, 0..1);
+    let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!(r.fail().unwrap(), Failed::Queued);
+    let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!(r.fail().unwrap(), Failed::Dead);
+    // As if its receivers had been killed with it, past what the retries allow.
+    let dead = dir.path().join("b/dead");
+    let entry = std::fs::read_dir(&dead).unwrap().next().unwrap().unwrap();
+    let name = MessageName::parse(entry.file_name().to_str().unwrap()).unwrap();
+    let mut lost = name.clone();
+    for _ in 0..1 + LOST_BEYOND_RETRIES + 1 {
+        lost = lost.one_more_lost();
+    }
+    assert!(lost.dead_under(Some(1)));
+    std::fs::rename(entry.path(), dead.join(lost.render())).unwrap();
+    assert_eq!(b.retry(&[]).unwrap(), [1]);
+    let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!(
+        (r.id(), r.attempt()),
+        (1, 1),
+        "put back with its lost deliveries forgotten"
+    );
+    assert_eq!(text(r), "m0");
+}
+
 /// What a receiver killed while delivering leaves: its claim of the message queued as
 /// `prefix*` (in shard 0), and no registration.
 fn kill_receiver_of(path: &std::path::Path, prefix: &str) -> String {
