@@ -2,8 +2,8 @@
 //! (`msg work` on a terminal) and `msg watch` show, cheap enough to take once a second at any
 //! depth.
 //!
-//! A census reads names only: the shards of the queue from the head to the one posts go to
-//! (walked as receivers walk them, so no more shards than there are: at a depth of 100,000,
+//! A census reads names only: the shards of the queue, at each priority level, from the head to
+//! the one posts go to (walked as receivers walk them, so no more shards than there are: at a depth of 100,000,
 //! 1,000 directories of 100 names), `claimed` (one status each: when it was claimed), the
 //! buckets of `delayed` and `dead`. It opens no message and takes no lock: what moves
 //! meanwhile may be counted twice or not at all, as in [`Mailbox::scan`](crate::Mailbox::scan). A claim's name is
@@ -26,7 +26,7 @@ use crate::{
     wait::{self, Deadline, Outcome, Wait},
 };
 
-use super::{Attempt, Mailbox, MessageName, SHARD, delayed, queue, shard_name, shard_of};
+use super::{Attempt, Mailbox, MessageName, SHARD, delayed, levels, queue, shard_name, shard_of};
 
 /// What [`Mailbox::census`](crate::Mailbox::census) counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -59,6 +59,54 @@ pub struct RunningJob {
     pub pid: u32,
     /// When it was claimed.
     pub since: SystemTime,
+}
+
+/// The messages queued in the level directory `q` (level 0's `q` or a `q/pP`), whose head
+/// names `head`, `last` the last id handed out: those at its top (a level made before shards)
+/// and in its shards from the oldest to the one posts go to, walked as receivers walk them.
+/// With the names of the priority levels' directories found in it.
+fn count_level(
+    q: &Dir,
+    head: Option<u64>,
+    last: u64,
+    count: &dyn Fn(&Dir) -> Result<u64>,
+) -> Result<(u64, Vec<String>)> {
+    let list_err = |e| pfs::explain_open_error(q.path(), "cannot list mailbox", e);
+    let (mut queued, mut levels) = (0, Vec::new());
+    let mut oldest: Option<u64> = None;
+    for (name, kind) in q.entries().map_err(list_err)? {
+        match queue::parse_shard(&name) {
+            Some(first) if kind != Some(Kind::File) => {
+                oldest = Some(oldest.map_or(first, |o| o.min(first)));
+            }
+            _ if levels::parse_level(&name).is_some() && kind != Some(Kind::File) => {
+                levels.push(name);
+            }
+            _ => queued += u64::from(MessageName::parse(&name).is_some()),
+        }
+    }
+    let mut first = match (head, oldest) {
+        (Some(h), Some(o)) => h.min(o),
+        (h, o) => h.or(o).unwrap_or(u64::MAX),
+    };
+    let mut missing = 0;
+    while first <= shard_of(last.saturating_add(1)) {
+        if missing >= queue::MAX_MISSING {
+            first = queue::skip_gap_in(q, first, shard_of(last + 1))?;
+            missing = 0;
+            continue;
+        }
+        match q.open_sub(&shard_name(first)) {
+            Ok(Some(shard)) => {
+                missing = 0;
+                queued += count(&shard)?;
+            }
+            Ok(None) => missing += 1,
+            Err(_) => missing = 0,
+        }
+        first += SHARD;
+    }
+    Ok((queued, levels))
 }
 
 impl RunningJob {
@@ -98,46 +146,26 @@ impl Mailbox {
         let Some(q) = top.open_sub("q")? else {
             return Ok(census);
         };
-        let mut oldest: Option<u64> = None;
-        for (name, kind) in q.entries().map_err(|e| list_err(&q, e))? {
-            match queue::parse_shard(&name) {
-                Some(first) if kind != Some(Kind::File) => {
-                    oldest = Some(oldest.map_or(first, |o| o.min(first)));
-                }
-                _ => census.queued += u64::from(MessageName::parse(&name).is_some()),
-            }
-        }
-        let read = |name: &str| {
-            let f = top.open(name, false).ok()??;
+        let read = |d: &Dir, name: &str| {
+            let f = d.open(name, false).ok()??;
             let mut buf = [0u8; 64];
             let n = f.read_at(&mut buf, 0).ok()?;
             Some(String::from_utf8_lossy(&buf[..n]).into_owned())
         };
-        let last = read("seq")
+        let last = read(&top, "seq")
             .and_then(|t| queue::parse_seq(&t).ok())
             .unwrap_or(0);
-        let head = read("head").and_then(|t| t.strip_suffix('\n').and_then(queue::parse_shard));
         census.last_id = last;
-        let mut first = match (head, oldest) {
-            (Some(h), Some(o)) => h.min(o),
-            (h, o) => h.or(o).unwrap_or(u64::MAX),
+        // Level 0 (`q`, its head `B/head`), then each priority level (`q/pP`, its head in it).
+        let head = |at: &Dir| {
+            read(at, "head").and_then(|t| t.strip_suffix('\n').and_then(queue::parse_shard))
         };
-        let mut missing = 0;
-        while first <= shard_of(last.saturating_add(1)) {
-            if missing >= queue::MAX_MISSING {
-                first = queue::skip_gap_in(&q, first, shard_of(last + 1))?;
-                missing = 0;
-                continue;
+        let (queued, levels) = count_level(&q, head(&top), last, &count)?;
+        census.queued += queued;
+        for name in levels {
+            if let Ok(Some(level)) = q.open_sub(&name) {
+                census.queued += count_level(&level, head(&level), last, &count)?.0;
             }
-            match q.open_sub(&shard_name(first)) {
-                Ok(Some(shard)) => {
-                    missing = 0;
-                    census.queued += count(&shard)?;
-                }
-                Ok(None) => missing += 1,
-                Err(_) => missing = 0,
-            }
-            first += SHARD;
         }
         if let Some(claimed) = top.open_sub("claimed")? {
             let entries = claimed.entries().map_err(|e| list_err(&claimed, e))?;
