@@ -2,10 +2,10 @@
 //! (`msg work` on a terminal) and `msg watch` show, cheap enough to take once a second at any
 //! depth.
 //!
-//! A census reads names only: the shards of the queue, at each priority level, from the head to
-//! the one posts go to (walked as receivers walk them, so no more shards than there are: at a depth of 100,000,
-//! 1,000 directories of 100 names), `claimed` (one status each: when it was claimed), the
-//! buckets of `delayed` and `dead`. It opens no message and takes no lock: what moves
+//! A census reads names only: the shards of the queue, at each priority level, from the head
+//! to the one posts go to (walked as receivers walk them, so no more shards than there are: at
+//! a depth of 100,000, 1,000 directories of 100 names), `claimed` (one status each: when it was
+//! claimed), the buckets of `delayed` and `dead`. It opens no message and takes no lock: what moves
 //! meanwhile may be counted twice or not at all, as in [`Mailbox::scan`](crate::Mailbox::scan). A claim's name is
 //! `NAME~RID`, `RID` the receiver's `HOST-PID-RANDOM`: so a running job shows its worker's host
 //! and process (the process that runs it is that worker's child) and, from `NAME`'s counts,

@@ -467,7 +467,7 @@ fn a_dead_letter_put_back_forgets_its_lost_deliveries_too() {
     let entry = std::fs::read_dir(&dead).unwrap().next().unwrap().unwrap();
     let name = MessageName::parse(entry.file_name().to_str().unwrap()).unwrap();
     let mut lost = name.clone();
-    for _ in 0..1 + LOST_BEYOND_RETRIES + 1 {
+    for _ in 0..=(1 + LOST_BEYOND_RETRIES) {
         lost = lost.one_more_lost();
     }
     assert!(lost.dead_under(Some(1)));
