@@ -826,7 +826,7 @@ fn a_census_counts_every_state_at_every_level() {
     post_texts(&b, 0..150);
     post_texts(&Mailbox::new(&path).priority(2), 0..7);
     post_texts(&Mailbox::new(&path).priority(3), 0..3);
-    let _ = (Mailbox::new(&path).delay(Duration::from_secs(3600)))
+    let _ = (Mailbox::new(&path).delay(Duration::from_hours(1)))
         .post(&b"later"[..])
         .unwrap();
     let c = b.census().unwrap();
