@@ -193,8 +193,8 @@ enum Verb {
     #[command(
         about = "Put dead letters back in the queue",
         long_about = "Put the mailbox's dead letters (messages that failed as often as \
-                      'recv --retries' allows) back in the queue, their failed attempts \
-                      and those lost with a killed receiver forgotten: those numbered ID, or all of them. They keep their place, \
+                      'recv --retries' allows) back in the queue, their failed attempts, \
+                      those lost with a killed receiver and their history forgotten: those numbered ID, or all of them. They keep their place, \
                       before the messages queued after them. Says on stderr, with -v, which \
                       were put back; an ID that is not a dead letter is not an error.",
         after_long_help = "Examples:\n  fsync msg list /shared/jobs        # dead letters are marked \"dead\"\n  \

@@ -10,7 +10,8 @@ use crate::error::{Error, ErrorKind, Result};
 use super::{Mailbox, queued_names};
 
 impl Mailbox {
-    /// Put dead letters back in the queue, their failed and lost deliveries forgotten: those numbered
+    /// Put dead letters back in the queue, their failed and lost deliveries forgotten (with
+    /// their [`history`](crate::Mailbox::history)): those numbered
     /// `ids` (the sequence numbers of [`Received::id`](crate::Received::id) and `FSYNC_MSG_ID`), or all of them
     /// when `ids` is empty. They keep their place: oldest first, before the messages queued
     /// after them. Returns the ids put back; an id that is not a dead letter is not an error
@@ -26,6 +27,8 @@ impl Mailbox {
             if !ids.is_empty() && !ids.contains(&parsed.seq) {
                 continue;
             }
+            // Its history goes with the counts it explains, before anyone can add to it.
+            l.forget(parsed.seq);
             let fresh = parsed.forgotten().render();
             if l.queue_from(&dead, &name, &fresh, self.poll)? {
                 back.push(parsed.seq);

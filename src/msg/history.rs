@@ -16,8 +16,8 @@
 //! `AT` when it ended (for `lost`: when another receiver found it lost), in microseconds since
 //! the epoch. Each line is one `write(2)` to a file opened `O_APPEND`, `fdatasync`ed before the
 //! message moves on (and the directory `fsync`ed when the file is new). A successful delivery
-//! removes the file; a dead letter keeps it, and [`Mailbox::retry`](crate::Mailbox::retry) keeps it too (the lines of
-//! the next deliveries follow). A line that does not parse is passed over: the file lives in a
+//! removes the file; a dead letter keeps it, and [`Mailbox::retry`](crate::Mailbox::retry)
+//! removes it with the counts it forgets (the next deliveries are numbered from 1 again). A line that does not parse is passed over: the file lives in a
 //! shared directory, so it is a record, never an instruction.
 //!
 //! A line is written before the message moves on, so a receiver killed between the two leaves
@@ -181,7 +181,7 @@ impl Layout {
         }
     }
 
-    /// Forget message `seq`'s history: it was delivered.
+    /// Forget message `seq`'s history: it was delivered, or put back from the dead letters.
     pub(super) fn forget(&self, seq: u64) {
         if let Ok(Some(dir)) = self.top.open_sub("attempts") {
             let _ = dir.unlink_file(file_name(seq));

@@ -20,8 +20,8 @@
 //! links), and for a cancellation, it is a new file written before the claim is removed: a
 //! crash leaves the record of a job that is then delivered again (the later state wins, since a
 //! lookup looks in the queue and `claimed` first; and the redelivery removes it). A cancellation's
-//! record is flushed: its line before the claim is unlinked, its directory after the unlink and
-//! before `claimed` (which makes the unlink durable). A success's is not flushed on its own: a
+//! record is flushed, its line and its directory, before the claim is unlinked, and `claimed`
+//! after (which makes the unlink durable). A success's is not flushed on its own: a
 //! flush is a device cache flush, and one more per job doubled a job's cost on a virtio disk
 //! (BENCHMARKS.md 41). Where the file system commits metadata in order (ext4 and
 //! XFS: one journal transaction holds the record and the claim's removal, which is flushed
@@ -402,12 +402,13 @@ impl Layout {
         started: SystemTime,
     ) -> Result<()> {
         let finished = Finished::here(Finish::Cancelled, attempt, started);
-        let shard = self.record_finished(parsed.seq, &finished);
-        (self.claimed.unlink_any(claimed))
-            .map_err(|e| Error::io(&self.claimed.join(claimed), "cannot remove message", e))?;
-        if let Some(shard) = shard {
+        // The record's entry is durable before the claim's removal can be: a directory may be
+        // written back at any time, `claimed` before the record's shard.
+        if let Some(shard) = self.record_finished(parsed.seq, &finished) {
             flush(&shard)?;
         }
+        (self.claimed.unlink_any(claimed))
+            .map_err(|e| Error::io(&self.claimed.join(claimed), "cannot remove message", e))?;
         flush(&self.claimed)?;
         self.forget_cancel(parsed.seq);
         Ok(())

@@ -472,7 +472,13 @@ fn a_dead_letter_put_back_forgets_its_lost_deliveries_too() {
     }
     assert!(lost.dead_under(Some(1)));
     std::fs::rename(entry.path(), dead.join(lost.render())).unwrap();
+    assert_eq!(b.history(1).unwrap().len(), 2);
     assert_eq!(b.retry(&[]).unwrap(), [1]);
+    assert_eq!(
+        b.history(1).unwrap(),
+        [],
+        "its history forgotten with its counts"
+    );
     let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
     assert_eq!(
         (r.id(), r.attempt()),
