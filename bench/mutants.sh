@@ -62,8 +62,8 @@ fi
 # cores (about 70 s for all); the chaos tests run at 300 sections, which still kills holders in
 # every one. Left out: the cross-host tests (they need a bed), and the four longest (the job
 # queue's chaos runs, the 1,000 rounds of producer and consumer, the listing of 100,000 delayed
-# messages: 35 to 90 s each, a mutant of the core that only they would notice has a faster
-# test in the other runs of the same code).
+# messages: 35 to 90 s each, as long as all the others together). A mutant that only they
+# would notice counts as missed: the score can only be lower for it.
 export FSYNC_CHAOS=${FSYNC_CHAOS:-300}
 exec cargo mutants "${files[@]}" --exclude 'src/*/tests.rs' "${shard[@]}" \
     --test-tool nextest --timeout 150 --build-timeout 300 "$@" \
