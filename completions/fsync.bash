@@ -528,7 +528,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__broadcast)
-            opts="-t -n -h -V --from --data --timeout --no-wait --help --version"
+            opts="-E -t -n -h -V --from --data --conflict-exit-code --timeout --no-wait --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -539,6 +539,14 @@ _fsync() {
                     return 0
                     ;;
                 --data)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -558,7 +566,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__connect)
-            opts="-o -c -v -t -n -h -V --hold --close --command --verbose --timeout --no-wait --on-lost --lease --help --version"
+            opts="-o -c -v -t -n -E -h -V --hold --close --command --verbose --timeout --no-wait --conflict-exit-code --on-lost --lease --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -580,6 +588,14 @@ _fsync() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --on-lost)
                     COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
                     return 0
@@ -596,7 +612,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__disconnect)
-            opts="-t -n -h -V --timeout --no-wait --help --version"
+            opts="-t -n -E -h -V --timeout --no-wait --conflict-exit-code --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -607,6 +623,14 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -786,7 +810,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__bus__subcmd__send)
-            opts="-t -n -h -V --from --to --data --timeout --no-wait --help --version"
+            opts="-t -n -E -h -V --from --to --data --timeout --no-wait --conflict-exit-code --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -809,6 +833,14 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2524,7 +2556,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__post)
-            opts="-p -t -n -v -q -h -V --data --mode --delay --key --priority --job-timeout --lines --null --timeout --no-wait --verbose --quiet --help --version"
+            opts="-p -t -n -E -v -q -h -V --data --mode --delay --key --priority --job-timeout --lines --null --timeout --no-wait --conflict-exit-code --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2563,6 +2595,14 @@ _fsync() {
                     return 0
                     ;;
                 -t)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --conflict-exit-code)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -E)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -208,6 +208,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s p -l priority -d 'Priority level, 0 (the default) to 3: receivers take a message of a higher level before any of a lower one, and those of one level in the order they were posted' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l job-timeout -d 'Stop the job once it has run for DUR, whatever the worker\'s --job-timeout (TERM to its process group, KILL after the worker\'s --grace), a failed attempt' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s t -l timeout -d 'Give up after DUR if another process holds a lock this takes for a moment (in a directory others may write, they can hold it for ever): nothing is changed, exit 75 [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s E -l conflict-exit-code -d 'Exit status when it gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l lines -d 'Post one message per line of the input (the newline not included; a last line without one counts; an empty line is an empty message), all or none of them queued'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -l null -d 'Post one message per NUL-terminated record of the input (as `find -print0` writes), all or none of them queued'
 complete -c fsync -n "__fish_fsync_using_subcommand msg; and __fish_seen_subcommand_from post" -s n -l no-wait -d 'Same as --timeout 0'
@@ -311,6 +312,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand bus; and not __fish_seen_sub
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and not __fish_seen_subcommand_from connect disconnect members send broadcast recv help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from connect" -s c -l command -d 'Run CMDSTRING with \'sh -c\' instead of COMMAND (with --hold)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from connect" -s t -l timeout -d 'Give up after DUR if another process holds a lock this takes for a moment (in a directory others may write, they can hold it for ever): nothing is changed, exit 75 [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from connect" -s E -l conflict-exit-code -d 'Exit status when it gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from connect" -l on-lost -d 'On a network file system, what to do if the lock is lost while COMMAND runs (it is checked every second): stop COMMAND with TERM (KILL after 10s) or KILL and exit 76, or only say so' -r -f -a "term\t'Send TERM, then KILL after a grace period, and exit with status 76'
 kill\t'Send KILL at once and exit with status 76'
 ignore\t'Only say so on stderr; the command goes on'"
@@ -322,6 +324,7 @@ complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from connect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from connect" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from disconnect" -s t -l timeout -d 'Give up after DUR if another process holds a lock this takes for a moment (in a directory others may write, they can hold it for ever): nothing is changed, exit 75 [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from disconnect" -s E -l conflict-exit-code -d 'Exit status when it gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from disconnect" -s n -l no-wait -d 'Same as --timeout 0'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from disconnect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from disconnect" -s V -l version -d 'Print version'
@@ -332,12 +335,14 @@ complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcomm
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from send" -l to -d 'The receiving participant (must be connected)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from send" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from send" -s t -l timeout -d 'Give up after DUR if another process holds a lock this takes for a moment (in a directory others may write, they can hold it for ever): nothing is changed, exit 75 [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from send" -s E -l conflict-exit-code -d 'Exit status when it gives up' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from send" -s n -l no-wait -d 'Same as --timeout 0'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from send" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from send" -s V -l version -d 'Print version'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from broadcast" -l from -d 'The sending participant (must be connected; gets no copy)' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from broadcast" -l data -d 'The payload; without it, standard input is read to its end (binary-safe, any size)' -r
-complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from broadcast" -s t -l timeout -d 'Give up after DUR if another process holds a lock this takes for a moment (in a directory others may write, they can hold it for ever): nothing is changed, exit 75 [default: wait for ever]' -r
+complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from broadcast" -s E -l conflict-exit-code -d 'Exit status when it gives up' -r
+complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from broadcast" -s t -l timeout -d 'Skip a receiver whose lock another process holds for longer than DUR (in a directory others may write, they can hold it for ever) [default: wait for ever]' -r
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from broadcast" -s n -l no-wait -d 'Same as --timeout 0'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from broadcast" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fsync -n "__fish_fsync_using_subcommand bus; and __fish_seen_subcommand_from broadcast" -s V -l version -d 'Print version'

@@ -298,6 +298,9 @@ pub(crate) enum Failure {
     /// The verb ends early with this status, with nothing left to say: its wait gave up or was
     /// interrupted (which `-v` has said).
     Ended(Exit),
+    /// A limit on a short wait gave up (`msg post -t`): the error says on what; the status is
+    /// `-E`'s.
+    GaveUp(fsync::Error, Exit),
 }
 
 /// A library error; one of kind `Interrupted` (a cancellation signal ended a call that does not
@@ -345,7 +348,7 @@ pub(crate) fn stdout_failed(e: std::io::Error) -> Failure {
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Failure::Lib(e) => write!(f, "{e}"),
+            Failure::Lib(e) | Failure::GaveUp(e, _) => write!(f, "{e}"),
             Failure::Exec { program, cause, .. } => {
                 write!(f, "{}: {cause}", program.to_string_lossy())
             }
@@ -363,7 +366,7 @@ impl Failure {
             Failure::Exec { exit, .. } => *exit,
             Failure::BrokenPipe => Exit::OK,
             Failure::Usage(_) => Exit::USAGE,
-            Failure::Ended(exit) => *exit,
+            Failure::Ended(exit) | Failure::GaveUp(_, exit) => *exit,
         }
     }
 }

@@ -934,3 +934,52 @@ fn a_link_or_fifo_planted_as_the_owner_file_is_neither_followed_nor_waited_on() 
     assert_eq!(t.read("victim"), "precious");
     assert!(t.join("victim").exists());
 }
+
+/// The verbs whose -t limits a wait on a lock others take for a moment (`msg post`, and the
+/// bus's `connect`, `disconnect`, `send`) end with -E's status when they give up,
+/// as every wait does, saying on what; without -E, 75. Nothing is changed.
+#[test]
+fn short_waits_give_up_with_the_conflict_exit_code() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
+    for name in ["a", "b"] {
+        t.fsync(["bus", "connect", "Bus", name]).run().code(0);
+    }
+    let flock = |file: &str| {
+        (t.cmd("flock")
+            .args(["-x", &t.arg(file), "sh", "-c", crate::harness::HOLD]))
+        .hold()
+    };
+    let cases: &[(&str, &[&str])] = &[
+        ("B/seq", &["msg", "post", "-n", "B", "--data", "y"]),
+        (
+            "B/seq",
+            &["msg", "post", "-t", "0.2", "--key", "k", "B", "--data", "y"],
+        ),
+        ("Bus/.fsync.lock", &["bus", "connect", "-n", "Bus", "c"]),
+        (
+            "Bus/.fsync.lock",
+            &["bus", "disconnect", "-t", "200ms", "Bus", "a"],
+        ),
+        (
+            "Bus/b/seq",
+            &[
+                "bus", "send", "-n", "Bus", "--from", "a", "--to", "b", "--data", "y",
+            ],
+        ),
+    ];
+    for (held, args) in cases {
+        let holder = flock(held);
+        for (extra, code) in [(&[][..], 75), (&["-E", "9"][..], 9)] {
+            let out = t.fsync(args.iter().chain(extra)).run();
+            out.code(code)
+                .stdout("")
+                .stderr_has(&format!("{held}: gave up waiting"));
+        }
+        holder.finish().code(0);
+    }
+    let members = t.fsync(["bus", "members", "Bus"]).run();
+    members.code(0).stdout("a\nb\n");
+    let listed = json_of(&t.fsync(["msg", "list", "--json", "B"]).run().code(0).stdout);
+    assert_eq!(listed["count"], 1, "{listed}");
+}

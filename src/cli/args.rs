@@ -13,7 +13,7 @@ use std::{ffi::OsString, time::Duration};
 use clap::Args;
 
 use super::{
-    Exit,
+    Exit, Failure, VerbResult,
     duration::{parse_duration, parse_poll},
 };
 
@@ -78,12 +78,26 @@ pub(super) struct LockWaitArgs {
     /// Same as --timeout 0
     #[arg(short = 'n', long)]
     pub no_wait: bool,
+
+    /// Exit status when it gives up
+    #[arg(short = 'E', long, value_name = "N", default_value_t = Exit::CONFLICT.code)]
+    pub conflict_exit_code: u8,
 }
 
 impl LockWaitArgs {
     /// How long to wait: `None` for ever, zero for `--no-wait`.
     pub(super) fn timeout(&self) -> Option<Duration> {
         self.no_wait.then_some(Duration::ZERO).or(self.timeout)
+    }
+
+    /// How the verb ends: as it does, but with `-E`'s status where the limit gave up.
+    pub(super) fn ended(&self, result: VerbResult) -> VerbResult {
+        result.map_err(|f| match f {
+            Failure::Lib(e) if e.kind() == fsync::ErrorKind::TimedOut => {
+                Failure::GaveUp(e, Exit::code(self.conflict_exit_code))
+            }
+            f => f,
+        })
     }
 }
 

@@ -242,7 +242,16 @@ struct SendArgs {
     lock_wait: LockWaitArgs,
 }
 
+// A broadcast never gives up as a whole: its -t skips a receiver whose lock is held.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("conflict_exit_code", |arg| arg.hide(true)),
+    mut_arg("timeout", |arg| arg.help(
+        "Skip a receiver whose lock another process holds for longer than DUR (in a directory \
+         others may write, they can hold it for ever) [default: wait for ever]"
+    )),
+    mut_arg("no_wait", |arg| arg.help("Same as --timeout 0")),
+)]
 struct BroadcastArgs {
     #[arg(value_name = "BUS")]
     bus: PathBuf,
@@ -323,17 +332,20 @@ enum Payload {
 
 pub(super) fn run(cmd: BusCommand) -> VerbResult {
     match cmd.verb {
-        Verb::Connect(a) => connect(a),
-        Verb::Disconnect(a) => {
+        Verb::Connect(a) => {
+            let lock_wait = a.lock_wait.clone();
+            lock_wait.ended(connect(a))
+        }
+        Verb::Disconnect(a) => a.lock_wait.ended((|| {
             let m = &a.member;
             unless_cancelled(bus_at(&m.bus, &a.lock_wait).disconnect(&m.name))?;
             Ok(Exit::OK)
-        }
+        })()),
         Verb::Members(a) => members(a),
-        Verb::Send(a) => {
+        Verb::Send(a) => a.lock_wait.ended((|| {
             bus_at(&a.bus, &a.lock_wait).send(&a.from, &a.to, a.data.reader())?;
             Ok(Exit::OK)
-        }
+        })()),
         Verb::Broadcast(a) => {
             bus_at(&a.bus, &a.lock_wait).broadcast(&a.from, a.data.reader())?;
             Ok(Exit::OK)

@@ -520,7 +520,7 @@ impl From<fsync::msg::Attempt> for AttemptJson {
 
 pub(super) fn run(cmd: MsgCommand) -> VerbResult {
     match cmd.verb {
-        Verb::Post(a) => post(&a),
+        Verb::Post(a) => a.lock_wait.ended(post(&a)),
         Verb::Send(a) => {
             let mailbox = Mailbox::new(&a.mailbox.mailbox)
                 .poll_interval(a.wait.poll)
