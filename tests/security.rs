@@ -584,36 +584,50 @@ fn a_bus_swapped_with_a_link_to_roots_private_one_gets_no_delivery() {
     );
 }
 
-/// `fs.protected_hardlinks` off (the kernel's default) while any of these lives, so that
-/// `nobody` can link root's files; the setting is put back when the last is dropped (tests run
-/// in parallel).
-pub(crate) struct HardlinksUnprotected;
+/// `fs.protected_hardlinks` off while any of these lives, in any test process, so that `nobody`
+/// can link root's files; the setting is put back when the last is dropped. Test processes run
+/// at once (nextest runs each test in a process of its own), so who uses it is counted with
+/// `flock` on a file beside the saved setting: each user holds a shared lock on it while it
+/// lives (a killed one lets go with its death), and whoever, letting go, can then have it
+/// exclusively was the last, and puts the setting back.
+pub(crate) struct HardlinksUnprotected(Option<nix::fcntl::Flock<std::fs::File>>);
 
-static UNPROTECTED: std::sync::Mutex<(usize, String)> = std::sync::Mutex::new((0, String::new()));
 const PROTECTED_HARDLINKS: &str = "/proc/sys/fs/protected_hardlinks";
+const UNPROTECTED_USERS: &str = "/tmp/fsync-tests-hardlinks-unprotected";
+const SAVED_SETTING: &str = "/tmp/fsync-tests-hardlinks-saved";
 
 impl HardlinksUnprotected {
     pub(crate) fn new() -> HardlinksUnprotected {
-        let mut users = UNPROTECTED
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if users.0 == 0 {
-            users.1 = std::fs::read_to_string(PROTECTED_HARDLINKS).expect("read the setting");
-            std::fs::write(PROTECTED_HARDLINKS, "0").expect("root turns the setting off");
+        use nix::fcntl::{Flock, FlockArg};
+        let users = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(UNPROTECTED_USERS)
+            .expect("open the users' lock");
+        let setup = Flock::lock(users, FlockArg::LockExclusive).expect("lock the users' lock");
+        if !Path::new(SAVED_SETTING).exists() {
+            let setting = std::fs::read_to_string(PROTECTED_HARDLINKS).expect("read the setting");
+            std::fs::write(SAVED_SETTING, setting.trim()).expect("save the setting");
         }
-        users.0 += 1;
-        HardlinksUnprotected
+        std::fs::write(PROTECTED_HARDLINKS, "0").expect("root turns the setting off");
+        let users = setup.unlock().expect("let go of the users' lock");
+        let shared = Flock::lock(users, FlockArg::LockShared).expect("share the users' lock");
+        HardlinksUnprotected(Some(shared))
     }
 }
 
 impl Drop for HardlinksUnprotected {
     fn drop(&mut self) {
-        let mut users = UNPROTECTED
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        users.0 -= 1;
-        if users.0 == 0 {
-            let _ = std::fs::write(PROTECTED_HARDLINKS, users.1.trim());
+        use nix::fcntl::{Flock, FlockArg};
+        let Some(Ok(users)) = self.0.take().map(Flock::unlock) else {
+            return;
+        };
+        if let Ok(_last) = Flock::lock(users, FlockArg::LockExclusiveNonblock)
+            && let Ok(saved) = std::fs::read_to_string(SAVED_SETTING)
+        {
+            let _ = std::fs::write(PROTECTED_HARDLINKS, saved.trim());
+            let _ = std::fs::remove_file(SAVED_SETTING);
         }
     }
 }
