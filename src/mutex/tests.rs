@@ -442,3 +442,31 @@ fn status_shows_no_fence_from_a_record_with_other_links() {
         (None, Some(FenceWithheld::Links))
     );
 }
+
+/// Whether a lock's name still names the file held is asked first in the directory the holder
+/// opened, and only then by the path: a directory renamed meanwhile (the path now names
+/// nothing) still has the file under its name, and a lock whose directory was removed and
+/// made again (the path names another file) is told by neither. (Mutants answered: the
+/// lookup in the directory made to answer a constant.)
+#[test]
+fn a_locks_name_is_looked_up_in_the_directory_held_before_its_path() {
+    use std::os::unix::fs::MetadataExt;
+    let t = tempfile::tempdir().unwrap();
+    let (old, new) = (t.path().join("d"), t.path().join("moved"));
+    std::fs::create_dir(&old).unwrap();
+    std::fs::write(old.join("l"), b"").unwrap();
+    let meta = std::fs::metadata(old.join("l")).unwrap();
+    let held = (meta.dev(), meta.ino());
+    let dir = Dir::top(&old, false, "cannot open").unwrap().unwrap();
+    let name = std::ffi::OsStr::new("l");
+    let path = old.join("l");
+    assert!(names(&path, Some((&dir, name)), held).unwrap());
+    std::fs::rename(&old, &new).unwrap();
+    assert!(names(&path, Some((&dir, name)), held).unwrap(), "renamed");
+    assert!(!names(&path, None, held).unwrap(), "by the path alone");
+    // Another directory made at the path, another file in it: the held one has no name there.
+    std::fs::create_dir(&old).unwrap();
+    std::fs::write(old.join("l"), b"").unwrap();
+    std::fs::remove_file(new.join("l")).unwrap();
+    assert!(!names(&path, Some((&dir, name)), held).unwrap(), "removed");
+}

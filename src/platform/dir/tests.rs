@@ -158,3 +158,84 @@ fn a_hard_link_flipped_in_and_out_is_never_a_sole_link() {
         "a victim's file taken for ours {taken} times of {opened}"
     );
 }
+
+/// A private subdirectory is one the caller owns and nobody else may enter or write: made
+/// 0700 if missing; an existing one open to its group or to others, or a link, is none.
+/// (Mutants answered: the owner's or the mode's check dropped or inverted.)
+#[test]
+fn a_private_sub_is_the_callers_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let d = Dir::top(t.path(), false, "x").unwrap().unwrap();
+    let made = d.private_sub("p").expect("made");
+    assert_eq!(made.status().unwrap().st_mode & 0o777, 0o700);
+    assert!(d.private_sub("p").is_some(), "found again");
+    let chmod = |mode| {
+        let p = std::fs::Permissions::from_mode(mode);
+        std::fs::set_permissions(t.path().join("p"), p).unwrap();
+    };
+    for mode in [0o750, 0o705, 0o770, 0o701, 0o720, 0o702] {
+        chmod(mode);
+        assert!(d.private_sub("p").is_none(), "{mode:o}");
+    }
+    chmod(0o500);
+    assert!(d.private_sub("p").is_some(), "0500");
+    std::os::unix::fs::symlink(t.path().join("p"), t.path().join("l")).unwrap();
+    assert!(d.private_sub("l").is_none(), "a link");
+}
+
+/// Entries come with their kind where the file system tells it (a regular file, a
+/// directory), none for anything else; never `.` or `..`. (Mutants answered: the arms that
+/// name a file or a directory deleted.)
+#[test]
+fn entries_name_files_and_directories_and_nothing_else() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("f"), b"").unwrap();
+    std::fs::create_dir(t.path().join("d")).unwrap();
+    std::os::unix::fs::symlink("f", t.path().join("l")).unwrap();
+    nix::unistd::mkfifo(&t.path().join("p"), Mode::from_bits_truncate(0o600)).unwrap();
+    let d = Dir::top(t.path(), false, "x").unwrap().unwrap();
+    let mut found = d.entries().unwrap();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    let kinds: Vec<_> = found.iter().map(|(n, k)| (n.as_str(), *k)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("d", Some(Kind::Dir)),
+            ("f", Some(Kind::File)),
+            ("l", None),
+            ("p", None)
+        ]
+    );
+    assert!(d.any_entry(|n| n == "p").unwrap());
+    assert!(!d.any_entry(|n| n == "." || n == "..").unwrap());
+}
+
+/// An internal lock file is made for whoever may write the directory or one of its
+/// subdirectories (not through links), and no one else: a file's mode counts for nothing.
+/// (Mutants answered: the union of the modes made a constant, an intersection, or taken
+/// over files instead of directories.)
+#[test]
+fn a_lock_file_is_made_for_who_may_write_the_directory_or_a_subdirectory() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let chmod = |p: &Path, mode| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    chmod(t.path(), 0o700);
+    std::fs::write(t.path().join("file"), b"").unwrap();
+    chmod(&t.path().join("file"), 0o777);
+    std::os::unix::fs::symlink("/tmp", t.path().join("link")).unwrap();
+    let d = Dir::top(t.path(), false, "x").unwrap().unwrap();
+    let mode = |name: &str| {
+        let f = d.open_or_create(name).unwrap();
+        f.metadata().unwrap().permissions().mode() & 0o777
+    };
+    assert_eq!(mode("alone"), 0o600);
+    std::fs::create_dir(t.path().join("group")).unwrap();
+    chmod(&t.path().join("group"), 0o770);
+    assert_eq!(mode("grouped"), 0o660);
+    std::fs::create_dir(t.path().join("all")).unwrap();
+    chmod(&t.path().join("all"), 0o777);
+    assert_eq!(mode("shared"), 0o666);
+}
