@@ -284,3 +284,86 @@ fn a_delayed_post_whose_bucket_went_makes_it_again() {
     assert_eq!(std::fs::read_dir(t.join("B/tmp")).unwrap().count(), 0);
     assert_eq!(std::fs::read_dir(bucket.path()).unwrap().count(), 1);
 }
+
+/// The directory layer's safe open of a primitive's directory (`Dir::top`'s long way), driven
+/// through each of its branches the way they happen: strace plays the other process, answering
+/// a given error at a given call on the name `S` (`-P S` matches both `S` and `openat(dir,
+/// "S")`; a link it resolves, and then matches calls on its target too, where the row's count
+/// of calls says so), and `S` is missing or one of our links to a directory. Each row says what must
+/// come out: made again after another client's half-done `mkdir` (ENOENT once), given up
+/// after a few tries when the name keeps vanishing (ENOENT always: exit 66, not a crash or a
+/// hang), a link that vanishes between the open and the look (ENOENT from the status: tried
+/// again, then "being replaced", 77), a status that fails otherwise (EIO: 74), and a link whose
+/// target cannot be opened (EACCES: 77, not "not a directory"). (Mutants answered: the
+/// ENOENT guards of `Dir::child_top`, the count of its waits made wrong, its last open's
+/// ENOTDIR arm taking any error.)
+#[test]
+fn the_safe_open_of_a_directory_meets_each_error_at_each_step() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    std::fs::create_dir(t.join("real")).unwrap();
+    let sem = ["sem", "run", "S", "--slots", "2", "--", "true"];
+    // (S before: missing or a link to `real`; strace's arguments; exit; stderr has)
+    let rows: &[(&str, &str, i32, &str)] = &[
+        (
+            "missing",
+            "-e trace=openat -e inject=openat:error=ENOENT:when=2",
+            0,
+            "",
+        ),
+        (
+            "missing",
+            "-e trace=openat -e inject=openat:error=ENOENT",
+            66,
+            "fsync: S: cannot create semaphore: no such file or directory",
+        ),
+        (
+            "link",
+            "-e trace=newfstatat -e inject=newfstatat:error=ENOENT",
+            77,
+            "is being replaced while we open it",
+        ),
+        (
+            "link",
+            "-e trace=newfstatat -e inject=newfstatat:error=EIO",
+            74,
+            "fsync: S: cannot create semaphore: I/O error",
+        ),
+        (
+            "link",
+            "-e trace=openat -e inject=openat:error=EACCES:when=2",
+            77,
+            "fsync: S: cannot create semaphore: permission denied",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (before, filter, want, says) in rows {
+        let _ = std::fs::remove_dir_all(t.join("S"));
+        let _ = std::fs::remove_file(t.join("S"));
+        if *before == "link" {
+            std::os::unix::fs::symlink("real", t.join("S")).unwrap();
+        }
+        let out = (t
+            .cmd("strace")
+            .args(["-f", "-qq", "-o", "/dev/null", "-P", "S"]))
+        .args(filter.split_whitespace())
+        .arg(crate::harness::fsync_bin())
+        .args(sem)
+        .run();
+        // strace says where a link named by -P leads: not ours to judge.
+        let lines: Vec<&str> = (out.stderr.lines())
+            .filter(|l| !l.starts_with("strace: Requested path"))
+            .collect();
+        let clear = match *want {
+            0 => lines.is_empty(),
+            _ => lines.len() == 1 && lines[0].contains(says),
+        };
+        if out.status.code() != Some(*want) || !clear {
+            failures.push(format!(
+                "S {before} under `{filter}`: {:?} (want {want}, saying {says:?}), stderr {:?}",
+                out.status, out.stderr
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -239,3 +239,34 @@ fn a_lock_file_is_made_for_who_may_write_the_directory_or_a_subdirectory() {
     chmod(&t.path().join("all"), 0o777);
     assert_eq!(mode("shared"), 0o666);
 }
+
+/// What the opens say of each kind met at a name, in their own words: a link where a file
+/// belongs is "a symbolic link", a file where a directory belongs "a regular file"; a name
+/// under a file is neither missing nor a link. (Mutants answered: `open_stat`'s and
+/// `open_sub`'s guards taking any error for the one they name.)
+#[test]
+fn each_open_names_what_it_met() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("f"), b"").unwrap();
+    std::os::unix::fs::symlink("f", t.path().join("l")).unwrap();
+    let d = Dir::top(t.path(), false, "x").unwrap().unwrap();
+    let e = d.open("l", false).unwrap_err().to_string();
+    assert!(
+        e.ends_with("l: is a symbolic link, not a regular file fsync made; not using it"),
+        "{e}"
+    );
+    let e = d.open("f/x", false).unwrap_err().to_string();
+    assert!(
+        e.ends_with("a component of the path is not a directory"),
+        "{e}"
+    );
+    let e = d.open_sub("f").unwrap_err().to_string();
+    assert!(
+        e.ends_with("f: is a regular file, not a directory fsync made; not using it"),
+        "{e}"
+    );
+    let e = d.open_sub("l").unwrap_err().to_string();
+    assert!(e.contains("is a symbolic link"), "{e}");
+    assert!(d.open_sub("missing").unwrap().is_none());
+    assert!(d.open("missing", false).unwrap().is_none());
+}
