@@ -29,11 +29,12 @@
 //! may take the record back, never the success (the job is not run again): its status is then
 //! unknown, as for a record pruned. A record whose line does not parse (its line lost in a
 //! crash) reads as a success, with nothing known of it but when its file was written. A
-//! record is kept while its shard is younger
-//! than the receiver's [`keep`](Mailbox::keep) ([`DEFAULT_KEEP`]): a receiver that makes a new
-//! shard of records removes the shards of records and of job output (`B/output/SHARD`) not
-//! written to for longer (with a keep of zero, nothing is recorded and nothing removed). A record is read
-//! as a record, never an instruction: a line that does not parse says only "finished".
+//! record is kept while its shard is younger than the receiver's [`keep`](Mailbox::keep)
+//! ([`DEFAULT_KEEP`]): a receiver that makes a new shard of records removes the shards of
+//! records and of job output (`B/output/SHARD`) not written to for longer, and what killed
+//! processes left half made as long ago (`HALF_MADE`); with a keep of zero, nothing is
+//! recorded and nothing removed. A record is read as a record, never an instruction: a line
+//! that does not parse says only "finished".
 //!
 //! **Cancel requests**: `B/cancel/SEQ` (an empty file, flushed) asks whoever runs job `SEQ` to
 //! stop it: the worker stops the job's process group and records it cancelled
@@ -60,7 +61,7 @@ use crate::{
     platform::{
         dir::{Dir, Kind},
         fs as pfs,
-        lock::Mode,
+        lock::{self, Mode},
         notify::DirWatch,
         procinfo,
     },
@@ -571,9 +572,35 @@ fn time_of(s: i64, ns: i64) -> SystemTime {
 }
 
 /// Remove the shards of `done` and of `output` (the jobs' output) last written to longer than
-/// `keep` ago, but never `current`'s: best effort, bounded by what exists.
+/// `keep` ago, but never `current`'s, and what killed processes left half made
+/// ([`HALF_MADE`]) as long ago: best effort, bounded by what exists.
 fn prune(top: &Dir, current: u64, keep: Duration) {
     let now = SystemTime::now();
+    let older = |st: &nix::sys::stat::FileStat| {
+        now.duration_since(time_of(st.st_mtime, st.st_mtime_nsec))
+            .is_ok_and(|age| age > keep)
+    };
+    for (sub, prefix) in HALF_MADE {
+        let Ok(Some(dir)) = top.open_sub(sub) else {
+            continue;
+        };
+        for (name, kind) in dir.entries().unwrap_or_default() {
+            if kind == Some(Kind::Dir) || !name.starts_with(prefix) {
+                continue;
+            }
+            // Never through a link; another user's, in a sticky directory, stays theirs. A
+            // payload's poster holds it locked while it writes (a stalled pipe may keep it
+            // unwritten for days).
+            let Ok(Some((file, st))) = dir.open_stat(&name, false) else {
+                continue;
+            };
+            let held =
+                sub == "tmp" && !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true));
+            if older(&st) && !held {
+                let _ = dir.unlink_file(&name);
+            }
+        }
+    }
     for kept in ["done", "output"] {
         let Ok(Some(dir)) = top.open_sub(kept) else {
             continue;
@@ -588,10 +615,7 @@ fn prune(top: &Dir, current: u64, keep: Duration) {
             let Ok(Some(shard)) = dir.open_sub(&name) else {
                 continue;
             };
-            let old = shard.status().is_ok_and(|st| {
-                now.duration_since(time_of(st.st_mtime, st.st_mtime_nsec))
-                    .is_ok_and(|age| age > keep)
-            });
+            let old = shard.status().is_ok_and(|st| older(&st));
             if old {
                 remove_shard(&shard);
                 let _ = shard.remove_self();
@@ -599,6 +623,20 @@ fn prune(top: &Dir, current: u64, keep: Duration) {
         }
     }
 }
+
+/// The files a process makes and renames (or locks) at once, which it leaves half made when it
+/// is killed in between: (directory, how their names begin). A payload being posted
+/// (`tmp/.UNIQ`, locked by its poster while it writes), a registration being made
+/// (`recv/.tmp-ID`, `senders/.tmp-ID`), a key being written (`keys/.KEY.PID`). Only a payload
+/// is written to for long by a living process (which holds it locked), and none is ever read
+/// by another: one untouched for a receiver's [`keep`](Mailbox::keep) (and a payload nobody
+/// holds) is a dead process's.
+const HALF_MADE: [(&str, &str); 4] = [
+    ("tmp", "."),
+    ("recv", ".tmp-"),
+    ("senders", ".tmp-"),
+    ("keys", "."),
+];
 
 /// Unlink the regular files of a shard (records, output).
 fn remove_shard(shard: &Dir) {

@@ -848,3 +848,61 @@ fn a_census_counts_every_state_at_every_level() {
     }
     drop(held);
 }
+
+/// What killed processes left half made (a payload never queued, a registration never
+/// finished, a key never renamed) goes once untouched for the receivers' keep, when a receiver
+/// prunes the records; a payload its poster still holds locked, anything newer, and names no
+/// process makes so stay. (Before, such files were never removed.)
+#[test]
+fn what_killed_processes_left_half_made_goes_with_the_old_records() {
+    use std::time::SystemTime;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path).keep(Duration::from_hours(24));
+    post_texts(&b, 0..1);
+    let old = SystemTime::now() - Duration::from_hours(48);
+    let plant = |name: &str, at: SystemTime| {
+        let p = path.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_modified(at).unwrap();
+        f
+    };
+    let gone = [
+        "tmp/.h-1-aa",
+        "recv/.tmp-h-2-bb",
+        "senders/.tmp-h-3-cc",
+        "keys/.k.4",
+    ];
+    for name in gone {
+        plant(name, old);
+    }
+    let stays = [
+        "tmp/.h-5-dd",
+        "recv/.tmp-h-6-ee",
+        "keys/.k.7",
+        "tmp/other",
+        "keys/k",
+        "tmp/.h-8-ff",
+    ];
+    for name in &stays[..2] {
+        plant(name, SystemTime::now());
+    }
+    for name in &stays[2..] {
+        plant(name, old);
+    }
+    // A payload still being written: its poster holds it.
+    let writing = plant("tmp/.h-8-ff", old);
+    use crate::platform::lock;
+    assert!(lock::flock(&writing, lock::Mode::Exclusive, false).unwrap());
+    // `keys/.k.7` is fresh after all: made again just now.
+    plant("keys/.k.7", SystemTime::now());
+    let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    r.finish().unwrap(); // the first record: its shard made, the old pruned
+    for name in gone {
+        assert!(!path.join(name).exists(), "{name} left");
+    }
+    for name in stays {
+        assert!(path.join(name).exists(), "{name} removed");
+    }
+}
