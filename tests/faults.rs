@@ -367,3 +367,37 @@ fn the_safe_open_of_a_directory_meets_each_error_at_each_step() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// An internal lock file is made for whoever may write the primitive's directory or one of its
+/// subdirectories; a subdirectory whose status cannot be had counts as writable by everyone, so
+/// that doubt never locks a participant out. Here strace fails the status of the one
+/// subdirectory (EIO) while a semaphore makes its `queue`: made 0666, where 0600 is right for
+/// the directories as they are. (Mutant answered: the doubtful one's mode taken away instead.)
+#[test]
+fn a_subdirectory_that_cannot_be_looked_at_counts_as_open_to_all() {
+    use std::os::unix::fs::PermissionsExt;
+    require("strace", "strace");
+    let t = TestDir::new();
+    let mode = |p: &str, m| {
+        std::fs::set_permissions(t.join(p), std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    let sem = ["sem", "run", "S", "--slots", "2", "--", "true"];
+    for (inject, want) in [(false, 0o600), (true, 0o666)] {
+        let _ = std::fs::remove_dir_all(t.join("S"));
+        std::fs::create_dir_all(t.join("S/zz-sub")).unwrap();
+        mode("S", 0o700);
+        mode("S/zz-sub", 0o700);
+        let mut cmd = t.cmd("strace").args(["-f", "-qq", "-o", "/dev/null"]);
+        if inject {
+            cmd = cmd.args(["-P", "zz-sub", "-e", "trace=newfstatat"]);
+            cmd = cmd.args(["-e", "inject=newfstatat:error=EIO"]);
+        }
+        cmd.arg(crate::harness::fsync_bin()).args(sem).run().code(0);
+        let got = std::fs::metadata(t.join("S/queue"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(got, want, "queue's mode, the status failing: {inject}");
+    }
+}
