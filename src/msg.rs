@@ -44,6 +44,7 @@ mod output;
 pub use output::{DEFAULT_OUTPUT_LIMIT, JobOutput, Output, Piece};
 mod payload;
 mod post;
+mod prune;
 mod pump;
 pub use name::LOST_BEYOND_RETRIES;
 pub(crate) use name::MessageName;

@@ -235,3 +235,49 @@ impl Mailbox {
         outcome.map_err(|f| f.naming(top.path(), "cannot wait"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::{
+        Mailbox,
+        msg::{
+            Failed,
+            tests::{next_text, post_texts},
+        },
+    };
+
+    /// A census counts what the mailbox holds in each state, at every priority level: messages in
+    /// several shards of level 0 and of two levels, one delayed, one dead, one being received.
+    /// (Before, the levels' messages were not counted at all.)
+    #[test]
+    fn a_census_counts_every_state_at_every_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path).retries(0);
+        // 1 to die, 1 to be held, then 150 at level 0 (two shards and more), 7 at level 2, 3 at 3.
+        post_texts(&b, 0..2);
+        let r = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert_eq!(r.fail().unwrap(), Failed::Dead);
+        let held = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        post_texts(&b, 0..150);
+        post_texts(&Mailbox::new(&path).priority(2), 0..7);
+        post_texts(&Mailbox::new(&path).priority(3), 0..3);
+        let _ = (Mailbox::new(&path).delay(Duration::from_hours(1)))
+            .post(&b"later"[..])
+            .unwrap();
+        let c = b.census().unwrap();
+        assert_eq!((c.queued, c.delayed, c.dead), (160, 1, 1), "{c:?}");
+        assert_eq!(c.last_id, 2 + 150 + 7 + 3 + 1);
+        let running: Vec<_> = c.running.iter().map(|j| (j.id, j.attempt)).collect();
+        assert_eq!(running, [(held.id(), 1)]);
+        assert_eq!(c.running[0].pid, std::process::id());
+        // Taken from the highest level down, each leaves the count.
+        for left in (150..160).rev() {
+            next_text(&b).unwrap();
+            assert_eq!(b.census().unwrap().queued, left);
+        }
+        drop(held);
+    }
+}

@@ -32,7 +32,7 @@
 //! record is kept while its shard is younger than the receiver's [`keep`](Mailbox::keep)
 //! ([`DEFAULT_KEEP`]): a receiver that makes a new shard of records removes the shards of
 //! records and of job output (`B/output/SHARD`) not written to for longer, and what killed
-//! processes left half made as long ago (`HALF_MADE`); with a keep of zero, nothing is
+//! processes left half made as long ago (`src/msg/prune.rs`); with a keep of zero, nothing is
 //! recorded and nothing removed. A record is read as a record, never an instruction: a line
 //! that does not parse says only "finished".
 //!
@@ -58,13 +58,7 @@ use std::{
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::Registration,
-    platform::{
-        dir::{Dir, Kind},
-        fs as pfs,
-        lock::{self, Mode},
-        notify::DirWatch,
-        procinfo,
-    },
+    platform::{dir::Dir, fs as pfs, lock::Mode, notify::DirWatch, procinfo},
     wait::{self, Deadline, Wait},
 };
 
@@ -325,7 +319,7 @@ impl Layout {
         }
         if made {
             flush(&done)?;
-            prune(&self.top, first, keep);
+            super::prune::prune(&self.top, first, keep);
         }
         Ok(shard)
     }
@@ -563,88 +557,12 @@ pub(super) fn queued_at(top: &Dir, id: u64) -> Result<Option<(Dir, String, Messa
 /// A cancelled job's record is kept this long at least: whoever cancelled it is told.
 const MIN_CANCEL_KEEP: Duration = Duration::from_mins(1);
 
-fn time_of(s: i64, ns: i64) -> SystemTime {
+pub(super) fn time_of(s: i64, ns: i64) -> SystemTime {
     let (s, ns) = (
         u64::try_from(s).unwrap_or(0),
         u32::try_from(ns).unwrap_or(0),
     );
     SystemTime::UNIX_EPOCH + Duration::new(s, ns)
-}
-
-/// Remove the shards of `done` and of `output` (the jobs' output) last written to longer than
-/// `keep` ago, but never `current`'s, and what killed processes left half made
-/// ([`HALF_MADE`]) as long ago: best effort, bounded by what exists.
-fn prune(top: &Dir, current: u64, keep: Duration) {
-    let now = SystemTime::now();
-    let older = |st: &nix::sys::stat::FileStat| {
-        now.duration_since(time_of(st.st_mtime, st.st_mtime_nsec))
-            .is_ok_and(|age| age > keep)
-    };
-    for (sub, prefix) in HALF_MADE {
-        let Ok(Some(dir)) = top.open_sub(sub) else {
-            continue;
-        };
-        for (name, kind) in dir.entries().unwrap_or_default() {
-            if kind == Some(Kind::Dir) || !name.starts_with(prefix) {
-                continue;
-            }
-            // Never through a link; another user's, in a sticky directory, stays theirs. A
-            // payload's poster holds it locked while it writes (a stalled pipe may keep it
-            // unwritten for days).
-            let Ok(Some((file, st))) = dir.open_stat(&name, false) else {
-                continue;
-            };
-            let held =
-                sub == "tmp" && !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true));
-            if older(&st) && !held {
-                let _ = dir.unlink_file(&name);
-            }
-        }
-    }
-    for kept in ["done", "output"] {
-        let Ok(Some(dir)) = top.open_sub(kept) else {
-            continue;
-        };
-        for (name, _) in dir.entries().unwrap_or_default() {
-            let Some(first) = queue::parse_shard(&name) else {
-                continue;
-            };
-            if first == current {
-                continue;
-            }
-            let Ok(Some(shard)) = dir.open_sub(&name) else {
-                continue;
-            };
-            let old = shard.status().is_ok_and(|st| older(&st));
-            if old {
-                remove_shard(&shard);
-                let _ = shard.remove_self();
-            }
-        }
-    }
-}
-
-/// The files a process makes and renames (or locks) at once, which it leaves half made when it
-/// is killed in between: (directory, how their names begin). A payload being posted
-/// (`tmp/.UNIQ`, locked by its poster while it writes), a registration being made
-/// (`recv/.tmp-ID`, `senders/.tmp-ID`), a key being written (`keys/.KEY.PID`). Only a payload
-/// is written to for long by a living process (which holds it locked), and none is ever read
-/// by another: one untouched for a receiver's [`keep`](Mailbox::keep) (and a payload nobody
-/// holds) is a dead process's.
-const HALF_MADE: [(&str, &str); 4] = [
-    ("tmp", "."),
-    ("recv", ".tmp-"),
-    ("senders", ".tmp-"),
-    ("keys", "."),
-];
-
-/// Unlink the regular files of a shard (records, output).
-fn remove_shard(shard: &Dir) {
-    for (name, kind) in shard.entries().unwrap_or_default() {
-        if kind != Some(Kind::Dir) {
-            let _ = shard.unlink_file(&name);
-        }
-    }
 }
 
 impl Mailbox {
