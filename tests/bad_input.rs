@@ -5,7 +5,7 @@
 
 use std::{ffi::OsStr, os::unix::ffi::OsStrExt};
 
-use crate::harness::TestDir;
+use crate::harness::{TestDir, eventually};
 
 /// (arguments, exit status, part of stderr)
 const TABLE: &[(&[&str], i32, &str)] = &[
@@ -601,13 +601,20 @@ fn a_lock_named_in_bytes_that_are_not_utf8_keeps_its_holder_record() {
             OsStr::new(crate::harness::HOLD),
         ])
         .hold();
-    let out = t
-        .fsync([OsStr::new("mutex"), OsStr::new("status"), lock])
-        .run();
-    out.code(1)
-        .stdout_has("L\\xff: held by pid ")
-        .stdout_has("(command pid ")
-        .stdout_has(", since ");
+    // The command's pid goes into the record once it has started, which its own "acquired"
+    // can come before: the record is looked at until it says so.
+    let status = || {
+        let out = t
+            .fsync([OsStr::new("mutex"), OsStr::new("status"), lock])
+            .run();
+        out.code(1)
+            .stdout_has("L\\xff: held by pid ")
+            .stdout_has(", since ");
+        out.stdout.clone()
+    };
+    eventually("the record names the command's pid", || {
+        status().contains("(command pid ")
+    });
     holder.finish().code(0);
     assert!(
         t.path().join(OsStr::from_bytes(b".L\xff.fsync")).exists(),
