@@ -64,6 +64,9 @@ fi
 # queue's chaos runs, the 1,000 rounds of producer and consumer, the listing of 100,000 delayed
 # messages: 35 to 90 s each, as long as all the others together). A mutant that only they
 # would notice counts as missed: the score can only be lower for it.
+# One sweep at a time: two on two CPUs slow the tests past nextest's 90 s and fail them for
+# nothing, which counts as caught. Keep cargo-mutants' baseline run too (no --baseline skip):
+# a test that fails on the unmutated tree would "catch" every mutant.
 export FSYNC_CHAOS=${FSYNC_CHAOS:-300}
 exec cargo mutants "${files[@]}" --exclude 'src/*/tests.rs' "${shard[@]}" \
     --test-tool nextest --timeout 150 --build-timeout 300 "$@" \
