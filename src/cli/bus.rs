@@ -336,16 +336,17 @@ pub(super) fn run(cmd: BusCommand) -> VerbResult {
             let lock_wait = a.lock_wait.clone();
             lock_wait.ended(connect(a))
         }
-        Verb::Disconnect(a) => a.lock_wait.ended((|| {
+        Verb::Disconnect(a) => {
             let m = &a.member;
-            unless_cancelled(bus_at(&m.bus, &a.lock_wait).disconnect(&m.name))?;
-            Ok(Exit::OK)
-        })()),
+            let left = unless_cancelled(bus_at(&m.bus, &a.lock_wait).disconnect(&m.name));
+            a.lock_wait.ended(left.map(|()| Exit::OK))
+        }
         Verb::Members(a) => members(a),
-        Verb::Send(a) => a.lock_wait.ended((|| {
-            bus_at(&a.bus, &a.lock_wait).send(&a.from, &a.to, a.data.reader())?;
-            Ok(Exit::OK)
-        })()),
+        Verb::Send(a) => {
+            let sent = bus_at(&a.bus, &a.lock_wait).send(&a.from, &a.to, a.data.reader());
+            a.lock_wait
+                .ended(sent.map(|()| Exit::OK).map_err(Failure::from))
+        }
         Verb::Broadcast(a) => {
             bus_at(&a.bus, &a.lock_wait).broadcast(&a.from, a.data.reader())?;
             Ok(Exit::OK)
