@@ -401,3 +401,65 @@ fn a_subdirectory_that_cannot_be_looked_at_counts_as_open_to_all() {
         assert_eq!(got, want, "queue's mode, the status failing: {inject}");
     }
 }
+
+/// A receiver killed with its job leaves its claim; the next process to look (here
+/// `wait-empty`) returns it to the queue as a lost delivery and says so in the message's
+/// history, even when another receiver takes it the moment it is back. strace holds the
+/// finder back on the returned name (its status waits 2 s) while a worker takes the message,
+/// fails it and buries it: the dead letter's history must still hold both deliveries, the
+/// lost one and the failed one. (Before, the line was written only if the name was still
+/// queued after the return, so a fast receiver made the lost delivery vanish from the
+/// history while the name's counts kept it: a history that disagreed with its counts.)
+#[test]
+fn a_lost_delivery_is_in_the_history_even_when_it_is_taken_again_at_once() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "job"]).run().code(0);
+    let shard = crate::harness::first_shard(t.join("B"));
+    let [name] = &crate::harness::queued_files(t.join("B"))[..] else {
+        panic!("one message queued");
+    };
+    // Its receiver, `host` pid 1, is gone: no registration in `recv/`.
+    let claim = format!("{name}~host-1-00000000deadbeef");
+    std::fs::rename(shard.join(name), t.join("B/claimed").join(claim)).unwrap();
+    let back = format!("{name}-1"); // one delivery lost, none failed
+    let mut finder = t
+        .cmd("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-P", &back])
+        .args(["-e", "trace=newfstatat,statx"])
+        .args(["-e", "inject=newfstatat,statx:delay_enter=2000000"])
+        .arg(crate::harness::fsync_bin())
+        .args(["msg", "wait-empty", "B", "-t", "0"])
+        .start();
+    crate::harness::eventually("the claim back in the queue", || shard.join(&back).exists());
+    t.fsync([
+        "msg",
+        "work",
+        "--retries",
+        "0",
+        "--until-empty",
+        "B",
+        "--",
+        "false",
+    ])
+    .run()
+    .code(1);
+    finder.wait_exit();
+    let list = t.fsync(["msg", "list", "--json", "B"]).run();
+    let v = crate::harness::json_of(&list.stdout);
+    let attempts: Vec<(u64, String)> = v["dead"][0]["attempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("one dead letter: {v}"))
+        .iter()
+        .map(|a| (a["attempt"].as_u64().unwrap(), a["ended"].to_string()))
+        .collect();
+    assert_eq!(
+        attempts,
+        [(1, "\"lost\"".to_string()), (2, "\"exit\"".to_string())],
+        "{v}"
+    );
+    assert_eq!(
+        (&v["dead"][0]["failed"], &v["dead"][0]["lost"]),
+        (&1.into(), &1.into())
+    );
+}

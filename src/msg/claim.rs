@@ -105,21 +105,18 @@ fn recover(l: &Layout, poll: Duration) -> bool {
             continue;
         };
         let back = parsed.one_more_lost().render();
-        if held(&l.recv, rid) {
-            living = true;
-        } else if matches!(l.requeue(&claimed, &back, poll), Ok(true)) {
-            // Into its history only if it is back as lost (by us, or by another receiver
-            // that found it so too): its receiver may have moved it on before it died.
-            let level = l.at(parsed.priority).ok().flatten();
-            let shard = level.map_or(Ok(None), |lv| lv.shard(queue::shard_of(parsed.seq)));
+        // Into its history by whoever returns it, before it is back (`Layout::requeue_lost`):
+        // not if its receiver moved it on before it died, nor twice when two return it.
+        let record = || {
             let attempt = parsed.failed.saturating_add(parsed.lost).saturating_add(1);
-            if let (Ok(Some(shard)), Some(attempt)) = (shard, Attempt::lost_with(attempt, rid))
-                && shard.stat(&back).is_ok()
-            {
+            if let Some(attempt) = Attempt::lost_with(attempt, rid) {
                 l.record(parsed.seq, &attempt);
             }
-        } else {
-            living = true; // left claimed (the lock was busy): look again when woken
+        };
+        // Living, or left claimed (the lock was busy): look again when woken.
+        if held(&l.recv, rid) || !matches!(l.requeue_lost(&claimed, &back, poll, record), Ok(true))
+        {
+            living = true;
         }
     }
     living

@@ -30,7 +30,7 @@ impl Mailbox {
             // Its history goes with the counts it explains, before anyone can add to it.
             l.forget(parsed.seq);
             let fresh = parsed.forgotten().render();
-            if l.queue_from(&dead, &name, &fresh, self.poll)? {
+            if l.queue_from(&dead, &name, &fresh, self.poll, || {})? {
                 back.push(parsed.seq);
             } else {
                 return Err(Error::new(

@@ -220,7 +220,7 @@ impl Layout {
             return Ok(());
         };
         if dir.sole_link(entry, &file, Some(&meta)).unwrap_or(false) {
-            self.queue_from(dir, entry, &name.render(), poll)?;
+            self.queue_from(dir, entry, &name.render(), poll, || {})?;
         }
         Ok(())
     }

@@ -13,7 +13,7 @@
 //! and was stopped: TERM, then KILL after a grace period), `lost` (its receiver died with it:
 //! killed, out of memory, its host gone), or `failed` (its receiver said so, no more);
 //! `HOST` the receiver's host as in `UNIQ` (letters, digits, `-` and `_`), `PID` its process;
-//! `AT` when it ended (for `lost`: when another receiver found it lost), in microseconds since
+//! `AT` when it ended (for `lost`: when another process found it lost), in microseconds since
 //! the epoch. Each line is one `write(2)` to a file opened `O_APPEND`, `fdatasync`ed before the
 //! message moves on (and the directory `fsync`ed when the file is new). A successful delivery
 //! removes the file; a dead letter keeps it, and [`Mailbox::retry`](crate::Mailbox::retry)
@@ -21,10 +21,12 @@
 //! shared directory, so it is a record, never an instruction.
 //!
 //! A line is written before the message moves on, so a receiver killed between the two leaves
-//! a line for a delivery that then comes back as lost: the receiver that finds it lost writes
-//! a `lost` line for the same delivery (several may, racing to return it). Of adjacent lines
-//! of one delivery, the last is the one that counts (it agrees with the counts in the
-//! message's name); readers keep that one.
+//! a line for a delivery that then comes back as lost: the process that returns it writes a
+//! `lost` line for the same delivery, under the queue's lock and before the message is back
+//! (so before anyone can take it again: the next delivery's line comes after it), and only if
+//! the claim is still there (so once, and never for a message its receiver moved on before it
+//! died). Of adjacent lines of one delivery, the last is the one that counts (it agrees with
+//! the counts in the message's name); readers keep that one.
 //!
 //! Writing the history is never what stops a delivery: a full file system, or a name another
 //! user put there, loses the line and nothing else.

@@ -404,17 +404,37 @@ impl Layout {
     /// Waits for the lock a moment at most: if it is busy the claim stays (`false`), and the
     /// next receiver returns it (its receiver's registration is gone by then).
     pub(super) fn requeue(&self, claimed: &str, name: &str, poll: Duration) -> Result<bool> {
-        self.queue_from(&self.claimed, claimed, name, poll)
+        self.queue_from(&self.claimed, claimed, name, poll, || {})
+    }
+
+    /// [`requeue`](Self::requeue) a dead receiver's claim as lost, with `record` (its `lost`
+    /// line in the history) run under the lock, before the move and only if the claim is
+    /// still there: whoever returns it writes the line, once, before another receiver can take
+    /// it again and fail it (whose line must come after).
+    pub(super) fn requeue_lost(
+        &self,
+        claimed: &str,
+        name: &str,
+        poll: Duration,
+        record: impl FnOnce(),
+    ) -> Result<bool> {
+        self.queue_from(&self.claimed, claimed, name, poll, || {
+            if self.claimed.stat(claimed).is_ok() {
+                record();
+            }
+        })
     }
 
     /// Move entry `from` of directory `dir` (`claimed`, `dead`, `delayed`) into the queue as
-    /// `name`, at the level its name says ([`requeue`](Self::requeue)).
+    /// `name`, at the level its name says ([`requeue`](Self::requeue)); `before_move` runs under
+    /// the lock.
     pub(super) fn queue_from(
         &self,
         dir: &Dir,
         from: &str,
         name: &str,
         poll: Duration,
+        before_move: impl FnOnce(),
     ) -> Result<bool> {
         let Some(parsed) = MessageName::parse(name) else {
             return Ok(false);
@@ -428,6 +448,7 @@ impl Layout {
             level.write_head(first, true)?;
         }
         let shard = level.shard_to_fill(first)?;
+        before_move();
         match dir.rename(from, &shard, name) {
             // Durable before it is reported: a failure counted, a dead letter put back, must
             // stay so after a power cut.
