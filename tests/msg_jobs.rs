@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use nix::sys::signal::Signal;
 
-use crate::harness::{TestDir, eventually, fsync_bin, json_of};
+use crate::harness::{TestDir, eventually, flocks_on, fsync_bin, json_of};
 
 #[track_caller]
 fn post(t: &TestDir, data: &str) {
@@ -133,6 +133,44 @@ fn a_lock_held_on_seq_never_keeps_a_verb_past_its_timeout() {
     t.fsync(["msg", "wait-empty", "-t", "300ms", "B"])
         .run()
         .code(75);
+}
+
+/// A look at the whole mailbox (`wait-empty`) holds `seq`'s lock shared while it looks at the
+/// queue, then `claimed`, then the delays: a message moved from a delay to `claimed` meanwhile
+/// would be seen nowhere, and the mailbox reported empty while its cancel goes on. So a cancel
+/// takes `seq`'s lock exclusively to move a delayed message: here a shared holder plays the
+/// look, and the message stays delayed until it lets go; then the cancel ends, recorded.
+#[test]
+fn cancelling_a_delayed_job_waits_for_a_look_under_way() {
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "--delay", "1h", "B", "--data", "later"])
+        .run()
+        .code(0);
+    let seq = t.join("B/seq");
+    let mut look = t
+        .cmd("flock")
+        .args(["-s", &t.arg("B/seq"), "-c", "echo acquired; read x"])
+        .hold();
+    let mut cancel = t.fsync(["msg", "cancel", "B", "1"]).start();
+    let pid = cancel.pid();
+    eventually("the cancel waits for the lock, or ends", || {
+        flocks_on(&seq).iter().any(|l| l.pid == pid && l.waiting) || !cancel.running()
+    });
+    assert_eq!(list(&t)["delayed"].as_array().map(Vec::len), Some(1));
+    assert!(
+        cancel.running(),
+        "the cancel went on while a look was under way"
+    );
+    look.send("");
+    look.finish().code(0);
+    cancel.finish().code(0);
+    let status = t.fsync(["msg", "status", "--json", "B", "1"]).run();
+    assert_eq!(
+        json_of(&status.stdout)["state"],
+        "cancelled",
+        "{}",
+        status.stdout
+    );
 }
 
 /// A `seq` planted far ahead of the queue (the largest fsync believes, less a little): the

@@ -93,8 +93,9 @@ impl Layout {
         wait::acquired!(self.current_levels(poll)?); // heads rebuilt, if they must be
         // Under the shared lock on `seq`, messages move only forwards: from a shard to
         // `claimed` (a receiver takes one), from there to `delayed` (a backoff), the dead
-        // letters or nowhere (done); back to the queue only under the exclusive lock (and a
-        // level's directory is made only under it). So looking in that order sees every
+        // letters or nowhere (done); back to the queue, or from a delay to `claimed` (a
+        // cancel), only under the exclusive lock (and a level's directory is made only under
+        // it). So looking in that order sees every
         // message that is anywhere all along.
         let seq = wait::acquired!(self.lock_seq(Mode::Shared, poll, self.deadline)?);
         let last = self.last_seq(&seq)?;

@@ -654,7 +654,7 @@ impl Mailbox {
                     }
                 }
                 Status::Queued { .. } => l.take_queued(id, &rid)?,
-                Status::Delayed { .. } => l.take_delayed(id, &rid)?,
+                Status::Delayed { .. } => l.take_delayed(id, &rid, self.poll)?,
             };
             if let Some((claimed, parsed)) = taken {
                 if parsed.sync {
@@ -708,7 +708,12 @@ impl Layout {
     }
 
     /// Claim delayed message `id` as receiver `rid`; `None` if it moved meanwhile.
-    fn take_delayed(&self, id: u64, rid: &str) -> Result<Option<(String, MessageName)>> {
+    fn take_delayed(
+        &self,
+        id: u64,
+        rid: &str,
+        poll: Duration,
+    ) -> Result<Option<(String, MessageName)>> {
         let mut found = None;
         delayed::scan(&self.delayed, |(_, entry, name, dir)| {
             if name.seq == id && found.is_none() {
@@ -719,6 +724,11 @@ impl Layout {
             return Ok(None);
         };
         let name = parsed.render();
+        // From a delay to `claimed` runs against the order a look under the shared lock goes
+        // (queue, `claimed`, delays: `Layout::busy`), which would see it nowhere: exclusively.
+        let Some(_seq) = self.lock_seq_briefly(poll)? else {
+            return Ok(None); // looked for again
+        };
         self.take_from(&dir, &entry, &name, parsed, rid)
     }
 
