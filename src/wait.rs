@@ -381,8 +381,9 @@ pub(crate) fn wait_for<T, E: AttemptError>(
     let mut next_progress = spec.progress.map(|p| start + p);
     // Polls keep to a fixed beat from the start, however long each check takes, so that a
     // change is seen on average half an interval after it happens (plus the check), not half
-    // an interval plus a whole check later. A beat missed by a long check is skipped.
-    let mut next_poll = spec.poll.map(|p| start + p);
+    // an interval plus a whole check later. A beat missed by a long check is skipped. (The
+    // beat starts at the start: the loop moves a tick that has come by whole intervals.)
+    let mut next_poll = spec.poll.map(|_| start);
     loop {
         if let Some(sig) = stopped() {
             return Ok(Outcome::Interrupted(sig));

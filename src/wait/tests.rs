@@ -299,3 +299,60 @@ fn polling_rechecks_until_success() {
     .unwrap();
     assert_eq!(out, Outcome::Acquired(3));
 }
+
+/// A blocking attempt interrupted (a signal: the deadline's timer, a poll tick) is tried
+/// again; one that fails otherwise ends the wait with its error at once, not at the deadline.
+/// (Mutant answered: every error taken as an interruption.)
+#[test]
+fn a_blocking_attempt_that_fails_ends_the_wait_and_an_interrupted_one_goes_on() {
+    let spec = Wait {
+        deadline: Deadline::after(Some(Duration::from_secs(5))),
+        poll: None,
+        progress: None,
+    };
+    let mut tries = Vec::new();
+    let got = wait_for(
+        spec,
+        |_| {},
+        |block| {
+            tries.push(block);
+            match (block, tries.len()) {
+                (false, _) => Ok(None::<()>),
+                (true, 2) => Err(io::Error::from(io::ErrorKind::Interrupted)),
+                (true, _) => Err(io::Error::from_raw_os_error(nix::libc::EIO)),
+            }
+        },
+    );
+    assert_eq!(got.unwrap_err().raw_os_error(), Some(nix::libc::EIO));
+    // Each blocking attempt is followed by a look that does not block (`wait_for`).
+    assert_eq!(tries, [false, true, false, true]);
+}
+
+/// The first progress report counts from when the deadline was set, not from this call: a
+/// verb that waits in several calls under one deadline reports the whole time it has waited.
+/// (Mutant answered: `Deadline::waited` made zero.)
+#[test]
+fn progress_counts_from_the_deadline_not_from_the_call() {
+    let deadline = Deadline {
+        start: Instant::now() - Duration::from_secs(60),
+        end: None,
+    };
+    let spec = Wait {
+        deadline,
+        poll: None,
+        progress: Some(PROGRESS_EVERY),
+    };
+    let mut reports = Vec::new();
+    let got = wait_for(
+        spec,
+        |waited| reports.push(waited),
+        |block| Ok::<_, io::Error>(block.then_some(())),
+    );
+    assert_eq!(got.unwrap(), Outcome::Acquired(()));
+    assert!(
+        reports
+            .first()
+            .is_some_and(|&w| w >= Duration::from_secs(60)),
+        "{reports:?}"
+    );
+}
