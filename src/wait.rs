@@ -503,7 +503,12 @@ impl Locker {
         }
         let mut waiting = match self.child.take() {
             Some((c, asked)) if asked == request => c,
-            _ => lock::ChildLock::start(file, request)?,
+            // Gone before another starts: granted late, on our description, its lock would
+            // replace the one the new child is granted (a flock on a description converts).
+            old => {
+                drop(old);
+                lock::ChildLock::start(file, request)?
+            }
         };
         let granted = waiting.wait();
         if matches!(&granted, Err(e) if e.kind() == io::ErrorKind::Interrupted) {

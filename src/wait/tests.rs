@@ -356,3 +356,45 @@ fn progress_counts_from_the_deadline_not_from_the_call() {
         "{reports:?}"
     );
 }
+
+/// On a network file system the blocking call is a child's, kept across a wait that ended
+/// (its deadline, a signal) for the next wait on the same file; a next wait that asks for
+/// another mode gets a child of its own, never the one still waiting for the old mode, and
+/// only once the old one is gone. Here a wait for a shared lock times out, then a wait for an
+/// exclusive one is granted when the holder lets go: what our description holds must exclude
+/// readers. (Mutant answered: the waiting child taken whatever it was asked for. Found with
+/// it: the old child, killed only after the new one started, could be granted its shared lock
+/// after the new one's exclusive one, which it then replaced, in about 1 run in 1.)
+#[test]
+fn a_child_waiting_for_one_mode_is_not_taken_for_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("L");
+    let open = || open_for_writing(&path);
+    let other = open();
+    assert!(lock::flock(&other, Mode::Exclusive, false).unwrap());
+    let ours = open();
+    let mut locker = Locker::new(true);
+    let polling = |timeout| Wait {
+        deadline: Deadline::after(Some(timeout)),
+        poll: Some(Duration::from_millis(50)),
+        progress: Some(PROGRESS_EVERY),
+    };
+    let got = wait_for(
+        polling(Duration::from_millis(200)),
+        |_| {},
+        |block| Ok::<_, io::Error>(locker.flock(&ours, Mode::Shared, block)?.then_some(())),
+    );
+    assert_eq!(got.unwrap(), Outcome::TimedOut);
+    // The holder lets go as soon as the second wait reports it waits (before it blocks).
+    let got = wait_for(
+        polling(Duration::from_secs(30)),
+        |_| lock::unlock(&other).unwrap(),
+        |block| Ok::<_, io::Error>(locker.flock(&ours, Mode::Exclusive, block)?.then_some(())),
+    );
+    assert_eq!(got.unwrap(), Outcome::Acquired(()));
+    let reader = open();
+    assert!(
+        !lock::flock(&reader, Mode::Shared, false).unwrap(),
+        "granted an exclusive lock, we hold a shared one"
+    );
+}
