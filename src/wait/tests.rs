@@ -364,7 +364,7 @@ fn progress_counts_from_the_deadline_not_from_the_call() {
 /// exclusive one is granted when the holder lets go: what our description holds must exclude
 /// readers. (Mutant answered: the waiting child taken whatever it was asked for. Found with
 /// it: the old child, killed only after the new one started, could be granted its shared lock
-/// after the new one's exclusive one, which it then replaced, in about 1 run in 1.)
+/// after the new one's exclusive one, which it then replaced: in every run here.)
 #[test]
 fn a_child_waiting_for_one_mode_is_not_taken_for_another() {
     let dir = tempfile::tempdir().unwrap();
