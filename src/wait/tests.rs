@@ -398,3 +398,98 @@ fn a_child_waiting_for_one_mode_is_not_taken_for_another() {
         "granted an exclusive lock, we hold a shared one"
     );
 }
+
+/// A network wait's child waits on one description: once the caller turns to another file
+/// (the name was replaced while it waited), `forget` ends it, so that the wait on the new file
+/// gets a child of its own. Here both files are held; the wait on the first times out, the
+/// holder of the second lets go as the wait on it begins: granted, on the second file, and
+/// nothing waits on the first any more. (Mutant answered: `forget` doing nothing, the child of
+/// the first file left waiting there, taken for the second.)
+#[test]
+fn a_child_waiting_on_a_file_forgotten_is_not_taken_for_the_next() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let open = |name: &str| open_for_writing(&dir.path().join(name));
+    let (first_holder, second_holder) = (open("A"), open("B"));
+    assert!(lock::flock(&first_holder, Mode::Exclusive, false).unwrap());
+    assert!(lock::flock(&second_holder, Mode::Exclusive, false).unwrap());
+    let mut locker = Locker::new(true);
+    let polling = |timeout| Wait {
+        deadline: Deadline::after(Some(timeout)),
+        poll: Some(Duration::from_millis(50)),
+        progress: Some(PROGRESS_EVERY),
+    };
+    let first = open("A");
+    let got = wait_for(
+        polling(Duration::from_millis(200)),
+        |_| {},
+        |block| Ok::<_, io::Error>(locker.flock(&first, Mode::Exclusive, block)?.then_some(())),
+    );
+    assert_eq!(got.unwrap(), Outcome::TimedOut);
+    let meta = first.metadata().unwrap();
+    let waiting = || crate::platform::procinfo::flock_waiters(meta.dev(), meta.ino());
+    assert_eq!(waiting(), Some(1), "the child waits on the first file");
+    locker.forget();
+    assert_eq!(
+        waiting(),
+        Some(0),
+        "the child waits on the first file still"
+    );
+    let second = open("B");
+    let got = wait_for(
+        polling(Duration::from_secs(5)),
+        |_| lock::unlock(&second_holder).unwrap(),
+        |block| Ok::<_, io::Error>(locker.flock(&second, Mode::Exclusive, block)?.then_some(())),
+    );
+    assert_eq!(got.unwrap(), Outcome::Acquired(()));
+    assert!(!lock::flock(&open("B"), Mode::Exclusive, false).unwrap());
+}
+
+/// A network wait that ended without the lock (its deadline) leaves its child waiting; if the
+/// child is granted the lock before `settle` kills it, the lock is on our description, and
+/// `settle` lets go of it. Here the holder lets go after the deadline and the kernel's table
+/// shows the child granted; after `settle` another may lock the file while our description
+/// is still open. (Mutant answered: `settle` doing nothing.)
+#[test]
+fn a_lock_granted_to_the_child_after_the_deadline_is_let_go_by_settle() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("L");
+    let open = || open_for_writing(&path);
+    let other = open();
+    assert!(lock::flock(&other, Mode::Exclusive, false).unwrap());
+    let ours = open();
+    let mut locker = Locker::new(true);
+    let spec = Wait {
+        deadline: Deadline::after(Some(Duration::from_millis(200))),
+        poll: Some(Duration::from_millis(50)),
+        progress: None,
+    };
+    let got = wait_for(
+        spec,
+        |_| {},
+        |block| Ok::<_, io::Error>(locker.flock(&ours, Mode::Exclusive, block)?.then_some(())),
+    );
+    assert!(matches!(got, Ok(Outcome::TimedOut)));
+    lock::unlock(&other).unwrap();
+    let meta = ours.metadata().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while crate::platform::procinfo::flock_holders(meta.dev(), meta.ino())
+        .is_none_or(|h| h.is_empty())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the child was never granted the lock"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        !lock::flock(&other, Mode::Exclusive, false).unwrap(),
+        "granted to the child, on our description"
+    );
+    locker.settle(&got, &ours);
+    assert!(
+        lock::flock(&other, Mode::Exclusive, false).unwrap(),
+        "our description still holds what the child was granted"
+    );
+}
