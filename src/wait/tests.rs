@@ -44,6 +44,37 @@ fn a_copy_to_a_writer_that_takes_nothing_or_fails_ends_with_an_error() {
     }
 }
 
+/// A read interrupted is tried again; a read that fails otherwise (an I/O error of the file
+/// system) ends the copy with that error, at once. (Mutant answered: every read error taken
+/// as an interruption: the copy spins on the failing read.)
+#[test]
+fn a_copy_from_a_reader_that_fails_ends_with_its_error() {
+    struct Failing(u32);
+    impl io::Read for Failing {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            self.0 += 1;
+            match self.0 {
+                1 => Err(io::Error::from(io::ErrorKind::Interrupted)),
+                _ => Err(io::Error::from_raw_os_error(nix::libc::EIO)),
+            }
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut from = Failing(0);
+        let got = copy_cancellable(&mut from, &mut Vec::new());
+        let _ = tx.send((got, from.0));
+    });
+    let (got, reads) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the copy did not return within 10 s");
+    match got {
+        Err(CopyFailed::Read(e)) => assert_eq!(e.raw_os_error(), Some(nix::libc::EIO)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(reads, 2, "the interrupted read was tried again, once");
+}
+
 /// A flush interrupted (by a signal that cancels nothing) is tried again, and the copy
 /// counts what it wrote.
 #[test]
