@@ -56,7 +56,7 @@ if command -v mold >/dev/null; then
 fi
 
 # The tests run under cargo-nextest's `mutants` profile (.config/nextest.toml): each test in a
-# process of its own, killed after 90 s, so that a mutant that makes one hang fails it (caught)
+# process of its own, killed after 90 s (the crash states after 240 s; a whole run after 300 s), so that a mutant that makes one hang fails it (caught)
 # instead of timing out the run; the run stops at the first failure, and the tests that most
 # often fail first run first. The tests mostly wait on processes, so six run at once on two
 # cores (about 70 s for all); the chaos tests run at 300 sections, which still kills holders in
@@ -69,6 +69,6 @@ fi
 # a test that fails on the unmutated tree would "catch" every mutant.
 export FSYNC_CHAOS=${FSYNC_CHAOS:-300}
 exec cargo mutants "${files[@]}" --exclude 'src/*/tests.rs' "${shard[@]}" \
-    --test-tool nextest --timeout 150 --build-timeout 300 "$@" \
+    --test-tool nextest --timeout 300 --build-timeout 300 "$@" \
     -- --profile mutants --lib --test integration --run-ignored all \
     -E 'not test(/netfs_/) and not test(/^chaos::chaos_jobs/) and not test(/^chaos_queue::/) and not test(/^ccr::a_thousand_rounds/) and not test(/list_shows_100000/)'
