@@ -56,8 +56,9 @@ if command -v mold >/dev/null; then
 fi
 
 # The tests run under cargo-nextest's `mutants` profile (.config/nextest.toml): each test in a
-# process of its own, killed after 90 s (the crash states after 240 s; a whole run after 300 s), so that a mutant that makes one hang fails it (caught)
-# instead of timing out the run; the run stops at the first failure, and the tests that most
+# process of its own, killed after 90 s (the crash states after 240 s; a whole run after
+# 300 s), so that a mutant that makes one hang fails it (caught) instead of timing out the
+# run; the run stops at the first failure, and the tests that most
 # often fail first run first. The tests mostly wait on processes, so six run at once on two
 # cores (about 70 s for all); the chaos tests run at 300 sections, which still kills holders in
 # every one. Left out: the cross-host tests (they need a bed), and the four longest (the job
