@@ -463,3 +463,44 @@ fn a_lost_delivery_is_in_the_history_even_when_it_is_taken_again_at_once() {
         (&1.into(), &1.into())
     );
 }
+
+/// Where `/proc` cannot say which name a descriptor has (no procfs mounted), the check that a
+/// file in a directory others may write has no second name asks the directory instead: the
+/// name must still lead to the file opened. strace plays the missing `/proc` (every
+/// `readlink` fails) for a post to a mailbox open to all: its `seq` is fsync's own and is used
+/// as before, not refused as another's. (Mutant answered: the fallback's comparison of the
+/// name's file with the one opened inverted.)
+#[test]
+fn without_proc_a_file_fsync_made_is_still_its_own() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    let post = |strace: &str, data: &str| {
+        t.sh(&format!(
+            "umask 0; exec {strace} \"$0\" msg post B --data {data}"
+        ))
+        .arg(crate::harness::fsync_bin())
+        .run()
+    };
+    post("", "first").code(0);
+    let mode = std::fs::metadata(t.join("B")).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o777
+    );
+    let trace = t.arg("trace");
+    let out = post(
+        &format!(
+            "strace -f -qq -o {trace} -e trace=readlink,readlinkat \
+             -e inject=readlink,readlinkat:error=ENOENT"
+        ),
+        "second",
+    );
+    out.code(0);
+    let calls = std::fs::read_to_string(t.join("trace")).unwrap();
+    assert!(
+        calls.contains("/proc/self/fd/"),
+        "no name was asked of /proc: {calls}"
+    );
+    t.fsync(["msg", "recv", "B"]).run().code(0).stdout("first");
+    t.fsync(["msg", "recv", "B"]).run().code(0).stdout("second");
+}
