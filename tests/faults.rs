@@ -87,22 +87,23 @@ const MATRIX: &[(&str, &str, i32)] = &[
     ),
     // sem: a slot cannot be locked
     ("sem", "-e trace=flock -e inject=flock:error=ENOLCK", 69),
-    // byte ranges (OFD locks by fcntl): refused, failing, interrupted (also when passing down)
+    // byte ranges (OFD locks by fcntl): refused, failing, interrupted (also when passing down:
+    // on L's descriptor, the first call is the lock, the next two pass it down)
     ("range", "-e trace=fcntl -e inject=fcntl:error=ENOLCK", 69),
     ("range", "-e trace=fcntl -e inject=fcntl:error=EIO", 74),
     (
         "range",
-        "-e trace=fcntl -e inject=fcntl:error=EINTR:when=1",
+        "-P L -e trace=fcntl -e inject=fcntl:error=EINTR:when=1",
         0,
     ),
     (
         "range",
-        "-e trace=fcntl -e inject=fcntl:error=EINTR:when=2",
+        "-P L -e trace=fcntl -e inject=fcntl:error=EINTR:when=2",
         0,
     ),
     (
         "range",
-        "-e trace=fcntl -e inject=fcntl:error=EINTR:when=3",
+        "-P L -e trace=fcntl -e inject=fcntl:error=EINTR:when=3",
         0,
     ),
     // event: the event file cannot be created
