@@ -478,6 +478,24 @@ mod tests {
         assert!(flock(&probe, Mode::Exclusive, false).unwrap());
     }
 
+    /// A killed child still in a call the file system never answers is left to be reaped
+    /// later: the next child started reaps it once it has exited, so no zombie stays. A child
+    /// that has exited stands here for one that was stuck when it was killed. (Mutant
+    /// answered: `reap_killed` doing nothing.)
+    #[test]
+    fn a_child_left_to_be_reaped_is_reaped_by_the_next_start() {
+        let exited = std::process::Command::new("true").spawn().unwrap();
+        let pid = libc::pid_t::try_from(exited.id()).unwrap();
+        within_10s("the child exits", || state(pid) == Some('Z'));
+        defer_reaping(pid);
+        let dir = tempfile::tempdir().unwrap();
+        let free = lock_file(dir.path(), "free");
+        let mut next = ChildLock::start(&free, Request::Whole(Mode::Exclusive)).unwrap();
+        assert!(next.wait().unwrap());
+        assert_eq!(state(pid), None, "reaped");
+        assert!(!UNREAPED.lock().unwrap().contains(&pid));
+    }
+
     /// A byte range: the child's lock is our description's (another description cannot take
     /// those bytes, bytes beside them stay free), and undoing it frees them.
     #[test]
