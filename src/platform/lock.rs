@@ -480,8 +480,8 @@ mod tests {
 
     /// A killed child still in a call the file system never answers is left to be reaped
     /// later: the next child started reaps it once it has exited, so no zombie stays. A child
-    /// that has exited stands here for one that was stuck when it was killed. (Mutant
-    /// answered: `reap_killed` doing nothing.)
+    /// that has exited stands here for one that was stuck when it was killed. (Mutants
+    /// answered: `reap_killed` and `defer_reaping` doing nothing.)
     #[test]
     #[allow(clippy::zombie_processes)] // left to `reap_killed`: what the test is about
     fn a_child_left_to_be_reaped_is_reaped_by_the_next_start() {
