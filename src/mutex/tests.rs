@@ -470,3 +470,19 @@ fn a_locks_name_is_looked_up_in_the_directory_held_before_its_path() {
     std::fs::remove_file(new.join("l")).unwrap();
     assert!(!names(&path, Some((&dir, name)), held).unwrap(), "removed");
 }
+
+/// `fd_still_held`: true while our description holds the lock, false once another has it
+/// (ours let go meanwhile). (Mutant answered: `fd_still_held` made a constant.)
+#[test]
+fn a_descriptor_is_still_held_until_another_description_has_the_lock() {
+    use std::os::fd::AsFd;
+    let dir = tempfile::tempdir().unwrap();
+    let open = || std::fs::File::create(dir.path().join("L")).unwrap();
+    let (ours, other) = (open(), open());
+    let poll = Duration::from_millis(100);
+    assert!(lock_fd(ours.as_fd(), Mode::Exclusive, Some(Duration::ZERO), poll).unwrap());
+    assert!(fd_still_held(ours.as_fd()));
+    unlock_fd(ours.as_fd()).unwrap();
+    assert!(lock_fd(other.as_fd(), Mode::Exclusive, Some(Duration::ZERO), poll).unwrap());
+    assert!(!fd_still_held(ours.as_fd()));
+}
