@@ -11,6 +11,30 @@ fn open_for_writing(path: &Path) -> std::fs::File {
         .unwrap()
 }
 
+/// A wait as on a network file system (a child blocks; polled every 50 ms) until `timeout`,
+/// reporting progress.
+fn polling(timeout: Duration) -> Wait {
+    Wait {
+        deadline: Deadline::after(Some(timeout)),
+        poll: Some(Duration::from_millis(50)),
+        progress: Some(PROGRESS_EVERY),
+    }
+}
+
+/// [`wait_for`] a whole-file lock in `mode` on `file` through `locker` (no `settle`: the
+/// tests look at what a wait leaves).
+fn wait_locking(
+    locker: &mut Locker,
+    file: &std::fs::File,
+    mode: Mode,
+    spec: Wait,
+    progress: impl FnMut(Duration),
+) -> io::Result<Outcome<()>> {
+    wait_for(spec, progress, |block| {
+        Ok::<_, io::Error>(locker.flock(file, mode, block)?.then_some(()))
+    })
+}
+
 /// A writer that takes nothing (`Ok(0)`, as a closed pipe may), or fails, ends the copy
 /// with an error; bounded, so that a copy that retries for ever fails the test. (Mutants
 /// answered: `Ok(0)` taken as progress, an error taken as an interruption: both spin.)
@@ -115,11 +139,6 @@ fn a_polling_wait_for_a_lock_blocks_in_a_child_and_leaves_no_lock_behind() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("L");
     let open = || open_for_writing(&path);
-    let polling = |timeout| Wait {
-        deadline: Deadline::after(Some(timeout)),
-        poll: Some(Duration::from_millis(50)),
-        progress: Some(PROGRESS_EVERY),
-    };
     let other = open();
     assert!(lock::flock(&other, Mode::Exclusive, false).unwrap());
     // Held by another: the wait ends at its deadline (the child's call never returns).
@@ -405,22 +424,21 @@ fn a_child_waiting_for_one_mode_is_not_taken_for_another() {
     assert!(lock::flock(&other, Mode::Exclusive, false).unwrap());
     let ours = open();
     let mut locker = Locker::new(true);
-    let polling = |timeout| Wait {
-        deadline: Deadline::after(Some(timeout)),
-        poll: Some(Duration::from_millis(50)),
-        progress: Some(PROGRESS_EVERY),
-    };
-    let got = wait_for(
+    let got = wait_locking(
+        &mut locker,
+        &ours,
+        Mode::Shared,
         polling(Duration::from_millis(200)),
         |_| {},
-        |block| Ok::<_, io::Error>(locker.flock(&ours, Mode::Shared, block)?.then_some(())),
     );
     assert_eq!(got.unwrap(), Outcome::TimedOut);
     // The holder lets go as soon as the second wait reports it waits (before it blocks).
-    let got = wait_for(
+    let got = wait_locking(
+        &mut locker,
+        &ours,
+        Mode::Exclusive,
         polling(Duration::from_secs(30)),
         |_| lock::unlock(&other).unwrap(),
-        |block| Ok::<_, io::Error>(locker.flock(&ours, Mode::Exclusive, block)?.then_some(())),
     );
     assert_eq!(got.unwrap(), Outcome::Acquired(()));
     let reader = open();
@@ -445,16 +463,13 @@ fn a_child_waiting_on_a_file_forgotten_is_not_taken_for_the_next() {
     assert!(lock::flock(&first_holder, Mode::Exclusive, false).unwrap());
     assert!(lock::flock(&second_holder, Mode::Exclusive, false).unwrap());
     let mut locker = Locker::new(true);
-    let polling = |timeout| Wait {
-        deadline: Deadline::after(Some(timeout)),
-        poll: Some(Duration::from_millis(50)),
-        progress: Some(PROGRESS_EVERY),
-    };
     let first = open("A");
-    let got = wait_for(
+    let got = wait_locking(
+        &mut locker,
+        &first,
+        Mode::Exclusive,
         polling(Duration::from_millis(200)),
         |_| {},
-        |block| Ok::<_, io::Error>(locker.flock(&first, Mode::Exclusive, block)?.then_some(())),
     );
     assert_eq!(got.unwrap(), Outcome::TimedOut);
     let meta = first.metadata().unwrap();
@@ -467,10 +482,12 @@ fn a_child_waiting_on_a_file_forgotten_is_not_taken_for_the_next() {
         "the child waits on the first file still"
     );
     let second = open("B");
-    let got = wait_for(
+    let got = wait_locking(
+        &mut locker,
+        &second,
+        Mode::Exclusive,
         polling(Duration::from_secs(5)),
         |_| lock::unlock(&second_holder).unwrap(),
-        |block| Ok::<_, io::Error>(locker.flock(&second, Mode::Exclusive, block)?.then_some(())),
     );
     assert_eq!(got.unwrap(), Outcome::Acquired(()));
     assert!(!lock::flock(&open("B"), Mode::Exclusive, false).unwrap());
@@ -491,16 +508,8 @@ fn a_lock_granted_to_the_child_after_the_deadline_is_let_go_by_settle() {
     assert!(lock::flock(&other, Mode::Exclusive, false).unwrap());
     let ours = open();
     let mut locker = Locker::new(true);
-    let spec = Wait {
-        deadline: Deadline::after(Some(Duration::from_millis(200))),
-        poll: Some(Duration::from_millis(50)),
-        progress: None,
-    };
-    let got = wait_for(
-        spec,
-        |_| {},
-        |block| Ok::<_, io::Error>(locker.flock(&ours, Mode::Exclusive, block)?.then_some(())),
-    );
+    let spec = polling(Duration::from_millis(200));
+    let got = wait_locking(&mut locker, &ours, Mode::Exclusive, spec, |_| {});
     assert!(matches!(got, Ok(Outcome::TimedOut)));
     lock::unlock(&other).unwrap();
     let meta = ours.metadata().unwrap();
