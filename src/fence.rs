@@ -223,6 +223,14 @@ pub(crate) fn raise_mark(dir: &Dir, name: &OsStr, fence: u64) {
     }
 }
 
+/// Remove the caller's mark for the lock `name` in `dir` (tests that make one of their own).
+#[cfg(test)]
+pub(crate) fn forget_mark(dir: &Dir, name: &OsStr) {
+    if let (Some(marks), Some(file)) = (mark_dir(), mark_name(dir, name)) {
+        let _ = marks.unlink_file(&file);
+    }
+}
+
 /// How far behind the clock a mark's token may fall before the mark goes: tokens never fall
 /// behind the clock ([`next`]), so such a mark adds nothing unless the clock is set back by
 /// more than this.

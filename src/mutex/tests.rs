@@ -486,3 +486,46 @@ fn a_descriptor_is_still_held_until_another_description_has_the_lock() {
     assert!(lock_fd(other.as_fd(), Mode::Exclusive, Some(Duration::ZERO), poll).unwrap());
     assert!(!fd_still_held(ours.as_fd()));
 }
+
+/// The caller's private mark is believed over a record whose token ran ahead of the clock: the
+/// record says `ahead`, the mark (a token handed out while no record of ours could keep it)
+/// says more, and the next token is past the mark. (Mutant answered: the mark looked up only
+/// while the tokens kept are behind the clock.)
+#[test]
+fn a_mark_past_a_token_ahead_of_the_clock_is_believed() {
+    let dir = tempfile::tempdir().unwrap();
+    // A name of its own: the mark lives in the caller's private directory, beyond this test.
+    let name = format!("ahead-{}", std::process::id());
+    let ahead = crate::platform::procinfo::now_micros() + 1_000_000_000_000; // eleven days
+    let record = format!("fsync-holder 1\nfence {ahead}\nstate released\nend\n");
+    std::fs::write(dir.path().join(format!(".{name}.fsync")), record).unwrap();
+    let top = Dir::top(dir.path(), false, "cannot open").unwrap().unwrap();
+    let os = std::ffi::OsStr::new(&name);
+    crate::fence::raise_mark(&top, os, ahead + 1000);
+    let marked = crate::fence::mark(&top, os);
+    let guard = Mutex::new(dir.path().join(&name)).acquire(Some(BOUND));
+    let fence = guard.unwrap().unwrap().fence();
+    crate::fence::forget_mark(&top, os);
+    assert_eq!(marked, ahead + 1000, "the mark was not kept");
+    assert_eq!(fence, ahead + 1001);
+}
+
+/// A guard says whether its lock lies on a network file system as its acquisition learnt it:
+/// not for a lock in a local directory; so for one whose acquisition found a network file
+/// system (here told so: no such file system is mounted for the tests). (Mutants answered:
+/// `on_network` made a constant.)
+#[test]
+fn a_guard_says_whether_its_lock_is_on_a_network_file_system() {
+    use std::os::fd::AsFd;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let mutex = Mutex::new(&path);
+    let local = mutex.acquire(Some(BOUND)).unwrap().unwrap();
+    assert!(!local.on_network());
+    drop(local);
+    let file = std::fs::File::open(&path).unwrap();
+    let poll = Duration::from_millis(100);
+    assert!(lock_fd(file.as_fd(), Mode::Exclusive, Some(Duration::ZERO), poll).unwrap());
+    let key = held::Key::new(&file.metadata().unwrap(), Mode::Exclusive);
+    assert!(MutexGuard::new(&mutex, file, true, key).on_network());
+}
