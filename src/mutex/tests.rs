@@ -529,3 +529,32 @@ fn a_guard_says_whether_its_lock_is_on_a_network_file_system() {
     let key = held::Key::new(&file.metadata().unwrap(), Mode::Exclusive);
     assert!(MutexGuard::new(&mutex, file, true, key).on_network());
 }
+
+/// `still_held`: true while the guard's lock is ours, false once another description has it
+/// (ours let go behind the guard's back, as a file server that dropped our locks would).
+/// (Mutants answered: `MutexGuard::still_held` made a constant.)
+#[test]
+fn a_guard_is_still_held_until_another_description_has_the_lock() {
+    use std::os::fd::AsFd;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let guard = Mutex::new(&path).acquire(Some(BOUND)).unwrap().unwrap();
+    assert!(guard.still_held());
+    // The guard's descriptor, by its name among ours: the test's own directory, open only
+    // there while the guard lives.
+    let number = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let named = std::fs::read_link(e.path()).ok()? == path;
+            named.then(|| e.file_name().to_str()?.parse().ok())?
+        })
+        .next()
+        .unwrap();
+    let ours = crate::platform::fs::duplicate(number).unwrap();
+    unlock_fd(ours.as_fd()).unwrap();
+    let other = std::fs::File::open(&path).unwrap();
+    let poll = Duration::from_millis(100);
+    assert!(lock_fd(other.as_fd(), Mode::Exclusive, Some(Duration::ZERO), poll).unwrap());
+    assert!(!guard.still_held());
+}
