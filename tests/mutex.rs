@@ -629,6 +629,32 @@ fn nested_run_whose_inherited_descriptor_was_closed_fails_at_once() {
     );
 }
 
+/// A run under another lock's run passes both locks down: `FSYNC_MUTEX_HELD` names the outer
+/// lock's entry, then the inner one's (`DEV:INO:FD:PID` each, `;` between them); a run given
+/// the variable empty passes its own entry alone. (Mutants answered: the guard on an ancestor's
+/// entry made `true`, which passed down `;A;B`, and `false`, which passed down `B` alone.)
+#[test]
+fn runs_of_two_locks_one_inside_the_other_pass_both_down_in_order() {
+    let t = TestDir::new();
+    t.write("A", "");
+    t.write("B", "");
+    let ino = |name: &str| fs::metadata(t.join(name)).unwrap().ino().to_string();
+    let bin = fsync_bin().to_str().unwrap();
+    let out = t
+        .fsync(["mutex", "run", "A", "--", bin, "mutex", "run", "B", "--"])
+        .args(["sh", "-c", r#"echo "$FSYNC_MUTEX_HELD""#])
+        .env("FSYNC_MUTEX_HELD", "")
+        .run();
+    let out = out.code(0).stdout.trim().to_string();
+    let entries: Vec<Vec<&str>> = out.split(';').map(|e| e.split(':').collect()).collect();
+    let inodes: Vec<&str> = entries
+        .iter()
+        .map(|e| e.get(1).copied().unwrap_or(""))
+        .collect();
+    assert_eq!(inodes, [ino("A"), ino("B")], "{out}");
+    assert!(entries.iter().all(|e| e.len() == 4), "{out}");
+}
+
 // ---- other users, symbolic links, bad input ---------------------------------------------
 
 #[test]

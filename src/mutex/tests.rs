@@ -558,3 +558,39 @@ fn a_guard_is_still_held_until_another_description_has_the_lock() {
     assert!(lock_fd(other.as_fd(), Mode::Exclusive, Some(Duration::ZERO), poll).unwrap());
     assert!(!guard.still_held());
 }
+
+/// What a guard passes down names its descriptor (`DEV:INO:FD:PID`: `-` for the descriptor
+/// before [`Guard::pass_down`], its number after); raised above a floor, the descriptor is
+/// the same lock above it; a guard made from it is nested, and holds the lock. (Mutants
+/// answered: `is_nested` made `false`, `raise_descriptor` made a no-op.)
+#[test]
+fn a_guard_passes_its_descriptor_down_raised_where_asked_and_nests_on_it() {
+    use crate::Guard as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let mutex = Mutex::new(&path);
+    let mut guard = mutex.acquire(Some(BOUND)).unwrap().unwrap();
+    assert!(!guard.is_nested());
+    // Ours is the last entry (the tests may run under a lock of their own).
+    let own = |g: &MutexGuard| {
+        let env = g.held_env().unwrap();
+        let own = env.rsplit(';').next().unwrap().to_string();
+        own.split(':').map(str::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        own(&guard)[2..],
+        ["-".to_string(), std::process::id().to_string()]
+    );
+    guard.pass_down().unwrap();
+    let fd: RawFd = own(&guard)[2].parse().unwrap();
+    guard.raise_descriptor(fd + 20);
+    let raised: RawFd = own(&guard)[2].parse().unwrap();
+    assert!(raised > fd + 20, "{fd} raised to {raised}");
+    assert_eq!(
+        std::fs::read_link(format!("/proc/self/fd/{raised}")).unwrap(),
+        path
+    );
+    assert!(guard.still_held());
+    let nested = MutexGuard::nested(&mutex, raised);
+    assert!(nested.is_nested() && nested.still_held());
+}
