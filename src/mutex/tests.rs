@@ -562,7 +562,8 @@ fn a_guard_is_still_held_until_another_description_has_the_lock() {
 /// What a guard passes down names its descriptor (`DEV:INO:FD:PID`: `-` for the descriptor
 /// before [`Guard::pass_down`], its number after); raised above a floor, the descriptor is
 /// the same lock above it; a guard made from it is nested, and holds the lock. (Mutants
-/// answered: `is_nested` made `false`, `raise_descriptor` made a no-op.)
+/// answered: `is_nested` made `false`, `raise_descriptor` made a no-op or its `>` another
+/// comparison.)
 #[test]
 fn a_guard_passes_its_descriptor_down_raised_where_asked_and_nests_on_it() {
     use crate::Guard as _;
@@ -586,6 +587,11 @@ fn a_guard_passes_its_descriptor_down_raised_where_asked_and_nests_on_it() {
     guard.raise_descriptor(fd + 20);
     let raised: RawFd = own(&guard)[2].parse().unwrap();
     assert!(raised > fd + 20, "{fd} raised to {raised}");
+    guard.raise_descriptor(raised - 1); // above the floor already: where it is
+    assert_eq!(own(&guard)[2], raised.to_string());
+    guard.raise_descriptor(raised); // at the floor: above it
+    let raised: RawFd = own(&guard)[2].parse().unwrap();
+    assert!(raised > fd + 21, "{fd} raised to {raised}");
     assert_eq!(
         std::fs::read_link(format!("/proc/self/fd/{raised}")).unwrap(),
         path
