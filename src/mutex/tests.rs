@@ -600,3 +600,25 @@ fn a_guard_passes_its_descriptor_down_raised_where_asked_and_nests_on_it() {
     let nested = MutexGuard::nested(&mutex, raised);
     assert!(nested.is_nested() && nested.still_held());
 }
+
+/// A guard told at release time whether it was the last user deletes the lock file only if
+/// told so. (Mutant answered: `&&` made `||` in `set_delete_on_release`, which deleted it
+/// when told not to.)
+#[test]
+fn a_guard_deletes_its_lock_file_only_if_told_so_at_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let mutex = Mutex::new(&path);
+    for delete in [false, true] {
+        let mut guard = mutex.acquire(Some(BOUND)).unwrap().unwrap();
+        guard.set_delete_on_release(delete);
+        let released = guard.release().unwrap();
+        assert_eq!(
+            (released, path.exists()),
+            (match delete {
+                false => (Released::Kept, true),
+                true => (Released::Deleted, false),
+            })
+        );
+    }
+}
