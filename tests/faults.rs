@@ -505,3 +505,37 @@ fn without_proc_a_file_fsync_made_is_still_its_own() {
     t.fsync(["msg", "recv", "B"]).run().code(0).stdout("first");
     t.fsync(["msg", "recv", "B"]).run().code(0).stdout("second");
 }
+
+/// A lock file someone else removed between the check that its name is still the file held and
+/// the removal `--delete` makes is what was asked for: no error. strace plays that someone:
+/// the removal of `L` finds no such file. (Mutant answered: the arm that takes "no such
+/// file" for done made to report it.)
+#[test]
+fn a_lock_file_removed_just_before_delete_removes_it_is_no_error() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    // `L` not there yet: strace matches the name itself, which unlinkat is given.
+    let trace = t.arg("trace");
+    t.cmd("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-o",
+            &trace,
+            "-P",
+            "L",
+            "-e",
+            "trace=unlinkat,unlink",
+        ])
+        .args(["-e", "inject=unlinkat,unlink:error=ENOENT"])
+        .arg(crate::harness::fsync_bin())
+        .args(["mutex", "run", "--delete", "L", "--", "true"])
+        .run()
+        .code(0)
+        .stderr("");
+    let calls = std::fs::read_to_string(t.join("trace")).unwrap();
+    assert!(
+        calls.contains("ENOENT (No such file or directory) (INJECTED)"),
+        "{calls}"
+    );
+}

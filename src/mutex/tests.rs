@@ -512,8 +512,9 @@ fn a_mark_past_a_token_ahead_of_the_clock_is_believed() {
 
 /// A guard says whether its lock lies on a network file system as its acquisition learnt it:
 /// not for a lock in a local directory; so for one whose acquisition found a network file
-/// system (here told so: no such file system is mounted for the tests). (Mutants answered:
-/// `on_network` made a constant.)
+/// system (here told so: no such file system is mounted for the tests), which then offers a
+/// check for the loss of its lock. (Mutants answered: `on_network` made a constant,
+/// `loss_check` made `None`.)
 #[test]
 fn a_guard_says_whether_its_lock_is_on_a_network_file_system() {
     use std::os::fd::AsFd;
@@ -527,7 +528,10 @@ fn a_guard_says_whether_its_lock_is_on_a_network_file_system() {
     let poll = Duration::from_millis(100);
     assert!(lock_fd(file.as_fd(), Mode::Exclusive, Some(Duration::ZERO), poll).unwrap());
     let key = held::Key::new(&file.metadata().unwrap(), Mode::Exclusive);
-    assert!(MutexGuard::new(&mutex, file, true, key).on_network());
+    let network = MutexGuard::new(&mutex, file, true, key);
+    assert!(network.on_network());
+    // There a living holder can lose its lock: a check is offered for it.
+    assert!(crate::Guard::loss_check(&network).is_some());
 }
 
 /// `still_held`: true while the guard's lock is ours, false once another description has it
