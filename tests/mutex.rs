@@ -655,6 +655,32 @@ fn runs_of_two_locks_one_inside_the_other_pass_both_down_in_order() {
     assert!(entries.iter().all(|e| e.len() == 4), "{out}");
 }
 
+/// A shared run passes its lock down as `flock -s` does: the command has the lock file open
+/// (and so holds the lock for as long as it, or a process it leaves behind, runs). (Mutant
+/// answered: the plain guard's `pass_down` made a no-op.)
+#[test]
+fn a_shared_run_passes_its_lock_down_to_the_command() {
+    let t = TestDir::new();
+    let out = t
+        .fsync([
+            "mutex",
+            "run",
+            "-s",
+            "L",
+            "--",
+            "sh",
+            "-c",
+            "ls -l /proc/$$/fd",
+        ])
+        .run();
+    let lock = fs::canonicalize(t.join("L")).unwrap();
+    let listed = out.code(0).stdout.clone();
+    assert!(
+        listed.contains(&format!("-> {}\n", lock.display())),
+        "{listed}"
+    );
+}
+
 // ---- other users, symbolic links, bad input ---------------------------------------------
 
 #[test]
