@@ -539,3 +539,32 @@ fn a_lock_file_removed_just_before_delete_removes_it_is_no_error() {
         "{calls}"
     );
 }
+
+/// Where the kernel's lock table cannot be read (strace fails its open), `mutex status` asks
+/// the lock itself, with a non-blocking probe let go at once: a free lock is free, a held one
+/// held. (Mutant answered: the probe made to answer "held".)
+#[test]
+fn without_the_lock_table_status_asks_the_lock_itself() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    t.write("L", "");
+    let status = || {
+        t.cmd("strace")
+            .args(["-f", "-qq", "-o", "/dev/null", "-P", "/proc/locks"])
+            .args(["-e", "trace=openat", "-e", "inject=openat:error=ENOENT"])
+            .arg(crate::harness::fsync_bin())
+            .args(["mutex", "status", "L"])
+            .run()
+    };
+    status().code(0).stdout("L: free\n");
+    let holder = t
+        .fsync(["mutex", "run", "L", "--", "sh", "-c", crate::harness::HOLD])
+        .hold();
+    let held = status();
+    assert!(
+        held.code(1).stdout.starts_with("L: held by pid "),
+        "{}",
+        held.stdout
+    );
+    holder.finish().code(0);
+}

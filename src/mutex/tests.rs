@@ -626,3 +626,16 @@ fn a_guard_deletes_its_lock_file_only_if_told_so_at_release() {
         );
     }
 }
+
+/// A record whose token is 0 keeps none: status shows no token from it. (Mutant answered: a
+/// token of 0 shown.)
+#[test]
+fn status_shows_no_token_from_a_record_that_keeps_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    std::fs::write(&path, b"").unwrap();
+    let record = "fsync-holder 1\nfence 0\nstate released\nend\n";
+    std::fs::write(dir.path().join(".l.fsync"), record).unwrap();
+    let st = status(&path).unwrap();
+    assert_eq!((st.held, st.fence, st.fence_withheld), (false, None, None));
+}
