@@ -542,25 +542,41 @@ fn a_lock_file_removed_just_before_delete_removes_it_is_no_error() {
 
 /// Where the kernel's lock table cannot be read (strace fails its open), `mutex status` asks
 /// the lock itself, with a non-blocking probe let go at once: a free lock is free, a held one
-/// held. (Mutant answered: the probe made to answer "held".)
+/// held. A file that takes no exclusive lock (EBADF: opened read-only, on NFS) is asked for a
+/// shared one; any other failure of the probe is an error, not an answer. (Mutants answered:
+/// the probe made to answer "held" or "free", the EBADF guard made a constant or `!=`.)
 #[test]
 fn without_the_lock_table_status_asks_the_lock_itself() {
     require("strace", "strace");
     let t = TestDir::new();
-    t.write("L", "");
-    let status = || {
-        t.cmd("strace")
-            .args(["-f", "-qq", "-o", "/dev/null", "-P", "/proc/locks"])
-            .args(["-e", "trace=openat", "-e", "inject=openat:error=ENOENT"])
-            .arg(crate::harness::fsync_bin())
+    // The first open matched is `L`'s; the opens of the table after it fail.
+    let lock = t.join("L");
+    let status = |flock: &str| {
+        let mut cmd = t.cmd("strace").args(["-f", "-qq", "-o", "/dev/null"]);
+        cmd = cmd.args(["-P", "/proc/locks", "-P"]).arg(&lock);
+        cmd = cmd.args(["-e", "trace=openat,flock"]);
+        cmd = cmd.args(["-e", "inject=openat:error=ENOENT:when=2+"]);
+        if !flock.is_empty() {
+            cmd = cmd.args(["-e", &format!("inject=flock:error={flock}:when=1")]);
+        }
+        cmd.arg(crate::harness::fsync_bin())
             .args(["mutex", "status", "L"])
             .run()
     };
-    status().code(0).stdout("L: free\n");
+    t.write("L", "");
+    status("").code(0).stdout("L: free\n");
+    status("EBADF").code(0).stdout("L: free\n");
+    let failed = status("EIO");
+    failed.code(74).stdout("").error_naming("L");
+    assert!(
+        failed.stderr.contains("cannot test lock: I/O error"),
+        "{}",
+        failed.stderr
+    );
     let holder = t
         .fsync(["mutex", "run", "L", "--", "sh", "-c", crate::harness::HOLD])
         .hold();
-    let held = status();
+    let held = status("");
     assert!(
         held.code(1).stdout.starts_with("L: held by pid "),
         "{}",
