@@ -183,6 +183,58 @@ fn a_release_under_way_is_looked_at_ever_more_rarely() {
     );
 }
 
+/// A holder that took over with no gap the watch could see (the watch looks only when asked
+/// for its next change) comes as the old holder's release, then the new one's acquisition.
+/// The holders are `flock(1)` processes: the kernel names each. (Mutant answered: a change
+/// told only where both whether it is held and who holds it differ.)
+#[test]
+fn a_holder_taking_over_unseen_comes_as_a_release_then_an_acquisition() {
+    use std::io::{BufRead, Write};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    File::create(&path).unwrap();
+    let hold = || {
+        let mut child = Command::new("flock")
+            .arg(&path)
+            .args(["-c", "echo acquired; read x"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("flock(1)");
+        let mut line = String::new();
+        let out = child.stdout.take().unwrap();
+        std::io::BufReader::new(out).read_line(&mut line).unwrap();
+        assert_eq!(line, "acquired\n");
+        child
+    };
+    let let_go = |mut child: std::process::Child| {
+        child.stdin.take().unwrap().write_all(b"\n").unwrap();
+        assert!(child.wait().unwrap().success());
+    };
+    let pid = |st: &Status| st.holder.as_ref().map(|h| h.pid);
+    let first = hold();
+    let mut watch = watch(&path, Some(BOUND), wait::DEFAULT_POLL).unwrap();
+    let before = pid(watch.status()).expect("the first holder named");
+    let_go(first);
+    let second = hold();
+    let mut changes = Vec::new();
+    for _ in 0..2 {
+        changes.push(match watch.next() {
+            Some(Ok(Change::Released(st))) => ("released", pid(&st)),
+            Some(Ok(Change::Acquired(st))) => ("acquired", pid(&st)),
+            other => panic!("{other:?} after {changes:?}"),
+        });
+    }
+    let after = changes[1].1.expect("the second holder named");
+    assert_eq!(
+        changes,
+        [("released", Some(before)), ("acquired", Some(after))]
+    );
+    assert_ne!(before, after);
+    let_go(second);
+}
+
 /// A thread that asks again for a lock it holds fails at once instead of waiting for
 /// itself; another thread of the process waits for it as another process would, and gets
 /// it once the first guard is gone.
