@@ -235,6 +235,57 @@ fn a_holder_taking_over_unseen_comes_as_a_release_then_an_acquisition() {
     let_go(second);
 }
 
+/// The record of one holding fills in as it goes (its command, then its child): no change
+/// while the same process holds the lock, and its release reports the record as it was last.
+/// (Mutant answered: any difference of status taken for a change while the lock stays held.)
+#[test]
+fn a_record_filling_in_is_no_change_of_holder() {
+    use crate::holder::{Holder, Record, record_path, render};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let record = |command: &str| {
+        let holder = Some(Holder::this_process(1, command.to_string()));
+        std::fs::write(record_path(&path), render(&Record { fence: 7, holder })).unwrap();
+    };
+    let lock = File::create(&path).unwrap();
+    assert!(crate::platform::lock::flock(&lock, Mode::Exclusive, false).unwrap());
+    record("first");
+    let mut watch = watch(&path, Some(BOUND), wait::DEFAULT_POLL).unwrap();
+    record("filled in");
+    let (tid_tx, tid) = std::sync::mpsc::channel();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
+        let _ = done_tx.send(watch.next());
+    });
+    // Blocked once it has seen the record filled in and waits for more.
+    let stat = format!("/proc/self/task/{}/stat", tid.recv().unwrap());
+    let sleeping = || {
+        let text = std::fs::read_to_string(&stat).unwrap_or_default();
+        text.rfind(") S ").is_some()
+    };
+    let early = loop {
+        if let Ok(change) = done.try_recv() {
+            break Some(change);
+        }
+        if sleeping() {
+            break None;
+        }
+        std::thread::yield_now();
+    };
+    assert!(
+        early.is_none(),
+        "a change while the same holder held: {early:?}"
+    );
+    drop(lock);
+    match done.recv_timeout(BOUND).expect("the release seen") {
+        Some(Ok(Change::Released(st))) => {
+            assert_eq!(st.holder.map(|h| h.command).as_deref(), Some("filled in"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A thread that asks again for a lock it holds fails at once instead of waiting for
 /// itself; another thread of the process waits for it as another process would, and gets
 /// it once the first guard is gone.
