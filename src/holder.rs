@@ -673,6 +673,114 @@ mod tests {
         );
     }
 
+    /// The calling thread's count of read or write calls (`syscr`, `syscw` in its `/proc`
+    /// io counters), less what reading the counters costs: the calls `f` makes.
+    fn calls_of(counter: &str, f: impl FnOnce()) -> u64 {
+        let count = || -> u64 {
+            let text = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+            let line = text.lines().find(|l| l.starts_with(counter)).unwrap();
+            line[counter.len()..].trim().parse().unwrap()
+        };
+        let (a, b) = (count(), count());
+        f();
+        let c = count();
+        (c - b) - (b - a)
+    }
+
+    /// A record of the usual size is read in one call; a long one in a few, the buffer growing
+    /// fourfold each time. (Mutants answered: the end of a short read not taken for the
+    /// file's, the buffer growing by 4 bytes.)
+    #[test]
+    fn a_record_is_read_in_one_call_and_a_long_one_in_a_few() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("record");
+        for (len, calls) in [(200, 1), (60_000, 4)] {
+            std::fs::write(&path, "x".repeat(len)).unwrap();
+            let file = File::open(&path).unwrap();
+            let mut read = Vec::new();
+            let made = calls_of("syscr:", || read = read_head(&file).unwrap());
+            assert_eq!((read.len(), made), (len, calls), "{len} bytes");
+        }
+    }
+
+    /// A token at or past 2^63 is none fsync handed out: it reads as none (0); one below it is
+    /// kept. (Mutant answered: `<` made `<=`.)
+    #[test]
+    fn a_token_past_the_last_fsync_hands_out_reads_as_none() {
+        let fence = |f: u64| {
+            let text = format!("{MAGIC}\nfence {f}\nstate released\nend\n");
+            parse(&text).unwrap().fence
+        };
+        assert_eq!(fence(MAX_FENCE - 1), MAX_FENCE - 1);
+        assert_eq!(fence(MAX_FENCE), 0);
+    }
+
+    /// The command a holder runs is recorded, with its pid, once: asked again to record what
+    /// the record says already, it writes nothing. (Mutants answered: `set_child` made a no-op,
+    /// its check of what the record says made to skip a change or to write what is there.)
+    #[test]
+    fn a_child_is_recorded_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("L");
+        let file = RecordFile::open(&lock);
+        let own = OwnRecord::held(file, 5, Holder::this_process(1, "make".into()));
+        let read = || {
+            let h = read_in(
+                &Dir::top(dir.path(), false, "x").unwrap().unwrap(),
+                "L".as_ref(),
+            );
+            h.and_then(|r| r.holder).map(|h| (h.child, h.command))
+        };
+        for (child, command, writes) in [
+            (None, "make", 0),
+            (None, "make all", 1),
+            (Some(7), "make all", 1),
+            (Some(7), "make all", 0),
+            (Some(8), "make all", 1),
+        ] {
+            let made = calls_of("syscw:", || own.set_child(child, command.to_string()));
+            assert_eq!(
+                read(),
+                Some((child, command.to_string())),
+                "{child:?} {command}"
+            );
+            assert_eq!(made, writes, "{child:?} {command}");
+        }
+    }
+
+    /// A holder whose lock file was deleted under it removes the record on release only if it
+    /// is still as it left it: its token and its pid. (Mutants answered: the removal made a
+    /// no-op, either check dropped or inverted, the pid made a constant.)
+    #[test]
+    fn a_record_is_removed_only_if_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join("L");
+        let path = record_path(&lock);
+        let me = std::process::id();
+        let other = |fence: u64, pid: u32| Record {
+            fence,
+            holder: Some(Holder {
+                pid,
+                ..Holder::this_process(1, String::new())
+            }),
+        };
+        for (rewritten, removed) in [
+            (None, true),
+            (Some(other(6, me)), false),
+            (Some(other(5, me + 1)), false),
+            (Some(other(6, me + 1)), false),
+        ] {
+            let file = RecordFile::open(&lock);
+            let mut own = OwnRecord::held(file, 5, Holder::this_process(1, "x".into()));
+            if let Some(rec) = &rewritten {
+                std::fs::write(&path, render(rec)).unwrap();
+            }
+            own.remove_if_unchanged();
+            assert_eq!(!path.exists(), removed, "{rewritten:?}");
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
     #[test]
     fn never_writes_through_a_symlink() {
         let dir = tempfile::tempdir().unwrap();
