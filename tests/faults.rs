@@ -584,3 +584,34 @@ fn without_the_lock_table_status_asks_the_lock_itself() {
     );
     holder.finish().code(0);
 }
+
+/// A read of the holder record that a signal interrupts is made again; one that fails leaves
+/// the record out, and the holder is the process the kernel names. (Mutants answered: an
+/// interrupted read not made again; every failure retried, which spins: `timeout` kills it.)
+#[test]
+fn a_record_read_interrupted_is_made_again_and_one_failing_is_left_out() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    let holder = t
+        .fsync(["mutex", "run", "L", "--", "sh", "-c", crate::harness::HOLD])
+        .hold();
+    let record = t.join(".L.fsync");
+    let status = |inject: &str| {
+        t.cmd("strace")
+            .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+            .arg(&record)
+            .args(["-e", "trace=pread64", "-e", inject])
+            .args(["timeout", "-s", "KILL", "20"])
+            .arg(crate::harness::fsync_bin())
+            .args(["mutex", "status", "L"])
+            .run()
+    };
+    let again = status("inject=pread64:error=EINTR:when=1");
+    let shown = again.code(1).stdout.clone();
+    assert!(shown.contains(" (command pid "), "{shown}");
+    let failed = status("inject=pread64:error=EIO");
+    let shown = failed.code(1).stdout.clone();
+    assert!(shown.starts_with("L: held by pid "), "{shown}");
+    assert!(!shown.contains(" (command pid "), "{shown}");
+    holder.finish().code(0);
+}
