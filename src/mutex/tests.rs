@@ -787,3 +787,18 @@ fn status_shows_no_token_from_a_record_that_keeps_none() {
     let st = status(&path).unwrap();
     assert_eq!((st.held, st.fence, st.fence_withheld), (false, None, None));
 }
+
+/// A record with a second link (a hard link to someone's file, say) is neither written nor
+/// believed about tokens: a token it names far ahead of the clock is not followed. (Mutants
+/// answered: its token believed whatever its links or owner.)
+#[test]
+fn a_token_in_a_record_with_other_links_is_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let ahead = crate::platform::procinfo::now_micros() + 1_000_000_000_000; // eleven days
+    let record = format!("fsync-holder 1\nfence {ahead}\nstate released\nend\n");
+    std::fs::write(dir.path().join(".l.fsync"), record).unwrap();
+    std::fs::hard_link(dir.path().join(".l.fsync"), dir.path().join("elsewhere")).unwrap();
+    let guard = Mutex::new(&path).acquire(Some(BOUND)).unwrap().unwrap();
+    assert!(guard.fence() < ahead, "{} followed {ahead}", guard.fence());
+}
