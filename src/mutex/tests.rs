@@ -185,8 +185,9 @@ fn a_release_under_way_is_looked_at_ever_more_rarely() {
 
 /// A holder that took over with no gap the watch could see (the watch looks only when asked
 /// for its next change) comes as the old holder's release, then the new one's acquisition.
-/// The holders are `flock(1)` processes: the kernel names each. (Mutant answered: a change
-/// told only where both whether it is held and who holds it differ.)
+/// The holders are `flock(1)` processes: the kernel names each, with its command line.
+/// (Mutants answered: a change told only where both whether it is held and who holds it
+/// differ; the command of a holder the kernel names left out.)
 #[test]
 fn a_holder_taking_over_unseen_comes_as_a_release_then_an_acquisition() {
     use std::io::{BufRead, Write};
@@ -216,6 +217,12 @@ fn a_holder_taking_over_unseen_comes_as_a_release_then_an_acquisition() {
     let first = hold();
     let mut watch = watch(&path, Some(BOUND), wait::DEFAULT_POLL).unwrap();
     let before = pid(watch.status()).expect("the first holder named");
+    // Named by the kernel, with its command line.
+    let command = watch.status().holder.as_ref().map(|h| h.command.clone());
+    assert!(
+        command.as_deref().is_some_and(|c| c.starts_with("flock ")),
+        "{command:?}"
+    );
     let_go(first);
     let second = hold();
     let mut changes = Vec::new();
@@ -801,4 +808,37 @@ fn a_token_in_a_record_with_other_links_is_not_followed() {
     std::fs::hard_link(dir.path().join(".l.fsync"), dir.path().join("elsewhere")).unwrap();
     let guard = Mutex::new(&path).acquire(Some(BOUND)).unwrap().unwrap();
     assert!(guard.fence() < ahead, "{} followed {ahead}", guard.fence());
+}
+
+/// Where the kernel's table names no process for the lock (an OFD lock, listed with pid -1),
+/// a record of this host is believed only while its process lives: a live holder's record
+/// names it, a dead one's does not. (Mutants answered: the checks of "this host" and "alive"
+/// joined with the wrong operator or inverted.)
+#[test]
+fn where_the_kernel_names_no_holder_a_record_is_believed_while_its_process_lives() {
+    use crate::holder::{Holder, Record, record_path, render};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let range = crate::range::ByteRange { start: 0, len: 1 };
+    let lock = crate::range::RangeLock::new(&path, range);
+    let _held = lock.acquire(Mode::Exclusive, Some(BOUND)).unwrap().unwrap();
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    for (pid, believed) in [(std::process::id(), true), (dead, false)] {
+        let holder = Holder {
+            pid,
+            ..Holder::this_process(1, "the record's".to_string())
+        };
+        let text = render(&Record {
+            fence: 7,
+            holder: Some(holder),
+        });
+        std::fs::write(record_path(&path), text).unwrap();
+        let st = status(&path).unwrap();
+        let named = st.holder.map(|h| (h.pid, h.command));
+        let record = (pid, "the record's".to_string());
+        assert_eq!(named.as_ref() == Some(&record), believed, "{named:?}");
+        assert!(st.held);
+    }
 }
