@@ -703,12 +703,11 @@ fn a_guard_is_still_held_until_another_description_has_the_lock() {
     // there while the guard lives.
     let number = std::fs::read_dir("/proc/self/fd")
         .unwrap()
-        .filter_map(|e| {
+        .find_map(|e| {
             let e = e.ok()?;
             let named = std::fs::read_link(e.path()).ok()? == path;
             named.then(|| e.file_name().to_str()?.parse().ok())?
         })
-        .next()
         .unwrap();
     let ours = crate::platform::fs::duplicate(number).unwrap();
     unlock_fd(ours.as_fd()).unwrap();
