@@ -4,6 +4,12 @@ use super::*;
 /// waits for itself fails the test there instead of hanging it.
 const BOUND: Duration = Duration::from_secs(20);
 
+/// Whether the thread `tid` of this process sleeps (blocked in a wait: its state in `/proc`).
+fn sleeping(tid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"));
+    stat.unwrap_or_default().rfind(") S ").is_some()
+}
+
 /// Each holding comes as an acquisition then a release, in order; a watch whose time is up
 /// ends, and says it was not interrupted.
 #[test]
@@ -116,12 +122,8 @@ fn a_release_under_way_is_no_change_until_the_kernel_unlocks() {
             let _ = done_tx.send(wait_for_change(&path, &held, None, poll));
         }
     });
-    let stat = format!("/proc/self/task/{}/stat", tid.recv().unwrap());
-    let sleeping = || {
-        let text = std::fs::read_to_string(&stat).unwrap_or_default();
-        text.rfind(") S ").is_some()
-    };
-    while !sleeping() {
+    let tid = tid.recv().unwrap();
+    while !sleeping(tid) {
         std::thread::yield_now();
     }
     drop(lock);
@@ -266,16 +268,12 @@ fn a_record_filling_in_is_no_change_of_holder() {
         let _ = done_tx.send(watch.next());
     });
     // Blocked once it has seen the record filled in and waits for more.
-    let stat = format!("/proc/self/task/{}/stat", tid.recv().unwrap());
-    let sleeping = || {
-        let text = std::fs::read_to_string(&stat).unwrap_or_default();
-        text.rfind(") S ").is_some()
-    };
+    let tid = tid.recv().unwrap();
     let early = loop {
         if let Ok(change) = done.try_recv() {
             break Some(change);
         }
-        if sleeping() {
+        if sleeping(tid) {
             break None;
         }
         std::thread::yield_now();
