@@ -137,3 +137,24 @@ impl Mailbox {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key is 1 to 128 letters, digits, `.`, `_` or `-`, not first a dot: each rule alone
+    /// refuses a key that keeps the others. (Mutants answered: the check made to pass all, or
+    /// any rule joined with `||`.)
+    #[test]
+    fn a_key_breaking_any_one_rule_is_refused() {
+        let longest = "k".repeat(MAX_KEY_BYTES);
+        for fine in ["a", "job-1.2_x", "a.", longest.as_str()] {
+            assert!(check_key(fine).is_ok(), "{fine:?}");
+        }
+        let too_long = "k".repeat(MAX_KEY_BYTES + 1);
+        for bad in ["", too_long.as_str(), ".hidden", "a/b", "a b", "é"] {
+            let err = check_key(bad).expect_err(bad);
+            assert!(err.0.contains("invalid key"), "{bad:?}: {}", err.0);
+        }
+    }
+}
