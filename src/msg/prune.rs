@@ -86,3 +86,37 @@ fn remove_shard(shard: &Dir) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Old shards of `done` and `output` go, files and all; the current one stays however old.
+    /// (Mutants answered: the current shard taken for the only one to prune, a shard's files
+    /// left in it, its subdirectories taken for its files.)
+    #[test]
+    fn old_shards_go_with_their_files_and_the_current_one_stays() {
+        let t = tempfile::tempdir().unwrap();
+        let (old, current) = (queue::shard_name(0), queue::shard_name(queue::SHARD));
+        for kept in ["done", "output"] {
+            for shard in [&old, &current] {
+                let dir = t.path().join(kept).join(shard);
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("00000000000000000001"), b"record").unwrap();
+            }
+        }
+        let top = Dir::top(t.path(), false, "cannot open").unwrap().unwrap();
+        // Everything written before the look is older than no time at all.
+        prune(&top, queue::SHARD, Duration::ZERO);
+        for kept in ["done", "output"] {
+            assert!(!t.path().join(kept).join(&old).exists(), "{kept}/{old}");
+            assert!(
+                t.path()
+                    .join(kept)
+                    .join(&current)
+                    .join("00000000000000000001")
+                    .exists()
+            );
+        }
+    }
+}
