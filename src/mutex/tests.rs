@@ -10,6 +10,27 @@ fn sleeping(tid: i32) -> bool {
     stat.unwrap_or_default().rfind(") S ").is_some()
 }
 
+/// A lock held by this process with a record naming it ("the holder"), as a holder leaves
+/// them: the directory, the lock's path, the locked file and the status that shows it.
+fn held_with_record() -> (tempfile::TempDir, std::path::PathBuf, File, Status) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l");
+    let lock = File::create(&path).unwrap();
+    assert!(crate::platform::lock::flock(&lock, Mode::Exclusive, false).unwrap());
+    write_record(
+        &path,
+        Some(crate::holder::Holder::this_process(1, "the holder".into())),
+    );
+    let held = status(&path).unwrap();
+    (dir, path, lock, held)
+}
+
+/// Write the record of the lock `path`: `holder` holds it, or (`None`) it was released.
+fn write_record(path: &Path, holder: Option<crate::holder::Holder>) {
+    use crate::holder::{Record, record_path, render};
+    std::fs::write(record_path(path), render(&Record { fence: 7, holder })).unwrap();
+}
+
 /// Each holding comes as an acquisition then a release, in order; a watch whose time is up
 /// ends, and says it was not interrupted.
 #[test]
@@ -88,17 +109,8 @@ fn a_wait_for_a_change_answers_with_the_new_status() {
 /// (Mutants answered: any record change reported; the unlock waited for until `poll`.)
 #[test]
 fn a_release_under_way_is_no_change_until_the_kernel_unlocks() {
-    use crate::holder::{Holder, Record, record_path, render};
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("l");
-    let record = |holder: Option<Holder>| {
-        let text = render(&Record { fence: 7, holder });
-        std::fs::write(record_path(&path), text).unwrap();
-    };
-    let lock = File::create(&path).unwrap();
-    assert!(crate::platform::lock::flock(&lock, Mode::Exclusive, false).unwrap());
-    record(Some(Holder::this_process(1, "the holder".to_string())));
-    let held = status(&path).unwrap();
+    let (_dir, path, lock, held) = held_with_record();
+    let record = |holder| write_record(&path, holder);
     assert_eq!(
         held.holder.as_ref().map(|h| h.command.as_str()),
         Some("the holder")
@@ -147,17 +159,8 @@ fn a_release_under_way_is_no_change_until_the_kernel_unlocks() {
 /// halved instead of doubled.)
 #[test]
 fn a_release_under_way_is_looked_at_ever_more_rarely() {
-    use crate::holder::{Holder, Record, record_path, render};
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("l");
-    let record = |holder: Option<Holder>| {
-        let text = render(&Record { fence: 7, holder });
-        std::fs::write(record_path(&path), text).unwrap();
-    };
-    let lock = File::create(&path).unwrap();
-    assert!(crate::platform::lock::flock(&lock, Mode::Exclusive, false).unwrap());
-    record(Some(Holder::this_process(1, "the holder".to_string())));
-    let held = status(&path).unwrap();
+    let (_dir, path, lock, held) = held_with_record();
+    let record = |holder| write_record(&path, holder);
     record(None);
     let (tid_tx, tid) = std::sync::mpsc::channel();
     let (done_tx, done) = std::sync::mpsc::channel();
@@ -249,12 +252,13 @@ fn a_holder_taking_over_unseen_comes_as_a_release_then_an_acquisition() {
 /// (Mutant answered: any difference of status taken for a change while the lock stays held.)
 #[test]
 fn a_record_filling_in_is_no_change_of_holder() {
-    use crate::holder::{Holder, Record, record_path, render};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l");
     let record = |command: &str| {
-        let holder = Some(Holder::this_process(1, command.to_string()));
-        std::fs::write(record_path(&path), render(&Record { fence: 7, holder })).unwrap();
+        write_record(
+            &path,
+            Some(crate::holder::Holder::this_process(1, command.into())),
+        );
     };
     let lock = File::create(&path).unwrap();
     assert!(crate::platform::lock::flock(&lock, Mode::Exclusive, false).unwrap());
@@ -676,12 +680,14 @@ fn a_guard_says_whether_its_lock_is_on_a_network_file_system() {
     let mutex = Mutex::new(&path);
     let local = mutex.acquire(Some(BOUND)).unwrap().unwrap();
     assert!(!local.on_network());
-    drop(local);
-    let file = std::fs::File::open(&path).unwrap();
+    // Another lock file: `l`'s lock may outlive `local` for a moment, in a copy of its
+    // descriptor that another test's fork holds until its exec.
+    let other = Mutex::new(dir.path().join("n"));
+    let file = std::fs::File::create(dir.path().join("n")).unwrap();
     let poll = Duration::from_millis(100);
     assert!(lock_fd(file.as_fd(), Mode::Exclusive, Some(Duration::ZERO), poll).unwrap());
     let key = held::Key::new(&file.metadata().unwrap(), Mode::Exclusive);
-    let network = MutexGuard::new(&mutex, file, true, key);
+    let network = MutexGuard::new(&other, file, true, key);
     assert!(network.on_network());
     // There a living holder can lose its lock: a check is offered for it.
     assert!(crate::Guard::loss_check(&network).is_some());
