@@ -674,17 +674,9 @@ mod tests {
     }
 
     /// The calling thread's count of read or write calls (`syscr`, `syscw` in its `/proc`
-    /// io counters), less what reading the counters costs: the calls `f` makes.
+    /// io counters): the calls `f` makes.
     fn calls_of(counter: &str, f: impl FnOnce()) -> u64 {
-        let count = || -> u64 {
-            let text = std::fs::read_to_string("/proc/thread-self/io").unwrap();
-            let line = text.lines().find(|l| l.starts_with(counter)).unwrap();
-            line[counter.len()..].trim().parse().unwrap()
-        };
-        let (a, b) = (count(), count());
-        f();
-        let c = count();
-        (c - b) - (b - a)
+        crate::test_support::thread_count("io", counter, f).0
     }
 
     /// A record of the usual size is read in one call; a long one in a few, the buffer growing

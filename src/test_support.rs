@@ -13,3 +13,19 @@ pub(crate) fn listing(dir: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// How much the calling thread's `counter` grows while `f` runs, less what reading it costs:
+/// a line of `/proc/thread-self/FILE` (`syscr:` or `syscw:` in `io`, the calls it makes;
+/// `voluntary_ctxt_switches:` in `status`, the times it goes to sleep). What a test counts
+/// where a mutant changes only how much work a wait or a read does.
+pub(crate) fn thread_count<T>(file: &str, counter: &str, f: impl FnOnce() -> T) -> (u64, T) {
+    let count = || -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/thread-self/{file}")).unwrap();
+        let line = text.lines().find(|l| l.starts_with(counter)).unwrap();
+        line[counter.len()..].trim().parse().unwrap()
+    };
+    let (a, b) = (count(), count());
+    let out = f();
+    let c = count();
+    ((c - b).saturating_sub(b - a), out)
+}

@@ -99,3 +99,56 @@ fn job_exited(job: &crate::command::Running) -> bool {
     let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT | WaitPidFlag::WNOHANG;
     !matches!(waitid(Id::Pid(pid), flags), Ok(WaitStatus::StillAlive))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{fs::File, time::Duration};
+
+    use super::*;
+    use crate::{Mailbox, command::spawn_reading, test_support::thread_count};
+
+    /// The look for a job's exit on kernels without pidfds: "no" while it runs, "yes" once it
+    /// has exited, and the job left unreaped, its status still to be had. (Mutants answered:
+    /// the look made a constant or its answer turned round, and its flags joined with `&`,
+    /// which the kernel refuses.)
+    #[test]
+    fn a_job_is_seen_to_exit_and_left_to_be_reaped() {
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let input = File::from(read);
+        let no_env: &[(&str, &str)] = &[];
+        let job = spawn_reading(&["sh", "-c", "read line; exit 3"], no_env, &input).unwrap();
+        // Declared after the job, so that a failing assertion drops it first: the job then
+        // reads the end of its input and exits, and the job's drop does not wait for ever.
+        let write = File::from(write);
+        assert!(!job_exited(&job), "a job waiting for its input has exited");
+        drop(write);
+        let exit = job.exit_watch().expect("a kernel with pidfds");
+        assert!(exit.exited_within(Duration::from_mins(1)));
+        assert!(job_exited(&job), "a job that exited has not");
+        assert_eq!(
+            job.wait().unwrap().code(),
+            Some(3),
+            "the look reaped the job"
+        );
+    }
+
+    /// Where the request directory is watched, the wait for a job sleeps until the job exits:
+    /// it does not also wake every poll interval, which only a network file system needs.
+    /// Counted as the thread's voluntary context switches while a job runs for 0.3 s, the
+    /// poll interval 1 ms. (Mutant answered: the poll taken on where a watch was armed.)
+    #[test]
+    fn the_wait_for_a_watched_job_sleeps_until_it_exits() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(dir.path().join("b")).poll_interval(Duration::from_millis(1));
+        let _ = b.post(&mut &b"x"[..]).unwrap();
+        let mut msg = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        let no_env: &[(&str, &str)] = &[];
+        let job = msg.spawn_job(&["sleep", "0.3"], no_env).unwrap();
+        let (sleeps, watched) = thread_count("status", "voluntary_ctxt_switches:", || {
+            msg.watch(&job, None).unwrap()
+        });
+        assert_eq!(watched, Watched::Exited);
+        assert!(job.wait().unwrap().success());
+        assert!(sleeps < 50, "the wait went to sleep {sleeps} times");
+    }
+}
