@@ -141,6 +141,11 @@ mod tests {
             (Duration::from_secs(9), Duration::from_secs(9))
         );
         assert_eq!(b.max(), Duration::from_secs(9));
+        // What it was made of, and whether it holds anything back. (Mutants answered: the
+        // accessors made constants.)
+        assert_eq!(b.base(), Duration::from_secs(9));
+        assert!(!b.is_zero());
+        assert!(Backoff::doubling(Duration::ZERO, Duration::from_secs(1)).is_zero());
     }
 
     #[test]
