@@ -114,6 +114,8 @@ impl Mailbox {
         let last = read(&top, "seq")
             .and_then(|t| queue::parse_seq(&t).ok())
             .unwrap_or(0);
+        // The shard the next post goes to: the last a walk looks in.
+        let newest = shard_of(last + 1);
         // The levels, highest first, as receivers take them; level 0 (`q` itself) last.
         let mut levels: Vec<(u8, Dir)> = Vec::new();
         for p in (1..=MAX_PRIORITY).rev() {
@@ -144,20 +146,15 @@ impl Mailbox {
                 each(Entry::Skipped(s));
             }
             emit(dir, names, &mut each);
-            // Then the shards, from the head (or the oldest there is) to where posts go.
-            let head = match p {
-                0 => read(&top, "head"),
-                _ => read(dir, "head"),
-            };
-            let head = head
-                .and_then(|t| t.strip_suffix('\n').and_then(queue::parse_shard))
-                .map_or(oldest, |h| oldest.map_or(h, |o| o.min(h)).into());
-            // No head and no shard: nothing was ever queued (what was posted waits delayed).
-            let mut first = head.unwrap_or(u64::MAX);
+            // Then the shards, from the oldest there is to where posts go. The head is not
+            // read: a walk from a head before that shard meets only missing ones until it, and
+            // one from a head rewritten past it would miss messages. No shard: nothing is
+            // queued here (what was posted may wait delayed).
+            let mut first = oldest.unwrap_or(u64::MAX);
             let mut missing = 0;
-            while first <= shard_of(last + 1) {
+            while first <= newest {
                 if missing >= queue::MAX_MISSING {
-                    first = queue::skip_gap_in(dir, first, shard_of(last + 1))?;
+                    first = queue::skip_gap_in(dir, first, newest)?;
                     missing = 0;
                     continue;
                 }
@@ -278,4 +275,23 @@ fn queued_entry(dir: &Dir, name: String, parsed: MessageName) -> Option<Entry> {
         from: parsed.from,
         sync: parsed.sync,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Mailbox;
+
+    /// A listing walks the shards up to the one the next post goes to, which may hold a
+    /// message already where `seq` lags behind it (a post under way; a `seq` rebuilt): the
+    /// 100th message, the first of a new shard, is listed with `seq` at 100 and at 99.
+    /// (Mutants answered: the walk ending at the shard of `seq` less one, or of `seq` itself.)
+    #[test]
+    fn a_listing_reaches_the_shard_the_next_post_goes_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(dir.path().join("b"));
+        crate::msg::tests::post_texts(&b, 0..100); // sequence numbers 1 to 100
+        assert_eq!(b.list().unwrap().queued.len(), 100);
+        std::fs::write(dir.path().join("b/seq"), "99\n").unwrap();
+        assert_eq!(b.list().unwrap().queued.len(), 100);
+    }
 }
