@@ -169,3 +169,31 @@ impl Layout {
             .map_err(|e| Error::io(self.delayed.path(), "cannot list", e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::{
+        Mailbox,
+        platform::lock::{Mode, flock},
+    };
+
+    /// A wait for an empty mailbox ends at its timeout even while another holds the lock on
+    /// `seq` (a post under way that hangs): each look waits for that lock only until the
+    /// wait's deadline. (Mutant answered: the deadline left out of the looks, which then
+    /// waited for the lock for ever.)
+    #[test]
+    fn a_wait_for_empty_ends_at_its_timeout_while_seq_is_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(dir.path().join("b"));
+        let _ = b.post(&mut &b"x"[..]).unwrap();
+        let seq = std::fs::File::open(dir.path().join("b/seq")).unwrap();
+        assert!(flock(&seq, Mode::Exclusive, false).unwrap());
+        // In a thread of its own, so that a wait that does not end fails the test.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(b.wait_empty(Some(Duration::from_millis(100)))));
+        let empty = rx.recv_timeout(Duration::from_mins(1)).expect("the wait ended");
+        assert!(!empty.unwrap());
+    }
+}
