@@ -193,7 +193,9 @@ mod tests {
         // In a thread of its own, so that a wait that does not end fails the test.
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || tx.send(b.wait_empty(Some(Duration::from_millis(100)))));
-        let empty = rx.recv_timeout(Duration::from_mins(1)).expect("the wait ended");
+        let empty = rx
+            .recv_timeout(Duration::from_mins(1))
+            .expect("the wait ended");
         assert!(!empty.unwrap());
     }
 }
