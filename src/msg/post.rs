@@ -205,3 +205,32 @@ pub(super) fn seq_timed_out(mailbox: &Path) -> Error {
          nothing was queued",
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::MAX_SEQ;
+    use crate::{ErrorKind, Mailbox};
+
+    /// Numbers are handed out up to the one below [`MAX_SEQ`], the largest a reader believes;
+    /// a post that would pass it is refused as a corrupt `seq`, and `seq` is left as it was.
+    /// (Mutants answered: the bound moved by one, or met only when hit exactly.)
+    #[test]
+    fn numbers_are_handed_out_up_to_the_largest_and_no_further() {
+        let dir = tempfile::tempdir().unwrap();
+        let seq = dir.path().join("b/seq");
+        let b = Mailbox::new(dir.path().join("b"));
+        let _ = b.post(&mut &b"first"[..]).unwrap();
+        std::fs::write(&seq, format!("{}\n", MAX_SEQ - 2)).unwrap();
+        let _ = b.post(&mut &b"last"[..]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&seq).unwrap(),
+            format!("{}\n", MAX_SEQ - 1)
+        );
+        let refused = b.post(&mut &b"one too many"[..]).unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::Corrupt, "{refused}");
+        assert_eq!(
+            std::fs::read_to_string(&seq).unwrap(),
+            format!("{}\n", MAX_SEQ - 1)
+        );
+    }
+}
