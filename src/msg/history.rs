@@ -308,4 +308,22 @@ mod tests {
             ]
         );
     }
+
+    /// A message delivered after a failed attempt has its history forgotten with it: nothing
+    /// is left in `attempts`. (Mutants answered: the history kept after a later delivery.)
+    #[test]
+    fn a_delivery_after_a_failure_forgets_the_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = crate::Mailbox::new(dir.path().join("b"));
+        let _ = b.post(&mut &b"job"[..]).unwrap();
+        let first = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert_eq!(first.fail().unwrap(), crate::msg::Failed::Queued);
+        assert_eq!(b.history(1).unwrap().len(), 1);
+        let second = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert_eq!(second.attempt(), 2);
+        second.finish().unwrap();
+        assert_eq!(b.history(1).unwrap(), []);
+        let attempts = crate::test_support::listing(&dir.path().join("b/attempts"));
+        assert!(attempts.is_empty(), "{attempts:?}");
+    }
 }
