@@ -293,3 +293,66 @@ impl Drop for Received {
             .requeue(&self.claimed, &self.name.render(), self.poll);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{error::Error as _, io, time::Duration};
+
+    use super::{CopyError, Failed};
+    use crate::{
+        Mailbox,
+        msg::{Backoff, delayed},
+    };
+
+    /// What a copy's error says, and the error under it. (Mutants answered: the words left
+    /// out, the source lost.)
+    #[test]
+    fn a_copy_error_says_what_failed_and_keeps_its_cause() {
+        let write = CopyError::Write(io::Error::from_raw_os_error(nix::libc::ENOSPC));
+        assert_eq!(
+            write.to_string(),
+            "cannot write message: No space left on device (os error 28)"
+        );
+        assert_eq!(
+            write.source().unwrap().to_string(),
+            "No space left on device (os error 28)"
+        );
+        let read = CopyError::Read(crate::Error::new(
+            std::path::Path::new("/b/m"),
+            crate::ErrorKind::Corrupt,
+            "torn",
+        ));
+        assert_eq!(read.to_string(), read.source().unwrap().to_string());
+        assert!(read.to_string().contains("torn"), "{read}");
+        let cancelled = CopyError::Interrupted(2);
+        assert_eq!(cancelled.to_string(), "cancelled by signal 2");
+        assert!(cancelled.source().is_none());
+    }
+
+    /// A failed job that cannot be held back for its backoff for another reason than a full
+    /// file system (here a file in the place of the bucket it goes to) is an error: not
+    /// queued again at once, which only a full file system calls for. (Mutant answered: every
+    /// error taken for a full file system.)
+    #[test]
+    fn a_backoff_that_cannot_hold_the_message_back_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let hour = Duration::from_hours(1);
+        let b = Mailbox::new(dir.path().join("b")).backoff_with(Backoff::doubling(hour, hour));
+        let _ = b.post(&mut &b"job"[..]).unwrap();
+        let msg = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        // Every bucket the hold may fall in, this minute or the next few.
+        let due = delayed::due_after(hour);
+        std::fs::create_dir_all(dir.path().join("b/delayed")).unwrap();
+        for minute in 0..3 {
+            let first = delayed::bucket_of(due + minute * 60_000_000);
+            let planted = dir
+                .path()
+                .join("b/delayed")
+                .join(delayed::bucket_name(first));
+            std::fs::write(planted, "").unwrap();
+        }
+        let failed: crate::Result<Failed> = msg.fail();
+        assert!(failed.is_err(), "{failed:?}");
+        assert!(b.list().unwrap().queued.is_empty(), "queued again");
+    }
+}
