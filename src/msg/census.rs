@@ -2,7 +2,7 @@
 //! (`msg work` on a terminal) and `msg watch` show, cheap enough to take once a second at any
 //! depth.
 //!
-//! A census reads names only: the shards of the queue, at each priority level, from the head
+//! A census reads names only: the shards of the queue, at each priority level, from the oldest
 //! to the one posts go to (walked as receivers walk them, so no more shards than there are: at
 //! a depth of 100,000, 1,000 directories of 100 names), `claimed` (one status each: when it was
 //! claimed), the buckets of `delayed` and `dead`. It opens no message and takes no lock: what moves
@@ -26,7 +26,7 @@ use crate::{
     wait::{self, Deadline, Outcome, Wait},
 };
 
-use super::{Attempt, Mailbox, MessageName, SHARD, delayed, levels, queue, shard_name, shard_of};
+use super::{Attempt, Mailbox, MessageName, delayed, levels, queue, shard_name};
 
 /// What [`Mailbox::census`](crate::Mailbox::census) counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,13 +61,12 @@ pub struct RunningJob {
     pub since: SystemTime,
 }
 
-/// The messages queued in the level directory `q` (level 0's `q` or a `q/pP`), whose head
-/// names `head`, `last` the last id handed out: those at its top (a level made before shards)
-/// and in its shards from the oldest to the one posts go to, walked as receivers walk them.
-/// With the names of the priority levels' directories found in it.
+/// The messages queued in the level directory `q` (level 0's `q` or a `q/pP`), `last` the
+/// last id handed out: those at its top (a level made before shards) and in its shards from
+/// the oldest to the one posts go to, walked as a listing walks them
+/// ([`queue::walk_shards`]). With the names of the priority levels' directories found in it.
 fn count_level(
     q: &Dir,
-    head: Option<u64>,
     last: u64,
     count: &dyn Fn(&Dir) -> Result<u64>,
 ) -> Result<(u64, Vec<String>)> {
@@ -85,27 +84,13 @@ fn count_level(
             _ => queued += u64::from(MessageName::parse(&name).is_some()),
         }
     }
-    let mut first = match (head, oldest) {
-        (Some(h), Some(o)) => h.min(o),
-        (h, o) => h.or(o).unwrap_or(u64::MAX),
-    };
-    let mut missing = 0;
-    while first <= shard_of(last.saturating_add(1)) {
-        if missing >= queue::MAX_MISSING {
-            first = queue::skip_gap_in(q, first, shard_of(last + 1))?;
-            missing = 0;
-            continue;
-        }
-        match q.open_sub(&shard_name(first)) {
-            Ok(Some(shard)) => {
-                missing = 0;
-                queued += count(&shard)?;
-            }
-            Ok(None) => missing += 1,
-            Err(_) => missing = 0,
-        }
-        first += SHARD;
-    }
+    queue::walk_shards(q, oldest, last, |_, shard| {
+        queued += match shard {
+            Ok(shard) => count(&shard)?,
+            Err(_) => 0,
+        };
+        Ok(())
+    })?;
     Ok((queued, levels))
 }
 
@@ -156,15 +141,12 @@ impl Mailbox {
             .and_then(|t| queue::parse_seq(&t).ok())
             .unwrap_or(0);
         census.last_id = last;
-        // Level 0 (`q`, its head `B/head`), then each priority level (`q/pP`, its head in it).
-        let head = |at: &Dir| {
-            read(at, "head").and_then(|t| t.strip_suffix('\n').and_then(queue::parse_shard))
-        };
-        let (queued, levels) = count_level(&q, head(&top), last, &count)?;
+        // Level 0 (`q`), then each priority level (`q/pP`).
+        let (queued, levels) = count_level(&q, last, &count)?;
         census.queued += queued;
         for name in levels {
             if let Ok(Some(level)) = q.open_sub(&name) {
-                census.queued += count_level(&level, head(&level), last, &count)?.0;
+                census.queued += count_level(&level, last, &count)?.0;
             }
         }
         if let Some(claimed) = top.open_sub("claimed")? {
@@ -273,11 +255,38 @@ mod tests {
         let running: Vec<_> = c.running.iter().map(|j| (j.id, j.attempt)).collect();
         assert_eq!(running, [(held.id(), 1)]);
         assert_eq!(c.running[0].pid, std::process::id());
+        let since = std::time::SystemTime::now().duration_since(c.running[0].since);
+        assert!(
+            since.unwrap() < Duration::from_mins(10),
+            "running since its claim"
+        );
         // Taken from the highest level down, each leaves the count.
         for left in (150..160).rev() {
             next_text(&b).unwrap();
             assert_eq!(b.census().unwrap().queued, left);
         }
         drop(held);
+    }
+
+    /// A census counts messages only: one of the layout before shards at the top of `q`
+    /// counts; a file named like a shard or a level, a file in a shard not named like a
+    /// message, and a directory that is no level's (whatever it holds) do not. (Mutants
+    /// answered: the tests of what in `q` is a shard, a level or a message made constant or
+    /// turned round, the count at the top not added, any file in a shard counted.)
+    #[test]
+    fn a_census_counts_messages_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        post_texts(&b, 0..2);
+        let q = path.join("q");
+        let message = format!("{:020}.h-1-9.-.msg", 9);
+        std::fs::write(q.join(&message), "of the layout before shards").unwrap();
+        for planted in ["00000000000000000500", "p3", "00000000000000000000/junk"] {
+            std::fs::write(q.join(planted), "").unwrap();
+        }
+        std::fs::create_dir(q.join("other")).unwrap();
+        std::fs::write(q.join("other").join(&message), "").unwrap();
+        assert_eq!(b.census().unwrap().queued, 3);
     }
 }

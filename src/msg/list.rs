@@ -15,8 +15,8 @@ use crate::{
 };
 
 use super::{
-    Listing, MAX_PRIORITY, Mailbox, MessageName, Names, Queued, SHARD, Skipped, batch, census,
-    delayed, held, levels, queue, queued_names, shard_name, shard_of, skip, sort_entries,
+    Listing, MAX_PRIORITY, Mailbox, MessageName, Names, Queued, Skipped, batch, census, delayed,
+    held, levels, queue, queued_names, shard_name, skip, sort_entries,
 };
 
 /// What a listing finds, one entry at a time ([`Mailbox::scan`](crate::Mailbox::scan)).
@@ -114,8 +114,6 @@ impl Mailbox {
         let last = read(&top, "seq")
             .and_then(|t| queue::parse_seq(&t).ok())
             .unwrap_or(0);
-        // The shard the next post goes to: the last a walk looks in.
-        let newest = shard_of(last + 1);
         // The levels, highest first, as receivers take them; level 0 (`q` itself) last.
         let mut levels: Vec<(u8, Dir)> = Vec::new();
         for p in (1..=MAX_PRIORITY).rev() {
@@ -148,38 +146,26 @@ impl Mailbox {
             emit(dir, names, &mut each);
             // Then the shards, from the oldest there is to where posts go. The head is not
             // read: a walk from a head before that shard meets only missing ones until it, and
-            // one from a head rewritten past it would miss messages. No shard: nothing is
-            // queued here (what was posted may wait delayed).
-            let mut first = oldest.unwrap_or(u64::MAX);
-            let mut missing = 0;
-            while first <= newest {
-                if missing >= queue::MAX_MISSING {
-                    first = queue::skip_gap_in(dir, first, newest)?;
-                    missing = 0;
-                    continue;
-                }
-                let found = dir.open_sub(&shard_name(first));
-                missing = match found {
-                    Ok(None) => missing + 1,
-                    _ => 0,
-                };
-                match found {
-                    Ok(Some(shard)) => {
-                        let mut each = |entry| match entry {
-                            Entry::Skipped(s) => each(Entry::Skipped(queue::in_shard(first, s))),
-                            other => each(other),
-                        };
-                        let (names, bad) = queued_names(&shard)?;
-                        for s in bad {
-                            each(Entry::Skipped(s));
-                        }
-                        emit(&shard, names, &mut each);
+            // one from a head rewritten past it would miss messages.
+            queue::walk_shards(dir, oldest, last, |first, found| {
+                let shard = match found {
+                    Ok(shard) => shard,
+                    Err(e) => {
+                        each(Entry::Skipped(skip(&shard_name(first), &e)));
+                        return Ok(());
                     }
-                    Ok(None) => {}
-                    Err(e) => each(Entry::Skipped(skip(&shard_name(first), &e))),
+                };
+                let mut each = |entry| match entry {
+                    Entry::Skipped(s) => each(Entry::Skipped(queue::in_shard(first, s))),
+                    other => each(other),
+                };
+                let (names, bad) = queued_names(&shard)?;
+                for s in bad {
+                    each(Entry::Skipped(s));
                 }
-                first += SHARD;
-            }
+                emit(&shard, names, &mut each);
+                Ok(())
+            })?;
         }
         if let Some(dir) = &claimed_dir {
             running(dir, claims, &mut each);

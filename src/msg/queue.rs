@@ -659,6 +659,43 @@ pub(super) fn skip_gap_in(q: &Dir, from: u64, last: u64) -> Result<u64> {
     Ok(next.unwrap_or(last.saturating_add(SHARD)))
 }
 
+/// Walk the shards of the level directory `q` that a listing looks in, oldest first, without
+/// a lock: from `oldest` (the oldest its listing found; `None`: none, and nothing is walked)
+/// to the one the post after `last` goes to, which may hold a message already (a post under
+/// way). `each` gets each shard's first number and what opening it gave: a shard missing is
+/// passed over, and past [`MAX_MISSING`] of them in a row the walk lists `q` for the next
+/// one instead of looking for each by number (a `seq` planted far ahead).
+pub(super) fn walk_shards(
+    q: &Dir,
+    oldest: Option<u64>,
+    last: u64,
+    mut each: impl FnMut(u64, Result<Dir>) -> Result<()>,
+) -> Result<()> {
+    let newest = shard_of(last.saturating_add(1));
+    let mut first = oldest.unwrap_or(u64::MAX);
+    let mut missing = 0;
+    while first <= newest {
+        if missing >= MAX_MISSING {
+            first = skip_gap_in(q, first, newest)?;
+            missing = 0;
+            continue;
+        }
+        match q.open_sub(&shard_name(first)) {
+            Ok(None) => missing += 1,
+            Ok(Some(shard)) => {
+                missing = 0;
+                each(first, Ok(shard))?;
+            }
+            Err(e) => {
+                missing = 0;
+                each(first, Err(e))?;
+            }
+        }
+        first += SHARD;
+    }
+    Ok(())
+}
+
 /// How many missing shards in a row a walk looks for by number before it lists the queue's
 /// directory instead ([`Layout::skip_gap`]): the head is moved past empty shards as they are
 /// found, so a queue's shards lie together but for the few being emptied.
