@@ -326,4 +326,21 @@ mod tests {
         let attempts = crate::test_support::listing(&dir.path().join("b/attempts"));
         assert!(attempts.is_empty(), "{attempts:?}");
     }
+
+    /// Each message has a history of its own, read whole up to its cap: 40 failed deliveries
+    /// of one (40 lines, past 1,088 bytes) all read back, none of them in another's. (Mutants
+    /// answered: one file for every message's history, the cap of 64 KiB made 1,088 bytes.)
+    #[test]
+    fn each_message_has_a_history_of_its_own_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = crate::Mailbox::new(dir.path().join("b")).retries(100);
+        let _ = b.post(&mut &b"first"[..]).unwrap();
+        for _ in 0..40 {
+            let first = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+            assert_eq!(first.fail().unwrap(), crate::msg::Failed::Queued);
+        }
+        let _ = b.post(&mut &b"second"[..]).unwrap();
+        assert_eq!(b.history(1).unwrap().len(), 40);
+        assert_eq!(b.history(2).unwrap(), []);
+    }
 }
