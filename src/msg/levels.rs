@@ -350,6 +350,46 @@ mod tests {
         assert!(!path.exists());
     }
 
+    /// A layout at a level gives back level 0's (its `q` the queue's directory, its head
+    /// the mailbox's), whatever level it is at; entries are named by their path in `q`, a
+    /// level's under `pP/`; a listed message tells its level. (Mutants answered: level 0's
+    /// layout keeping the level's directory, head or number; level 0's entries named under
+    /// `p0/`; a listed message's level a constant.)
+    #[test]
+    fn a_level_gives_back_level_0_and_names_its_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let _ = Mailbox::new(&path).post(&mut &b"low"[..]).unwrap();
+        let _ = Mailbox::new(&path)
+            .priority(2)
+            .post(&mut &b"high"[..])
+            .unwrap();
+        let l = Mailbox::new(&path).layout().unwrap();
+        let p2 = l.at(2).unwrap().unwrap();
+        let q = path.join("q");
+        assert_eq!(
+            (p2.level, p2.q.path(), p2.head_in.path()),
+            (2, q.join("p2").as_path(), q.join("p2").as_path())
+        );
+        let l0 = p2.level0();
+        assert_eq!(
+            (l0.level, l0.q.path(), l0.head_in.path()),
+            (0, q.as_path(), path.as_path())
+        );
+        let s = || Skipped {
+            name: "x".to_string(),
+            reason: String::new(),
+        };
+        assert_eq!(
+            (l0.in_level(s()).name, p2.in_level(s()).name),
+            ("x".to_string(), "p2/x".to_string())
+        );
+        let levels: Vec<u8> = (Mailbox::new(&path).list().unwrap().queued.iter())
+            .map(Queued::priority)
+            .collect();
+        assert_eq!(levels, [2, 0]);
+    }
+
     #[test]
     fn level_names() {
         for p in 1..=MAX_PRIORITY {
