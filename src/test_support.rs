@@ -29,3 +29,9 @@ pub(crate) fn thread_count<T>(file: &str, counter: &str, f: impl FnOnce() -> T) 
     let c = count();
     ((c - b).saturating_sub(b - a), out)
 }
+
+/// Whether the thread `tid` of this process sleeps (blocked in a wait: its state in `/proc`).
+pub(crate) fn sleeping(tid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"));
+    stat.unwrap_or_default().rfind(") S ").is_some()
+}

@@ -1,14 +1,9 @@
 use super::*;
+use crate::test_support::sleeping;
 
 /// How long a test waits for what must come at once: a mutant that loses a wake-up or
 /// waits for itself fails the test there instead of hanging it.
 const BOUND: Duration = Duration::from_secs(20);
-
-/// Whether the thread `tid` of this process sleeps (blocked in a wait: its state in `/proc`).
-fn sleeping(tid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"));
-    stat.unwrap_or_default().rfind(") S ").is_some()
-}
 
 /// A lock held by this process with a record naming it ("the holder"), as a holder leaves
 /// them: the directory, the lock's path, the locked file and the status that shows it.
