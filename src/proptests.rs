@@ -25,7 +25,6 @@
 use std::{
     os::unix::fs::PermissionsExt,
     path::Path,
-    sync::mpsc,
     time::{Duration, Instant},
 };
 
@@ -351,15 +350,6 @@ fn proc_locks() -> impl Strategy<Value = ((u64, u64, u64), Vec<LockLine>)> {
 
 fn dev((major, minor, _): (u64, u64, u64)) -> u64 {
     nix::sys::stat::makedev(major, minor)
-}
-
-/// Run `f` on a thread; `None` if it has not returned within `limit` (it is left running).
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit).ok()
 }
 
 fn write_file(path: &Path, content: &[u8]) {

@@ -35,3 +35,16 @@ pub(crate) fn sleeping(tid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"));
     stat.unwrap_or_default().rfind(") S ").is_some()
 }
+
+/// Run `f` on a thread; `None` if it has not returned within `limit` (it is left running):
+/// a wait that must end fails a test instead of hanging it.
+pub(crate) fn within<T: Send + 'static>(
+    limit: std::time::Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).ok()
+}

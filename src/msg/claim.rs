@@ -486,11 +486,7 @@ mod tests {
         assert_eq!(next_text(&b).as_deref(), Some("m0"));
         std::fs::write(path.join("seq"), "100000000000\n").unwrap();
         post_texts(&b, 1..2);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(next_text(&b)));
-        let got = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the walk ended");
-        assert_eq!(got.as_deref(), Some("m1"));
+        let got = crate::test_support::within(Duration::from_secs(20), move || next_text(&b));
+        assert_eq!(got.expect("the walk ended").as_deref(), Some("m1"));
     }
 }

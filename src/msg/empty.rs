@@ -190,12 +190,8 @@ mod tests {
         let _ = b.post(&mut &b"x"[..]).unwrap();
         let seq = std::fs::File::open(dir.path().join("b/seq")).unwrap();
         assert!(flock(&seq, Mode::Exclusive, false).unwrap());
-        // In a thread of its own, so that a wait that does not end fails the test.
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(b.wait_empty(Some(Duration::from_millis(100)))));
-        let empty = rx
-            .recv_timeout(Duration::from_mins(1))
-            .expect("the wait ended");
-        assert!(!empty.unwrap());
+        let wait = move || b.wait_empty(Some(Duration::from_millis(100)));
+        let empty = crate::test_support::within(Duration::from_mins(1), wait);
+        assert!(!empty.expect("the wait ended").unwrap());
     }
 }

@@ -1,6 +1,7 @@
 //! Findings: minimal failing inputs, kept as regression tests.
 
 use super::*;
+use crate::test_support::within;
 
 // ---------------------------------------------------------------------------------------------
 // Findings: minimal failing inputs, ignored until the code is fixed
