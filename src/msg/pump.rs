@@ -136,8 +136,8 @@ impl Capture {
 
 /// Copy the job's output from `sources` into `sink` (and where each also goes) until every
 /// writer has closed its end, or `stop` says the job has exited: then take what the pipes
-/// still hold, and end.
-fn pump(mut sources: Vec<(File, Pass)>, stop: Option<OwnedFd>, mut sink: Sink) {
+/// still hold, and end. (The pipes' read ends, as [`File`]s; tests give readers of their own.)
+fn pump<S: Read + AsFd>(mut sources: Vec<(S, Pass)>, stop: Option<OwnedFd>, mut sink: Sink) {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut buf = vec![0u8; 64 * 1024];
     let mut stopping = false;
@@ -309,32 +309,146 @@ impl Sink {
 mod tests {
     use super::{super::output::parse_header, *};
 
-    /// Output past the limit keeps the tail: at least half the limit, never more than it, and
-    /// `FROM` says how much went before.
-    #[test]
-    fn a_sink_keeps_the_tail_within_its_limit() {
+    use crate::test_support::{listing, within};
+    use nix::{fcntl::OFlag, unistd::pipe2};
+    use std::os::{fd::AsRawFd as _, unix::fs::MetadataExt as _};
+
+    const NAME: &str = "00000000000000000001";
+
+    /// A sink writing `NAME` in a new directory, kept at most `limit` bytes.
+    fn new_sink(limit: u64) -> (tempfile::TempDir, Sink) {
         let t = tempfile::tempdir().unwrap();
         let dir = Dir::top(t.path(), false, "x").unwrap().unwrap();
-        let mut sink = Sink {
+        let sink = Sink {
             dir,
-            name: "00000000000000000001".to_string(),
+            name: NAME.to_string(),
             file: None,
             broken: false,
             start: 0,
             written: 0,
             from: 0,
-            limit: 100,
+            limit,
             attempt: 1,
             mode: 0o600,
             network: false,
             synced: std::time::Instant::now(),
         };
+        (t, sink)
+    }
+
+    /// The bytes of the job's output `t`'s sink kept (after the first line).
+    fn kept(t: &tempfile::TempDir) -> Vec<u8> {
+        let kept = std::fs::read(t.path().join(NAME)).unwrap();
+        let (_, _, start) = parse_header(&kept).unwrap();
+        kept[start as usize..].to_vec()
+    }
+
+    /// Run the pump on a thread; fail if it has not ended within ten seconds.
+    fn pump_ends<S: Read + AsFd + Send + 'static>(
+        sources: Vec<(S, Pass)>,
+        stop: Option<OwnedFd>,
+        sink: Sink,
+    ) {
+        let ended = within(Duration::from_secs(10), move || pump(sources, stop, sink));
+        assert!(ended.is_some(), "the pump has not ended (or it panicked)");
+    }
+
+    /// Once the job has exited, the pump takes everything its pipes still hold (more than one
+    /// read's worth here) and ends, though a child of the job keeps a pipe open.
+    #[test]
+    fn a_pump_ends_with_its_job_having_kept_all_though_a_child_keeps_the_pipe() {
+        let (t, sink) = new_sink(1 << 20);
+        let (r, w) = pipe2(OFlag::O_CLOEXEC).unwrap();
+        nix::fcntl::fcntl(r.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 18)).unwrap();
+        let all: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let child = File::from(w);
+        (&child).write_all(&all).unwrap();
+        let (stop_r, stop_w) = pipe2(OFlag::O_CLOEXEC).unwrap();
+        drop(stop_w); // the job has exited
+        pump_ends(vec![(File::from(r), Pass::Nowhere)], Some(stop_r), sink);
+        drop(child);
+        assert!(kept(&t) == all, "not all of the output was kept");
+    }
+
+    /// A read interrupted by a signal is made again; a source that fails otherwise is left out,
+    /// and the others go on.
+    #[test]
+    fn an_interrupted_read_goes_on_and_a_failing_source_ends() {
+        struct Interrupted(File, bool);
+        impl Read for Interrupted {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                match std::mem::replace(&mut self.1, false) {
+                    true => Err(io::ErrorKind::Interrupted.into()),
+                    false => self.0.read(buf),
+                }
+            }
+        }
+        impl AsFd for Interrupted {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                self.0.as_fd()
+            }
+        }
+        let written = |bytes: &[u8]| {
+            let (r, w) = pipe2(OFlag::O_CLOEXEC).unwrap();
+            File::from(w).write_all(bytes).unwrap();
+            File::from(r)
+        };
+        let (t, sink) = new_sink(100);
+        let source = Interrupted(written(b"after EINTR"), true);
+        pump_ends(vec![(source, Pass::Nowhere)], None, sink);
+        assert_eq!(kept(&t), b"after EINTR");
+
+        // A directory reads as EISDIR, every time it is polled.
+        let (t, sink) = new_sink(100);
+        let failing = File::open(t.path()).unwrap();
+        let sources = vec![
+            (failing, Pass::Nowhere),
+            (written(b"the other"), Pass::Nowhere),
+        ];
+        pump_ends(sources, None, sink);
+        assert_eq!(kept(&t), b"the other");
+    }
+
+    /// Writes that keep within the limit go into the file in place (a reader that opened it,
+    /// as `msg log --follow` does, reads them there); the first past it puts a new file, the
+    /// tail, in its place.
+    #[test]
+    fn writes_within_the_limit_go_into_the_file_in_place() {
+        let (t, mut sink) = new_sink(100);
+        sink.write(b"a");
+        let reader = File::open(t.path().join(NAME)).unwrap();
+        let in_place = || reader.metadata().unwrap().nlink() == 1;
+        sink.write(&[b'b'; 98]);
+        sink.write(b"c");
+        assert!(in_place(), "a write within the limit made a new file");
+        assert_eq!(kept(&t), [&b"a"[..], &[b'b'; 98], b"c"].concat());
+        sink.write(b"d");
+        assert!(!in_place(), "a write past the limit went in place");
+        assert_eq!(kept(&t), [&[b'b'; 48][..], b"cd"].concat());
+    }
+
+    /// A sink with a limit of 0, or one that could not be written, makes no file.
+    #[test]
+    fn a_sink_with_no_room_or_broken_writes_nothing() {
+        for (limit, broken) in [(0, false), (100, true)] {
+            let (t, mut sink) = new_sink(limit);
+            sink.broken = broken;
+            sink.write(b"output");
+            assert_eq!(listing(t.path()), Vec::<String>::new(), "limit {limit}");
+        }
+    }
+
+    /// Output past the limit keeps the tail: at least half the limit, never more than it, and
+    /// `FROM` says how much went before.
+    #[test]
+    fn a_sink_keeps_the_tail_within_its_limit() {
+        let (t, mut sink) = new_sink(100);
         let mut all = Vec::new();
         for i in 0..97u32 {
             let chunk = format!("{i:03}-").repeat(1 + i as usize % 7);
             sink.write(chunk.as_bytes());
             all.extend_from_slice(chunk.as_bytes());
-            let kept = std::fs::read(t.path().join("00000000000000000001")).unwrap();
+            let kept = std::fs::read(t.path().join(NAME)).unwrap();
             let (attempt, from, start) = parse_header(&kept).unwrap();
             let body = &kept[start as usize..];
             assert_eq!(attempt, 1);
