@@ -48,3 +48,14 @@ pub(crate) fn within<T: Send + 'static>(
     });
     rx.recv_timeout(limit).ok()
 }
+
+/// A receive's [`Report`](crate::msg::Report) that keeps the names of the entries it passes
+/// over, and nothing else.
+pub(crate) struct Passed<'a>(pub(crate) &'a mut Vec<String>);
+
+impl crate::msg::Report for Passed<'_> {
+    fn waiting(&mut self, _: std::time::Duration) {}
+    fn skipped(&mut self, entry: &crate::msg::Skipped) {
+        self.0.push(entry.name.clone());
+    }
+}

@@ -266,6 +266,16 @@ fn claim_in(
         match shard.rename(&name, &l.claimed, &claimed) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // another receiver won
+            // Too long with our receiver's id after it: no name fsync makes (a sender's name is
+            // short enough, `crate::bus`), so no message; passed over, not blocking the queue.
+            Err(e) if e.kind() == io::ErrorKind::InvalidFilename => {
+                skipped(Skipped {
+                    name,
+                    reason: "has a name too long to be received: not a message fsync made"
+                        .to_string(),
+                });
+                continue;
+            }
             Err(e) => return Err(Error::io(&shard.join(&name), "cannot claim message", e)),
         }
         // What we claimed must be what we opened (the owner of the mailbox could swap it).
@@ -413,10 +423,14 @@ mod tests {
     use crate::{
         Mailbox,
         msg::{
-            shard_name,
-            tests::{next_text, post_texts},
+            MessageName, shard_name,
+            tests::{next_text, post_texts, text},
         },
+        platform::{lock, procinfo},
+        wait::Deadline,
     };
+
+    use super::{Layout, recover, withdraw};
 
     /// A message behind a head rewritten past it (another user's planted head, a restore
     /// from a backup) is still received: a walk from the head finds nothing, and the queue's
@@ -469,6 +483,302 @@ mod tests {
             rx.recv_timeout(Duration::from_secs(20)),
             Ok(1),
             "the receiver slept on"
+        );
+    }
+
+    /// The claims of dead receivers go back to the queue, and `recover` says whether claims
+    /// are left that a waiter must watch for their receivers' deaths: none once the dead
+    /// one's is returned; one of a living receiver; one it could not return, `seq` being held
+    /// past its deadline. (Mutant answered: the check of the return inverted, so that a claim
+    /// returned counted as left and one left as returned.)
+    #[test]
+    fn recover_returns_dead_receivers_claims_and_says_whether_any_are_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        let l = b.layout().unwrap();
+        // A claim whose receiver (no registration in `recv`) died.
+        let plant = || {
+            post_texts(&b, 0..1);
+            let shard = path.join("q").join(shard_name(0));
+            let name = crate::test_support::listing(&shard).pop().unwrap();
+            std::fs::rename(
+                shard.join(&name),
+                path.join("claimed").join(format!("{name}~dead")),
+            )
+            .unwrap();
+        };
+        plant();
+        assert!(
+            !recover(&l, Duration::from_millis(10)),
+            "a returned claim counted as left"
+        );
+        assert!(crate::test_support::listing(&path.join("claimed")).is_empty());
+        let living = b
+            .recv(Some(Duration::ZERO))
+            .unwrap()
+            .expect("returned to the queue");
+        assert!(
+            recover(&l, Duration::from_millis(10)),
+            "a living receiver's claim"
+        );
+        living.finish().unwrap();
+        plant();
+        let seq = std::fs::File::open(path.join("seq")).unwrap();
+        assert!(lock::flock(&seq, lock::Mode::Exclusive, true).unwrap());
+        let busy = Layout {
+            deadline: Deadline::after(Some(Duration::ZERO)),
+            ..b.layout().unwrap()
+        };
+        assert!(
+            recover(&busy, Duration::from_millis(10)),
+            "a claim left for a busy seq"
+        );
+        assert_eq!(crate::test_support::listing(&path.join("claimed")).len(), 1);
+    }
+
+    /// A file where the head's shard should be (not a directory fsync made) is passed over,
+    /// reported, and the walk goes on to the next shard: bounded in a thread of its own, so
+    /// that a walk that never leaves the first shard fails the test. (Mutant answered: the
+    /// step past it a multiplication, which at shard 0 stays there.)
+    #[test]
+    fn a_receive_passes_over_a_file_in_a_shards_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        post_texts(&b, 0..1); // in shard 0, the head
+        std::fs::write(path.join("seq"), "150\n").unwrap();
+        post_texts(&b, 1..2); // in shard 100
+        let first = path.join("q").join(shard_name(0));
+        std::fs::remove_dir_all(&first).unwrap();
+        std::fs::write(&first, "").unwrap();
+        let got = crate::test_support::within(Duration::from_secs(20), move || {
+            let mut passed = Vec::new();
+            let got = b.recv_with(
+                Some(Duration::ZERO),
+                crate::test_support::Passed(&mut passed),
+            );
+            (got.unwrap().acquired().map(text), passed)
+        });
+        let (got, passed) = got.expect("the walk ended");
+        assert_eq!(got.as_deref(), Some("m1"));
+        assert_eq!(passed, [shard_name(0)]);
+    }
+
+    /// Run `f` on a thread while this thread holds `seq` shared (as a receiver's look does)
+    /// and watches the kernel's table for a request waiting for it; what `f` returned, and
+    /// whether a request was seen.
+    fn waits_for_seq<T: Send + 'static>(
+        path: &std::path::Path,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> (T, bool) {
+        use std::os::unix::fs::MetadataExt as _;
+        let seq = std::fs::File::open(path.join("seq")).unwrap();
+        assert!(lock::flock(&seq, lock::Mode::Shared, true).unwrap());
+        let meta = seq.metadata().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        let mut waited = false;
+        let start = std::time::Instant::now();
+        loop {
+            waited = waited || procinfo::flock_waiters(meta.dev(), meta.ino()).unwrap() > 0;
+            if let Ok(got) = rx.try_recv() {
+                return (got, waited);
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "never returned");
+            std::thread::yield_now();
+        }
+    }
+
+    /// A receive moves the head (under the exclusive lock on `seq`) only past an empty shard
+    /// at the head before the one posts go to: not past one holding an entry it passes over,
+    /// nor past an empty one behind it, nor at the shard posts go to. Here another process
+    /// holds `seq` shared throughout, and the receive never waits for it. (Mutants answered:
+    /// each of the three conditions of the move loosened, which take the lock for nothing, or
+    /// wait up to a second for it.)
+    #[test]
+    fn a_receive_takes_seq_to_move_the_head_only_past_an_empty_shard_at_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        post_texts(&b, 0..1);
+        assert_eq!(next_text(&b).as_deref(), Some("m0"));
+        // The head's shard, the one posts go to, empty: nothing to move past.
+        let waiter = b.clone();
+        let (got, waited) = waits_for_seq(&path, move || {
+            waiter
+                .recv(Some(Duration::from_millis(1500)))
+                .unwrap()
+                .is_none()
+        });
+        assert!(
+            got && !waited,
+            "waited for seq with the head at the newest shard"
+        );
+        // An entry passed over at the head (a second link), nothing in shard 100, a message in
+        // shard 200.
+        let shard = path.join("q").join(shard_name(0));
+        let planted = shard.join("00000000000000000002.h-1-0.-.msg");
+        std::fs::write(&planted, "linked").unwrap();
+        std::fs::hard_link(&planted, dir.path().join("link")).unwrap();
+        std::fs::write(path.join("seq"), "250\n").unwrap();
+        post_texts(&b, 1..2);
+        let (got, waited) = waits_for_seq(&path, move || {
+            b.recv(Some(Duration::from_secs(10))).unwrap().map(text)
+        });
+        assert_eq!(got.as_deref(), Some("m1"));
+        assert!(
+            !waited,
+            "waited for seq to move the head past a shard not empty at it"
+        );
+    }
+
+    /// An entry named like a message whose name is too long to be claimed (its receiver's id
+    /// added), which fsync never makes, is passed over and reported, and the message after it
+    /// received. (Mutant answered: every error of the claim's rename taken for another
+    /// receiver's win, so that the entry went unreported.)
+    #[test]
+    fn an_entry_too_long_to_be_claimed_is_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        post_texts(&b, 0..1);
+        assert_eq!(next_text(&b).as_deref(), Some("m0"));
+        let long = format!("00000000000000000002.u.{}.msg", "x".repeat(220));
+        let shard = path.join("q").join(shard_name(0));
+        std::fs::write(shard.join(&long), "long").unwrap();
+        std::fs::write(path.join("seq"), "2\n").unwrap();
+        post_texts(&b, 1..2);
+        let mut passed = Vec::new();
+        let got = b.recv_with(
+            Some(Duration::ZERO),
+            crate::test_support::Passed(&mut passed),
+        );
+        assert_eq!(got.unwrap().acquired().map(text).as_deref(), Some("m1"));
+        assert_eq!(passed, [format!("{}/{long}", shard_name(0))]);
+        assert!(shard.join(&long).exists(), "the entry is left where it was");
+    }
+
+    /// A synchronous send returns once a receiver has taken its message, while the receiver
+    /// still holds it (its job may run for hours). (Mutant answered: the claim keeping its
+    /// `.sync` mark, so that the sender waits for the receiver to finish.)
+    #[test]
+    fn a_send_returns_once_its_message_is_taken_not_when_it_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(dir.path().join("b"));
+        let sender = b.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            tx.send(sender.send(&mut &b"sync"[..], Some(Duration::from_mins(1))))
+        });
+        let held = b.recv(Some(Duration::from_mins(1))).unwrap().expect("sent");
+        let sent = rx.recv_timeout(Duration::from_secs(20));
+        assert!(
+            matches!(sent, Ok(Ok(true))),
+            "the send has not returned: {sent:?}"
+        );
+        assert_eq!(text(held), "sync");
+    }
+
+    /// A synchronous message at its sender's timeout: withdrawn (`true`) while queued, or
+    /// while claimed by a receiver that died (returned to the queue, then removed); not
+    /// (`false`) once a receiver has taken it. (Mutant answered: every withdrawal said to have
+    /// succeeded, so that a send taken at the last moment reported its timeout.)
+    #[test]
+    fn withdraw_takes_back_a_message_no_living_receiver_has_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        let l = b.layout().unwrap();
+        let watch = crate::platform::notify::DirWatch::new(&l.claimed.pinned()).unwrap();
+        let poll = Duration::from_millis(10);
+        let claimed = path.join("claimed");
+        // A synchronous message, queued: where it is, and its name and stem.
+        let queue = || {
+            post_texts(&b, 0..1);
+            let shard = path.join("q").join(shard_name(0));
+            let posted = crate::test_support::listing(&shard).pop().unwrap();
+            let parsed = MessageName {
+                sync: true,
+                ..MessageName::parse(&posted).unwrap()
+            };
+            let name = parsed.render();
+            std::fs::rename(shard.join(&posted), shard.join(&name)).unwrap();
+            (shard.join(&name), name, parsed)
+        };
+        let (at, name, parsed) = queue();
+        assert!(withdraw(&l, &name, &parsed.stem(), &watch, poll).unwrap());
+        assert!(!at.exists());
+        // Claimed by a receiver that died before taking it.
+        let (at, name, parsed) = queue();
+        std::fs::rename(&at, claimed.join(format!("{name}~dead"))).unwrap();
+        assert!(withdraw(&l, &name, &parsed.stem(), &watch, poll).unwrap());
+        assert!(!at.exists());
+        assert!(crate::test_support::listing(&claimed).is_empty());
+        // Taken: its claim no longer marked synchronous.
+        let (at, name, parsed) = queue();
+        let taken = MessageName {
+            sync: false,
+            ..parsed.clone()
+        };
+        std::fs::rename(&at, claimed.join(format!("{}~gone", taken.render()))).unwrap();
+        assert!(!withdraw(&l, &name, &parsed.stem(), &watch, poll).unwrap());
+    }
+
+    /// A dead poster's committed batch, found while another process holds `seq` shared (a
+    /// receiver's look) past the grace a receive waits for the lock to finish it, is looked at
+    /// again soon, not left until the queue changes: once that lock goes, nothing else
+    /// happening, the batch is finished and received. The receive's tries for the lock show
+    /// in the kernel's table as a waiter on `seq`; the lock goes after the first try has given
+    /// up. (Mutant answered: the time of the next look set at the current time multiplied by
+    /// the retry interval, far in the future or past the largest number.)
+    #[test]
+    fn a_dead_posters_batch_left_for_a_busy_seq_is_finished_soon_after() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        post_texts(&b, 0..1);
+        assert_eq!(next_text(&b).as_deref(), Some("m0"));
+        // The poster died after its commit (step 3 of the batch's protocol): sequence number
+        // 2 handed out, the batch in `batches`, none of it queued.
+        let name = MessageName {
+            seq: 2,
+            uniq: crate::msg::uniq(),
+            from: None,
+            sync: false,
+            failed: 0,
+            lost: 0,
+            priority: 0,
+            timeout_ms: None,
+        };
+        let batch = path.join("batches").join(name.render());
+        std::fs::create_dir_all(&batch).unwrap();
+        std::fs::write(batch.join("0"), "batched").unwrap();
+        std::fs::write(path.join("seq"), "2\n").unwrap();
+        let seq = std::fs::File::open(path.join("seq")).unwrap();
+        assert!(lock::flock(&seq, lock::Mode::Shared, true).unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            tx.send(b.recv(Some(Duration::from_mins(1))).unwrap().map(text))
+        });
+        let meta = seq.metadata().unwrap();
+        let waiters = || procinfo::flock_waiters(meta.dev(), meta.ino()).unwrap();
+        let start = std::time::Instant::now();
+        let mut tried = false;
+        while !tried || waiters() > 0 {
+            tried = tried || waiters() > 0;
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the receive never gave up a try for the lock on seq"
+            );
+            std::thread::yield_now();
+        }
+        drop(seq);
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(10)),
+            Ok(Some("batched".to_string())),
+            "the batch was not finished and received"
         );
     }
 

@@ -211,7 +211,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::msg::{Keyed, Received, Report, shard_name};
+    use crate::msg::{Keyed, Received, shard_name};
 
     fn text(r: Received) -> String {
         let mut r = r;
@@ -307,13 +307,7 @@ mod tests {
     /// them), and an entry they pass over in a level is named by its path in `q`: `pP/...`.
     #[test]
     fn receivers_make_no_level_and_name_what_they_pass_over_in_one() {
-        struct Passed<'a>(&'a mut Vec<String>);
-        impl Report for Passed<'_> {
-            fn waiting(&mut self, _: Duration) {}
-            fn skipped(&mut self, entry: &Skipped) {
-                self.0.push(entry.name.clone());
-            }
-        }
+        use crate::test_support::Passed;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b");
         let b = Mailbox::new(&path);

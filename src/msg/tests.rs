@@ -3,7 +3,7 @@
 use super::*;
 use crate::{platform::procinfo, test_support::listing};
 
-fn text(r: Received) -> String {
+pub(super) fn text(r: Received) -> String {
     let mut r = r;
     let mut out = Vec::new();
     r.copy_to(&mut out).unwrap();
