@@ -211,18 +211,28 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::msg::{Keyed, Received, shard_name};
+    use crate::msg::{
+        Keyed, shard_name,
+        tests::{next_text, text},
+    };
 
-    fn text(r: Received) -> String {
-        let mut r = r;
-        let mut out = Vec::new();
-        r.copy_to(&mut out).unwrap();
-        r.finish().unwrap();
-        String::from_utf8(out).unwrap()
-    }
-
-    fn next_text(b: &Mailbox) -> Option<String> {
-        b.recv(Some(Duration::ZERO)).unwrap().map(text)
+    /// A level's directory found by a look (which makes nothing, and remembers it) is made
+    /// durable when a message is first put in it, if it is empty: its maker may have died
+    /// before its flush of `q`. (Mutants answered: the directory remembered by the look
+    /// returned to the move as it is, without that flush.)
+    #[test]
+    fn a_level_found_by_a_look_is_made_durable_before_its_first_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        let _ = b.post(&mut &b"zero"[..]).unwrap();
+        std::fs::create_dir(path.join("q").join(level_name(2))).unwrap(); // its maker died
+        let l = b.layout().unwrap();
+        assert!(l.at(2).unwrap().is_some());
+        super::super::post::FLUSHED.with_borrow_mut(Vec::clear);
+        let _ = l.made_at(2).unwrap();
+        let flushed = super::super::post::FLUSHED.take();
+        assert!(flushed.contains(&path.join("q")), "flushed: {flushed:?}");
     }
 
     /// Level 2's messages, sparse in the numbers (level 0's in between), spread over several of

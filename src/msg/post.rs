@@ -110,8 +110,18 @@ pub(super) fn post(
 /// Make directory `d`'s entries durable (`fsync` of the directory): a rename, create or unlink
 /// in it survives a power cut only then.
 pub(crate) fn flush(d: &Dir) -> Result<()> {
+    #[cfg(test)]
+    FLUSHED.with_borrow_mut(|f| f.push(d.path().to_path_buf()));
     d.sync()
         .map_err(|e| Error::io(d.path(), "cannot flush directory", e))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The directories this thread flushed, in order: for the tests of a step's durability
+    /// (the crash states of `tests/crash_states.rs` check it between processes).
+    pub(crate) static FLUSHED: std::cell::RefCell<Vec<std::path::PathBuf>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Make `sub`'s own entry in `parent` durable before a message is put in `sub`, if this
