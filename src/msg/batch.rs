@@ -504,3 +504,285 @@ pub(super) fn scan_batches(top: &Dir, each: &mut dyn FnMut(&Dir, String, Message
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        io::{BufRead, Read},
+        path::PathBuf,
+        time::Duration,
+    };
+
+    use super::*;
+    use crate::{
+        msg::tests::{post_texts, text},
+        test_support::{listing, within},
+    };
+
+    /// A mailbox `b` in a new directory.
+    fn mailbox() -> (tempfile::TempDir, PathBuf, Mailbox) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        (dir, path, b)
+    }
+
+    /// Everything the mailbox holds, received in order: id and text.
+    fn drain(b: &Mailbox) -> Vec<(u64, String)> {
+        let mut out = Vec::new();
+        while let Some(r) = b.recv(Some(Duration::ZERO)).unwrap() {
+            out.push((r.id(), text(r)));
+        }
+        out
+    }
+
+    /// Input that fails once with `kind` where `at` bytes of it have been read.
+    struct Failing {
+        data: &'static [u8],
+        read: usize,
+        fail: Option<(usize, io::ErrorKind)>,
+    }
+
+    impl Read for Failing {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.fill_buf()?.read(buf)?;
+            self.consume(n);
+            Ok(n)
+        }
+    }
+
+    impl BufRead for Failing {
+        fn fill_buf(&mut self) -> io::Result<&[u8]> {
+            if let Some((at, kind)) = self.fail
+                && at == self.read
+            {
+                self.fail = None;
+                return Err(kind.into());
+            }
+            Ok(&self.data[self.read..])
+        }
+        fn consume(&mut self, n: usize) {
+            self.read += n;
+        }
+    }
+
+    /// Records end at the separator, which is left out; a last one without it counts, an
+    /// empty one is an empty message. Their ids follow the mailbox's last, one a record, in
+    /// order, here across two shards' ends. Bounded in a thread of its own, so that a reading
+    /// of records that never ends fails the test.
+    #[test]
+    fn records_become_messages_numbered_in_order_across_shards() {
+        let (_dir, path, b) = mailbox();
+        post_texts(&b, 0..1);
+        std::fs::write(path.join("seq"), "95\n").unwrap();
+        let mut input: String = (0..150).map(|i| format!("r{i}\n")).collect();
+        input.push_str("\nlast");
+        let poster = b.clone();
+        let ids = within(Duration::from_mins(1), move || {
+            poster.post_records(&mut input.as_bytes(), b'\n').unwrap()
+        });
+        assert_eq!(ids.expect("the batch ended").acquired(), Some(96..248));
+        let mut want = vec![(1, "m0".to_string())];
+        want.extend((0..150).map(|i| (96 + i, format!("r{i}"))));
+        want.extend([(246, String::new()), (247, "last".to_string())]);
+        assert_eq!(drain(&b), want);
+        assert_eq!(listing(&path.join("tmp")), Vec::<String>::new());
+        assert_eq!(listing(&path.join("batches")), Vec::<String>::new());
+        let ids = b.post_records(&mut &b"x\0y\ny"[..], 0).unwrap();
+        assert_eq!(ids.acquired(), Some(248..250));
+        assert_eq!(drain(&b), [(248, "x".into()), (249, "y\ny".into())]);
+    }
+
+    /// An empty input posts nothing and makes nothing; a batch at a priority level or with a
+    /// delay is refused (at level 0 it is not).
+    #[test]
+    fn an_empty_batch_makes_nothing_and_a_level_or_a_delay_is_refused() {
+        let (_dir, path, b) = mailbox();
+        let none = b.post_records(&mut &b""[..], b'\n').unwrap();
+        assert_eq!(none.acquired(), Some(0..0));
+        assert!(!path.exists(), "an empty batch made the mailbox");
+        let refused = |b: Mailbox| b.post_batch(["x"]).unwrap_err().kind();
+        for p in [1, 3] {
+            assert_eq!(refused(b.clone().priority(p)), ErrorKind::Invalid);
+        }
+        assert_eq!(
+            refused(b.clone().delay(Duration::from_secs(1))),
+            ErrorKind::Invalid
+        );
+        let ids = b.clone().priority(0).post_batch(["x"]).unwrap();
+        assert_eq!(ids.acquired(), Some(1..2));
+    }
+
+    /// Each message of a batch carries the mailbox's job timeout.
+    #[test]
+    fn a_batch_carries_the_job_timeout() {
+        let (_dir, _path, b) = mailbox();
+        let b = b.job_timeout(Duration::from_secs(7));
+        let _ = b.post_batch(["a", "b"]).unwrap();
+        for _ in 0..2 {
+            let r = b.recv(Some(Duration::ZERO)).unwrap().expect("queued");
+            assert_eq!(r.job_timeout(), Some(Duration::from_secs(7)));
+            r.finish().unwrap();
+        }
+    }
+
+    /// A read interrupted by a signal is made again; one that fails queues none of the batch
+    /// and leaves nothing staged. Bounded, as a read retried for ever would not end.
+    #[test]
+    fn an_interrupted_read_goes_on_and_a_failing_one_queues_nothing() {
+        let (_dir, path, b) = mailbox();
+        let posting = |kind| {
+            let b = b.clone();
+            let got = within(Duration::from_mins(1), move || {
+                let mut input = Failing {
+                    data: b"a\nb\n",
+                    read: 0,
+                    fail: Some((2, kind)),
+                };
+                b.post_records(&mut input, b'\n').map(Outcome::acquired)
+            });
+            got.expect("the batch ended")
+        };
+        assert_eq!(posting(io::ErrorKind::Interrupted).unwrap(), Some(1..3));
+        let e = posting(io::ErrorKind::Other).unwrap_err();
+        assert!(e.to_string().contains("cannot read messages"), "{e}");
+        assert_eq!(listing(&path.join("tmp")), Vec::<String>::new());
+        assert_eq!(drain(&b), [(1, "a".into()), (2, "b".into())]);
+    }
+
+    /// A batch that cannot have `seq` in time queues nothing and leaves nothing staged.
+    #[test]
+    fn a_batch_that_times_out_on_seq_leaves_nothing() {
+        let (_dir, path, b) = mailbox();
+        post_texts(&b, 0..1);
+        let seq = std::fs::File::open(path.join("seq")).unwrap();
+        assert!(lock::flock(&seq, Mode::Exclusive, true).unwrap());
+        let late = b.clone().lock_timeout(Duration::from_millis(50));
+        assert!(late.post_batch(["x"]).is_err());
+        assert_eq!(listing(&path.join("tmp")), Vec::<String>::new());
+        drop(seq);
+        assert_eq!(drain(&b), [(1, "m0".into())]);
+    }
+
+    /// A batch committed and then not queued (a file where a shard it fills goes) is left
+    /// whole in `batches`, and queued by the first receiver once the way is clear.
+    #[test]
+    fn a_batch_committed_and_not_queued_is_kept_for_the_next_receiver() {
+        let (_dir, path, b) = mailbox();
+        post_texts(&b, 0..1);
+        std::fs::write(path.join("seq"), "98\n").unwrap();
+        let blocker = path.join("q").join(crate::msg::shard_name(100));
+        std::fs::write(&blocker, "").unwrap();
+        assert!(b.post_batch(["a", "b", "c"]).is_err());
+        let committed = listing(&path.join("batches"));
+        assert_eq!(committed.len(), 1);
+        assert_eq!(
+            listing(&path.join("batches").join(&committed[0])),
+            ["0", "1", "2"]
+        );
+        std::fs::remove_file(&blocker).unwrap();
+        let want = [
+            (1, "m0".into()),
+            (99, "a".into()),
+            (100, "b".into()),
+            (101, "c".into()),
+        ];
+        assert_eq!(drain(&b), want);
+    }
+
+    /// A dead poster's committed batch is queued by the next receiver: each payload under
+    /// its number (the batch's name's and on), in order, here across a shard's end. What is
+    /// no payload of it (a name not in canonical decimal, a directory, a name past the last
+    /// number) stays, with the batch's directory, moved out of the way into `tmp`.
+    #[test]
+    fn a_dead_posters_batch_is_queued_by_the_next_receiver() {
+        let (_dir, path, b) = mailbox();
+        post_texts(&b, 0..1);
+        let first = MessageName {
+            seq: 98,
+            ..MessageName::new_message(uniq(), None, false)
+        };
+        let batch = path.join("batches").join(first.render());
+        std::fs::create_dir_all(batch.join("4")).unwrap();
+        for (file, text) in [
+            ("0", "p0"),
+            ("1", "p1"),
+            ("2", "p2"),
+            ("3", "p3"),
+            ("01", "x"),
+        ] {
+            std::fs::write(batch.join(file), text).unwrap();
+        }
+        std::fs::write(batch.join((MAX_SEQ - 98).to_string()), "past").unwrap();
+        std::fs::write(path.join("seq"), "101\n").unwrap();
+        let want = [(1, "m0"), (98, "p0"), (99, "p1"), (100, "p2"), (101, "p3")];
+        let want: Vec<(u64, String)> = want.iter().map(|&(i, t)| (i, t.to_string())).collect();
+        assert_eq!(drain(&b), want);
+        assert_eq!(listing(&path.join("batches")), Vec::<String>::new());
+        let aside = path
+            .join("tmp")
+            .join(format!("{STAGING}done-{}", first.render()));
+        let mut left = vec!["01".to_string(), "4".into(), (MAX_SEQ - 98).to_string()];
+        left.sort();
+        assert_eq!(listing(&aside), left);
+    }
+
+    /// The numbers a batch's payloads may take: below the largest fsync hands out.
+    #[test]
+    fn a_payloads_number_is_in_range_below_the_largest() {
+        assert!(in_range(1, 0));
+        assert!(in_range(MAX_SEQ - 2, 1));
+        assert!(!in_range(MAX_SEQ - 1, 1));
+        assert!(!in_range(u64::MAX, 1));
+    }
+
+    /// `q` is flushed when a batch makes a shard, or finds one empty, to put its messages in
+    /// (its entry in `q` must survive a power cut as they do), and not when it finds one
+    /// holding messages.
+    #[test]
+    fn a_batch_flushes_q_only_for_a_shard_made_or_found_empty() {
+        let (_dir, path, b) = mailbox();
+        post_texts(&b, 0..1);
+        let q = path.join("q");
+        let flushed_q = |payloads: &[&str]| {
+            crate::msg::post::FLUSHED.with_borrow_mut(Vec::clear);
+            let _ = b.post_batch(payloads).unwrap();
+            crate::msg::post::FLUSHED.take().contains(&q)
+        };
+        assert!(!flushed_q(&["into shard 0, which holds m0"]));
+        std::fs::write(path.join("seq"), "199\n").unwrap();
+        assert!(flushed_q(&["200", "201"]), "a shard made");
+        let _ = drain(&b);
+        std::fs::create_dir(q.join(crate::msg::shard_name(300))).unwrap();
+        std::fs::write(path.join("seq"), "299\n").unwrap();
+        assert!(flushed_q(&["300"]), "a shard found empty");
+    }
+
+    /// A poster clears away dead posters' staging directories: nobody holds them and they
+    /// have not changed for a minute. Not one held (its poster at work), nor one changed
+    /// since, nor anything else in `tmp`.
+    #[test]
+    fn a_poster_clears_away_only_dead_posters_staging() {
+        let (_dir, path, b) = mailbox();
+        post_texts(&b, 0..1);
+        let tmp = path.join("tmp");
+        let hour_ago = SystemTime::now() - Duration::from_hours(1);
+        let make = |name: &str, old: bool| {
+            let dir = tmp.join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("0"), "staged").unwrap();
+            let handle = std::fs::File::open(&dir).unwrap();
+            if old {
+                handle.set_modified(hour_ago).unwrap();
+            }
+            handle
+        };
+        drop(make(".batch-dead", true));
+        let held = make(".batch-held", true);
+        assert!(lock::flock(&held, Mode::Exclusive, true).unwrap());
+        drop(make(".batch-new", false));
+        drop(make("other", true));
+        let _ = b.post_batch(["x"]).unwrap();
+        assert_eq!(listing(&tmp), [".batch-held", ".batch-new", "other"]);
+    }
+}
