@@ -3,6 +3,8 @@
 use super::*;
 use crate::{platform::procinfo, test_support::listing};
 
+mod mailbox;
+
 pub(super) fn text(r: Received) -> String {
     let mut r = r;
     let mut out = Vec::new();
@@ -872,29 +874,4 @@ fn what_killed_processes_left_half_made_goes_with_the_old_records() {
     for name in stays {
         assert!(path.join(name).exists(), "{name} removed");
     }
-}
-
-#[test]
-fn a_lost_delivery_is_written_down_once_by_whoever_returns_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("b");
-    let b = Mailbox::new(&path);
-    post_texts(&b, 0..1);
-    let queued = kill_receiver_of(&path, &format!("{:020}", 1));
-    let claimed = format!("{queued}~h.1.dead");
-    let back = MessageName::parse(&queued)
-        .unwrap()
-        .one_more_lost()
-        .render();
-    let l = b.existing_layout().unwrap();
-    let mut written = 0;
-    let again = l.requeue_lost(&claimed, &back, Duration::from_millis(100), || written += 1);
-    assert_eq!((again.unwrap(), written), (true, 1));
-    // Returned already (by another process, or moved on by its receiver before it died).
-    assert!(
-        l.requeue_lost(&claimed, &back, Duration::from_millis(100), || written += 1)
-            .unwrap()
-    );
-    assert_eq!(written, 1, "no line for a claim that is no longer there");
-    assert!(path.join("q").join(shard_name(0)).join(&back).is_file());
 }
