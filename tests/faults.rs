@@ -326,6 +326,50 @@ fn a_delayed_post_whose_bucket_went_makes_it_again() {
     assert_eq!(std::fs::read_dir(bucket.path()).unwrap().count(), 1);
 }
 
+/// A bucket of delayed messages a delayed post made, removed before the post could open it (a
+/// receiver found it empty), is made again: the post looks whether the name is gone, and tries
+/// again while it is, eight times in all, then fails, naming the bucket, and leaves nothing
+/// behind. strace plays the receiver: every open of the bucket after the first (`-P B/delayed`
+/// matches the calls made relative to that directory) and every look at it answer ENOENT.
+/// (Mutants answered: the count of tries made wrong, never tried again, or for ever.)
+#[test]
+fn a_delayed_post_whose_new_bucket_keeps_vanishing_gives_up_after_eight_tries() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "--delay", "1h", "B", "--data", "first"])
+        .run()
+        .code(0);
+    let trace = t.join("trace");
+    let out = t
+        .cmd("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-P",
+            "B/delayed",
+            "-e",
+            "trace=openat,newfstatat",
+        ])
+        .args(["-e", "inject=openat:error=ENOENT:when=2+"])
+        .args(["-e", "inject=newfstatat:error=ENOENT", "-o"])
+        .arg(&trace)
+        .arg(crate::harness::fsync_bin())
+        .args(["msg", "post", "--delay", "3h", "B", "--data", "never"])
+        .run();
+    out.code(66).stderr_has("B/delayed/");
+    let lines: Vec<&str> = (out.stderr.lines())
+        .filter(|l| !l.starts_with("strace: Requested path"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
+    let looks = std::fs::read_to_string(&trace).unwrap();
+    let looks = looks.lines().filter(|l| l.contains("newfstatat(")).count();
+    assert_eq!(
+        looks, 7,
+        "looks whether the bucket is gone, one before each try again"
+    );
+    assert_eq!(std::fs::read_dir(t.join("B/tmp")).unwrap().count(), 0);
+}
+
 /// The directory layer's safe open of a primitive's directory (`Dir::top`'s long way), driven
 /// through each of its branches the way they happen: strace plays the other process, answering
 /// a given error at a given call on the name `S` (`-P S` matches both `S` and `openat(dir,
