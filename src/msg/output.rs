@@ -590,6 +590,28 @@ mod tests {
         assert_eq!(b.output(1).unwrap_err().kind(), ErrorKind::Corrupt);
     }
 
+    /// The output kept is the latest attempt's, and past the limit says how much of its
+    /// beginning was left out. (Mutants answered: the attempt and what was left out
+    /// constants.)
+    #[test]
+    fn output_kept_says_which_attempt_wrote_it_and_what_was_left_out() {
+        let t = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(t.path().join("B")).job_output(JobOutput::Keep { limit: 8 });
+        b.post(&mut &b"x"[..]).unwrap();
+        for attempt in [1, 2] {
+            let mut msg = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+            let script = format!("printf 'attempt {attempt}: 0123456789'");
+            let job = msg.spawn_job(&["sh", "-c", &script], &[] as &[(&str, &str)]);
+            assert!(job.unwrap().wait().unwrap().success());
+            let _ = msg.fail().unwrap();
+        }
+        let mut kept = b.output(1).unwrap().expect("kept");
+        let mut text = String::new();
+        kept.read_to_string(&mut text).unwrap();
+        assert_eq!((text.as_str(), kept.attempt()), ("6789", 2));
+        assert_eq!(kept.left_out(), "attempt 2: 0123456789".len() as u64 - 4);
+    }
+
     /// A job's output kept, read back, and pruned with its shard; other shards stay.
     #[test]
     fn output_is_kept_read_and_pruned_by_shard() {
