@@ -699,3 +699,42 @@ fn a_record_read_interrupted_is_made_again_and_one_failing_is_left_out() {
     assert!(!shown.contains(" (command pid "), "{shown}");
     holder.finish().code(0);
 }
+
+/// A read of a job's kept output interrupted by a signal (strace answers EINTR to the first)
+/// is made again, and `msg log` shows it all; one that fails (EIO) is an error naming the
+/// file, not a loop. (Mutants answered: an interrupted read taken for a failure, every
+/// failure taken for an interruption.)
+#[test]
+fn a_kept_output_read_interrupted_is_made_again_and_one_failing_is_an_error() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
+    t.fsync([
+        "msg", "recv", "--output", "keep", "B", "--", "echo", "hello",
+    ])
+    .run()
+    .code(0);
+    let file = "B/output/00000000000000000000/00000000000000000001";
+    let log = |inject: &str| {
+        t.cmd("strace")
+            .args([
+                "-f",
+                "-qq",
+                "-o",
+                "/dev/null",
+                "-P",
+                file,
+                "-e",
+                "trace=pread64",
+            ])
+            .args(["-e", inject])
+            .arg(crate::harness::fsync_bin())
+            .args(["msg", "log", "B", "1"])
+            .run()
+    };
+    log("inject=pread64:error=EINTR:when=1")
+        .code(0)
+        .stdout("hello\n");
+    let out = log("inject=pread64:error=EIO");
+    out.code(74).stderr_has(&format!("{file}: cannot read"));
+}
