@@ -3759,11 +3759,12 @@ fn a_verb_on_an_existing_mailbox_opens_its_name_once() {
 
 /// A write to `seq` that fails (here the disk is full: strace answers ENOSPC) says so, in a
 /// mailbox shared with a group whose `seq` is another user's with a mode from before the
-/// sharing: only a `seq` opened read-only (EBADF) is explained as one made before the
-/// mailbox was shared. (Mutant answered: that explanation given for every other error.)
+/// sharing: only an internal file opened read-only (EBADF) is explained as one made before
+/// the mailbox was shared, as the head is. (Mutants answered: that explanation given for
+/// every other error, or not for the head.)
 #[test]
 #[ignore = "needs root: makes a file another user's (chown nobody); .ci/run runs it with --ignored"]
-fn a_full_disk_writing_seq_is_reported_as_such_in_a_shared_mailbox() {
+fn a_failed_write_of_seq_or_the_head_is_explained_as_it_happened() {
     require_root();
     require("strace", "strace");
     let t = TestDir::new();
@@ -3789,4 +3790,29 @@ fn a_full_disk_writing_seq_is_reported_as_such_in_a_shared_mailbox() {
         .run();
     out.code(74)
         .stderr_has("B/seq: cannot write: no space left on device");
+    // The head, opened read-only (strace answers EBADF to its write, which a receive makes
+    // moving it past an emptied shard): explained, with what its owner can do.
+    t.fsync(["msg", "recv", "B"]).run().code(0).stdout("x");
+    t.sh("echo 150 > B/seq && chown nobody B/head && chmod 0600 B/head")
+        .run()
+        .code(0);
+    t.fsync(["msg", "post", "B", "--data", "z"]).run().code(0);
+    let out = t
+        .cmd("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-P",
+            "B/head",
+            "-e",
+            "trace=pwrite64",
+        ])
+        .args(["-e", "inject=pwrite64:error=EBADF"])
+        .arg(fsync_bin())
+        .args(["msg", "recv", "B"])
+        .run();
+    out.code(77)
+        .stderr_has("B/head: cannot write: permission denied (its mode 0600 is from before");
 }

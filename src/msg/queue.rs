@@ -704,3 +704,51 @@ pub(super) const MAX_MISSING: u32 = 4;
 /// How long returning a message or moving the head waits for the lock on `seq`, which posts
 /// hold for moments: past it, the next receiver does it.
 const LOCK_GRACE: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Mailbox, msg::tests::post_texts};
+
+    /// A shard's name is 20 digits of a multiple of 100 below the largest sequence number;
+    /// the head's, the same and an end of line; `seq`'s, a number below the largest (or
+    /// nothing yet). (Mutants answered: each check loosened, a head read as shard 0.)
+    #[test]
+    fn shard_head_and_seq_read_back_only_as_fsync_writes_them() {
+        let last = shard_of(MAX_SEQ - 1);
+        assert_eq!(parse_shard(&shard_name(100)), Some(100));
+        assert_eq!(parse_shard(&shard_name(last)), Some(last));
+        for not in [
+            "0000000000000000100".to_string(), // 19 digits
+            "000000000000000000100".into(),
+            "0000000000000000010x".into(),
+            shard_name(150),
+            shard_name(last + SHARD),
+        ] {
+            assert_eq!(parse_shard(&not), None, "{not}");
+        }
+        assert_eq!(parse_head(&format!("{}\n", shard_name(200))), Some(200));
+        assert_eq!(parse_head(&shard_name(200)), None, "no end of line");
+        assert_eq!(parse_seq(""), Ok(0));
+        assert_eq!(parse_seq(&format!("{}\n", MAX_SEQ - 1)), Ok(MAX_SEQ - 1));
+        assert_eq!(parse_seq(&MAX_SEQ.to_string()), Err(()));
+    }
+
+    /// Lowering the head (a batch rolled forward behind it) writes it where it lies past the
+    /// shard, and leaves it where it is at or before it. (Mutants answered: never lowered,
+    /// lowered always, or only when it is at the shard.)
+    #[test]
+    fn the_head_is_lowered_only_where_it_lies_past_the_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let b = Mailbox::new(&path);
+        post_texts(&b, 0..1);
+        let l = b.layout().unwrap();
+        let head = || std::fs::read_to_string(path.join("head")).unwrap();
+        std::fs::write(path.join("head"), format!("{}\n", shard_name(200))).unwrap();
+        l.lower_head(100).unwrap();
+        assert_eq!(head(), format!("{}\n", shard_name(100)));
+        l.lower_head(300).unwrap();
+        assert_eq!(head(), format!("{}\n", shard_name(100)));
+    }
+}
