@@ -734,6 +734,33 @@ mod tests {
         assert_eq!(parse_seq(&MAX_SEQ.to_string()), Err(()));
     }
 
+    /// The first post into a mailbox gets it a head (and a spare registration), unless the
+    /// queue's directory holds messages of the layout before shards (a receive's rebuild
+    /// moves them first): a file there not named like a message, or a directory named like
+    /// one, is none of those. (Mutant answered: either taken for such a message.)
+    #[test]
+    fn a_first_post_makes_the_head_unless_messages_wait_unsharded() {
+        for (planted, dir, head) in [
+            ("junk", false, true),
+            ("00000000000000000007.h-1-0.-.msg", true, true),
+            ("00000000000000000007.h-1-0.-.msg", false, false),
+        ] {
+            let t = tempfile::tempdir().unwrap();
+            let path = t.path().join("b");
+            std::fs::create_dir_all(path.join("q")).unwrap();
+            match dir {
+                true => std::fs::create_dir(path.join("q").join(planted)).unwrap(),
+                false => std::fs::write(path.join("q").join(planted), "").unwrap(),
+            }
+            post_texts(&Mailbox::new(&path), 0..1);
+            assert_eq!(
+                path.join("head").exists(),
+                head,
+                "{planted} (a directory: {dir})"
+            );
+        }
+    }
+
     /// Lowering the head (a batch rolled forward behind it) writes it where it lies past the
     /// shard, and leaves it where it is at or before it. (Mutants answered: never lowered,
     /// lowered always, or only when it is at the shard.)
