@@ -738,3 +738,34 @@ fn a_kept_output_read_interrupted_is_made_again_and_one_failing_is_an_error() {
     let out = log("inject=pread64:error=EIO");
     out.code(74).stderr_has(&format!("{file}: cannot read"));
 }
+
+/// A dead letter that cannot be put back in the queue (strace fails the rename out of
+/// `B/dead` with EIO) is an error naming it, and stays a dead letter. (Mutant answered: every
+/// failure of that rename taken for another process's move.)
+#[test]
+fn a_dead_letter_that_cannot_be_put_back_is_an_error_and_stays() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
+    t.fsync(["msg", "recv", "--retries", "0", "B", "--", "false"])
+        .run()
+        .code(1);
+    let out = t
+        .cmd("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-P",
+            "B/dead",
+            "-e",
+            "trace=renameat",
+        ])
+        .args(["-e", "inject=renameat:error=EIO"])
+        .arg(crate::harness::fsync_bin())
+        .args(["msg", "retry", "B"])
+        .run();
+    out.code(74).stderr_has("cannot return message: I/O error");
+    assert_eq!(std::fs::read_dir(t.join("B/dead")).unwrap().count(), 1);
+}
