@@ -624,7 +624,7 @@ impl Waker {
                 continue;
             };
             if let Ok(Some(file)) = l.recv.open(name, false) {
-                released(&file)?;
+                released(&file, RELEASE_GRACE)?;
             }
         }
         Ok(())
@@ -633,12 +633,12 @@ impl Waker {
 
 /// Wait a moment for the lock on a registration just closed for the last time to go: the
 /// kernel releases it microseconds after it reports the close (`__fput` notifies, then
-/// removes the file's locks), and no event follows the release. Bounded by [`RELEASE_GRACE`],
-/// since a reader of the registration may hold a lock of its own on it. The watch is not read
-/// meanwhile, so that no other close it reports is lost.
-fn released(file: &File) -> io::Result<()> {
+/// removes the file's locks), and no event follows the release. Bounded by `grace`
+/// ([`RELEASE_GRACE`]), since a reader of the registration may hold a lock of its own on it.
+/// The watch is not read meanwhile, so that no other close it reports is lost.
+fn released(file: &File, grace: Duration) -> io::Result<()> {
     let start = std::time::Instant::now();
-    while !lock::flock(file, Mode::Shared, false)? && start.elapsed() < RELEASE_GRACE {
+    while !lock::flock(file, Mode::Shared, false)? && start.elapsed() < grace {
         std::thread::sleep(Duration::from_micros(100));
     }
     Ok(())
@@ -759,6 +759,83 @@ mod tests {
                 "{planted} (a directory: {dir})"
             );
         }
+    }
+
+    /// A walk of the shards passes a gap of a billion missing shards by listing the queue's
+    /// directory (bounded in a thread, so that a walk by number fails the test), and the
+    /// gap's end is the first shard at or after where it began and at most the last: past
+    /// it if none is. (Mutants answered: missing shards counted wrongly, the bounds of the
+    /// gap's end turned round.)
+    #[test]
+    fn a_walk_lists_the_queue_across_a_gap_and_the_gap_ends_at_the_next_shard() {
+        let t = tempfile::tempdir().unwrap();
+        for first in [0, 500, 1000, 100_000_000_000] {
+            std::fs::create_dir(t.path().join(shard_name(first))).unwrap();
+        }
+        let q = Dir::top(t.path(), false, "x").unwrap().unwrap();
+        assert_eq!(skip_gap_in(&q, 100, 2000).unwrap(), 500);
+        assert_eq!(skip_gap_in(&q, 500, 2000).unwrap(), 500);
+        assert_eq!(skip_gap_in(&q, 600, 1000).unwrap(), 1000);
+        assert_eq!(
+            skip_gap_in(&q, 600, 900).unwrap(),
+            1000,
+            "none: past the last"
+        );
+        let walked = crate::test_support::within(Duration::from_secs(20), move || {
+            let mut walked = Vec::new();
+            walk_shards(&q, Some(0), 100_000_000_000, |first, shard| {
+                walked.push((first, shard.is_ok()));
+                Ok(())
+            })
+            .unwrap();
+            walked
+        });
+        let walked = walked.expect("the walk ended");
+        let want = [0, 500, 1000, 100_000_000_000].map(|f| (f, true));
+        assert_eq!(walked, want);
+    }
+
+    /// A waiter for a closed registration's lock to go returns once it has gone, and not
+    /// before; one held for good (a reader's lock) is waited for until the grace ends. The
+    /// lock is another open description's, let go once the waiter's thread sleeps.
+    /// (Mutants answered: no wait, the lock's test turned round, the grace's turned round or
+    /// never ending.)
+    #[test]
+    fn a_closed_registrations_lock_is_waited_for_until_it_goes_or_the_grace_ends() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("r");
+        std::fs::write(&path, "").unwrap();
+        let holder = File::open(&path).unwrap();
+        assert!(lock::flock(&holder, Mode::Exclusive, false).unwrap());
+        let let_go = std::sync::Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = {
+            let (let_go, path) = (let_go.clone(), path.clone());
+            std::thread::spawn(move || {
+                tx.send(nix::unistd::gettid().as_raw()).unwrap();
+                let file = File::open(path).unwrap();
+                released(&file, Duration::from_mins(1)).unwrap();
+                let_go.load(Ordering::SeqCst)
+            })
+        };
+        let tid = rx.recv().unwrap();
+        let start = std::time::Instant::now();
+        while !crate::test_support::sleeping(tid) && !waiter.is_finished() {
+            assert!(start.elapsed() < Duration::from_secs(20), "never slept");
+            std::thread::yield_now();
+        }
+        let_go.store(true, Ordering::SeqCst);
+        drop(holder);
+        assert!(waiter.join().unwrap(), "returned while the lock was held");
+        // Held for good: until the grace ends.
+        let holder = File::open(&path).unwrap();
+        assert!(lock::flock(&holder, Mode::Exclusive, false).unwrap());
+        let file = File::open(&path).unwrap();
+        let ended = crate::test_support::within(Duration::from_secs(20), move || {
+            released(&file, Duration::from_millis(50)).is_ok()
+        });
+        assert_eq!(ended, Some(true), "the grace never ended");
     }
 
     /// Lowering the head (a batch rolled forward behind it) writes it where it lies past the
