@@ -758,6 +758,38 @@ mod tests {
         matches!(b.status(id).unwrap(), Status::Finished(f) if f.how == Finish::Cancelled)
     }
 
+    /// A job has finished once it succeeded, was cancelled or is dead, or is unknown; not
+    /// while queued or running. (Mutants answered: the answer a constant.)
+    #[test]
+    fn a_job_is_finished_once_done_cancelled_or_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(dir.path().join("B"));
+        let finished = |id| b.status(id).unwrap().is_finished();
+        for data in [&b"1"[..], b"2"] {
+            b.post(&mut &data[..]).unwrap();
+        }
+        assert!(!finished(1), "queued");
+        let one = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        assert!(!finished(1), "running");
+        one.finish().unwrap();
+        assert!(finished(1), "done");
+        assert_eq!(b.cancel(2).unwrap(), Cancel::Removed);
+        assert!(finished(2), "cancelled");
+        assert!(finished(3), "unknown");
+    }
+
+    /// A cancellation is recorded even where records of finished jobs are not kept, for a
+    /// minute at least: whoever cancelled it is told. (Mutant answered: kept as long as the
+    /// others, here not at all.)
+    #[test]
+    fn a_cancellation_is_recorded_where_no_record_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Mailbox::new(dir.path().join("B")).keep(Duration::ZERO);
+        b.post(&mut &b"1"[..]).unwrap();
+        assert_eq!(b.cancel(1).unwrap(), Cancel::Removed);
+        assert!(cancelled(&b, 1));
+    }
+
     /// A running job asked to stop: its worker sees the request and records it cancelled; one
     /// that goes back to the queue before its worker saw it is recorded cancelled by the next
     /// receiver, never delivered; the request goes with the record.

@@ -43,14 +43,6 @@ fn with_seq_held<T: Send + 'static>(
     got
 }
 
-/// This process's umask, from `/proc` (reading it with `umask(2)` would change it meanwhile
-/// for the other tests' threads).
-fn umask() -> u32 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
-    u32::from_str_radix(line["Umask:".len()..].trim(), 8).unwrap()
-}
-
 /// The mode of the file a receiver's registration is, by the modes of the mailbox's
 /// directory, `recv` and `senders`: group read-write if one of them is group-writable, for
 /// others if one is writable by others, less the umask. (Mutants answered: the mode a constant, the
@@ -83,7 +75,7 @@ fn a_registration_is_open_to_those_who_may_write_the_mailbox() {
         let registrations = listing(&path.join("recv"));
         assert_eq!(registrations.len(), 1, "{registrations:?}");
         let meta = std::fs::metadata(path.join("recv").join(&registrations[0])).unwrap();
-        let want = want & !umask();
+        let want = want & !procinfo::umask();
         assert_eq!(
             meta.permissions().mode() & 0o777,
             want,
