@@ -790,6 +790,28 @@ mod tests {
         assert!(cancelled(&b, 1));
     }
 
+    /// A record left by a delivery a crash undid (the job then queued again) is replaced by
+    /// the job's next end, here its cancellation. (Mutant answered: the record there taken for
+    /// a failure to record.)
+    #[test]
+    fn a_record_from_a_delivery_undone_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("B");
+        let b = Mailbox::new(&path);
+        for data in [&b"1"[..], b"2"] {
+            b.post(&mut &data[..]).unwrap();
+        }
+        b.recv(Some(Duration::ZERO))
+            .unwrap()
+            .unwrap()
+            .finish()
+            .unwrap();
+        let done = path.join("done").join(crate::msg::shard_name(0));
+        std::fs::copy(done.join(record_name(1)), done.join(record_name(2))).unwrap();
+        assert_eq!(b.cancel(2).unwrap(), Cancel::Removed);
+        assert!(cancelled(&b, 2));
+    }
+
     /// A running job asked to stop: its worker sees the request and records it cancelled; one
     /// that goes back to the queue before its worker saw it is recorded cancelled by the next
     /// receiver, never delivered; the request goes with the record.
