@@ -812,6 +812,42 @@ mod tests {
         assert!(cancelled(&b, 2));
     }
 
+    /// A lost delivery taken again forgets the record an earlier delivery left (a crash
+    /// undid it after the record was made): when that delivery fails for good, the job is
+    /// dead, not finished. (Mutant answered: the record left, which status reads first.)
+    #[test]
+    fn a_lost_delivery_taken_again_forgets_an_earlier_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("B");
+        let b = Mailbox::new(&path);
+        for data in [&b"1"[..], b"2"] {
+            b.post(&mut &data[..]).unwrap();
+        }
+        b.recv(Some(Duration::ZERO))
+            .unwrap()
+            .unwrap()
+            .finish()
+            .unwrap();
+        let done = path.join("done").join(crate::msg::shard_name(0));
+        std::fs::copy(done.join(record_name(1)), done.join(record_name(2))).unwrap();
+        let shard = path.join("q").join(crate::msg::shard_name(0));
+        let queued = crate::test_support::listing(&shard).pop().unwrap();
+        let lost = MessageName::parse(&queued)
+            .unwrap()
+            .one_more_lost()
+            .render();
+        std::fs::rename(shard.join(&queued), shard.join(lost)).unwrap();
+        let running = b
+            .clone()
+            .retries(0)
+            .recv(Some(Duration::ZERO))
+            .unwrap()
+            .unwrap();
+        let _ = running.fail().unwrap();
+        let status = b.status(2).unwrap();
+        assert!(matches!(status, Status::Dead { .. }), "{status:?}");
+    }
+
     /// A running job asked to stop: its worker sees the request and records it cancelled; one
     /// that goes back to the queue before its worker saw it is recorded cancelled by the next
     /// receiver, never delivered; the request goes with the record.
