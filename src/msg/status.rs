@@ -848,6 +848,21 @@ mod tests {
         assert!(matches!(status, Status::Dead { .. }), "{status:?}");
     }
 
+    /// A `seq` that is no file fsync made (here a directory) makes a status an error, not a
+    /// look without the lock as for a reader who may not open it. (Mutant answered: every
+    /// error of its opening taken for that.)
+    #[test]
+    fn a_status_where_seq_is_no_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("B");
+        let b = Mailbox::new(&path);
+        b.post(&mut &b"1"[..]).unwrap();
+        std::fs::remove_file(path.join("seq")).unwrap();
+        std::fs::create_dir(path.join("seq")).unwrap();
+        let e = b.status(1).unwrap_err();
+        assert!(e.to_string().contains("seq"), "{e}");
+    }
+
     /// A running job asked to stop: its worker sees the request and records it cancelled; one
     /// that goes back to the queue before its worker saw it is recorded cancelled by the next
     /// receiver, never delivered; the request goes with the record.
