@@ -1,0 +1,180 @@
+//! Unit tests of [`super`]: what status says of a job, and the records it reads.
+
+use super::*;
+
+fn cancelled(b: &Mailbox, id: u64) -> bool {
+    matches!(b.status(id).unwrap(), Status::Finished(f) if f.how == Finish::Cancelled)
+}
+
+/// A job has finished once it succeeded, was cancelled or is dead, or is unknown; not
+/// while queued or running. (Mutants answered: the answer a constant.)
+#[test]
+fn a_job_is_finished_once_done_cancelled_or_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("B"));
+    let finished = |id| b.status(id).unwrap().is_finished();
+    for data in [&b"1"[..], b"2"] {
+        b.post(&mut &data[..]).unwrap();
+    }
+    assert!(!finished(1), "queued");
+    let one = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert!(!finished(1), "running");
+    one.finish().unwrap();
+    assert!(finished(1), "done");
+    assert_eq!(b.cancel(2).unwrap(), Cancel::Removed);
+    assert!(finished(2), "cancelled");
+    assert!(finished(3), "unknown");
+}
+
+/// A cancellation is recorded even where records of finished jobs are not kept, for a
+/// minute at least: whoever cancelled it is told. (Mutant answered: kept as long as the
+/// others, here not at all.)
+#[test]
+fn a_cancellation_is_recorded_where_no_record_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("B")).keep(Duration::ZERO);
+    b.post(&mut &b"1"[..]).unwrap();
+    assert_eq!(b.cancel(1).unwrap(), Cancel::Removed);
+    assert!(cancelled(&b, 1));
+}
+
+/// A record left by a delivery a crash undid (the job then queued again) is replaced by
+/// the job's next end, here its cancellation. (Mutant answered: the record there taken for
+/// a failure to record.)
+#[test]
+fn a_record_from_a_delivery_undone_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("B");
+    let b = Mailbox::new(&path);
+    for data in [&b"1"[..], b"2"] {
+        b.post(&mut &data[..]).unwrap();
+    }
+    b.recv(Some(Duration::ZERO))
+        .unwrap()
+        .unwrap()
+        .finish()
+        .unwrap();
+    let done = path.join("done").join(crate::msg::shard_name(0));
+    std::fs::copy(done.join(record_name(1)), done.join(record_name(2))).unwrap();
+    assert_eq!(b.cancel(2).unwrap(), Cancel::Removed);
+    assert!(cancelled(&b, 2));
+}
+
+/// A lost delivery taken again forgets the record an earlier delivery left (a crash
+/// undid it after the record was made): when that delivery fails for good, the job is
+/// dead, not finished. (Mutant answered: the record left, which status reads first.)
+#[test]
+fn a_lost_delivery_taken_again_forgets_an_earlier_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("B");
+    let b = Mailbox::new(&path);
+    for data in [&b"1"[..], b"2"] {
+        b.post(&mut &data[..]).unwrap();
+    }
+    b.recv(Some(Duration::ZERO))
+        .unwrap()
+        .unwrap()
+        .finish()
+        .unwrap();
+    let done = path.join("done").join(crate::msg::shard_name(0));
+    std::fs::copy(done.join(record_name(1)), done.join(record_name(2))).unwrap();
+    let shard = path.join("q").join(crate::msg::shard_name(0));
+    let queued = crate::test_support::listing(&shard).pop().unwrap();
+    let lost = MessageName::parse(&queued)
+        .unwrap()
+        .one_more_lost()
+        .render();
+    std::fs::rename(shard.join(&queued), shard.join(lost)).unwrap();
+    let running = b
+        .clone()
+        .retries(0)
+        .recv(Some(Duration::ZERO))
+        .unwrap()
+        .unwrap();
+    let _ = running.fail().unwrap();
+    let status = b.status(2).unwrap();
+    assert!(matches!(status, Status::Dead { .. }), "{status:?}");
+}
+
+/// A `seq` that is no file fsync made (here a directory) makes a status an error, not a
+/// look without the lock as for a reader who may not open it. (Mutant answered: every
+/// error of its opening taken for that.)
+#[test]
+fn a_status_where_seq_is_no_file_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("B");
+    let b = Mailbox::new(&path);
+    b.post(&mut &b"1"[..]).unwrap();
+    std::fs::remove_file(path.join("seq")).unwrap();
+    std::fs::create_dir(path.join("seq")).unwrap();
+    let e = b.status(1).unwrap_err();
+    assert!(e.to_string().contains("seq"), "{e}");
+}
+
+/// A running job asked to stop: its worker sees the request and records it cancelled; one
+/// that goes back to the queue before its worker saw it is recorded cancelled by the next
+/// receiver, never delivered; the request goes with the record.
+#[test]
+fn a_job_asked_to_stop_is_cancelled_by_its_worker_or_the_next_receiver() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("B"));
+    let post = |data: &[u8]| b.post(&mut &data[..]).unwrap();
+    let (one, two) = (post(b"1"), post(b"2"));
+    assert_eq!((one, two), (1, 2));
+    let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert!(!got.cancel_requested());
+    assert_eq!(b.cancel(one).unwrap(), Cancel::Requested);
+    assert!(got.cancel_requested());
+    got.cancelled().unwrap();
+    assert!(cancelled(&b, one));
+    assert!(!dir.path().join("B/cancel/00000000000000000001").exists());
+
+    let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!(got.id(), two);
+    assert_eq!(b.cancel(two).unwrap(), Cancel::Requested);
+    drop(got); // back to the queue, the request unseen
+    assert!(matches!(b.status(two).unwrap(), Status::Queued { .. }));
+    assert!(b.recv(Some(Duration::ZERO)).unwrap().is_none());
+    assert!(cancelled(&b, two));
+    assert!(!dir.path().join("B/cancel/00000000000000000002").exists());
+    assert_eq!(b.cancel(two).unwrap(), Cancel::Finished);
+    assert_eq!(b.cancel(3).unwrap(), Cancel::Unknown);
+
+    // A job that succeeds while asked to stop: a success, the request gone with it.
+    let three = post(b"3");
+    let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!(b.cancel(three).unwrap(), Cancel::Requested);
+    got.finish().unwrap();
+    assert!(matches!(b.status(three).unwrap(), Status::Finished(f) if f.how == Finish::Succeeded));
+    assert!(!dir.path().join("B/cancel/00000000000000000003").exists());
+}
+
+#[test]
+fn a_record_reads_back_as_written_and_anything_else_is_passed_over() {
+    let f = Finished {
+        how: Finish::Cancelled,
+        attempt: 2,
+        host: "box-1".into(),
+        pid: 42,
+        started: time(1_000_000),
+        ended: time(3_500_000),
+    };
+    assert_eq!(f.render(), "cancelled 2 box-1 42 1000000 3500000\n");
+    assert_eq!(Finished::parse(&f.render()), Some(f.clone()));
+    let ok = Finished {
+        how: Finish::Succeeded,
+        ..f
+    };
+    assert_eq!(Finished::parse(&ok.render()), Some(ok));
+    for bad in [
+        "",
+        "exit:1 1 h 1 1 1\n",
+        "exit:0 1 h 1 1\n",
+        "exit:0 1 h 1 1 1 1\n",
+        "exit:0 x h 1 1 1\n",
+        "exit:0 1 h\u{1b} 1 1 1\n",
+        "exit:0 1  1 1 1\n",
+    ] {
+        assert_eq!(Finished::parse(bad), None, "{bad:?}");
+    }
+}
