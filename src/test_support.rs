@@ -59,3 +59,38 @@ impl crate::msg::Report for Passed<'_> {
         self.0.push(entry.name.clone());
     }
 }
+
+/// Run `f` on a thread while this thread holds a `flock` of `mode` on the file at `path`,
+/// watching the kernel's lock table for a request waiting for it: with `until_asked`, the
+/// lock goes once one waits (`f` must ask for it), else once `f` has returned. What `f`
+/// returned, and whether a request was seen waiting.
+pub(crate) fn while_locked<T: Send + 'static>(
+    path: &std::path::Path,
+    mode: crate::platform::lock::Mode,
+    until_asked: bool,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> (T, bool) {
+    use std::os::unix::fs::MetadataExt as _;
+    let file = std::fs::File::open(path).unwrap();
+    assert!(crate::platform::lock::flock(&file, mode, true).unwrap());
+    let meta = file.metadata().unwrap();
+    let waiting = || crate::platform::procinfo::flock_waiters(meta.dev(), meta.ino()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(f()));
+    let start = std::time::Instant::now();
+    let mut asked = false;
+    loop {
+        asked = asked || waiting() > 0;
+        if asked && until_asked {
+            drop(file);
+            let got = rx.recv_timeout(std::time::Duration::from_secs(20));
+            return (got.expect("it never returned"), true);
+        }
+        if let Ok(got) = rx.try_recv() {
+            assert!(!until_asked, "it returned without asking for the lock");
+            return (got, asked);
+        }
+        assert!(start.elapsed().as_secs() < 20, "it never returned");
+        std::thread::yield_now();
+    }
+}

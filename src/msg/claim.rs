@@ -427,6 +427,7 @@ mod tests {
             tests::{next_text, post_texts, text},
         },
         platform::{lock, procinfo},
+        test_support::while_locked,
         wait::Deadline,
     };
 
@@ -565,31 +566,6 @@ mod tests {
         assert_eq!(passed, [shard_name(0)]);
     }
 
-    /// Run `f` on a thread while this thread holds `seq` shared (as a receiver's look does)
-    /// and watches the kernel's table for a request waiting for it; what `f` returned, and
-    /// whether a request was seen.
-    fn waits_for_seq<T: Send + 'static>(
-        path: &std::path::Path,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> (T, bool) {
-        use std::os::unix::fs::MetadataExt as _;
-        let seq = std::fs::File::open(path.join("seq")).unwrap();
-        assert!(lock::flock(&seq, lock::Mode::Shared, true).unwrap());
-        let meta = seq.metadata().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(f()));
-        let mut waited = false;
-        let start = std::time::Instant::now();
-        loop {
-            waited = waited || procinfo::flock_waiters(meta.dev(), meta.ino()).unwrap() > 0;
-            if let Ok(got) = rx.try_recv() {
-                return (got, waited);
-            }
-            assert!(start.elapsed() < Duration::from_secs(20), "never returned");
-            std::thread::yield_now();
-        }
-    }
-
     /// A receive moves the head (under the exclusive lock on `seq`) only past an empty shard
     /// at the head before the one posts go to: not past one holding an entry it passes over,
     /// nor past an empty one behind it, nor at the shard posts go to. Here another process
@@ -605,7 +581,7 @@ mod tests {
         assert_eq!(next_text(&b).as_deref(), Some("m0"));
         // The head's shard, the one posts go to, empty: nothing to move past.
         let waiter = b.clone();
-        let (got, waited) = waits_for_seq(&path, move || {
+        let (got, waited) = while_locked(&path.join("seq"), lock::Mode::Shared, false, move || {
             waiter
                 .recv(Some(Duration::from_millis(1500)))
                 .unwrap()
@@ -623,7 +599,7 @@ mod tests {
         std::fs::hard_link(&planted, dir.path().join("link")).unwrap();
         std::fs::write(path.join("seq"), "250\n").unwrap();
         post_texts(&b, 1..2);
-        let (got, waited) = waits_for_seq(&path, move || {
+        let (got, waited) = while_locked(&path.join("seq"), lock::Mode::Shared, false, move || {
             b.recv(Some(Duration::from_secs(10))).unwrap().map(text)
         });
         assert_eq!(got.as_deref(), Some("m1"));

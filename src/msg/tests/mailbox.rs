@@ -1,47 +1,10 @@
 //! Unit tests of the mailbox's own calls (`src/msg.rs`): the options a mailbox passes on, the
 //! modes of what it makes, the deadlines of its waits.
 
-use std::{os::unix::fs::PermissionsExt as _, path::Path};
+use std::os::unix::fs::PermissionsExt as _;
 
 use super::*;
-use crate::platform::lock;
-
-/// Hold `seq` exclusively (as a poster numbering does) while `f` runs on a thread: if `wait`,
-/// until a request for it waits in the kernel's table (`f` must ask for it), else until `f`
-/// has returned; what `f` returned.
-fn with_seq_held<T: Send + 'static>(
-    path: &Path,
-    wait: bool,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> T {
-    use std::os::unix::fs::MetadataExt as _;
-    let seq = std::fs::File::open(path.join("seq")).unwrap();
-    assert!(lock::flock(&seq, lock::Mode::Exclusive, true).unwrap());
-    let meta = seq.metadata().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tx.send(f()));
-    if wait {
-        let start = std::time::Instant::now();
-        while procinfo::flock_waiters(meta.dev(), meta.ino()).unwrap() == 0 {
-            let gone = rx.try_recv();
-            assert!(gone.is_err(), "it returned without waiting for seq");
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "nothing waited for seq"
-            );
-            std::thread::yield_now();
-        }
-        drop(seq);
-        return rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("it never returned");
-    }
-    let got = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("it never returned");
-    drop(seq);
-    got
-}
+use crate::{platform::lock, test_support::while_locked};
 
 /// The mode of the file a receiver's registration is, by the modes of the mailbox's
 /// directory, `recv` and `senders`: group read-write if one of them is group-writable, for
@@ -142,7 +105,7 @@ fn a_receive_ends_at_its_timeout_while_seq_is_held() {
     let b = Mailbox::new(&path);
     post_texts(&b, 0..1);
     let waiter = b.clone();
-    let got = with_seq_held(&path, false, move || {
+    let (got, _) = while_locked(&path.join("seq"), lock::Mode::Exclusive, false, move || {
         crate::test_support::within(Duration::from_secs(20), move || {
             waiter
                 .recv(Some(Duration::from_millis(100)))
@@ -164,7 +127,8 @@ fn a_message_dropped_goes_back_waiting_for_seq_past_the_receives_timeout() {
     let b = Mailbox::new(&path);
     post_texts(&b, 0..1);
     let held = b.recv(Some(Duration::ZERO)).unwrap().expect("queued");
-    with_seq_held(&path, true, move || drop(held));
+    let seq = path.join("seq");
+    while_locked(&seq, lock::Mode::Exclusive, true, move || drop(held));
     let again = b.recv(Some(Duration::ZERO)).unwrap().expect("back");
     assert_eq!(again.attempt(), 1, "it came back as a lost delivery");
 }
