@@ -30,6 +30,7 @@ fn a_registration_is_open_to_those_who_may_write_the_mailbox() {
         ([0o700, 0o700, 0o773], 0o666),
         ([0o770, 0o770, 0o700], 0o660),
         ([0o770, 0o700, 0o770], 0o660),
+        ([0o700, 0o770, 0o770], 0o660),
     ] {
         for (d, mode) in ["", "recv", "senders"].into_iter().zip(modes) {
             chmod(d, mode);
