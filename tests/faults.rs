@@ -769,3 +769,42 @@ fn a_dead_letter_that_cannot_be_put_back_is_an_error_and_stays() {
     out.code(74).stderr_has("cannot return message: I/O error");
     assert_eq!(std::fs::read_dir(t.join("B/dead")).unwrap().count(), 1);
 }
+
+/// A dead poster's batch whose payload cannot be queued (strace fails its rename into the
+/// shard with EIO) makes the receive an error, and the batch stays whole for the next; one
+/// another process queued first (ENOENT) is no error. (Mutants answered: every failure of
+/// that rename passed over, so that the payload was set aside with the batch's directory,
+/// or none.)
+#[test]
+fn a_dead_posters_batch_that_cannot_be_queued_stays_whole() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    t.fsync(["msg", "post", "B", "--data", "m0"]).run().code(0);
+    t.fsync(["msg", "recv", "B"]).run().code(0).stdout("m0");
+    // The poster died after its commit: number 2 handed out, its payload in `batches`.
+    let batch = t.join("B/batches/00000000000000000002.h-1-0.-.msg");
+    std::fs::create_dir_all(&batch).unwrap();
+    std::fs::write(batch.join("0"), "batched").unwrap();
+    std::fs::write(t.join("B/seq"), "2\n").unwrap();
+    let recv = |inject: &str| {
+        t.cmd("strace")
+            .args([
+                "-f",
+                "-qq",
+                "-o",
+                "/dev/null",
+                "-P",
+                "B/q/00000000000000000000",
+            ])
+            .args(["-e", "trace=renameat", "-e", inject])
+            .arg(crate::harness::fsync_bin())
+            .args(["msg", "recv", "-n", "B"])
+            .run()
+    };
+    recv("inject=renameat:error=EIO")
+        .code(74)
+        .stderr_has("cannot queue message");
+    assert!(batch.join("0").is_file(), "the payload left its batch");
+    // Taken for another process's move: no error, nothing queued by this receive.
+    recv("inject=renameat:error=ENOENT").code(75);
+}

@@ -282,6 +282,27 @@ fn next_record(input: &mut dyn io::BufRead, separator: u8, buf: &mut Vec<u8>) ->
     }
 }
 
+/// The payloads of committed batch `batch`, whose first message is `first`: their numbers
+/// in the batch, in order. Only files named in canonical decimal with a number in range are
+/// (a directory, or `01`, is no payload fsync wrote).
+fn payloads(batch: &Dir, first: &MessageName) -> io::Result<Vec<u64>> {
+    let mut files: Vec<u64> = (batch.entries()?.into_iter())
+        .filter(|(_, kind)| *kind != Some(Kind::Dir))
+        .filter_map(|(f, _)| f.parse::<u64>().ok().filter(|i| i.to_string() == f))
+        .filter(|&i| in_range(first.seq, i))
+        .collect();
+    files.sort_unstable();
+    Ok(files)
+}
+
+/// The name payload `i` of the batch whose first message is `first` is queued under.
+fn payload(first: &MessageName, i: u64) -> MessageName {
+    MessageName {
+        seq: first.seq + i,
+        ..first.clone()
+    }
+}
+
 /// Whether payload `i` of a batch whose first message is `first` has a number fsync hands out
 /// (a name planted in a batch's directory could overflow it).
 fn in_range(first: u64, i: u64) -> bool {
@@ -362,26 +383,16 @@ impl Layout {
         let Some(batch) = batches.open_sub(name)? else {
             return Ok(());
         };
-        let mut files: Vec<(u64, String)> = (batch.entries())
-            .map_err(|e| Error::io(batch.path(), "cannot list batch", e))?
-            .into_iter()
-            .filter_map(|(entry, kind)| {
-                let i = entry
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|_| kind != Some(Kind::Dir))?;
-                (i.to_string() == entry && in_range(first.seq, i)).then_some((i, entry))
-            })
-            .collect();
-        files.sort();
-        if let Some(&(i, _)) = files.first() {
-            self.lower_head(shard_of(first.seq + i))?;
+        let files = payloads(&batch, &first)
+            .map_err(|e| Error::io(batch.path(), "cannot list batch", e))?;
+        if let Some(&i) = files.first() {
+            self.lower_head(shard_of(payload(&first, i).seq))?;
         }
         // The shards, made first and their entries in `q` durable (`durable_home`), once.
         let mut shards: Vec<(u64, Dir)> = Vec::new();
         let mut home = false;
-        for &(i, _) in &files {
-            let at = shard_of(first.seq + i);
+        for &i in &files {
+            let at = shard_of(payload(&first, i).seq);
             if shards.last().is_some_and(|(s, _)| *s == at) {
                 continue;
             }
@@ -403,16 +414,13 @@ impl Layout {
             flush(&self.q)?;
         }
         let mut at = 0;
-        for (i, file) in &files {
-            let message = MessageName {
-                seq: first.seq + i,
-                ..first.clone()
-            };
+        for &i in &files {
+            let message = payload(&first, i);
             while shards[at].0 != shard_of(message.seq) {
                 at += 1;
             }
             let (dest, shard) = (message.render(), &shards[at].1);
-            match batch.rename(file, shard, &dest) {
+            match batch.rename(&i.to_string(), shard, &dest) {
                 Ok(()) => {}
                 // Another process rolled it forward first (not under the lock: none does).
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -487,20 +495,11 @@ pub(super) fn scan_batches(top: &Dir, each: &mut dyn FnMut(&Dir, String, Message
         let Ok(Some(batch)) = batches.open_sub(&name) else {
             continue;
         };
-        let Ok(files) = batch.entries() else {
+        let Ok(files) = payloads(&batch, &first) else {
             continue;
         };
-        let mut files: Vec<u64> = (files.into_iter())
-            .filter_map(|(f, _)| f.parse::<u64>().ok().filter(|i| i.to_string() == f))
-            .filter(|&i| in_range(first.seq, i))
-            .collect();
-        files.sort_unstable();
         for i in files {
-            let message = MessageName {
-                seq: first.seq + i,
-                ..first.clone()
-            };
-            each(&batch, i.to_string(), message);
+            each(&batch, i.to_string(), payload(&first, i));
         }
     }
 }
@@ -690,9 +689,9 @@ mod tests {
         assert_eq!(drain(&b), want);
     }
 
-    /// A dead poster's committed batch is queued by the next receiver: each payload under
-    /// its number (the batch's name's and on), in order, here across a shard's end. What is
-    /// no payload of it (a name not in canonical decimal, a directory, a name past the last
+    /// A dead poster's committed batch is listed as queued, and queued by the next receiver:
+    /// each payload under its number (the batch's name's and on), in order, here across a
+    /// shard's end. What is no payload of it (a name not in canonical decimal, a directory, a name past the last
     /// number) stays, with the batch's directory, moved out of the way into `tmp`.
     #[test]
     fn a_dead_posters_batch_is_queued_by_the_next_receiver() {
@@ -715,6 +714,10 @@ mod tests {
         }
         std::fs::write(batch.join((MAX_SEQ - 98).to_string()), "past").unwrap();
         std::fs::write(path.join("seq"), "101\n").unwrap();
+        let listed = b.list().unwrap().queued;
+        let mut ids: Vec<u64> = listed.iter().map(crate::msg::Queued::id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [1, 98, 99, 100, 101], "listed");
         let want = [(1, "m0"), (98, "p0"), (99, "p1"), (100, "p2"), (101, "p3")];
         let want: Vec<(u64, String)> = want.iter().map(|&(i, t)| (i, t.to_string())).collect();
         assert_eq!(drain(&b), want);
@@ -756,6 +759,31 @@ mod tests {
         std::fs::create_dir(q.join(crate::msg::shard_name(300))).unwrap();
         std::fs::write(path.join("seq"), "299\n").unwrap();
         assert!(flushed_q(&["300"]), "a shard found empty");
+    }
+
+    /// A dead poster's batch rolled forward into a shard it makes and then one that holds
+    /// messages posted since flushes `q`, for the shard it made. (Mutant answered: the
+    /// second shard's look undoing the first's answer.)
+    #[test]
+    fn a_batch_rolled_into_a_new_shard_then_a_full_one_flushes_q() {
+        let (_dir, path, b) = mailbox();
+        post_texts(&b, 0..1);
+        std::fs::write(path.join("seq"), "201\n").unwrap();
+        post_texts(&b, 1..2); // 202, in shard 200
+        let first = MessageName {
+            seq: 198,
+            ..MessageName::new_message(uniq(), None, false)
+        };
+        let batch = path.join("batches").join(first.render());
+        std::fs::create_dir_all(&batch).unwrap();
+        for (file, text) in [("0", "p0"), ("1", "p1"), ("2", "p2")] {
+            std::fs::write(batch.join(file), text).unwrap();
+        }
+        crate::msg::post::FLUSHED.with_borrow_mut(Vec::clear);
+        let got = drain(&b);
+        assert!(crate::msg::post::FLUSHED.take().contains(&path.join("q")));
+        let ids: Vec<u64> = got.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, [1, 198, 199, 200, 202]);
     }
 
     /// A poster clears away dead posters' staging directories: nobody holds them and they
