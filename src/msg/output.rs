@@ -687,6 +687,39 @@ mod tests {
         assert!(matches!(queued, Ok(Outcome::TimedOut)), "{queued:?}");
     }
 
+    /// The same attempt's output compacted past the limit (a new file, its tail, `FROM` past
+    /// what was handed on): the follower says how much it missed, then goes on. (Mutant
+    /// answered: what was missed counted from the start.)
+    #[test]
+    fn a_follower_says_what_a_compaction_left_out() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("B");
+        let b = Mailbox::new(&path);
+        b.post(&mut &b"x"[..]).unwrap();
+        let _running = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+        put_output(&path, "fsync-output 1 0\nfirst");
+        let mut got = Vec::new();
+        let followed = b.follow_output(1, Some(Duration::from_secs(20)), |p| {
+            let p = Got::from(p);
+            if p == Got::Bytes("first".into()) {
+                put_output(&path, "fsync-output 1 8\nxyz");
+            }
+            let go_on = p != Got::Bytes("xyz".into());
+            got.push(p);
+            go_on
+        });
+        assert!(
+            matches!(followed, Ok(Outcome::Acquired(()))),
+            "{followed:?}"
+        );
+        let want = [
+            Got::Bytes("first".into()),
+            Got::LeftOut(3),
+            Got::Bytes("xyz".into()),
+        ];
+        assert_eq!(got, want);
+    }
+
     /// A follower that has handed on the output there is and sleeps switches to the file
     /// a new attempt puts in its place, and stops when told at the new attempt's start.
     /// (Mutants answered: a replaced file taken for the same and the same for a replaced one,
