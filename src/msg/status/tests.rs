@@ -178,3 +178,23 @@ fn a_record_reads_back_as_written_and_anything_else_is_passed_over() {
         assert_eq!(Finished::parse(bad), None, "{bad:?}");
     }
 }
+
+/// A delayed job's status is its own, among other delayed ones. (Mutant answered: another's
+/// taken for it.)
+#[test]
+fn a_delayed_jobs_status_is_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("B"));
+    let later = |hours: u64| SystemTime::now() + Duration::from_hours(hours);
+    for hours in [1, 2] {
+        let posted = b
+            .clone()
+            .delay(Duration::from_hours(hours))
+            .post(&mut &b"x"[..]);
+        assert_eq!(posted.unwrap(), hours);
+    }
+    let Status::Delayed { until, .. } = b.status(2).unwrap() else {
+        panic!("not delayed");
+    };
+    assert!(until > later(1) && until <= later(2), "{until:?}");
+}
