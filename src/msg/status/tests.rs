@@ -198,3 +198,15 @@ fn a_delayed_jobs_status_is_its_own() {
     };
     assert!(until > later(1) && until <= later(2), "{until:?}");
 }
+
+/// A running job asked to stop twice: the second request finds the first, which stands.
+/// (Mutant answered: the request there taken for a failure.)
+#[test]
+fn a_running_job_asked_to_stop_twice_is_asked_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("B"));
+    b.post(&mut &b"x"[..]).unwrap();
+    let _running = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    assert_eq!(b.cancel(1).unwrap(), Cancel::Requested);
+    assert_eq!(b.cancel(1).unwrap(), Cancel::Requested);
+}
