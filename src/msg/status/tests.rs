@@ -210,3 +210,27 @@ fn a_running_job_asked_to_stop_twice_is_asked_once() {
     assert_eq!(b.cancel(1).unwrap(), Cancel::Requested);
     assert_eq!(b.cancel(1).unwrap(), Cancel::Requested);
 }
+
+/// Cancelling the later of two delayed jobs takes that one, though the other is found
+/// first, and leaves the other delayed. (Mutants answered: the first found taken whatever
+/// its id.)
+#[test]
+fn cancelling_a_delayed_job_takes_that_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("B"));
+    for hours in [1, 2] {
+        let _ = b
+            .clone()
+            .delay(Duration::from_hours(hours))
+            .post(&mut &b"x"[..]);
+    }
+    assert_eq!(b.cancel(2).unwrap(), Cancel::Removed);
+    assert!(cancelled(&b, 2));
+    let status = b.status(1).unwrap();
+    assert!(matches!(status, Status::Delayed { .. }), "{status:?}");
+    // One no longer delayed (a receiver moved it meanwhile): nothing taken.
+    let l = b.layout().unwrap();
+    let taken = l.take_delayed(7, "r", Duration::from_millis(10)).unwrap();
+    assert!(taken.is_none(), "{taken:?}");
+    assert!(matches!(b.status(1).unwrap(), Status::Delayed { .. }));
+}
