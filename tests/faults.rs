@@ -808,3 +808,57 @@ fn a_dead_posters_batch_that_cannot_be_queued_stays_whole() {
     // Taken for another process's move: no error, nothing queued by this receive.
     recv("inject=renameat:error=ENOENT").code(75);
 }
+
+/// `msg cancel` meets the two failures a cancel can: the take of a queued message into
+/// `claimed` finding it gone (ENOENT: a receiver took it first, so it looks again, and here
+/// takes it then) or failing (EIO: an error naming it); the request to a running job's
+/// worker failing (EIO on `B/cancel`: an error, not "requested"). strace plays each.
+/// (Mutants answered: a failed take taken for a moved message or the reverse; a failed
+/// request taken for one made already.)
+#[test]
+fn a_cancel_whose_take_or_request_fails_says_so() {
+    require("strace", "strace");
+    let t = TestDir::new();
+    let cancel = |path: &str, inject: &str, id: &str| {
+        t.cmd("strace")
+            .args([
+                "-f",
+                "-qq",
+                "-o",
+                "/dev/null",
+                "-P",
+                path,
+                "-e",
+                "trace=renameat,openat",
+            ])
+            .args(["-e", inject])
+            .arg(crate::harness::fsync_bin())
+            .args(["msg", "cancel", "B", id])
+            .run()
+    };
+    t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
+    cancel("B/claimed", "inject=renameat:error=ENOENT:when=1", "1")
+        .code(0)
+        .stdout_has("1 cancelled");
+    t.fsync(["msg", "post", "B", "--data", "y"]).run().code(0);
+    cancel("B/claimed", "inject=renameat:error=EIO", "2")
+        .code(74)
+        .stderr_has("cannot cancel message: I/O error");
+    let mut job = t
+        .fsync([
+            "msg",
+            "recv",
+            "B",
+            "--",
+            "sh",
+            "-c",
+            "echo running; exec sleep 60",
+        ])
+        .own_process_group()
+        .start();
+    job.expect("running");
+    cancel("B/cancel", "inject=openat:error=EIO", "2")
+        .code(74)
+        .stderr_has("cannot request cancel: I/O error");
+    let _ = job.kill_process_group();
+}
