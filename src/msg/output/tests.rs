@@ -192,6 +192,26 @@ fn a_follower_says_what_a_compaction_left_out() {
     assert_eq!(got, want);
 }
 
+/// Run `then` on a thread once this thread has set `drained` and sleeps (after five seconds
+/// at the latest, so that a thread that never sleeps fails its test instead of hanging it).
+fn once_asleep(
+    drained: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    then: impl FnOnce() + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    let tid = nix::unistd::gettid().as_raw();
+    let drained = drained.clone();
+    std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        let asleep = || {
+            drained.load(std::sync::atomic::Ordering::SeqCst) && crate::test_support::sleeping(tid)
+        };
+        while !asleep() && start.elapsed().as_secs() < 5 {
+            std::thread::yield_now();
+        }
+        then();
+    })
+}
+
 /// A follower that has handed on the output there is and sleeps switches to the file
 /// a new attempt puts in its place, and stops when told at the new attempt's start.
 /// (Mutants answered: a replaced file taken for the same and the same for a replaced one,
@@ -206,15 +226,9 @@ fn a_sleeping_follower_moves_to_a_new_attempts_file() {
     let _running = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
     put_output(&path, "fsync-output 1 0\nfirst");
     let drained = std::sync::Arc::new(AtomicBool::new(false));
-    let tid = nix::unistd::gettid().as_raw();
     let writer = {
-        let (drained, path) = (drained.clone(), path.clone());
-        std::thread::spawn(move || {
-            let start = std::time::Instant::now();
-            let asleep = || drained.load(Ordering::SeqCst) && crate::test_support::sleeping(tid);
-            while !asleep() && start.elapsed().as_secs() < 5 {
-                std::thread::yield_now();
-            }
+        let path = path.clone();
+        once_asleep(&drained, move || {
             put_output(&path, "fsync-output 2 0\nsecond");
         })
     };
@@ -308,15 +322,9 @@ fn a_follower_sleeps_while_the_job_runs_and_ends_with_it() {
     put_output(&path, "fsync-output 1 0\nout");
     let finished = std::sync::Arc::new(AtomicBool::new(false));
     let drained = std::sync::Arc::new(AtomicBool::new(false));
-    let tid = nix::unistd::gettid().as_raw();
     let ender = {
-        let (finished, drained) = (finished.clone(), drained.clone());
-        std::thread::spawn(move || {
-            let start = std::time::Instant::now();
-            let asleep = || drained.load(Ordering::SeqCst) && crate::test_support::sleeping(tid);
-            while !asleep() && start.elapsed().as_secs() < 5 {
-                std::thread::yield_now();
-            }
+        let finished = finished.clone();
+        once_asleep(&drained, move || {
             finished.store(true, Ordering::SeqCst);
             running.finish().unwrap();
         })

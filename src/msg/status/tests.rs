@@ -38,11 +38,9 @@ fn a_cancellation_is_recorded_where_no_record_is_kept() {
     assert!(cancelled(&b, 1));
 }
 
-/// A record left by a delivery a crash undid (the job then queued again) is replaced by
-/// the job's next end, here its cancellation. (Mutant answered: the record there taken for
-/// a failure to record.)
-#[test]
-fn a_record_from_a_delivery_undone_is_replaced() {
+/// A mailbox `B` where job 1 succeeded and job 2 is queued with a record of its own already:
+/// a copy of job 1's, as a delivery a crash undid after its record was made leaves one.
+fn job_2_with_job_1s_record() -> (tempfile::TempDir, std::path::PathBuf, Mailbox) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("B");
     let b = Mailbox::new(&path);
@@ -56,6 +54,15 @@ fn a_record_from_a_delivery_undone_is_replaced() {
         .unwrap();
     let done = path.join("done").join(crate::msg::shard_name(0));
     std::fs::copy(done.join(record_name(1)), done.join(record_name(2))).unwrap();
+    (dir, path, b)
+}
+
+/// A record left by a delivery a crash undid (the job then queued again) is replaced by
+/// the job's next end, here its cancellation. (Mutant answered: the record there taken for
+/// a failure to record.)
+#[test]
+fn a_record_from_a_delivery_undone_is_replaced() {
+    let (_dir, _, b) = job_2_with_job_1s_record();
     assert_eq!(b.cancel(2).unwrap(), Cancel::Removed);
     assert!(cancelled(&b, 2));
 }
@@ -65,19 +72,7 @@ fn a_record_from_a_delivery_undone_is_replaced() {
 /// dead, not finished. (Mutant answered: the record left, which status reads first.)
 #[test]
 fn a_lost_delivery_taken_again_forgets_an_earlier_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("B");
-    let b = Mailbox::new(&path);
-    for data in [&b"1"[..], b"2"] {
-        b.post(&mut &data[..]).unwrap();
-    }
-    b.recv(Some(Duration::ZERO))
-        .unwrap()
-        .unwrap()
-        .finish()
-        .unwrap();
-    let done = path.join("done").join(crate::msg::shard_name(0));
-    std::fs::copy(done.join(record_name(1)), done.join(record_name(2))).unwrap();
+    let (_dir, path, b) = job_2_with_job_1s_record();
     let shard = path.join("q").join(crate::msg::shard_name(0));
     let queued = crate::test_support::listing(&shard).pop().unwrap();
     let lost = MessageName::parse(&queued)
