@@ -715,23 +715,8 @@ fn a_kept_output_read_interrupted_is_made_again_and_one_failing_is_an_error() {
     .run()
     .code(0);
     let file = "B/output/00000000000000000000/00000000000000000001";
-    let log = |inject: &str| {
-        t.cmd("strace")
-            .args([
-                "-f",
-                "-qq",
-                "-o",
-                "/dev/null",
-                "-P",
-                file,
-                "-e",
-                "trace=pread64",
-            ])
-            .args(["-e", inject])
-            .arg(crate::harness::fsync_bin())
-            .args(["msg", "log", "B", "1"])
-            .run()
-    };
+    let log =
+        |inject: &str| t.fsync_under_strace(file, "pread64", inject, &["msg", "log", "B", "1"]);
     log("inject=pread64:error=EINTR:when=1")
         .code(0)
         .stdout("hello\n");
@@ -750,22 +735,8 @@ fn a_dead_letter_that_cannot_be_put_back_is_an_error_and_stays() {
     t.fsync(["msg", "recv", "--retries", "0", "B", "--", "false"])
         .run()
         .code(1);
-    let out = t
-        .cmd("strace")
-        .args([
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-P",
-            "B/dead",
-            "-e",
-            "trace=renameat",
-        ])
-        .args(["-e", "inject=renameat:error=EIO"])
-        .arg(crate::harness::fsync_bin())
-        .args(["msg", "retry", "B"])
-        .run();
+    let retry = ["msg", "retry", "B"];
+    let out = t.fsync_under_strace("B/dead", "renameat", "inject=renameat:error=EIO", &retry);
     out.code(74).stderr_has("cannot return message: I/O error");
     assert_eq!(std::fs::read_dir(t.join("B/dead")).unwrap().count(), 1);
 }
@@ -787,19 +758,8 @@ fn a_dead_posters_batch_that_cannot_be_queued_stays_whole() {
     std::fs::write(batch.join("0"), "batched").unwrap();
     std::fs::write(t.join("B/seq"), "2\n").unwrap();
     let recv = |inject: &str| {
-        t.cmd("strace")
-            .args([
-                "-f",
-                "-qq",
-                "-o",
-                "/dev/null",
-                "-P",
-                "B/q/00000000000000000000",
-            ])
-            .args(["-e", "trace=renameat", "-e", inject])
-            .arg(crate::harness::fsync_bin())
-            .args(["msg", "recv", "-n", "B"])
-            .run()
+        let shard = "B/q/00000000000000000000";
+        t.fsync_under_strace(shard, "renameat", inject, &["msg", "recv", "-n", "B"])
     };
     recv("inject=renameat:error=EIO")
         .code(74)
@@ -820,21 +780,8 @@ fn a_cancel_whose_take_or_request_fails_says_so() {
     require("strace", "strace");
     let t = TestDir::new();
     let cancel = |path: &str, inject: &str, id: &str| {
-        t.cmd("strace")
-            .args([
-                "-f",
-                "-qq",
-                "-o",
-                "/dev/null",
-                "-P",
-                path,
-                "-e",
-                "trace=renameat,openat",
-            ])
-            .args(["-e", inject])
-            .arg(crate::harness::fsync_bin())
-            .args(["msg", "cancel", "B", id])
-            .run()
+        let calls = "renameat,openat";
+        t.fsync_under_strace(path, calls, inject, &["msg", "cancel", "B", id])
     };
     t.fsync(["msg", "post", "B", "--data", "x"]).run().code(0);
     cancel("B/claimed", "inject=renameat:error=ENOENT:when=1", "1")

@@ -3772,22 +3772,12 @@ fn a_failed_write_of_seq_or_the_head_is_explained_as_it_happened() {
     t.sh("chmod 0770 B && chown nobody B/seq && chmod 0600 B/seq")
         .run()
         .code(0);
-    let out = t
-        .cmd("strace")
-        .args([
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-P",
-            "B/seq",
-            "-e",
-            "trace=pwrite64",
-        ])
-        .args(["-e", "inject=pwrite64:error=ENOSPC"])
-        .arg(fsync_bin())
-        .args(["msg", "post", "B", "--data", "y"])
-        .run();
+    let out = t.fsync_under_strace(
+        "B/seq",
+        "pwrite64",
+        "inject=pwrite64:error=ENOSPC",
+        &["msg", "post", "B", "--data", "y"],
+    );
     out.code(74)
         .stderr_has("B/seq: cannot write: no space left on device");
     // The head, opened read-only (strace answers EBADF to its write, which a receive makes
@@ -3797,22 +3787,12 @@ fn a_failed_write_of_seq_or_the_head_is_explained_as_it_happened() {
         .run()
         .code(0);
     t.fsync(["msg", "post", "B", "--data", "z"]).run().code(0);
-    let out = t
-        .cmd("strace")
-        .args([
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-P",
-            "B/head",
-            "-e",
-            "trace=pwrite64",
-        ])
-        .args(["-e", "inject=pwrite64:error=EBADF"])
-        .arg(fsync_bin())
-        .args(["msg", "recv", "B"])
-        .run();
+    let out = t.fsync_under_strace(
+        "B/head",
+        "pwrite64",
+        "inject=pwrite64:error=EBADF",
+        &["msg", "recv", "B"],
+    );
     out.code(77)
         .stderr_has("B/head: cannot write: permission denied (its mode 0600 is from before");
 }

@@ -120,6 +120,30 @@ impl TestDir {
     }
 
     /// `fsync ARGS...`, run in this directory.
+    /// `fsync ARGS` run under strace, which answers `inject` (`-e inject=...`) to the calls
+    /// of `calls` (`-e trace=...`) that touch `path` (`-P`: its name, or a descriptor of it).
+    /// Run it and check the output, less strace's note on where a relative path leads.
+    pub(crate) fn fsync_under_strace(
+        &self,
+        path: &str,
+        calls: &str,
+        inject: &str,
+        args: &[&str],
+    ) -> Output {
+        let mut out = self
+            .cmd("strace")
+            .args(["-f", "-qq", "-o", "/dev/null", "-P", path])
+            .args(["-e", &format!("trace={calls}"), "-e", inject])
+            .arg(fsync_bin())
+            .args(args)
+            .run();
+        out.stderr = (out.stderr.lines())
+            .filter(|l| !l.starts_with("strace: Requested path"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        out
+    }
+
     pub(crate) fn fsync<I, S>(&self, args: I) -> Cmd
     where
         I: IntoIterator<Item = S>,
