@@ -379,3 +379,50 @@ fn output_is_kept_read_and_pruned_by_shard() {
     assert!(other.exists());
     b.prune_output(0).unwrap(); // gone already: nothing to do
 }
+
+/// Two pruners of one shard at once both succeed: the one that finds the shard gone by the
+/// time it removes it (the other removed it since it looked) has nothing left to do. The
+/// race is run many times, the pruners let go together. (Mutant answered: that removal's
+/// failure reported.)
+#[test]
+fn two_pruners_of_one_shard_at_once_both_succeed() {
+    use std::sync::{Arc, Barrier};
+    let t = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(t.path().join("B"));
+    crate::msg::tests::post_texts(&b, 0..1);
+    let shard = t.path().join("B/output").join(shard_name(0));
+    let go = Arc::new(Barrier::new(3));
+    let pruners: Vec<_> = (0..2)
+        .map(|_| {
+            let (b, go) = (b.clone(), go.clone());
+            std::thread::spawn(move || {
+                (0..300)
+                    .map(|_| {
+                        go.wait();
+                        let pruned = b.prune_output(0).map_err(|e| e.to_string());
+                        go.wait();
+                        pruned
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for _ in 0..300 {
+        std::fs::create_dir_all(&shard).unwrap();
+        for n in 1..64 {
+            std::fs::write(shard.join(file_name(n)), "").unwrap();
+        }
+        go.wait();
+        go.wait();
+        assert!(!shard.exists());
+    }
+    for pruner in pruners {
+        let failed: Vec<_> = pruner
+            .join()
+            .unwrap()
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+        assert_eq!(failed, Vec::<String>::new());
+    }
+}
