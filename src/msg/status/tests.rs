@@ -229,3 +229,52 @@ fn cancelling_a_delayed_job_takes_that_one() {
     assert!(taken.is_none(), "{taken:?}");
     assert!(matches!(b.status(1).unwrap(), Status::Delayed { .. }));
 }
+
+/// A wait in a mailbox without `claimed` (removed here; made by hand elsewhere) watches the
+/// mailbox's directory and looks again every poll: a job taken meanwhile makes `claimed`
+/// again, and its end, which changes nothing in the mailbox's directory, is seen by the
+/// next poll (not a second later, by the look each second's progress report makes). (Mutant
+/// answered: no polls there on a local file system.)
+#[test]
+fn a_wait_where_claimed_is_missing_sees_a_job_finish_by_polling() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("B");
+    let b = Mailbox::new(&path).poll_interval(Duration::from_millis(10));
+    for data in [&b"1"[..], b"2"] {
+        b.post(&mut &data[..]).unwrap();
+    }
+    let one = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    one.finish().unwrap(); // `done` and its shard made
+    std::fs::remove_dir(path.join("claimed")).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = {
+        let b = b.clone();
+        std::thread::spawn(move || {
+            let blocking = move |_| drop(tx.send(nix::unistd::gettid().as_raw()));
+            b.wait_finished(&[2], Some(Duration::from_secs(20)), blocking)
+        })
+    };
+    let tid = rx.recv().unwrap();
+    let two = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    // `claimed` made again: the waiter wakes, sees job 2 running, and sleeps again.
+    let start = std::time::Instant::now();
+    while !crate::test_support::sleeping(tid) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never slept again"
+        );
+        std::thread::yield_now();
+    }
+    two.finish().unwrap();
+    let finished = std::time::Instant::now();
+    match waiter.join().unwrap().unwrap() {
+        wait::Outcome::Acquired(all) => assert!(all[0].is_finished(), "{:?}", all[0]),
+        other => panic!("the end of job 2 was not seen: {other:?}"),
+    }
+    // Seen by a poll, not by the look the wait's progress makes once a second.
+    assert!(
+        finished.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        finished.elapsed()
+    );
+}
