@@ -647,6 +647,8 @@ impl Mailbox {
                 Status::Finished(_) | Status::Dead { .. } => return Ok(Cancel::Finished),
                 Status::Running { .. } => {
                     l.request_cancel(id)?;
+                    #[cfg(test)]
+                    AFTER_REQUEST.with_borrow_mut(|then| then.take().map(|then| then()));
                     // Put back meanwhile (its job failed before the request): look again.
                     match l.find(id, self.poll)? {
                         Status::Queued { .. } | Status::Delayed { .. } => continue,
@@ -748,6 +750,14 @@ impl Layout {
             Err(e) => Err(Error::io(&dir.join(entry), "cannot cancel message", e)),
         }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// What a test does in [`Mailbox::cancel`] once the request to stop a running job is
+    /// made, once: the job put back meanwhile, say.
+    pub(super) static AFTER_REQUEST: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 #[cfg(test)]

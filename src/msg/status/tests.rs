@@ -278,3 +278,22 @@ fn a_wait_where_claimed_is_missing_sees_a_job_finish_by_polling() {
         finished.elapsed()
     );
 }
+
+/// A running job put back in the queue between the request to stop it and the look after
+/// (its job failed first) is taken out of the queue and recorded cancelled there and then:
+/// the canceller is told it was removed, not that it was asked to stop. (Mutant answered:
+/// the look after the request ignored.)
+#[test]
+fn a_job_put_back_while_asked_to_stop_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Mailbox::new(dir.path().join("B"));
+    b.post(&mut &b"1"[..]).unwrap();
+    let got = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
+    AFTER_REQUEST.with_borrow_mut(|then| *then = Some(Box::new(move || drop(got))));
+    assert_eq!(b.cancel(1).unwrap(), Cancel::Removed);
+    assert!(cancelled(&b, 1));
+    assert!(
+        AFTER_REQUEST.with_borrow(Option::is_none),
+        "never asked to stop"
+    );
+}
