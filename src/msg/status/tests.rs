@@ -250,7 +250,9 @@ fn a_wait_where_claimed_is_missing_sees_a_job_finish_by_polling() {
     let waiter = {
         let b = b.clone();
         std::thread::spawn(move || {
-            let blocking = move |_| drop(tx.send(nix::unistd::gettid().as_raw()));
+            let blocking = move |_| {
+                let _ = tx.send(nix::unistd::gettid().as_raw());
+            };
             b.wait_finished(&[2], Some(Duration::from_secs(20)), blocking)
         })
     };
