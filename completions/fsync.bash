@@ -2614,7 +2614,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__recv)
-            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --backoff --job-timeout --grace --keep --output --output-limit --help --version"
+            opts="-w -t -n -E -v -h -V --wait --timeout --nonblock --nb --nonblocking --no-wait --conflict-exit-code --poll --verbose --retries --backoff --job-timeout --grace --on-lost --lease --keep --output --output-limit --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2661,6 +2661,14 @@ _fsync() {
                     return 0
                     ;;
                 --grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --lease)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2872,7 +2880,7 @@ _fsync() {
             return 0
             ;;
         fsync__subcmd__msg__subcmd__work)
-            opts="-j -v -h -V --jobs --until-empty --retries --backoff --job-timeout --grace --keep --poll --verbose --output --output-limit --help --version"
+            opts="-j -v -h -V --jobs --until-empty --retries --backoff --job-timeout --grace --on-lost --lease --keep --poll --verbose --output --output-limit --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2899,6 +2907,14 @@ _fsync() {
                     return 0
                     ;;
                 --grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-lost)
+                    COMPREPLY=($(compgen -W "term kill ignore" -- "${cur}"))
+                    return 0
+                    ;;
+                --lease)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -631,6 +631,7 @@ impl Mailbox {
         };
         let rid = uniq();
         let me = Registration::create_spared(&l.recv, &rid, l.registration_mode())?;
+        let locked = std::time::Instant::now();
         // Receivers killed (SIGKILL) leave their registrations: clear them away now.
         Registration::reap_dead(&l.recv);
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -685,6 +686,7 @@ impl Mailbox {
                             output: (self.output, self.mode),
                             done: false,
                             me: me.take().expect("once"),
+                            locked,
                         })));
                     }
                     Outcome::Acquired(None)

@@ -765,8 +765,8 @@ impl Cut {
     }
 }
 
-/// Cut host a's link while it holds a lock, a group membership and a bus name, each with a
-/// command running under it: see [`cut_off_holders`]. Named to run last (tests run in name
+/// Cut host a's link while it holds a lock, a group membership, a bus name and a job, each
+/// with a command running under it: see [`cut_off_holders`]. Named to run last (tests run in name
 /// order with one thread), since the cut unmounts host a.
 #[test]
 #[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
@@ -989,10 +989,11 @@ impl Drop for Healed {
     }
 }
 
-/// Cut host a off while it holds a lock, a group membership and a bus name, each with a command
-/// running under it: each command stops before the server gives what it held to the other host
-/// (the lease), measured by the timestamps the commands on both hosts write locally; once the
-/// link is back, each fsync on host a reports the loss (exit 76).
+/// Cut host a off while it holds a lock, a group membership, a bus name and a job's claim on
+/// its message, each with a command running under it: each command stops before the server
+/// gives what it held to the other host (the lease), measured by the timestamps the commands on
+/// both hosts write locally (host b's job is the same message, delivered again: never run
+/// twice at once); once the link is back, each fsync on host a reports the loss (exit 76).
 fn cut_off_holders(how: Cut) {
     let (a, b, t) = bed("loss");
     let bed = Bed::current();
@@ -1000,10 +1001,15 @@ fn cut_off_holders(how: Cut) {
     // What host a runs under each.
     let ticking = |log: &str| ticking(&t.join(log));
     // No --lease: the default must stop each command before the server gives its lock away.
+    // A job's claim too: its message would be delivered again, and run twice at once.
+    t.fsync(["msg", "post", &s(&a, "JOBS"), "--data", "x"])
+        .run()
+        .code(0);
     let mut holders = [
         ("mutex", vec!["mutex", "run"], s(&a, "L")),
         ("group", vec!["group", "join"], s(&a, "G")),
         ("bus", vec!["bus", "connect", "--hold"], s(&a, "BUS")),
+        ("job", vec!["msg", "recv"], s(&a, "JOBS")),
     ]
     .map(|(what, verb, path)| {
         let mut args: Vec<String> = verb.iter().map(std::string::ToString::to_string).collect();
@@ -1035,6 +1041,10 @@ fn cut_off_holders(how: Cut) {
         .fsync(["mutex", "run", "-t", bed.server_timeout, &s(&b, "L")])
         .args(["--", "sh", "-c", &stamp("mutex")])
         .start();
+    let other_job = t
+        .fsync(["msg", "recv", "-t", bed.server_timeout, &s(&b, "JOBS")])
+        .args(["--", "sh", "-c", &stamp("job")])
+        .start();
     let other_group = t
         .sh(&format!(
             "\"$FSYNC\" group wait-empty -t {} {} && {}",
@@ -1065,7 +1075,11 @@ fn cut_off_holders(how: Cut) {
     }
     // Each waits at most the server's timeout itself (-t), and fails with 75 past it.
     let margin = std::time::Duration::from_secs(secs + 30);
-    for (what, mut other) in [("lock", other_mutex), ("empty group", other_group)] {
+    for (what, mut other) in [
+        ("lock", other_mutex),
+        ("empty group", other_group),
+        ("job", other_job),
+    ] {
         let status = other.wait_exit_within(margin);
         if status.code() != Some(0) {
             let said = other.finish();
@@ -1183,5 +1197,9 @@ fn the_nemesis_checker_finds_each_violation_of_a_made_up_history() {
     let t = TestDir::new();
     let out = t.cmd("python3").args([check, "--self-test"]).run();
     out.code(0);
-    assert_eq!(out.stdout, "self-test: 8 of 8 cases right\n", "{}", out.stderr);
+    assert_eq!(
+        out.stdout, "self-test: 8 of 8 cases right\n",
+        "{}",
+        out.stderr
+    );
 }

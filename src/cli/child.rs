@@ -201,6 +201,9 @@ pub(super) struct Watch {
     grace: std::time::Duration,
     /// Say on stderr when the lease changes (`-v`).
     verbose: bool,
+    /// Signal the command's process group, not the command alone: a job, which leads a group
+    /// of its own, with all it started.
+    group: bool,
 }
 
 // The `--on-lost` and `--lease` options of the verbs that run a command under a lock. (No doc
@@ -271,6 +274,7 @@ impl LossArgs {
             what: lock.shown().to_string(),
             grace: default.grace(lease),
             verbose,
+            group: false,
         };
         if watch.since.elapsed() > (lease / 2).max(std::time::Duration::from_secs(1)) {
             let asked = std::time::Instant::now();
@@ -290,8 +294,16 @@ impl LossArgs {
 }
 
 impl Watch {
+    /// The same, stopping the command's whole process group on a loss (a job's).
+    pub(super) fn of_group(self) -> Watch {
+        Watch {
+            group: true,
+            ..self
+        }
+    }
+
     /// The lease on `check`'s lock, from the time the lock was last known to be ours.
-    fn lease<'g>(&self, check: fsync::LossCheck<'g>) -> fsync::Lease<'g> {
+    pub(super) fn lease<'g>(&self, check: fsync::LossCheck<'g>) -> fsync::Lease<'g> {
         let check = check.confirmed_at(self.since);
         match self.follow {
             true => check.lease_following_mount(self.every, self.lease),
@@ -310,21 +322,36 @@ impl Watch {
                 return false;
             }
             OnLost::Term => {
-                child.signal(libc::SIGTERM);
+                self.signal(child, libc::SIGTERM);
                 if !pidfd.exited_within(self.grace) {
-                    child.signal(libc::SIGKILL);
+                    self.signal(child, libc::SIGKILL);
                 }
             }
-            OnLost::Kill => child.signal(libc::SIGKILL),
+            OnLost::Kill => self.signal(child, libc::SIGKILL),
+        }
+        if self.group {
+            // What the job started may outlive it, with the claim's descriptor.
+            child.signal_group(libc::SIGKILL);
         }
         true
+    }
+
+    fn signal(&self, child: &Running, sig: i32) {
+        match self.group {
+            true => {
+                child.signal_group(sig);
+                // A stopped job continues, to die of it.
+                child.signal_group(libc::SIGCONT);
+            }
+            false => child.signal(sig),
+        }
     }
 }
 
 /// Until the child exits (seen on a pidfd, so no exit is noticed late), look every
 /// `watch.every` at what the lease's thread found; on a loss say so and act. Returns whether the
 /// lock was lost and the command stopped for it.
-fn watch_lock(child: &Running, watch: &Watch, lease: &fsync::Lease<'_>) -> bool {
+pub(super) fn watch_lock(child: &Running, watch: &Watch, lease: &fsync::Lease<'_>) -> bool {
     let Some(pidfd) = child.exit_watch() else {
         return false; // an old kernel: no checking, as on a local file system
     };

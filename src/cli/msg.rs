@@ -720,8 +720,16 @@ fn run_job(
         ],
     };
     // The job holds the claim as we do: killed alone, we leave it to the job (module docs).
-    let (grace, timeout) = (limits.grace, limits.job_timeout);
-    let (exit, stopped) = kill::run_watched(&mut msg, &job, argv, forwarded, timeout, grace)?;
+    let (exit, stopped) = kill::run_watched(&mut msg, &job, argv, forwarded, limits, mailbox)?;
+    if stopped == Some(kill::Stopped::Lost) {
+        // No longer ours, perhaps: what becomes of it is the next receiver's to say.
+        drop(msg);
+        say(format!(
+            "message {id} of {place}: the claim on it was lost, the job stopped; the next \
+             receiver takes it"
+        ));
+        return Ok((exit, false));
+    }
     // Asked to be cancelled: not retried, even if it failed of something else meanwhile.
     if stopped == Some(kill::Stopped::Cancelled) || (exit != Exit::OK && msg.cancel_requested()) {
         msg.cancelled()?;

@@ -201,6 +201,11 @@ impl Registration {
         Ok(())
     }
 
+    /// Its file, while it has one: the lock on it says its owner lives.
+    pub(crate) fn file(&self) -> Option<&File> {
+        self.file.as_ref()
+    }
+
     /// Its descriptor, to be left open in a child that holds it too
     /// ([`crate::command::spawn_keeping`]): from now on it is passed down, as
     /// [`pass_down`](Self::pass_down) does it for every child.

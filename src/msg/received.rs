@@ -36,7 +36,10 @@ pub struct Received {
     /// The bus member that sent it, if any.
     pub from: Option<String>,
     pub(super) done: bool,
+    /// The registration whose lock says the claim is alive, and when that lock was taken (a
+    /// lease runs from there: [`crate::LossCheck::since`]).
     pub(super) me: Registration,
+    pub(super) locked: std::time::Instant,
 }
 
 /// The payload, read from where the last read stopped (the start, at first).
@@ -193,6 +196,20 @@ impl Received {
         env: &[(impl AsRef<std::ffi::OsStr>, impl AsRef<std::ffi::OsStr>)],
     ) -> std::result::Result<crate::command::Running, crate::command::SpawnError> {
         self.spawn_as(argv, env, true)
+    }
+
+    /// On a network file system, the check that the claim is still ours: the lock on the
+    /// receiver's registration, which a partition can take away from a living receiver (the
+    /// server gives it to nobody, but the claim then counts as dead, and the next receiver
+    /// delivers the message again). A job run for the message is stopped before the lease runs
+    /// out ([`LossCheck::lease`](crate::LossCheck::lease)), so that it never runs twice at once.
+    /// `None` on a local file system, where the claim cannot be lost while we live.
+    pub fn loss_check(&self) -> Option<crate::LossCheck<'_>> {
+        crate::LossCheck::of(
+            self.me.file()?,
+            crate::platform::lock::Mode::Exclusive,
+            self.locked,
+        )
     }
 
     /// [`spawn`](Self::spawn), as [`command::spawn_job`](crate::command::spawn_job) starts a

@@ -1,6 +1,8 @@
 //! Stopping a running job: its timeout (`--job-timeout`, its own posted with it or the worker's
-//! default), a cancel request for it (`fsync msg cancel`), and the backoff after a failure
-//! (`--backoff DUR` or `BASE..MAX`): the options `msg recv -- COMMAND` and `msg work` share.
+//! default), a cancel request for it (`fsync msg cancel`), the loss of its claim on a network
+//! file system (`--lease`, `--on-lost`, as the `run` verbs check their locks), and the backoff
+//! after a failure (`--backoff DUR` or `BASE..MAX`): the options `msg recv -- COMMAND` and
+//! `msg work` share.
 //!
 //! A job leads a process group of its own. To stop it, the worker sends TERM to the group, waits
 //! up to the grace period (`--grace`) for the job to exit, and sends KILL to what is left of the
@@ -16,7 +18,10 @@ use fsync::{
 };
 use nix::libc;
 
-use super::super::{Exit, Failure, child::Job};
+use super::super::{
+    Exit, Failure,
+    child::{Job, LossArgs, watch_lock},
+};
 
 /// How often a stopped job's group is looked at for processes that outlived it, within the
 /// grace period.
@@ -44,6 +49,9 @@ pub(super) struct JobArgs {
     #[arg(long, value_name = "DUR", requires = "command", default_value = "10s",
           value_parser = super::super::duration::parse_duration)]
     pub grace: Duration,
+
+    #[command(flatten)]
+    pub loss: LossArgs,
 }
 
 /// A `--job-timeout`: a duration of 1 ms at least (a job's name keeps milliseconds).
@@ -81,35 +89,60 @@ pub(super) enum Stopped {
     TimedOut(Duration),
     /// Someone asked for it to be cancelled.
     Cancelled,
+    /// The claim on its message was lost (a network file system: `--lease`, `--on-lost`).
+    Lost,
 }
 
 /// Start `msg`'s job as `job` says (signals forwarded to it with `forwarded`, as `recv --`
-/// runs it), wait for it, stop it on its timeout (its own, else `default_timeout`) or a
-/// cancel request (TERM, `grace`, KILL), and reap it: its status, and why it was stopped.
+/// runs it), wait for it, stop it on its timeout (its own, else `--job-timeout`), a cancel
+/// request (TERM, `--grace`, KILL) or the loss of its claim (as `--on-lost` says), and reap
+/// it: its status, and why it was stopped.
 pub(super) fn run_watched(
     msg: &mut Received,
     job: &Job<'_>,
     argv: &[OsString],
     forwarded: bool,
-    default_timeout: Option<Duration>,
-    grace: Duration,
+    limits: &JobArgs,
+    mailbox: &std::path::Path,
 ) -> Result<(Exit, Option<Stopped>), Failure> {
+    // On a network file system the claim is checked as a `run` verb checks its lock, from
+    // before the job starts: a worker cut off stops its job before the server gives the claim
+    // away, and the next receiver runs it again only then (never twice at once).
+    let watch = match msg.loss_check() {
+        Some(check) => match limits.loss.watch(mailbox, &check, false) {
+            Some(watch) => Some(watch.of_group()),
+            None => return Ok((Exit::LOCK_LOST, Some(Stopped::Lost))),
+        },
+        None => None,
+    };
     let child = match forwarded {
         true => msg.spawn(argv, &job.env),
         false => msg.spawn_job(argv, &job.env),
     }
     .map_err(|e| job.spawn_failure(e))?;
-    let timeout = msg.job_timeout().or(default_timeout);
-    // A wait that cannot watch is a plain wait for the exit.
-    let stopped = match msg.watch(&child, timeout).unwrap_or(Watched::Exited) {
-        Watched::TimedOut => timeout.map(Stopped::TimedOut),
-        Watched::CancelRequested => Some(Stopped::Cancelled),
-        _ => None,
-    };
-    if stopped.is_some() {
-        stop(&child, grace);
+    let timeout = msg.job_timeout().or(limits.job_timeout);
+    let msg = &*msg;
+    let (stopped, lost) = std::thread::scope(|scope| {
+        let checking = (watch.as_ref()).and_then(|w| Some((w, w.lease(msg.loss_check()?))));
+        let running = &child;
+        let checking =
+            checking.map(|(w, lease)| scope.spawn(move || watch_lock(running, w, &lease)));
+        // A wait that cannot watch is a plain wait for the exit.
+        let stopped = match msg.watch(&child, timeout).unwrap_or(Watched::Exited) {
+            Watched::TimedOut => timeout.map(Stopped::TimedOut),
+            Watched::CancelRequested => Some(Stopped::Cancelled),
+            _ => None,
+        };
+        if stopped.is_some() {
+            stop(&child, limits.grace);
+        }
+        (stopped, checking.is_some_and(|h| h.join().unwrap_or(false)))
+    });
+    let exit = super::super::child::exit_of(child.wait());
+    match lost {
+        true => Ok((Exit::LOCK_LOST, Some(Stopped::Lost))),
+        false => Ok((exit, stopped)),
     }
-    Ok((super::super::child::exit_of(child.wait()), stopped))
 }
 
 /// TERM to `child`'s group; KILL to it once `grace` has passed, if the job or anything of its

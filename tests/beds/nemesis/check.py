@@ -230,12 +230,18 @@ def check(logdir, hosts):
             if a["ok"] and b["start"] > a["end"]:
                 add("again", b["start"], "job %s ran again on %s after it ended on %s" % (
                     jid, b["host"], a["host"]))
+    try:
+        with open(os.path.join(logdir, "wedged.json")) as fh:
+            wedged = json.load(fh)
+    except FileNotFoundError:
+        wedged = []
     counts = {
         "critical sections": len(mutex),
         "semaphore holdings": len(sem),
         "semaphore peak": peak,
         "jobs posted": len(posted),
         "job runs": sum(len(r) for r in runs.values()),
+        "clients wedged at the end": len(wedged),
     }
     return found, counts, fs
 

@@ -139,6 +139,15 @@ class Bed:
         sh("umount", "-l", os.path.join(MNT, h), check=False)
         self.setup()
 
+    def answers(self, h):
+        """Whether host `h`'s mount answers a stat within 5 s: a wedged client never does, and
+        only a fatal signal ends the wait (subprocess's timeout sends SIGKILL)."""
+        try:
+            return subprocess.run(["stat", "-t", os.path.join(MNT, h)], capture_output=True,
+                                  timeout=5).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+
     def release(self):
         for h in self.hosts:
             try:
@@ -290,11 +299,24 @@ class Run:
 
     def finish(self):
         """Stop posting, let the workers empty the queue, read every job's status, stop all."""
-        a = self.hosts[0]
         open(os.path.join(self.out, "stop-posting"), "w").close()
         time.sleep(1)
-        r = sh(self.a.fsync, "msg", "wait-empty", "-t", "300s", self.dir(a) + "/jobs", check=False)
-        log("queue empty" if r.returncode == 0 else "queue NOT empty: %s" % r.stderr.strip())
+        # A client that a fault left wedged (it answers nothing, not even a stat, and its
+        # processes wait in the kernel for ever) is mounted again: a host that never recovers
+        # by itself, which the report counts.
+        wedged = [h for h in self.hosts if not self.bed.answers(h)]
+        for h in wedged:
+            log("client %s does not answer: mounted again" % h)
+            self.bed.restart_client(h)
+        with open(os.path.join(self.out, "wedged.json"), "w") as fh:
+            json.dump(wedged, fh)
+        a = next(h for h in self.hosts if self.bed.answers(h))
+        try:
+            r = sh(self.a.fsync, "msg", "wait-empty", "-t", "300s", self.dir(a) + "/jobs", check=False,
+                   timeout=330)
+            log("queue empty" if r.returncode == 0 else "queue NOT empty: %s" % r.stderr.strip())
+        except subprocess.TimeoutExpired:
+            log("queue NOT empty: the wait did not end")
         for p in self.loops.values():
             kill_all([p.pid], signal.SIGTERM)
         for h in self.hosts:
@@ -307,7 +329,8 @@ class Run:
         ids = [line.split()[1] for line in open(os.path.join(self.out, "posted.log")) if line.strip()]
         status = {}
         for i in range(0, len(ids), 200):
-            r = sh(self.a.fsync, "msg", "status", self.dir(a) + "/jobs", *ids[i:i + 200], "--json", check=False)
+            r = sh(self.a.fsync, "msg", "status", self.dir(a) + "/jobs", *ids[i:i + 200], "--json", check=False,
+                   timeout=120)
             for line in r.stdout.splitlines():
                 v = json.loads(line)
                 status[str(v["id"])] = v["state"]
