@@ -47,10 +47,14 @@ PROMISES = {
     "none": "none",
     "partition": "none",       # link down: the lease stops the command before the server frees the lock
     "blackhole": "none",       # cut off the bridge, link up: the same, the packets vanish
-    "pause-fsync": "none",     # SIGSTOP of fsync: its lock is the kernel's, still held
+    # SIGSTOP of fsync: its lock stays held, but its lease is watched by nobody meanwhile: cut
+    # off then, the command runs on past the server's timeout.
+    "pause-fsync": "fenced",
     "pause-command": "none",   # SIGSTOP of the command: the lock stays held meanwhile
     "freeze-host": "fenced",   # the whole host frozen past the server's timeout: a paused holder
-    "kill-holder": "none",     # SIGKILL of fsync: the command holds the lock it inherited
+    # SIGKILL of fsync: the command holds the lock it inherited, unwatched from then on (the
+    # same as a paused fsync, for good).
+    "kill-holder": "fenced",
     "kill-host": "none",       # SIGKILL of every process of the host: their locks go with them
     "restart-client": "fenced",  # the FUSE client killed: the server frees its locks at once
 }

@@ -92,11 +92,15 @@ class Bed:
         self.hosts = hosts
         self.env = dict(os.environ, FSBED_HOSTS=" ".join(hosts))
 
-    def setup(self):
-        r = subprocess.run([os.path.join(BED, "setup.sh")], env=self.env, capture_output=True, text=True)
+    def setup(self, hosts=None):
+        """Set the bed up, or mount `hosts` again (only theirs: another host may be frozen or
+        cut off meanwhile, and a look at its mount would wait for it)."""
+        hosts = hosts or self.hosts
+        env = dict(self.env, FSBED_HOSTS=" ".join(hosts))
+        r = subprocess.run([os.path.join(BED, "setup.sh")], env=env, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit("nemesis: the bed did not come up:\n" + r.stderr)
-        for h in self.hosts:
+        for h in hosts:
             os.makedirs(self.cgroup(h), exist_ok=True)
             self.join(h, self.client(h))
 
@@ -137,7 +141,7 @@ class Bed:
         except ProcessLookupError:
             pass
         sh("umount", "-l", os.path.join(MNT, h), check=False)
-        self.setup()
+        self.setup([h])
 
     def answers(self, h):
         """Whether host `h`'s mount answers a stat within 5 s: a wedged client never does, and
