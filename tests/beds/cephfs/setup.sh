@@ -10,6 +10,7 @@
 #   fsbed3-srv  (10.79.0.1)  ceph-mon, ceph-mgr, ceph-osd, ceph-mds  (br-fsbed3)
 #   fsbed3-a    (10.79.0.2)  ceph-fuse --id a  -> $FSBED3_MNT/a
 #   fsbed3-b    (10.79.0.3)  ceph-fuse --id b  -> $FSBED3_MNT/b
+#   (and fsbed3-c, -d, ... at 10.79.0.4, .5, ... for each host FSBED3_HOSTS names)
 #
 # Idempotent: re-running only does what is missing (a dead, evicted or
 # unanswering client is remounted, a link left down is brought up, a dead
@@ -19,6 +20,7 @@
 #   FSBED3_STATE     state dir: config, keyrings, pid files, logs, admin
 #                    sockets, the daemons' data      default /tmp/fsbed3-state
 #   FSBED3_MNT       parent of the mount points      default /mnt/fsbed3
+#   FSBED3_HOSTS     the client hosts, a letter each default "a b"
 #   FSBED3_SESSION_TIMEOUT    the file system's session_timeout (s): a client
 #                    that has not renewed its caps for this long goes stale
 #                    (30 is the least Ceph accepts; default 60)   default 30
@@ -33,6 +35,7 @@ NET=10.79.0
 SRV_IP=$NET.1
 NS=fsbed3
 FS=fsbed3
+HOSTS=${FSBED3_HOSTS:-a b}
 SESSION_TIMEOUT=${FSBED3_SESSION_TIMEOUT:-30}
 SESSION_AUTOCLOSE=${FSBED3_SESSION_AUTOCLOSE:-30}
 CONF=$STATE/ceph.conf
@@ -70,7 +73,7 @@ answers() {
   return 1
 }
 
-for h in a b; do   # a mount whose client process died answers ENOTCONN: drop it
+for h in $HOSTS; do   # a mount whose client process died answers ENOTCONN: drop it
   if mounted "$MNT/$h"; then
     alive "$STATE/client-$h.pid" || umount -l "$MNT/$h" || true
   fi
@@ -81,7 +84,7 @@ done
 inns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" "$@"; }
 {
   mkns() { ip netns list | grep -qw "^$1" || ip netns add "$1"; ip -n "$1" link set lo up; }
-  mkns $NS-srv; mkns $NS-a; mkns $NS-b
+  mkns $NS-srv; for h in $HOSTS; do mkns "$NS-$h"; done
   if ! ip -n $NS-srv link show br-$NS >/dev/null 2>&1; then
     ip -n $NS-srv link add br-$NS type bridge
     ip -n $NS-srv addr add $SRV_IP/24 dev br-$NS
@@ -93,8 +96,8 @@ inns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" "$@"; }
   # the MDS (about 50 s after the cut, once its neighbour entry has expired) while no answer
   # reaches the client, and the MDS keeps its session alive.
   inns $NS-srv sysctl -qw net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.rp_filter=1
-  n=2
-  for h in a b; do
+  for h in $HOSTS; do
+    n=$(( $(printf %d "'$h") - 95 ))   # a: .2, b: .3, ... whichever hosts this run names
     if ! ip -n $NS-$h link show eth0 >/dev/null 2>&1; then
       ip link add "fsb3-$h" netns $NS-srv type veth peer name eth0 netns "$NS-$h"
       ip -n $NS-srv link set "fsb3-$h" master br-$NS up
@@ -103,7 +106,6 @@ inns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" "$@"; }
     fi
     ip -n "$NS-$h" link set eth0 up     # in case a test left it down
     ip -n $NS-srv link set "fsb3-$h" master br-$NS up   # or cut it off the bridge
-    n=$((n+1))
   done
 }
 
@@ -183,17 +185,16 @@ fuse_disable_pagecache = true
 
 [client.admin]
 keyring = $STATE/admin.keyring
+EOF
+for h in a b c d e f g h; do   # every host a run may name (FSBED3_HOSTS)
+  cat >> "$CONF" <<EOF
 
-[client.a]
-keyring = $STATE/client.a.keyring
-admin_socket = \$run_dir/\$cluster-\$name.asok
-log_file = $STATE/log/\$name.log
-
-[client.b]
-keyring = $STATE/client.b.keyring
+[client.$h]
+keyring = $STATE/client.$h.keyring
 admin_socket = \$run_dir/\$cluster-\$name.asok
 log_file = $STATE/log/\$name.log
 EOF
+done
 
 # the CLI as client.admin, run on the server "host"
 C() {
@@ -306,7 +307,7 @@ done
 [ $up = 1 ] || { log "mds.a not active; see $STATE/log/mds.a.log"; exit 1; }
 
 # ---- 9. client mounts (one ceph-fuse per "host", each its own cephx name) ---------
-for h in a b; do
+for h in $HOSTS; do
   if [ ! -s "$STATE/client.$h.keyring" ]; then
     (umask 077; C fs authorize $FS client.$h / rw > "$STATE/client.$h.keyring")
   fi
@@ -320,7 +321,7 @@ client_ok() {
       || return 1
   echo "$st" | grep -q '"blocklisted": false'
 }
-for h in a b; do
+for h in $HOSTS; do
   mp="$MNT/$h"
   if mounted "$mp" && alive "$STATE/client-$h.pid"; then
     # up, or reconnecting by itself after a cut

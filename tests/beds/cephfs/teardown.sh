@@ -24,11 +24,11 @@ killpid() {  # killpid PIDFILE [SECS] -- TERM, wait up to SECS (5), then KILL
 }
 
 # 1. clients: links up first, so that a client cut off by a test can say goodbye
-for h in a b; do
+for h in a b c d e f g h; do
   [ -e /run/netns/$NS-$h ] && ip -n $NS-$h link set eth0 up 2>/dev/null
   [ -e /run/netns/$NS-srv ] && ip -n $NS-srv link set fsb3-$h master br-$NS up 2>/dev/null
 done
-for h in a b; do
+for h in a b c d e f g h; do
   mp="$MNT/$h"
   if grep -q " $mp fuse" /proc/mounts; then
     # a plain umount can block on a client that cannot reach its MDS
@@ -46,12 +46,13 @@ killpid "$STATE/mon.a.pid" 10
 log "ceph-mds, ceph-osd, ceph-mgr, ceph-mon stopped"
 
 # 3. network namespaces
-for ns in $NS-a $NS-b $NS-srv; do
+for ns in $NS-a $NS-b $NS-c $NS-d $NS-e $NS-f $NS-g $NS-h $NS-srv; do
   ip netns list 2>/dev/null | grep -qw "^$ns" && ip netns del "$ns"
 done
 
 # 4. the cluster's data (a new cluster, with a new fsid, is made by the next setup)
 rm -rf "$STATE/mon" "$STATE/mgr" "$STATE/osd" "$STATE/mds" "$STATE/run" "$STATE/crash" \
     "$STATE"/*.keyring "$STATE/monmap" "$STATE/fsid" "$STATE/ceph.conf"
-rmdir "$MNT/a" "$MNT/b" "$MNT" 2>/dev/null
+for h in a b c d e f g h; do rmdir "$MNT/$h" 2>/dev/null; done
+rmdir "$MNT" 2>/dev/null
 log "done"

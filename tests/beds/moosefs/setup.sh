@@ -8,6 +8,7 @@
 #   fsbed2-srv  (10.78.0.1)  mfsmaster + mfschunkserver   (br-fsbed2)
 #   fsbed2-a    (10.78.0.2)  mfsmount  -> $FSBED2_MNT/a
 #   fsbed2-b    (10.78.0.3)  mfsmount  -> $FSBED2_MNT/b
+#   (and fsbed2-c, -d, ... at 10.78.0.4, .5, ... for each host FSBED2_HOSTS names)
 #
 # Idempotent: re-running only does what is missing (a dead client is remounted,
 # a link left down is brought up). Prints the two mount points as the last two
@@ -16,6 +17,7 @@
 #   FSBED2_STATE        state dir: configs, pid files, logs, metadata, chunks
 #                       default /tmp/fsbed2-state
 #   FSBED2_MNT          parent of the mount points        default /mnt/fsbed2
+#   FSBED2_HOSTS        the client hosts, a letter each   default "a b"
 #   FSBED2_CLIENT_OPTS  mfsmount -o options (coherence), default below;
 #                       "" gives MooseFS's defaults
 #   FSBED2_SUSTAIN      master SESSION_SUSTAIN_TIME (s): how long the master
@@ -28,6 +30,7 @@ MNT=${FSBED2_MNT:-/mnt/fsbed2}
 NET=10.78.0
 SRV_IP=$NET.1
 NS=fsbed2
+HOSTS=${FSBED2_HOSTS:-a b}
 # Kernel and client caches off, so that what one "host" writes is seen at once
 # by the other (the same intent as the GlusterFS bed's options). MooseFS's own
 # defaults keep attributes 1 s and directory entries 1 s.
@@ -67,7 +70,7 @@ answers() {
   return 1
 }
 
-for h in a b; do   # a mount whose client process died answers ENOTCONN: drop it
+for h in $HOSTS; do   # a mount whose client process died answers ENOTCONN: drop it
   if mounted "$MNT/$h"; then
     alive "$STATE/client-$h.pid" || umount -l "$MNT/$h" || true
   fi
@@ -78,14 +81,14 @@ done
 inns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" "$@"; }
 {
   mkns() { ip netns list | grep -qw "^$1" || ip netns add "$1"; ip -n "$1" link set lo up; }
-  mkns $NS-srv; mkns $NS-a; mkns $NS-b
+  mkns $NS-srv; for h in $HOSTS; do mkns "$NS-$h"; done
   if ! ip -n $NS-srv link show br-$NS >/dev/null 2>&1; then
     ip -n $NS-srv link add br-$NS type bridge
     ip -n $NS-srv addr add $SRV_IP/24 dev br-$NS
     ip -n $NS-srv link set br-$NS up
   fi
-  n=2
-  for h in a b; do
+  for h in $HOSTS; do
+    n=$(( $(printf %d "'$h") - 95 ))   # a: .2, b: .3, ... whichever hosts this run names
     if ! ip -n $NS-$h link show eth0 >/dev/null 2>&1; then
       ip link add "fsb2-$h" netns $NS-srv type veth peer name eth0 netns "$NS-$h"
       ip -n $NS-srv link set "fsb2-$h" master br-$NS up
@@ -94,7 +97,6 @@ inns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" "$@"; }
     fi
     ip -n "$NS-$h" link set eth0 up     # in case a test left it down
     ip -n $NS-srv link set "fsb2-$h" master br-$NS up   # or cut it off the bridge
-    n=$((n+1))
   done
 }
 
@@ -175,7 +177,7 @@ done
 [ $up = 1 ] || { log "mfschunkserver not connected; see $STATE/chunkserver.log"; exit 1; }
 
 # ---- 5. client mounts (one mfsmount process per "host") ---------------------
-for h in a b; do
+for h in $HOSTS; do
   mp="$MNT/$h"
   if mounted "$mp" && alive "$STATE/client-$h.pid"; then
     # up, or reconnecting by itself after a cut / master restart

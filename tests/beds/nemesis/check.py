@@ -27,7 +27,7 @@ writes no E): that is what a resource it writes to sees. The checks:
   again after a run that ended with success (allowed where a fault could take the worker away
   between the job's end and the record of it: delivery is at least once for a lost receiver).
 
-A violation is put down to every fault under way within SETTLE seconds before it (a host's
+A violation is put down to every fault under way within SETTLE before it (a host's
 lock is given away by the server only after its timeout, and a lease runs out after it); one
 with none under way is put down to "none". What fsync promises under each kind is PROMISES'.
 """
@@ -38,7 +38,9 @@ import os
 import statistics
 import sys
 
-SETTLE = 20e9  # ns: the server's timeout (10 s on the bed) and a lease (4 s), with room
+# ns: twice the server's timeout (bed.json, which run.py writes; else GlusterFS's 10 s): the
+# timeout, a lease, and room.
+SETTLE = 20e9
 
 # What fsync promises under each fault kind: "none" (no overlap of critical sections, no job
 # run twice at once), or "fenced" (a critical section may overlap a later one, but the later
@@ -57,6 +59,7 @@ PROMISES = {
     "kill-holder": "fenced",
     "kill-host": "none",       # SIGKILL of every process of the host: their locks go with them
     "restart-client": "fenced",  # the FUSE client killed: the server frees its locks at once
+    "restart-mds": "none",     # CephFS: the MDS restarted; its clients reclaim their locks
 }
 
 
@@ -176,9 +179,9 @@ def faults(logdir):
     return out
 
 
-def blame(t, fs):
-    """The kinds of the faults under way within SETTLE before `t`."""
-    kinds = sorted({f["kind"] for f in fs if f["start"] <= t <= f["end"] + SETTLE})
+def blame(t, fs, settle=SETTLE):
+    """The kinds of the faults under way within `settle` before `t`."""
+    kinds = sorted({f["kind"] for f in fs if f["start"] <= t <= f["end"] + settle})
     return kinds or ["none"]
 
 
@@ -201,9 +204,14 @@ def check(logdir, hosts):
     detail), and the counts the report shows."""
     fs = faults(logdir)
     found = []
+    try:
+        with open(os.path.join(logdir, "bed.json")) as fh:
+            settle = 2e9 * json.load(fh)["timeout"]
+    except FileNotFoundError:
+        settle = SETTLE
 
     def add(what, t, detail):
-        kinds = blame(t, fs)
+        kinds = blame(t, fs, settle)
         found.append({"what": what, "time": t, "kinds": kinds, "allowed": allowed(what, kinds),
                       "detail": detail})
 

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """A Jepsen-style run across five client hosts of a bed, under a nemesis.
 
-    run.py [--seconds N] [--broken] [--fsync PATH] [--out DIR] [--seed N] [--faults K,K,...]
+    run.py [--bed glusterfs|moosefs|cephfs] [--seconds N] [--broken] [--fsync PATH] [--out DIR]
+           [--seed N] [--faults K,K,...]
 
-Five client "hosts" of the GlusterFS bed (tests/beds/glusterfs, FSBED_HOSTS="a b c d e": each
+Five client "hosts" of a bed (tests/beds/BED, its setup's HOSTS knob set to "a b c d e": each
 its own network namespace and FUSE client) share one directory. On every host, in a freezer
 cgroup of its own, loops run for the whole run:
 
 - `fsync mutex run DIR/lock -- cs.sh`: a critical section that logs its start, its writes (three
-  in 40 ms, or one in twenty: every half second for 12 s) and its end, with its fencing token
-  (FSYNC_FENCE), to a local file;
+  in 40 ms, or one in twenty: every half second for 1.2 times the server's timeout T) and its
+  end, with its fencing token (FSYNC_FENCE), to a local file;
 - `fsync sem run DIR/sem --slots 2 -- cs.sh`: the same, two at a time;
 - `fsync msg work DIR/jobs -- job.sh`: jobs that log their start, a write and their end;
 - `fsync msg post DIR/jobs` every 2.5 s, each id logged once queued.
@@ -17,21 +18,25 @@ cgroup of its own, loops run for the whole run:
 The logs go to a local disk the nemesis never touches, and every host shares the machine's
 clock. Meanwhile the nemesis injects, at random, one or two faults at a time on different
 hosts (half of them on the host holding the mutex, where it hurts most), and heals them (the
-kinds are check.py's PROMISES):
+kinds are check.py's PROMISES). T, after which the server gives a silent client's locks away,
+is 10 s on GlusterFS, 30 s on CephFS (session_autoclose) and 60 s on MooseFS (the session's
+sustain time).
 
-    partition       the host's link down (11-16 s: past the server's 10 s timeout)
-    blackhole       the host cut off the bridge, its link up: packets vanish (11-16 s)
+    partition       the host's link down (1.1-1.6 T)
+    blackhole       the host cut off the bridge, its link up: packets vanish (1.1-1.6 T)
     pause-fsync     SIGSTOP of the host's fsync processes (3-8 s), then SIGCONT
     pause-command   SIGSTOP of the host's critical sections and jobs (3-8 s)
-    freeze-host     the host's cgroup frozen, its FUSE client with it (12-16 s: past the
-                    server's timeout, a paused holder)
+    freeze-host     the host's cgroup frozen, its FUSE client with it (1.2-1.6 T: a paused
+                    holder)
     kill-holder     SIGKILL of the host's fsync processes (holders, waiters, workers)
     kill-host       SIGKILL of every process of the host but its FUSE client; loops restarted
     restart-client  the host's FUSE client killed and mounted again
+    restart-mds     (CephFS) the metadata server, which holds every lock, killed and started
 
-After the time, every fault is healed, posting stops, the workers empty the queue, every job's
-status is read, and check.py reports, per fault kind, what was injected, what the docs promise,
-the violations and the recovery times. Exit status: check.py's (1 on a broken promise).
+After the time, every fault is healed, posting stops, a client left wedged is mounted again,
+the workers empty the queue, every job's status is read, and check.py reports, per fault kind,
+what was injected, what the docs promise, the violations and the recovery times. Exit status:
+check.py's (1 on a broken promise).
 
 --broken runs the holders with `--on-lost ignore`: a holder cut off runs on past its lease, and
 the checker must find the overlaps (it can fail). Needs root (namespaces, FUSE, cgroups).
@@ -48,21 +53,32 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-BED = os.path.join(HERE, "..", "glusterfs")
-STATE = os.environ.get("FSBED_STATE", "/tmp/fsbed-state")
-MNT = os.environ.get("FSBED_MNT", "/mnt/fsbed")
 FREEZER = "/sys/fs/cgroup/freezer"
 KINDS = ["partition", "blackhole", "pause-fsync", "pause-command", "freeze-host",
          "kill-holder", "kill-host", "restart-client"]
 
+# Each bed: its setup's prefix for environment knobs, its state directory, where it mounts,
+# the prefix of its namespaces, veths and bridge, after how long (s) its server gives a silent
+# client's locks away (a cut or a freeze lasts longer than that, and a long critical section
+# too), and the faults only it has.
+BEDS = {
+    "glusterfs": {"env": "FSBED", "state": "/tmp/fsbed-state", "mnt": "/mnt/fsbed", "ns": "fsbed",
+                  "port": "fsb", "timeout": 10, "extra": []},
+    "moosefs": {"env": "FSBED2", "state": "/tmp/fsbed2-state", "mnt": "/mnt/fsbed2", "ns": "fsbed2",
+                "port": "fsb2", "timeout": 60, "extra": []},
+    "cephfs": {"env": "FSBED3", "state": "/tmp/fsbed3-state", "mnt": "/mnt/fsbed3", "ns": "fsbed3",
+               "port": "fsb3", "timeout": 30, "extra": ["restart-mds"]},
+}
+
 CS = r"""#!/bin/sh
-# cs.sh KIND HOST LOG: one critical section: its start, its writes, its end, each stamped with
-# the token and the real-time clock. Most write three times 20 ms apart; one in twenty writes
-# every half second for 12 s, longer than the server's timeout, as a long job would.
+# cs.sh KIND HOST LOG LONG: one critical section: its start, its writes, its end, each stamped
+# with the token and the real-time clock. Most write three times 20 ms apart; one in twenty
+# writes every half second for LONG seconds, longer than the server's timeout, as a long job
+# would.
 line() { echo "$1 $2 $3 $$ ${FSYNC_FENCE:-0} $(date +%s%N)" >> "$4"; }
 line S "$1" "$2" "$3"
 n=3 gap=0.02
-[ "$(od -An -N1 -tu1 /dev/urandom)" -lt 13 ] && n=24 gap=0.5
+[ "$(od -An -N1 -tu1 /dev/urandom)" -lt 13 ] && n=$(($4 * 2)) gap=0.5
 while [ "$n" -gt 0 ]; do sleep "$gap"; line W "$1" "$2" "$3"; n=$((n - 1)); done
 line E "$1" "$2" "$3"
 """
@@ -88,16 +104,17 @@ def sh(*cmd, check=True, **kw):
 class Bed:
     """The GlusterFS bed with `hosts` clients, each in a freezer cgroup of its own."""
 
-    def __init__(self, hosts):
-        self.hosts = hosts
-        self.env = dict(os.environ, FSBED_HOSTS=" ".join(hosts))
+    def __init__(self, name, hosts):
+        self.name, self.hosts = name, hosts
+        self.c = BEDS[name]
 
     def setup(self, hosts=None):
         """Set the bed up, or mount `hosts` again (only theirs: another host may be frozen or
         cut off meanwhile, and a look at its mount would wait for it)."""
         hosts = hosts or self.hosts
-        env = dict(self.env, FSBED_HOSTS=" ".join(hosts))
-        r = subprocess.run([os.path.join(BED, "setup.sh")], env=env, capture_output=True, text=True)
+        env = dict(os.environ, **{self.c["env"] + "_HOSTS": " ".join(hosts)})
+        r = subprocess.run([os.path.join(HERE, "..", self.name, "setup.sh")], env=env,
+                           capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit("nemesis: the bed did not come up:\n" + r.stderr)
         for h in hosts:
@@ -115,7 +132,7 @@ class Bed:
             pass
 
     def client(self, h):
-        with open(os.path.join(STATE, "client-%s.pid" % h)) as fh:
+        with open(os.path.join(self.c["state"], "client-%s.pid" % h)) as fh:
             return int(fh.read())
 
     def pids(self, h):
@@ -130,24 +147,43 @@ class Bed:
             fh.write("FROZEN" if frozen else "THAWED")
 
     def link(self, h, up):
-        sh("ip", "-n", "fsbed-" + h, "link", "set", "eth0", "up" if up else "down")
+        sh("ip", "-n", "%s-%s" % (self.c["ns"], h), "link", "set", "eth0", "up" if up else "down")
 
     def bridge(self, h, on):
-        sh("ip", "-n", "fsbed-srv", "link", "set", "fsb-" + h, *(["master", "br-fsbed"] if on else ["nomaster"]))
+        ns = self.c["ns"]
+        sh("ip", "-n", ns + "-srv", "link", "set", "%s-%s" % (self.c["port"], h),
+           *(["master", "br-" + ns] if on else ["nomaster"]))
+
+    def restart_mds(self):
+        """CephFS: the metadata server killed (it holds every lock) and started again by the
+        bed's setup; its clients reconnect and reclaim their locks."""
+        state = self.c["state"]
+        with open(os.path.join(state, "mds.a.pid")) as fh:
+            pid = int(fh.read())
+        kill_all([pid], signal.SIGKILL)
+        while os.path.exists("/proc/%d/stat" % pid) and " Z " not in open("/proc/%d/stat" % pid).read():
+            time.sleep(0.05)
+        # As the bed's setup starts it (setup.sh, start_daemon).
+        out = open(os.path.join(state, "log", "mds.a.out"), "a")
+        mds = subprocess.Popen(["setsid", "nsenter", "--net=/run/netns/%s-srv" % self.c["ns"],
+                                "/usr/bin/ceph-mds", "-c", os.path.join(state, "ceph.conf"), "-f", "-i", "a"],
+                               stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        with open(os.path.join(state, "mds.a.pid"), "w") as fh:
+            fh.write(str(mds.pid))
 
     def restart_client(self, h):
         try:
             os.kill(self.client(h), signal.SIGKILL)
         except ProcessLookupError:
             pass
-        sh("umount", "-l", os.path.join(MNT, h), check=False)
+        sh("umount", "-l", os.path.join(self.c["mnt"], h), check=False)
         self.setup([h])
 
     def answers(self, h):
         """Whether host `h`'s mount answers a stat within 5 s: a wedged client never does, and
         only a fatal signal ends the wait (subprocess's timeout sends SIGKILL)."""
         try:
-            return subprocess.run(["stat", "-t", os.path.join(MNT, h)], capture_output=True,
+            return subprocess.run(["stat", "-t", os.path.join(self.c["mnt"], h)], capture_output=True,
                                   timeout=5).returncode == 0
         except subprocess.TimeoutExpired:
             return False
@@ -190,26 +226,27 @@ class Run:
     def __init__(self, a):
         self.a = a
         self.hosts = a.hosts.split(",")
-        self.bed = Bed(self.hosts)
+        self.bed = Bed(a.bed, self.hosts)
         self.out = a.out
         self.name = "nemesis-%d" % os.getpid()
         self.loops = {}
         self.faults = open(os.path.join(self.out, "faults.log"), "a")
         self.rng = random.Random(a.seed)
-        self.kinds = a.faults.split(",") if a.faults else KINDS
+        self.kinds = a.faults.split(",") if a.faults else KINDS + self.bed.c["extra"]
 
     def dir(self, h):
-        return os.path.join(MNT, h, self.name)
+        return os.path.join(self.bed.c["mnt"], h, self.name)
 
     def start_loops(self, h):
         f, d, o = self.a.fsync, self.dir(h), self.out
+        longest = int(1.2 * self.bed.c["timeout"])  # a long section outlasts the server's timeout
         lost = "--on-lost ignore" if self.a.broken else ""
         # A failed try (a mount cut off answers ENOTCONN at once) waits a moment: no busy loop.
         loops = {
-            "mutex": "while :; do %s mutex run %s -t 120s %s/lock -- sh %s/cs.sh mutex %s %s/mutex-%s.log "
-                     "|| sleep 0.2; done" % (f, lost, d, o, h, o, h),
-            "sem": "while :; do %s sem run %s -t 120s --slots 2 %s/sem -- sh %s/cs.sh sem %s %s/sem-%s.log "
-                   "|| sleep 0.2; done" % (f, lost, d, o, h, o, h),
+            "mutex": "while :; do %s mutex run %s -t 600s %s/lock -- sh %s/cs.sh mutex %s %s/mutex-%s.log %d "
+                     "|| sleep 0.2; done" % (f, lost, d, o, h, o, h, longest),
+            "sem": "while :; do %s sem run %s -t 600s --slots 2 %s/sem -- sh %s/cs.sh sem %s %s/sem-%s.log %d "
+                   "|| sleep 0.2; done" % (f, lost, d, o, h, o, h, longest),
             "work": "while :; do %s msg work %s/jobs -- sh %s/job.sh %s %s/jobs-%s.log; sleep 0.2; done"
                     % (f, d, o, h, o, h),
         }
@@ -242,10 +279,10 @@ class Run:
         client = self.bed.client(h)
         if kind == "partition":
             self.bed.link(h, False)
-            return (lambda: self.bed.link(h, True)), self.rng.uniform(11, 16)
+            return (lambda: self.bed.link(h, True)), self.rng.uniform(1.1, 1.6) * self.bed.c["timeout"]
         if kind == "blackhole":
             self.bed.bridge(h, False)
-            return (lambda: self.bed.bridge(h, True)), self.rng.uniform(11, 16)
+            return (lambda: self.bed.bridge(h, True)), self.rng.uniform(1.1, 1.6) * self.bed.c["timeout"]
         if kind == "pause-fsync":
             chosen = [p for p in pids if comm(p) == "fsync"]
         elif kind == "pause-command":
@@ -253,7 +290,7 @@ class Run:
             chosen += [p for p in pids if comm(p) == "sleep"]
         elif kind == "freeze-host":
             self.bed.freeze(h, True)
-            return (lambda: self.bed.freeze(h, False)), self.rng.uniform(12, 16)
+            return (lambda: self.bed.freeze(h, False)), self.rng.uniform(1.2, 1.6) * self.bed.c["timeout"]
         elif kind == "kill-holder":
             kill_all([p for p in pids if comm(p) == "fsync"], signal.SIGKILL)
             return None, 0
@@ -266,6 +303,9 @@ class Run:
             return None, 0
         elif kind == "restart-client":
             self.bed.restart_client(h)
+            return None, 0
+        elif kind == "restart-mds":
+            self.bed.restart_mds()
             return None, 0
         kill_all(chosen, signal.SIGSTOP)
         return (lambda: kill_all(chosen, signal.SIGCONT)), self.rng.uniform(3, 8)
@@ -346,6 +386,8 @@ class Run:
             with open(os.path.join(self.out, name), "w") as fh:
                 fh.write(text)
         open(os.path.join(self.out, "posted.log"), "a").close()
+        with open(os.path.join(self.out, "bed.json"), "w") as fh:
+            json.dump({"bed": self.bed.name, "timeout": self.bed.c["timeout"]}, fh)
         self.bed.setup()
         os.makedirs(self.dir(self.hosts[0]))
         deadline = time.time() + 60
@@ -371,6 +413,7 @@ class Run:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bed", choices=sorted(BEDS), default="glusterfs")
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--hosts", default="a,b,c,d,e")
     ap.add_argument("--broken", action="store_true", help="holders run with --on-lost ignore")
