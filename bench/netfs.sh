@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Cross-host wake-ups on a network file system bed (tests/beds/): fsync beside flock(1) on the
-# same work, between the bed's two client "hosts".
+# same work, between the bed's two client "hosts" (the hand-over: `mutex run`, util-linux
+# flock(1) and `fsync flock`, in turn within each trial).
 #   bench/netfs.sh [glusterfs|moosefs|cephfs] [TRIALS]   (needs a release build; root; the bed set up:
 #                                                   tests/beds/BED/setup.sh)
 # Prints p50 and p90 in microseconds, one line per figure.
@@ -22,7 +23,7 @@ now() { echo "${EPOCHREALTIME/./}"; }
 # A pause of 200 to 300 ms, so that a change falls at a random point of the waiter's polls.
 pause() { sleep "0.$((200 + RANDOM % 100))"; }
 pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if (i<1) i=1; print a[i]}'; }
-: > fsync_handoff; : > flock_handoff; : > event_start; : > event_done; : > msg_start; : > msg_done
+: > fsync_handoff; : > flock_handoff; : > fsync_flock_handoff; : > event_start; : > event_done; : > msg_start; : > msg_done
 for _ in $(seq "$TRIALS"); do
     # mutex: the holder's command on a ends -> the waiter's command on b starts
     "$F" mutex run "$A/L" -- bash -c 'sleep 0.3; echo ${EPOCHREALTIME/./} > rel' & h=$!
@@ -34,6 +35,11 @@ for _ in $(seq "$TRIALS"); do
     sleep 0.1
     flock "$B/K" -c 'echo ${EPOCHREALTIME/./} > got'
     wait "$h"; echo $(( $(cat got) - $(cat rel) )) >> flock_handoff
+    # the same with `fsync flock` (flock(1)'s conventions, no holder record, no fencing token)
+    "$F" flock "$A/J" -c 'sleep 0.3; echo ${EPOCHREALTIME/./} > rel' & h=$!
+    sleep 0.1
+    "$F" flock "$B/J" -c 'echo ${EPOCHREALTIME/./} > got'
+    wait "$h"; echo $(( $(cat got) - $(cat rel) )) >> fsync_flock_handoff
     # event: signal on a -> the waiter on b woke (b re-checks every --poll, 50 ms)
     bash -c '"$0" event wait --reset "$1"; echo ${EPOCHREALTIME/./} > woke' "$F" "$B/E" & w=$!
     pause; t0=$(now); "$F" event signal "$A/E"; t1=$(now); wait "$w"
@@ -47,6 +53,7 @@ row() { printf '%-62s p50 %6s us  p90 %6s us\n' "$1" "$(pct 50 < "$2")" "$(pct 9
 echo "$BED, $TRIALS trials"
 row "mutex hand-over, fsync (a's command ends -> b's starts)" fsync_handoff
 row "mutex hand-over, flock(1), same work" flock_handoff
+row "mutex hand-over, fsync flock, same work" fsync_flock_handoff
 row "event: signal on a starts -> waiter on b woke" event_start
 row "event: signal on a returned -> waiter on b woke" event_done
 row "msg: post on a starts -> receiver on b has it" msg_start
