@@ -17,7 +17,7 @@ use std::{
 use crate::{
     error::{Error, ErrorKind, Result},
     holder::Registration,
-    platform::{dir::Dir, fs as pfs, lock, notify::DirWatch},
+    platform::{dir::Dir, fs as pfs, notify::DirWatch},
     wait::{self, DEFAULT_POLL, Deadline, Outcome, Wait},
 };
 
@@ -629,10 +629,9 @@ impl Mailbox {
             deadline,
             ..self.layout()?
         };
-        let mut rid = uniq();
+        let rid = uniq();
         let me = Registration::create_spared(&l.recv, &rid, l.registration_mode())?;
-        // When the registration's lock was last known to be ours (a job's lease runs from there).
-        let mut locked = std::time::Instant::now();
+        let locked = std::time::Instant::now();
         // Receivers killed (SIGKILL) leave their registrations: clear them away now.
         Registration::reap_dead(&l.recv);
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -668,25 +667,6 @@ impl Mailbox {
             // changes no watch): wait. Else watch them and look again (a post between the look
             // and the watch wakes nobody).
             loop {
-                // On a network file system the registration's lock can be lost while we wait
-                // (a partition, a client frozen past the server's timeout): another receiver
-                // would take what we claim for a dead receiver's, and run it too. So a look
-                // that may claim first confirms the lock, once it is older than a second (far
-                // less than any server's timeout: it cannot have been given away since): a
-                // re-lock of our own description, which regains it where the server dropped
-                // it and nobody took it; else we register anew.
-                if network && locked.elapsed() > CONFIRM_AFTER {
-                    let asked = std::time::Instant::now();
-                    let held = (me.as_ref().and_then(Registration::file)).is_some_and(|f| {
-                        lock::still_held(std::os::fd::AsFd::as_fd(f), lock::Mode::Exclusive)
-                    });
-                    if !held {
-                        rid = uniq();
-                        let mode = l.registration_mode();
-                        me = Some(Registration::create_spared(&l.recv, &rid, mode)?);
-                    }
-                    locked = asked;
-                }
                 match try_claim(&l, &rid, self.poll, self.retries, &mut report, &mut next)? {
                     Outcome::Acquired(Some((file, claimed, name))) => {
                         return Ok(Some(Some(Received {
@@ -729,10 +709,6 @@ impl Mailbox {
         outcome.map_err(|f| f.naming(l.q.path(), "cannot wait"))
     }
 }
-
-/// How old a receiver's last confirmation of its registration's lock may be when it claims a
-/// message on a network file system (see `recv_inner`).
-const CONFIRM_AFTER: Duration = Duration::from_secs(1);
 
 /// A skipped entry with the reason an error gives (its text after the path).
 fn skip(name: &str, e: &Error) -> Skipped {
