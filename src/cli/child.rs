@@ -201,9 +201,9 @@ pub(super) struct Watch {
     grace: std::time::Duration,
     /// Say on stderr when the lease changes (`-v`).
     verbose: bool,
-    /// Signal the command's process group, not the command alone: a job, which leads a group
-    /// of its own, with all it started.
-    group: bool,
+    /// How a job, which leads a process group of its own, is stopped with all it started
+    /// (TERM, the grace, KILL: `msg`'s own stop); `None`: the command alone is signalled.
+    stop_group: Option<fn(&Running, std::time::Duration)>,
 }
 
 // The `--on-lost` and `--lease` options of the verbs that run a command under a lock. (No doc
@@ -274,7 +274,7 @@ impl LossArgs {
             what: lock.shown().to_string(),
             grace: default.grace(lease),
             verbose,
-            group: false,
+            stop_group: None,
         };
         if watch.since.elapsed() > (lease / 2).max(std::time::Duration::from_secs(1)) {
             let asked = std::time::Instant::now();
@@ -294,10 +294,10 @@ impl LossArgs {
 }
 
 impl Watch {
-    /// The same, stopping the command's whole process group on a loss (a job's).
-    pub(super) fn of_group(self) -> Watch {
+    /// The same, stopping the command's whole process group on a loss with `stop` (a job's).
+    pub(super) fn of_group(self, stop: fn(&Running, std::time::Duration)) -> Watch {
         Watch {
-            group: true,
+            stop_group: Some(stop),
             ..self
         }
     }
@@ -321,30 +321,23 @@ impl Watch {
                 pidfd.exited_within(std::time::Duration::MAX);
                 return false;
             }
-            OnLost::Term => {
-                self.signal(child, libc::SIGTERM);
-                if !pidfd.exited_within(self.grace) {
-                    self.signal(child, libc::SIGKILL);
+            OnLost::Term => match self.stop_group {
+                Some(stop) => stop(child, self.grace),
+                None => {
+                    child.signal(libc::SIGTERM);
+                    if !pidfd.exited_within(self.grace) {
+                        child.signal(libc::SIGKILL);
+                    }
                 }
-            }
-            OnLost::Kill => self.signal(child, libc::SIGKILL),
-        }
-        if self.group {
-            // What the job started may outlive it, with the claim's descriptor.
-            child.signal_group(libc::SIGKILL);
+            },
+            OnLost::Kill => match self.stop_group {
+                Some(_) => {
+                    let _ = child.signal_group(libc::SIGKILL);
+                }
+                None => child.signal(libc::SIGKILL),
+            },
         }
         true
-    }
-
-    fn signal(&self, child: &Running, sig: i32) {
-        match self.group {
-            true => {
-                child.signal_group(sig);
-                // A stopped job continues, to die of it.
-                child.signal_group(libc::SIGCONT);
-            }
-            false => child.signal(sig),
-        }
     }
 }
 

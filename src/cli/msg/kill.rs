@@ -110,7 +110,7 @@ pub(super) fn run_watched(
     // away, and the next receiver runs it again only then (never twice at once).
     let watch = match msg.loss_check() {
         Some(check) => match limits.loss.watch(mailbox, &check, false) {
-            Some(watch) => Some(watch.of_group()),
+            Some(watch) => Some(watch.of_group(stop)),
             None => return Ok((Exit::LOCK_LOST, Some(Stopped::Lost))),
         },
         None => None,
