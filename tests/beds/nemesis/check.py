@@ -145,19 +145,12 @@ def fenced_accepts(secs):
 
 
 def jobs(logdir, hosts):
+    """Each job's runs (its lines are a section's: S/W/E job HOST PID ID NS), the ids posted,
+    and each one's status at the end."""
     runs = collections.defaultdict(list)
     for h in hosts:
-        open_ = {}
-        for step, _, host, pid, jid, ns in read_lines(os.path.join(logdir, "jobs-%s.log" % h)):
-            ns = int(ns)
-            if step == "S":
-                open_[(pid, jid)] = {"id": jid, "host": host, "start": ns, "end": ns, "ok": False}
-                runs[jid].append(open_[(pid, jid)])
-            elif (pid, jid) in open_ and step == "W":
-                open_[(pid, jid)]["end"] = ns
-            elif (pid, jid) in open_:
-                r = open_.pop((pid, jid))
-                r["end"], r["ok"] = ns, True
+        for r in sections(read_lines(os.path.join(logdir, "jobs-%s.log" % h))):
+            runs[str(r["token"])].append(r)
     posted = [line[1] for line in read_lines(os.path.join(logdir, "posted.log"))]
     try:
         with open(os.path.join(logdir, "status.json")) as fh:
@@ -239,7 +232,7 @@ def check(logdir, hosts):
         for a, b in overlaps(rs):
             add("twice", b["start"], "job %s on %s and %s at once" % (jid, a["host"], b["host"]))
         for a, b in zip(rs, rs[1:]):
-            if a["ok"] and b["start"] > a["end"]:
+            if a["ended"] and b["start"] > a["end"]:
                 add("again", b["start"], "job %s ran again on %s after it ended on %s" % (
                     jid, b["host"], a["host"]))
     try:
