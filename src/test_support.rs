@@ -36,6 +36,16 @@ pub(crate) fn sleeping(tid: i32) -> bool {
     stat.unwrap_or_default().rfind(") S ").is_some()
 }
 
+/// Wait until the thread `tid` of this process sleeps, or `done()`; a thread that has done
+/// neither in 20 s fails the test.
+pub(crate) fn until_asleep(tid: i32, done: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !sleeping(tid) && !done() {
+        assert!(start.elapsed().as_secs() < 20, "never slept");
+        std::thread::yield_now();
+    }
+}
+
 /// Run `f` on a thread; `None` if it has not returned within `limit` (it is left running):
 /// a wait that must end fails a test instead of hanging it.
 pub(crate) fn within<T: Send + 'static>(

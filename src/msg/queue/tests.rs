@@ -4,6 +4,27 @@
 use super::*;
 use crate::{Mailbox, msg::tests::post_texts};
 
+/// A mailbox `b` in a new directory, one message posted to it: the directory (kept while it
+/// lives), the mailbox's path, and its layout.
+fn posted_once() -> (tempfile::TempDir, std::path::PathBuf, Layout) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let b = Mailbox::new(&path);
+    post_texts(&b, 0..1);
+    let l = b.layout().unwrap();
+    (dir, path, l)
+}
+
+/// What a waiter watches at shard 0: the levels `levels`, and registrations' closes if `closes`.
+fn watching(levels: Vec<u8>, closes: bool) -> Watched {
+    Watched {
+        shard: 0,
+        levels,
+        begun: Vec::new(),
+        closes,
+    }
+}
+
 /// A shard's name is 20 digits of a multiple of 100 below the largest sequence number;
 /// the head's, the same and an end of line; `seq`'s, a number below the largest (or
 /// nothing yet). (Mutants answered: each check loosened, a head read as shard 0.)
@@ -114,11 +135,7 @@ fn a_closed_registrations_lock_is_waited_for_until_it_goes_or_the_grace_ends() {
         })
     };
     let tid = rx.recv().unwrap();
-    let start = std::time::Instant::now();
-    while !crate::test_support::sleeping(tid) && !waiter.is_finished() {
-        assert!(start.elapsed() < Duration::from_secs(20), "never slept");
-        std::thread::yield_now();
-    }
+    crate::test_support::until_asleep(tid, || waiter.is_finished());
     let_go.store(true, Ordering::SeqCst);
     drop(holder);
     assert!(waiter.join().unwrap(), "returned while the lock was held");
@@ -137,11 +154,7 @@ fn a_closed_registrations_lock_is_waited_for_until_it_goes_or_the_grace_ends() {
 /// lowered always, or only when it is at the shard.)
 #[test]
 fn the_head_is_lowered_only_where_it_lies_past_the_shard() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("b");
-    let b = Mailbox::new(&path);
-    post_texts(&b, 0..1);
-    let l = b.layout().unwrap();
+    let (_dir, path, l) = posted_once();
     let head = || std::fs::read_to_string(path.join("head")).unwrap();
     std::fs::write(path.join("head"), format!("{}\n", shard_name(200))).unwrap();
     l.lower_head(100).unwrap();
@@ -156,23 +169,13 @@ fn the_head_is_lowered_only_where_it_lies_past_the_shard() {
 /// sleep on with nothing left to wake it. (Mutant answered: only hidden names waited for.)
 #[test]
 fn a_waiter_woken_by_a_registrations_close_waits_for_its_lock() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("b");
-    let b = Mailbox::new(&path);
-    post_texts(&b, 0..1);
-    let l = b.layout().unwrap();
+    let (_dir, path, l) = posted_once();
     let registration = path.join("recv").join("r-1");
     std::fs::write(&registration, "").unwrap();
     let holder = File::open(&registration).unwrap();
     assert!(lock::flock(&holder, Mode::Exclusive, false).unwrap());
     let mut waker = Waker::default();
-    let closes = Watched {
-        shard: 0,
-        levels: Vec::new(),
-        begun: Vec::new(),
-        closes: true,
-    };
-    waker.arm(&l, closes).unwrap();
+    waker.arm(&l, watching(Vec::new(), true)).unwrap();
     drop(
         std::fs::OpenOptions::new()
             .write(true)
@@ -193,22 +196,14 @@ fn a_waiter_woken_by_a_registrations_close_waits_for_its_lock() {
 /// until it is due. (Mutant answered: the queue's directory watched with every level made.)
 #[test]
 fn with_every_level_made_the_queues_directory_is_not_watched() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("b");
-    let b = Mailbox::new(&path);
-    post_texts(&b, 0..1);
-    let l = b.layout().unwrap();
+    let (_dir, path, l) = posted_once();
     for p in 1..=MAX_PRIORITY {
         std::fs::create_dir(path.join("q").join(format!("p{p}"))).unwrap();
     }
     let mut waker = Waker::default();
-    let every_level = Watched {
-        shard: 0,
-        levels: (1..=MAX_PRIORITY).collect(),
-        begun: Vec::new(),
-        closes: false,
-    };
-    waker.arm(&l, every_level).unwrap();
+    waker
+        .arm(&l, watching((1..=MAX_PRIORITY).collect(), false))
+        .unwrap();
     std::fs::create_dir(path.join("q").join("other")).unwrap();
     let start = std::time::Instant::now();
     let due = procinfo::now_micros() + 200_000;

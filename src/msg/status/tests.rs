@@ -259,14 +259,7 @@ fn a_wait_where_claimed_is_missing_sees_a_job_finish_by_polling() {
     let tid = rx.recv().unwrap();
     let two = b.recv(Some(Duration::ZERO)).unwrap().unwrap();
     // `claimed` made again: the waiter wakes, sees job 2 running, and sleeps again.
-    let start = std::time::Instant::now();
-    while !crate::test_support::sleeping(tid) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "never slept again"
-        );
-        std::thread::yield_now();
-    }
+    crate::test_support::until_asleep(tid, || false);
     two.finish().unwrap();
     let finished = std::time::Instant::now();
     match waiter.join().unwrap().unwrap() {
