@@ -629,9 +629,10 @@ impl Mailbox {
             deadline,
             ..self.layout()?
         };
-        let rid = uniq();
+        let mut rid = uniq();
         let me = Registration::create_spared(&l.recv, &rid, l.registration_mode())?;
-        let locked = std::time::Instant::now();
+        // When the registration was last known to be ours: a job's lease runs from there.
+        let mut locked = std::time::Instant::now();
         // Receivers killed (SIGKILL) leave their registrations: clear them away now.
         Registration::reap_dead(&l.recv);
         let network = pfs::fs_kind_of_path(&l.q.pinned()).network;
@@ -667,6 +668,22 @@ impl Mailbox {
             // changes no watch): wait. Else watch them and look again (a post between the look
             // and the watch wakes nobody).
             loop {
+                // On a network file system the registration's lock can be lost while we wait
+                // (a partition, a client frozen past the server's timeout), and a reaper may
+                // have removed it since: another receiver would take what we claim under it
+                // for a dead receiver's, and run it too. So a look that may claim first
+                // confirms it, once the last confirmation is older than a second (far less
+                // than any server's timeout: it cannot have been given away since), and
+                // registers anew where it is not ours any more.
+                if network && locked.elapsed() > CONFIRM_AFTER {
+                    let asked = std::time::Instant::now();
+                    if !me.as_ref().is_some_and(Registration::confirm) {
+                        rid = uniq();
+                        let mode = l.registration_mode();
+                        me = Some(Registration::create_spared(&l.recv, &rid, mode)?);
+                    }
+                    locked = asked;
+                }
                 match try_claim(&l, &rid, self.poll, self.retries, &mut report, &mut next)? {
                     Outcome::Acquired(Some((file, claimed, name))) => {
                         return Ok(Some(Some(Received {
@@ -709,6 +726,10 @@ impl Mailbox {
         outcome.map_err(|f| f.naming(l.q.path(), "cannot wait"))
     }
 }
+
+/// How old a receiver's last confirmation of its registration may be when it looks for a
+/// message to claim on a network file system (`Mailbox::recv_inner`).
+const CONFIRM_AFTER: Duration = Duration::from_secs(1);
 
 /// A skipped entry with the reason an error gives (its text after the path).
 fn skip(name: &str, e: &Error) -> Skipped {

@@ -1184,6 +1184,142 @@ fn netfs_a_running_job_is_cancelled_from_the_other_host() {
     }
 }
 
+/// A receiver whose host was frozen (its client with it) while it waited, past the server's
+/// timeout, so that its registration's lock went with the client's session: thawed, it
+/// confirms its registration before it claims, and registers anew, so that the job it then
+/// claims and runs is not taken for a dead receiver's by the other host, and run there too
+/// (nor given up: the lease of a claim made under a lost registration runs out at once).
+/// Host a's mutex shows when the server has given host a's locks away. Named to run after the
+/// cut-offs (a thawed client may need the bed's re-mount).
+#[test]
+#[ignore = "needs a network file system bed: FSYNC_NETFS=1 and tests/beds/*/setup.sh (.ci/run runs them with --ignored)"]
+fn netfs_zz_a_receiver_frozen_past_the_servers_timeout_claims_under_a_live_registration() {
+    let (a, b, t) = bed("frozen");
+    let bed = Bed::current();
+    let healed = Healed;
+    let stamp = |file: &str| format!("date +%s%N >> {}", t.join(file).display());
+    let mut holder = t.hold(&s(&a, "L"));
+    let job = format!("{}; sleep 8; {}", stamp("a-start"), stamp("a-end"));
+    let mut receiver = t
+        .fsync([
+            "msg",
+            "recv",
+            "--poll",
+            "100ms",
+            &s(&a, "Q"),
+            "--",
+            "sh",
+            "-c",
+            &job,
+        ])
+        .start();
+    // Looked at from host b: a look through a frozen host's mount waits until it thaws.
+    let registered = || {
+        std::fs::read_dir(b.join("Q/recv")).is_ok_and(|d| {
+            d.flatten()
+                .any(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        })
+    };
+    crate::harness::eventually("host a's receiver registered", registered);
+    let client: u32 = std::fs::read_to_string(bed.client_a_pid)
+        .expect("the bed's client pid file")
+        .trim()
+        .parse()
+        .unwrap();
+    // fsync first: one frozen after its client could be in a call the client never answers,
+    // which the freezer waits for.
+    let frozen = [
+        Frozen::new("fsync-test-frozen-a", &[holder.pid(), receiver.pid()]),
+        Frozen::new("fsync-test-frozen-a-client", &[client]),
+    ];
+    // Host b gets the lock once the server has dropped host a's session, locks and all.
+    t.fsync([
+        "mutex",
+        "run",
+        "-t",
+        bed.server_timeout,
+        &s(&b, "L"),
+        "--",
+        "true",
+    ])
+    .deadline(std::time::Duration::from_mins(4))
+    .run()
+    .code(0);
+    // A receiver on host b finds host a's registration unlocked, and removes it as a dead one's.
+    t.fsync(["msg", "recv", "-t", "1s", &s(&b, "Q")])
+        .run()
+        .code(75);
+    assert!(!registered(), "host a's registration was not removed");
+    drop(frozen);
+    t.fsync(["msg", "post", &s(&b, "Q"), "--data", "x"])
+        .run()
+        .code(0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
+    while !t.join("a-start").exists() {
+        if crate::harness::dead(receiver.pid()) || std::time::Instant::now() > deadline {
+            receiver.signal(nix::sys::signal::Signal::SIGKILL);
+            let out = receiver.finish();
+            panic!(
+                "host a's receiver never ran the job: {:?}: {}",
+                out.status, out.stderr
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The claim is a living receiver's: host b finds nothing to take.
+    let other = t
+        .fsync(["msg", "recv", "-t", "4s", &s(&b, "Q"), "--", "sh", "-c"])
+        .arg(stamp("b-start"))
+        .run();
+    assert!(
+        !t.join("b-start").exists(),
+        "the job ran on both hosts at once: {}",
+        other.stderr
+    );
+    other.code(75);
+    assert_eq!(receiver.wait_exit().code(), Some(0), "host a's job");
+    assert!(t.join("a-end").exists());
+    holder.signal(nix::sys::signal::Signal::SIGKILL);
+    holder.wait_exit();
+    drop(healed);
+}
+
+/// Processes frozen in a freezer cgroup of their own (cgroup v1) until dropped.
+struct Frozen(PathBuf);
+
+impl Frozen {
+    fn new(name: &str, pids: &[u32]) -> Frozen {
+        let dir = PathBuf::from("/sys/fs/cgroup/freezer").join(name);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let frozen = Frozen(dir);
+        for pid in pids {
+            std::fs::write(frozen.0.join("cgroup.procs"), pid.to_string()).unwrap();
+        }
+        std::fs::write(frozen.0.join("freezer.state"), "FROZEN").unwrap();
+        crate::harness::eventually("frozen", || {
+            std::fs::read_to_string(frozen.0.join("freezer.state"))
+                .unwrap()
+                .trim()
+                == "FROZEN"
+        });
+        frozen
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
+        // Back to the root group, so that the group can go.
+        let root = self.0.parent().unwrap().join("cgroup.procs");
+        if let Ok(pids) = std::fs::read_to_string(self.0.join("cgroup.procs")) {
+            for pid in pids.lines() {
+                let _ = std::fs::write(&root, pid);
+            }
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
 /// The checker of the many-host run under a nemesis (`tests/beds/nemesis/check.py`) finds,
 /// in made-up histories, each violation it must (overlapping critical sections, tokens that
 /// go back or repeat, a stale write a token-checking resource would accept, a third holder of

@@ -201,6 +201,27 @@ impl Registration {
         Ok(())
     }
 
+    /// Whether this registration is still ours, as readers see it: its lock held through our
+    /// descriptor (a non-blocking re-lock of our own open file description, which a network
+    /// file system's server answers; it regains a lock the server dropped while nobody took
+    /// it), and its name still naming that file, with one link. A lock regained on a file that
+    /// a reaper unlinked meanwhile (it counted the owner dead) is not: readers find nothing at
+    /// the name, and take the owner for dead.
+    pub(crate) fn confirm(&self) -> bool {
+        let Some(file) = &self.file else {
+            return false;
+        };
+        if !lock::still_held(std::os::fd::AsFd::as_fd(file), Mode::Exclusive) {
+            return false;
+        }
+        let Ok(ours) = nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(file)) else {
+            return false;
+        };
+        self.dir.stat(&self.name).is_ok_and(|now| {
+            (now.st_dev, now.st_ino, now.st_nlink) == (ours.st_dev, ours.st_ino, 1)
+        })
+    }
+
     /// Its file, while it has one: the lock on it says its owner lives.
     pub(crate) fn file(&self) -> Option<&File> {
         self.file.as_ref()
@@ -349,5 +370,49 @@ mod tests {
             "a plain registration is no spare"
         );
         drop(second);
+    }
+
+    /// A registration is confirmed while its lock is held through its descriptor and its name
+    /// names its file; one whose lock was dropped (as a server drops a cut-off client's) is
+    /// confirmed again by the re-lock if nobody took it, but not once another holds the lock,
+    /// a reaper removed it, or another file took its name.
+    #[test]
+    fn a_registration_is_confirmed_only_while_readers_would_find_it_alive() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = Dir::top(t.path(), false, "x").unwrap().unwrap();
+        let dropped = |r: &Registration| lock::unlock(r.file().unwrap()).unwrap();
+        let me = Registration::create(&dir, "me", b"", 0o600).unwrap();
+        assert!(me.confirm());
+        dropped(&me);
+        assert!(matches!(Registration::find(&dir, "me"), Found::Dead));
+        assert!(me.confirm(), "a dropped lock nobody took is regained");
+        assert!(matches!(Registration::find(&dir, "me"), Found::Alive(_)));
+
+        // Another holder took it meanwhile (a reaper about to remove it).
+        dropped(&me);
+        let other = std::fs::File::open(t.path().join("me")).unwrap();
+        assert!(lock::flock(&other, Mode::Exclusive, false).unwrap());
+        assert!(!me.confirm());
+        drop(other);
+
+        // Reaped: the lock regained, on a file nobody finds.
+        let reaped = Registration::create(&dir, "reaped", b"", 0o600).unwrap();
+        dropped(&reaped);
+        assert_eq!(Registration::reap_dead(&dir), 2);
+        assert!(!reaped.confirm());
+        assert!(!me.confirm());
+
+        // Another file at its name.
+        let swapped = Registration::create(&dir, "swapped", b"", 0o600).unwrap();
+        std::fs::remove_file(t.path().join("swapped")).unwrap();
+        std::fs::write(t.path().join("swapped"), "").unwrap();
+        assert!(!swapped.confirm());
+
+        // A second link to it: not a registration a reader trusts.
+        let linked = Registration::create(&dir, "linked", b"", 0o600).unwrap();
+        std::fs::hard_link(t.path().join("linked"), t.path().join("link")).unwrap();
+        assert!(!linked.confirm());
+        std::fs::remove_file(t.path().join("link")).unwrap();
+        assert!(linked.confirm());
     }
 }
