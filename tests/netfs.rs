@@ -52,6 +52,22 @@ struct Bed {
     client_a_pid: &'static str,
     /// A wait long enough for the server to free a dead or cut-off client's locks.
     server_timeout: &'static str,
+    /// What becomes of a client frozen (its host paused whole) past the server's timeout.
+    after_freeze: AfterFreeze,
+}
+
+/// What a bed's server does with a client frozen past its timeout.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AfterFreeze {
+    /// Nothing: the connection stays up (the kernel answers for the frozen client), and so
+    /// do its locks (GlusterFS).
+    KeepsLocks,
+    /// It drops the client's session, locks and all; thawed, the client comes back with a
+    /// new session (MooseFS).
+    NewSession,
+    /// It evicts the client for good: the mount answers only errors until mounted again
+    /// (CephFS).
+    Evicted,
 }
 
 impl Bed {
@@ -68,6 +84,7 @@ impl Bed {
                 // The master keeps a lost client's session 60 s, sweeps every 10 s, and
                 // notices a silent one ~10 s late.
                 server_timeout: "150s",
+                after_freeze: AfterFreeze::NewSession,
             },
             Ok("cephfs") => Bed {
                 name: "cephfs",
@@ -81,6 +98,7 @@ impl Bed {
                 // the file system's session_autoclose (the bed sets it and session_timeout to
                 // 30 s, the least Ceph allows): measured 25-31 s after the cut.
                 server_timeout: "60s",
+                after_freeze: AfterFreeze::Evicted,
             },
             Ok("glusterfs") | Err(_) => Bed {
                 name: "glusterfs",
@@ -91,6 +109,7 @@ impl Bed {
                 port_a: "fsb-a",
                 client_a_pid: "/tmp/fsbed-state/client-a.pid",
                 server_timeout: "60s",
+                after_freeze: AfterFreeze::KeepsLocks,
             },
             Ok(other) => {
                 panic!("FSYNC_NETFS_BED={other}: the beds are glusterfs, moosefs and cephfs")
@@ -1189,6 +1208,9 @@ fn netfs_a_running_job_is_cancelled_from_the_other_host() {
 /// confirms its registration before it claims, and registers anew, so that the job it then
 /// claims and runs is not taken for a dead receiver's by the other host, and run there too
 /// (nor given up: the lease of a claim made under a lost registration runs out at once).
+/// Where the server shuts the client out for good instead (CephFS), host a's receiver fails
+/// and host b gets the message, once; where it keeps a frozen client's locks (GlusterFS),
+/// host a's receiver takes the message as if nothing happened.
 /// Host a's mutex shows when the server has given host a's locks away. Named to run after the
 /// cut-offs (a thawed client may need the bed's re-mount).
 #[test]
@@ -1232,53 +1254,71 @@ fn netfs_zz_a_receiver_frozen_past_the_servers_timeout_claims_under_a_live_regis
         Frozen::new("fsync-test-frozen-a", &[holder.pid(), receiver.pid()]),
         Frozen::new("fsync-test-frozen-a-client", &[client]),
     ];
-    // Host b gets the lock once the server has dropped host a's session, locks and all.
-    t.fsync([
-        "mutex",
-        "run",
-        "-t",
-        bed.server_timeout,
-        &s(&b, "L"),
-        "--",
-        "true",
-    ])
-    .deadline(std::time::Duration::from_mins(4))
-    .run()
-    .code(0);
-    // A receiver on host b finds host a's registration unlocked, and removes it as a dead one's.
+    let keeps = bed.after_freeze == AfterFreeze::KeepsLocks;
+    // Host b gets the lock once the server has dropped host a's session, locks and all; where
+    // the server keeps them, not within twice its timeout.
+    let (wait, code) = if keeps {
+        ("20s", 75)
+    } else {
+        (bed.server_timeout, 0)
+    };
+    t.fsync(["mutex", "run", "-t", wait, &s(&b, "L"), "--", "true"])
+        .deadline(std::time::Duration::from_mins(4))
+        .run()
+        .code(code);
+    // A receiver on host b finds host a's registration unlocked, and removes it as a dead
+    // one's (where it is still locked, it stays).
     t.fsync(["msg", "recv", "-t", "1s", &s(&b, "Q")])
         .run()
         .code(75);
-    assert!(!registered(), "host a's registration was not removed");
+    assert_eq!(
+        registered(),
+        keeps,
+        "host a's registration, once host b looked"
+    );
     drop(frozen);
     t.fsync(["msg", "post", &s(&b, "Q"), "--data", "x"])
         .run()
         .code(0);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
-    while !t.join("a-start").exists() {
-        if crate::harness::dead(receiver.pid()) || std::time::Instant::now() > deadline {
-            receiver.signal(nix::sys::signal::Signal::SIGKILL);
-            let out = receiver.finish();
-            panic!(
-                "host a's receiver never ran the job: {:?}: {}",
-                out.status, out.stderr
-            );
+    let b_run = |timeout: &str| {
+        t.fsync(["msg", "recv", "-t", timeout, &s(&b, "Q"), "--", "sh", "-c"])
+            .arg(stamp("b-start"))
+            .run()
+    };
+    if bed.after_freeze == AfterFreeze::Evicted {
+        // Host a's client was shut out: its receiver fails (it cannot claim), and host b
+        // gets the message, once.
+        let status = receiver.wait_exit_within(std::time::Duration::from_mins(1));
+        assert!(
+            !status.success() && !t.join("a-start").exists(),
+            "host a's receiver, shut out: {status:?}"
+        );
+        b_run("30s").code(0);
+        assert_eq!(t.read("b-start").lines().count(), 1);
+    } else {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_mins(1);
+        while !t.join("a-start").exists() {
+            if crate::harness::dead(receiver.pid()) || std::time::Instant::now() > deadline {
+                receiver.signal(nix::sys::signal::Signal::SIGKILL);
+                let out = receiver.finish();
+                panic!(
+                    "host a's receiver never ran the job: {:?}: {}",
+                    out.status, out.stderr
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // The claim is a living receiver's: host b finds nothing to take.
+        let other = b_run("4s");
+        assert!(
+            !t.join("b-start").exists(),
+            "the job ran on both hosts at once: {}",
+            other.stderr
+        );
+        other.code(75);
+        assert_eq!(receiver.wait_exit().code(), Some(0), "host a's job");
+        assert!(t.join("a-end").exists());
     }
-    // The claim is a living receiver's: host b finds nothing to take.
-    let other = t
-        .fsync(["msg", "recv", "-t", "4s", &s(&b, "Q"), "--", "sh", "-c"])
-        .arg(stamp("b-start"))
-        .run();
-    assert!(
-        !t.join("b-start").exists(),
-        "the job ran on both hosts at once: {}",
-        other.stderr
-    );
-    other.code(75);
-    assert_eq!(receiver.wait_exit().code(), Some(0), "host a's job");
-    assert!(t.join("a-end").exists());
     holder.signal(nix::sys::signal::Signal::SIGKILL);
     holder.wait_exit();
     drop(healed);
@@ -1334,7 +1374,7 @@ fn the_nemesis_checker_finds_each_violation_of_a_made_up_history() {
     let out = t.cmd("python3").args([check, "--self-test"]).run();
     out.code(0);
     assert_eq!(
-        out.stdout, "self-test: 8 of 8 cases right\n",
+        out.stdout, "self-test: 10 of 10 cases right\n",
         "{}",
         out.stderr
     );

@@ -203,9 +203,12 @@ for h in $HOSTS; do
 done
 
 # the chunkserver reports its space once its first scan is done (~2 s after a
-# clean start); until then the file system shows 0 bytes
+# clean start); until then the file system shows 0 bytes. Asked through a host just set
+# up: another (host a, when the nemesis mounts another host again) may be frozen or cut
+# off, and each look would wait out its timeout.
+first=${HOSTS%% *}
 for i in $(seq 1 100); do
-  [ "$(timeout 3 stat -f -c %b "$MNT/a" 2>/dev/null || echo 0)" != 0 ] && break
+  [ "$(timeout 3 stat -f -c %b "$MNT/$first" 2>/dev/null || echo 0)" != 0 ] && break
   sleep 0.1
 done
 

@@ -15,6 +15,11 @@ never touches; every host shares the machine's clock, so times compare exactly):
     posted.log               P ID NS                        a job posted (its id, once queued)
     status.json              {ID: "succeeded" | ...}        each posted job's status at the end
     faults.log               {"kind", "host", "start", "end"} one JSON object a line
+    event-H.log              K HOST NS                      a `wait --reset` that consumed the event
+    signal-H.log             G HOST NS, then R HOST NS SET  a signal's call begun at NS, then what
+                                                            it said: SET 1 if the event was set
+                                                            already (a signal with no R may have
+                                                            set it)
 
 A critical section runs from its S to its last line (a command stopped when its lock was lost
 writes no E): that is what a resource it writes to sees. The checks:
@@ -23,6 +28,8 @@ writes no E): that is what a resource it writes to sees. The checks:
   go back); a resource that keeps the largest token it has seen and refuses smaller ones
   (fencing) never accepts a write of a holder whose lock was given to another;
 - sem (2 slots): never more than 2 at once;
+- events: never more wakes of `wait --reset` than signals begun before them that may have set
+  the event (each signal wakes exactly one waiter);
 - jobs: none lost (posted, never finished with success), none run twice at once, none started
   again after a run that ended with success (allowed where a fault could take the worker away
   between the job's end and the record of it: delivery is at least once for a lost receiver).
@@ -160,6 +167,34 @@ def jobs(logdir, hosts):
     return runs, posted, status
 
 
+def event_faults(logdir, hosts):
+    """Wakes of a consuming waiter beyond the signals begun before them that may have set the
+    event (a signal that said the event was set already did not): the times of the extra
+    wakes, and the counts of signals and wakes."""
+    maybe_set, wakes, signals = [], [], 0
+    for h in hosts:
+        said = {}
+        lines = read_lines(os.path.join(logdir, "signal-%s.log" % h))
+        for line in lines:
+            if line[0] == "R" and len(line) == 4:
+                said[line[2]] = line[3]
+        for line in lines:
+            if line[0] == "G":
+                signals += 1
+                if said.get(line[2]) != "1":
+                    maybe_set.append(int(line[2]))
+        wakes.extend(int(line[2]) for line in read_lines(os.path.join(logdir, "event-%s.log" % h))
+                     if line[0] == "K")
+    maybe_set.sort()
+    extra, i = [], 0
+    for n, t in enumerate(sorted(wakes), 1):
+        while i < len(maybe_set) and maybe_set[i] <= t:
+            i += 1
+        if n > i:
+            extra.append(t)
+    return extra, signals, len(wakes)
+
+
 def faults(logdir):
     out = []
     try:
@@ -223,6 +258,9 @@ def check(logdir, hosts):
     peak, over = most_at_once(sem)
     for t in over:
         add("sem-over", t, "more than 2 holders of a 2-slot semaphore")
+    extra, signals, wakes = event_faults(logdir, hosts)
+    for t in extra:
+        add("event-twice", t, "a consuming wait woke with no signal left to wake it")
     runs, posted, status = jobs(logdir, hosts)
     for jid in posted:
         if status.get(jid) != "succeeded":
@@ -246,6 +284,8 @@ def check(logdir, hosts):
         "semaphore peak": peak,
         "jobs posted": len(posted),
         "job runs": sum(len(r) for r in runs.values()),
+        "event signals": signals,
+        "event wakes": wakes,
         "clients wedged at the end": len(wedged),
     }
     return found, counts, fs
@@ -341,6 +381,13 @@ def self_test():
                 S, 2 * S, 3.5 * S),
             "jobs-b.log": "S job b 20 1 %d\nE job b 20 1 %d\nS job b 21 2 %d\nE job b 21 2 %d\n" % (
                 5 * S, 6 * S, 3 * S, 4 * S)}, [("again", False), ("lost", False), ("twice", False)]),
+        ("one signal, two wakes", {
+            "signal-a.log": "G a %d\nR a %d 0\nG a %d\nR a %d 1\n" % (S, S, 3 * S, 3 * S),
+            "event-b.log": "K b %d\n" % (2 * S), "event-c.log": "K c %d\n" % (4 * S)},
+         [("event-twice", False)]),
+        ("a signal whose answer was lost", {
+            "signal-a.log": "G a %d\nR a %d 0\nG a %d\n" % (S, S, 3 * S),
+            "event-b.log": "K b %d\n" % (2 * S), "event-c.log": "K c %d\n" % (4 * S)}, []),
     ]
     failed = 0
     for name, files, want in cases:

@@ -14,6 +14,7 @@ cgroup of its own, loops run for the whole run:
 - `fsync sem run DIR/sem --slots 2 -- cs.sh`: the same, two at a time;
 - `fsync msg work DIR/jobs -- job.sh`: jobs that log their start, a write and their end;
 - `fsync msg post DIR/jobs` every 2.5 s, each id logged once queued.
+- `fsync event wait --reset DIR/event` (each wake logged), and `fsync event signal` every 5 s.
 
 The logs go to a local disk the nemesis never touches, and every host shares the machine's
 clock. Meanwhile the nemesis injects, at random, one or two faults at a time on different
@@ -253,6 +254,15 @@ class Run:
         # Every host posts, one job every 2.5 s: twice a second in all, whichever hosts are cut off.
         loops["post"] = ("while [ ! -e %s/stop-posting ]; do id=$(%s msg post %s/jobs --data x) && "
                          "echo \"P $id $(date +%%s%%N)\" >> %s/posted.log; sleep 2.5; done" % (o, f, d, o))
+        # Events: every host waits to consume the event (`--reset`: one signal wakes exactly one
+        # waiter) and signals it every 5 s, logging its intent before the call and what the call
+        # said after it (was the event set already?), so that a signal whose answer a fault
+        # took away still counts as one that may have set it.
+        loops["event"] = ("while :; do %s event wait --reset -t 600s %s/event && echo \"K %s $(date +%%s%%N)\" "
+                          ">> %s/event-%s.log || sleep 0.2; done" % (f, d, h, o, h))
+        loops["signal"] = ("while [ ! -e %s/stop-posting ]; do t=$(date +%%s%%N); echo \"G %s $t\" >> %s/signal-%s.log; "
+                           "r=$(%s event signal %s/event --json) && case $r in *true*) w=1;; *) w=0;; esac && "
+                           "echo \"R %s $t $w\" >> %s/signal-%s.log; sleep 5; done" % (o, h, o, h, f, d, h, o, h))
         for k, script in loops.items():
             cg = os.path.join(self.bed.cgroup(h), "cgroup.procs")
             self.loops[(h, k)] = subprocess.Popen(
