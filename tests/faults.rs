@@ -804,6 +804,11 @@ fn a_cancel_whose_take_or_request_fails_says_so() {
         .own_process_group()
         .start();
     job.expect("running");
+    // strace finds the path it is to fail only if it exists when it starts: the worker makes
+    // it as it begins to watch for requests, which can be after its job said "running".
+    crate::harness::eventually("the worker watches for requests", || {
+        t.join("B/cancel").is_dir()
+    });
     cancel("B/cancel", "inject=openat:error=EIO", "2")
         .code(74)
         .stderr_has("cannot request cancel: I/O error");
