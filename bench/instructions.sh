@@ -16,7 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LIMIT=3   # percent
-baseline=bench/instructions.baseline
+repo=$PWD
+baseline=$repo/bench/instructions.baseline
 
 if ! command -v valgrind >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -34,7 +35,7 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "instructions" and m.get("executable"):
         print(m["executable"])')
-fsync=target/release/fsync
+fsync=$PWD/target/release/fsync
 
 # The instructions callgrind counted running "$@".
 count() {
@@ -42,17 +43,25 @@ count() {
         sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p'
 }
 
-# A fresh directory whose path has the same length each time (it is in the counted argv).
-fresh() { mktemp -d /tmp/fsync-insn.XXXXXXXX; }
+# Each count runs in a fresh directory whose path has the same length each time, with copies
+# of the two programs in it, from there: the counts must not depend on where the checkout is
+# (the holder record names the command, and the program's path is part of it).
+work=$(mktemp -d /tmp/fsync-insn.XXXXXXXX)
+trap 'rm -rf "$work"' EXIT
+fresh() {
+    rm -rf "$work/d"; mkdir "$work/d"
+    cp "$fsync" "$work/d/fsync"; cp "$bench" "$work/d/insn"
+    cd "$work/d"
+}
 
 declare -A got
-d=$(fresh); "$fsync" mutex run "$d/L" -- true
-got[run]=$(count "$fsync" mutex run "$d/L" -- true); rm -rf "$d"
-d=$(fresh); got[mutex]=$(count "$bench" mutex "$d" 1000); rm -rf "$d"
-d=$(fresh); got[msg]=$(count "$bench" msg "$d" 200); rm -rf "$d"
-d=$(fresh); "$fsync" msg post "$d/B" --data x >/dev/null; "$fsync" msg recv "$d/B" >/dev/null
-p=$(count "$fsync" msg post "$d/B" --data x); r=$(count "$fsync" msg recv "$d/B")
-got[post-recv]=$((p + r)); rm -rf "$d"
+fresh; ./fsync mutex run L -- true; got[run]=$(count ./fsync mutex run L -- true)
+fresh; got[mutex]=$(count ./insn mutex . 1000)
+fresh; got[msg]=$(count ./insn msg . 200)
+fresh; ./fsync msg post B --data x >/dev/null; ./fsync msg recv B >/dev/null
+p=$(count ./fsync msg post B --data x); r=$(count ./fsync msg recv B)
+got[post-recv]=$((p + r))
+cd "$repo"
 
 names=(run mutex msg post-recv)
 for n in "${names[@]}"; do
