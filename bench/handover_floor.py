@@ -121,8 +121,8 @@ def variants(bed, trials):
             "no status call before the read": (0, False, True),
             "no released write (the record left saying held)": (0, True, False),
         }
-        for way, (flags, status, released) in ways.items():
-            rec = f".L{abs(hash(way))}.fsync"
+        for i, (way, (flags, status, released)) in enumerate(ways.items()):
+            rec = f".L{i}.fsync"
             rec_a = os.open(f"{a_dir}/{rec}", os.O_RDWR | os.O_CREAT | flags, 0o644)
             os.pwrite(rec_a, b"r" * 124, 0)
             time.sleep(1)

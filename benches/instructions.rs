@@ -7,17 +7,17 @@
 //! instructions msg DIR N      N posts to DIR/B, then N receives each finished
 //! ```
 //!
-//! Each part first does its work once, untimed, so that what it counts finds the files made
-//! (a first acquire creates the lock file; a first post, the mailbox). Run with no arguments
-//! (as `cargo test --benches` does), both parts run a few rounds in a temporary directory.
+//! Each part first does its work once, so that the rounds after it find the files made (a
+//! first acquire creates the lock file; a first post, the mailbox). That first round is
+//! counted too (callgrind cannot leave it out of a release build, which has no symbols to
+//! toggle on), the same every run. Run with no arguments (as `cargo test --benches` does),
+//! both parts run a few rounds in a temporary directory.
 
 use std::{path::Path, process::ExitCode, time::Duration};
 
 fn mutex(dir: &Path, n: u32) {
     let m = fsync::Mutex::new(dir.join("L"));
     drop(m.acquire(None).expect("acquire"));
-    // The counted part starts here: callgrind's `--toggle-collect` is not used (a release
-    // build has no symbols), so the warm-up is counted too, once, the same each run.
     for _ in 0..n {
         let guard = m.acquire(None).expect("acquire").expect("no timeout");
         std::hint::black_box(guard.fence());

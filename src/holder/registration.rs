@@ -127,9 +127,7 @@ impl Registration {
         // A spare swapped between our look and the rename (by someone who may write `dir`):
         // `id` names a file we do not hold.
         if let Some(st) = spare
-            && !dir
-                .stat(id)
-                .is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino))
+            && dir.names(id, &st).is_none()
         {
             return Err(Error::new(
                 &dir.join(id),
@@ -161,10 +159,7 @@ impl Registration {
             if !ours || !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {
                 return None;
             }
-            let same = dir
-                .stat(&name)
-                .is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino));
-            same.then_some((file, name, st))
+            dir.names(&name, &st).map(|_| (file, name, st))
         })
     }
 
@@ -217,9 +212,7 @@ impl Registration {
         let Ok(ours) = nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(file)) else {
             return false;
         };
-        self.dir.stat(&self.name).is_ok_and(|now| {
-            (now.st_dev, now.st_ino, now.st_nlink) == (ours.st_dev, ours.st_ino, 1)
-        })
+        (self.dir.names(&self.name, &ours)).is_some_and(|now| now.st_nlink == 1)
     }
 
     /// Its file, while it has one: the lock on it says its owner lives.
@@ -287,9 +280,7 @@ impl Registration {
             if !matches!(lock::flock(&file, Mode::Exclusive, false), Ok(true)) {
                 continue; // alive (or not lockable here): never removed
             }
-            let same = dir.stat(&name).is_ok_and(|now| {
-                (now.st_dev, now.st_ino, now.st_nlink) == (st.st_dev, st.st_ino, 1)
-            });
+            let same = (dir.names(&name, &st)).is_some_and(|now| now.st_nlink == 1);
             if same && dir.unlink_file(&name).is_ok() {
                 reaped += 1;
             }

@@ -706,10 +706,17 @@ impl Dir {
         let fd_path = |fd: RawFd| std::fs::read_link(format!("/proc/self/fd/{fd}"));
         match (fd_path(file.as_raw_fd()), fd_path(self.fd.as_raw_fd())) {
             (Ok(f), Ok(d)) => Ok(f == d.join(name)),
-            _ => Ok(self
-                .stat(name)
-                .is_ok_and(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino))),
+            _ => Ok(self.names(name, &st).is_some()),
         }
+    }
+
+    /// What `name` here is now, if it is still the file whose status is `st` (the same device
+    /// and inode; a lookup that fails is not): for a check that nobody swapped or removed an
+    /// entry since we looked at it, or opened it.
+    pub(crate) fn names(&self, name: impl AsRef<OsStr>, st: &FileStat) -> Option<FileStat> {
+        self.stat(name.as_ref())
+            .ok()
+            .filter(|now| (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino))
     }
 
     /// The error for an entry that [`sole_link`](Self::sole_link) refused.
